@@ -1,0 +1,48 @@
+// The `cpu` codegen backend: kernel IR -> LLVM IR (vector-friendly math, fast-math where it is
+// safe) -> O3 -> ORC LLJIT -> a native function. The one place that includes LLVM headers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "codegen/tune_params.h"
+#include "ir/error.h"
+#include "ir/kernel_ir.h"
+
+namespace kiln::codegen {
+
+// Runs the points of the parallel domain whose outermost index lies in [begin, end) (all inner
+// axes fully). buffers[i] is parameter i of the kernel. Safe to call concurrently on disjoint
+// ranges: that is how the runtime splits work over threads.
+using CpuKernelFn = void (*)(void* const* buffers, int64_t begin, int64_t end);
+
+struct CpuArtifact {
+  CpuKernelFn fn = nullptr;
+  std::string symbol;
+  std::string llvm_ir;  // the optimized module, for `kiln dump --stage llvm`
+  int64_t outer_extent = 1;
+  double compile_ms = 0;
+};
+
+class CpuBackend {
+ public:
+  static Expected<std::unique_ptr<CpuBackend>> create();
+  ~CpuBackend();
+  CpuBackend(const CpuBackend&) = delete;
+  CpuBackend& operator=(const CpuBackend&) = delete;
+
+  // Compiles one kernel. Thread-safe. The artifact lives as long as the backend.
+  Expected<std::shared_ptr<const CpuArtifact>> compile(const kir::Kernel& kernel,
+                                                       const TuneParams& params);
+  // Host CPU name and feature string (e.g. "znver3", "+avx2,+fma,..."), part of cache keys.
+  std::string cpu_name() const;
+  std::string cpu_features() const;
+
+ private:
+  CpuBackend();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::codegen

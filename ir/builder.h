@@ -1,0 +1,112 @@
+// Checked construction of graph IR nodes: dtype and shape rules, numpy broadcasting, and the
+// composites (mean, softmax, log_softmax, layernorm, attention) expanded into primitives.
+//
+// Rules (the reference interpreter and every backend implement exactly these):
+// - Binary ops broadcast like numpy; both operands must have the same dtype (no implicit
+//   promotion; a scalar literal takes the dtype of the op's tensor operand).
+// - eq ne lt le gt ge -> bool. and, or, not: bool only.
+// - exp log sqrt rsqrt recip sin cos tanh sigmoid gelu erf floor ceil pow: floating dtypes only.
+// - neg abs sign relu add sub mul div max min sum prod: any dtype but bool.
+//   Integer div is floor division (numpy floor_divide); integer division by zero yields 0.
+// - argmax/argmin -> i32, first index on ties, NaN counts as the largest (numpy).
+// - reduce `axes` are normalized (non-negative, sorted, unique); no axes = all axes.
+// - matmul follows numpy.matmul: 1-D operands are promoted and the added axis removed again
+//   (expressed with reshape around a batched matmul node of rank >= 2).
+// Every error names the op and the offending shapes, dtypes or attributes.
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "ir/error.h"
+#include "ir/graph.h"
+
+namespace kiln::ir {
+
+using NodeResult = Expected<const Node*>;
+
+// An argument of a `.kg` call: a value or a numeric literal.
+using Operand = std::variant<const Node*, double>;
+
+class Builder {
+ public:
+  explicit Builder(Graph& g) : g_(g) {}
+  Graph& graph() { return g_; }
+
+  NodeResult unary(Op op, const Node* x);
+  NodeResult binary(Op op, const Node* a, const Node* b);
+  NodeResult where(const Node* cond, const Node* a, const Node* b);
+  NodeResult cast(const Node* x, DType to);
+  NodeResult scalar(double value, DType dtype);  // full(shape=[])
+  NodeResult full(const Shape& shape, double value, DType dtype);
+  NodeResult arange(int64_t start, int64_t end, int64_t step, DType dtype);
+
+  // op: Sum, ReduceMax, ReduceMin, Prod. nullopt axes = all axes.
+  NodeResult reduce(Op op, const Node* x, std::optional<std::vector<int64_t>> axes, bool keepdim);
+  NodeResult mean(const Node* x, std::optional<std::vector<int64_t>> axes, bool keepdim);
+  // op: ArgMax, ArgMin.
+  NodeResult arg_reduce(Op op, const Node* x, int64_t axis, bool keepdim);
+
+  NodeResult reshape(const Node* x, std::vector<int64_t> shape);  // one -1 allowed
+  NodeResult permute(const Node* x, std::vector<int64_t> dims);
+  NodeResult expand(const Node* x, Shape shape);  // numpy broadcast_to rules
+  // Python slice semantics; nullopt start/end = the ends for the sign of step.
+  NodeResult slice(const Node* x, int64_t axis, std::optional<int64_t> start,
+                   std::optional<int64_t> end, int64_t step);
+  NodeResult pad(const Node* x, std::vector<int64_t> before, std::vector<int64_t> after,
+                 double value);
+  NodeResult concat(const std::vector<const Node*>& xs, int64_t axis);
+  NodeResult flip(const Node* x, std::vector<int64_t> axes);
+  NodeResult roll(const Node* x, std::vector<int64_t> shifts, std::vector<int64_t> axes);
+  NodeResult unfold(const Node* x, int64_t dim, int64_t size, int64_t step);
+  NodeResult matmul(const Node* a, const Node* b);
+
+  NodeResult softmax(const Node* x, int64_t axis);
+  NodeResult log_softmax(const Node* x, int64_t axis);
+  NodeResult layernorm(const Node* x, const Node* gamma, const Node* beta, int64_t axis,
+                       double eps);
+  // q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv]; scale defaults to 1/sqrt(D).
+  NodeResult attention(const Node* q, const Node* k, const Node* v, bool causal,
+                       std::optional<double> scale);
+
+  // The `.kg` entry point: an op or composite by its `.kg` name, with operands and attributes
+  // as written. Literal operands take the dtype of the call's first tensor value operand (for
+  // `where`, of the value operands, not the condition); f32 when there is none.
+  NodeResult call(std::string_view name, const std::vector<Operand>& args, const Attrs& attrs);
+
+ private:
+  Graph& g_;
+};
+
+}  // namespace kiln::ir
+
+// ---------------------------------------------------------------------------------------------
+// Node attribute contract (what every consumer — printer, parser, reference, lowering — relies on;
+// the builder produces exactly this canonical form):
+// - Elementwise nodes broadcast implicitly: inputs may have any shapes that numpy-broadcast to
+//   the node's shape (right-aligned; size-1 axes read index 0). dtype: comparisons -> bool,
+//   Cast -> attr `to`, Where -> its value operands' dtype, all others -> the operands' dtype.
+//   Cast: to=DType.
+// - Sum/ReduceMax/ReduceMin/Prod: axes=[sorted, unique, non-negative], keepdim=bool (both always).
+// - ArgMax/ArgMin: axis=non-negative int, keepdim=bool; dtype i32.
+// - Reshape: shape=[...] resolved (no -1), same numel.
+// - Permute: dims=[non-negative permutation]; out.shape[i] = in.shape[dims[i]].
+// - Expand: shape=[...]; input rank <= output rank, right-aligned, each input dim equal or 1.
+// - Slice: axis (non-negative), start, end, step (step != 0). Output element k along `axis`
+//   reads input index start + k*step; the output length is node.shape[axis]. start is
+//   normalized into [0, n) (any value when the length is 0); `end` is canonical such that
+//   re-parsing start/end/step with Python semantics gives the same length.
+// - Pad: before=[...], after=[...] (rank entries, non-negative), value=double.
+// - Concat: axis (non-negative); >= 1 inputs, same dtype, same shape but along axis.
+// - Flip: axes=[sorted, unique, non-negative].
+// - Roll: shifts=[...] normalized into [0, n), axes=[non-negative], same length;
+//   out[i] = in[(i - shift) mod n] along each axis.
+// - Unfold: dim (non-negative), size, step; out.shape = in.shape with shape[dim] replaced by
+//   (n - size) / step + 1, plus a trailing axis of length size; out[..w..,k] = in[..w*step+k..].
+// - Matmul: both operands rank >= 2, a [..., M, K], b [..., K, N]; batch dims broadcast
+//   implicitly (right-aligned, like elementwise); out [batch..., M, N]; dtype of the operands.
+// - Full: shape, value (double), dtype. Arange: start, end, step (ints), dtype; out [len],
+//   element i = start + i*step.
+// - Input: name (string, may be empty), slot (int, unique).

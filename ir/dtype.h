@@ -1,0 +1,23 @@
+// Element types of kiln tensors: names, sizes and classification.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace kiln::ir {
+
+enum class DType : uint8_t { f32, f64, f16, bf16, i32, i64, i8, u8, boolean };
+
+inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32,
+                                       DType::i64, DType::i8,  DType::u8,  DType::boolean};
+
+// The `.kg` spelling: f32 f64 f16 bf16 i32 i64 i8 u8 bool.
+std::string_view dtype_name(DType t);
+std::optional<DType> parse_dtype(std::string_view name);
+int dtype_size(DType t);
+bool is_float(DType t);
+bool is_int(DType t);  // signed or unsigned integer, not bool
+bool is_signed(DType t);
+
+}  // namespace kiln::ir

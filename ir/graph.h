@@ -1,0 +1,107 @@
+// The graph IR: immutable, hash-consed tensor-op nodes owned by a Graph (the context/arena).
+//
+// Contract:
+// - A Node is (op, dtype, shape, inputs, attrs). Nodes are created only through Graph::make (or
+//   the checked smart constructors of ir/builder.h) and never change afterwards.
+// - Interning: making a node equal in all five parts to an existing one returns the existing node,
+//   so pointer equality is structural equality (this is CSE) and hashing is O(1).
+// - Inputs (Op::Input) carry a unique `slot` attribute, so two inputs are never merged.
+// - Attributes are kept sorted by key: printing and hashing are canonical.
+// - Node ids grow in creation order, so sorting by id is a topological order.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/shape.h"
+
+namespace kiln::ir {
+
+enum class Op : uint16_t {
+#define KILN_OP(Enum, name, arity, kind) Enum,
+#include "ir/ops.def"
+};
+
+enum class OpKind : uint8_t { Elementwise, Reduce, Movement, Matmul, Source, Input };
+
+std::string_view op_name(Op op);  // the `.kg` name ("max" for both Max and ReduceMax)
+int op_arity(Op op);              // -1 = variadic
+OpKind op_kind(Op op);
+std::string_view op_enum_name(Op op);  // "ReduceMax": unambiguous, for messages and tests
+inline bool is_elementwise(Op op) { return op_kind(op) == OpKind::Elementwise; }
+inline bool is_reduce(Op op) { return op_kind(op) == OpKind::Reduce; }
+inline bool is_movement(Op op) { return op_kind(op) == OpKind::Movement; }
+
+enum class AttrKey : uint8_t {
+  axes, keepdim, axis, shape, dims, start, end, step, before, after, value, to, dtype, shifts,
+  dim, size, name, slot
+};
+std::string_view attr_name(AttrKey k);
+using AttrValue = std::variant<int64_t, double, bool, DType, std::vector<int64_t>, std::string>;
+
+// A sorted (by key) list of attributes.
+class Attrs {
+ public:
+  Attrs() = default;
+  Attrs(std::initializer_list<std::pair<AttrKey, AttrValue>> init);
+  void set(AttrKey k, AttrValue v);
+  bool has(AttrKey k) const;
+  const AttrValue* find(AttrKey k) const;
+  // Typed getters; KILN_CHECK that the attribute exists with that type.
+  int64_t i(AttrKey k) const;
+  double f(AttrKey k) const;  // accepts an int64 too
+  bool b(AttrKey k) const;
+  DType dt(AttrKey k) const;
+  const std::vector<int64_t>& ints(AttrKey k) const;
+  const std::string& s(AttrKey k) const;
+  const std::vector<std::pair<AttrKey, AttrValue>>& items() const { return items_; }
+  bool operator==(const Attrs& o) const { return items_ == o.items_; }
+  uint64_t hash() const;
+
+ private:
+  std::vector<std::pair<AttrKey, AttrValue>> items_;
+};
+
+struct Node {
+  Op op;
+  DType dtype;
+  Shape shape;
+  std::vector<const Node*> inputs;
+  Attrs attrs;
+  uint64_t hash;  // structural hash (op, dtype, shape, input ids, attrs)
+  uint32_t id;    // creation order within the Graph: a topological order
+
+  int64_t numel() const { return shape_numel(shape); }
+};
+
+// The arena and interning table. Thread-safe: make() may be called from several threads.
+class Graph {
+ public:
+  Graph();
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Interns a node. No checking here: use ir/builder.h for checked construction.
+  const Node* make(Op op, DType dtype, Shape shape, std::vector<const Node*> inputs, Attrs attrs);
+  // A fresh graph input with a unique slot.
+  const Node* input(DType dtype, Shape shape, std::string name = "");
+  size_t size() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// All nodes reachable from `outputs`, in topological order (by id), each once.
+std::vector<const Node*> topo_order(const std::vector<const Node*>& outputs);
+
+}  // namespace kiln::ir

@@ -1,0 +1,27 @@
+// HostTensor: a dense, C-ordered tensor in host memory (what goes in and out of devices and .npy).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/shape.h"
+
+namespace kiln::ir {
+
+struct HostTensor {
+  DType dtype = DType::f32;
+  Shape shape;
+  std::vector<std::byte> bytes;  // numel * dtype_size, little-endian
+
+  static HostTensor zeros(DType dtype, Shape shape);
+  int64_t numel() const { return shape_numel(shape); }
+  // Element access through double (exact for every dtype but i64 beyond 2^53).
+  // f16/bf16 are converted with round-to-nearest-even; bool stores 0/1; ints truncate toward zero.
+  double get(int64_t i) const;
+  void set(int64_t i, double v);
+  void* data() { return bytes.data(); }
+  const void* data() const { return bytes.data(); }
+};
+
+}  // namespace kiln::ir

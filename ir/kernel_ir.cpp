@@ -1,0 +1,206 @@
+// Kernel IR interning and the canonical text printer.
+#include "ir/kernel_ir.h"
+
+#include <bit>
+#include <cmath>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unordered_map>
+
+#include "ir/error.h"
+
+namespace kiln::kir {
+
+namespace {
+constexpr std::string_view kAluNames[] = {
+#define KILN_ELEMENTWISE(Enum, name, arity) name,
+#include "ir/ops.def"
+    "idiv", "mod"};
+constexpr int kAluArity[] = {
+#define KILN_ELEMENTWISE(Enum, name, arity) arity,
+#include "ir/ops.def"
+    2, 2};
+
+inline uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  return h ^ (h >> 29);
+}
+}  // namespace
+
+std::string_view alu_name(Alu a) { return kAluNames[static_cast<int>(a)]; }
+int alu_arity(Alu a) { return kAluArity[static_cast<int>(a)]; }
+
+std::string_view reduce_op_name(ReduceOp r) {
+  switch (r) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Prod: return "prod";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::ArgMax: return "argmax";
+    case ReduceOp::ArgMin: return "argmin";
+  }
+  return "?";
+}
+
+bool ExprArena::Eq::operator()(const Expr* a, const Expr* b) const {
+  return a->hash == b->hash && a->kind == b->kind && a->dtype == b->dtype && a->alu == b->alu &&
+         a->reduce_op == b->reduce_op && a->var == b->var && a->buf == b->buf &&
+         std::bit_cast<uint64_t>(a->fval) == std::bit_cast<uint64_t>(b->fval) &&
+         a->ival == b->ival && a->args == b->args && a->rvars == b->rvars &&
+         a->rextents == b->rextents;
+}
+
+const Expr* ExprArena::intern(Expr e) {
+  uint64_t h = mix(static_cast<uint64_t>(e.kind), static_cast<uint64_t>(e.dtype));
+  h = mix(h, static_cast<uint64_t>(e.alu));
+  h = mix(h, static_cast<uint64_t>(e.reduce_op));
+  h = mix(h, static_cast<uint64_t>(static_cast<int64_t>(e.var)));
+  h = mix(h, static_cast<uint64_t>(static_cast<int64_t>(e.buf)));
+  h = mix(h, std::bit_cast<uint64_t>(e.fval));
+  h = mix(h, static_cast<uint64_t>(e.ival));
+  for (const Expr* a : e.args) h = mix(h, a->hash);
+  for (int32_t v : e.rvars) h = mix(h, static_cast<uint64_t>(v));
+  for (int64_t x : e.rextents) h = mix(h, static_cast<uint64_t>(x));
+  e.hash = h;
+  std::lock_guard lock(mu_);
+  if (auto it = interned_.find(&e); it != interned_.end()) return *it;
+  e.id = static_cast<uint32_t>(exprs_.size());
+  exprs_.push_back(std::move(e));
+  const Expr* p = &exprs_.back();
+  interned_.insert(p);
+  return p;
+}
+
+const Expr* ExprArena::constant(DType dtype, double value) {
+  Expr e{.kind = ExprKind::Const, .dtype = dtype};
+  // Floats keep their bits (-0.0 is a distinct constant); ints and bool are stored exactly.
+  if (ir::is_float(dtype)) e.fval = value;
+  else if (dtype == DType::boolean) e.ival = value != 0;
+  else e.ival = static_cast<int64_t>(value);
+  return intern(std::move(e));
+}
+
+const Expr* ExprArena::var(int32_t id) {
+  return intern(Expr{.kind = ExprKind::Var, .dtype = DType::i64, .var = id});
+}
+
+const Expr* ExprArena::load(int32_t buf, DType dtype, const Expr* index) {
+  KILN_CHECK(index->dtype == DType::i64) << "load index must be i64";
+  return intern(Expr{.kind = ExprKind::Load, .dtype = dtype, .buf = buf, .args = {index}});
+}
+
+const Expr* ExprArena::alu(Alu op, DType dtype, std::vector<const Expr*> args) {
+  KILN_CHECK(static_cast<int>(args.size()) == alu_arity(op))
+      << alu_name(op) << " takes " << alu_arity(op) << " operands, got " << args.size();
+  return intern(Expr{.kind = ExprKind::Alu, .dtype = dtype, .alu = op, .args = std::move(args)});
+}
+
+const Expr* ExprArena::reduce(ReduceOp op, DType dtype, const Expr* body,
+                              std::vector<int32_t> rvars, std::vector<int64_t> rextents) {
+  KILN_CHECK(rvars.size() == rextents.size() && !rvars.empty()) << "reduce loop variables";
+  KILN_CHECK((op != ReduceOp::ArgMax && op != ReduceOp::ArgMin) || rvars.size() == 1)
+      << "argmax/argmin reduce exactly one variable";
+  return intern(Expr{.kind = ExprKind::Reduce,
+                     .dtype = dtype,
+                     .reduce_op = op,
+                     .args = {body},
+                     .rvars = std::move(rvars),
+                     .rextents = std::move(rextents)});
+}
+
+std::vector<const Expr*> kernel_exprs(const Kernel& k) {
+  std::vector<const Expr*> order;
+  std::unordered_map<const Expr*, bool> seen;
+  // Iterative post-order DFS from each store (index first, then value).
+  auto visit = [&](const Expr* root) {
+    std::vector<std::pair<const Expr*, size_t>> stack{{root, 0}};
+    while (!stack.empty()) {
+      auto& [e, next] = stack.back();
+      if (next == 0 && seen.count(e)) {
+        stack.pop_back();
+        continue;
+      }
+      if (next < e->args.size()) {
+        const Expr* child = e->args[next++];
+        if (!seen.count(child)) stack.push_back({child, 0});
+        continue;
+      }
+      if (!seen.count(e)) {
+        seen[e] = true;
+        order.push_back(e);
+      }
+      stack.pop_back();
+    }
+  };
+  for (const Store& s : k.stores) {
+    visit(s.index);
+    visit(s.value);
+  }
+  return order;
+}
+
+namespace {
+std::string const_text(const Expr* e) {
+  if (ir::is_float(e->dtype)) {
+    if (std::isinf(e->fval)) return fmt::format("{}inf:{}", e->fval < 0 ? "-" : "", ir::dtype_name(e->dtype));
+    if (std::isnan(e->fval)) return fmt::format("nan:{}", ir::dtype_name(e->dtype));
+    return fmt::format("{}:{}", e->fval, ir::dtype_name(e->dtype));
+  }
+  if (e->dtype == DType::i64) return fmt::format("{}", e->ival);
+  return fmt::format("{}:{}", e->ival, ir::dtype_name(e->dtype));
+}
+}  // namespace
+
+std::string print_kernel(const Kernel& k, bool with_labels) {
+  std::string out = with_labels ? fmt::format("kernel {}\n", k.name) : "kernel\n";
+  for (size_t i = 0; i < k.params.size(); ++i) {
+    const Param& p = k.params[i];
+    out += fmt::format("  param %{} {} {}{}", i, p.output ? "out" : "in", ir::dtype_name(p.dtype),
+                       ir::shape_str(p.shape));
+    if (with_labels && !p.label.empty()) out += fmt::format("  # {}", p.label);
+    out += "\n";
+  }
+  out += fmt::format("  domain {}\n", ir::shape_str(k.domain));
+  std::unordered_map<const Expr*, std::string> names;
+  auto ref = [&](const Expr* e) -> std::string {
+    if (e->kind == ExprKind::Const) return const_text(e);
+    if (e->kind == ExprKind::Var) return fmt::format("v{}", e->var);
+    return names.at(e);
+  };
+  int next = 0;
+  for (const Expr* e : kernel_exprs(k)) {
+    if (e->kind == ExprKind::Const || e->kind == ExprKind::Var) continue;
+    std::string name = fmt::format("${}", next++);
+    std::string rhs;
+    switch (e->kind) {
+      case ExprKind::Load:
+        rhs = fmt::format("load {} %{}[{}]", ir::dtype_name(e->dtype), e->buf, ref(e->args[0]));
+        break;
+      case ExprKind::Alu: {
+        std::vector<std::string> ops;
+        for (const Expr* a : e->args) ops.push_back(ref(a));
+        rhs = fmt::format("{} {} {}", alu_name(e->alu), ir::dtype_name(e->dtype),
+                          fmt::join(ops, ", "));
+        break;
+      }
+      case ExprKind::Reduce: {
+        std::vector<std::string> loops;
+        for (size_t i = 0; i < e->rvars.size(); ++i)
+          loops.push_back(fmt::format("v{}<{}>", e->rvars[i], e->rextents[i]));
+        rhs = fmt::format("reduce.{} {} ({}) {}", reduce_op_name(e->reduce_op),
+                          ir::dtype_name(e->dtype), fmt::join(loops, ", "), ref(e->args[0]));
+        break;
+      }
+      default: break;
+    }
+    out += fmt::format("  {} = {}\n", name, rhs);
+    names[e] = std::move(name);
+  }
+  for (const Store& s : k.stores)
+    out += fmt::format("  store %{}[{}] {}\n", s.buf, ref(s.index), ref(s.value));
+  return out;
+}
+
+}  // namespace kiln::kir

@@ -1,0 +1,118 @@
+// The kernel IR: one kernel = buffer parameters, a parallel iteration domain, and stores of a DAG
+// of hash-consed scalar expressions (constants, loop variables, loads, ALU ops, reductions).
+//
+// Contract:
+// - Parallel loop variables have ids 0..domain.size()-1 and range over [0, domain[k]); an empty
+//   domain is a single point. Each Reduce owns further loop variables (ids >= domain.size(),
+//   unique within the kernel), ranging over its extents, outer to inner.
+// - Index expressions are i64 and give a linear (C-order) element index into a parameter buffer.
+//   Loads and stores never see an out-of-range index: lowering guards (pad, concat) with selects.
+// - Alu ops have the graph IR's semantics (ir/builder.h) on the expression's dtype, plus IDiv and
+//   Mod for index arithmetic on non-negative operands with a positive divisor. For Cast the
+//   expression's dtype is the target.
+// - Reduce folds its body over its loop nest: Sum (from 0), Prod (1), Max (-inf / lowest),
+//   Min (+inf / highest) in the body's dtype; ArgMax/ArgMin (exactly one variable) give the i32
+//   index of the first extreme value, NaN counting as the largest (numpy).
+// - Stores run once per point of the parallel domain, in order.
+// - Schedule (vector width, unroll, threads) is not here: see codegen/tune_params.h.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/shape.h"
+
+namespace kiln::kir {
+
+using ir::DType;
+
+enum class Alu : uint8_t {
+#define KILN_ELEMENTWISE(Enum, name, arity) Enum,
+#include "ir/ops.def"
+  IDiv,  // index floor division, operands >= 0, divisor > 0
+  Mod,   // index remainder, operands >= 0, divisor > 0
+};
+std::string_view alu_name(Alu a);
+int alu_arity(Alu a);
+
+enum class ExprKind : uint8_t { Const, Var, Load, Alu, Reduce };
+enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin };
+std::string_view reduce_op_name(ReduceOp r);
+
+struct Expr {
+  ExprKind kind;
+  DType dtype;
+  Alu alu = Alu::Add;              // kind == Alu
+  ReduceOp reduce_op = ReduceOp::Sum;  // kind == Reduce
+  int32_t var = -1;                // kind == Var: loop variable id
+  int32_t buf = -1;                // kind == Load: parameter index
+  double fval = 0;                 // kind == Const, floating dtype
+  int64_t ival = 0;                // kind == Const, integer or bool dtype
+  std::vector<const Expr*> args = {};  // Alu: operands; Load: {index}; Reduce: {body}
+  std::vector<int32_t> rvars = {};     // Reduce: its loop variables, outer to inner
+  std::vector<int64_t> rextents = {};  // Reduce: their extents
+  uint64_t hash = 0;
+  uint32_t id = 0;                 // creation order: operands always have smaller ids
+};
+
+// Interns expressions; owned by the kernels that use them (shared_ptr). Thread-safe.
+class ExprArena {
+ public:
+  const Expr* constant(DType dtype, double value);  // ints/bool: value converted exactly
+  const Expr* index(int64_t value) { return constant(DType::i64, static_cast<double>(value)); }
+  const Expr* var(int32_t id);  // i64 loop variable
+  const Expr* load(int32_t buf, DType dtype, const Expr* index);
+  const Expr* alu(Alu op, DType dtype, std::vector<const Expr*> args);
+  const Expr* reduce(ReduceOp op, DType dtype, const Expr* body, std::vector<int32_t> rvars,
+                     std::vector<int64_t> rextents);
+
+ private:
+  const Expr* intern(Expr e);
+  struct Hash {
+    size_t operator()(const Expr* e) const { return e->hash; }
+  };
+  struct Eq {
+    bool operator()(const Expr* a, const Expr* b) const;
+  };
+  std::mutex mu_;
+  std::deque<Expr> exprs_;
+  std::unordered_set<const Expr*, Hash, Eq> interned_;
+};
+
+struct Param {
+  DType dtype;
+  ir::Shape shape;
+  bool output = false;  // written by this kernel
+  std::string label;    // the graph value it holds, for dumps only (not part of the identity)
+};
+
+struct Store {
+  int32_t buf;
+  const Expr* index;
+  const Expr* value;
+};
+
+struct Kernel {
+  std::string name;  // for dumps and symbols only (not part of the identity)
+  std::vector<Param> params;
+  std::vector<int64_t> domain;
+  std::vector<Store> stores;
+  std::shared_ptr<ExprArena> arena;
+
+  int64_t outer_extent() const { return domain.empty() ? 1 : domain[0]; }
+};
+
+// The canonical text form. Without labels (and name), the text is the kernel's identity: equal
+// kernels print byte-identical text, which the cache key hashes.
+std::string print_kernel(const Kernel& k, bool with_labels = true);
+
+// Expressions reachable from the stores, operands first, each once (deterministic).
+std::vector<const Expr*> kernel_exprs(const Kernel& k);
+
+}  // namespace kiln::kir

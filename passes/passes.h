@@ -1,0 +1,33 @@
+// The catalogue of graph passes. Each pass takes the graph arena (for the nodes it creates) and
+// the outputs, and returns the new outputs; a pass that changes nothing returns its input.
+// Nodes are interned, so common-subexpression elimination happens at construction, and anything
+// not reachable from the outputs is dead by construction (topo_order visits only live nodes).
+#pragma once
+
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace kiln::passes {
+
+using Outputs = std::vector<const ir::Node*>;
+
+// Re-interns every live node bottom-up, so structurally equal subgraphs built through different
+// paths (e.g. after other rewrites) collapse into one node.
+Outputs eliminate_common_subexpressions(ir::Graph& g, const Outputs& outputs);
+// Literal folding: elementwise ops whose operands are all scalar `full` become one scalar `full`;
+// identities x*1, x+0, x-0, x/1, neg(neg x), cast to the same dtype are removed.
+Outputs fold_literals(ir::Graph& g, const Outputs& outputs);
+// View folding: chains of movement ops collapse (reshape∘reshape, permute∘permute,
+// identity reshape/permute/expand/slice/pad removed, flip∘flip of the same axes removed).
+Outputs fold_views(ir::Graph& g, const Outputs& outputs);
+// Dead-code elimination over the output list: returns the live nodes in topological order.
+std::vector<const ir::Node*> live_nodes(const Outputs& outputs);
+
+struct OptimizeOptions {
+  bool fold = true;
+};
+// The pipeline, one named step per line: fold_literals, fold_views, CSE, until nothing changes.
+Outputs optimize(ir::Graph& g, const Outputs& outputs, const OptimizeOptions& options = {});
+
+}  // namespace kiln::passes
