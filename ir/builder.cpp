@@ -1,1 +1,264 @@
-// (being written)
+// Checked construction of elementwise, source and reduction nodes (ir/builder.h); the shared
+// dtype rules and axis normalization used by the other builder files live here too.
+#include "ir/builder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ir/builder_support.h"
+
+namespace kiln::ir {
+
+namespace detail {
+
+std::optional<std::string> unrepresentable(double value, DType dtype) {
+  if (is_float(dtype)) return std::nullopt;
+  if (dtype == DType::boolean) {
+    if (value == 0 || value == 1) return std::nullopt;
+    return std::string("is not representable as bool (expected 0 or 1)");
+  }
+  double lo = 0, hi = 0;  // inclusive range of the integer type, as doubles
+  switch (dtype) {
+    case DType::i8:
+      lo = -128, hi = 127;
+      break;
+    case DType::u8:
+      lo = 0, hi = 255;
+      break;
+    case DType::i32:
+      lo = -2147483648.0, hi = 2147483647.0;
+      break;
+    default:
+      lo = -9223372036854775808.0, hi = 9223372036854775807.0;
+      break;
+  }
+  if (!std::isfinite(value) || std::trunc(value) != value)
+    return fmt::format("is not representable in {} (expected an integer)", dtype_name(dtype));
+  // 2^63 rounds to hi as a double, so the upper bound of i64 is exclusive.
+  bool too_big = dtype == DType::i64 ? value >= hi : value > hi;
+  if (value < lo || too_big) return fmt::format("is out of range for {}", dtype_name(dtype));
+  return std::nullopt;
+}
+
+Expected<int64_t> normalize_one_axis(std::string_view op, int64_t axis, const Shape& shape) {
+  auto a = normalize_axis(axis, static_cast<int64_t>(shape.size()));
+  if (!a) return op_error(op, "axis {} is out of range for shape {}", axis, shape_str(shape));
+  return *a;
+}
+
+Expected<std::vector<int64_t>> normalize_axes(std::string_view op, const std::vector<int64_t>& axes,
+                                              const Shape& shape) {
+  std::vector<int64_t> out;
+  out.reserve(axes.size());
+  for (int64_t axis : axes) {
+    KILN_IR_TRY(int64_t a, normalize_one_axis(op, axis, shape));
+    out.push_back(a);
+  }
+  std::sort(out.begin(), out.end());
+  if (auto dup = std::adjacent_find(out.begin(), out.end()); dup != out.end())
+    return op_error(op, "axis {} appears twice in axes {}", *dup, ints_str(axes));
+  return out;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::op_error;
+
+bool is_comparison(Op op) {
+  return op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt ||
+         op == Op::Ge;
+}
+
+// The dtype rule of ir/builder.h for `op` applied to operands of dtype `t`.
+Expected<void> check_dtype(Op op, DType t) {
+  switch (op) {
+    case Op::Exp:
+    case Op::Log:
+    case Op::Sqrt:
+    case Op::Rsqrt:
+    case Op::Recip:
+    case Op::Sin:
+    case Op::Cos:
+    case Op::Tanh:
+    case Op::Sigmoid:
+    case Op::Gelu:
+    case Op::Erf:
+    case Op::Floor:
+    case Op::Ceil:
+    case Op::Pow:
+      if (!is_float(t))
+        return op_error(op_name(op), "needs a floating dtype, got {}", dtype_name(t));
+      return {};
+    case Op::Not:
+    case Op::And:
+    case Op::Or:
+      if (t != DType::boolean)
+        return op_error(op_name(op), "needs bool operands, got {}", dtype_name(t));
+      return {};
+    case Op::Neg:
+    case Op::Abs:
+    case Op::Sign:
+    case Op::Relu:
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::Max:
+    case Op::Min:
+    case Op::Sum:
+    case Op::Prod:
+    case Op::ReduceMax:
+    case Op::ReduceMin:
+      if (t == DType::boolean) return op_error(op_name(op), "needs a numeric dtype, got bool");
+      return {};
+    default:
+      return {};
+  }
+}
+
+// The shape of reducing `axes` (normalized) of `shape`.
+Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& axes, bool keepdim) {
+  Shape out;
+  size_t next = 0;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    bool reduced = next < axes.size() && axes[next] == static_cast<int64_t>(i);
+    if (reduced) ++next;
+    if (!reduced)
+      out.push_back(shape[i]);
+    else if (keepdim)
+      out.push_back(1);
+  }
+  return out;
+}
+
+Expected<std::vector<int64_t>> resolve_axes(std::string_view op,
+                                            const std::optional<std::vector<int64_t>>& axes,
+                                            const Shape& shape) {
+  if (axes) return detail::normalize_axes(op, *axes, shape);
+  std::vector<int64_t> all(shape.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  return all;
+}
+
+}  // namespace
+
+NodeResult Builder::unary(Op op, const Node* x) {
+  KILN_CHECK(is_elementwise(op) && op_arity(op) == 1 && op != Op::Cast) << op_enum_name(op);
+  KILN_IR_OK(check_dtype(op, x->dtype));
+  return g_.make(op, x->dtype, x->shape, {x}, {});
+}
+
+NodeResult Builder::binary(Op op, const Node* a, const Node* b) {
+  KILN_CHECK(is_elementwise(op) && op_arity(op) == 2) << op_enum_name(op);
+  if (a->dtype != b->dtype)
+    return op_error(op_name(op), "dtypes {} and {} do not match", dtype_name(a->dtype),
+                    dtype_name(b->dtype));
+  KILN_IR_OK(check_dtype(op, a->dtype));
+  auto shape = broadcast_shapes(a->shape, b->shape);
+  if (!shape)
+    return op_error(op_name(op), "shapes {} and {} do not broadcast", shape_str(a->shape),
+                    shape_str(b->shape));
+  DType out = is_comparison(op) ? DType::boolean : a->dtype;
+  return g_.make(op, out, std::move(*shape), {a, b}, {});
+}
+
+NodeResult Builder::where(const Node* cond, const Node* a, const Node* b) {
+  if (cond->dtype != DType::boolean)
+    return op_error("where", "condition must be bool, got {}", dtype_name(cond->dtype));
+  if (a->dtype != b->dtype)
+    return op_error("where", "dtypes {} and {} do not match", dtype_name(a->dtype),
+                    dtype_name(b->dtype));
+  auto ab = broadcast_shapes(a->shape, b->shape);
+  auto shape = ab ? broadcast_shapes(cond->shape, *ab) : std::nullopt;
+  if (!shape)
+    return op_error("where", "shapes {}, {} and {} do not broadcast", shape_str(cond->shape),
+                    shape_str(a->shape), shape_str(b->shape));
+  return g_.make(Op::Where, a->dtype, std::move(*shape), {cond, a, b}, {});
+}
+
+NodeResult Builder::cast(const Node* x, DType to) {
+  return g_.make(Op::Cast, to, x->shape, {x}, Attrs{{AttrKey::to, to}});
+}
+
+NodeResult Builder::scalar(double value, DType dtype) {
+  return full({}, value, dtype);
+}
+
+NodeResult Builder::full(const Shape& shape, double value, DType dtype) {
+  for (int64_t d : shape)
+    if (d < 0) return op_error("full", "negative dimension in shape {}", shape_str(shape));
+  if (auto why = detail::unrepresentable(value, dtype))
+    return op_error("full", "value {} {}", value, *why);
+  if (!is_float(dtype)) value += 0.0;  // integers have no -0: one canonical zero
+  return g_.make(Op::Full, dtype, shape, {},
+                 Attrs{{AttrKey::shape, shape}, {AttrKey::value, value}, {AttrKey::dtype, dtype}});
+}
+
+NodeResult Builder::arange(int64_t start, int64_t end, int64_t step, DType dtype) {
+  if (step == 0) return op_error("arange", "step must not be 0");
+  if (dtype == DType::boolean) return op_error("arange", "needs a numeric dtype, got bool");
+  // Python range length; __int128 keeps end - start from overflowing.
+  __int128 span = static_cast<__int128>(end) - start;
+  __int128 len = step > 0 ? (span + step - 1) / step : (span + step + 1) / step;
+  if (len < 0) len = 0;
+  if (len > std::numeric_limits<int64_t>::max())
+    return op_error("arange", "range [{}, {}) step {} is too long", start, end, step);
+  // The values lie between start and the last element, so checking both ends suffices.
+  int64_t last = start + static_cast<int64_t>(len - 1) * step;
+  if (len > 0 && is_int(dtype) && dtype != DType::i64 &&
+      (detail::unrepresentable(static_cast<double>(start), dtype) ||
+       detail::unrepresentable(static_cast<double>(last), dtype)))
+    return op_error("arange", "values from {} to {} do not fit in {}", start, last,
+                    dtype_name(dtype));
+  return g_.make(Op::Arange, dtype, {static_cast<int64_t>(len)}, {},
+                 Attrs{{AttrKey::start, start},
+                       {AttrKey::end, end},
+                       {AttrKey::step, step},
+                       {AttrKey::dtype, dtype}});
+}
+
+NodeResult Builder::reduce(Op op, const Node* x, std::optional<std::vector<int64_t>> axes,
+                           bool keepdim) {
+  KILN_CHECK(op == Op::Sum || op == Op::ReduceMax || op == Op::ReduceMin || op == Op::Prod)
+      << op_enum_name(op);
+  std::string_view name = op_name(op);
+  KILN_IR_OK(check_dtype(op, x->dtype));
+  KILN_IR_TRY(std::vector<int64_t> ax, resolve_axes(name, axes, x->shape));
+  if (ax.empty()) return x;  // reducing no axis is the identity; keep the graph free of no-ops
+  if (op == Op::ReduceMax || op == Op::ReduceMin)
+    for (int64_t a : ax)
+      if (x->shape[a] == 0)
+        return op_error(name, "cannot reduce the empty axis {} of shape {}", a,
+                        shape_str(x->shape));
+  Shape out = reduced_shape(x->shape, ax, keepdim);
+  return g_.make(op, x->dtype, std::move(out), {x},
+                 Attrs{{AttrKey::axes, std::move(ax)}, {AttrKey::keepdim, keepdim}});
+}
+
+NodeResult Builder::mean(const Node* x, std::optional<std::vector<int64_t>> axes, bool keepdim) {
+  if (!is_float(x->dtype))
+    return op_error("mean", "needs a floating dtype, got {}", dtype_name(x->dtype));
+  KILN_IR_TRY(std::vector<int64_t> ax, resolve_axes("mean", axes, x->shape));
+  if (ax.empty()) return x;
+  int64_t count = 1;
+  for (int64_t a : ax) count *= x->shape[a];
+  KILN_IR_TRY(const Node* s, reduce(Op::Sum, x, ax, keepdim));
+  KILN_IR_TRY(const Node* inv, scalar(1.0 / static_cast<double>(count), x->dtype));
+  return binary(Op::Mul, s, inv);
+}
+
+NodeResult Builder::arg_reduce(Op op, const Node* x, int64_t axis, bool keepdim) {
+  KILN_CHECK(op == Op::ArgMax || op == Op::ArgMin) << op_enum_name(op);
+  std::string_view name = op_name(op);
+  KILN_IR_TRY(int64_t a, detail::normalize_one_axis(name, axis, x->shape));
+  if (x->shape[a] == 0)
+    return op_error(name, "cannot reduce the empty axis {} of shape {}", a, shape_str(x->shape));
+  Shape out = reduced_shape(x->shape, {a}, keepdim);
+  return g_.make(op, DType::i32, std::move(out), {x},
+                 Attrs{{AttrKey::axis, a}, {AttrKey::keepdim, keepdim}});
+}
+
+}  // namespace kiln::ir

@@ -14,9 +14,13 @@
 namespace kiln::passes {
 
 struct FusedGroup {
-  std::vector<const ir::Node*> nodes;    // computed inside the kernel, topological order
+  // Computed inside the kernel, topological order (by id); includes the outputs. A node inlined
+  // into several groups is recomputed by each.
+  std::vector<const ir::Node*> nodes;
   std::vector<const ir::Node*> outputs;  // written to buffers by this kernel
-  std::vector<const ir::Node*> inputs;   // read from buffers: graph inputs or earlier groups' outputs
+  // Read from buffers: graph inputs or earlier groups' outputs, each once, in first-use order
+  // (the order a left-to-right depth-first walk from the outputs reaches them).
+  std::vector<const ir::Node*> inputs;
 };
 
 struct FusionPlan {
@@ -33,8 +37,11 @@ class Fuser {
 };
 
 // Elementwise chains (with broadcasts and views on reads) fuse into one kernel; elementwise
-// producers fuse into the reduction or matmul that consumes them. Reductions, matmuls and
-// outputs are materialized; so are operands of matmul that are not pure views.
+// producers fuse into the reduction or matmul that consumes them. Materialized (one group each,
+// ordered by node id): graph outputs that are not Input nodes (an output listed twice is one
+// group), reductions (argmax/argmin included), matmuls, and matmul operands that are not a pure
+// chain of movement ops over an Input or materialized node. Everything else is inlined into every
+// group that reads it.
 std::unique_ptr<Fuser> make_first_fuser();
 
 }  // namespace kiln::passes

@@ -1,5 +1,9 @@
 // Simplification of i64 index expressions with range analysis: constant folding, x*1, x+0,
 // (a*c + b) idiv c -> a and (a*c + b) mod c -> b when 0 <= b < c, x mod n -> x when 0 <= x < n.
+// Sums are kept in an affine normal form (like terms merged, constant last). An operand of idiv
+// or mod that may be negative is shifted by a multiple of the divisor first, so the IDiv/Mod
+// expressions built here always satisfy the kernel IR contract (non-negative operands).
+// Loop variables of extent 1 are the constant 0. range() also understands Max/Min.
 #pragma once
 
 #include <cstdint>

@@ -1,1 +1,228 @@
-// (being written)
+// Lowering of a fused group to kernel IR: values, reductions, matmul, and the kernel's params.
+#include "passes/lower.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "passes/lower_context.h"
+
+namespace kiln::passes {
+
+namespace {
+
+using ir::AttrKey;
+using ir::Node;
+using ir::Op;
+using kir::Expr;
+
+kir::Alu alu_of(Op op) {
+  switch (op) {
+#define KILN_ELEMENTWISE(Enum, name, arity) \
+  case Op::Enum: return kir::Alu::Enum;
+#include "ir/ops.def"
+    default: break;
+  }
+  KILN_CHECK(false) << "not an elementwise op: " << ir::op_enum_name(op);
+  return kir::Alu::Add;
+}
+
+kir::ReduceOp reduce_op_of(Op op) {
+  switch (op) {
+    case Op::Sum: return kir::ReduceOp::Sum;
+    case Op::Prod: return kir::ReduceOp::Prod;
+    case Op::ReduceMax: return kir::ReduceOp::Max;
+    case Op::ReduceMin: return kir::ReduceOp::Min;
+    case Op::ArgMax: return kir::ReduceOp::ArgMax;
+    case Op::ArgMin: return kir::ReduceOp::ArgMin;
+    default: break;
+  }
+  KILN_CHECK(false) << "not a reduction: " << ir::op_enum_name(op);
+  return kir::ReduceOp::Sum;
+}
+
+std::string node_label(const Node* n) {
+  if (n->op == Op::Input && !n->attrs.s(AttrKey::name).empty()) return n->attrs.s(AttrKey::name);
+  return fmt::format("%t{}", n->id);
+}
+
+}  // namespace
+
+const Expr* linearize(IndexBuilder& ib, const Index& idx, const ir::Shape& shape) {
+  const Expr* flat = ib.constant(0);
+  for (size_t k = 0; k < shape.size(); ++k) flat = ib.add(ib.mul(flat, shape[k]), idx[k]);
+  return flat;
+}
+
+Index delinearize(IndexBuilder& ib, const Expr* flat, const ir::Shape& shape) {
+  Index idx(shape.size());
+  int64_t stride = 1;
+  for (size_t k = shape.size(); k-- > 0;) {
+    idx[k] = shape[k] == 1 ? ib.constant(0) : ib.mod(ib.idiv(flat, stride), shape[k]);
+    stride *= shape[k];
+  }
+  return idx;
+}
+
+Index broadcast_index(IndexBuilder& ib, const Index& idx, const ir::Shape& from) {
+  Index out(from.size());
+  size_t lead = idx.size() - from.size();
+  for (size_t k = 0; k < from.size(); ++k) out[k] = from[k] == 1 ? ib.constant(0) : idx[lead + k];
+  return out;
+}
+
+const Expr* LowerContext::emit(const Node* n, const Index& idx) {
+  auto key = std::make_pair(n, idx);
+  if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+  const Expr* e = emit_uncached(n, idx);
+  memo_.emplace(std::move(key), e);
+  return e;
+}
+
+const Expr* LowerContext::emit_uncached(const Node* n, const Index& idx) {
+  if (auto it = buffers_.find(n); it != buffers_.end())
+    return arena().load(it->second, n->dtype, linearize(ib_, idx, n->shape));
+  switch (ir::op_kind(n->op)) {
+    case ir::OpKind::Elementwise: return emit_elementwise(n, idx);
+    case ir::OpKind::Movement: return emit_movement(*this, n, idx);
+    case ir::OpKind::Reduce:
+      return n->op == Op::ArgMax || n->op == Op::ArgMin ? emit_arg_reduce(n, idx)
+                                                        : emit_reduce(n, idx);
+    case ir::OpKind::Matmul: return emit_matmul(n, idx);
+    case ir::OpKind::Source: return emit_source(n, idx);
+    case ir::OpKind::Input: break;
+  }
+  fail(fmt::format("lower_group: graph input {} ({}{}) is read by the group but is not one of "
+                   "its inputs",
+                   node_label(n), ir::dtype_name(n->dtype), ir::shape_str(n->shape)));
+  return arena().constant(n->dtype, 0);
+}
+
+const Expr* LowerContext::emit_elementwise(const Node* n, const Index& idx) {
+  std::vector<const Expr*> args;
+  args.reserve(n->inputs.size());
+  for (const Node* in : n->inputs) args.push_back(emit(in, broadcast_index(ib_, idx, in->shape)));
+  return arena().alu(alu_of(n->op), n->dtype, std::move(args));
+}
+
+// The operand index of a reduction over `axes`: kept axes come from `idx`, reduced axes get
+// fresh loop variables (appended to rvars/rextents, outer to inner).
+static Index reduce_operand_index(IndexBuilder& ib, const Index& idx, const ir::Shape& in_shape,
+                                  const std::vector<int64_t>& axes, bool keepdim,
+                                  std::vector<int32_t>& rvars, std::vector<int64_t>& rextents) {
+  Index in(in_shape.size());
+  size_t o = 0;
+  for (size_t a = 0; a < in_shape.size(); ++a) {
+    bool reduced = std::find(axes.begin(), axes.end(), static_cast<int64_t>(a)) != axes.end();
+    if (!reduced) {
+      in[a] = idx[o++];
+      continue;
+    }
+    int32_t v = ib.new_var(in_shape[a]);
+    rvars.push_back(v);
+    rextents.push_back(in_shape[a]);
+    in[a] = ib.var(v);
+    if (keepdim) ++o;
+  }
+  return in;
+}
+
+const Expr* LowerContext::emit_reduce(const Node* n, const Index& idx) {
+  const Node* x = n->inputs[0];
+  std::vector<int32_t> rvars;
+  std::vector<int64_t> rextents;
+  Index in = reduce_operand_index(ib_, idx, x->shape, n->attrs.ints(AttrKey::axes),
+                                  n->attrs.b(AttrKey::keepdim), rvars, rextents);
+  const Expr* body = emit(x, in);
+  // A reduction over no axes (of a scalar) leaves every element as it is.
+  if (rvars.empty()) return body;
+  return arena().reduce(reduce_op_of(n->op), n->dtype, body, std::move(rvars),
+                        std::move(rextents));
+}
+
+const Expr* LowerContext::emit_arg_reduce(const Node* n, const Index& idx) {
+  const Node* x = n->inputs[0];
+  std::vector<int32_t> rvars;
+  std::vector<int64_t> rextents;
+  Index in = reduce_operand_index(ib_, idx, x->shape, {n->attrs.i(AttrKey::axis)},
+                                  n->attrs.b(AttrKey::keepdim), rvars, rextents);
+  return arena().reduce(reduce_op_of(n->op), n->dtype, emit(x, in), std::move(rvars),
+                        std::move(rextents));
+}
+
+// out[b..., m, n] = sum_k a[b..., m, k] * b[b..., k, n], batch axes broadcast like elementwise.
+const Expr* LowerContext::emit_matmul(const Node* n, const Index& idx) {
+  const Node* a = n->inputs[0];
+  const Node* b = n->inputs[1];
+  size_t ra = a->shape.size(), ro = n->shape.size();
+  int64_t k_extent = a->shape[ra - 1];
+  int32_t k = ib_.new_var(k_extent);
+  const Expr* kv = ib_.var(k);
+  Index batch(idx.begin(), idx.end() - 2);
+  Index ai = broadcast_index(ib_, batch, ir::Shape(a->shape.begin(), a->shape.end() - 2));
+  ai.push_back(idx[ro - 2]);
+  ai.push_back(kv);
+  Index bi = broadcast_index(ib_, batch, ir::Shape(b->shape.begin(), b->shape.end() - 2));
+  bi.push_back(kv);
+  bi.push_back(idx[ro - 1]);
+  const Expr* body = arena().alu(kir::Alu::Mul, n->dtype, {emit(a, ai), emit(b, bi)});
+  return arena().reduce(kir::ReduceOp::Sum, n->dtype, body, {k}, {k_extent});
+}
+
+const Expr* LowerContext::emit_source(const Node* n, const Index& idx) {
+  if (n->op == Op::Full) return arena().constant(n->dtype, n->attrs.f(AttrKey::value));
+  // arange: element i = start + i*step, computed in i64 and converted to the node's dtype.
+  const Expr* v = ib_.add(ib_.constant(n->attrs.i(AttrKey::start)),
+                          ib_.mul(idx[0], n->attrs.i(AttrKey::step)));
+  if (n->dtype == ir::DType::i64) return v;
+  return arena().alu(kir::Alu::Cast, n->dtype, {v});
+}
+
+namespace {
+
+kir::Param make_param(const Node* n, bool output) {
+  return kir::Param{.dtype = n->dtype, .shape = n->shape, .output = output, .label = node_label(n)};
+}
+
+Expected<void> check_group(const FusedGroup& group, const std::string& name) {
+  if (group.outputs.empty()) return make_error(fmt::format("lower_group({}): the group has no outputs", name));
+  const ir::Shape& shape = group.outputs[0]->shape;
+  for (const Node* o : group.outputs)
+    if (o->shape != shape)
+      return make_error(fmt::format(
+          "lower_group({}): outputs {}{} and {}{} differ in shape; a kernel writes one domain",
+          name, node_label(group.outputs[0]), ir::shape_str(shape), node_label(o),
+          ir::shape_str(o->shape)));
+  return {};
+}
+
+}  // namespace
+
+Expected<LoweredKernel> lower_group(const FusedGroup& group, const std::string& name) {
+  if (Expected<void> ok = check_group(group, name); !ok) return std::unexpected(ok.error());
+  LoweredKernel out;
+  kir::Kernel& k = out.kernel;
+  k.name = name;
+  k.arena = std::make_shared<kir::ExprArena>();
+  k.domain = group.outputs[0]->shape;
+  std::unordered_map<const Node*, int32_t> buffers;
+  for (const Node* in : group.inputs) {
+    buffers.emplace(in, static_cast<int32_t>(k.params.size()));
+    k.params.push_back(make_param(in, false));
+    out.params.push_back(in);
+  }
+  LowerContext cx(*k.arena, k.domain, std::move(buffers));
+  Index point;
+  for (size_t d = 0; d < k.domain.size(); ++d) point.push_back(cx.ib().var(static_cast<int32_t>(d)));
+  const Expr* store_index = linearize(cx.ib(), point, k.domain);
+  for (const Node* o : group.outputs) {
+    auto buf = static_cast<int32_t>(k.params.size());
+    k.params.push_back(make_param(o, true));
+    out.params.push_back(o);
+    k.stores.push_back(kir::Store{buf, store_index, cx.emit(o, point)});
+  }
+  if (!cx.error().empty()) return make_error(fmt::format("{} (kernel {})", cx.error(), name));
+  return out;
+}
+
+}  // namespace kiln::passes

@@ -1,1 +1,102 @@
-// (being written)
+// Graph simplification: literal folding, common-subexpression elimination, DCE and the pipeline.
+#include <vector>
+
+#include "passes/passes.h"
+#include "passes/rewrite.h"
+#include "passes/scalar_fold.h"
+
+namespace kiln::passes {
+
+namespace {
+
+using ir::Node;
+using ir::Op;
+
+bool is_full(const Node* n) { return n->op == Op::Full; }
+bool is_full_of(const Node* n, double v) {
+  return is_full(n) && n->attrs.f(ir::AttrKey::value) == v;
+}
+// Replacing `n` by `x` must keep the dtype and shape exactly: x*1 where the literal broadcasts
+// x to a bigger shape is not an identity.
+bool same_type(const Node* n, const Node* x) { return n->dtype == x->dtype && n->shape == x->shape; }
+
+// elementwise(full, full, ...) -> full(value computed now)
+const Node* fold_all_literal(ir::Graph& g, const Node* n) {
+  std::vector<double> values;
+  for (const Node* in : n->inputs) {
+    if (!is_full(in)) return n;
+    values.push_back(in->attrs.f(ir::AttrKey::value));
+  }
+  ir::DType operand = n->inputs[n->op == Op::Where ? 1 : 0]->dtype;
+  std::optional<double> v = fold_elementwise(n->op, n->dtype, operand, values);
+  return v ? make_full(g, n->dtype, n->shape, *v) : n;
+}
+
+// Algebraic identities; returns n when none applies.
+const Node* fold_identity(const Node* n) {
+  auto keep = [&](const Node* x) { return same_type(n, x) ? x : n; };
+  const Node* a = n->inputs.empty() ? nullptr : n->inputs[0];
+  const Node* b = n->inputs.size() > 1 ? n->inputs[1] : nullptr;
+  switch (n->op) {
+    case Op::Add:  // x+0 -> x, 0+x -> x
+      if (is_full_of(b, 0)) return keep(a);
+      if (is_full_of(a, 0)) return keep(b);
+      return n;
+    case Op::Sub:  // x-0 -> x
+      return is_full_of(b, 0) ? keep(a) : n;
+    case Op::Mul:  // x*1 -> x, 1*x -> x
+      if (is_full_of(b, 1)) return keep(a);
+      if (is_full_of(a, 1)) return keep(b);
+      return n;
+    case Op::Div:  // x/1 -> x
+      return is_full_of(b, 1) ? keep(a) : n;
+    case Op::Neg:  // neg(neg x) -> x
+      return a->op == Op::Neg ? keep(a->inputs[0]) : n;
+    case Op::Cast:  // cast(x, to=dtype(x)) -> x
+      return keep(a);
+    case Op::Where:  // where(full c, x, y) -> x or y
+      if (is_full(a)) return keep(a->attrs.f(ir::AttrKey::value) != 0 ? b : n->inputs[2]);
+      return n;
+    default: return n;
+  }
+}
+
+}  // namespace
+
+Outputs fold_literals(ir::Graph& g, const Outputs& outputs) {
+  return rewrite_bottom_up(g, outputs, [](ir::Graph& gr, const Node* n) {
+    if (!ir::is_elementwise(n->op)) return n;
+    const Node* folded = fold_all_literal(gr, n);
+    return folded != n ? folded : fold_identity(n);
+  });
+}
+
+Outputs eliminate_common_subexpressions(ir::Graph& g, const Outputs& outputs) {
+  // rewrite_bottom_up re-interns every node whose inputs were merged; interning a node with the
+  // same parts returns the existing one, which is the elimination itself.
+  return rewrite_bottom_up(g, outputs, [](ir::Graph& gr, const Node* n) {
+    return gr.make(n->op, n->dtype, n->shape, n->inputs, n->attrs);
+  });
+}
+
+std::vector<const Node*> live_nodes(const Outputs& outputs) { return ir::topo_order(outputs); }
+
+Outputs optimize(ir::Graph& g, const Outputs& outputs, const OptimizeOptions& options) {
+  // Each round only shrinks the graph, so a fixed point comes quickly; the cap guards the
+  // invariant rather than a real graph.
+  constexpr int kMaxRounds = 32;
+  Outputs cur = outputs;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    Outputs next = cur;
+    if (options.fold) {
+      next = fold_literals(g, next);
+      next = fold_views(g, next);
+    }
+    next = eliminate_common_subexpressions(g, next);
+    if (next == cur) break;
+    cur = std::move(next);
+  }
+  return cur == outputs ? outputs : cur;
+}
+
+}  // namespace kiln::passes

@@ -15,11 +15,14 @@ using Outputs = std::vector<const ir::Node*>;
 // Re-interns every live node bottom-up, so structurally equal subgraphs built through different
 // paths (e.g. after other rewrites) collapse into one node.
 Outputs eliminate_common_subexpressions(ir::Graph& g, const Outputs& outputs);
-// Literal folding: elementwise ops whose operands are all scalar `full` become one scalar `full`;
-// identities x*1, x+0, x-0, x/1, neg(neg x), cast to the same dtype are removed.
+// Literal folding: elementwise ops whose operands are all `full` become one `full` of the op's
+// shape (not for f16/bf16, whose rounding is left to the targets); identities x*1, 1*x, x+0, 0+x,
+// x-0, x/1, neg(neg x), cast to the same dtype, where(literal, a, b) are removed, but only where
+// the replacement has exactly the node's dtype and shape (x*1 that broadcasts x is kept).
 Outputs fold_literals(ir::Graph& g, const Outputs& outputs);
 // View folding: chains of movement ops collapse (reshape∘reshape, permute∘permute,
-// identity reshape/permute/expand/slice/pad removed, flip∘flip of the same axes removed).
+// expand∘expand; identity reshape/permute/expand/slice/pad/roll/flip/concat-of-one removed,
+// flip∘flip of the same axes removed); a view (not pad) of a `full` becomes a `full`.
 Outputs fold_views(ir::Graph& g, const Outputs& outputs);
 // Dead-code elimination over the output list: returns the live nodes in topological order.
 std::vector<const ir::Node*> live_nodes(const Outputs& outputs);

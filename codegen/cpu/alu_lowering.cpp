@@ -1,0 +1,224 @@
+// Kernel IR ALU ops -> LLVM IR: per dtype class (float, signed, unsigned, bool), f32 math inline
+// (codegen/cpu/vector_math.h), f64 transcendental functions through libm.
+#include "codegen/cpu/alu_lowering.h"
+
+#include <fmt/format.h>
+#include <limits>
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include "codegen/cpu/dtype_lowering.h"
+#include "codegen/cpu/vector_math.h"
+
+namespace kiln::codegen::cpu {
+
+using ir::DType;
+using kir::Alu;
+using llvm::Value;
+
+namespace {
+
+enum class Cls { Float, Signed, Unsigned, Bool };
+
+Cls classify(DType t) {
+  if (ir::is_float(t)) return Cls::Float;
+  if (t == DType::boolean) return Cls::Bool;
+  return ir::is_signed(t) ? Cls::Signed : Cls::Unsigned;
+}
+
+kiln::Error unsupported(const kir::Expr& e, DType t) {
+  return kiln::Error{fmt::format("cpu backend: alu op '{}' on {} is not supported (expected {})",
+                                 kir::alu_name(e.alu), ir::dtype_name(t),
+                                 classify(t) == Cls::Bool ? "a numeric dtype" : "a valid dtype")};
+}
+
+Value* fconst(Value* like, double v) { return llvm::ConstantFP::get(like->getType(), v); }
+Value* iconst(Value* like, int64_t v) {
+  return llvm::ConstantInt::get(like->getType(), static_cast<uint64_t>(v), true);
+}
+
+// f64: libm (correct rounding matters more than vector width here; libm calls do not vectorize).
+Value* libm_call(llvm::IRBuilderBase& b, const char* name, Value* x) {
+  llvm::Module* m = b.GetInsertBlock()->getModule();
+  llvm::FunctionCallee f = m->getOrInsertFunction(name, x->getType(), x->getType());
+  return b.CreateCall(f, {x});
+}
+
+// The same stable form as emit_sigmoid_f32: e = exp(-|x|), x < 0 ? e/(1+e) : 1/(1+e).
+Value* sigmoid_f64(llvm::IRBuilderBase& b, Value* x) {
+  Value* e = b.CreateUnaryIntrinsic(
+      llvm::Intrinsic::exp, b.CreateFNeg(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x)));
+  Value* num = b.CreateSelect(b.CreateFCmpOLT(x, fconst(x, 0)), e, fconst(x, 1));
+  return b.CreateFDiv(num, b.CreateFAdd(e, fconst(x, 1)));
+}
+
+Value* sign_float(llvm::IRBuilderBase& b, Value* x) {
+  // +-0 and NaN map to themselves, like numpy.sign.
+  Value* r = b.CreateSelect(b.CreateFCmpOLT(x, fconst(x, 0)), fconst(x, -1), x);
+  return b.CreateSelect(b.CreateFCmpOGT(x, fconst(x, 0)), fconst(x, 1), r);
+}
+
+Expected<Value*> float_unary(llvm::IRBuilderBase& b, const kir::Expr& e, Value* x) {
+  const bool f32 = x->getType()->isFloatTy();
+  switch (e.alu) {
+    case Alu::Neg: return b.CreateFNeg(x);
+    case Alu::Abs: return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+    case Alu::Exp:
+      return f32 ? emit_exp_f32(b, x) : b.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
+    case Alu::Log:
+      return f32 ? emit_log_f32(b, x) : b.CreateUnaryIntrinsic(llvm::Intrinsic::log, x);
+    case Alu::Sqrt: return b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
+    case Alu::Rsqrt:
+      return b.CreateFDiv(fconst(x, 1), b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x));
+    case Alu::Recip: return b.CreateFDiv(fconst(x, 1), x);
+    case Alu::Sin:
+      return f32 ? emit_sin_f32(b, x) : b.CreateUnaryIntrinsic(llvm::Intrinsic::sin, x);
+    case Alu::Cos:
+      return f32 ? emit_cos_f32(b, x) : b.CreateUnaryIntrinsic(llvm::Intrinsic::cos, x);
+    case Alu::Tanh: return f32 ? emit_tanh_f32(b, x) : libm_call(b, "tanh", x);
+    case Alu::Erf: return f32 ? emit_erf_f32(b, x) : libm_call(b, "erf", x);
+    case Alu::Sigmoid: return f32 ? emit_sigmoid_f32(b, x) : sigmoid_f64(b, x);
+    case Alu::Gelu: {
+      if (f32) return emit_gelu_f32(b, x);
+      Value* x3 = b.CreateFMul(b.CreateFMul(x, x), x);
+      Value* u = b.CreateFMul(fconst(x, 0.7978845608028654),
+                              b.CreateFAdd(x, b.CreateFMul(x3, fconst(x, 0.044715))));
+      Value* res = b.CreateFMul(x, sigmoid_f64(b, b.CreateFAdd(u, u)));
+      Value* neg_inf = b.CreateFCmpOEQ(x, fconst(x, -std::numeric_limits<double>::infinity()));
+      return b.CreateSelect(neg_inf, fconst(x, -0.0), res);
+    }
+    case Alu::Relu: return emit_float_max(b, x, fconst(x, 0));
+    case Alu::Floor: return b.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x);
+    case Alu::Ceil: return b.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, x);
+    case Alu::Sign: return sign_float(b, x);
+    default: return std::unexpected(unsupported(e, e.dtype));
+  }
+}
+
+Expected<Value*> int_unary(llvm::IRBuilderBase& b, const kir::Expr& e, Cls cls, Value* x) {
+  const bool is_signed = cls == Cls::Signed;
+  switch (e.alu) {
+    case Alu::Neg: return b.CreateNeg(x);
+    case Alu::Abs:
+      return is_signed ? b.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b.getFalse()) : x;
+    case Alu::Relu:
+      return is_signed ? b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, iconst(x, 0)) : x;
+    case Alu::Sign: {
+      Value* pos = b.CreateZExt(b.CreateICmpSGT(x, iconst(x, 0)), x->getType());
+      if (!is_signed) return b.CreateZExt(b.CreateICmpNE(x, iconst(x, 0)), x->getType());
+      return b.CreateSub(pos, b.CreateZExt(b.CreateICmpSLT(x, iconst(x, 0)), x->getType()));
+    }
+    default: return std::unexpected(unsupported(e, e.dtype));
+  }
+}
+
+// numpy floor_divide on integers, with x / 0 = 0 and INT_MIN / -1 wrapping (no UB, no SIGFPE).
+Value* int_floor_div(llvm::IRBuilderBase& b, Value* x, Value* y, bool is_signed) {
+  Value* zero = b.CreateICmpEQ(y, iconst(y, 0));
+  Value* y1 = b.CreateSelect(zero, iconst(y, 1), y);
+  if (!is_signed) return b.CreateSelect(zero, iconst(x, 0), b.CreateUDiv(x, y1));
+  Value* minus1 = b.CreateICmpEQ(y1, iconst(y, -1));
+  Value* y2 = b.CreateSelect(minus1, iconst(y, 1), y1);
+  Value* q = b.CreateSelect(minus1, b.CreateNeg(x), b.CreateSDiv(x, y2));
+  Value* r = b.CreateSRem(x, y2);
+  Value* signs_differ = b.CreateXor(b.CreateICmpSLT(r, iconst(r, 0)), b.CreateICmpSLT(y2, iconst(y, 0)));
+  Value* adjust = b.CreateAnd(b.CreateICmpNE(r, iconst(r, 0)), signs_differ);
+  q = b.CreateSub(q, b.CreateZExt(adjust, q->getType()));
+  return b.CreateSelect(zero, iconst(x, 0), q);
+}
+
+// Index arithmetic: the contract promises operands >= 0 and a positive divisor; the guard keeps
+// a broken kernel from raising SIGFPE and folds away for constant divisors.
+Value* index_div_mod(llvm::IRBuilderBase& b, Alu op, Value* x, Value* y, bool is_signed) {
+  Value* y1 = b.CreateSelect(b.CreateICmpEQ(y, iconst(y, 0)), iconst(y, 1), y);
+  if (op == Alu::IDiv) return is_signed ? b.CreateSDiv(x, y1) : b.CreateUDiv(x, y1);
+  return is_signed ? b.CreateSRem(x, y1) : b.CreateURem(x, y1);
+}
+
+Value* compare(llvm::IRBuilderBase& b, Alu op, Cls cls, Value* x, Value* y) {
+  using P = llvm::CmpInst::Predicate;
+  if (cls == Cls::Float) {
+    // Ordered predicates: NaN compares false, except `ne`, which is true (numpy).
+    static constexpr P kFloat[] = {P::FCMP_OEQ, P::FCMP_UNE, P::FCMP_OLT,
+                                   P::FCMP_OLE, P::FCMP_OGT, P::FCMP_OGE};
+    return b.CreateFCmp(kFloat[static_cast<int>(op) - static_cast<int>(Alu::Eq)], x, y);
+  }
+  static constexpr P kSigned[] = {P::ICMP_EQ, P::ICMP_NE, P::ICMP_SLT,
+                                  P::ICMP_SLE, P::ICMP_SGT, P::ICMP_SGE};
+  static constexpr P kUnsigned[] = {P::ICMP_EQ, P::ICMP_NE, P::ICMP_ULT,
+                                    P::ICMP_ULE, P::ICMP_UGT, P::ICMP_UGE};
+  const int k = static_cast<int>(op) - static_cast<int>(Alu::Eq);
+  return b.CreateICmp(cls == Cls::Signed ? kSigned[k] : kUnsigned[k], x, y);
+}
+
+Expected<Value*> float_binary(llvm::IRBuilderBase& b, const kir::Expr& e, Value* x, Value* y) {
+  switch (e.alu) {
+    case Alu::Add: return b.CreateFAdd(x, y);
+    case Alu::Sub: return b.CreateFSub(x, y);
+    case Alu::Mul: return b.CreateFMul(x, y);
+    case Alu::Div: return b.CreateFDiv(x, y);
+    // libm pow (powf for f32): exp(y*log(x)) in f32 would lose ~|y*log x| ulp.
+    case Alu::Pow: return b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
+    case Alu::Max: return emit_float_max(b, x, y);
+    case Alu::Min: return emit_float_min(b, x, y);
+    default: return std::unexpected(unsupported(e, e.args[0]->dtype));
+  }
+}
+
+Expected<Value*> int_binary(llvm::IRBuilderBase& b, const kir::Expr& e, Cls cls, Value* x,
+                            Value* y) {
+  const bool is_signed = cls == Cls::Signed;
+  const bool is_bool = cls == Cls::Bool;
+  switch (e.alu) {
+    case Alu::Add: if (!is_bool) return b.CreateAdd(x, y); break;
+    case Alu::Sub: if (!is_bool) return b.CreateSub(x, y); break;
+    case Alu::Mul: if (!is_bool) return b.CreateMul(x, y); break;
+    case Alu::Div: if (!is_bool) return int_floor_div(b, x, y, is_signed); break;
+    case Alu::IDiv:
+    case Alu::Mod: if (!is_bool) return index_div_mod(b, e.alu, x, y, is_signed); break;
+    case Alu::Max:
+      return b.CreateBinaryIntrinsic(is_signed ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, x, y);
+    case Alu::Min:
+      return b.CreateBinaryIntrinsic(is_signed ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, x, y);
+    case Alu::And: return b.CreateAnd(x, y);
+    case Alu::Or: return b.CreateOr(x, y);
+    default: break;
+  }
+  return std::unexpected(unsupported(e, e.args[0]->dtype));
+}
+
+}  // namespace
+
+Value* emit_float_max(llvm::IRBuilderBase& b, Value* x, Value* y) {
+  return b.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x, y);
+}
+Value* emit_float_min(llvm::IRBuilderBase& b, Value* x, Value* y) {
+  return b.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, x, y);
+}
+
+Expected<Value*> emit_alu(llvm::IRBuilderBase& b, const kir::Expr& e,
+                          std::span<Value* const> args) {
+  const DType operand = e.args[0]->dtype;
+  switch (e.alu) {
+    case Alu::Cast: return emit_cast(b, args[0], operand, e.dtype);
+    case Alu::Where: return b.CreateSelect(args[0], args[1], args[2]);
+    case Alu::Not:
+      if (operand != DType::boolean) return std::unexpected(unsupported(e, operand));
+      return b.CreateNot(args[0]);
+    case Alu::Eq: case Alu::Ne: case Alu::Lt: case Alu::Le: case Alu::Gt: case Alu::Ge:
+      return compare(b, e.alu, classify(operand), args[0], args[1]);
+    default: break;
+  }
+  const Cls cls = classify(operand);
+  if (args.size() == 1) {
+    if (cls == Cls::Float) return float_unary(b, e, args[0]);
+    if (cls == Cls::Bool) return std::unexpected(unsupported(e, operand));
+    return int_unary(b, e, cls, args[0]);
+  }
+  if (cls == Cls::Float) return float_binary(b, e, args[0], args[1]);
+  return int_binary(b, e, cls, args[0], args[1]);
+}
+
+}  // namespace kiln::codegen::cpu

@@ -1,0 +1,342 @@
+// Kernel IR -> LLVM IR for one kernel: loop scopes, expression placement and memoization, loads,
+// stores and reduction loop nests.
+#include "codegen/cpu/llvm_emitter.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/MDBuilder.h>
+#include <llvm/IR/Module.h>
+
+#include "codegen/cpu/alu_lowering.h"
+#include "codegen/cpu/dtype_lowering.h"
+#include "codegen/cpu/reduce_lowering.h"
+
+namespace kiln::codegen::cpu {
+
+namespace {
+
+using kir::Expr;
+using kir::ExprKind;
+using llvm::BasicBlock;
+using llvm::Value;
+
+// A loop body (or the function entry, depth 0). Code of this scope is inserted before the
+// terminator of `cursor`, which leads on to whatever runs next (an inner loop, the latch). An
+// expression lives in the deepest scope among its free variables' scopes, so a value that does not
+// depend on an inner loop variable is computed once outside that loop, and a reduction that does not
+// depend on the inner parallel axes runs once per outer point, not once per element.
+struct Scope {
+  Scope* parent = nullptr;
+  int depth = 0;
+  BasicBlock* cursor = nullptr;
+  int loop = -1;  // index into KernelEmitter::loops_, -1 for the entry scope
+  Value* iv = nullptr;  // the loop's induction variable (i64)
+  std::unordered_map<const Expr*, Value*> memo;
+};
+
+struct Loop {
+  llvm::BranchInst* latch = nullptr;
+  BasicBlock* exit = nullptr;
+  bool has_inner_loop = false;
+};
+
+class KernelEmitter {
+ public:
+  KernelEmitter(const kir::Kernel& k, const EmitOptions& opt, llvm::Module& m)
+      : k_(k), opt_(opt), m_(m), ctx_(m.getContext()), b_(ctx_) {}
+
+  Expected<llvm::Function*> run();
+
+ private:
+  Expected<void> check_kernel() const;
+  void compute_free_vars();
+  void create_function();
+  Scope* open_loop(Scope* parent, Value* start, Value* end, const std::string& name);
+  Expected<Scope*> scope_for(const Expr* e);
+  void insert_at(Scope* s) { b_.SetInsertPoint(s->cursor->getTerminator()); }
+  Expected<Value*> emit(const Expr* e);
+  Expected<Value*> emit_uncached(const Expr* e, Scope* s);
+  Expected<Value*> emit_load(const Expr* e, Scope* s);
+  Expected<Value*> emit_reduce(const Expr* e, Scope* s);
+  Expected<void> emit_store(const kir::Store& st, Scope* s);
+  void add_loop_metadata();
+  llvm::AllocaInst* entry_alloca(llvm::Type* ty);
+  kiln::Error error(const std::string& what) const {
+    return kiln::Error{fmt::format("cpu backend: kernel '{}': {}", k_.name, what)};
+  }
+
+  const kir::Kernel& k_;
+  const EmitOptions& opt_;
+  llvm::Module& m_;
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> b_;
+  llvm::Function* fn_ = nullptr;
+  std::vector<Value*> buffers_;
+  std::unordered_map<const Expr*, std::vector<int32_t>> free_vars_;
+  std::unordered_map<int32_t, Scope*> var_scope_;
+  std::unordered_map<int32_t, Value*> var_value_;
+  std::vector<std::unique_ptr<Scope>> scopes_;
+  std::vector<Loop> loops_;
+};
+
+Expected<void> KernelEmitter::check_kernel() const {
+  auto bad_buf = [&](int32_t buf) { return buf < 0 || buf >= static_cast<int32_t>(k_.params.size()); };
+  for (const kir::Store& st : k_.stores) {
+    if (bad_buf(st.buf)) return std::unexpected(error(fmt::format("store to parameter %{} of {}", st.buf, k_.params.size())));
+    if (st.value->dtype != k_.params[st.buf].dtype)
+      return std::unexpected(error(fmt::format(
+          "store of a {} value into %{}, a {} buffer (expected equal dtypes)",
+          ir::dtype_name(st.value->dtype), st.buf, ir::dtype_name(k_.params[st.buf].dtype))));
+  }
+  for (const Expr* e : kir::kernel_exprs(k_)) {
+    if (e->kind != ExprKind::Load) continue;
+    if (bad_buf(e->buf)) return std::unexpected(error(fmt::format("load from parameter %{} of {}", e->buf, k_.params.size())));
+    if (e->dtype != k_.params[e->buf].dtype)
+      return std::unexpected(error(fmt::format("load of {} from %{}, a {} buffer (expected equal dtypes)",
+                                               ir::dtype_name(e->dtype), e->buf,
+                                               ir::dtype_name(k_.params[e->buf].dtype))));
+  }
+  for (int64_t d : k_.domain)
+    if (d < 0) return std::unexpected(error(fmt::format("negative domain extent {}", d)));
+  return {};
+}
+
+void KernelEmitter::compute_free_vars() {
+  for (const Expr* e : kir::kernel_exprs(k_)) {  // operands first
+    std::vector<int32_t> vars;
+    if (e->kind == ExprKind::Var) vars.push_back(e->var);
+    for (const Expr* a : e->args) {
+      const auto& av = free_vars_.at(a);
+      vars.insert(vars.end(), av.begin(), av.end());
+    }
+    if (e->kind == ExprKind::Reduce)
+      std::erase_if(vars, [&](int32_t v) { return std::ranges::count(e->rvars, v) > 0; });
+    std::ranges::sort(vars);
+    vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
+    free_vars_[e] = std::move(vars);
+  }
+}
+
+void KernelEmitter::create_function() {
+  llvm::Type* ptr = b_.getPtrTy();
+  auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {ptr, b_.getInt64Ty(), b_.getInt64Ty()}, false);
+  fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, opt_.symbol, m_);
+  fn_->addFnAttr(llvm::Attribute::NoUnwind);
+  if (!opt_.cpu.empty()) fn_->addFnAttr("target-cpu", opt_.cpu);
+  if (!opt_.features.empty()) fn_->addFnAttr("target-features", opt_.features);
+  fn_->addParamAttr(0, llvm::Attribute::NoCapture);
+  fn_->addParamAttr(0, llvm::Attribute::ReadOnly);
+  BasicBlock* entry = BasicBlock::Create(ctx_, "entry", fn_);
+  b_.SetInsertPoint(entry);
+  b_.CreateRetVoid();
+  auto root = std::make_unique<Scope>();
+  root->cursor = entry;
+  scopes_.push_back(std::move(root));
+  insert_at(scopes_[0].get());
+  for (size_t i = 0; i < k_.params.size(); ++i) {
+    Value* slot = b_.CreateConstInBoundsGEP1_64(ptr, fn_->getArg(0), i);
+    buffers_.push_back(b_.CreateLoad(ptr, slot, fmt::format("buf{}", i)));
+  }
+}
+
+// Builds `for (i = start; i < end; ++i)` before the terminator of parent's cursor. The parent
+// keeps inserting before the loop (its values must dominate the body); the caller moves the
+// parent's cursor to the loop's exit when code after the loop needs the loop's results.
+Scope* KernelEmitter::open_loop(Scope* parent, Value* start, Value* end, const std::string& name) {
+  BasicBlock* pre = parent->cursor;
+  BasicBlock* exit = pre->splitBasicBlock(pre->getTerminator(), name + ".exit");
+  pre->getTerminator()->eraseFromParent();
+  BasicBlock* header = BasicBlock::Create(ctx_, name + ".header", fn_, exit);
+  BasicBlock* body = BasicBlock::Create(ctx_, name + ".body", fn_, exit);
+  BasicBlock* latch = BasicBlock::Create(ctx_, name + ".latch", fn_, exit);
+  b_.SetInsertPoint(pre);
+  b_.CreateBr(header);
+  b_.SetInsertPoint(header);
+  llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, name);
+  i->addIncoming(start, pre);
+  b_.CreateCondBr(b_.CreateICmpSLT(i, end), body, exit);
+  b_.SetInsertPoint(body);
+  b_.CreateBr(latch);
+  b_.SetInsertPoint(latch);
+  Value* next = b_.CreateAdd(i, b_.getInt64(1), name + ".next", /*HasNUW=*/false, /*HasNSW=*/true);
+  llvm::BranchInst* back = b_.CreateBr(header);
+  i->addIncoming(next, latch);
+  if (parent->loop >= 0) loops_[parent->loop].has_inner_loop = true;
+  loops_.push_back(Loop{back, exit, false});
+  auto child = std::make_unique<Scope>();
+  child->parent = parent;
+  child->depth = parent->depth + 1;
+  child->cursor = body;
+  child->loop = static_cast<int>(loops_.size()) - 1;
+  child->iv = i;
+  scopes_.push_back(std::move(child));
+  return scopes_.back().get();
+}
+
+Expected<Scope*> KernelEmitter::scope_for(const Expr* e) {
+  Scope* best = scopes_[0].get();
+  for (int32_t v : free_vars_.at(e)) {
+    auto it = var_scope_.find(v);
+    if (it == var_scope_.end())
+      return std::unexpected(error(fmt::format("loop variable v{} is used outside its loop", v)));
+    if (it->second->depth > best->depth) best = it->second;
+  }
+  return best;
+}
+
+Expected<Value*> KernelEmitter::emit(const Expr* e) {
+  Expected<Scope*> s = scope_for(e);
+  if (!s) return std::unexpected(s.error());
+  if (auto it = (*s)->memo.find(e); it != (*s)->memo.end()) return it->second;
+  Expected<Value*> v = emit_uncached(e, *s);
+  if (v) (*s)->memo[e] = *v;
+  return v;
+}
+
+Expected<Value*> KernelEmitter::emit_uncached(const Expr* e, Scope* s) {
+  switch (e->kind) {
+    case ExprKind::Const: return register_constant(ctx_, e->dtype, e->fval, e->ival);
+    case ExprKind::Var: return var_value_.at(e->var);
+    case ExprKind::Load: return emit_load(e, s);
+    case ExprKind::Reduce: return emit_reduce(e, s);
+    case ExprKind::Alu: {
+      std::vector<Value*> args;
+      for (const Expr* a : e->args) {
+        Expected<Value*> v = emit(a);
+        if (!v) return v;
+        args.push_back(*v);
+      }
+      insert_at(s);  // after the operands: emitting them may have moved this scope's cursor
+      Expected<Value*> r = emit_alu(b_, *e, args);
+      if (!r) return std::unexpected(error(r.error().message));
+      return r;
+    }
+  }
+  return std::unexpected(error("unknown expression kind"));
+}
+
+Expected<Value*> KernelEmitter::emit_load(const Expr* e, Scope* s) {
+  Expected<Value*> index = emit(e->args[0]);
+  if (!index) return index;
+  insert_at(s);
+  llvm::Type* mt = memory_type(ctx_, e->dtype);
+  Value* p = b_.CreateInBoundsGEP(mt, buffers_[e->buf], *index);
+  return from_memory(b_, b_.CreateLoad(mt, p), e->dtype);
+}
+
+llvm::AllocaInst* KernelEmitter::entry_alloca(llvm::Type* ty) {
+  llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+  return eb.CreateAlloca(ty);
+}
+
+// The accumulator lives in allocas (promoted to phis by mem2reg); the loop nest is built at the
+// reduction's own scope, one loop per reduce variable, outer to inner.
+Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
+  const ir::DType bt = e->args[0]->dtype;
+  const bool is_arg = e->reduce_op == kir::ReduceOp::ArgMax || e->reduce_op == kir::ReduceOp::ArgMin;
+  Expected<llvm::Constant*> init = reduce_init(ctx_, e->reduce_op, bt);
+  if (!init) return std::unexpected(error(init.error().message));
+  llvm::AllocaInst* acc = entry_alloca(register_type(ctx_, bt));
+  llvm::AllocaInst* idx = is_arg ? entry_alloca(b_.getInt32Ty()) : nullptr;
+  insert_at(s);
+  b_.CreateStore(*init, acc);
+  if (idx) b_.CreateStore(b_.getInt32(0), idx);
+  std::vector<Scope*> opened;
+  Scope* inner = s;
+  for (size_t r = 0; r < e->rvars.size(); ++r) {
+    inner = open_loop(inner, b_.getInt64(0), b_.getInt64(e->rextents[r]), fmt::format("r{}", e->rvars[r]));
+    var_scope_[e->rvars[r]] = inner;
+    var_value_[e->rvars[r]] = inner->iv;
+    opened.push_back(inner);
+  }
+  Expected<Value*> v = emit(e->args[0]);
+  if (!v) return v;
+  insert_at(inner);
+  ReduceState state{b_.CreateLoad(acc->getAllocatedType(), acc),
+                    idx ? b_.CreateLoad(b_.getInt32Ty(), idx) : nullptr};
+  Value* i = is_arg ? var_value_.at(e->rvars[0]) : nullptr;
+  Expected<ReduceState> next = reduce_step(b_, e->reduce_op, bt, state, *v, i);
+  if (!next) return std::unexpected(error(next.error().message));
+  b_.CreateStore(next->acc, acc);
+  if (idx) b_.CreateStore(next->index, idx);
+  for (int32_t rv : e->rvars) {
+    var_scope_.erase(rv);
+    var_value_.erase(rv);
+  }
+  s->cursor = loops_[opened.front()->loop].exit;
+  for (Scope* o : opened) o->memo.clear();
+  insert_at(s);
+  if (is_arg) return b_.CreateLoad(b_.getInt32Ty(), idx);
+  Value* result = b_.CreateLoad(acc->getAllocatedType(), acc);
+  return emit_cast(b_, result, bt, e->dtype);
+}
+
+Expected<void> KernelEmitter::emit_store(const kir::Store& st, Scope* s) {
+  Expected<Value*> index = emit(st.index);
+  if (!index) return std::unexpected(index.error());
+  Expected<Value*> value = emit(st.value);
+  if (!value) return std::unexpected(value.error());
+  insert_at(s);
+  const ir::DType t = k_.params[st.buf].dtype;
+  llvm::Type* mt = memory_type(ctx_, t);
+  Value* p = b_.CreateInBoundsGEP(mt, buffers_[st.buf], *index);
+  b_.CreateStore(to_memory(b_, *value, t), p);
+  return {};
+}
+
+// vectorize.width / interleave.count on loops with no loop inside (the only ones the vectorizer
+// considers; metadata on outer loops would only produce "not vectorized" remarks).
+void KernelEmitter::add_loop_metadata() {
+  const TuneParams& p = opt_.params;
+  if (p.vector_width <= 0 && p.unroll <= 0) return;
+  for (const Loop& loop : loops_) {
+    if (loop.has_inner_loop) continue;
+    llvm::SmallVector<llvm::Metadata*, 4> ops;
+    ops.push_back(nullptr);  // self reference, set below
+    auto hint = [&](const char* name, llvm::Metadata* value) {
+      ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name), value}));
+    };
+    auto i32 = [&](int v) { return llvm::ConstantAsMetadata::get(b_.getInt32(v)); };
+    if (p.vector_width > 0) {
+      hint("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getTrue()));
+      hint("llvm.loop.vectorize.width", i32(p.vector_width));
+    }
+    if (p.unroll > 0) hint("llvm.loop.interleave.count", i32(p.unroll));
+    llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, ops);
+    md->replaceOperandWith(0, md);
+    loop.latch->setMetadata(llvm::LLVMContext::MD_loop, md);
+  }
+}
+
+Expected<llvm::Function*> KernelEmitter::run() {
+  if (Expected<void> ok = check_kernel(); !ok) return std::unexpected(ok.error());
+  compute_free_vars();
+  create_function();
+  // An empty inner axis means no point runs; hoisted loads must not run either.
+  for (size_t d = 1; d < k_.domain.size(); ++d)
+    if (k_.domain[d] == 0) return fn_;
+  Scope* s = open_loop(scopes_[0].get(), fn_->getArg(1), fn_->getArg(2), "p0");
+  for (size_t d = 0; d < k_.domain.size(); ++d) {
+    if (d > 0) s = open_loop(s, b_.getInt64(0), b_.getInt64(k_.domain[d]), fmt::format("p{}", d));
+    var_scope_[static_cast<int32_t>(d)] = s;
+    var_value_[static_cast<int32_t>(d)] = s->iv;
+  }
+  for (const kir::Store& st : k_.stores)
+    if (Expected<void> ok = emit_store(st, s); !ok) return std::unexpected(ok.error());
+  add_loop_metadata();
+  return fn_;
+}
+
+}  // namespace
+
+Expected<llvm::Function*> emit_kernel(const kir::Kernel& kernel, const EmitOptions& options,
+                                      llvm::Module& module) {
+  return KernelEmitter(kernel, options, module).run();
+}
+
+}  // namespace kiln::codegen::cpu

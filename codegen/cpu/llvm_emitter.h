@@ -1,0 +1,31 @@
+// Kernel IR -> one LLVM function `void NAME(void* const* buffers, int64_t begin, int64_t end)`:
+// the parallel loop nest, memoized expressions hoisted to the loop that defines their variables,
+// and reductions as loop nests of their own at the point of use.
+#pragma once
+
+#include <string>
+
+#include "codegen/tune_params.h"
+#include "ir/error.h"
+#include "ir/kernel_ir.h"
+
+namespace llvm {
+class Function;
+class Module;
+}  // namespace llvm
+
+namespace kiln::codegen::cpu {
+
+struct EmitOptions {
+  std::string symbol;        // the function's name, unique within the JIT
+  std::string cpu;           // "target-cpu" attribute, so the cost model sees the host's vectors
+  std::string features;      // "target-features" attribute
+  TuneParams params;         // vector_width / unroll > 0 become llvm.loop metadata
+};
+
+// Emits `kernel` into `module` (whose data layout and triple the caller has set). Errors name the
+// kernel and what in it could not be lowered; the module is then left incomplete.
+Expected<llvm::Function*> emit_kernel(const kir::Kernel& kernel, const EmitOptions& options,
+                                      llvm::Module& module);
+
+}  // namespace kiln::codegen::cpu

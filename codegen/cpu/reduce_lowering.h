@@ -1,0 +1,31 @@
+// The arithmetic of kernel IR reductions: initial values and one accumulation step per ReduceOp
+// and dtype (the loop nest around them is built by the emitter).
+#pragma once
+
+#include "ir/error.h"
+#include "ir/kernel_ir.h"
+
+namespace llvm {
+class Constant;
+class IRBuilderBase;
+class LLVMContext;
+class Value;
+}  // namespace llvm
+
+namespace kiln::codegen::cpu {
+
+struct ReduceState {
+  llvm::Value* acc = nullptr;    // running value, register type of the body's dtype
+  llvm::Value* index = nullptr;  // ArgMax/ArgMin: i32 index of `acc`; otherwise null
+};
+
+// Sum 0, Prod 1, Max -inf / lowest, Min +inf / highest (Arg* start like Max/Min at index 0).
+Expected<llvm::Constant*> reduce_init(llvm::LLVMContext& ctx, kir::ReduceOp op, ir::DType body);
+
+// Folds `v` (the body at loop index `i`, an i64) into `state`. Float sums and products carry
+// reassoc+contract so that they vectorize; NaN and inf still propagate. ArgMax/ArgMin keep the
+// first extreme and count NaN as the largest (the first NaN wins, for both).
+Expected<ReduceState> reduce_step(llvm::IRBuilderBase& b, kir::ReduceOp op, ir::DType body,
+                                  ReduceState state, llvm::Value* v, llvm::Value* i);
+
+}  // namespace kiln::codegen::cpu

@@ -1,0 +1,216 @@
+// Branch-free f32 elementary functions as LLVM IR: Cody-Waite range reduction plus minimax
+// polynomials (Cephes-style for exp/log/sin/cos; tanh and erf fitted for this file), specials by select.
+#include "codegen/cpu/vector_math.h"
+
+#include <cmath>
+#include <initializer_list>
+#include <limits>
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+
+namespace kiln::codegen::cpu {
+
+namespace {
+
+using llvm::Value;
+
+Value* f32(llvm::IRBuilderBase& b, double v) {
+  return llvm::ConstantFP::get(b.getFloatTy(), v);
+}
+Value* i32(llvm::IRBuilderBase& b, int32_t v) { return b.getInt32(static_cast<uint32_t>(v)); }
+
+Value* fma(llvm::IRBuilderBase& b, Value* x, Value* y, Value* z) {
+  // fmuladd fuses where the target has FMA and never becomes a libm call where it does not.
+  return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {x->getType()}, {x, y, z});
+}
+
+// Horner evaluation, coefficients from the highest degree down.
+Value* poly(llvm::IRBuilderBase& b, Value* x, std::initializer_list<double> coeffs) {
+  auto it = coeffs.begin();
+  Value* acc = f32(b, *it++);
+  for (; it != coeffs.end(); ++it) acc = fma(b, acc, x, f32(b, *it));
+  return acc;
+}
+
+Value* fabs(llvm::IRBuilderBase& b, Value* x) {
+  return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+}
+
+Value* is_nan(llvm::IRBuilderBase& b, Value* x) { return b.CreateFCmpUNO(x, x); }
+
+// max/min written as compare+select so that a NaN operand x yields `lo`/`hi` (this is exactly the
+// x86 maxps/minps semantics, one instruction each); callers restore NaN at the end.
+Value* clamp(llvm::IRBuilderBase& b, Value* x, double lo, double hi) {
+  Value* y = b.CreateSelect(b.CreateFCmpOGT(x, f32(b, lo)), x, f32(b, lo));
+  return b.CreateSelect(b.CreateFCmpOLT(y, f32(b, hi)), y, f32(b, hi));
+}
+
+// 2^k for an i32 k in [-126, 127], built in the exponent field.
+Value* pow2i(llvm::IRBuilderBase& b, Value* k) {
+  Value* bits = b.CreateShl(b.CreateAdd(k, i32(b, 127)), i32(b, 23));
+  return b.CreateBitCast(bits, b.getFloatTy());
+}
+
+}  // namespace
+
+Value* emit_exp_f32(llvm::IRBuilderBase& b, Value* x) {
+  // exp(x) = 2^n * exp(r), n = round(x / ln2), |r| <= ln2/2, ln2 split in two for exact n*C1.
+  Value* xc = clamp(b, x, -104.0, 89.0);
+  Value* n = b.CreateUnaryIntrinsic(llvm::Intrinsic::floor,
+                                    fma(b, xc, f32(b, 1.44269504088896341), f32(b, 0.5)));
+  Value* r = fma(b, n, f32(b, -0.693359375), xc);
+  r = fma(b, n, f32(b, 2.12194440e-4), r);
+  Value* r2 = b.CreateFMul(r, r);
+  Value* p = poly(b, r,
+                  {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2,
+                   1.6666665459E-1, 5.0000001201E-1});
+  p = fma(b, p, r2, b.CreateFAdd(r, f32(b, 1.0)));
+  // Scale in two steps so that results in the subnormal range and just below overflow are exact
+  // (n is in [-150, 129] after the clamp; each half stays a normal power of two).
+  Value* ni = b.CreateFPToSI(n, b.getInt32Ty());
+  Value* n1 = b.CreateAShr(ni, i32(b, 1));
+  Value* n2 = b.CreateSub(ni, n1);
+  Value* res = b.CreateFMul(b.CreateFMul(p, pow2i(b, n1)), pow2i(b, n2));
+  return b.CreateSelect(is_nan(b, x), x, res);
+}
+
+Value* emit_log_f32(llvm::IRBuilderBase& b, Value* x) {
+  // log(x) = e*ln2 + log(m), m in [sqrt(1/2), sqrt(2)); subnormals are scaled by 2^23 first.
+  Value* subnormal = b.CreateFCmpOLT(x, f32(b, std::numeric_limits<float>::min()));
+  Value* xs = b.CreateSelect(subnormal, b.CreateFMul(x, f32(b, 8388608.0)), x);
+  Value* bits = b.CreateBitCast(xs, b.getInt32Ty());
+  Value* e = b.CreateSub(b.CreateLShr(bits, i32(b, 23)), i32(b, 126));
+  e = b.CreateSub(e, b.CreateSelect(subnormal, i32(b, 23), i32(b, 0)));
+  Value* mbits = b.CreateOr(b.CreateAnd(bits, i32(b, 0x007fffff)), i32(b, 0x3f000000));
+  Value* m = b.CreateBitCast(mbits, b.getFloatTy());  // in [0.5, 1)
+  Value* small = b.CreateFCmpOLT(m, f32(b, 0.707106781186547524));
+  e = b.CreateSub(e, b.CreateZExt(small, b.getInt32Ty()));
+  Value* t = b.CreateFSub(b.CreateSelect(small, b.CreateFAdd(m, m), m), f32(b, 1.0));
+  Value* ef = b.CreateSIToFP(e, b.getFloatTy());
+  Value* z = b.CreateFMul(t, t);
+  Value* p = poly(b, t,
+                  {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1,
+                   1.4249322787E-1, -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1,
+                   3.3333331174E-1});
+  Value* y = b.CreateFMul(b.CreateFMul(t, z), p);
+  y = fma(b, ef, f32(b, -2.12194440e-4), y);
+  y = fma(b, z, f32(b, -0.5), y);
+  Value* res = fma(b, ef, f32(b, 0.693359375), b.CreateFAdd(t, y));
+  const double inf = std::numeric_limits<double>::infinity();
+  res = b.CreateSelect(b.CreateFCmpOEQ(x, f32(b, inf)), f32(b, inf), res);
+  res = b.CreateSelect(b.CreateFCmpOEQ(x, f32(b, 0.0)), f32(b, -inf), res);
+  res = b.CreateSelect(b.CreateFCmpOLT(x, f32(b, 0.0)), f32(b, std::nan("")), res);
+  return b.CreateSelect(is_nan(b, x), x, res);
+}
+
+Value* emit_tanh_f32(llvm::IRBuilderBase& b, Value* x) {
+  // Small |x|: x + x^3*P(x^2) (no cancellation); otherwise 1 - 2/(exp(2|x|) + 1), which
+  // saturates to 1 once exp overflows. The sign is copied back at the end.
+  Value* ax = fabs(b, x);
+  Value* s = b.CreateFMul(x, x);
+  Value* p = poly(b, s,
+                  {-0.006113132600916459, 0.021010036450450232, -0.05385405922933959,
+                   0.13332794472496215, -0.3333332924905142});
+  Value* small = fma(b, b.CreateFMul(p, s), ax, ax);
+  Value* e = emit_exp_f32(b, b.CreateFAdd(ax, ax));
+  Value* large = b.CreateFSub(f32(b, 1.0), b.CreateFDiv(f32(b, 2.0), b.CreateFAdd(e, f32(b, 1.0))));
+  Value* res = b.CreateSelect(b.CreateFCmpOLT(ax, f32(b, 0.625)), small, large);
+  res = b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, res, x);
+  return b.CreateSelect(is_nan(b, x), x, res);
+}
+
+Value* emit_sigmoid_f32(llvm::IRBuilderBase& b, Value* x) {
+  // With e = exp(-|x|) (never overflows): 1/(1+e) for x >= 0 and e/(1+e) for x < 0, which keeps
+  // full relative accuracy down to the subnormal results of very negative x.
+  Value* e = emit_exp_f32(b, b.CreateFNeg(fabs(b, x)));
+  Value* num = b.CreateSelect(b.CreateFCmpOLT(x, f32(b, 0.0)), e, f32(b, 1.0));
+  return b.CreateFDiv(num, b.CreateFAdd(e, f32(b, 1.0)));
+}
+
+Value* emit_gelu_f32(llvm::IRBuilderBase& b, Value* x) {
+  Value* x3 = b.CreateFMul(b.CreateFMul(x, x), x);
+  Value* u = b.CreateFMul(f32(b, 0.7978845608028654), fma(b, x3, f32(b, 0.044715), x));
+  Value* res = b.CreateFMul(x, emit_sigmoid_f32(b, b.CreateFAdd(u, u)));
+  // -inf * 0 would be NaN; the limit is 0.
+  Value* neg_inf = b.CreateFCmpOEQ(x, f32(b, -std::numeric_limits<double>::infinity()));
+  return b.CreateSelect(neg_inf, f32(b, -0.0), res);
+}
+
+Value* emit_erf_f32(llvm::IRBuilderBase& b, Value* x) {
+  // |x| < 1: x*P(x^2). 1 <= |x| < 4: 1 - exp(Q(|x| - 2.5)) with Q fitting log(erfc). Beyond: 1.
+  Value* ax = fabs(b, x);
+  Value* t = b.CreateFMul(x, x);
+  Value* ps = poly(b, t,
+                   {7.889067984991729e-05, -0.000802082585333231, 0.0051895336090699426,
+                    -0.026854443698137987, 0.11283600155414372, -0.3761262713419182,
+                    1.128379165913508});
+  Value* small = b.CreateFMul(ps, x);
+  Value* u = b.CreateFSub(clamp(b, ax, 1.0, 4.0), f32(b, 2.5));
+  Value* q = poly(b, u,
+                  {1.599871886298054e-06, -1.3301744227379043e-05, 7.74546993655746e-05,
+                   -0.00042017299232839373, 0.002165081800055364, -0.010858487486504191,
+                   -0.9438936084618538, -5.352680688478832, -7.806815278977015});
+  Value* large = b.CreateFSub(f32(b, 1.0), emit_exp_f32(b, q));
+  large = b.CreateSelect(b.CreateFCmpOLT(ax, f32(b, 4.0)), large, f32(b, 1.0));
+  large = b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, large, x);
+  Value* res = b.CreateSelect(b.CreateFCmpOLT(ax, f32(b, 1.0)), small, large);
+  return b.CreateSelect(is_nan(b, x), x, res);
+}
+
+namespace {
+
+struct Reduced {
+  Value* j;        // octant (even), i32
+  Value* sin_r;    // sin of the reduced argument
+  Value* cos_r;    // cos of the reduced argument
+};
+
+// |x| = j*pi/4 + r, |r| <= pi/4, with pi/4 split in three parts (exact j*DP1 for j < 2^16).
+Reduced reduce_quarter_pi(llvm::IRBuilderBase& b, Value* ax) {
+  Value* j = b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {b.getInt32Ty(), b.getFloatTy()},
+                               {b.CreateFMul(ax, f32(b, 1.27323954473516))});
+  j = b.CreateAnd(b.CreateAdd(j, i32(b, 1)), i32(b, ~1));
+  Value* y = b.CreateSIToFP(j, b.getFloatTy());
+  Value* r = fma(b, y, f32(b, -0.78515625), ax);
+  r = fma(b, y, f32(b, -2.4187564849853515625e-4), r);
+  r = fma(b, y, f32(b, -3.77489497744594108e-8), r);
+  Value* z = b.CreateFMul(r, r);
+  Value* ps = poly(b, z, {-1.9515295891E-4, 8.3321608736E-3, -1.6666654611E-1});
+  Value* sin_r = fma(b, b.CreateFMul(ps, z), r, r);
+  Value* pc = poly(b, z, {2.443315711809948E-005, -1.388731625493765E-003, 4.166664568298827E-002});
+  Value* cos_r = fma(b, b.CreateFMul(pc, z), z, fma(b, z, f32(b, -0.5), f32(b, 1.0)));
+  return {j, sin_r, cos_r};
+}
+
+Value* bit_set(llvm::IRBuilderBase& b, Value* j, int32_t mask) {
+  return b.CreateICmpNE(b.CreateAnd(j, i32(b, mask)), i32(b, 0));
+}
+
+Value* finish_trig(llvm::IRBuilderBase& b, Value* x, Value* res) {
+  Value* is_inf = b.CreateFCmpOEQ(fabs(b, x), f32(b, std::numeric_limits<double>::infinity()));
+  res = b.CreateSelect(is_inf, f32(b, std::nan("")), res);
+  return b.CreateSelect(is_nan(b, x), x, res);
+}
+
+}  // namespace
+
+Value* emit_sin_f32(llvm::IRBuilderBase& b, Value* x) {
+  // Octants 0,2,4,6 of |x|: sin r, cos r, -sin r, -cos r; sin is odd, so x < 0 flips the sign.
+  Reduced red = reduce_quarter_pi(b, fabs(b, x));
+  Value* res = b.CreateSelect(bit_set(b, red.j, 2), red.cos_r, red.sin_r);
+  Value* negate = b.CreateXor(bit_set(b, red.j, 4), b.CreateFCmpOLT(x, f32(b, 0.0)));
+  res = b.CreateSelect(negate, b.CreateFNeg(res), res);
+  return finish_trig(b, x, res);
+}
+
+Value* emit_cos_f32(llvm::IRBuilderBase& b, Value* x) {
+  // Octants 0,2,4,6: cos r, -sin r, -cos r, sin r.
+  Reduced red = reduce_quarter_pi(b, fabs(b, x));
+  Value* res = b.CreateSelect(bit_set(b, red.j, 2), red.sin_r, red.cos_r);
+  Value* negate = bit_set(b, b.CreateAdd(red.j, i32(b, 2)), 4);
+  res = b.CreateSelect(negate, b.CreateFNeg(res), res);
+  return finish_trig(b, x, res);
+}
+
+}  // namespace kiln::codegen::cpu

@@ -1,0 +1,25 @@
+// Branch-free f32 math (exp, log, tanh, sigmoid, gelu, erf, sin, cos) emitted as plain LLVM IR,
+// so that loops calling them still vectorize (a scalar libm call would stop the vectorizer).
+#pragma once
+
+namespace llvm {
+class Value;
+class IRBuilderBase;
+}  // namespace llvm
+
+namespace kiln::codegen::cpu {
+
+// Each takes and returns a `float` value (scalar IR; the loop vectorizer widens it). Accuracy over
+// normal ranges is a few ulp (relative error < 1e-6); inf and nan behave like libm.
+llvm::Value* emit_exp_f32(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_log_f32(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_tanh_f32(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_sigmoid_f32(llvm::IRBuilderBase& b, llvm::Value* x);
+// The tanh form 0.5*x*(1 + tanh(u)), u = sqrt(2/pi)*(x + 0.044715*x^3), evaluated as
+// x * sigmoid(2u), which is the same function without the cancellation for negative x.
+llvm::Value* emit_gelu_f32(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_erf_f32(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_sin_f32(llvm::IRBuilderBase& b, llvm::Value* x);
+llvm::Value* emit_cos_f32(llvm::IRBuilderBase& b, llvm::Value* x);
+
+}  // namespace kiln::codegen::cpu

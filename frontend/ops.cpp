@@ -1,0 +1,195 @@
+// The op functions of the public API: each records its node(s) through ir::Builder.
+#include "tensor_impl.h"
+
+namespace kiln {
+
+using detail::TensorImpl;
+using ir::Builder;
+using ir::NodeResult;
+using ir::Op;
+using Nodes = std::vector<const ir::Node*>;
+
+namespace {
+Tensor unary(Op op, const Tensor& x) {
+  return TensorImpl::apply({&x}, [op](Builder& b, const Nodes& n) { return b.unary(op, n[0]); });
+}
+Tensor binary(Op op, const Tensor& a, const Tensor& c) {
+  return TensorImpl::apply({&a, &c},
+                           [op](Builder& b, const Nodes& n) { return b.binary(op, n[0], n[1]); });
+}
+// A scalar operand takes the dtype of the tensor operand.
+Tensor binary_scalar(Op op, const Tensor& a, double s, bool scalar_first) {
+  return TensorImpl::apply({&a}, [=](Builder& b, const Nodes& n) -> NodeResult {
+    auto lit = b.scalar(s, n[0]->dtype);
+    if (!lit) return lit;
+    return scalar_first ? b.binary(op, *lit, n[0]) : b.binary(op, n[0], *lit);
+  });
+}
+std::optional<std::vector<int64_t>> axes_or_all(std::vector<int64_t> axes) {
+  if (axes.empty()) return std::nullopt;
+  return axes;
+}
+Tensor reduction(Op op, const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
+  return TensorImpl::apply({&x}, [&](Builder& b, const Nodes& n) {
+    return b.reduce(op, n[0], axes_or_all(axes), keepdim);
+  });
+}
+}  // namespace
+
+#define KILN_UNARY_FN(fn, Enum) \
+  Tensor fn(const Tensor& x) { return unary(Op::Enum, x); }
+KILN_UNARY_FN(neg, Neg)
+KILN_UNARY_FN(abs, Abs)
+KILN_UNARY_FN(exp, Exp)
+KILN_UNARY_FN(log, Log)
+KILN_UNARY_FN(sqrt, Sqrt)
+KILN_UNARY_FN(rsqrt, Rsqrt)
+KILN_UNARY_FN(recip, Recip)
+KILN_UNARY_FN(sin, Sin)
+KILN_UNARY_FN(cos, Cos)
+KILN_UNARY_FN(tanh, Tanh)
+KILN_UNARY_FN(sigmoid, Sigmoid)
+KILN_UNARY_FN(relu, Relu)
+KILN_UNARY_FN(gelu, Gelu)
+KILN_UNARY_FN(erf, Erf)
+KILN_UNARY_FN(floor, Floor)
+KILN_UNARY_FN(ceil, Ceil)
+KILN_UNARY_FN(sign, Sign)
+KILN_UNARY_FN(logical_not, Not)
+#undef KILN_UNARY_FN
+
+#define KILN_BINARY_FN(fn, Enum) \
+  Tensor fn(const Tensor& a, const Tensor& b) { return binary(Op::Enum, a, b); }
+KILN_BINARY_FN(add, Add)
+KILN_BINARY_FN(sub, Sub)
+KILN_BINARY_FN(mul, Mul)
+KILN_BINARY_FN(div, Div)
+KILN_BINARY_FN(pow, Pow)
+KILN_BINARY_FN(maximum, Max)
+KILN_BINARY_FN(minimum, Min)
+KILN_BINARY_FN(eq, Eq)
+KILN_BINARY_FN(ne, Ne)
+KILN_BINARY_FN(lt, Lt)
+KILN_BINARY_FN(le, Le)
+KILN_BINARY_FN(gt, Gt)
+KILN_BINARY_FN(ge, Ge)
+KILN_BINARY_FN(logical_and, And)
+KILN_BINARY_FN(logical_or, Or)
+#undef KILN_BINARY_FN
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return binary_scalar(Op::Add, a, b, false); }
+Tensor operator-(const Tensor& a, double b) { return binary_scalar(Op::Sub, a, b, false); }
+Tensor operator*(const Tensor& a, double b) { return binary_scalar(Op::Mul, a, b, false); }
+Tensor operator/(const Tensor& a, double b) { return binary_scalar(Op::Div, a, b, false); }
+Tensor operator+(double a, const Tensor& b) { return binary_scalar(Op::Add, b, a, true); }
+Tensor operator-(double a, const Tensor& b) { return binary_scalar(Op::Sub, b, a, true); }
+Tensor operator*(double a, const Tensor& b) { return binary_scalar(Op::Mul, b, a, true); }
+Tensor operator/(double a, const Tensor& b) { return binary_scalar(Op::Div, b, a, true); }
+Tensor Tensor::operator-() const { return neg(*this); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& c) {
+  return TensorImpl::apply({&cond, &a, &c},
+                           [](Builder& b, const Nodes& n) { return b.where(n[0], n[1], n[2]); });
+}
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
+  std::vector<const Tensor*> ops;
+  for (const Tensor& x : xs) ops.push_back(&x);
+  return TensorImpl::apply(ops, [axis](Builder& b, const Nodes& n) { return b.concat(n, axis); });
+}
+Tensor matmul(const Tensor& a, const Tensor& c) {
+  return TensorImpl::apply({&a, &c}, [](Builder& b, const Nodes& n) { return b.matmul(n[0], n[1]); });
+}
+Tensor softmax(const Tensor& x, int64_t axis) {
+  return TensorImpl::apply({&x}, [axis](Builder& b, const Nodes& n) { return b.softmax(n[0], axis); });
+}
+Tensor log_softmax(const Tensor& x, int64_t axis) {
+  return TensorImpl::apply({&x},
+                           [axis](Builder& b, const Nodes& n) { return b.log_softmax(n[0], axis); });
+}
+Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int64_t axis, double eps) {
+  return TensorImpl::apply({&x, &gamma, &beta}, [=](Builder& b, const Nodes& n) {
+    return b.layernorm(n[0], n[1], n[2], axis, eps);
+  });
+}
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                 std::optional<double> scale) {
+  return TensorImpl::apply({&q, &k, &v}, [=](Builder& b, const Nodes& n) {
+    return b.attention(n[0], n[1], n[2], causal, scale);
+  });
+}
+
+Tensor Tensor::cast(DType to) const {
+  return TensorImpl::apply({this}, [to](Builder& b, const Nodes& n) { return b.cast(n[0], to); });
+}
+Tensor Tensor::sum(std::vector<int64_t> axes, bool keepdim) const {
+  return reduction(Op::Sum, *this, std::move(axes), keepdim);
+}
+Tensor Tensor::max(std::vector<int64_t> axes, bool keepdim) const {
+  return reduction(Op::ReduceMax, *this, std::move(axes), keepdim);
+}
+Tensor Tensor::min(std::vector<int64_t> axes, bool keepdim) const {
+  return reduction(Op::ReduceMin, *this, std::move(axes), keepdim);
+}
+Tensor Tensor::prod(std::vector<int64_t> axes, bool keepdim) const {
+  return reduction(Op::Prod, *this, std::move(axes), keepdim);
+}
+Tensor Tensor::mean(std::vector<int64_t> axes, bool keepdim) const {
+  return TensorImpl::apply({this}, [&](Builder& b, const Nodes& n) {
+    return b.mean(n[0], axes_or_all(axes), keepdim);
+  });
+}
+Tensor Tensor::argmax(int64_t axis, bool keepdim) const {
+  return TensorImpl::apply({this}, [=](Builder& b, const Nodes& n) {
+    return b.arg_reduce(Op::ArgMax, n[0], axis, keepdim);
+  });
+}
+Tensor Tensor::argmin(int64_t axis, bool keepdim) const {
+  return TensorImpl::apply({this}, [=](Builder& b, const Nodes& n) {
+    return b.arg_reduce(Op::ArgMin, n[0], axis, keepdim);
+  });
+}
+Tensor Tensor::reshape(std::vector<int64_t> shape) const {
+  return TensorImpl::apply({this}, [&](Builder& b, const Nodes& n) { return b.reshape(n[0], shape); });
+}
+Tensor Tensor::permute(std::vector<int64_t> dims) const {
+  return TensorImpl::apply({this}, [&](Builder& b, const Nodes& n) { return b.permute(n[0], dims); });
+}
+Tensor Tensor::transpose() const {
+  return TensorImpl::apply({this}, [](Builder& b, const Nodes& n) -> NodeResult {
+    int64_t r = static_cast<int64_t>(n[0]->shape.size());
+    if (r < 2) return kiln::make_error("transpose: needs rank >= 2, got " + ir::shape_str(n[0]->shape));
+    std::vector<int64_t> dims(r);
+    for (int64_t i = 0; i < r; ++i) dims[i] = i;
+    std::swap(dims[r - 1], dims[r - 2]);
+    return b.permute(n[0], dims);
+  });
+}
+Tensor Tensor::expand(Shape shape) const {
+  return TensorImpl::apply({this}, [&](Builder& b, const Nodes& n) { return b.expand(n[0], shape); });
+}
+Tensor Tensor::slice(int64_t axis, std::optional<int64_t> start, std::optional<int64_t> end,
+                     int64_t step) const {
+  return TensorImpl::apply(
+      {this}, [=](Builder& b, const Nodes& n) { return b.slice(n[0], axis, start, end, step); });
+}
+Tensor Tensor::pad(std::vector<int64_t> before, std::vector<int64_t> after, double value) const {
+  return TensorImpl::apply(
+      {this}, [&](Builder& b, const Nodes& n) { return b.pad(n[0], before, after, value); });
+}
+Tensor Tensor::flip(std::vector<int64_t> axes) const {
+  return TensorImpl::apply({this}, [&](Builder& b, const Nodes& n) { return b.flip(n[0], axes); });
+}
+Tensor Tensor::roll(std::vector<int64_t> shifts, std::vector<int64_t> axes) const {
+  return TensorImpl::apply({this},
+                           [&](Builder& b, const Nodes& n) { return b.roll(n[0], shifts, axes); });
+}
+Tensor Tensor::unfold(int64_t dim, int64_t size, int64_t step) const {
+  return TensorImpl::apply(
+      {this}, [=](Builder& b, const Nodes& n) { return b.unfold(n[0], dim, size, step); });
+}
+
+}  // namespace kiln

@@ -1,0 +1,355 @@
+// The `.kg` op table and Builder::call: operand counts, attribute validation and defaults, literal
+// operands, and dispatch to the checked constructors.
+#include "ir/kg_ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ir/builder_support.h"
+
+namespace kiln::ir {
+
+namespace {
+
+using detail::op_error;
+using T = KgAttrType;
+
+constexpr KgAttrSpec kCast[] = {{"to", T::DType, true}};
+constexpr KgAttrSpec kReduce[] = {{"axes", T::Ints, false}, {"keepdim", T::Bool, false}};
+constexpr KgAttrSpec kArgReduce[] = {{"axis", T::Int, true}, {"keepdim", T::Bool, false}};
+constexpr KgAttrSpec kShape[] = {{"shape", T::Ints, true}};
+constexpr KgAttrSpec kDims[] = {{"dims", T::Ints, true}};
+constexpr KgAttrSpec kSlice[] = {{"axis", T::Int, true},
+                                 {"start", T::Int, false},
+                                 {"end", T::Int, false},
+                                 {"step", T::Int, false}};
+constexpr KgAttrSpec kPad[] = {
+    {"before", T::Ints, true}, {"after", T::Ints, true}, {"value", T::Float, false}};
+constexpr KgAttrSpec kAxis[] = {{"axis", T::Int, true}};
+constexpr KgAttrSpec kFlip[] = {{"axes", T::Ints, true}};
+constexpr KgAttrSpec kRoll[] = {{"shifts", T::Ints, true}, {"axes", T::Ints, true}};
+constexpr KgAttrSpec kUnfold[] = {
+    {"dim", T::Int, true}, {"size", T::Int, true}, {"step", T::Int, true}};
+constexpr KgAttrSpec kFull[] = {
+    {"shape", T::Ints, true}, {"value", T::Float, true}, {"dtype", T::DType, false}};
+constexpr KgAttrSpec kArange[] = {{"start", T::Int, false},
+                                  {"end", T::Int, true},
+                                  {"step", T::Int, false},
+                                  {"dtype", T::DType, false}};
+constexpr KgAttrSpec kSoftmax[] = {{"axis", T::Int, false}};
+constexpr KgAttrSpec kLayernorm[] = {{"axis", T::Int, false}, {"eps", T::Float, false}};
+constexpr KgAttrSpec kAttention[] = {{"causal", T::Bool, false}, {"scale", T::Float, false}};
+
+using Xs = std::vector<const Node*>;
+
+NodeResult h_unary(Builder& b, const KgOpSpec& s, const Xs& x, const KgAttrs&) {
+  return b.unary(s.op, x[0]);
+}
+NodeResult h_binary(Builder& b, const KgOpSpec& s, const Xs& x, const KgAttrs&) {
+  return b.binary(s.op, x[0], x[1]);
+}
+NodeResult h_where(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs&) {
+  return b.where(x[0], x[1], x[2]);
+}
+NodeResult h_cast(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.cast(x[0], a.dt("to", DType::f32));
+}
+NodeResult h_reduce(Builder& b, const KgOpSpec& s, const Xs& x, const KgAttrs& a) {
+  return b.reduce(s.op, x[0], a.ints("axes"), a.b("keepdim", false));
+}
+NodeResult h_mean(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.mean(x[0], a.ints("axes"), a.b("keepdim", false));
+}
+NodeResult h_arg_reduce(Builder& b, const KgOpSpec& s, const Xs& x, const KgAttrs& a) {
+  return b.arg_reduce(s.op, x[0], a.i("axis", 0), a.b("keepdim", false));
+}
+NodeResult h_reshape(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.reshape(x[0], *a.ints("shape"));
+}
+NodeResult h_permute(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.permute(x[0], *a.ints("dims"));
+}
+NodeResult h_expand(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.expand(x[0], *a.ints("shape"));
+}
+NodeResult h_slice(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.slice(x[0], a.i("axis", 0), a.opt_i("start"), a.opt_i("end"), a.i("step", 1));
+}
+NodeResult h_pad(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.pad(x[0], *a.ints("before"), *a.ints("after"), a.f("value", 0.0));
+}
+NodeResult h_concat(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.concat(x, a.i("axis", 0));
+}
+NodeResult h_flip(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.flip(x[0], *a.ints("axes"));
+}
+NodeResult h_roll(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.roll(x[0], *a.ints("shifts"), *a.ints("axes"));
+}
+NodeResult h_unfold(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.unfold(x[0], a.i("dim", 0), a.i("size", 0), a.i("step", 1));
+}
+NodeResult h_matmul(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs&) {
+  return b.matmul(x[0], x[1]);
+}
+NodeResult h_full(Builder& b, const KgOpSpec&, const Xs&, const KgAttrs& a) {
+  return b.full(*a.ints("shape"), a.f("value", 0.0), a.dt("dtype", DType::f32));
+}
+NodeResult h_arange(Builder& b, const KgOpSpec&, const Xs&, const KgAttrs& a) {
+  return b.arange(a.i("start", 0), a.i("end", 0), a.i("step", 1), a.dt("dtype", DType::i32));
+}
+NodeResult h_softmax(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.softmax(x[0], a.i("axis", -1));
+}
+NodeResult h_log_softmax(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.log_softmax(x[0], a.i("axis", -1));
+}
+NodeResult h_layernorm(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.layernorm(x[0], x[1], x[2], a.i("axis", -1), a.f("eps", 1e-5));
+}
+NodeResult h_attention(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.attention(x[0], x[1], x[2], a.b("causal", false), a.opt_f("scale"));
+}
+
+KgOpSpec elementwise_spec(Op op, std::string_view name, int arity) {
+  if (op == Op::Cast) return {name, op, 1, 1, kCast, h_cast, true};
+  KgHandler h = arity == 1 ? h_unary : arity == 2 ? h_binary : h_where;
+  return {name, op, arity, arity, {}, h, true};
+}
+
+const std::vector<KgOpSpec>& table() {
+  static const std::vector<KgOpSpec> t = [] {
+    std::vector<KgOpSpec> v;
+#define KILN_ELEMENTWISE(Enum, name, arity) v.push_back(elementwise_spec(Op::Enum, name, arity));
+#include "ir/ops.def"
+    v.insert(v.end(), {
+                          {"sum", Op::Sum, 1, 1, kReduce, h_reduce, true},
+                          {"max", Op::ReduceMax, 1, 1, kReduce, h_reduce, true},
+                          {"min", Op::ReduceMin, 1, 1, kReduce, h_reduce, true},
+                          {"prod", Op::Prod, 1, 1, kReduce, h_reduce, true},
+                          {"argmax", Op::ArgMax, 1, 1, kArgReduce, h_arg_reduce, true},
+                          {"argmin", Op::ArgMin, 1, 1, kArgReduce, h_arg_reduce, true},
+                          {"reshape", Op::Reshape, 1, 1, kShape, h_reshape, true},
+                          {"permute", Op::Permute, 1, 1, kDims, h_permute, true},
+                          {"expand", Op::Expand, 1, 1, kShape, h_expand, true},
+                          {"slice", Op::Slice, 1, 1, kSlice, h_slice, true},
+                          {"pad", Op::Pad, 1, 1, kPad, h_pad, true},
+                          {"concat", Op::Concat, 1, -1, kAxis, h_concat, true},
+                          {"flip", Op::Flip, 1, 1, kFlip, h_flip, true},
+                          {"roll", Op::Roll, 1, 1, kRoll, h_roll, true},
+                          {"unfold", Op::Unfold, 1, 1, kUnfold, h_unfold, true},
+                          {"matmul", Op::Matmul, 2, 2, {}, h_matmul, true},
+                          {"full", Op::Full, 0, 0, kFull, h_full, true},
+                          {"arange", Op::Arange, 0, 0, kArange, h_arange, true},
+                          {"mean", Op::Sum, 1, 1, kReduce, h_mean, false},
+                          {"softmax", Op::Sum, 1, 1, kSoftmax, h_softmax, false},
+                          {"log_softmax", Op::Sum, 1, 1, kSoftmax, h_log_softmax, false},
+                          {"layernorm", Op::Sum, 3, 3, kLayernorm, h_layernorm, false},
+                          {"attention", Op::Sum, 3, 3, kAttention, h_attention, false},
+                      });
+    return v;
+  }();
+  return t;
+}
+
+std::string_view type_phrase(KgAttrType t) {
+  switch (t) {
+    case T::Int:
+      return "an integer";
+    case T::Float:
+      return "a number";
+    case T::Bool:
+      return "true or false";
+    case T::DType:
+      return "a dtype (f32 f64 f16 bf16 i32 i64 i8 u8 bool)";
+    case T::Ints:
+      return "a list of integers";
+  }
+  return "?";
+}
+
+bool has_type(const AttrValue& v, KgAttrType t) {
+  switch (t) {
+    case T::Int:
+      return std::holds_alternative<int64_t>(v);
+    case T::Float:
+      return std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v);
+    case T::Bool:
+      return std::holds_alternative<bool>(v);
+    case T::DType:
+      return std::holds_alternative<DType>(v);
+    case T::Ints:
+      return std::holds_alternative<std::vector<int64_t>>(v);
+  }
+  return false;
+}
+
+std::string operand_count_phrase(std::string_view name) {
+  int lo = -1, hi = -1;
+  for (const KgOpSpec& s : table()) {
+    if (s.name != name) continue;
+    if (lo < 0)
+      lo = s.min_operands, hi = s.max_operands;
+    else
+      lo = std::min(lo, s.min_operands), hi = std::max(hi, s.max_operands);
+  }
+  if (hi < 0) return fmt::format("at least {} operand{}", lo, lo == 1 ? "" : "s");
+  if (lo == hi) return fmt::format("{} operand{}", lo, lo == 1 ? "" : "s");
+  return fmt::format("{} or {} operands", lo, hi);
+}
+
+Expected<void> check_attrs(const KgOpSpec& spec, const std::vector<NamedAttr>& attrs) {
+  for (size_t i = 0; i < attrs.size(); ++i) {
+    const auto& [name, value] = attrs[i];
+    auto it = std::find_if(spec.attrs.begin(), spec.attrs.end(),
+                           [&](const KgAttrSpec& a) { return a.name == name; });
+    if (it == spec.attrs.end()) return op_error(spec.name, "unknown attribute '{}'", name);
+    for (size_t j = 0; j < i; ++j)
+      if (attrs[j].first == name) return op_error(spec.name, "attribute '{}' is given twice", name);
+    if (!has_type(value, it->type))
+      return op_error(spec.name, "attribute '{}' must be {}, got {}", name, type_phrase(it->type),
+                      format_attr_value(value));
+  }
+  for (const KgAttrSpec& a : spec.attrs) {
+    bool given =
+        std::any_of(attrs.begin(), attrs.end(), [&](auto& p) { return p.first == a.name; });
+    if (a.required && !given) return op_error(spec.name, "missing attribute '{}'", a.name);
+  }
+  return {};
+}
+
+// Literal operands become scalars of the dtype of the first value operand that is a node (for
+// `where`, the condition is not a value operand and a literal condition is bool).
+Expected<Xs> materialize(Builder& b, std::string_view name, const std::vector<Operand>& args) {
+  size_t first_value = name == "where" ? 1 : 0;
+  DType lit = DType::f32;
+  for (size_t i = first_value; i < args.size(); ++i)
+    if (auto* n = std::get_if<const Node*>(&args[i])) {
+      lit = (*n)->dtype;
+      break;
+    }
+  Xs xs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (auto* n = std::get_if<const Node*>(&args[i])) {
+      xs.push_back(*n);
+      continue;
+    }
+    double v = std::get<double>(args[i]);
+    DType t = name == "where" && i == 0 ? DType::boolean : lit;
+    if (auto why = detail::unrepresentable(v, t)) return op_error(name, "literal {} {}", v, *why);
+    KILN_IR_TRY(const Node* s, b.scalar(v, t));
+    xs.push_back(s);
+  }
+  return xs;
+}
+
+}  // namespace
+
+const AttrValue* KgAttrs::find(std::string_view name) const {
+  for (const auto& [k, v] : attrs_)
+    if (k == name) return &v;
+  return nullptr;
+}
+int64_t KgAttrs::i(std::string_view name, int64_t dflt) const {
+  return opt_i(name).value_or(dflt);
+}
+std::optional<int64_t> KgAttrs::opt_i(std::string_view name) const {
+  const AttrValue* v = find(name);
+  if (!v) return std::nullopt;
+  return std::get<int64_t>(*v);
+}
+double KgAttrs::f(std::string_view name, double dflt) const {
+  return opt_f(name).value_or(dflt);
+}
+std::optional<double> KgAttrs::opt_f(std::string_view name) const {
+  const AttrValue* v = find(name);
+  if (!v) return std::nullopt;
+  if (auto* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
+  return std::get<double>(*v);
+}
+bool KgAttrs::b(std::string_view name, bool dflt) const {
+  const AttrValue* v = find(name);
+  return v ? std::get<bool>(*v) : dflt;
+}
+DType KgAttrs::dt(std::string_view name, DType dflt) const {
+  const AttrValue* v = find(name);
+  return v ? std::get<DType>(*v) : dflt;
+}
+std::optional<std::vector<int64_t>> KgAttrs::ints(std::string_view name) const {
+  const AttrValue* v = find(name);
+  if (!v) return std::nullopt;
+  return std::get<std::vector<int64_t>>(*v);
+}
+
+const KgOpSpec* find_kg_op(std::string_view name, size_t n_operands) {
+  const KgOpSpec* found = nullptr;
+  for (const KgOpSpec& s : table()) {
+    if (s.name != name) continue;
+    bool fits = static_cast<int>(n_operands) >= s.min_operands &&
+                (s.max_operands < 0 || static_cast<int>(n_operands) <= s.max_operands);
+    if (fits) return &s;
+    if (!found) found = &s;
+  }
+  return found;
+}
+
+const KgOpSpec& kg_op_of(const Node* n) {
+  for (const KgOpSpec& s : table())
+    if (s.primitive && s.op == n->op) return s;
+  KILN_CHECK(false) << "no .kg spelling for " << op_enum_name(n->op);
+  return table().front();
+}
+
+std::optional<AttrKey> attr_key_of(std::string_view name) {
+  for (int k = 0; k <= static_cast<int>(AttrKey::slot); ++k)
+    if (attr_name(static_cast<AttrKey>(k)) == name) return static_cast<AttrKey>(k);
+  return std::nullopt;
+}
+
+NodeResult call_kg(Builder& b, std::string_view name, const std::vector<Operand>& args,
+                   const std::vector<NamedAttr>& attrs) {
+  const KgOpSpec* spec = find_kg_op(name, args.size());
+  if (!spec) return make_error(fmt::format("unknown op '{}'", name));
+  int n = static_cast<int>(args.size());
+  if (n < spec->min_operands || (spec->max_operands >= 0 && n > spec->max_operands))
+    return op_error(name, "expected {}, got {}", operand_count_phrase(name), n);
+  KILN_IR_OK(check_attrs(*spec, attrs));
+  KILN_IR_TRY(Xs xs, materialize(b, name, args));
+  return spec->handler(b, *spec, xs, KgAttrs(attrs));
+}
+
+NodeResult Builder::call(std::string_view name, const std::vector<Operand>& args,
+                         const Attrs& attrs) {
+  std::vector<NamedAttr> named;
+  for (const auto& [k, v] : attrs.items()) named.emplace_back(std::string(attr_name(k)), v);
+  return call_kg(*this, name, args, named);
+}
+
+std::string format_double(double v) {
+  return fmt::format("{}", v);
+}
+
+std::string format_attr_value(const AttrValue& v) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using V = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<V, int64_t>)
+          return fmt::format("{}", x);
+        else if constexpr (std::is_same_v<V, double>) {
+          std::string s = format_double(x);
+          bool looks_int = s.find_first_of(".eni") == std::string::npos;
+          return looks_int ? s + ".0" : s;
+        } else if constexpr (std::is_same_v<V, bool>)
+          return x ? "true" : "false";
+        else if constexpr (std::is_same_v<V, DType>)
+          return std::string(dtype_name(x));
+        else if constexpr (std::is_same_v<V, std::vector<int64_t>>)
+          return detail::ints_str(x);
+        else
+          return fmt::format("\"{}\"", x);
+      },
+      v);
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,161 @@
+// Lowering of movement ops: each view becomes a remapping of the index its reader asks for.
+#include <algorithm>
+
+#include "ir/error.h"
+#include "passes/lower_context.h"
+
+namespace kiln::passes {
+
+namespace {
+
+using ir::AttrKey;
+using ir::DType;
+using ir::Node;
+using kir::Alu;
+using kir::Expr;
+
+size_t axis_attr(const Node* n, AttrKey k) { return static_cast<size_t>(n->attrs.i(k)); }
+
+// Clamps an index into [0, n) where range analysis cannot prove it already is, so that a
+// guarded (selected-away) load still reads inside its buffer.
+const Expr* clamp_index(LowerContext& cx, const Expr* e, int64_t n) {
+  IndexRange r = cx.ib().range(e);
+  if (r.lo < 0) e = cx.arena().alu(Alu::Max, DType::i64, {e, cx.ib().constant(0)});
+  if (r.hi > n - 1) e = cx.arena().alu(Alu::Min, DType::i64, {e, cx.ib().constant(n - 1)});
+  return e;
+}
+
+// The condition 0 <= e < n, or nullptr when range analysis proves it.
+const Expr* in_bounds(LowerContext& cx, const Expr* e, int64_t n) {
+  IndexRange r = cx.ib().range(e);
+  const Expr* cond = nullptr;
+  auto conj = [&](const Expr* c) {
+    cond = cond ? cx.arena().alu(Alu::And, DType::boolean, {cond, c}) : c;
+  };
+  if (r.lo < 0) conj(cx.arena().alu(Alu::Ge, DType::boolean, {e, cx.ib().constant(0)}));
+  if (r.hi > n - 1) conj(cx.arena().alu(Alu::Lt, DType::boolean, {e, cx.ib().constant(n)}));
+  return cond;
+}
+
+const Expr* emit_pad(LowerContext& cx, const Node* n, const Index& idx) {
+  const Node* x = n->inputs[0];
+  const std::vector<int64_t>& before = n->attrs.ints(AttrKey::before);
+  const Expr* padding = cx.arena().constant(n->dtype, n->attrs.f(AttrKey::value));
+  Index in(idx.size());
+  const Expr* cond = nullptr;
+  for (size_t a = 0; a < idx.size(); ++a) {
+    int64_t len = x->shape[a];
+    const Expr* j = cx.ib().add(idx[a], cx.ib().constant(-before[a]));
+    IndexRange r = cx.ib().range(j);
+    if (len == 0 || r.hi < 0 || r.lo >= len) return padding;  // only padding is read here
+    if (const Expr* c = in_bounds(cx, j, len))
+      cond = cond ? cx.arena().alu(Alu::And, DType::boolean, {cond, c}) : c;
+    in[a] = clamp_index(cx, j, len);
+  }
+  const Expr* value = cx.emit(x, in);
+  if (!cond) return value;
+  return cx.arena().alu(Alu::Where, n->dtype, {cond, value, padding});
+}
+
+// A chain of selects over the pieces the index can reach, last piece innermost.
+const Expr* emit_concat(LowerContext& cx, const Node* n, const Index& idx) {
+  size_t axis = axis_attr(n, AttrKey::axis);
+  IndexRange r = cx.ib().range(idx[axis]);
+  struct Piece {
+    const Node* x;
+    int64_t offset;
+  };
+  std::vector<Piece> reachable;
+  int64_t offset = 0;
+  for (const Node* x : n->inputs) {
+    int64_t len = x->shape[axis];
+    if (len > 0 && offset <= r.hi && offset + len - 1 >= r.lo) reachable.push_back({x, offset});
+    offset += len;
+  }
+  KILN_CHECK(!reachable.empty()) << "concat index outside every operand";
+  const Expr* result = nullptr;
+  for (size_t p = reachable.size(); p-- > 0;) {
+    const Piece& piece = reachable[p];
+    Index in = idx;
+    in[axis] = clamp_index(cx, cx.ib().add(idx[axis], cx.ib().constant(-piece.offset)),
+                           piece.x->shape[axis]);
+    const Expr* value = cx.emit(piece.x, in);
+    if (!result) {
+      result = value;
+      continue;
+    }
+    int64_t end = piece.offset + piece.x->shape[axis];
+    const Expr* cond = cx.arena().alu(Alu::Lt, DType::boolean, {idx[axis], cx.ib().constant(end)});
+    result = cx.arena().alu(Alu::Where, n->dtype, {cond, value, result});
+  }
+  return result;
+}
+
+Index permute_index(const Node* n, const Index& idx) {
+  const std::vector<int64_t>& dims = n->attrs.ints(AttrKey::dims);
+  Index in(idx.size());
+  for (size_t i = 0; i < dims.size(); ++i) in[static_cast<size_t>(dims[i])] = idx[i];
+  return in;
+}
+
+Index flip_index(IndexBuilder& ib, const Node* n, const Index& idx) {
+  Index in = idx;
+  for (int64_t a : n->attrs.ints(AttrKey::axes)) {
+    auto ax = static_cast<size_t>(a);
+    in[ax] = ib.sub(ib.constant(n->shape[ax] - 1), idx[ax]);
+  }
+  return in;
+}
+
+// out[i] = in[(i - shift) mod len]; shifts are normalized into [0, len), so i + len - shift >= 0.
+Index roll_index(IndexBuilder& ib, const Node* n, const Index& idx) {
+  const std::vector<int64_t>& shifts = n->attrs.ints(AttrKey::shifts);
+  const std::vector<int64_t>& axes = n->attrs.ints(AttrKey::axes);
+  Index in = idx;
+  for (size_t s = 0; s < axes.size(); ++s) {
+    auto ax = static_cast<size_t>(axes[s]);
+    int64_t len = n->shape[ax];
+    in[ax] = ib.mod(ib.add(in[ax], ib.constant(len - shifts[s])), len);
+  }
+  return in;
+}
+
+// out[..w.., k] = in[..w*step + k..]
+Index unfold_index(IndexBuilder& ib, const Node* n, const Index& idx) {
+  size_t dim = axis_attr(n, AttrKey::dim);
+  Index in(idx.begin(), idx.end() - 1);
+  in[dim] = ib.add(ib.mul(idx[dim], n->attrs.i(AttrKey::step)), idx.back());
+  return in;
+}
+
+Index slice_index(IndexBuilder& ib, const Node* n, const Index& idx) {
+  size_t axis = axis_attr(n, AttrKey::axis);
+  Index in = idx;
+  in[axis] = ib.add(ib.constant(n->attrs.i(AttrKey::start)),
+                    ib.mul(idx[axis], n->attrs.i(AttrKey::step)));
+  return in;
+}
+
+}  // namespace
+
+const Expr* emit_movement(LowerContext& cx, const Node* n, const Index& idx) {
+  IndexBuilder& ib = cx.ib();
+  const Node* x = n->inputs[0];
+  switch (n->op) {
+    case ir::Op::Reshape:
+      return cx.emit(x, delinearize(ib, linearize(ib, idx, n->shape), x->shape));
+    case ir::Op::Permute: return cx.emit(x, permute_index(n, idx));
+    case ir::Op::Expand: return cx.emit(x, broadcast_index(ib, idx, x->shape));
+    case ir::Op::Slice: return cx.emit(x, slice_index(ib, n, idx));
+    case ir::Op::Pad: return emit_pad(cx, n, idx);
+    case ir::Op::Concat: return emit_concat(cx, n, idx);
+    case ir::Op::Flip: return cx.emit(x, flip_index(ib, n, idx));
+    case ir::Op::Roll: return cx.emit(x, roll_index(ib, n, idx));
+    case ir::Op::Unfold: return cx.emit(x, unfold_index(ib, n, idx));
+    default: break;
+  }
+  KILN_CHECK(false) << "not a movement op: " << ir::op_enum_name(n->op);
+  return nullptr;
+}
+
+}  // namespace kiln::passes

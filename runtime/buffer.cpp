@@ -1,0 +1,88 @@
+// Buffer and BufferPool.
+#include "runtime/buffer.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "ir/error.h"
+
+namespace kiln::runtime {
+
+namespace {
+constexpr size_t kAlign = 64;
+// Cached free blocks beyond this are returned to the system.
+constexpr size_t kMaxCachedBytes = size_t{4} << 30;
+
+size_t round_capacity(size_t bytes) {
+  size_t n = std::max<size_t>(bytes, kAlign);
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+}  // namespace
+
+Buffer::Buffer(ir::DType dtype, ir::Shape shape, std::byte* data, size_t capacity,
+               std::shared_ptr<BufferPool> pool)
+    : dtype_(dtype), shape_(std::move(shape)), data_(data), capacity_(capacity),
+      pool_(std::move(pool)) {}
+
+Buffer::~Buffer() { pool_->release(data_, capacity_); }
+
+ir::HostTensor Buffer::to_host() const {
+  ir::HostTensor t{dtype_, shape_, std::vector<std::byte>(nbytes())};
+  if (!t.bytes.empty()) std::memcpy(t.bytes.data(), data_, t.bytes.size());
+  return t;
+}
+
+std::shared_ptr<BufferPool> BufferPool::create() {
+  return std::shared_ptr<BufferPool>(new BufferPool());
+}
+
+BufferPool::~BufferPool() {
+  for (auto& [cap, p] : free_) std::free(p);
+}
+
+std::shared_ptr<Buffer> BufferPool::allocate(ir::DType dtype, const ir::Shape& shape) {
+  size_t bytes = static_cast<size_t>(ir::shape_numel(shape)) * ir::dtype_size(dtype);
+  size_t cap = round_capacity(bytes);
+  std::byte* data = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    // Reuse a block of exactly this capacity, or one at most 1/8 larger.
+    auto it = free_.lower_bound(cap);
+    if (it != free_.end() && it->first <= cap + cap / 8) {
+      cap = it->first;
+      data = it->second;
+      cached_bytes_ -= cap;
+      free_.erase(it);
+    }
+  }
+  if (!data) {
+    data = static_cast<std::byte*>(std::aligned_alloc(kAlign, cap));
+    if (!data) throw std::bad_alloc();
+  }
+  return std::make_shared<Buffer>(dtype, shape, data, cap, shared_from_this());
+}
+
+std::shared_ptr<Buffer> BufferPool::from_host(const ir::HostTensor& t) {
+  auto b = allocate(t.dtype, t.shape);
+  KILN_CHECK(t.bytes.size() == b->nbytes()) << "host tensor byte size";
+  if (!t.bytes.empty()) std::memcpy(b->data(), t.bytes.data(), t.bytes.size());
+  return b;
+}
+
+void BufferPool::release(std::byte* data, size_t capacity) {
+  std::lock_guard lock(mu_);
+  if (cached_bytes_ + capacity > kMaxCachedBytes) {
+    std::free(data);
+    return;
+  }
+  free_.emplace(capacity, data);
+  cached_bytes_ += capacity;
+}
+
+size_t BufferPool::cached_bytes() const {
+  std::lock_guard lock(mu_);
+  return cached_bytes_;
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,114 @@
+// CpuDevice: plan cache lookup, buffer wiring, and threaded launches in dependency order.
+#include "runtime/cpu_device.h"
+
+#include <chrono>
+
+#include "runtime/structural_key.h"
+
+namespace kiln::runtime {
+
+namespace {
+// Points of the parallel domain per thread chunk below which waking a thread costs more than it saves.
+constexpr int64_t kMinPointsPerChunk = 1 << 14;
+
+double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+}  // namespace
+
+Expected<std::unique_ptr<CpuDevice>> CpuDevice::create(DeviceOptions options) {
+  auto backend = codegen::CpuBackend::create();
+  if (!backend) return std::unexpected(backend.error());
+  return std::unique_ptr<CpuDevice>(new CpuDevice(std::move(options), std::move(*backend)));
+}
+
+CpuDevice::CpuDevice(DeviceOptions options, std::unique_ptr<codegen::CpuBackend> backend)
+    : options_(std::move(options)),
+      backend_(std::move(backend)),
+      kernels_(*backend_),
+      threads_(options_.num_threads > 0 ? options_.num_threads : ThreadPool::default_threads()),
+      pool_(BufferPool::create()) {}
+
+Expected<std::shared_ptr<Plan>> CpuDevice::plan_for(ir::Graph& g,
+                                                    const std::vector<const ir::Node*>& outputs,
+                                                    bool* cache_hit) {
+  StructuralKey key = structural_key(ir::topo_order(outputs), outputs);
+  return get_plan(g, outputs, key, cache_hit);
+}
+
+Expected<std::shared_ptr<Plan>> CpuDevice::get_plan(ir::Graph& g,
+                                                    const std::vector<const ir::Node*>& outputs,
+                                                    const StructuralKey& key, bool* cache_hit) {
+  {
+    std::lock_guard lock(plans_mu_);
+    if (auto it = plans_.find(key.key); it != plans_.end()) {
+      if (cache_hit) *cache_hit = true;
+      return it->second;
+    }
+  }
+  if (cache_hit) *cache_hit = false;
+  PlannerOptions po{.fuser = nullptr, .kernels = &kernels_, .namer = options_.namer};
+  auto plan = build_plan(g, outputs, key.inputs, po);
+  if (!plan) return plan;
+  std::lock_guard lock(plans_mu_);
+  plans_.emplace(key.key, *plan);
+  return plan;
+}
+
+void CpuDevice::run_plan(const Plan& plan, std::vector<std::shared_ptr<Buffer>>& slots) {
+  std::vector<void*> args;
+  for (const PlanStep& step : plan.steps) {
+    args.clear();
+    for (size_t i = 0; i < step.args.size(); ++i) {
+      int s = step.args[i];
+      if (step.kernel.params[i].output && !slots[s])
+        slots[s] = pool_->allocate(plan.slots[s].dtype, plan.slots[s].shape);
+      args.push_back(slots[s]->data());
+    }
+    const codegen::CpuArtifact& a = *step.artifact;
+    int64_t inner = 1;
+    for (size_t d = 1; d < step.kernel.domain.size(); ++d) inner *= step.kernel.domain[d];
+    int64_t min_chunk = std::max<int64_t>(1, kMinPointsPerChunk / std::max<int64_t>(1, inner));
+    void* const* argv = args.data();
+    threads_.parallel_for(a.outer_extent, min_chunk,
+                          [&](int64_t b, int64_t e) { a.fn(argv, b, e); });
+    for (int s : step.release_after) slots[s].reset();
+  }
+}
+
+Expected<std::vector<std::shared_ptr<Buffer>>> CpuDevice::execute(
+    ir::Graph& g, const std::vector<const ir::Node*>& outputs, const Bindings& inputs,
+    RunStats* stats) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<const ir::Node*> live = ir::topo_order(outputs);
+  if (auto ok = check_bindings(live, inputs); !ok) return std::unexpected(ok.error());
+  StructuralKey key = structural_key(live, outputs);
+  bool hit = false;
+  auto got = get_plan(g, outputs, key, &hit);
+  if (!got) return std::unexpected(got.error());
+  const std::shared_ptr<Plan>& plan = *got;
+  auto t1 = std::chrono::steady_clock::now();
+
+  std::vector<std::shared_ptr<Buffer>> slots(plan->slots.size());
+  for (size_t s = 0; s < plan->slots.size(); ++s)
+    if (plan->slots[s].input_index >= 0) slots[s] = inputs.at(key.inputs[plan->slots[s].input_index]);
+  run_plan(*plan, slots);
+  auto t2 = std::chrono::steady_clock::now();
+
+  std::vector<std::shared_ptr<Buffer>> results;
+  for (int s : plan->output_slots) results.push_back(slots[s]);
+  if (stats) {
+    stats->kernels = static_cast<int>(plan->steps.size());
+    stats->plan_cache_hit = hit;
+    stats->compiled = hit ? 0 : plan->compiled;
+    stats->compile_ms = hit ? 0 : plan->compile_ms;
+    stats->plan_ms = hit ? 0 : ms_between(t0, t1);
+    stats->run_ms = ms_between(t1, t2);
+    stats->groups.clear();
+    for (const PlanStep& st : plan->steps)
+      stats->groups.push_back(KernelRunInfo{st.kernel.name, st.values, st.num_ops});
+  }
+  return results;
+}
+
+}  // namespace kiln::runtime

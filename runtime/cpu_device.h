@@ -1,0 +1,44 @@
+// The `cpu` device: plans are built once per subgraph structure (the in-memory plan cache),
+// kernels are JIT-compiled by the cpu backend, and launches are split over a thread pool.
+#pragma once
+
+#include <mutex>
+#include <unordered_map>
+
+#include "codegen/cpu/cpu_backend.h"
+#include "runtime/device.h"
+#include "runtime/structural_key.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::runtime {
+
+class CpuDevice final : public Device {
+ public:
+  static Expected<std::unique_ptr<CpuDevice>> create(DeviceOptions options);
+  std::string_view name() const override { return "cpu"; }
+  const std::shared_ptr<BufferPool>& pool() const override { return pool_; }
+  Expected<std::vector<std::shared_ptr<Buffer>>> execute(ir::Graph& g,
+                                                         const std::vector<const ir::Node*>& outputs,
+                                                         const Bindings& inputs,
+                                                         RunStats* stats) override;
+  // The plan for `outputs` (from the plan cache or built now), for dumps and tools.
+  Expected<std::shared_ptr<Plan>> plan_for(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
+                                           bool* cache_hit = nullptr);
+  codegen::CpuBackend& backend() { return *backend_; }
+
+ private:
+  CpuDevice(DeviceOptions options, std::unique_ptr<codegen::CpuBackend> backend);
+  Expected<std::shared_ptr<Plan>> get_plan(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
+                                           const StructuralKey& key, bool* cache_hit);
+  void run_plan(const Plan& plan, std::vector<std::shared_ptr<Buffer>>& slots);
+
+  DeviceOptions options_;
+  std::unique_ptr<codegen::CpuBackend> backend_;
+  KernelCache kernels_;
+  ThreadPool threads_;
+  std::shared_ptr<BufferPool> pool_;
+  std::mutex plans_mu_;
+  std::unordered_map<std::string, std::shared_ptr<Plan>> plans_;
+};
+
+}  // namespace kiln::runtime

@@ -1,0 +1,70 @@
+// Device lookup by name, binding checks, and the reference device.
+#include "runtime/device.h"
+
+#include <chrono>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "runtime/cpu_device.h"
+#include "runtime/reference.h"
+#include "runtime/reference_device.h"
+
+namespace kiln::runtime {
+
+namespace {
+std::string input_label(const ir::Node* n) {
+  const std::string& name = n->attrs.s(ir::AttrKey::name);
+  return name.empty() ? fmt::format("#{}", n->attrs.i(ir::AttrKey::slot)) : "%" + name;
+}
+}  // namespace
+
+std::vector<std::string> available_devices() { return {"cpu", "reference"}; }
+
+Expected<std::unique_ptr<Device>> open_device(std::string_view name, DeviceOptions options) {
+  if (name == "cpu") {
+    auto dev = CpuDevice::create(std::move(options));
+    if (!dev) return std::unexpected(dev.error());
+    return std::unique_ptr<Device>(std::move(*dev));
+  }
+  if (name == "reference") return std::unique_ptr<Device>(new ReferenceDevice());
+  return make_error(fmt::format("unknown device '{}' (available: {})", name,
+                                fmt::join(available_devices(), ", ")));
+}
+
+Expected<void> check_bindings(const std::vector<const ir::Node*>& live, const Bindings& inputs) {
+  for (const ir::Node* n : live) {
+    if (n->op != ir::Op::Input) continue;
+    auto it = inputs.find(n);
+    if (it == inputs.end() || !it->second)
+      return make_error(fmt::format("input {} is not bound", input_label(n)));
+    const Buffer& b = *it->second;
+    if (b.dtype() != n->dtype || b.shape() != n->shape)
+      return make_error(fmt::format("input {}: expected {}{}, got {}{}", input_label(n),
+                                    ir::dtype_name(n->dtype), ir::shape_str(n->shape),
+                                    ir::dtype_name(b.dtype()), ir::shape_str(b.shape())));
+  }
+  return {};
+}
+
+Expected<std::vector<std::shared_ptr<Buffer>>> ReferenceDevice::execute(
+    ir::Graph&, const std::vector<const ir::Node*>& outputs, const Bindings& inputs,
+    RunStats* stats) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<const ir::Node*> live = ir::topo_order(outputs);
+  if (auto ok = check_bindings(live, inputs); !ok) return std::unexpected(ok.error());
+  std::unordered_map<const ir::Node*, ir::HostTensor> host;
+  for (const ir::Node* n : live)
+    if (n->op == ir::Op::Input) host.emplace(n, inputs.at(n)->to_host());
+  auto results = evaluate_reference(outputs, host);
+  if (!results) return std::unexpected(results.error());
+  std::vector<std::shared_ptr<Buffer>> out;
+  for (const ir::HostTensor& t : *results) out.push_back(pool_->from_host(t));
+  if (stats) {
+    *stats = RunStats{};
+    stats->run_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return out;
+}
+
+}  // namespace kiln::runtime

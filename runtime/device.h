@@ -1,0 +1,61 @@
+// Devices by name (`cpu`, `reference`): each turns a realize request (outputs + bound inputs)
+// into result buffers. No backend type leaks past this interface.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/error.h"
+#include "ir/graph.h"
+#include "runtime/buffer.h"
+#include "runtime/plan.h"
+#include "runtime/planner.h"
+
+namespace kiln::runtime {
+
+using Bindings = std::unordered_map<const ir::Node*, std::shared_ptr<Buffer>>;
+
+struct KernelRunInfo {
+  std::string name;
+  std::vector<std::string> values;  // graph values the kernel computes
+  int num_ops = 0;
+};
+
+struct RunStats {
+  int kernels = 0;         // launched
+  int compiled = 0;        // compiled during this request
+  double compile_ms = 0;   // codegen time during this request
+  double plan_ms = 0;      // passes + fusion + lowering + codegen during this request
+  double run_ms = 0;       // kernel execution
+  bool plan_cache_hit = false;
+  std::vector<KernelRunInfo> groups;
+};
+
+struct DeviceOptions {
+  int num_threads = 0;  // 0: ThreadPool::default_threads() (KILN_NUM_THREADS, else all cores)
+  ValueNamer namer;     // names for stats; null: %t<id>
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string_view name() const = 0;
+  virtual const std::shared_ptr<BufferPool>& pool() const = 0;
+  // Evaluates `outputs` of graph `g`; every reachable Input node must be bound in `inputs`
+  // (with its dtype and shape). Returns one buffer per output.
+  virtual Expected<std::vector<std::shared_ptr<Buffer>>> execute(
+      ir::Graph& g, const std::vector<const ir::Node*>& outputs, const Bindings& inputs,
+      RunStats* stats = nullptr) = 0;
+};
+
+// "cpu" or "reference"; anything else is an error listing the available devices.
+Expected<std::unique_ptr<Device>> open_device(std::string_view name, DeviceOptions options = {});
+std::vector<std::string> available_devices();
+
+// Checks that every Input reachable from `live` is bound with the right dtype and shape.
+Expected<void> check_bindings(const std::vector<const ir::Node*>& live, const Bindings& inputs);
+
+}  // namespace kiln::runtime

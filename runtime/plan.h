@@ -1,0 +1,41 @@
+// An execution plan: the compiled kernels of one subgraph and how their buffers are wired.
+// Built once per distinct subgraph structure (planner.h), replayed by the executor.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/cpu/cpu_backend.h"
+#include "ir/graph.h"
+#include "ir/kernel_ir.h"
+
+namespace kiln::runtime {
+
+// A buffer the plan reads or writes: a plan input (bound at run time) or one a kernel writes.
+struct Slot {
+  ir::DType dtype;
+  ir::Shape shape;
+  int input_index = -1;  // >= 0: the plan's input at this position
+};
+
+struct PlanStep {
+  kir::Kernel kernel;
+  std::shared_ptr<const codegen::CpuArtifact> artifact;  // null when the plan was not compiled
+  std::vector<int> args;           // slot of each kernel parameter
+  std::vector<int> release_after;  // temporary slots whose last reader is this step
+  std::vector<std::string> values; // the graph values this kernel computes (for stats and dumps)
+  int num_ops = 0;                 // non-movement ops computed in this kernel
+};
+
+struct Plan {
+  std::vector<Slot> slots;
+  std::vector<PlanStep> steps;
+  std::vector<int> output_slots;
+  std::vector<const ir::Node*> optimized_outputs;  // the optimized graph, for dumps
+  int compiled = 0;                                // kernels compiled while building it
+  double compile_ms = 0;                           // codegen time while building it
+  double plan_ms = 0;                              // total build time (passes + fusion + codegen)
+};
+
+}  // namespace kiln::runtime

@@ -1,0 +1,123 @@
+// build_plan: the linear script from a graph to compiled kernels (DESIGN.md §2).
+#include "runtime/planner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fmt/format.h>
+#include <set>
+
+#include "passes/lower.h"
+#include "passes/passes.h"
+
+namespace kiln::runtime {
+
+namespace {
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+const passes::Fuser& default_fuser() {
+  static const std::unique_ptr<passes::Fuser> fuser = passes::make_first_fuser();
+  return *fuser;
+}
+
+// The values a group computes, in topological order, sources and views left out of the op count.
+void describe_group(const passes::FusedGroup& group, const ValueNamer& namer, PlanStep& step) {
+  std::set<const ir::Node*, bool (*)(const ir::Node*, const ir::Node*)> nodes(
+      [](const ir::Node* a, const ir::Node* b) { return a->id < b->id; });
+  nodes.insert(group.nodes.begin(), group.nodes.end());
+  nodes.insert(group.outputs.begin(), group.outputs.end());
+  for (const ir::Node* n : nodes) {
+    if (n->op == ir::Op::Input || n->op == ir::Op::Full) continue;
+    step.values.push_back(namer(n));
+    ir::OpKind kind = ir::op_kind(n->op);
+    if (kind != ir::OpKind::Movement && kind != ir::OpKind::Source) ++step.num_ops;
+  }
+}
+}  // namespace
+
+std::string default_value_name(const ir::Node* n) {
+  if (n->op == ir::Op::Input && !n->attrs.s(ir::AttrKey::name).empty())
+    return "%" + n->attrs.s(ir::AttrKey::name);
+  return fmt::format("%t{}", n->id);
+}
+
+Expected<std::pair<std::shared_ptr<const codegen::CpuArtifact>, bool>> KernelCache::get(
+    const kir::Kernel& kernel, const codegen::TuneParams& params) {
+  std::string key = kir::print_kernel(kernel, /*with_labels=*/false) + params.str();
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = kernels_.find(key); it != kernels_.end()) return std::pair{it->second, false};
+  }
+  auto artifact = backend_.compile(kernel, params);
+  if (!artifact) return std::unexpected(artifact.error());
+  std::lock_guard lock(mu_);
+  kernels_.emplace(std::move(key), *artifact);
+  return std::pair{*artifact, true};
+}
+
+Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
+                                           const std::vector<const ir::Node*>& inputs,
+                                           const PlannerOptions& options) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto plan = std::make_shared<Plan>();
+  std::unordered_map<const ir::Node*, int> slot_of;
+  auto new_slot = [&](const ir::Node* n, int input_index) {
+    plan->slots.push_back(Slot{n->dtype, n->shape, input_index});
+    return slot_of[n] = static_cast<int>(plan->slots.size()) - 1;
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) new_slot(inputs[i], static_cast<int>(i));
+
+  plan->optimized_outputs = passes::optimize(g, outputs);
+  const passes::Fuser& fuser = options.fuser ? *options.fuser : default_fuser();
+  passes::FusionPlan fusion = fuser.fuse(plan->optimized_outputs);
+
+  // Optimized outputs keep the names of the values they replace.
+  ValueNamer namer = [&](const ir::Node* n) {
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (plan->optimized_outputs[i] == n) return options.namer ? options.namer(outputs[i]) : default_value_name(outputs[i]);
+    return options.namer ? options.namer(n) : default_value_name(n);
+  };
+  std::vector<int> last_reader;
+  for (size_t k = 0; k < fusion.groups.size(); ++k) {
+    const passes::FusedGroup& group = fusion.groups[k];
+    auto lowered = passes::lower_group(group, fmt::format("k{}", k));
+    if (!lowered) return std::unexpected(lowered.error());
+    PlanStep step;
+    for (const ir::Node* p : lowered->params) {
+      auto it = slot_of.find(p);
+      step.args.push_back(it != slot_of.end() ? it->second : new_slot(p, -1));
+    }
+    describe_group(group, namer, step);
+    step.kernel = std::move(lowered->kernel);
+    if (options.kernels) {
+      auto got = options.kernels->get(step.kernel, codegen::TuneParams{});
+      if (!got) return std::unexpected(got.error());
+      step.artifact = got->first;
+      if (got->second) {
+        ++plan->compiled;
+        plan->compile_ms += step.artifact->compile_ms;
+      }
+    }
+    last_reader.resize(plan->slots.size(), -1);
+    for (size_t i = 0; i < step.args.size(); ++i)
+      if (!step.kernel.params[i].output) last_reader[step.args[i]] = static_cast<int>(k);
+    plan->steps.push_back(std::move(step));
+  }
+
+  for (const ir::Node* o : plan->optimized_outputs) {
+    auto it = slot_of.find(o);
+    KILN_CHECK(it != slot_of.end()) << "output %t" << o->id << " is computed by no kernel";
+    plan->output_slots.push_back(it->second);
+  }
+  // A temporary is released after its last reader, unless it is an output or a plan input.
+  last_reader.resize(plan->slots.size(), -1);
+  std::set<int> keep(plan->output_slots.begin(), plan->output_slots.end());
+  for (size_t s = 0; s < plan->slots.size(); ++s)
+    if (plan->slots[s].input_index < 0 && !keep.count(static_cast<int>(s)) && last_reader[s] >= 0)
+      plan->steps[last_reader[s]].release_after.push_back(static_cast<int>(s));
+  plan->plan_ms = ms_since(t0);
+  return plan;
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,160 @@
+// Reference semantics of the movement ops: each output element is read from one input index.
+#include "runtime/reference_ops.h"
+
+namespace kiln::runtime::reference {
+
+namespace {
+
+using ir::AttrKey;
+using ir::Op;
+using Index = std::vector<int64_t>;
+
+int64_t rank_of(const Value& v) { return static_cast<int64_t>(v.shape.size()); }
+
+// Builds the output by mapping each output index to an input index; `source` returns false
+// when the element reads no input (pad's border), which then takes `fill`.
+template <class SourceFn>
+Value gather(const ir::Node& n, const Value& x, double fill, SourceFn source) {
+  const std::vector<int64_t> strides = ir::contiguous_strides(x.shape);
+  Value out = make_value(n.dtype, n.shape);
+  Index in(x.shape.size());
+  int64_t flat = 0;
+  for_each_index(n.shape, [&](const Index& index) {
+    double v = fill;
+    if (source(index, in)) {
+      for (size_t a = 0; a < in.size(); ++a)
+        KILN_CHECK(in[a] >= 0 && in[a] < x.shape[a])
+            << ir::op_enum_name(n.op) << " reads index " << in[a] << " of axis " << a << " of "
+            << ir::shape_str(x.shape);
+      v = x.data[offset_of(in, strides)];
+    }
+    out.data[flat++] = v;
+  });
+  return out;
+}
+
+Value reshape(const ir::Node& n, const Value& x) {
+  KILN_CHECK(n.numel() == x.numel()) << ir::shape_str(x.shape) << " -> " << ir::shape_str(n.shape);
+  return Value{n.dtype, n.shape, x.data};
+}
+
+Value permute(const ir::Node& n, const Value& x) {
+  const Index& dims = n.attrs.ints(AttrKey::dims);
+  KILN_CHECK(static_cast<int64_t>(dims.size()) == rank_of(x)) << "permute rank";
+  return gather(n, x, 0, [&](const Index& o, Index& in) {
+    for (size_t i = 0; i < dims.size(); ++i) in[dims[i]] = o[i];
+    return true;
+  });
+}
+
+Value expand(const ir::Node& n, const Value& x) {
+  const std::vector<int64_t> strides = broadcast_strides(x.shape, n.shape);
+  Value out = make_value(n.dtype, n.shape);
+  int64_t flat = 0;
+  for_each_index(n.shape,
+                 [&](const Index& o) { out.data[flat++] = x.data[offset_of(o, strides)]; });
+  return out;
+}
+
+Value slice(const ir::Node& n, const Value& x) {
+  const int64_t axis = n.attrs.i(AttrKey::axis);
+  const int64_t start = n.attrs.i(AttrKey::start), step = n.attrs.i(AttrKey::step);
+  KILN_CHECK(step != 0) << "slice step 0";
+  return gather(n, x, 0, [&](const Index& o, Index& in) {
+    in = o;
+    in[axis] = start + o[axis] * step;
+    return true;
+  });
+}
+
+Value pad(const ir::Node& n, const Value& x) {
+  const Index& before = n.attrs.ints(AttrKey::before);
+  KILN_CHECK(static_cast<int64_t>(before.size()) == rank_of(x)) << "pad rank";
+  const double fill = normalize(n.attrs.f(AttrKey::value), n.dtype);
+  return gather(n, x, fill, [&](const Index& o, Index& in) {
+    for (size_t a = 0; a < o.size(); ++a) {
+      in[a] = o[a] - before[a];
+      if (in[a] < 0 || in[a] >= x.shape[a]) return false;
+    }
+    return true;
+  });
+}
+
+Value flip(const ir::Node& n, const Value& x) {
+  const Index& axes = n.attrs.ints(AttrKey::axes);
+  return gather(n, x, 0, [&](const Index& o, Index& in) {
+    in = o;
+    for (int64_t a : axes) in[a] = x.shape[a] - 1 - o[a];
+    return true;
+  });
+}
+
+Value roll(const ir::Node& n, const Value& x) {
+  const Index& shifts = n.attrs.ints(AttrKey::shifts);
+  const Index& axes = n.attrs.ints(AttrKey::axes);
+  KILN_CHECK(shifts.size() == axes.size()) << "roll shifts/axes";
+  return gather(n, x, 0, [&](const Index& o, Index& in) {
+    in = o;
+    // Repeated axes accumulate their shifts, like torch.roll.
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const int64_t len = x.shape[axes[i]];
+      in[axes[i]] = ((in[axes[i]] - shifts[i]) % len + len) % len;
+    }
+    return true;
+  });
+}
+
+Value unfold(const ir::Node& n, const Value& x) {
+  const int64_t dim = n.attrs.i(AttrKey::dim), step = n.attrs.i(AttrKey::step);
+  KILN_CHECK(static_cast<int64_t>(n.shape.size()) == rank_of(x) + 1) << "unfold rank";
+  return gather(n, x, 0, [&](const Index& o, Index& in) {
+    for (size_t a = 0; a < in.size(); ++a) in[a] = o[a];
+    in[dim] = o[dim] * step + o.back();  // window o[dim], element o.back() of it
+    return true;
+  });
+}
+
+Value concat(const ir::Node& n, const Args& args) {
+  const auto axis = static_cast<size_t>(n.attrs.i(AttrKey::axis));
+  Value out = make_value(n.dtype, n.shape);
+  const std::vector<int64_t> out_strides = ir::contiguous_strides(n.shape);
+  int64_t offset = 0;  // where the current input starts along `axis`
+  for (const Value* x : args) {
+    KILN_CHECK(x->shape.size() == n.shape.size()) << "concat rank";
+    for (size_t a = 0; a < n.shape.size(); ++a)
+      KILN_CHECK(a == axis || x->shape[a] == n.shape[a])
+          << "concat of " << ir::shape_str(x->shape) << " into " << ir::shape_str(n.shape);
+    int64_t flat = 0;
+    for_each_index(x->shape, [&](const Index& index) {
+      Index o = index;
+      o[axis] += offset;
+      out.data[offset_of(o, out_strides)] = x->data[flat++];
+    });
+    offset += x->shape[axis];
+  }
+  KILN_CHECK(offset == n.shape[axis]) << "concat lengths sum to " << offset;
+  return out;
+}
+
+}  // namespace
+
+Value eval_movement(const ir::Node& n, const Args& args) {
+  if (n.op == Op::Concat) return concat(n, args);
+  KILN_CHECK(args.size() == 1) << ir::op_enum_name(n.op) << " with " << args.size() << " inputs";
+  const Value& x = *args[0];
+  switch (n.op) {
+    case Op::Reshape: return reshape(n, x);
+    case Op::Permute: return permute(n, x);
+    case Op::Expand: return expand(n, x);
+    case Op::Slice: return slice(n, x);
+    case Op::Pad: return pad(n, x);
+    case Op::Flip: return flip(n, x);
+    case Op::Roll: return roll(n, x);
+    case Op::Unfold: return unfold(n, x);
+    default: break;
+  }
+  KILN_CHECK(false) << "not a movement op: " << ir::op_enum_name(n.op);
+  return {};
+}
+
+}  // namespace kiln::runtime::reference

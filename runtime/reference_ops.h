@@ -1,0 +1,25 @@
+// The reference interpreter's op families: each evaluates one graph node from its input values.
+#pragma once
+
+#include <vector>
+
+#include "ir/error.h"
+#include "ir/graph.h"
+#include "runtime/reference_value.h"
+
+namespace kiln::runtime::reference {
+
+using Args = std::vector<const Value*>;
+
+// Every elementwise op of ir/ops.def (unary, binary, comparisons, logic, where, cast), with
+// implicit numpy broadcasting of the inputs to the node's shape.
+Value eval_elementwise(const ir::Node& n, const Args& args);
+// Sum, ReduceMax, ReduceMin, Prod, ArgMax, ArgMin. Max, min and arg reductions over an empty
+// axis have no identity and are errors.
+Expected<Value> eval_reduce(const ir::Node& n, const Value& x);
+// Reshape, Permute, Expand, Slice, Pad, Concat, Flip, Roll, Unfold.
+Value eval_movement(const ir::Node& n, const Args& args);
+// Batched matmul with broadcast batch dims.
+Value eval_matmul(const ir::Node& n, const Value& a, const Value& b);
+
+}  // namespace kiln::runtime::reference

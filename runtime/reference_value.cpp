@@ -1,0 +1,90 @@
+// Element conversions and index helpers of the reference interpreter.
+#include "runtime/reference_value.h"
+
+#include <cmath>
+
+#include "ir/error.h"
+#include "ir/host_tensor.h"
+
+namespace kiln::runtime::reference {
+
+using ir::DType;
+
+Value make_value(DType dtype, ir::Shape shape) {
+  Value v{dtype, std::move(shape), {}};
+  v.data.assign(static_cast<size_t>(ir::shape_numel(v.shape)), 0.0);
+  return v;
+}
+
+int64_t to_int64(double v) {
+  if (!std::isfinite(v)) return 0;
+  const double t = std::trunc(v);
+  constexpr double k2p63 = 9223372036854775808.0;
+  if (t >= -k2p63 && t < k2p63) return static_cast<int64_t>(t);
+  constexpr double k2p64 = 18446744073709551616.0;
+  double m = std::fmod(t, k2p64);  // exact: |t| >= 2^63 makes m a multiple of 2^11
+  if (m < 0) m += k2p64;
+  return static_cast<int64_t>(static_cast<uint64_t>(m));
+}
+
+double wrap_integer(int64_t v, DType dtype) {
+  switch (dtype) {
+    case DType::i32: return static_cast<int32_t>(v);
+    case DType::i64: return static_cast<double>(v);
+    case DType::i8: return static_cast<int8_t>(v);
+    case DType::u8: return static_cast<uint8_t>(v);
+    case DType::boolean: return v != 0 ? 1.0 : 0.0;
+    default: break;
+  }
+  KILN_CHECK(false) << "not an integer dtype: " << ir::dtype_name(dtype);
+  return 0;
+}
+
+double normalize(double v, DType dtype) {
+  if (ir::is_float(dtype)) return v;
+  if (dtype == DType::boolean) return v != 0 ? 1.0 : 0.0;  // NaN is true, as in C
+  return wrap_integer(to_int64(v), dtype);
+}
+
+double round_to_float(double v, DType dtype) {
+  KILN_CHECK(ir::is_float(dtype)) << ir::dtype_name(dtype);
+  if (dtype == DType::f64) return v;
+  // HostTensor's storage conversion is the definition of the narrow formats' rounding.
+  ir::HostTensor cell = ir::HostTensor::zeros(dtype, {});
+  cell.set(0, v);
+  return cell.get(0);
+}
+
+void for_each_index(const ir::Shape& shape,
+                    const std::function<void(const std::vector<int64_t>&)>& fn) {
+  if (ir::shape_numel(shape) == 0) return;
+  std::vector<int64_t> index(shape.size(), 0);
+  while (true) {
+    fn(index);
+    // Odometer step: bump the last axis, carrying into earlier ones; done when axis 0 carries.
+    auto axis = static_cast<int64_t>(shape.size()) - 1;
+    while (axis >= 0 && ++index[axis] == shape[axis]) index[axis--] = 0;
+    if (axis < 0) return;
+  }
+}
+
+std::vector<int64_t> broadcast_strides(const ir::Shape& in, const ir::Shape& out) {
+  KILN_CHECK(in.size() <= out.size()) << ir::shape_str(in) << " vs " << ir::shape_str(out);
+  const std::vector<int64_t> contiguous = ir::contiguous_strides(in);
+  const size_t lead = out.size() - in.size();
+  std::vector<int64_t> strides(out.size(), 0);
+  for (size_t i = 0; i < in.size(); ++i) {
+    KILN_CHECK(in[i] == out[lead + i] || in[i] == 1)
+        << ir::shape_str(in) << " does not broadcast to " << ir::shape_str(out);
+    strides[lead + i] = in[i] == 1 ? 0 : contiguous[i];
+  }
+  return strides;
+}
+
+int64_t offset_of(const std::vector<int64_t>& index, const std::vector<int64_t>& strides) {
+  int64_t off = 0;
+  for (size_t i = 0; i < index.size(); ++i) off += index[i] * strides[i];
+  return off;
+}
+
+}  // namespace kiln::runtime::reference

@@ -1,0 +1,47 @@
+// The reference interpreter's value (dtype, shape, f64 elements) and its element conversions.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/shape.h"
+
+namespace kiln::runtime::reference {
+
+// A tensor as the oracle keeps it: every element as a double, in C order. Integer and bool
+// elements always hold exact values of their dtype (see normalize); float elements keep full
+// double precision between ops.
+struct Value {
+  ir::DType dtype = ir::DType::f32;
+  ir::Shape shape;
+  std::vector<double> data;
+
+  int64_t numel() const { return static_cast<int64_t>(data.size()); }
+};
+
+// A value of `shape` filled with zeros.
+Value make_value(ir::DType dtype, ir::Shape shape);
+
+// What an element of `dtype` holds after an op produced `v`: integers truncate toward zero and
+// wrap to their width (NaN and infinities become 0), bool is 0 or 1, floats are unchanged.
+double normalize(double v, ir::DType dtype);
+// The integer an integer element holds (truncated, wrapped modulo 2^64).
+int64_t to_int64(double v);
+// An exact int64 result wrapped to an integer or bool `dtype`, before it becomes a double
+// (a wrapped i32 product is exact; the unwrapped int64 one may not be as a double).
+double wrap_integer(int64_t v, ir::DType dtype);
+// Rounds `v` to what a float `dtype` can store (f32, f16, bf16 round to nearest even).
+double round_to_float(double v, ir::DType dtype);
+
+// Calls fn(index) for every multi-index of `shape` in C order; the k-th call is flat element k.
+void for_each_index(const ir::Shape& shape,
+                    const std::function<void(const std::vector<int64_t>&)>& fn);
+// Element strides to read an operand of shape `in` at indices of the broadcast shape `out`
+// (numpy rules: right-aligned, size-1 axes read index 0, i.e. stride 0).
+std::vector<int64_t> broadcast_strides(const ir::Shape& in, const ir::Shape& out);
+// sum(index[i] * strides[i]).
+int64_t offset_of(const std::vector<int64_t>& index, const std::vector<int64_t>& strides);
+
+}  // namespace kiln::runtime::reference

@@ -1,0 +1,91 @@
+// ThreadPool: a generation counter wakes the workers; each takes its own static chunk.
+#include "runtime/thread_pool.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace kiln::runtime {
+
+namespace {
+std::pair<int64_t, int64_t> chunk_range(int64_t n, int chunks, int index) {
+  int64_t base = n / chunks, extra = n % chunks;
+  int64_t begin = index * base + std::min<int64_t>(index, extra);
+  return {begin, begin + base + (index < extra ? 1 : 0)};
+}
+}  // namespace
+
+int ThreadPool::default_threads() {
+  if (const char* env = std::getenv("KILN_NUM_THREADS")) {
+    char* end = nullptr;
+    long v = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && v > 0 && v <= 1024) return static_cast<int>(v);
+  }
+  unsigned hc = std::thread::hardware_concurrency();
+  return hc == 0 ? 1 : static_cast<int>(hc);
+}
+
+ThreadPool::ThreadPool(int num_threads) {
+  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::worker_loop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    const std::function<void(int64_t, int64_t)>* job;
+    int64_t n;
+    int chunks;
+    {
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      job = job_;
+      n = job_n_;
+      chunks = job_chunks_;
+    }
+    if (index < chunks) {
+      auto [b, e] = chunk_range(n, chunks, index);
+      if (b < e) (*job)(b, e);
+    }
+    {
+      std::lock_guard lock(mu_);
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
+                              const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(1, min_chunk));
+  int chunks = static_cast<int>(std::min<int64_t>(size(), max_chunks));
+  if (chunks <= 1 || workers_.empty()) {
+    fn(0, n);
+    return;
+  }
+  std::lock_guard run_lock(run_mu_);
+  {
+    std::lock_guard lock(mu_);
+    job_ = &fn;
+    job_n_ = n;
+    job_chunks_ = chunks;
+    pending_ = static_cast<int>(workers_.size());
+    ++generation_;
+  }
+  wake_.notify_all();
+  auto [b, e] = chunk_range(n, chunks, 0);
+  fn(b, e);
+  std::unique_lock lock(mu_);
+  done_.wait(lock, [&] { return pending_ == 0; });
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,43 @@
+// A fixed pool of worker threads that splits a range into chunks (KILN_NUM_THREADS, default: all cores).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace kiln::runtime {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+  // Runs fn(begin, end) over [0, n) in at most size() contiguous chunks; the caller takes one.
+  // `min_chunk` avoids waking threads for tiny ranges. Returns when every chunk is done.
+  void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
+
+  // The thread count from KILN_NUM_THREADS, else std::thread::hardware_concurrency().
+  static int default_threads();
+
+ private:
+  void worker_loop(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  int64_t job_n_ = 0;
+  int job_chunks_ = 0;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  std::mutex run_mu_;  // one parallel_for at a time
+};
+
+}  // namespace kiln::runtime

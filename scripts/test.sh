@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Install, build and run the whole default test suite (ctest; GPU tests skip without a GPU).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+cd build
+ctest --output-on-failure -j "$(nproc)" --timeout 600 "$@"

@@ -1,0 +1,173 @@
+// The `kiln` program as a user runs it: real binary, real files, exact error messages.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "tools/npy.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code;
+  std::string out;  // stdout and stderr together
+};
+
+Result run_kiln(const std::string& args) {
+  std::string cmd = std::string(KILN_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+class KilnCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("kiln_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  }
+  std::string npy(const std::string& name, kiln::ir::DType t, kiln::ir::Shape s, double fill) {
+    auto h = kiln::ir::HostTensor::zeros(t, s);
+    for (int64_t i = 0; i < h.numel(); ++i) h.set(i, fill + i);
+    auto path = (dir_ / name).string();
+    EXPECT_TRUE(kiln::tools::write_npy(path, h).has_value());
+    return path;
+  }
+  fs::path dir_;
+};
+
+const char* kAddGraph =
+    "kiln.graph v1\n"
+    "input %x : f32[2,3]\n"
+    "input %b : f32[3]\n"
+    "%y = add(%x, %b)\n"
+    "%z = mul(%y, 2)\n"
+    "output %z\n";
+
+TEST_F(KilnCli, RunWritesOutputsAndStatsJson) {
+  auto g = write("g.kg", kAddGraph);
+  auto x = npy("x.npy", kiln::ir::DType::f32, {2, 3}, 0);
+  auto b = npy("b.npy", kiln::ir::DType::f32, {3}, 10);
+  auto out = dir_ / "out";
+  auto stats = dir_ / "stats.json";
+  Result r = run_kiln("run " + g + " --input x=" + x + " --input %b=" + b + " --out " +
+                      out.string() + " --stats-json " + stats.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto z = kiln::tools::read_npy((out / "z.npy").string());
+  ASSERT_TRUE(z.has_value()) << z.error().message;
+  ASSERT_EQ(z->shape, (kiln::ir::Shape{2, 3}));
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(z->get(i), 2 * (i + 10 + i % 3));
+  auto j = nlohmann::json::parse(std::ifstream(stats));
+  EXPECT_EQ(j["kernels"], 1);
+  EXPECT_EQ(j["compiled"], 1);
+  EXPECT_TRUE(j["compile_ms"].is_number());
+  EXPECT_TRUE(j["run_ms"].is_number());
+  ASSERT_EQ(j["groups"].size(), 1u);
+  EXPECT_EQ(j["groups"][0].back(), "%z");
+}
+
+TEST_F(KilnCli, MissingInputIsOneClearError) {
+  auto g = write("g.kg", kAddGraph);
+  Result r = run_kiln("run " + g + " --input x=" + npy("x.npy", kiln::ir::DType::f32, {2, 3}, 0) +
+                      " --out " + (dir_ / "out").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out,
+            "kiln: error: missing input '%b' (f32[3]): pass --input b=PATH.npy or --random-inputs\n");
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "z.npy"));
+}
+
+TEST_F(KilnCli, WrongDtypeNpyNamesInputExpectedAndGiven) {
+  auto g = write("g.kg", kAddGraph);
+  auto x = npy("x.npy", kiln::ir::DType::f64, {2, 3}, 0);
+  Result r = run_kiln("run " + g + " --input x=" + x + " --random-inputs");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "kiln: error: input '%x': expected f32[2,3], got f64[2,3] from '" + x + "'\n");
+}
+
+TEST_F(KilnCli, TruncatedNpyIsAnErrorAndWritesNothing) {
+  auto g = write("g.kg", kAddGraph);
+  auto x = npy("x.npy", kiln::ir::DType::f32, {2, 3}, 0);
+  fs::resize_file(x, fs::file_size(x) - 5);
+  Result r = run_kiln("run " + g + " --input x=" + x + " --random-inputs --out " +
+                      (dir_ / "out").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find(x), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("truncated"), std::string::npos) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "z.npy"));
+}
+
+TEST_F(KilnCli, UnknownOpAndShapeMismatchPointAtTheLine) {
+  auto g1 = write("bad_op.kg", "kiln.graph v1\ninput %x : f32[4]\n%y = frobnicate(%x)\noutput %y\n");
+  Result r1 = run_kiln("run " + g1 + " --random-inputs");
+  EXPECT_EQ(r1.code, 1);
+  EXPECT_EQ(r1.out, g1 + ":3:6: error: unknown op 'frobnicate'\n");
+  auto g2 = write("bad_shape.kg",
+                  "kiln.graph v1\ninput %x : f32[3,4]\ninput %z : f32[5]\n%y = add(%x, %z)\noutput %y\n");
+  Result r2 = run_kiln("run " + g2 + " --random-inputs");
+  EXPECT_EQ(r2.code, 1);
+  EXPECT_EQ(r2.out, g2 + ":4:6: error: add: shapes [3,4] and [5] do not broadcast\n");
+}
+
+TEST_F(KilnCli, UnknownDeviceAndUnknownInputName) {
+  auto g = write("g.kg", kAddGraph);
+  Result r = run_kiln("run " + g + " --random-inputs --device cuda:0");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "kiln: error: unknown device 'cuda:0' (available: cpu, reference)\n");
+  Result r2 = run_kiln("run " + g + " --random-inputs --input q=" +
+                       npy("q.npy", kiln::ir::DType::f32, {3}, 0));
+  EXPECT_EQ(r2.code, 1);
+  EXPECT_EQ(r2.out, "kiln: error: --input q: the graph has no input '%q'\n");
+}
+
+TEST_F(KilnCli, CpuAndReferenceAgree) {
+  auto g = write("g.kg",
+                 "kiln.graph v1\ninput %x : f32[16,32]\n%s = softmax(%x)\n%l = log_softmax(%x, axis=0)\n"
+                 "%m = argmax(%x, axis=1)\noutput %s\noutput %l\noutput %m\n");
+  ASSERT_EQ(run_kiln("run " + g + " --random-inputs --seed 3 --out " + (dir_ / "c").string()).code, 0);
+  ASSERT_EQ(run_kiln("run " + g + " --random-inputs --seed 3 --device reference --out " +
+                     (dir_ / "r").string())
+                .code,
+            0);
+  for (std::string name : {"s", "l", "m"}) {
+    auto a = kiln::tools::read_npy((dir_ / "c" / (name + ".npy")).string());
+    auto b = kiln::tools::read_npy((dir_ / "r" / (name + ".npy")).string());
+    ASSERT_TRUE(a && b);
+    for (int64_t i = 0; i < a->numel(); ++i) ASSERT_NEAR(a->get(i), b->get(i), 2e-5) << name << i;
+  }
+}
+
+TEST_F(KilnCli, DumpShowsOneKernelForGeluChainAndVectorIr) {
+  std::string ew = std::string(KILN_SOURCE_DIR) + "/examples/ew_chain.kg";
+  Result k = run_kiln("dump " + ew + " --stage kernels");
+  ASSERT_EQ(k.code, 0) << k.out;
+  EXPECT_EQ(k.out.rfind("# 1 kernel\n", 0), 0u) << k.out;
+  Result l = run_kiln("dump " + ew + " --stage llvm");
+  ASSERT_EQ(l.code, 0) << l.out;
+  EXPECT_NE(l.out.find("<8 x float>"), std::string::npos);
+  Result s = run_kiln("dump " + std::string(KILN_SOURCE_DIR) + "/examples/softmax.kg --stage kernels");
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_LE(std::stoi(s.out.substr(2)), 3) << s.out;
+  Result gr = run_kiln("dump " + ew + " --stage graph");
+  ASSERT_EQ(gr.code, 0) << gr.out;
+  EXPECT_NE(gr.out.find("gelu("), std::string::npos) << gr.out;
+}
+
+}  // namespace

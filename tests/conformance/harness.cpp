@@ -1,0 +1,94 @@
+// The conformance harness: cpu vs reference.
+#include "harness.h"
+
+#include <cmath>
+#include <random>
+
+namespace kiln::testing {
+
+runtime::Device& cpu_device() {
+  static std::unique_ptr<runtime::Device> dev = [] {
+    auto d = runtime::open_device("cpu");
+    KILN_CHECK(d.has_value()) << d.error().message;
+    return std::move(*d);
+  }();
+  return *dev;
+}
+
+runtime::Device& reference_device() {
+  static std::unique_ptr<runtime::Device> dev = std::move(*runtime::open_device("reference"));
+  return *dev;
+}
+
+ir::HostTensor make_input(ir::DType dtype, const ir::Shape& shape, uint64_t seed, bool positive,
+                          double scale) {
+  ir::HostTensor t = ir::HostTensor::zeros(dtype, shape);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    double v;
+    if (ir::is_float(dtype)) {
+      v = normal(rng) * scale;
+      if (positive) v = std::abs(v) + 0.25;
+    } else if (dtype == ir::DType::boolean) {
+      v = static_cast<double>(rng() & 1);
+    } else if (dtype == ir::DType::u8) {
+      v = static_cast<double>(rng() % 17);
+    } else {
+      v = static_cast<double>(static_cast<int64_t>(rng() % 17) - 8);
+      if (positive) v = std::abs(v) + 1;
+    }
+    t.set(i, v);
+  }
+  return t;
+}
+
+const ir::Node* Case::input(ir::DType dtype, ir::Shape shape, bool positive, double scale) {
+  const ir::Node* n = graph.input(dtype, shape, "in" + std::to_string(inputs.size()));
+  inputs.emplace_back(n, make_input(dtype, shape, 1234 + inputs.size() * 7919, positive, scale));
+  return n;
+}
+
+double tolerance(ir::DType dtype) {
+  switch (dtype) {
+    case ir::DType::f64: return 1e-9;
+    case ir::DType::f32: return 2e-5;
+    case ir::DType::f16: return 4e-3;
+    case ir::DType::bf16: return 3e-2;
+    default: return 0;
+  }
+}
+
+void expect_matches_reference(Case& c, const std::vector<const ir::Node*>& outputs,
+                              const std::string& what) {
+  runtime::Bindings cpu_in, ref_in;
+  for (auto& [node, host] : c.inputs) {
+    cpu_in[node] = cpu_device().pool()->from_host(host);
+    ref_in[node] = reference_device().pool()->from_host(host);
+  }
+  auto got = cpu_device().execute(c.graph, outputs, cpu_in);
+  ASSERT_TRUE(got.has_value()) << what << ": cpu: " << got.error().message;
+  auto want = reference_device().execute(c.graph, outputs, ref_in);
+  ASSERT_TRUE(want.has_value()) << what << ": reference: " << want.error().message;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    ir::HostTensor g = (*got)[o]->to_host(), w = (*want)[o]->to_host();
+    ASSERT_EQ(g.dtype, outputs[o]->dtype) << what;
+    ASSERT_EQ(g.shape, w.shape) << what;
+    double scale = 1;
+    for (int64_t i = 0; i < w.numel(); ++i)
+      if (std::isfinite(w.get(i))) scale = std::max(scale, std::abs(w.get(i)));
+    double tol = tolerance(w.dtype) * scale;
+    int bad = 0;
+    for (int64_t i = 0; i < w.numel() && bad < 5; ++i) {
+      double a = g.get(i), b = w.get(i);
+      bool ok = (std::isnan(a) && std::isnan(b)) || a == b || std::abs(a - b) <= tol;
+      if (!ok) {
+        ++bad;
+        ADD_FAILURE() << what << ": output " << o << " element " << i << ": cpu " << a
+                      << " reference " << b << " (tolerance " << tol << ")";
+      }
+    }
+  }
+}
+
+}  // namespace kiln::testing

@@ -1,0 +1,39 @@
+// Runs one graph on the cpu and reference devices and compares them with per-dtype tolerances.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/builder.h"
+#include "ir/host_tensor.h"
+#include "runtime/device.h"
+
+namespace kiln::testing {
+
+// Shared devices (creating an LLVM JIT per test would dominate the suite's run time).
+runtime::Device& cpu_device();
+runtime::Device& reference_device();
+
+// Seeded inputs: floats normal(0,1) scaled by `scale` (or positive when `positive`), ints in
+// [-8, 8], bools p=0.5.
+ir::HostTensor make_input(ir::DType dtype, const ir::Shape& shape, uint64_t seed,
+                          bool positive = false, double scale = 1.0);
+
+struct Case {
+  ir::Graph graph;
+  ir::Builder b{graph};
+  std::vector<std::pair<const ir::Node*, ir::HostTensor>> inputs;
+
+  const ir::Node* input(ir::DType dtype, ir::Shape shape, bool positive = false, double scale = 1.0);
+};
+
+// Runs `outputs` on both devices; EXPECTs agreement within the dtype's tolerance relative to the
+// output's scale: |cpu - ref| <= tol * max(1, max|ref|). NaN must match NaN.
+void expect_matches_reference(Case& c, const std::vector<const ir::Node*>& outputs,
+                              const std::string& what);
+double tolerance(ir::DType dtype);
+
+}  // namespace kiln::testing

@@ -1,0 +1,102 @@
+// The public lazy API: recording, realize, plan reuse, realized values feeding later ops, errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <kiln/kiln.h>
+#include <numeric>
+
+namespace {
+
+kiln::Device cpu() {
+  static kiln::Device dev = kiln::Device::open("cpu").value();
+  return dev;
+}
+
+TEST(LazyApi, GeluChainMatchesScalarMath) {
+  std::vector<float> a(1000), b(1000), c(1000);
+  for (int i = 0; i < 1000; ++i) a[i] = 0.01f * (i - 500), b[i] = 0.5f, c[i] = 0.25f;
+  auto ta = kiln::Tensor::from_host(cpu(), std::span<const float>(a), {1000});
+  auto tb = kiln::Tensor::from_host(cpu(), std::span<const float>(b), {1000});
+  auto tc = kiln::Tensor::from_host(cpu(), std::span<const float>(c), {1000});
+  kiln::Tensor y = kiln::gelu(ta * tb + tc);
+  auto out = y.to_vector<float>();
+  ASSERT_TRUE(out.has_value()) << out.error().message;
+  EXPECT_EQ(cpu().last_stats().kernels, 1);
+  for (int i = 0; i < 1000; ++i) {
+    double x = a[i] * 0.5 + 0.25;
+    double want = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    ASSERT_NEAR((*out)[i], want, 1e-5) << i;
+  }
+}
+
+TEST(LazyApi, RepeatedGraphHitsThePlanCache) {
+  float first = 0;
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> x(64, static_cast<float>(step + 1));
+    auto t = kiln::Tensor::from_host(cpu(), std::span<const float>(x), {8, 8});
+    auto y = kiln::softmax(t * 3.0 + 1.0).sum({1});
+    auto v = y.to_vector<float>();
+    ASSERT_TRUE(v.has_value()) << v.error().message;
+    EXPECT_NEAR((*v)[0], 1.0, 1e-5);
+    kiln::RealizeStats s = cpu().last_stats();
+    if (step == 0) {
+      first = static_cast<float>(s.kernels);
+    } else {
+      EXPECT_TRUE(s.plan_cache_hit) << "step " << step;
+      EXPECT_EQ(s.compiled, 0);
+      EXPECT_EQ(s.kernels, first);
+    }
+  }
+}
+
+TEST(LazyApi, RealizedTensorsFeedLaterOpsWithoutRecompute) {
+  std::vector<float> x(16);
+  std::iota(x.begin(), x.end(), 0.f);
+  auto t = kiln::Tensor::from_host(cpu(), std::span<const float>(x), {4, 4});
+  auto a = t * 2.0;
+  ASSERT_TRUE(a.realize().has_value());
+  auto b = a.transpose() + a;  // reads a's buffer
+  auto v = b.to_vector<float>();
+  ASSERT_TRUE(v.has_value()) << v.error().message;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) EXPECT_EQ((*v)[i * 4 + j], 2 * x[j * 4 + i] + 2 * x[i * 4 + j]);
+  // A consumer recorded before `a` was realized also reads the buffer.
+  auto u = t * 2.0;
+  auto w = (u + 1.0).to_vector<float>();
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ((*w)[5], 11.f);
+}
+
+TEST(LazyApi, ShapeErrorsAreValuesThatPropagate) {
+  std::vector<float> x(12, 1.f), y(5, 1.f);
+  auto a = kiln::Tensor::from_host(cpu(), std::span<const float>(x), {3, 4});
+  auto b = kiln::Tensor::from_host(cpu(), std::span<const float>(y), {5});
+  auto bad = a + b;
+  EXPECT_FALSE(bad.ok());
+  auto worse = kiln::exp(bad) * 2.0;
+  auto r = worse.to_vector<float>();
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message, "add: shapes [3,4] and [5] do not broadcast");
+}
+
+TEST(LazyApi, UnknownDeviceIsAnError) {
+  auto d = kiln::Device::open("tpu:0");
+  ASSERT_FALSE(d.has_value());
+  EXPECT_EQ(d.error().message, "unknown device 'tpu:0' (available: cpu, reference)");
+}
+
+TEST(LazyApi, ReferenceDeviceAgreesWithCpu) {
+  auto ref = kiln::Device::open("reference").value();
+  std::vector<float> x(40);
+  for (int i = 0; i < 40; ++i) x[i] = std::sin(i * 0.3f);
+  auto run = [&](const kiln::Device& d) {
+    auto t = kiln::Tensor::from_host(d, std::span<const float>(x), {5, 8});
+    return kiln::layernorm(t, kiln::Tensor::full(d, {8}, 2.0), kiln::Tensor::full(d, {8}, 0.5))
+        .to_vector<float>()
+        .value();
+  };
+  auto a = run(cpu()), b = run(ref);
+  for (int i = 0; i < 40; ++i) EXPECT_NEAR(a[i], b[i], 1e-5);
+}
+
+}  // namespace

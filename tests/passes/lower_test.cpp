@@ -1,0 +1,250 @@
+// Lowering: kernels of every movement op, broadcasting, reductions, argmax and matmul, run by the
+// test interpreter and compared with hand-computed values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "passes/lower.h"
+#include "tests/passes/test_support.h"
+
+namespace kiln::passes {
+namespace {
+
+using ir::DType;
+using ir::Node;
+using ir::Op;
+using testing::Buffer;
+using testing::iota;
+using testing::must;
+using testing::run_one_group;
+
+struct Fixture {
+  ir::Graph g;
+  ir::Builder b{g};
+  const Node* in(ir::Shape s, const char* name = "x") { return g.input(DType::f32, std::move(s), name); }
+  const Node* bin(Op op, const Node* l, const Node* r) { return must(b.binary(op, l, r)); }
+  // Runs a unary view of x = iota(numel) through a kernel.
+  Buffer view(const Node* x, const Node* y) { return run_one_group(y, {{x, iota(x->numel())}}); }
+};
+
+std::string kernel_text(const Node* out) {
+  FusionPlan plan = make_first_fuser()->fuse({out});
+  auto lowered = lower_group(plan.groups.at(0), "k");
+  return lowered ? kir::print_kernel(lowered->kernel) : lowered.error().message;
+}
+
+int count(const std::string& text, const std::string& word) {
+  int n = 0;
+  for (size_t p = text.find(word); p != std::string::npos; p = text.find(word, p + 1)) ++n;
+  return n;
+}
+
+TEST(Lower, GeluOfFmaHasOneStoreAndThreeLoads) {
+  Fixture f;
+  const Node* a = f.in({16777216}, "a");
+  const Node* b = f.in({16777216}, "b");
+  const Node* c = f.in({16777216}, "c");
+  const Node* y = must(f.b.unary(Op::Gelu, f.bin(Op::Add, f.bin(Op::Mul, a, b), c)));
+  std::string text = kernel_text(y);
+  EXPECT_EQ(count(text, "store "), 1) << text;
+  EXPECT_EQ(count(text, " = load "), 3) << text;
+  EXPECT_EQ(count(text, "param "), 4) << text;
+  EXPECT_NE(text.find("domain [16777216]"), std::string::npos) << text;
+  EXPECT_NE(text.find("# a"), std::string::npos) << text;
+}
+
+TEST(Lower, ContiguousReshapeNeedsNoIndexArithmetic) {
+  Fixture f;
+  const Node* x = f.in({2, 3});
+  const Node* y = must(f.b.reshape(x, {3, 2}));
+  EXPECT_EQ(f.view(x, y), iota(6));
+  std::string text = kernel_text(must(f.b.unary(Op::Exp, y)));
+  EXPECT_EQ(count(text, "idiv"), 0) << text;
+  EXPECT_EQ(count(text, "mod"), 0) << text;
+}
+
+TEST(Lower, PermuteThenReshape) {
+  Fixture f;
+  const Node* x = f.in({2, 3});
+  const Node* t = must(f.b.permute(x, {1, 0}));  // [3,2]: [[0,3],[1,4],[2,5]]
+  EXPECT_EQ(f.view(x, t), (Buffer{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(f.view(x, must(f.b.reshape(t, {2, 3}))), (Buffer{0, 3, 1, 4, 2, 5}));
+}
+
+TEST(Lower, ExpandAndBroadcasting) {
+  Fixture f;
+  const Node* col = f.in({3, 1}, "col");
+  const Node* row = f.in({4}, "row");
+  EXPECT_EQ(f.view(col, must(f.b.expand(col, {2, 3, 2}))), (Buffer{0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2}));
+  const Node* sum = f.bin(Op::Add, col, row);  // [3,4]: col*? + row
+  Buffer got = run_one_group(sum, {{col, {10, 20, 30}}, {row, {1, 2, 3, 4}}});
+  EXPECT_EQ(got, (Buffer{11, 12, 13, 14, 21, 22, 23, 24, 31, 32, 33, 34}));
+}
+
+TEST(Lower, SliceWithStepsAndNegativeStep) {
+  Fixture f;
+  const Node* x = f.in({2, 5});
+  EXPECT_EQ(f.view(x, must(f.b.slice(x, 1, 1, std::nullopt, 2))), (Buffer{1, 3, 6, 8}));
+  EXPECT_EQ(f.view(x, must(f.b.slice(x, 1, std::nullopt, std::nullopt, -2))),
+            (Buffer{4, 2, 0, 9, 7, 5}));
+  EXPECT_EQ(f.view(x, must(f.b.slice(x, 0, -1, std::nullopt, 1))), (Buffer{5, 6, 7, 8, 9}));
+}
+
+TEST(Lower, PadGuardsEveryLoad) {
+  Fixture f;
+  const Node* x = f.in({2, 2});
+  const Node* y = must(f.b.pad(x, {1, 0}, {0, 2}, -1.0));  // [3,4]
+  EXPECT_EQ(f.view(x, y), (Buffer{-1, -1, -1, -1, 0, 1, -1, -1, 2, 3, -1, -1}));
+  // A slice that reads only padding becomes the constant.
+  const Node* only_pad = must(f.b.slice(y, 0, 0, 1, 1));
+  EXPECT_EQ(f.view(x, only_pad), (Buffer{-1, -1, -1, -1}));
+  EXPECT_EQ(count(kernel_text(must(f.b.unary(Op::Neg, only_pad))), "load"), 0);
+}
+
+TEST(Lower, ConcatSelectsThePiece) {
+  Fixture f;
+  const Node* a = f.in({2, 2}, "a");
+  const Node* b = f.in({2, 1}, "b");
+  const Node* c = f.in({2, 3}, "c");
+  const Node* y = must(f.b.concat({a, b, c}, 1));  // [2,6]
+  Buffer got = run_one_group(y, {{a, {1, 2, 3, 4}}, {b, {10, 20}}, {c, {5, 6, 7, 8, 9, 0}}});
+  EXPECT_EQ(got, (Buffer{1, 2, 10, 5, 6, 7, 3, 4, 20, 8, 9, 0}));
+  const Node* rows = must(f.b.concat({a, a}, 0));  // [4,2]
+  EXPECT_EQ(run_one_group(rows, {{a, {1, 2, 3, 4}}}), (Buffer{1, 2, 3, 4, 1, 2, 3, 4}));
+}
+
+TEST(Lower, FlipRollUnfold) {
+  Fixture f;
+  const Node* x = f.in({2, 3});
+  EXPECT_EQ(f.view(x, must(f.b.flip(x, {0, 1}))), (Buffer{5, 4, 3, 2, 1, 0}));
+  EXPECT_EQ(f.view(x, must(f.b.flip(x, {1}))), (Buffer{2, 1, 0, 5, 4, 3}));
+  EXPECT_EQ(f.view(x, must(f.b.roll(x, {1}, {1}))), (Buffer{2, 0, 1, 5, 3, 4}));
+  EXPECT_EQ(f.view(x, must(f.b.roll(x, {-1, 2}, {0, 1}))), (Buffer{4, 5, 3, 1, 2, 0}));
+  const Node* v = f.in({7}, "v");
+  EXPECT_EQ(f.view(v, must(f.b.unfold(v, 0, 3, 2))), (Buffer{0, 1, 2, 2, 3, 4, 4, 5, 6}));
+  EXPECT_EQ(f.view(x, must(f.b.unfold(x, 1, 2, 1))), (Buffer{0, 1, 1, 2, 3, 4, 4, 5}));
+}
+
+TEST(Lower, ReductionsKeepdimBothWays) {
+  Fixture f;
+  const Node* x = f.in({2, 3});
+  Buffer data{1, 5, 3, -2, 4, 0};
+  auto run = [&](const Node* y) { return run_one_group(y, {{x, data}}); };
+  EXPECT_EQ(run(must(f.b.reduce(Op::Sum, x, std::vector<int64_t>{1}, false))), (Buffer{9, 2}));
+  const Node* keep = must(f.b.reduce(Op::Sum, x, std::vector<int64_t>{0}, true));
+  EXPECT_EQ(keep->shape, (ir::Shape{1, 3}));
+  EXPECT_EQ(run(keep), (Buffer{-1, 9, 3}));
+  EXPECT_EQ(run(must(f.b.reduce(Op::ReduceMax, x, std::nullopt, false))), (Buffer{5}));
+  EXPECT_EQ(run(must(f.b.reduce(Op::ReduceMin, x, std::vector<int64_t>{1}, true))), (Buffer{1, -2}));
+  EXPECT_EQ(run(must(f.b.reduce(Op::Prod, x, std::vector<int64_t>{1}, false))), (Buffer{15, 0}));
+  // Broadcasting a reduced value back over its rows: x - max(x, 1, keepdim).
+  const Node* centered = f.bin(Op::Sub, x, must(f.b.reduce(Op::ReduceMax, x, std::vector<int64_t>{1}, true)));
+  FusionPlan plan = make_first_fuser()->fuse({centered});
+  ASSERT_EQ(plan.groups.size(), 2u);
+  auto max_k = lower_group(plan.groups[0], "max");
+  auto sub_k = lower_group(plan.groups[1], "sub");
+  ASSERT_TRUE(max_k && sub_k);
+  std::vector<Buffer> b1{data, {}};
+  ASSERT_EQ(testing::run_kernel(max_k->kernel, b1), "");
+  std::vector<Buffer> b2{data, b1[1], {}};
+  ASSERT_EQ(testing::run_kernel(sub_k->kernel, b2), "");
+  EXPECT_EQ(b2[2], (Buffer{-4, 0, -2, -6, 0, -4}));
+}
+
+TEST(Lower, ReduceOverMiddleAxesOfRank3) {
+  Fixture f;
+  const Node* x = f.in({2, 3, 2});
+  const Node* y = must(f.b.reduce(Op::Sum, x, std::vector<int64_t>{0, 2}, false));
+  EXPECT_EQ(f.view(x, y), (Buffer{0 + 1 + 6 + 7, 2 + 3 + 8 + 9, 4 + 5 + 10 + 11}));
+  const Node* scalar = must(f.b.reduce(Op::Sum, x, std::nullopt, false));
+  EXPECT_EQ(f.view(x, scalar), (Buffer{66}));
+  EXPECT_NE(kernel_text(scalar).find("domain []"), std::string::npos);
+}
+
+TEST(Lower, ArgmaxFirstIndexOnTies) {
+  Fixture f;
+  const Node* x = f.in({2, 3});
+  Buffer data{1, 3, 3, 5, 2, 5};
+  const Node* am = must(f.b.arg_reduce(Op::ArgMax, x, 1, false));
+  EXPECT_EQ(am->dtype, DType::i32);
+  EXPECT_EQ(run_one_group(am, {{x, data}}), (Buffer{1, 0}));
+  const Node* amin = must(f.b.arg_reduce(Op::ArgMin, x, 0, true));
+  EXPECT_EQ(run_one_group(amin, {{x, data}}), (Buffer{0, 1, 0}));
+}
+
+// out[b, m, n] = sum_k a[b or 0, m, k] * w[b or 0, k, n], computed directly.
+Buffer reference_matmul(const Buffer& a, const Buffer& w, int64_t batch, bool a_batched,
+                        bool w_batched, int64_t M, int64_t K, int64_t N) {
+  Buffer out;
+  for (int64_t bi = 0; bi < batch; ++bi)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; ++k)
+          acc += a[static_cast<size_t>((a_batched ? bi * M * K : 0) + m * K + k)] *
+                 w[static_cast<size_t>((w_batched ? bi * K * N : 0) + k * N + n)];
+        out.push_back(acc);
+      }
+  return out;
+}
+
+TEST(Lower, Matmul) {
+  Fixture f;
+  const Node* a = f.in({2, 3}, "a");
+  const Node* w = f.in({3, 2}, "w");
+  Buffer got = run_one_group(must(f.b.matmul(a, w)), {{a, {1, 2, 3, 4, 5, 6}}, {w, {7, 8, 9, 10, 11, 12}}});
+  EXPECT_EQ(got, (Buffer{58, 64, 139, 154}));
+}
+
+TEST(Lower, BatchedAndBroadcastBatchMatmul) {
+  Fixture f;
+  const Node* a = f.in({2, 2, 3}, "a");
+  const Node* w = f.in({2, 3, 4}, "w");
+  const Node* w2 = f.in({3, 4}, "w2");
+  Buffer av = iota(12, -3), wv = iota(24, -10), w2v = iota(12, 1);
+  EXPECT_EQ(run_one_group(must(f.b.matmul(a, w)), {{a, av}, {w, wv}}),
+            reference_matmul(av, wv, 2, true, true, 2, 3, 4));
+  EXPECT_EQ(run_one_group(must(f.b.matmul(a, w2)), {{a, av}, {w2, w2v}}),
+            reference_matmul(av, w2v, 2, true, false, 2, 3, 4));
+  const Node* a1 = f.in({1, 2, 3}, "a1");
+  Buffer a1v = iota(6, 2);
+  EXPECT_EQ(run_one_group(must(f.b.matmul(a1, w)), {{a1, a1v}, {w, wv}}),
+            reference_matmul(a1v, wv, 2, false, true, 2, 3, 4));
+}
+
+TEST(Lower, SourcesCastAndWhere) {
+  Fixture f;
+  const Node* x = f.in({4});
+  const Node* r = must(f.b.arange(2, 10, 2, DType::f32));  // 2 4 6 8
+  const Node* y = must(f.b.where(f.bin(Op::Gt, x, r), x, must(f.b.full({4}, -1, DType::f32))));
+  EXPECT_EQ(run_one_group(y, {{x, {3, 1, 7, 8}}}), (Buffer{3, -1, 7, -1}));
+  const Node* i = must(f.b.cast(f.bin(Op::Mul, x, must(f.b.scalar(2.5, DType::f32))), DType::i32));
+  EXPECT_EQ(run_one_group(i, {{x, {1, 2, -1, 3}}}), (Buffer{2, 5, -2, 7}));
+}
+
+TEST(Lower, LabelsAndParamOrder) {
+  Fixture f;
+  const Node* x = f.in({4}, "x");
+  const Node* y = f.g.input(DType::f32, {4});
+  FusionPlan plan = make_first_fuser()->fuse({f.bin(Op::Add, y, x)});
+  auto k = lower_group(plan.groups.at(0), "add");
+  ASSERT_TRUE(k);
+  ASSERT_EQ(k->kernel.params.size(), 3u);
+  EXPECT_EQ(k->params, (std::vector<const Node*>{y, x, plan.groups[0].outputs[0]}));
+  EXPECT_EQ(k->kernel.params[0].label, "%t" + std::to_string(y->id));
+  EXPECT_EQ(k->kernel.params[1].label, "x");
+  EXPECT_TRUE(k->kernel.params[2].output);
+  EXPECT_FALSE(k->kernel.params[0].output);
+}
+
+TEST(Lower, MissingInputIsAnError) {
+  Fixture f;
+  const Node* x = f.in({4}, "x");
+  FusedGroup grp{.nodes = {}, .outputs = {must(f.b.unary(Op::Exp, x))}, .inputs = {}};
+  auto k = lower_group(grp, "bad");
+  ASSERT_FALSE(k);
+  EXPECT_NE(k.error().message.find("not one of its inputs"), std::string::npos) << k.error().message;
+}
+
+}  // namespace
+}  // namespace kiln::passes

@@ -1,0 +1,52 @@
+// Helpers shared by the passes tests: unwrapping builder results and running lowered groups.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "ir/builder.h"
+#include "passes/fuser.h"
+#include "passes/lower.h"
+#include "tests/passes/kernel_eval.h"
+
+namespace kiln::testing {
+
+// A builder result the test needs; a failure stops the test binary with the builder's message.
+inline const ir::Node* must(const ir::NodeResult& r) {
+  if (!r) {
+    ADD_FAILURE() << "builder error: " << r.error().message;
+    std::abort();
+  }
+  return *r;
+}
+
+// Fuses `out` alone with the first fuser (it must give exactly one group), lowers it, runs it on
+// `inputs` (by node) and returns the output buffer.
+inline Buffer run_one_group(const ir::Node* out,
+                            const std::vector<std::pair<const ir::Node*, Buffer>>& inputs) {
+  passes::FusionPlan plan = passes::make_first_fuser()->fuse({out});
+  EXPECT_EQ(plan.groups.size(), 1u);
+  if (plan.groups.size() != 1) return {};
+  auto lowered = passes::lower_group(plan.groups[0], "k");
+  EXPECT_TRUE(lowered) << (lowered ? "" : lowered.error().message);
+  if (!lowered) return {};
+  std::vector<Buffer> bufs(lowered->params.size());
+  for (size_t i = 0; i < lowered->params.size(); ++i)
+    for (const auto& [node, data] : inputs)
+      if (node == lowered->params[i]) bufs[i] = data;
+  std::string err = run_kernel(lowered->kernel, bufs);
+  EXPECT_EQ(err, "") << kir::print_kernel(lowered->kernel);
+  return bufs.back();
+}
+
+// 0, 1, 2, ... n-1 as doubles.
+inline Buffer iota(int64_t n, double start = 0) {
+  Buffer b(static_cast<size_t>(n));
+  for (size_t i = 0; i < b.size(); ++i) b[i] = start + static_cast<double>(i);
+  return b;
+}
+
+}  // namespace kiln::testing

@@ -1,0 +1,70 @@
+// Input binding for `kiln run`.
+#include "tools/graph_inputs.h"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <random>
+
+#include "tools/npy.h"
+
+namespace kiln::tools {
+
+Expected<std::pair<std::string, std::string>> parse_input_arg(const std::string& arg) {
+  auto eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
+    return make_error(fmt::format("--input '{}': expected NAME=PATH.npy", arg));
+  std::string name = arg.substr(0, eq);
+  if (name[0] == '%') name.erase(0, 1);
+  return std::pair{name, arg.substr(eq + 1)};
+}
+
+ir::HostTensor random_tensor(ir::DType dtype, const ir::Shape& shape, uint64_t seed) {
+  ir::HostTensor t = ir::HostTensor::zeros(dtype, shape);
+  std::mt19937_64 rng(seed);
+  int64_t n = t.numel();
+  if (ir::is_float(dtype)) {
+    // Box-Muller on our own uniform draws: identical streams with every standard library.
+    auto uniform = [&] { return (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53; };
+    for (int64_t i = 0; i < n; i += 2) {
+      double r = std::sqrt(-2.0 * std::log(uniform())), th = 2.0 * M_PI * uniform();
+      t.set(i, r * std::cos(th));
+      if (i + 1 < n) t.set(i + 1, r * std::sin(th));
+    }
+  } else if (dtype == ir::DType::boolean) {
+    for (int64_t i = 0; i < n; ++i) t.set(i, static_cast<double>(rng() & 1));
+  } else {
+    int64_t lo = dtype == ir::DType::u8 ? 0 : -8;
+    for (int64_t i = 0; i < n; ++i) t.set(i, static_cast<double>(lo + static_cast<int64_t>(rng() % 17)));
+  }
+  return t;
+}
+
+Expected<std::vector<ir::HostTensor>> load_inputs(const ir::KgGraph& graph, const InputSpec& spec) {
+  for (const auto& [name, path] : spec.files) {
+    bool known = false;
+    for (const auto& in : graph.inputs) known |= in.first == name;
+    if (!known) return make_error(fmt::format("--input {}: the graph has no input '%{}'", name, name));
+  }
+  std::vector<ir::HostTensor> out;
+  for (size_t i = 0; i < graph.inputs.size(); ++i) {
+    const auto& [name, node] = graph.inputs[i];
+    std::string want = fmt::format("{}{}", ir::dtype_name(node->dtype), ir::shape_str(node->shape));
+    auto it = spec.files.find(name);
+    if (it == spec.files.end()) {
+      if (!spec.random)
+        return make_error(fmt::format(
+            "missing input '%{}' ({}): pass --input {}=PATH.npy or --random-inputs", name, want, name));
+      out.push_back(random_tensor(node->dtype, node->shape, spec.seed * 1000003 + i));
+      continue;
+    }
+    auto t = read_npy(it->second);
+    if (!t) return std::unexpected(t.error());
+    if (t->dtype != node->dtype || t->shape != node->shape)
+      return make_error(fmt::format("input '%{}': expected {}, got {}{} from '{}'", name, want,
+                                    ir::dtype_name(t->dtype), ir::shape_str(t->shape), it->second));
+    out.push_back(std::move(*t));
+  }
+  return out;
+}
+
+}  // namespace kiln::tools

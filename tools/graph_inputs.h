@@ -1,0 +1,30 @@
+// Binding a `.kg` graph's inputs from `.npy` files or seeded random data, with clear errors.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/error.h"
+#include "ir/host_tensor.h"
+#include "ir/kg.h"
+
+namespace kiln::tools {
+
+struct InputSpec {
+  std::map<std::string, std::string> files;  // input name (no '%') -> .npy path
+  bool random = false;                       // fill unbound inputs with seeded random data
+  uint64_t seed = 0;
+};
+
+// Parses "NAME=PATH" (a leading '%' on NAME is allowed).
+Expected<std::pair<std::string, std::string>> parse_input_arg(const std::string& arg);
+
+// One host tensor per graph input, in declaration order.
+Expected<std::vector<ir::HostTensor>> load_inputs(const ir::KgGraph& graph, const InputSpec& spec);
+
+// Seeded data: normal(0,1) for floats, uniform integers in [-8, 8] (u8: [0, 16]), bools p=0.5.
+ir::HostTensor random_tensor(ir::DType dtype, const ir::Shape& shape, uint64_t seed);
+
+}  // namespace kiln::tools

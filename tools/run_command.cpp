@@ -1,0 +1,109 @@
+// `kiln run`: read a graph, bind inputs, realize the outputs on a device, write or print them.
+#include <algorithm>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "ir/kg.h"
+#include "runtime/device.h"
+#include "tools/commands.h"
+#include "tools/graph_namer.h"
+#include "tools/npy.h"
+
+namespace kiln::tools {
+
+namespace {
+void print_summary(const std::string& name, const ir::HostTensor& t) {
+  double sum = 0, asum = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    sum += t.get(i);
+    asum += std::abs(t.get(i));
+  }
+  std::string head;
+  for (int64_t i = 0; i < std::min<int64_t>(t.numel(), 6); ++i)
+    head += fmt::format("{}{:.6g}", i ? ", " : "", t.get(i));
+  fmt::print("%{} : {}{} = [{}{}]  sum={:.6g} abs_sum={:.6g}\n", name, ir::dtype_name(t.dtype),
+             ir::shape_str(t.shape), head, t.numel() > 6 ? ", ..." : "", sum, asum);
+}
+
+void print_stats(const runtime::RunStats& s, int repeat) {
+  fmt::print("kernels: {} launched, {} compiled\n", s.kernels, s.compiled);
+  for (const auto& g : s.groups)
+    fmt::print("  {}: {} op{}: {}\n", g.name, g.num_ops, g.num_ops == 1 ? "" : "s",
+               fmt::join(g.values, " "));
+  fmt::print("compile: {:.2f} ms (plan {:.2f} ms)\n", s.compile_ms, s.plan_ms);
+  fmt::print("run: {:.3f} ms{}\n", s.run_ms, repeat > 1 ? fmt::format(" (median of {})", repeat) : "");
+}
+
+Expected<void> write_stats_json(const std::string& path, const runtime::RunStats& s) {
+  nlohmann::json j;
+  j["kernels"] = s.kernels;
+  j["compiled"] = s.compiled;
+  j["compile_ms"] = s.compile_ms;
+  j["plan_ms"] = s.plan_ms;
+  j["run_ms"] = s.run_ms;
+  j["groups"] = nlohmann::json::array();
+  j["kernel_names"] = nlohmann::json::array();
+  for (const auto& g : s.groups) {
+    j["groups"].push_back(g.values);
+    j["kernel_names"].push_back(g.name);
+  }
+  std::ofstream f(path);
+  if (!f) return make_error(fmt::format("cannot write '{}'", path));
+  f << j.dump(2) << "\n";
+  if (!f) return make_error(fmt::format("cannot write '{}'", path));
+  return {};
+}
+}  // namespace
+
+int run_command(const RunOptions& o) {
+  ir::Graph g;
+  auto graph = ir::read_kg_file(g, o.graph_path);
+  if (!graph) return report_error(graph.error().message);
+  auto host = load_inputs(*graph, o.inputs);
+  if (!host) return report_error(host.error().message);
+  auto device = runtime::open_device(o.device, runtime::DeviceOptions{.namer = make_namer(*graph)});
+  if (!device) return report_error(device.error().message);
+
+  runtime::Bindings bindings;
+  for (size_t i = 0; i < graph->inputs.size(); ++i)
+    bindings[graph->inputs[i].second] = (*device)->pool()->from_host((*host)[i]);
+  std::vector<const ir::Node*> outputs;
+  for (const auto& [name, node] : graph->outputs) outputs.push_back(node);
+
+  runtime::RunStats first;
+  std::vector<double> run_ms;
+  std::vector<std::shared_ptr<runtime::Buffer>> results;
+  for (int r = 0; r < std::max(1, o.repeat); ++r) {
+    runtime::RunStats s;
+    auto res = (*device)->execute(g, outputs, bindings, &s);
+    if (!res) return report_error(res.error().message);
+    if (r == 0) first = s;
+    run_ms.push_back(s.run_ms);
+    results = std::move(*res);
+  }
+  std::sort(run_ms.begin(), run_ms.end());
+  first.run_ms = run_ms[run_ms.size() / 2];
+
+  if (!o.out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.out_dir, ec);
+    if (ec) return report_error(fmt::format("cannot create '{}': {}", o.out_dir, ec.message()));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    ir::HostTensor t = results[i]->to_host();
+    const std::string& name = graph->outputs[i].first;
+    if (o.out_dir.empty()) {
+      print_summary(name, t);
+    } else if (auto w = write_npy((std::filesystem::path(o.out_dir) / (name + ".npy")).string(), t); !w) {
+      return report_error(w.error().message);
+    }
+  }
+  if (o.stats) print_stats(first, o.repeat);
+  if (!o.stats_json.empty())
+    if (auto w = write_stats_json(o.stats_json, first); !w) return report_error(w.error().message);
+  return 0;
+}
+
+}  // namespace kiln::tools
