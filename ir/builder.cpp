@@ -41,6 +41,16 @@ std::optional<std::string> unrepresentable(double value, DType dtype) {
   return std::nullopt;
 }
 
+Expected<void> check_numel(std::string_view op, const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return op_error(op, "negative dimension in shape {}", shape_str(shape));
+    if (__builtin_mul_overflow(n, d, &n))
+      return op_error(op, "shape {} has too many elements", shape_str(shape));
+  }
+  return {};
+}
+
 Expected<int64_t> normalize_one_axis(std::string_view op, int64_t axis, const Shape& shape) {
   auto a = normalize_axis(axis, static_cast<int64_t>(shape.size()));
   if (!a) return op_error(op, "axis {} is out of range for shape {}", axis, shape_str(shape));
@@ -161,6 +171,7 @@ NodeResult Builder::binary(Op op, const Node* a, const Node* b) {
   if (!shape)
     return op_error(op_name(op), "shapes {} and {} do not broadcast", shape_str(a->shape),
                     shape_str(b->shape));
+  KILN_IR_OK(detail::check_numel(op_name(op), *shape));
   DType out = is_comparison(op) ? DType::boolean : a->dtype;
   return g_.make(op, out, std::move(*shape), {a, b}, {});
 }
@@ -176,6 +187,7 @@ NodeResult Builder::where(const Node* cond, const Node* a, const Node* b) {
   if (!shape)
     return op_error("where", "shapes {}, {} and {} do not broadcast", shape_str(cond->shape),
                     shape_str(a->shape), shape_str(b->shape));
+  KILN_IR_OK(detail::check_numel("where", *shape));
   return g_.make(Op::Where, a->dtype, std::move(*shape), {cond, a, b}, {});
 }
 
@@ -188,8 +200,7 @@ NodeResult Builder::scalar(double value, DType dtype) {
 }
 
 NodeResult Builder::full(const Shape& shape, double value, DType dtype) {
-  for (int64_t d : shape)
-    if (d < 0) return op_error("full", "negative dimension in shape {}", shape_str(shape));
+  KILN_IR_OK(detail::check_numel("full", shape));
   if (auto why = detail::unrepresentable(value, dtype))
     return op_error("full", "value {} {}", value, *why);
   if (!is_float(dtype)) value += 0.0;  // integers have no -0: one canonical zero

@@ -8,7 +8,8 @@
 // - exp log sqrt rsqrt recip sin cos tanh sigmoid gelu erf floor ceil pow: floating dtypes only.
 // - neg abs sign relu add sub mul div max min sum prod: any dtype but bool.
 //   Integer div is floor division (numpy floor_divide); integer division by zero yields 0.
-// - argmax/argmin -> i32, first index on ties, NaN counts as the largest (numpy).
+// - argmax/argmin -> i32, first index on ties; the first NaN wins for both (numpy).
+// - Binary max/min and reduce max/min propagate NaN (numpy maximum / max).
 // - reduce `axes` are normalized (non-negative, sorted, unique); no axes = all axes.
 // - matmul follows numpy.matmul: 1-D operands are promoted and the added axis removed again
 //   (expressed with reshape around a batched matmul node of rank >= 2).

@@ -48,8 +48,8 @@ NodeResult Builder::reshape(const Node* x, std::vector<int64_t> shape) {
       inferred = i;
     } else if (shape[i] < 0) {
       return op_error("reshape", "invalid dimension {} in shape {}", shape[i], ints_str(shape));
-    } else {
-      known *= shape[i];
+    } else if (__builtin_mul_overflow(known, shape[i], &known)) {
+      return op_error("reshape", "shape {} has too many elements", ints_str(shape));
     }
   }
   int64_t n = x->numel();
@@ -92,6 +92,7 @@ NodeResult Builder::expand(const Node* x, Shape shape) {
   }
   if (!ok)
     return op_error("expand", "cannot expand {} to {}", shape_str(x->shape), shape_str(shape));
+  KILN_IR_OK(detail::check_numel("expand", shape));
   return g_.make(Op::Expand, x->dtype, shape, {x}, Attrs{{AttrKey::shape, shape}});
 }
 
@@ -134,7 +135,12 @@ NodeResult Builder::pad(const Node* x, std::vector<int64_t> before, std::vector<
     return op_error("pad", "value {} {}", value, *why);
   if (!is_float(x->dtype)) value += 0.0;
   Shape out = x->shape;
-  for (size_t i = 0; i < out.size(); ++i) out[i] += before[i] + after[i];
+  for (size_t i = 0; i < out.size(); ++i)
+    if (__builtin_add_overflow(out[i], before[i], &out[i]) ||
+        __builtin_add_overflow(out[i], after[i], &out[i]))
+      return op_error("pad", "padding {} and {} of {} is too large", ints_str(before),
+                      ints_str(after), shape_str(x->shape));
+  KILN_IR_OK(detail::check_numel("pad", out));
   return g_.make(
       Op::Pad, x->dtype, std::move(out), {x},
       Attrs{{AttrKey::before, before}, {AttrKey::after, after}, {AttrKey::value, value}});
@@ -156,8 +162,10 @@ NodeResult Builder::concat(const std::vector<const Node*>& xs, int64_t axis) {
     if (!ok)
       return op_error("concat", "shapes {} and {} differ outside axis {}", shape_str(first->shape),
                       shape_str(x->shape), a);
-    out[a] += x->shape[a];
+    if (__builtin_add_overflow(out[a], x->shape[a], &out[a]))
+      return op_error("concat", "the result is too large along axis {}", a);
   }
+  KILN_IR_OK(detail::check_numel("concat", out));
   return g_.make(Op::Concat, first->dtype, std::move(out), xs, Attrs{{AttrKey::axis, a}});
 }
 
@@ -195,6 +203,7 @@ NodeResult Builder::unfold(const Node* x, int64_t dim, int64_t size, int64_t ste
   Shape out = x->shape;
   out[d] = (x->shape[d] - size) / step + 1;
   out.push_back(size);
+  KILN_IR_OK(detail::check_numel("unfold", out));
   return g_.make(Op::Unfold, x->dtype, std::move(out), {x},
                  Attrs{{AttrKey::dim, d}, {AttrKey::size, size}, {AttrKey::step, step}});
 }
@@ -229,6 +238,7 @@ NodeResult Builder::matmul(const Node* a, const Node* b) {
   Shape out = *batch;
   out.push_back(as[as.size() - 2]);
   out.push_back(bs[bs.size() - 1]);
+  KILN_IR_OK(detail::check_numel("matmul", out));
   const Node* m = g_.make(Op::Matmul, a->dtype, out, {a2, b2}, {});
   if (a->shape.size() > 1 && b->shape.size() > 1) return m;
   // Drop the axes the promotion added: M for a 1-D a, N for a 1-D b.

@@ -30,6 +30,10 @@ inline std::string ints_str(const std::vector<int64_t>& v) {
 // u8"); nullopt when it can: integers must be integral and in range, bool must be 0 or 1.
 std::optional<std::string> unrepresentable(double value, DType dtype);
 
+// Fails when the element count of `shape` does not fit in int64 (or a dimension is negative), so
+// that no later size computation can overflow.
+Expected<void> check_numel(std::string_view op, const Shape& shape);
+
 // Normalizes `axes` against `shape` (negatives count from the end), sorted and unique.
 Expected<std::vector<int64_t>> normalize_axes(std::string_view op, const std::vector<int64_t>& axes,
                                               const Shape& shape);

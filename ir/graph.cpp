@@ -99,6 +99,22 @@ const std::vector<int64_t>& Attrs::ints(AttrKey k) const {
 }
 const std::string& Attrs::s(AttrKey k) const { return get_attr<std::string>(*this, k); }
 
+bool Attrs::operator==(const Attrs& o) const {
+  if (items_.size() != o.items_.size()) return false;
+  for (size_t i = 0; i < items_.size(); ++i) {
+    const auto& [ka, va] = items_[i];
+    const auto& [kb, vb] = o.items_[i];
+    if (ka != kb || va.index() != vb.index()) return false;
+    if (std::holds_alternative<double>(va)) {
+      if (std::bit_cast<uint64_t>(std::get<double>(va)) != std::bit_cast<uint64_t>(std::get<double>(vb)))
+        return false;
+    } else if (va != vb) {
+      return false;
+    }
+  }
+  return true;
+}
+
 uint64_t Attrs::hash() const {
   uint64_t h = 0x243f6a8885a308d3ULL;
   for (const auto& [k, v] : items_) h = mix(mix(h, static_cast<uint64_t>(k)), hash_value(v));

@@ -63,7 +63,8 @@ class Attrs {
   const std::vector<int64_t>& ints(AttrKey k) const;
   const std::string& s(AttrKey k) const;
   const std::vector<std::pair<AttrKey, AttrValue>>& items() const { return items_; }
-  bool operator==(const Attrs& o) const { return items_ == o.items_; }
+  // Doubles compare bit for bit, like the hash: two `nan` literals are the same attribute.
+  bool operator==(const Attrs& o) const;
   uint64_t hash() const;
 
  private:

@@ -40,7 +40,7 @@ uint16_t encode_narrow(double x, NarrowFloat f) {
     q /= 2;
     ++exp;
   }
-  if (exp > f.bias()) return sign | f.exp_mask();  // overflow rounds to infinity
+  if (exp > f.bias()) return sign | f.exp_mask();                // overflow rounds to infinity
   if (q < implicit_one) return sign | static_cast<uint16_t>(q);  // subnormal (exp == emin)
   const auto biased = static_cast<uint16_t>(exp + f.bias());
   return sign | static_cast<uint16_t>(biased << f.mant_bits) |
@@ -96,15 +96,24 @@ double HostTensor::get(int64_t i) const {
   KILN_CHECK(i >= 0 && (i + 1) * dtype_size(dtype) <= static_cast<int64_t>(bytes.size()))
       << "HostTensor::get index " << i << " of " << bytes.size() << " bytes";
   switch (dtype) {
-    case DType::f32: return load<float>(bytes, i);
-    case DType::f64: return load<double>(bytes, i);
-    case DType::f16: return decode_narrow(load<uint16_t>(bytes, i), kHalf);
-    case DType::bf16: return decode_narrow(load<uint16_t>(bytes, i), kBFloat);
-    case DType::i32: return load<int32_t>(bytes, i);
-    case DType::i64: return static_cast<double>(load<int64_t>(bytes, i));
-    case DType::i8: return load<int8_t>(bytes, i);
-    case DType::u8: return load<uint8_t>(bytes, i);
-    case DType::boolean: return load<uint8_t>(bytes, i) != 0 ? 1.0 : 0.0;
+    case DType::f32:
+      return load<float>(bytes, i);
+    case DType::f64:
+      return load<double>(bytes, i);
+    case DType::f16:
+      return decode_narrow(load<uint16_t>(bytes, i), kHalf);
+    case DType::bf16:
+      return decode_narrow(load<uint16_t>(bytes, i), kBFloat);
+    case DType::i32:
+      return load<int32_t>(bytes, i);
+    case DType::i64:
+      return static_cast<double>(load<int64_t>(bytes, i));
+    case DType::i8:
+      return load<int8_t>(bytes, i);
+    case DType::u8:
+      return load<uint8_t>(bytes, i);
+    case DType::boolean:
+      return load<uint8_t>(bytes, i) != 0 ? 1.0 : 0.0;
   }
   KILN_CHECK(false) << "unknown dtype";
   return 0;
@@ -114,16 +123,25 @@ void HostTensor::set(int64_t i, double v) {
   KILN_CHECK(i >= 0 && (i + 1) * dtype_size(dtype) <= static_cast<int64_t>(bytes.size()))
       << "HostTensor::set index " << i << " of " << bytes.size() << " bytes";
   switch (dtype) {
-    case DType::f32: return store<float>(bytes, i, static_cast<float>(v));
-    case DType::f64: return store<double>(bytes, i, v);
-    case DType::f16: return store<uint16_t>(bytes, i, encode_narrow(v, kHalf));
-    case DType::bf16: return store<uint16_t>(bytes, i, encode_narrow(v, kBFloat));
-    case DType::i32: return store<int32_t>(bytes, i, static_cast<int32_t>(wrap_to_int64(v)));
-    case DType::i64: return store<int64_t>(bytes, i, wrap_to_int64(v));
-    case DType::i8: return store<int8_t>(bytes, i, static_cast<int8_t>(wrap_to_int64(v)));
-    case DType::u8: return store<uint8_t>(bytes, i, static_cast<uint8_t>(wrap_to_int64(v)));
+    case DType::f32:
+      return store<float>(bytes, i, static_cast<float>(v));
+    case DType::f64:
+      return store<double>(bytes, i, v);
+    case DType::f16:
+      return store<uint16_t>(bytes, i, encode_narrow(v, kHalf));
+    case DType::bf16:
+      return store<uint16_t>(bytes, i, encode_narrow(v, kBFloat));
+    case DType::i32:
+      return store<int32_t>(bytes, i, static_cast<int32_t>(wrap_to_int64(v)));
+    case DType::i64:
+      return store<int64_t>(bytes, i, wrap_to_int64(v));
+    case DType::i8:
+      return store<int8_t>(bytes, i, static_cast<int8_t>(wrap_to_int64(v)));
+    case DType::u8:
+      return store<uint8_t>(bytes, i, static_cast<uint8_t>(wrap_to_int64(v)));
     // C's bool conversion: anything but zero (NaN included) is true.
-    case DType::boolean: return store<uint8_t>(bytes, i, v != 0 ? 1 : 0);
+    case DType::boolean:
+      return store<uint8_t>(bytes, i, v != 0 ? 1 : 0);
   }
   KILN_CHECK(false) << "unknown dtype";
 }

@@ -12,7 +12,7 @@
 //   expression's dtype is the target.
 // - Reduce folds its body over its loop nest: Sum (from 0), Prod (1), Max (-inf / lowest),
 //   Min (+inf / highest) in the body's dtype; ArgMax/ArgMin (exactly one variable) give the i32
-//   index of the first extreme value, NaN counting as the largest (numpy).
+//   index of the first extreme value; the first NaN wins for both (numpy).
 // - Stores run once per point of the parallel domain, in order.
 // - Schedule (vector width, unroll, threads) is not here: see codegen/tune_params.h.
 #pragma once

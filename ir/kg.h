@@ -16,6 +16,7 @@ using NamedNode = std::pair<std::string, const Node*>;  // name without the lead
 struct KgGraph {
   std::vector<NamedNode> inputs;   // in declaration order
   std::vector<NamedNode> outputs;  // in `output` order
+  std::vector<NamedNode> values;   // every `%name = ...` statement, in file order (for naming)
 };
 
 // Parses `.kg` text into `g`. Composites are expanded into primitives, literals become scalar

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "ir/kg.h"
+#include "ir/builder_support.h"
 #include "ir/kg_lexer.h"
 #include "ir/kg_ops.h"
 
@@ -248,6 +249,8 @@ LineResult<void> Reader::input(Cursor& c) {
   auto shape = dims(c);
   if (!shape) return std::unexpected(shape.error());
   if (auto r = c.expect_end(); !r) return r;
+  if (auto fits = detail::check_numel("input", *shape); !fits)
+    return fail(**name, fits.error().message);
   const Node* n = g_.input(*dt, std::move(*shape), key);
   values_.emplace(key, n);
   out_.inputs.emplace_back(std::move(key), n);
@@ -314,6 +317,7 @@ LineResult<void> Reader::assignment(Cursor& c) {
   if (auto r = c.expect_end(); !r) return r;
   auto node = call_kg(builder_, (*op)->text, args, attrs);
   if (!node) return fail(**op, node.error().message);
+  out_.values.emplace_back(key, *node);
   values_.emplace(std::move(key), *node);
   return {};
 }

@@ -1,4 +1,5 @@
-// The first fuser: materialize outputs, reductions and matmuls; inline everything else into readers.
+// The first fuser: materialize outputs, reductions and matmuls; inline everything else into
+// readers.
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
@@ -15,7 +16,7 @@ using NodeSet = std::unordered_set<const Node*>;
 
 // Follows movement ops down to the value they view.
 const Node* view_base(const Node* n) {
-  while (ir::is_movement(n->op) && n->inputs.size() == 1) n = n->inputs[0];
+  while (ir::is_movement(n->op) && n->inputs.size() == 1) n = n->inputs[0];  // not concat
   return n;
 }
 
@@ -23,11 +24,36 @@ bool is_buffer(const Node* n, const NodeSet& materialized) {
   return n->op == Op::Input || materialized.count(n) != 0;
 }
 
-// Materialized nodes: graph outputs, reductions, matmuls, and matmul operands that are not pure
-// views of a buffer (a matmul reads each operand element many times, so recomputing an
-// elementwise operand per read would multiply its cost by the other matrix's extent).
+bool is_single_view(const Node* n) { return ir::is_movement(n->op) && n->inputs.size() == 1; }
+
+// Computed values read through two or more different views (e.g. the eight rolls of a stencil).
+// Inlined, such a value is recomputed once per view, and a chain of such steps multiplies:
+// 100 steps of a 9-point stencil would inline 9^100 copies. Materializing it costs one write.
+void add_multi_view_values(const std::vector<const Node*>& live, NodeSet& m) {
+  std::unordered_map<const Node*, NodeSet> views;  // value -> the nodes through which it is read
+  for (const Node* reader : live) {
+    if (is_single_view(reader)) continue;
+    for (const Node* in : reader->inputs) {
+      const Node* base = view_base(in);
+      ir::OpKind kind = ir::op_kind(base->op);
+      if (kind == ir::OpKind::Input || kind == ir::OpKind::Source) continue;  // free to re-read
+      views[base].insert(in);
+    }
+  }
+  for (const Node* n : live) {
+    auto it = views.find(n);
+    if (it != views.end() && it->second.size() >= 2)
+      m.insert(n);
+  }
+}
+
+// Materialized nodes: graph outputs, reductions, matmuls, values read through several views
+// (add_multi_view_values), and matmul operands that are not pure views of a buffer (a matmul
+// reads each operand element many times, so recomputing an elementwise operand per read would
+// multiply its cost by the other matrix's extent).
 NodeSet choose_materialized(const Outputs& outputs, const std::vector<const Node*>& live) {
   NodeSet m;
+  add_multi_view_values(live, m);
   for (const Node* o : outputs)
     if (o->op != Op::Input) m.insert(o);
   for (const Node* n : live)
@@ -86,6 +112,8 @@ class FirstFuser final : public Fuser {
 
 }  // namespace
 
-std::unique_ptr<Fuser> make_first_fuser() { return std::make_unique<FirstFuser>(); }
+std::unique_ptr<Fuser> make_first_fuser() {
+  return std::make_unique<FirstFuser>();
+}
 
 }  // namespace kiln::passes

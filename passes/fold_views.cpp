@@ -76,15 +76,20 @@ const Node* fold_view(ir::Graph& g, const Node* n) {
   if (x && x->op == Op::Full && moves_values_only(n->op))
     return make_full(g, n->dtype, n->shape, x->attrs.f(AttrKey::value));
   switch (n->op) {
-    case Op::Reshape: return fold_reshape(g, n, x);
-    case Op::Permute: return fold_permute(g, n, x);
-    case Op::Expand: return fold_expand(g, n, x);
-    case Op::Slice: return is_identity_slice(n, x) ? x : n;
+    case Op::Reshape:
+      return fold_reshape(g, n, x);
+    case Op::Permute:
+      return fold_permute(g, n, x);
+    case Op::Expand:
+      return fold_expand(g, n, x);
+    case Op::Slice:
+      return is_identity_slice(n, x) ? x : n;
     case Op::Pad:
       return all_zero(n->attrs.ints(AttrKey::before)) && all_zero(n->attrs.ints(AttrKey::after))
                  ? x
                  : n;
-    case Op::Concat: return n->inputs.size() == 1 ? x : n;
+    case Op::Concat:
+      return n->inputs.size() == 1 ? x : n;
     case Op::Flip: {
       const std::vector<int64_t>& axes = n->attrs.ints(AttrKey::axes);
       if (only_unit_axes(x, axes)) return x;
@@ -96,7 +101,8 @@ const Node* fold_view(ir::Graph& g, const Node* n) {
       const std::vector<int64_t>& axes = n->attrs.ints(AttrKey::axes);
       return all_zero(n->attrs.ints(AttrKey::shifts)) || only_unit_axes(x, axes) ? x : n;
     }
-    default: return n;
+    default:
+      return n;
   }
 }
 

@@ -1,7 +1,9 @@
-// Simplified construction of i64 index arithmetic: affine normal form plus range-based div/mod rules.
+// Simplified construction of i64 index arithmetic: affine normal form plus range-based div/mod
+// rules.
 #include "passes/index_simplify.h"
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 
 #include "ir/error.h"
@@ -15,11 +17,19 @@ using kir::Expr;
 using kir::ExprKind;
 
 // floor division and remainder for a positive divisor (index arithmetic is floor-based).
-int64_t floor_div(int64_t a, int64_t c) { return a / c - ((a % c != 0) && ((a < 0) != (c < 0))); }
-int64_t floor_mod(int64_t a, int64_t c) { return a - floor_div(a, c) * c; }
+int64_t floor_div(int64_t a, int64_t c) {
+  return a / c - ((a % c != 0) && ((a < 0) != (c < 0)));
+}
+int64_t floor_mod(int64_t a, int64_t c) {
+  return a - floor_div(a, c) * c;
+}
 
-bool is_const(const Expr* e) { return e->kind == ExprKind::Const; }
-bool is_alu(const Expr* e, Alu op) { return e->kind == ExprKind::Alu && e->alu == op; }
+bool is_const(const Expr* e) {
+  return e->kind == ExprKind::Const;
+}
+bool is_alu(const Expr* e, Alu op) {
+  return e->kind == ExprKind::Alu && e->alu == op;
+}
 
 // An index expression as sum(coef * base) + constant, where no base is an Add/Sub/Mul-by-constant
 // or a constant. Keeping terms in first-appearance order makes the output deterministic.
@@ -90,21 +100,45 @@ int32_t IndexBuilder::new_var(int64_t extent) {
 
 // A variable of extent 1 can only be 0; folding it keeps size-1 axes out of index expressions.
 const kir::Expr* IndexBuilder::var(int32_t id) {
-  KILN_CHECK(id >= 0 && static_cast<size_t>(id) < extents_.size()) << "unknown loop variable v" << id;
+  KILN_CHECK(id >= 0 && static_cast<size_t>(id) < extents_.size())
+      << "unknown loop variable v" << id;
   if (extents_[static_cast<size_t>(id)] == 1) return constant(0);
   return arena_.var(id);
 }
 
-const kir::Expr* IndexBuilder::constant(int64_t v) { return arena_.index(v); }
+const kir::Expr* IndexBuilder::constant(int64_t v) {
+  return arena_.index(v);
+}
 
 namespace {
+// (x idiv c)*c*k + (x mod c)*k -> x*k: the pair a reshape round trip leaves behind.
+void fold_divmod_pairs(Affine& a) {
+  for (size_t i = 0; i < a.terms.size(); ++i) {
+    auto [m, k] = a.terms[i];
+    if (k == 0 || !is_alu(m, Alu::Mod) || !is_const(m->args[1])) continue;
+    const Expr* x = m->args[0];
+    int64_t c = m->args[1]->ival;
+    for (size_t j = 0; j < a.terms.size(); ++j) {
+      auto [d, kd] = a.terms[j];
+      if (!is_alu(d, Alu::IDiv) || d->args[0] != x || d->args[1] != m->args[1] || kd != k * c)
+        continue;
+      a.terms[i].second = 0;
+      a.terms[j].second = 0;
+      a.add(decompose(x), k);
+      break;
+    }
+  }
+}
+
 // Rebuilds an affine form; negative coefficients become subtractions, the constant goes last.
-const Expr* rebuild(kir::ExprArena& arena, const Affine& a) {
+const Expr* rebuild(kir::ExprArena& arena, Affine a) {
+  fold_divmod_pairs(a);
   const Expr* acc = nullptr;
   for (const auto& [base, coef] : a.terms) {
     if (coef == 0) continue;
     int64_t mag = coef < 0 ? -coef : coef;
-    const Expr* term = mag == 1 ? base : arena.alu(Alu::Mul, ir::DType::i64, {base, arena.index(mag)});
+    const Expr* term =
+        mag == 1 ? base : arena.alu(Alu::Mul, ir::DType::i64, {base, arena.index(mag)});
     if (!acc) {
       acc = coef < 0 ? arena.alu(Alu::Mul, ir::DType::i64, {base, arena.index(coef)}) : term;
     } else {
@@ -137,12 +171,29 @@ const kir::Expr* IndexBuilder::mul(const kir::Expr* a, int64_t c) {
 }
 
 namespace {
+// The largest g dividing c, the constant and every coefficient of `a`.
+int64_t common_factor(const Affine& a, int64_t c) {
+  int64_t g = std::gcd(c, a.constant);
+  for (const auto& [base, coef] : a.terms) g = std::gcd(g, coef);
+  return g;
+}
+
+// `a` divided by g, which divides every coefficient and the constant.
+const Expr* divide_exact(kir::ExprArena& arena, const Affine& a, int64_t g) {
+  Affine q;
+  for (const auto& [base, coef] : a.terms) q.add_term(base, coef / g);
+  q.constant = a.constant / g;
+  return rebuild(arena, q);
+}
+
 // Splits `a` (affine) against divisor c: multiples of c go to `quot` (divided), the rest (with
 // the constant reduced into [0, c)) stays in `rest`.
 void split_by_divisor(const Affine& a, int64_t c, Affine& quot, Affine& rest) {
   for (const auto& [base, coef] : a.terms) {
-    if (coef % c == 0) quot.add_term(base, coef / c);
-    else rest.add_term(base, coef);
+    if (coef % c == 0)
+      quot.add_term(base, coef / c);
+    else
+      rest.add_term(base, coef);
   }
   quot.constant = floor_div(a.constant, c);
   rest.constant = floor_mod(a.constant, c);
@@ -167,11 +218,9 @@ const kir::Expr* IndexBuilder::idiv(const kir::Expr* a, int64_t c) {
   const Expr* q = rebuild(arena_, quot);
   if (rr.hi < c) return q;
   const Expr* d = nullptr;
-  Affine ra = decompose(r);
-  if (ra.terms.size() == 1 && ra.constant == 0 && ra.terms[0].second > 1 &&
-      c % ra.terms[0].second == 0) {
-    // (x*k) idiv (m*k) -> x idiv m
-    d = idiv(ra.terms[0].first, c / ra.terms[0].second);
+  if (int64_t g = common_factor(decompose(r), c); g > 1) {
+    // (x*g) idiv (m*g) -> x idiv m
+    d = idiv(divide_exact(arena_, decompose(r), g), c / g);
   } else if (is_alu(r, Alu::IDiv) && is_const(r->args[1])) {
     // (x idiv a) idiv c -> x idiv (a*c)
     d = idiv(r->args[0], r->args[1]->ival * c);
@@ -194,12 +243,9 @@ const kir::Expr* IndexBuilder::mod(const kir::Expr* a, int64_t c) {
     rr = range(r);
   }
   if (rr.hi < c) return r;
-  Affine ra = decompose(r);
-  if (ra.terms.size() == 1 && ra.constant == 0 && ra.terms[0].second > 1 &&
-      c % ra.terms[0].second == 0) {
-    // (x*k) mod (m*k) -> (x mod m)*k
-    int64_t k = ra.terms[0].second;
-    return mul(mod(ra.terms[0].first, c / k), k);
+  if (int64_t g = common_factor(decompose(r), c); g > 1) {
+    // (x*g) mod (m*g) -> (x mod m)*g
+    return mul(mod(divide_exact(arena_, decompose(r), g), c / g), g);
   }
   if (is_alu(r, Alu::Mod) && is_const(r->args[1]) && r->args[1]->ival % c == 0) {
     // (x mod (m*c)) mod c -> x mod c
@@ -211,33 +257,41 @@ const kir::Expr* IndexBuilder::mod(const kir::Expr* a, int64_t c) {
 IndexRange IndexBuilder::range(const kir::Expr* e) const {
   constexpr IndexRange kUnknown{INT64_MIN / 2, INT64_MAX / 2};
   switch (e->kind) {
-    case ExprKind::Const: return {e->ival, e->ival};
+    case ExprKind::Const:
+      return {e->ival, e->ival};
     case ExprKind::Var: {
       auto v = static_cast<size_t>(e->var);
       if (v >= extents_.size()) return kUnknown;
       return {0, extents_[v] - 1};
     }
-    case ExprKind::Alu: break;
-    default: return kUnknown;
+    case ExprKind::Alu:
+      break;
+    default:
+      return kUnknown;
   }
   if (e->dtype != ir::DType::i64 || e->args.size() != 2) return kUnknown;
   IndexRange a = range(e->args[0]), b = range(e->args[1]);
   switch (e->alu) {
-    case Alu::Add: return {sat_add(a.lo, b.lo), sat_add(a.hi, b.hi)};
-    case Alu::Sub: return {sat_add(a.lo, -b.hi), sat_add(a.hi, -b.lo)};
+    case Alu::Add:
+      return {sat_add(a.lo, b.lo), sat_add(a.hi, b.hi)};
+    case Alu::Sub:
+      return {sat_add(a.lo, -b.hi), sat_add(a.hi, -b.lo)};
     case Alu::Mul:
       if (b.lo == b.hi) return range_of_mul(a, b.lo);
       if (a.lo == a.hi) return range_of_mul(b, a.lo);
       return kUnknown;
-    case Alu::Max: return {std::max(a.lo, b.lo), std::max(a.hi, b.hi)};
-    case Alu::Min: return {std::min(a.lo, b.lo), std::min(a.hi, b.hi)};
+    case Alu::Max:
+      return {std::max(a.lo, b.lo), std::max(a.hi, b.hi)};
+    case Alu::Min:
+      return {std::min(a.lo, b.lo), std::min(a.hi, b.hi)};
     case Alu::IDiv:
       if (b.lo != b.hi || b.lo <= 0) return kUnknown;
       return {floor_div(a.lo, b.lo), floor_div(a.hi, b.lo)};
     case Alu::Mod:
       if (b.lo != b.hi || b.lo <= 0) return kUnknown;
       return range_of_mod(a, b.lo);
-    default: return kUnknown;
+    default:
+      return kUnknown;
   }
 }
 

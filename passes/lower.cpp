@@ -19,9 +19,11 @@ using kir::Expr;
 kir::Alu alu_of(Op op) {
   switch (op) {
 #define KILN_ELEMENTWISE(Enum, name, arity) \
-  case Op::Enum: return kir::Alu::Enum;
+  case Op::Enum:                            \
+    return kir::Alu::Enum;
 #include "ir/ops.def"
-    default: break;
+    default:
+      break;
   }
   KILN_CHECK(false) << "not an elementwise op: " << ir::op_enum_name(op);
   return kir::Alu::Add;
@@ -29,13 +31,20 @@ kir::Alu alu_of(Op op) {
 
 kir::ReduceOp reduce_op_of(Op op) {
   switch (op) {
-    case Op::Sum: return kir::ReduceOp::Sum;
-    case Op::Prod: return kir::ReduceOp::Prod;
-    case Op::ReduceMax: return kir::ReduceOp::Max;
-    case Op::ReduceMin: return kir::ReduceOp::Min;
-    case Op::ArgMax: return kir::ReduceOp::ArgMax;
-    case Op::ArgMin: return kir::ReduceOp::ArgMin;
-    default: break;
+    case Op::Sum:
+      return kir::ReduceOp::Sum;
+    case Op::Prod:
+      return kir::ReduceOp::Prod;
+    case Op::ReduceMax:
+      return kir::ReduceOp::Max;
+    case Op::ReduceMin:
+      return kir::ReduceOp::Min;
+    case Op::ArgMax:
+      return kir::ReduceOp::ArgMax;
+    case Op::ArgMin:
+      return kir::ReduceOp::ArgMin;
+    default:
+      break;
   }
   KILN_CHECK(false) << "not a reduction: " << ir::op_enum_name(op);
   return kir::ReduceOp::Sum;
@@ -72,6 +81,9 @@ Index broadcast_index(IndexBuilder& ib, const Index& idx, const ir::Shape& from)
 }
 
 const Expr* LowerContext::emit(const Node* n, const Index& idx) {
+  // An empty tensor has no element to read: this expression sits in a loop of extent 0 and never
+  // runs. Returning early keeps zero strides out of the index arithmetic.
+  if (n->numel() == 0) return arena().constant(n->dtype, 0);
   auto key = std::make_pair(n, idx);
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
   const Expr* e = emit_uncached(n, idx);
@@ -83,18 +95,24 @@ const Expr* LowerContext::emit_uncached(const Node* n, const Index& idx) {
   if (auto it = buffers_.find(n); it != buffers_.end())
     return arena().load(it->second, n->dtype, linearize(ib_, idx, n->shape));
   switch (ir::op_kind(n->op)) {
-    case ir::OpKind::Elementwise: return emit_elementwise(n, idx);
-    case ir::OpKind::Movement: return emit_movement(*this, n, idx);
+    case ir::OpKind::Elementwise:
+      return emit_elementwise(n, idx);
+    case ir::OpKind::Movement:
+      return emit_movement(*this, n, idx);
     case ir::OpKind::Reduce:
       return n->op == Op::ArgMax || n->op == Op::ArgMin ? emit_arg_reduce(n, idx)
                                                         : emit_reduce(n, idx);
-    case ir::OpKind::Matmul: return emit_matmul(n, idx);
-    case ir::OpKind::Source: return emit_source(n, idx);
-    case ir::OpKind::Input: break;
+    case ir::OpKind::Matmul:
+      return emit_matmul(n, idx);
+    case ir::OpKind::Source:
+      return emit_source(n, idx);
+    case ir::OpKind::Input:
+      break;
   }
-  fail(fmt::format("lower_group: graph input {} ({}{}) is read by the group but is not one of "
-                   "its inputs",
-                   node_label(n), ir::dtype_name(n->dtype), ir::shape_str(n->shape)));
+  fail(
+      fmt::format("lower_group: graph input {} ({}{}) is read by the group but is not one of "
+                  "its inputs",
+                  node_label(n), ir::dtype_name(n->dtype), ir::shape_str(n->shape)));
   return arena().constant(n->dtype, 0);
 }
 
@@ -136,8 +154,7 @@ const Expr* LowerContext::emit_reduce(const Node* n, const Index& idx) {
   const Expr* body = emit(x, in);
   // A reduction over no axes (of a scalar) leaves every element as it is.
   if (rvars.empty()) return body;
-  return arena().reduce(reduce_op_of(n->op), n->dtype, body, std::move(rvars),
-                        std::move(rextents));
+  return arena().reduce(reduce_op_of(n->op), n->dtype, body, std::move(rvars), std::move(rextents));
 }
 
 const Expr* LowerContext::emit_arg_reduce(const Node* n, const Index& idx) {
@@ -172,8 +189,8 @@ const Expr* LowerContext::emit_matmul(const Node* n, const Index& idx) {
 const Expr* LowerContext::emit_source(const Node* n, const Index& idx) {
   if (n->op == Op::Full) return arena().constant(n->dtype, n->attrs.f(AttrKey::value));
   // arange: element i = start + i*step, computed in i64 and converted to the node's dtype.
-  const Expr* v = ib_.add(ib_.constant(n->attrs.i(AttrKey::start)),
-                          ib_.mul(idx[0], n->attrs.i(AttrKey::step)));
+  const Expr* v =
+      ib_.add(ib_.constant(n->attrs.i(AttrKey::start)), ib_.mul(idx[0], n->attrs.i(AttrKey::step)));
   if (n->dtype == ir::DType::i64) return v;
   return arena().alu(kir::Alu::Cast, n->dtype, {v});
 }
@@ -185,7 +202,8 @@ kir::Param make_param(const Node* n, bool output) {
 }
 
 Expected<void> check_group(const FusedGroup& group, const std::string& name) {
-  if (group.outputs.empty()) return make_error(fmt::format("lower_group({}): the group has no outputs", name));
+  if (group.outputs.empty())
+    return make_error(fmt::format("lower_group({}): the group has no outputs", name));
   const ir::Shape& shape = group.outputs[0]->shape;
   for (const Node* o : group.outputs)
     if (o->shape != shape)
@@ -213,7 +231,8 @@ Expected<LoweredKernel> lower_group(const FusedGroup& group, const std::string& 
   }
   LowerContext cx(*k.arena, k.domain, std::move(buffers));
   Index point;
-  for (size_t d = 0; d < k.domain.size(); ++d) point.push_back(cx.ib().var(static_cast<int32_t>(d)));
+  for (size_t d = 0; d < k.domain.size(); ++d)
+    point.push_back(cx.ib().var(static_cast<int32_t>(d)));
   const Expr* store_index = linearize(cx.ib(), point, k.domain);
   for (const Node* o : group.outputs) {
     auto buf = static_cast<int32_t>(k.params.size());

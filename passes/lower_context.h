@@ -1,7 +1,6 @@
 // Internal to lowering: the emission context shared by the value and the movement-op lowerings.
 #pragma once
 
-#include <map>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -42,7 +41,15 @@ class LowerContext {
 
   IndexBuilder ib_;
   std::unordered_map<const ir::Node*, int32_t> buffers_;  // node -> parameter it is read from
-  std::map<std::pair<const ir::Node*, Index>, const kir::Expr*> memo_;  // lookup only
+  struct MemoHash {
+    size_t operator()(const std::pair<const ir::Node*, Index>& key) const {
+      uint64_t h = key.first->hash;
+      for (const kir::Expr* e : key.second) h = (h ^ e->hash) * 0x100000001b3ULL;
+      return h;
+    }
+  };
+  // Lookup only: nothing is ever emitted in the order of this map.
+  std::unordered_map<std::pair<const ir::Node*, Index>, const kir::Expr*, MemoHash> memo_;
   std::string error_;
 };
 

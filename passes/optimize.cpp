@@ -12,13 +12,17 @@ namespace {
 using ir::Node;
 using ir::Op;
 
-bool is_full(const Node* n) { return n->op == Op::Full; }
+bool is_full(const Node* n) {
+  return n->op == Op::Full;
+}
 bool is_full_of(const Node* n, double v) {
   return is_full(n) && n->attrs.f(ir::AttrKey::value) == v;
 }
 // Replacing `n` by `x` must keep the dtype and shape exactly: x*1 where the literal broadcasts
 // x to a bigger shape is not an identity.
-bool same_type(const Node* n, const Node* x) { return n->dtype == x->dtype && n->shape == x->shape; }
+bool same_type(const Node* n, const Node* x) {
+  return n->dtype == x->dtype && n->shape == x->shape;
+}
 
 // elementwise(full, full, ...) -> full(value computed now)
 const Node* fold_all_literal(ir::Graph& g, const Node* n) {
@@ -57,7 +61,8 @@ const Node* fold_identity(const Node* n) {
     case Op::Where:  // where(full c, x, y) -> x or y
       if (is_full(a)) return keep(a->attrs.f(ir::AttrKey::value) != 0 ? b : n->inputs[2]);
       return n;
-    default: return n;
+    default:
+      return n;
   }
 }
 
@@ -79,7 +84,9 @@ Outputs eliminate_common_subexpressions(ir::Graph& g, const Outputs& outputs) {
   });
 }
 
-std::vector<const Node*> live_nodes(const Outputs& outputs) { return ir::topo_order(outputs); }
+std::vector<const Node*> live_nodes(const Outputs& outputs) {
+  return ir::topo_order(outputs);
+}
 
 Outputs optimize(ir::Graph& g, const Outputs& outputs, const OptimizeOptions& options) {
   // Each round only shrinks the graph, so a fixed point comes quickly; the cap guards the

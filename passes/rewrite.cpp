@@ -27,10 +27,10 @@ Outputs rewrite_bottom_up(ir::Graph& g, const Outputs& outputs, const RewriteRul
 }
 
 const ir::Node* make_full(ir::Graph& g, ir::DType dtype, const ir::Shape& shape, double value) {
-  return g.make(ir::Op::Full, dtype, shape, {},
-                ir::Attrs{{ir::AttrKey::shape, shape},
-                          {ir::AttrKey::value, value},
-                          {ir::AttrKey::dtype, dtype}});
+  return g.make(
+      ir::Op::Full, dtype, shape, {},
+      ir::Attrs{
+          {ir::AttrKey::shape, shape}, {ir::AttrKey::value, value}, {ir::AttrKey::dtype, dtype}});
 }
 
 }  // namespace kiln::passes

@@ -32,7 +32,7 @@ CpuDevice::CpuDevice(DeviceOptions options, std::unique_ptr<codegen::CpuBackend>
 Expected<std::shared_ptr<Plan>> CpuDevice::plan_for(ir::Graph& g,
                                                     const std::vector<const ir::Node*>& outputs,
                                                     bool* cache_hit) {
-  StructuralKey key = structural_key(ir::topo_order(outputs), outputs);
+  StructuralKey key = structural_key(outputs);
   return get_plan(g, outputs, key, cache_hit);
 }
 
@@ -82,7 +82,7 @@ Expected<std::vector<std::shared_ptr<Buffer>>> CpuDevice::execute(
   auto t0 = std::chrono::steady_clock::now();
   std::vector<const ir::Node*> live = ir::topo_order(outputs);
   if (auto ok = check_bindings(live, inputs); !ok) return std::unexpected(ok.error());
-  StructuralKey key = structural_key(live, outputs);
+  StructuralKey key = structural_key(outputs);
   bool hit = false;
   auto got = get_plan(g, outputs, key, &hit);
   if (!got) return std::unexpected(got.error());

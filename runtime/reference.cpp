@@ -31,8 +31,8 @@ Expected<Value> bind_input(const Node& n,
                            const std::unordered_map<const Node*, HostTensor>& inputs) {
   auto it = inputs.find(&n);
   if (it == inputs.end())
-    return make_error(fmt::format("reference: {} is not bound; expected a {} tensor",
-                                  describe_input(n), describe_type(n.dtype, n.shape)));
+    return make_error(fmt::format("reference: {} is not bound (expected {})", describe_input(n),
+                                  describe_type(n.dtype, n.shape)));
   const HostTensor& t = it->second;
   if (t.dtype != n.dtype || t.shape != n.shape)
     return make_error(fmt::format("reference: {}: expected {}, given {}", describe_input(n),
@@ -40,9 +40,8 @@ Expected<Value> bind_input(const Node& n,
                                   describe_type(t.dtype, t.shape)));
   const int64_t want = n.numel() * ir::dtype_size(n.dtype);
   if (static_cast<int64_t>(t.bytes.size()) != want)
-    return make_error(fmt::format("reference: {}: a {} tensor needs {} bytes, given {}",
-                                  describe_input(n), describe_type(t.dtype, t.shape), want,
-                                  t.bytes.size()));
+    return make_error(fmt::format("reference: {}: {} needs {} bytes, given {}", describe_input(n),
+                                  describe_type(t.dtype, t.shape), want, t.bytes.size()));
   Value v = reference::make_value(n.dtype, n.shape);
   for (int64_t i = 0; i < v.numel(); ++i) v.data[i] = t.get(i);
   return v;
@@ -67,13 +66,14 @@ Expected<Value> eval_node(const Node& n, const reference::Args& args,
   switch (n.op) {
 #define KILN_ELEMENTWISE(Enum, name, arity) case Op::Enum:
 #include "ir/ops.def"
-      return reference::eval_elementwise(n, args);
+    return reference::eval_elementwise(n, args);
     case Op::Sum:
     case Op::ReduceMax:
     case Op::ReduceMin:
     case Op::Prod:
     case Op::ArgMax:
-    case Op::ArgMin: return reference::eval_reduce(n, *args.at(0));
+    case Op::ArgMin:
+      return reference::eval_reduce(n, *args.at(0));
     case Op::Reshape:
     case Op::Permute:
     case Op::Expand:
@@ -82,11 +82,15 @@ Expected<Value> eval_node(const Node& n, const reference::Args& args,
     case Op::Concat:
     case Op::Flip:
     case Op::Roll:
-    case Op::Unfold: return reference::eval_movement(n, args);
-    case Op::Matmul: return reference::eval_matmul(n, *args.at(0), *args.at(1));
+    case Op::Unfold:
+      return reference::eval_movement(n, args);
+    case Op::Matmul:
+      return reference::eval_matmul(n, *args.at(0), *args.at(1));
     case Op::Full:
-    case Op::Arange: return eval_source(n);
-    case Op::Input: return bind_input(n, inputs);
+    case Op::Arange:
+      return eval_source(n);
+    case Op::Input:
+      return bind_input(n, inputs);
   }
   KILN_CHECK(false) << "unknown op " << static_cast<int>(n.op);
   return {};

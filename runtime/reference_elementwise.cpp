@@ -15,28 +15,46 @@ using ir::Op;
 // relu, floor, ceil, not), with the result wrapped afterwards by normalize().
 double unary(Op op, double x) {
   switch (op) {
-    case Op::Neg: return -x;
-    case Op::Abs: return std::fabs(x);
-    case Op::Exp: return std::exp(x);
-    case Op::Log: return std::log(x);
-    case Op::Sqrt: return std::sqrt(x);
-    case Op::Rsqrt: return 1.0 / std::sqrt(x);
-    case Op::Recip: return 1.0 / x;
-    case Op::Sin: return std::sin(x);
-    case Op::Cos: return std::cos(x);
-    case Op::Tanh: return std::tanh(x);
-    case Op::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
-    case Op::Relu: return std::isnan(x) || x > 0 ? x : 0.0;  // NaN propagates, like max(x, 0)
+    case Op::Neg:
+      return -x;
+    case Op::Abs:
+      return std::fabs(x);
+    case Op::Exp:
+      return std::exp(x);
+    case Op::Log:
+      return std::log(x);
+    case Op::Sqrt:
+      return std::sqrt(x);
+    case Op::Rsqrt:
+      return 1.0 / std::sqrt(x);
+    case Op::Recip:
+      return 1.0 / x;
+    case Op::Sin:
+      return std::sin(x);
+    case Op::Cos:
+      return std::cos(x);
+    case Op::Tanh:
+      return std::tanh(x);
+    case Op::Sigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+    case Op::Relu:
+      return std::isnan(x) || x > 0 ? x : 0.0;  // NaN propagates, like max(x, 0)
     case Op::Gelu: {
       const double c = std::sqrt(2.0 / std::numbers::pi);
       return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
     }
-    case Op::Erf: return std::erf(x);
-    case Op::Floor: return std::floor(x);
-    case Op::Ceil: return std::ceil(x);
-    case Op::Sign: return std::isnan(x) ? x : static_cast<double>((x > 0) - (x < 0));
-    case Op::Not: return x == 0 ? 1.0 : 0.0;
-    default: break;
+    case Op::Erf:
+      return std::erf(x);
+    case Op::Floor:
+      return std::floor(x);
+    case Op::Ceil:
+      return std::ceil(x);
+    case Op::Sign:
+      return std::isnan(x) ? x : static_cast<double>((x > 0) - (x < 0));
+    case Op::Not:
+      return x == 0 ? 1.0 : 0.0;
+    default:
+      break;
   }
   KILN_CHECK(false) << "not a unary op: " << ir::op_enum_name(op);
   return 0;
@@ -57,12 +75,16 @@ double integer_arith(Op op, DType dtype, double a, double b) {
   const auto x = static_cast<uint64_t>(to_int64(a));
   const auto y = static_cast<uint64_t>(to_int64(b));
   switch (op) {
-    case Op::Add: return wrap_integer(static_cast<int64_t>(x + y), dtype);
-    case Op::Sub: return wrap_integer(static_cast<int64_t>(x - y), dtype);
-    case Op::Mul: return wrap_integer(static_cast<int64_t>(x * y), dtype);
+    case Op::Add:
+      return wrap_integer(static_cast<int64_t>(x + y), dtype);
+    case Op::Sub:
+      return wrap_integer(static_cast<int64_t>(x - y), dtype);
+    case Op::Mul:
+      return wrap_integer(static_cast<int64_t>(x * y), dtype);
     case Op::Div:
       return wrap_integer(floor_div(static_cast<int64_t>(x), static_cast<int64_t>(y)), dtype);
-    default: break;
+    default:
+      break;
   }
   KILN_CHECK(false) << "not an integer arithmetic op: " << ir::op_enum_name(op);
   return 0;
@@ -72,22 +94,38 @@ double integer_arith(Op op, DType dtype, double a, double b) {
 double binary(Op op, DType operand_dtype, double a, double b) {
   const bool integer = ir::is_int(operand_dtype);
   switch (op) {
-    case Op::Add: return integer ? integer_arith(op, operand_dtype, a, b) : a + b;
-    case Op::Sub: return integer ? integer_arith(op, operand_dtype, a, b) : a - b;
-    case Op::Mul: return integer ? integer_arith(op, operand_dtype, a, b) : a * b;
-    case Op::Div: return integer ? integer_arith(op, operand_dtype, a, b) : a / b;
-    case Op::Pow: return std::pow(a, b);
-    case Op::Max: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
-    case Op::Min: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
-    case Op::Eq: return a == b;
-    case Op::Ne: return a != b;
-    case Op::Lt: return a < b;
-    case Op::Le: return a <= b;
-    case Op::Gt: return a > b;
-    case Op::Ge: return a >= b;
-    case Op::And: return a != 0 && b != 0;
-    case Op::Or: return a != 0 || b != 0;
-    default: break;
+    case Op::Add:
+      return integer ? integer_arith(op, operand_dtype, a, b) : a + b;
+    case Op::Sub:
+      return integer ? integer_arith(op, operand_dtype, a, b) : a - b;
+    case Op::Mul:
+      return integer ? integer_arith(op, operand_dtype, a, b) : a * b;
+    case Op::Div:
+      return integer ? integer_arith(op, operand_dtype, a, b) : a / b;
+    case Op::Pow:
+      return std::pow(a, b);
+    case Op::Max:
+      return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+    case Op::Min:
+      return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+    case Op::Eq:
+      return a == b;
+    case Op::Ne:
+      return a != b;
+    case Op::Lt:
+      return a < b;
+    case Op::Le:
+      return a <= b;
+    case Op::Gt:
+      return a > b;
+    case Op::Ge:
+      return a >= b;
+    case Op::And:
+      return a != 0 && b != 0;
+    case Op::Or:
+      return a != 0 || b != 0;
+    default:
+      break;
   }
   KILN_CHECK(false) << "not a binary op: " << ir::op_enum_name(op);
   return 0;
@@ -95,13 +133,18 @@ double binary(Op op, DType operand_dtype, double a, double b) {
 
 // A cast to a float type rounds to it, so that cast(cast(x, f16), f32) sees f16 precision as
 // every backend does; casts to integers truncate and wrap, to bool test against zero.
-double cast(double x, DType to) { return ir::is_float(to) ? round_to_float(x, to) : normalize(x, to); }
+double cast(double x, DType to) {
+  return ir::is_float(to) ? round_to_float(x, to) : normalize(x, to);
+}
 
 double apply(const ir::Node& n, const Args& args, const double* operands) {
   switch (n.op) {
-    case Op::Cast: return cast(operands[0], n.attrs.dt(ir::AttrKey::to));
-    case Op::Where: return operands[0] != 0 ? operands[1] : operands[2];
-    default: break;
+    case Op::Cast:
+      return cast(operands[0], n.attrs.dt(ir::AttrKey::to));
+    case Op::Where:
+      return operands[0] != 0 ? operands[1] : operands[2];
+    default:
+      break;
   }
   if (args.size() == 1) return unary(n.op, operands[0]);
   return binary(n.op, args[0]->dtype, operands[0], operands[1]);

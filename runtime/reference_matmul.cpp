@@ -5,7 +5,9 @@ namespace kiln::runtime::reference {
 
 namespace {
 
-ir::Shape batch_of(const ir::Shape& s) { return ir::Shape(s.begin(), s.end() - 2); }
+ir::Shape batch_of(const ir::Shape& s) {
+  return ir::Shape(s.begin(), s.end() - 2);
+}
 
 // Integer dot products wrap (exact int64 arithmetic); bool ones are "any a && b" like numpy.
 double dot(const double* a, int64_t a_step, const double* b, int64_t b_step, int64_t k,

@@ -9,7 +9,9 @@ using ir::AttrKey;
 using ir::Op;
 using Index = std::vector<int64_t>;
 
-int64_t rank_of(const Value& v) { return static_cast<int64_t>(v.shape.size()); }
+int64_t rank_of(const Value& v) {
+  return static_cast<int64_t>(v.shape.size());
+}
 
 // Builds the output by mapping each output index to an input index; `source` returns false
 // when the element reads no input (pad's border), which then takes `fill`.
@@ -143,15 +145,24 @@ Value eval_movement(const ir::Node& n, const Args& args) {
   KILN_CHECK(args.size() == 1) << ir::op_enum_name(n.op) << " with " << args.size() << " inputs";
   const Value& x = *args[0];
   switch (n.op) {
-    case Op::Reshape: return reshape(n, x);
-    case Op::Permute: return permute(n, x);
-    case Op::Expand: return expand(n, x);
-    case Op::Slice: return slice(n, x);
-    case Op::Pad: return pad(n, x);
-    case Op::Flip: return flip(n, x);
-    case Op::Roll: return roll(n, x);
-    case Op::Unfold: return unfold(n, x);
-    default: break;
+    case Op::Reshape:
+      return reshape(n, x);
+    case Op::Permute:
+      return permute(n, x);
+    case Op::Expand:
+      return expand(n, x);
+    case Op::Slice:
+      return slice(n, x);
+    case Op::Pad:
+      return pad(n, x);
+    case Op::Flip:
+      return flip(n, x);
+    case Op::Roll:
+      return roll(n, x);
+    case Op::Unfold:
+      return unfold(n, x);
+    default:
+      break;
   }
   KILN_CHECK(false) << "not a movement op: " << ir::op_enum_name(n.op);
   return {};

@@ -27,9 +27,12 @@ double accumulate(Op op, ir::DType dtype, double acc, double x) {
       return wrap_integer(static_cast<int64_t>(static_cast<uint64_t>(to_int64(acc)) *
                                                static_cast<uint64_t>(to_int64(x))),
                           dtype);
-    case Op::ReduceMax: return std::isnan(acc) || std::isnan(x) ? NAN : std::max(acc, x);
-    case Op::ReduceMin: return std::isnan(acc) || std::isnan(x) ? NAN : std::min(acc, x);
-    default: break;
+    case Op::ReduceMax:
+      return std::isnan(acc) || std::isnan(x) ? NAN : std::max(acc, x);
+    case Op::ReduceMin:
+      return std::isnan(acc) || std::isnan(x) ? NAN : std::min(acc, x);
+    default:
+      break;
   }
   KILN_CHECK(false) << "not a reduction: " << ir::op_enum_name(op);
   return 0;
@@ -71,11 +74,11 @@ Expected<Value> reduce_axes(const ir::Node& n, const Value& x) {
   return out;
 }
 
-// argmax: NaN counts as the largest value; argmin: NaN counts as the largest too, so it only
-// wins when every element is NaN. Strict comparisons keep the first index on ties.
+// numpy: NaN propagates, so the first NaN wins for both argmax and argmin. Strict comparisons
+// keep the first index on ties.
 bool better(Op op, double candidate, double best) {
   if (op == Op::ArgMax) return (std::isnan(candidate) && !std::isnan(best)) || candidate > best;
-  return (!std::isnan(candidate) && std::isnan(best)) || candidate < best;
+  return (std::isnan(candidate) && !std::isnan(best)) || candidate < best;
 }
 
 Expected<Value> arg_reduce(const ir::Node& n, const Value& x) {

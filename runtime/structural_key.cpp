@@ -38,10 +38,36 @@ void put_attr(std::string& s, const ir::AttrValue& v) {
       },
       v);
 }
+
+// Post-order DFS from the outputs, operands left to right: an order that depends only on the
+// structure (node ids do not: interned literals keep the id of their first use).
+std::vector<const ir::Node*> structural_order(const std::vector<const ir::Node*>& outputs) {
+  std::vector<const ir::Node*> order;
+  std::unordered_map<const ir::Node*, bool> done;
+  std::vector<std::pair<const ir::Node*, size_t>> stack;
+  for (const ir::Node* root : outputs) {
+    if (done.count(root)) continue;
+    stack.push_back({root, 0});
+    while (!stack.empty()) {
+      auto& [n, next] = stack.back();
+      if (next < n->inputs.size()) {
+        const ir::Node* in = n->inputs[next++];
+        if (!done.count(in)) stack.push_back({in, 0});
+        continue;
+      }
+      if (!done[n]) {
+        done[n] = true;
+        order.push_back(n);
+      }
+      stack.pop_back();
+    }
+  }
+  return order;
+}
 }  // namespace
 
-StructuralKey structural_key(const std::vector<const ir::Node*>& live,
-                             const std::vector<const ir::Node*>& outputs) {
+StructuralKey structural_key(const std::vector<const ir::Node*>& outputs) {
+  std::vector<const ir::Node*> live = structural_order(outputs);
   StructuralKey k;
   std::unordered_map<const ir::Node*, uint64_t> pos;
   pos.reserve(live.size());

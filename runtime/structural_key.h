@@ -15,7 +15,6 @@ struct StructuralKey {
   std::vector<const ir::Node*> inputs;     // Input nodes in key order (position = plan input index)
 };
 
-StructuralKey structural_key(const std::vector<const ir::Node*>& live,
-                             const std::vector<const ir::Node*>& outputs);
+StructuralKey structural_key(const std::vector<const ir::Node*>& outputs);
 
 }  // namespace kiln::runtime

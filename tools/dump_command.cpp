@@ -18,7 +18,7 @@ int dump_command(const DumpOptions& o) {
   if (!graph) return report_error(graph.error().message);
   std::vector<const ir::Node*> outputs;
   for (const auto& [name, node] : graph->outputs) outputs.push_back(node);
-  runtime::StructuralKey key = runtime::structural_key(ir::topo_order(outputs), outputs);
+  runtime::StructuralKey key = runtime::structural_key(outputs);
 
   std::unique_ptr<runtime::CpuDevice> device;
   runtime::PlannerOptions po{.fuser = nullptr, .kernels = nullptr, .namer = make_namer(*graph)};
@@ -34,7 +34,7 @@ int dump_command(const DumpOptions& o) {
   if (!plan) return report_error(plan.error().message);
 
   if (o.stage == "graph") {
-    ir::KgGraph optimized{graph->inputs, {}};
+    ir::KgGraph optimized{graph->inputs, {}, {}};
     for (size_t i = 0; i < outputs.size(); ++i)
       optimized.outputs.emplace_back(graph->outputs[i].first, (*plan)->optimized_outputs[i]);
     fmt::print("{}", ir::print_kg(optimized));

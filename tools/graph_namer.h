@@ -6,7 +6,7 @@
 
 namespace kiln::tools {
 
-// Inputs and outputs keep their `.kg` names; every other value prints as %t<id>.
+// Values keep their `.kg` names (outputs first); values the file did not name print as %t<id>.
 runtime::ValueNamer make_namer(const ir::KgGraph& graph);
 
 }  // namespace kiln::tools

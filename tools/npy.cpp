@@ -44,18 +44,20 @@ Expected<Frame> read_frame(const std::string& path, std::string_view file) {
   if (file.size() < kMagic.size() || file.substr(0, kMagic.size()) != kMagic)
     return npy_error(path, "bad magic: not a .npy file (expected \"\\x93NUMPY\")");
   if (file.size() < 8) return npy_error(path, "truncated header: no format version");
-  const int major = static_cast<unsigned char>(file[6]), minor = static_cast<unsigned char>(file[7]);
+  const int major = static_cast<unsigned char>(file[6]),
+            minor = static_cast<unsigned char>(file[7]);
   if (minor != 0 || major < 1 || major > 3)
-    return npy_error(path, fmt::format("unsupported format version {}.{} (expected 1.0, 2.0 or 3.0)",
-                                       major, minor));
+    return npy_error(
+        path,
+        fmt::format("unsupported format version {}.{} (expected 1.0, 2.0 or 3.0)", major, minor));
   // Version 1.0 has a 2-byte header length, 2.0 and 3.0 (utf-8 header) a 4-byte one.
   const size_t len_width = major == 1 ? 2 : 4;
   const size_t prefix = 8 + len_width;
   if (file.size() < prefix) return npy_error(path, "truncated header: no header length");
   const size_t header_len = read_le(file, 8, len_width);
   if (file.size() - prefix < header_len)
-    return npy_error(path, fmt::format("truncated header: expected {} bytes, found {}",
-                                       header_len, file.size() - prefix));
+    return npy_error(path, fmt::format("truncated header: expected {} bytes, found {}", header_len,
+                                       file.size() - prefix));
   return Frame{file.substr(prefix, header_len), prefix + header_len};
 }
 
@@ -157,10 +159,10 @@ Expected<ir::HostTensor> read_npy(const std::string& path) {
   const auto expected = static_cast<size_t>(numel * ir::dtype_size(header->dtype));
   const size_t found = file->size() - frame->data_offset;
   if (found != expected)
-    return npy_error(path, fmt::format("{} data: expected {} bytes for {}{}, found {}",
-                                       found < expected ? "truncated" : "trailing bytes after the",
-                                       expected, ir::dtype_name(header->dtype),
-                                       ir::shape_str(header->shape), found));
+    return npy_error(
+        path, fmt::format("{} data: expected {} bytes for {}{}, found {}",
+                          found < expected ? "truncated" : "trailing bytes after the", expected,
+                          ir::dtype_name(header->dtype), ir::shape_str(header->shape), found));
   ir::HostTensor t = ir::HostTensor::zeros(header->dtype, header->shape);
   std::memcpy(t.bytes.data(), file->data() + frame->data_offset, expected);
   if (t.dtype == ir::DType::boolean)  // numpy treats any non-zero byte as True
@@ -173,9 +175,9 @@ Expected<void> write_npy(const std::string& path, const ir::HostTensor& t) {
   if (!dict) return npy_error(path, dict.error().message);
   const auto expected = static_cast<size_t>(t.numel() * ir::dtype_size(t.dtype));
   if (t.bytes.size() != expected)
-    return npy_error(path, fmt::format("tensor {}{} holds {} bytes, expected {}",
-                                       ir::dtype_name(t.dtype), ir::shape_str(t.shape),
-                                       t.bytes.size(), expected));
+    return npy_error(path,
+                     fmt::format("tensor {}{} holds {} bytes, expected {}", ir::dtype_name(t.dtype),
+                                 ir::shape_str(t.shape), t.bytes.size(), expected));
   const std::string head = frame_header(*dict);
   TempFile tmp;
   if (auto r = tmp.create(path); !r) return r;

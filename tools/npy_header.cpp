@@ -19,10 +19,10 @@ struct DescrEntry {
   DType dtype;
 };
 // The first spelling of each dtype is the one written; the others are accepted on read.
-constexpr DescrEntry kDescrs[] = {
-    {"<f4", DType::f32}, {"<f8", DType::f64}, {"<f2", DType::f16}, {"<i4", DType::i32},
-    {"<i8", DType::i64}, {"|i1", DType::i8},  {"|u1", DType::u8},  {"|b1", DType::boolean},
-    {"<i1", DType::i8},  {"<u1", DType::u8},  {"<b1", DType::boolean}};
+constexpr DescrEntry kDescrs[] = {{"<f4", DType::f32}, {"<f8", DType::f64},     {"<f2", DType::f16},
+                                  {"<i4", DType::i32}, {"<i8", DType::i64},     {"|i1", DType::i8},
+                                  {"|u1", DType::u8},  {"|b1", DType::boolean}, {"<i1", DType::i8},
+                                  {"<u1", DType::u8},  {"<b1", DType::boolean}};
 constexpr std::string_view kSupported = "<f4 <f8 <f2 <i4 <i8 |i1 |u1 |b1";
 
 struct Tuple {
@@ -63,7 +63,8 @@ class Parser {
     std::string_view rest = s_.substr(pos_, 12);
     while (!rest.empty() && std::isspace(static_cast<unsigned char>(rest.back())))
       rest.remove_suffix(1);
-    if (rest.empty()) return make_error(fmt::format("expected {} at the end of the header", expected));
+    if (rest.empty())
+      return make_error(fmt::format("expected {} at the end of the header", expected));
     return make_error(fmt::format("expected {} at offset {}, found \"{}\"", expected, pos_, rest));
   }
   void skip_space() {
@@ -129,8 +130,8 @@ class Parser {
       }
     }
     if (t.items.size() == 1 && !trailing_comma)
-      return make_error(fmt::format("the 1-element shape tuple is written ({0},), not ({0})",
-                                    t.items[0]));
+      return make_error(
+          fmt::format("the 1-element shape tuple is written ({0},), not ({0})", t.items[0]));
     return Literal{std::move(t)};
   }
 
@@ -171,12 +172,11 @@ Expected<Header> header_of(const std::vector<std::pair<std::string, Literal>>& e
     }
     if (want) return make_error(fmt::format("malformed header: '{}' must be {}", key, want));
   }
-  for (auto [ok, name] : {std::pair{descr != nullptr, "descr"},
-                          std::pair{fortran != nullptr, "fortran_order"},
-                          std::pair{shape != nullptr, "shape"}})
+  for (auto [ok, name] :
+       {std::pair{descr != nullptr, "descr"}, std::pair{fortran != nullptr, "fortran_order"},
+        std::pair{shape != nullptr, "shape"}})
     if (!ok) return make_error(fmt::format("malformed header: missing key '{}'", name));
-  if (*fortran)
-    return make_error("Fortran-order data is not supported (fortran_order is True)");
+  if (*fortran) return make_error("Fortran-order data is not supported (fortran_order is True)");
   auto dtype = dtype_of_descr(*descr);
   if (!dtype) return std::unexpected(dtype.error());
   return Header{*dtype, shape->items};
@@ -199,8 +199,8 @@ std::string_view descr_of(DType dtype) {
 Expected<std::string> format_header(DType dtype, const ir::Shape& shape) {
   const std::string_view descr = descr_of(dtype);
   if (descr.empty())
-    return make_error(fmt::format("{} has no numpy dtype and cannot be written to .npy",
-                                  ir::dtype_name(dtype)));
+    return make_error(
+        fmt::format("{} has no numpy dtype and cannot be written to .npy", ir::dtype_name(dtype)));
   std::string dims;
   for (size_t i = 0; i < shape.size(); ++i) dims += fmt::format("{}{}", i ? ", " : "", shape[i]);
   if (shape.size() == 1) dims += ",";

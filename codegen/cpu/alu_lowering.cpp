@@ -34,7 +34,9 @@ kiln::Error unsupported(const kir::Expr& e, DType t) {
                                  classify(t) == Cls::Bool ? "a numeric dtype" : "a valid dtype")};
 }
 
-Value* fconst(Value* like, double v) { return llvm::ConstantFP::get(like->getType(), v); }
+Value* fconst(Value* like, double v) {
+  return llvm::ConstantFP::get(like->getType(), v);
+}
 Value* iconst(Value* like, int64_t v) {
   return llvm::ConstantInt::get(like->getType(), static_cast<uint64_t>(v), true);
 }
@@ -48,8 +50,8 @@ Value* libm_call(llvm::IRBuilderBase& b, const char* name, Value* x) {
 
 // The same stable form as emit_sigmoid_f32: e = exp(-|x|), x < 0 ? e/(1+e) : 1/(1+e).
 Value* sigmoid_f64(llvm::IRBuilderBase& b, Value* x) {
-  Value* e = b.CreateUnaryIntrinsic(
-      llvm::Intrinsic::exp, b.CreateFNeg(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x)));
+  Value* e = b.CreateUnaryIntrinsic(llvm::Intrinsic::exp,
+                                    b.CreateFNeg(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x)));
   Value* num = b.CreateSelect(b.CreateFCmpOLT(x, fconst(x, 0)), e, fconst(x, 1));
   return b.CreateFDiv(num, b.CreateFAdd(e, fconst(x, 1)));
 }
@@ -63,23 +65,30 @@ Value* sign_float(llvm::IRBuilderBase& b, Value* x) {
 Expected<Value*> float_unary(llvm::IRBuilderBase& b, const kir::Expr& e, Value* x) {
   const bool f32 = x->getType()->isFloatTy();
   switch (e.alu) {
-    case Alu::Neg: return b.CreateFNeg(x);
-    case Alu::Abs: return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+    case Alu::Neg:
+      return b.CreateFNeg(x);
+    case Alu::Abs:
+      return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
     case Alu::Exp:
       return f32 ? emit_exp_f32(b, x) : b.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
     case Alu::Log:
       return f32 ? emit_log_f32(b, x) : b.CreateUnaryIntrinsic(llvm::Intrinsic::log, x);
-    case Alu::Sqrt: return b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
+    case Alu::Sqrt:
+      return b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
     case Alu::Rsqrt:
       return b.CreateFDiv(fconst(x, 1), b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x));
-    case Alu::Recip: return b.CreateFDiv(fconst(x, 1), x);
+    case Alu::Recip:
+      return b.CreateFDiv(fconst(x, 1), x);
     case Alu::Sin:
       return f32 ? emit_sin_f32(b, x) : b.CreateUnaryIntrinsic(llvm::Intrinsic::sin, x);
     case Alu::Cos:
       return f32 ? emit_cos_f32(b, x) : b.CreateUnaryIntrinsic(llvm::Intrinsic::cos, x);
-    case Alu::Tanh: return f32 ? emit_tanh_f32(b, x) : libm_call(b, "tanh", x);
-    case Alu::Erf: return f32 ? emit_erf_f32(b, x) : libm_call(b, "erf", x);
-    case Alu::Sigmoid: return f32 ? emit_sigmoid_f32(b, x) : sigmoid_f64(b, x);
+    case Alu::Tanh:
+      return f32 ? emit_tanh_f32(b, x) : libm_call(b, "tanh", x);
+    case Alu::Erf:
+      return f32 ? emit_erf_f32(b, x) : libm_call(b, "erf", x);
+    case Alu::Sigmoid:
+      return f32 ? emit_sigmoid_f32(b, x) : sigmoid_f64(b, x);
     case Alu::Gelu: {
       if (f32) return emit_gelu_f32(b, x);
       Value* x3 = b.CreateFMul(b.CreateFMul(x, x), x);
@@ -89,18 +98,24 @@ Expected<Value*> float_unary(llvm::IRBuilderBase& b, const kir::Expr& e, Value* 
       Value* neg_inf = b.CreateFCmpOEQ(x, fconst(x, -std::numeric_limits<double>::infinity()));
       return b.CreateSelect(neg_inf, fconst(x, -0.0), res);
     }
-    case Alu::Relu: return emit_float_max(b, x, fconst(x, 0));
-    case Alu::Floor: return b.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x);
-    case Alu::Ceil: return b.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, x);
-    case Alu::Sign: return sign_float(b, x);
-    default: return std::unexpected(unsupported(e, e.dtype));
+    case Alu::Relu:
+      return emit_float_max(b, x, fconst(x, 0));
+    case Alu::Floor:
+      return b.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x);
+    case Alu::Ceil:
+      return b.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, x);
+    case Alu::Sign:
+      return sign_float(b, x);
+    default:
+      return std::unexpected(unsupported(e, e.dtype));
   }
 }
 
 Expected<Value*> int_unary(llvm::IRBuilderBase& b, const kir::Expr& e, Cls cls, Value* x) {
   const bool is_signed = cls == Cls::Signed;
   switch (e.alu) {
-    case Alu::Neg: return b.CreateNeg(x);
+    case Alu::Neg:
+      return b.CreateNeg(x);
     case Alu::Abs:
       return is_signed ? b.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b.getFalse()) : x;
     case Alu::Relu:
@@ -110,7 +125,8 @@ Expected<Value*> int_unary(llvm::IRBuilderBase& b, const kir::Expr& e, Cls cls, 
       if (!is_signed) return b.CreateZExt(b.CreateICmpNE(x, iconst(x, 0)), x->getType());
       return b.CreateSub(pos, b.CreateZExt(b.CreateICmpSLT(x, iconst(x, 0)), x->getType()));
     }
-    default: return std::unexpected(unsupported(e, e.dtype));
+    default:
+      return std::unexpected(unsupported(e, e.dtype));
   }
 }
 
@@ -123,7 +139,8 @@ Value* int_floor_div(llvm::IRBuilderBase& b, Value* x, Value* y, bool is_signed)
   Value* y2 = b.CreateSelect(minus1, iconst(y, 1), y1);
   Value* q = b.CreateSelect(minus1, b.CreateNeg(x), b.CreateSDiv(x, y2));
   Value* r = b.CreateSRem(x, y2);
-  Value* signs_differ = b.CreateXor(b.CreateICmpSLT(r, iconst(r, 0)), b.CreateICmpSLT(y2, iconst(y, 0)));
+  Value* signs_differ =
+      b.CreateXor(b.CreateICmpSLT(r, iconst(r, 0)), b.CreateICmpSLT(y2, iconst(y, 0)));
   Value* adjust = b.CreateAnd(b.CreateICmpNE(r, iconst(r, 0)), signs_differ);
   q = b.CreateSub(q, b.CreateZExt(adjust, q->getType()));
   return b.CreateSelect(zero, iconst(x, 0), q);
@@ -145,9 +162,9 @@ Value* compare(llvm::IRBuilderBase& b, Alu op, Cls cls, Value* x, Value* y) {
                                    P::FCMP_OLE, P::FCMP_OGT, P::FCMP_OGE};
     return b.CreateFCmp(kFloat[static_cast<int>(op) - static_cast<int>(Alu::Eq)], x, y);
   }
-  static constexpr P kSigned[] = {P::ICMP_EQ, P::ICMP_NE, P::ICMP_SLT,
+  static constexpr P kSigned[] = {P::ICMP_EQ,  P::ICMP_NE,  P::ICMP_SLT,
                                   P::ICMP_SLE, P::ICMP_SGT, P::ICMP_SGE};
-  static constexpr P kUnsigned[] = {P::ICMP_EQ, P::ICMP_NE, P::ICMP_ULT,
+  static constexpr P kUnsigned[] = {P::ICMP_EQ,  P::ICMP_NE,  P::ICMP_ULT,
                                     P::ICMP_ULE, P::ICMP_UGT, P::ICMP_UGE};
   const int k = static_cast<int>(op) - static_cast<int>(Alu::Eq);
   return b.CreateICmp(cls == Cls::Signed ? kSigned[k] : kUnsigned[k], x, y);
@@ -155,15 +172,23 @@ Value* compare(llvm::IRBuilderBase& b, Alu op, Cls cls, Value* x, Value* y) {
 
 Expected<Value*> float_binary(llvm::IRBuilderBase& b, const kir::Expr& e, Value* x, Value* y) {
   switch (e.alu) {
-    case Alu::Add: return b.CreateFAdd(x, y);
-    case Alu::Sub: return b.CreateFSub(x, y);
-    case Alu::Mul: return b.CreateFMul(x, y);
-    case Alu::Div: return b.CreateFDiv(x, y);
+    case Alu::Add:
+      return b.CreateFAdd(x, y);
+    case Alu::Sub:
+      return b.CreateFSub(x, y);
+    case Alu::Mul:
+      return b.CreateFMul(x, y);
+    case Alu::Div:
+      return b.CreateFDiv(x, y);
     // libm pow (powf for f32): exp(y*log(x)) in f32 would lose ~|y*log x| ulp.
-    case Alu::Pow: return b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
-    case Alu::Max: return emit_float_max(b, x, y);
-    case Alu::Min: return emit_float_min(b, x, y);
-    default: return std::unexpected(unsupported(e, e.args[0]->dtype));
+    case Alu::Pow:
+      return b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
+    case Alu::Max:
+      return emit_float_max(b, x, y);
+    case Alu::Min:
+      return emit_float_min(b, x, y);
+    default:
+      return std::unexpected(unsupported(e, e.args[0]->dtype));
   }
 }
 
@@ -172,19 +197,34 @@ Expected<Value*> int_binary(llvm::IRBuilderBase& b, const kir::Expr& e, Cls cls,
   const bool is_signed = cls == Cls::Signed;
   const bool is_bool = cls == Cls::Bool;
   switch (e.alu) {
-    case Alu::Add: if (!is_bool) return b.CreateAdd(x, y); break;
-    case Alu::Sub: if (!is_bool) return b.CreateSub(x, y); break;
-    case Alu::Mul: if (!is_bool) return b.CreateMul(x, y); break;
-    case Alu::Div: if (!is_bool) return int_floor_div(b, x, y, is_signed); break;
+    case Alu::Add:
+      if (!is_bool) return b.CreateAdd(x, y);
+      break;
+    case Alu::Sub:
+      if (!is_bool) return b.CreateSub(x, y);
+      break;
+    case Alu::Mul:
+      if (!is_bool) return b.CreateMul(x, y);
+      break;
+    case Alu::Div:
+      if (!is_bool) return int_floor_div(b, x, y, is_signed);
+      break;
     case Alu::IDiv:
-    case Alu::Mod: if (!is_bool) return index_div_mod(b, e.alu, x, y, is_signed); break;
+    case Alu::Mod:
+      if (!is_bool) return index_div_mod(b, e.alu, x, y, is_signed);
+      break;
     case Alu::Max:
-      return b.CreateBinaryIntrinsic(is_signed ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, x, y);
+      return b.CreateBinaryIntrinsic(is_signed ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, x,
+                                     y);
     case Alu::Min:
-      return b.CreateBinaryIntrinsic(is_signed ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, x, y);
-    case Alu::And: return b.CreateAnd(x, y);
-    case Alu::Or: return b.CreateOr(x, y);
-    default: break;
+      return b.CreateBinaryIntrinsic(is_signed ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, x,
+                                     y);
+    case Alu::And:
+      return b.CreateAnd(x, y);
+    case Alu::Or:
+      return b.CreateOr(x, y);
+    default:
+      break;
   }
   return std::unexpected(unsupported(e, e.args[0]->dtype));
 }
@@ -202,14 +242,25 @@ Expected<Value*> emit_alu(llvm::IRBuilderBase& b, const kir::Expr& e,
                           std::span<Value* const> args) {
   const DType operand = e.args[0]->dtype;
   switch (e.alu) {
-    case Alu::Cast: return emit_cast(b, args[0], operand, e.dtype);
-    case Alu::Where: return b.CreateSelect(args[0], args[1], args[2]);
+    case Alu::Cast:
+      return emit_cast(b, args[0], operand, e.dtype);
+    case Alu::Where: {
+      Value* cond = args[0];  // bool by contract; any other dtype counts as `!= 0`
+      if (operand != DType::boolean) cond = emit_cast(b, cond, operand, DType::boolean);
+      return b.CreateSelect(cond, args[1], args[2]);
+    }
     case Alu::Not:
       if (operand != DType::boolean) return std::unexpected(unsupported(e, operand));
       return b.CreateNot(args[0]);
-    case Alu::Eq: case Alu::Ne: case Alu::Lt: case Alu::Le: case Alu::Gt: case Alu::Ge:
+    case Alu::Eq:
+    case Alu::Ne:
+    case Alu::Lt:
+    case Alu::Le:
+    case Alu::Gt:
+    case Alu::Ge:
       return compare(b, e.alu, classify(operand), args[0], args[1]);
-    default: break;
+    default:
+      break;
   }
   const Cls cls = classify(operand);
   if (args.size() == 1) {

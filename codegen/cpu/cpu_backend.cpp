@@ -2,10 +2,10 @@
 // emit (llvm_emitter) -> verify -> O3 (llvm_optimizer) -> add to the JIT -> look up.
 #include "codegen/cpu/cpu_backend.h"
 
-#include <algorithm>
-#include <chrono>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <algorithm>
+#include <chrono>
 #include <mutex>
 #include <vector>
 
@@ -37,9 +37,8 @@ std::vector<std::string> host_features() {
   std::vector<std::string> out;
   for (const auto& f : llvm::sys::getHostCPUFeatures())
     out.push_back((f.getValue() ? "+" : "-") + f.getKey().str());
-  std::ranges::sort(out, [](const std::string& a, const std::string& b) {
-    return a.substr(1) < b.substr(1);
-  });
+  std::ranges::sort(
+      out, [](const std::string& a, const std::string& b) { return a.substr(1) < b.substr(1); });
   return out;
 }
 
@@ -95,7 +94,9 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create() {
   return backend;
 }
 
-std::string CpuBackend::cpu_name() const { return impl_->cpu; }
+std::string CpuBackend::cpu_name() const {
+  return impl_->cpu;
+}
 
 std::string CpuBackend::cpu_features() const {
   return fmt::format("{}", fmt::join(impl_->features, ","));
@@ -103,8 +104,8 @@ std::string CpuBackend::cpu_features() const {
 
 Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kernel& kernel,
                                                                  const TuneParams& params) {
-  const auto start = std::chrono::steady_clock::now();
   std::lock_guard lock(impl_->mu);
+  const auto start = std::chrono::steady_clock::now();
   auto art = std::make_shared<CpuArtifact>();
   art->symbol = symbol_for(kernel.name, impl_->next_serial++);
   art->outer_extent = kernel.outer_extent();
@@ -128,12 +129,12 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
 
   llvm::orc::ThreadSafeModule tsm(std::move(module), std::move(ctx));
   if (llvm::Error err = impl_->jit->addIRModule(std::move(tsm)))
-    return std::unexpected(llvm_error(fmt::format("adding kernel '{}' to the JIT", kernel.name),
-                                      std::move(err)));
+    return std::unexpected(
+        llvm_error(fmt::format("adding kernel '{}' to the JIT", kernel.name), std::move(err)));
   auto addr = impl_->jit->lookup(art->symbol);
   if (!addr)
-    return std::unexpected(llvm_error(fmt::format("materializing kernel '{}'", kernel.name),
-                                      addr.takeError()));
+    return std::unexpected(
+        llvm_error(fmt::format("materializing kernel '{}'", kernel.name), addr.takeError()));
   art->fn = addr->toPtr<CpuKernelFn>();
   art->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

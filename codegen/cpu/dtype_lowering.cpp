@@ -16,13 +16,19 @@ llvm::Type* register_type(llvm::LLVMContext& ctx, DType t) {
   switch (t) {
     case DType::f32:
     case DType::f16:
-    case DType::bf16: return llvm::Type::getFloatTy(ctx);
-    case DType::f64: return llvm::Type::getDoubleTy(ctx);
-    case DType::i32: return llvm::Type::getInt32Ty(ctx);
-    case DType::i64: return llvm::Type::getInt64Ty(ctx);
+    case DType::bf16:
+      return llvm::Type::getFloatTy(ctx);
+    case DType::f64:
+      return llvm::Type::getDoubleTy(ctx);
+    case DType::i32:
+      return llvm::Type::getInt32Ty(ctx);
+    case DType::i64:
+      return llvm::Type::getInt64Ty(ctx);
     case DType::i8:
-    case DType::u8: return llvm::Type::getInt8Ty(ctx);
-    case DType::boolean: return llvm::Type::getInt1Ty(ctx);
+    case DType::u8:
+      return llvm::Type::getInt8Ty(ctx);
+    case DType::boolean:
+      return llvm::Type::getInt1Ty(ctx);
   }
   KILN_CHECK(false) << "unknown dtype " << static_cast<int>(t);
   return nullptr;
@@ -30,10 +36,14 @@ llvm::Type* register_type(llvm::LLVMContext& ctx, DType t) {
 
 llvm::Type* memory_type(llvm::LLVMContext& ctx, DType t) {
   switch (t) {
-    case DType::f16: return llvm::Type::getHalfTy(ctx);
-    case DType::bf16: return llvm::Type::getInt16Ty(ctx);
-    case DType::boolean: return llvm::Type::getInt8Ty(ctx);
-    default: return register_type(ctx, t);
+    case DType::f16:
+      return llvm::Type::getHalfTy(ctx);
+    case DType::bf16:
+      return llvm::Type::getInt16Ty(ctx);
+    case DType::boolean:
+      return llvm::Type::getInt8Ty(ctx);
+    default:
+      return register_type(ctx, t);
   }
 }
 
@@ -72,19 +82,27 @@ Value* bf16_bits_to_float(llvm::IRBuilderBase& b, Value* bits16) {
 
 Value* from_memory(llvm::IRBuilderBase& b, Value* v, DType t) {
   switch (t) {
-    case DType::f16: return b.CreateFPExt(v, b.getFloatTy());
-    case DType::bf16: return bf16_bits_to_float(b, v);
-    case DType::boolean: return b.CreateICmpNE(v, b.getInt8(0));
-    default: return v;
+    case DType::f16:
+      return b.CreateFPExt(v, b.getFloatTy());
+    case DType::bf16:
+      return bf16_bits_to_float(b, v);
+    case DType::boolean:
+      return b.CreateICmpNE(v, b.getInt8(0));
+    default:
+      return v;
   }
 }
 
 Value* to_memory(llvm::IRBuilderBase& b, Value* v, DType t) {
   switch (t) {
-    case DType::f16: return b.CreateFPTrunc(v, b.getHalfTy());
-    case DType::bf16: return float_to_bf16_bits(b, v);
-    case DType::boolean: return b.CreateZExt(v, b.getInt8Ty());
-    default: return v;
+    case DType::f16:
+      return b.CreateFPTrunc(v, b.getHalfTy());
+    case DType::bf16:
+      return float_to_bf16_bits(b, v);
+    case DType::boolean:
+      return b.CreateZExt(v, b.getInt8Ty());
+    default:
+      return v;
   }
 }
 

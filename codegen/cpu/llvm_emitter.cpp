@@ -2,8 +2,8 @@
 // stores and reduction loop nests.
 #include "codegen/cpu/llvm_emitter.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -28,13 +28,13 @@ using llvm::Value;
 // A loop body (or the function entry, depth 0). Code of this scope is inserted before the
 // terminator of `cursor`, which leads on to whatever runs next (an inner loop, the latch). An
 // expression lives in the deepest scope among its free variables' scopes, so a value that does not
-// depend on an inner loop variable is computed once outside that loop, and a reduction that does not
-// depend on the inner parallel axes runs once per outer point, not once per element.
+// depend on an inner loop variable is computed once outside that loop, and a reduction that does
+// not depend on the inner parallel axes runs once per outer point, not once per element.
 struct Scope {
   Scope* parent = nullptr;
   int depth = 0;
   BasicBlock* cursor = nullptr;
-  int loop = -1;  // index into KernelEmitter::loops_, -1 for the entry scope
+  int loop = -1;        // index into KernelEmitter::loops_, -1 for the entry scope
   Value* iv = nullptr;  // the loop's induction variable (i64)
   std::unordered_map<const Expr*, Value*> memo;
 };
@@ -85,9 +85,13 @@ class KernelEmitter {
 };
 
 Expected<void> KernelEmitter::check_kernel() const {
-  auto bad_buf = [&](int32_t buf) { return buf < 0 || buf >= static_cast<int32_t>(k_.params.size()); };
+  auto bad_buf = [&](int32_t buf) {
+    return buf < 0 || buf >= static_cast<int32_t>(k_.params.size());
+  };
   for (const kir::Store& st : k_.stores) {
-    if (bad_buf(st.buf)) return std::unexpected(error(fmt::format("store to parameter %{} of {}", st.buf, k_.params.size())));
+    if (bad_buf(st.buf))
+      return std::unexpected(
+          error(fmt::format("store to parameter %{} of {}", st.buf, k_.params.size())));
     if (st.value->dtype != k_.params[st.buf].dtype)
       return std::unexpected(error(fmt::format(
           "store of a {} value into %{}, a {} buffer (expected equal dtypes)",
@@ -95,11 +99,13 @@ Expected<void> KernelEmitter::check_kernel() const {
   }
   for (const Expr* e : kir::kernel_exprs(k_)) {
     if (e->kind != ExprKind::Load) continue;
-    if (bad_buf(e->buf)) return std::unexpected(error(fmt::format("load from parameter %{} of {}", e->buf, k_.params.size())));
+    if (bad_buf(e->buf))
+      return std::unexpected(
+          error(fmt::format("load from parameter %{} of {}", e->buf, k_.params.size())));
     if (e->dtype != k_.params[e->buf].dtype)
-      return std::unexpected(error(fmt::format("load of {} from %{}, a {} buffer (expected equal dtypes)",
-                                               ir::dtype_name(e->dtype), e->buf,
-                                               ir::dtype_name(k_.params[e->buf].dtype))));
+      return std::unexpected(error(
+          fmt::format("load of {} from %{}, a {} buffer (expected equal dtypes)",
+                      ir::dtype_name(e->dtype), e->buf, ir::dtype_name(k_.params[e->buf].dtype))));
   }
   for (int64_t d : k_.domain)
     if (d < 0) return std::unexpected(error(fmt::format("negative domain extent {}", d)));
@@ -124,7 +130,8 @@ void KernelEmitter::compute_free_vars() {
 
 void KernelEmitter::create_function() {
   llvm::Type* ptr = b_.getPtrTy();
-  auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {ptr, b_.getInt64Ty(), b_.getInt64Ty()}, false);
+  auto* fty =
+      llvm::FunctionType::get(b_.getVoidTy(), {ptr, b_.getInt64Ty(), b_.getInt64Ty()}, false);
   fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, opt_.symbol, m_);
   fn_->addFnAttr(llvm::Attribute::NoUnwind);
   if (!opt_.cpu.empty()) fn_->addFnAttr("target-cpu", opt_.cpu);
@@ -200,10 +207,14 @@ Expected<Value*> KernelEmitter::emit(const Expr* e) {
 
 Expected<Value*> KernelEmitter::emit_uncached(const Expr* e, Scope* s) {
   switch (e->kind) {
-    case ExprKind::Const: return register_constant(ctx_, e->dtype, e->fval, e->ival);
-    case ExprKind::Var: return var_value_.at(e->var);
-    case ExprKind::Load: return emit_load(e, s);
-    case ExprKind::Reduce: return emit_reduce(e, s);
+    case ExprKind::Const:
+      return register_constant(ctx_, e->dtype, e->fval, e->ival);
+    case ExprKind::Var:
+      return var_value_.at(e->var);
+    case ExprKind::Load:
+      return emit_load(e, s);
+    case ExprKind::Reduce:
+      return emit_reduce(e, s);
     case ExprKind::Alu: {
       std::vector<Value*> args;
       for (const Expr* a : e->args) {
@@ -238,7 +249,8 @@ llvm::AllocaInst* KernelEmitter::entry_alloca(llvm::Type* ty) {
 // reduction's own scope, one loop per reduce variable, outer to inner.
 Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
   const ir::DType bt = e->args[0]->dtype;
-  const bool is_arg = e->reduce_op == kir::ReduceOp::ArgMax || e->reduce_op == kir::ReduceOp::ArgMin;
+  const bool is_arg =
+      e->reduce_op == kir::ReduceOp::ArgMax || e->reduce_op == kir::ReduceOp::ArgMin;
   Expected<llvm::Constant*> init = reduce_init(ctx_, e->reduce_op, bt);
   if (!init) return std::unexpected(error(init.error().message));
   llvm::AllocaInst* acc = entry_alloca(register_type(ctx_, bt));
@@ -249,7 +261,8 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
   std::vector<Scope*> opened;
   Scope* inner = s;
   for (size_t r = 0; r < e->rvars.size(); ++r) {
-    inner = open_loop(inner, b_.getInt64(0), b_.getInt64(e->rextents[r]), fmt::format("r{}", e->rvars[r]));
+    inner = open_loop(inner, b_.getInt64(0), b_.getInt64(e->rextents[r]),
+                      fmt::format("r{}", e->rvars[r]));
     var_scope_[e->rvars[r]] = inner;
     var_value_[e->rvars[r]] = inner->iv;
     opened.push_back(inner);

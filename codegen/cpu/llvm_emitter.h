@@ -17,10 +17,10 @@ class Module;
 namespace kiln::codegen::cpu {
 
 struct EmitOptions {
-  std::string symbol;        // the function's name, unique within the JIT
-  std::string cpu;           // "target-cpu" attribute, so the cost model sees the host's vectors
-  std::string features;      // "target-features" attribute
-  TuneParams params;         // vector_width / unroll > 0 become llvm.loop metadata
+  std::string symbol;    // the function's name, unique within the JIT
+  std::string cpu;       // "target-cpu" attribute, so the cost model sees the host's vectors
+  std::string features;  // "target-features" attribute
+  TuneParams params;     // vector_width / unroll > 0 become llvm.loop metadata
 };
 
 // Emits `kernel` into `module` (whose data layout and triple the caller has set). Errors name the

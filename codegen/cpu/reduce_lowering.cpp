@@ -19,23 +19,25 @@ using llvm::Value;
 namespace {
 
 kiln::Error unsupported(ReduceOp op, DType t) {
-  return kiln::Error{fmt::format("cpu backend: reduce.{} on {} is not supported (expected a "
-                                 "numeric dtype)",
-                                 kir::reduce_op_name(op), ir::dtype_name(t))};
+  return kiln::Error{
+      fmt::format("cpu backend: reduce.{} on {} is not supported (expected a "
+                  "numeric dtype)",
+                  kir::reduce_op_name(op), ir::dtype_name(t))};
 }
 
-bool is_max_like(ReduceOp op) { return op == ReduceOp::Max || op == ReduceOp::ArgMax; }
+bool is_max_like(ReduceOp op) {
+  return op == ReduceOp::Max || op == ReduceOp::ArgMax;
+}
 
 llvm::Constant* extreme(llvm::LLVMContext& ctx, DType t, bool lowest) {
   llvm::Type* ty = register_type(ctx, t);
-  if (ir::is_float(t))
-    return llvm::ConstantFP::getInfinity(ty, /*Negative=*/lowest);
+  if (ir::is_float(t)) return llvm::ConstantFP::getInfinity(ty, /*Negative=*/lowest);
   const unsigned bits = ty->getIntegerBitWidth();
   if (!ir::is_signed(t))  // u8, bool
-    return llvm::ConstantInt::get(ctx, lowest ? llvm::APInt::getMinValue(bits)
-                                              : llvm::APInt::getMaxValue(bits));
-  return llvm::ConstantInt::get(ctx, lowest ? llvm::APInt::getSignedMinValue(bits)
-                                            : llvm::APInt::getSignedMaxValue(bits));
+    return llvm::ConstantInt::get(
+        ctx, lowest ? llvm::APInt::getMinValue(bits) : llvm::APInt::getMaxValue(bits));
+  return llvm::ConstantInt::get(
+      ctx, lowest ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getSignedMaxValue(bits));
 }
 
 Value* int_extreme(llvm::IRBuilderBase& b, bool max, bool is_signed, Value* x, Value* y) {
@@ -44,8 +46,7 @@ Value* int_extreme(llvm::IRBuilderBase& b, bool max, bool is_signed, Value* x, V
   return b.CreateBinaryIntrinsic(id, x, y);
 }
 
-ReduceState arg_step(llvm::IRBuilderBase& b, bool max, DType t, ReduceState s, Value* v,
-                     Value* i) {
+ReduceState arg_step(llvm::IRBuilderBase& b, bool max, DType t, ReduceState s, Value* v, Value* i) {
   Value* take;
   if (ir::is_float(t)) {
     take = max ? b.CreateFCmpOGT(v, s.acc) : b.CreateFCmpOLT(v, s.acc);
@@ -73,13 +74,14 @@ Expected<llvm::Constant*> reduce_init(llvm::LLVMContext& ctx, ReduceOp op, DType
     case ReduceOp::Max:
     case ReduceOp::ArgMax:
     case ReduceOp::Min:
-    case ReduceOp::ArgMin: return extreme(ctx, body, is_max_like(op));
+    case ReduceOp::ArgMin:
+      return extreme(ctx, body, is_max_like(op));
   }
   return std::unexpected(unsupported(op, body));
 }
 
-Expected<ReduceState> reduce_step(llvm::IRBuilderBase& b, ReduceOp op, DType body,
-                                  ReduceState s, Value* v, Value* i) {
+Expected<ReduceState> reduce_step(llvm::IRBuilderBase& b, ReduceOp op, DType body, ReduceState s,
+                                  Value* v, Value* i) {
   const bool is_float = ir::is_float(body);
   auto fast = [](Value* v) {
     llvm::FastMathFlags fmf;
@@ -102,7 +104,8 @@ Expected<ReduceState> reduce_step(llvm::IRBuilderBase& b, ReduceOp op, DType bod
       if (is_float) return ReduceState{emit_float_min(b, s.acc, v)};
       return ReduceState{int_extreme(b, false, ir::is_signed(body), s.acc, v)};
     case ReduceOp::ArgMax:
-    case ReduceOp::ArgMin: return arg_step(b, op == ReduceOp::ArgMax, body, s, v, i);
+    case ReduceOp::ArgMin:
+      return arg_step(b, op == ReduceOp::ArgMax, body, s, v, i);
   }
   return std::unexpected(unsupported(op, body));
 }

@@ -9,8 +9,9 @@ class IRBuilderBase;
 
 namespace kiln::codegen::cpu {
 
-// Each takes and returns a `float` value (scalar IR; the loop vectorizer widens it). Accuracy over
-// normal ranges is a few ulp (relative error < 1e-6); inf and nan behave like libm.
+// Each takes and returns a `float` value (scalar IR; the loop vectorizer widens it). Measured
+// max relative error over normal ranges is <= 2.1e-7 (gelu: 7.6e-7 on [-3, 10]; below -3 it is
+// ill-conditioned in f32); inf and nan behave like libm. Sweeps: tests/codegen/cpu_vector_math_test.
 llvm::Value* emit_exp_f32(llvm::IRBuilderBase& b, llvm::Value* x);
 llvm::Value* emit_log_f32(llvm::IRBuilderBase& b, llvm::Value* x);
 llvm::Value* emit_tanh_f32(llvm::IRBuilderBase& b, llvm::Value* x);

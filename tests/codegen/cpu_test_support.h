@@ -34,22 +34,37 @@ inline uint16_t f32_to_bf16(float f) {
   if (std::isnan(f)) return static_cast<uint16_t>((b >> 16) | 0x40);
   return static_cast<uint16_t>((b + 0x7fff + ((b >> 16) & 1)) >> 16);
 }
-inline float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
-inline uint16_t f32_to_f16(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
-inline float f16_to_f32(uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
+inline float bf16_to_f32(uint16_t h) {
+  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
+inline uint16_t f32_to_f16(float f) {
+  return std::bit_cast<uint16_t>(static_cast<_Float16>(f));
+}
+inline float f16_to_f32(uint16_t h) {
+  return static_cast<float>(std::bit_cast<_Float16>(h));
+}
 
 // A double rounded/wrapped to what a `t` element holds.
 inline double to_dtype(DType t, double v) {
   switch (t) {
-    case DType::f32: return static_cast<float>(v);
-    case DType::f64: return v;
-    case DType::f16: return f16_to_f32(f32_to_f16(static_cast<float>(v)));
-    case DType::bf16: return bf16_to_f32(f32_to_bf16(static_cast<float>(v)));
-    case DType::i32: return static_cast<int32_t>(static_cast<int64_t>(v));
-    case DType::i64: return static_cast<double>(static_cast<int64_t>(v));
-    case DType::i8: return static_cast<int8_t>(static_cast<int64_t>(v));
-    case DType::u8: return static_cast<uint8_t>(static_cast<int64_t>(v));
-    case DType::boolean: return v != 0 ? 1 : 0;
+    case DType::f32:
+      return static_cast<float>(v);
+    case DType::f64:
+      return v;
+    case DType::f16:
+      return f16_to_f32(f32_to_f16(static_cast<float>(v)));
+    case DType::bf16:
+      return bf16_to_f32(f32_to_bf16(static_cast<float>(v)));
+    case DType::i32:
+      return static_cast<int32_t>(static_cast<int64_t>(v));
+    case DType::i64:
+      return static_cast<double>(static_cast<int64_t>(v));
+    case DType::i8:
+      return static_cast<int8_t>(static_cast<int64_t>(v));
+    case DType::u8:
+      return static_cast<uint8_t>(static_cast<int64_t>(v));
+    case DType::boolean:
+      return v != 0 ? 1 : 0;
   }
   return v;
 }
@@ -57,11 +72,16 @@ inline double to_dtype(DType t, double v) {
 // An integer wrapped to what a `t` element holds (two's complement), exactly.
 inline int64_t wrap_int(DType t, int64_t v) {
   switch (t) {
-    case DType::i32: return static_cast<int32_t>(v);
-    case DType::i8: return static_cast<int8_t>(v);
-    case DType::u8: return static_cast<uint8_t>(v);
-    case DType::boolean: return v != 0;
-    default: return v;
+    case DType::i32:
+      return static_cast<int32_t>(v);
+    case DType::i8:
+      return static_cast<int8_t>(v);
+    case DType::u8:
+      return static_cast<uint8_t>(v);
+    case DType::boolean:
+      return v != 0;
+    default:
+      return v;
   }
 }
 
@@ -88,15 +108,24 @@ struct Buffer {
   }
   double get(size_t i) const {
     switch (dtype) {
-      case DType::f32: return raw<float>(i);
-      case DType::f64: return raw<double>(i);
-      case DType::f16: return f16_to_f32(raw<uint16_t>(i));
-      case DType::bf16: return bf16_to_f32(raw<uint16_t>(i));
-      case DType::i32: return raw<int32_t>(i);
-      case DType::i64: return static_cast<double>(raw<int64_t>(i));
-      case DType::i8: return raw<int8_t>(i);
-      case DType::u8: return raw<uint8_t>(i);
-      case DType::boolean: return raw<uint8_t>(i);
+      case DType::f32:
+        return raw<float>(i);
+      case DType::f64:
+        return raw<double>(i);
+      case DType::f16:
+        return f16_to_f32(raw<uint16_t>(i));
+      case DType::bf16:
+        return bf16_to_f32(raw<uint16_t>(i));
+      case DType::i32:
+        return raw<int32_t>(i);
+      case DType::i64:
+        return static_cast<double>(raw<int64_t>(i));
+      case DType::i8:
+        return raw<int8_t>(i);
+      case DType::u8:
+        return raw<uint8_t>(i);
+      case DType::boolean:
+        return raw<uint8_t>(i);
     }
     return 0;
   }
@@ -105,15 +134,33 @@ struct Buffer {
   }
   void set(size_t i, double v) {
     switch (dtype) {
-      case DType::f32: put(i, static_cast<float>(v)); break;
-      case DType::f64: put(i, v); break;
-      case DType::f16: put(i, f32_to_f16(static_cast<float>(v))); break;
-      case DType::bf16: put(i, f32_to_bf16(static_cast<float>(v))); break;
-      case DType::i32: put(i, static_cast<int32_t>(static_cast<int64_t>(v))); break;
-      case DType::i64: put(i, static_cast<int64_t>(v)); break;
-      case DType::i8: put(i, static_cast<int8_t>(static_cast<int64_t>(v))); break;
-      case DType::u8: put(i, static_cast<uint8_t>(static_cast<int64_t>(v))); break;
-      case DType::boolean: put(i, static_cast<uint8_t>(v != 0)); break;
+      case DType::f32:
+        put(i, static_cast<float>(v));
+        break;
+      case DType::f64:
+        put(i, v);
+        break;
+      case DType::f16:
+        put(i, f32_to_f16(static_cast<float>(v)));
+        break;
+      case DType::bf16:
+        put(i, f32_to_bf16(static_cast<float>(v)));
+        break;
+      case DType::i32:
+        put(i, static_cast<int32_t>(static_cast<int64_t>(v)));
+        break;
+      case DType::i64:
+        put(i, static_cast<int64_t>(v));
+        break;
+      case DType::i8:
+        put(i, static_cast<int8_t>(static_cast<int64_t>(v)));
+        break;
+      case DType::u8:
+        put(i, static_cast<uint8_t>(static_cast<int64_t>(v)));
+        break;
+      case DType::boolean:
+        put(i, static_cast<uint8_t>(v != 0));
+        break;
     }
   }
 };
@@ -131,7 +178,8 @@ inline std::vector<Buffer> run_kernel(const kir::Kernel& k, std::vector<Buffer> 
   inputs.resize(k.params.size());
   for (size_t i = 0; i < k.params.size(); ++i)
     if (inputs[i].bytes.empty())
-      inputs[i] = Buffer(k.params[i].dtype, static_cast<size_t>(ir::shape_numel(k.params[i].shape)));
+      inputs[i] =
+          Buffer(k.params[i].dtype, static_cast<size_t>(ir::shape_numel(k.params[i].shape)));
   std::vector<Buffer> whole = inputs, chunked = inputs;
   auto call = [&](std::vector<Buffer>& bufs, int64_t begin, int64_t end) {
     std::vector<void*> ptrs;
@@ -149,8 +197,12 @@ inline std::vector<Buffer> run_kernel(const kir::Kernel& k, std::vector<Buffer> 
   return whole;
 }
 
-inline kir::Param in_param(DType t, ir::Shape s) { return {t, std::move(s), false, ""}; }
-inline kir::Param out_param(DType t, ir::Shape s) { return {t, std::move(s), true, ""}; }
+inline kir::Param in_param(DType t, ir::Shape s) {
+  return {t, std::move(s), false, ""};
+}
+inline kir::Param out_param(DType t, ir::Shape s) {
+  return {t, std::move(s), true, ""};
+}
 
 // Assembles a kernel (designated initializers would trip -Wmissing-field-initializers).
 inline kir::Kernel make_kernel(std::string name, std::vector<kir::Param> params,
@@ -168,7 +220,8 @@ inline kir::Kernel make_kernel(std::string name, std::vector<kir::Param> params,
 // Error of `got` against `want`: |got - want| / max(|want|, floor); NaN must match NaN and
 // infinities must match exactly (returns +inf otherwise).
 inline double rel_error(double got, double want, double floor = 0) {
-  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got) ? 0 : INFINITY;
+  if (std::isnan(want) || std::isnan(got))
+    return std::isnan(want) && std::isnan(got) ? 0 : INFINITY;
   if (std::isinf(want) || std::isinf(got)) return got == want ? 0 : INFINITY;
   double d = std::abs(got - want);
   if (d == 0) return 0;

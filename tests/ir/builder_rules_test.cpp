@@ -41,6 +41,14 @@ TEST_F(BuilderRules, BroadcastFailureNamesOpAndShapes) {
             "lt: shapes [2] and [3] do not broadcast");
 }
 
+TEST_F(BuilderRules, ElementCountsMustFitInt64) {
+  const int64_t big = int64_t{1} << 32;
+  EXPECT_EQ(err(b.binary(Op::Add, in(DType::f32, {big, 1}), in(DType::f32, {1, big}))),
+            "add: shape [4294967296,4294967296] has too many elements");
+  EXPECT_EQ(err(b.full({big, big}, 0, DType::f32)),
+            "full: shape [4294967296,4294967296] has too many elements");
+}
+
 TEST_F(BuilderRules, OperandDtypesMustMatch) {
   EXPECT_EQ(err(b.binary(Op::Mul, in(DType::f32, {2}), in(DType::i32, {2}))),
             "mul: dtypes f32 and i32 do not match");

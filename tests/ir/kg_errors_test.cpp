@@ -38,6 +38,8 @@ const ErrorCase kCases[] = {
      "g.kg:3:12: error: expected a dtype (f32 f64 f16 bf16 i32 i64 i8 u8 bool), got 'f31'"},
     {kHead + "input %i : f32[2,-1]\n",
      "g.kg:3:18: error: expected a non-negative integer dimension, got '-1'"},
+    {kHead + "input %h : f32[4294967296,4294967296]\n",
+     "g.kg:3:7: error: input: shape [4294967296,4294967296] has too many elements"},
     {kHead + "%y = sum(%x, axes=[1.5])\n",
      "g.kg:3:20: error: expected an integer in the list, got '1.5'"},
     {kHead + "%y = sum(%x, axes=[1], axes=[0])\n",

@@ -176,7 +176,7 @@ TEST(KgPrinter, ScalarsPrintAsLiteralsOnlyWhenTheDtypeWouldSurvive) {
   const Node* p = ok(b.scalar(1, DType::boolean));
   const Node* w = ok(b.where(p, y, ok(b.scalar(0, DType::f32))));
   const Node* z = ok(b.binary(Op::Mul, ok(b.scalar(3, DType::i64)), ok(b.scalar(4, DType::i64))));
-  KgGraph k{{{"x", x}}, {{"w", w}, {"z", z}, {"again", w}}};
+  KgGraph k{{{"x", x}}, {{"w", w}, {"z", z}, {"again", w}}, {}};
   std::string text = print_kg(k);
   EXPECT_EQ(text, R"(kiln.graph v1
 input %x : f32[3]
@@ -200,7 +200,7 @@ TEST(KgPrinter, ReachableInputsMissingFromTheListStillPrint) {
   Builder b(g);
   const Node* a = g.input(DType::f32, {2}, "");
   const Node* t0 = g.input(DType::f32, {2}, "t0");
-  KgGraph k{{}, {{"y", ok(b.binary(Op::Add, a, t0))}}};
+  KgGraph k{{}, {{"y", ok(b.binary(Op::Add, a, t0))}}, {}};
   std::string slot = std::to_string(a->attrs.i(AttrKey::slot));
   EXPECT_EQ(print_kg(k), "kiln.graph v1\ninput %in" + slot + " : f32[2]\ninput %t0 : f32[2]\n" +
                              "%y = add(%in" + slot + ", %t0)\noutput %y\n");

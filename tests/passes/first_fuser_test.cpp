@@ -43,6 +43,35 @@ TEST(FirstFuser, ElementwiseChainIsOneGroup) {
   EXPECT_EQ(grp.nodes, (std::vector<const Node*>{mul, add, y}));
 }
 
+TEST(FirstFuser, StencilStepsMaterializeValuesReadThroughSeveralViews) {
+  // A 3-point stencil applied 40 times: each step reads the previous one through two rolls and
+  // directly. Inlining would recompute 3^40 copies; each step must be its own kernel.
+  Fixture f;
+  const Node* g = f.g.input(DType::f32, {64}, "g");
+  std::vector<const Node*> steps;
+  for (int s = 0; s < 40; ++s) {
+    const Node* l = must(f.b.roll(g, {1}, {0}));
+    const Node* r = must(f.b.roll(g, {63}, {0}));
+    g = f.un(Op::Tanh, f.bin(Op::Add, f.bin(Op::Add, l, r), g));
+    steps.push_back(g);
+  }
+  FusionPlan plan = f.fuse({g});
+  ASSERT_EQ(plan.groups.size(), 40u);
+  for (size_t s = 0; s < 40; ++s) EXPECT_EQ(plan.groups[s].outputs[0], steps[s]);
+  EXPECT_EQ(plan.groups[1].inputs, (std::vector<const Node*>{steps[0]}));
+}
+
+TEST(FirstFuser, OneViewOfAValueIsStillInlined) {
+  Fixture f;
+  const Node* x = f.g.input(DType::f32, {8, 8}, "x");
+  const Node* e = f.un(Op::Exp, x);
+  const Node* t = must(f.b.permute(e, {1, 0}));
+  const Node* y = f.bin(Op::Mul, t, t);  // the same view twice: one index pattern
+  FusionPlan plan = f.fuse({y});
+  ASSERT_EQ(plan.groups.size(), 1u);
+  EXPECT_TRUE(contains(plan.groups[0].nodes, e));
+}
+
 TEST(FirstFuser, RowSoftmaxIsAtMostThreeGroups) {
   Fixture f;
   const Node* x = f.g.input(DType::f32, {64, 128}, "x");
@@ -85,8 +114,8 @@ TEST(FirstFuser, BroadcastsAndViewsStayInOneGroup) {
   const Node* x = f.g.input(DType::f32, {8, 4}, "x");
   const Node* row = f.g.input(DType::f32, {8}, "row");
   const Node* col = f.g.input(DType::f32, {4, 1}, "col");
-  const Node* xt = must(f.b.permute(x, {1, 0}));            // [4,8]
-  const Node* sl = must(f.b.slice(xt, 1, 0, 8, 2));          // [4,4]
+  const Node* xt = must(f.b.permute(x, {1, 0}));                    // [4,8]
+  const Node* sl = must(f.b.slice(xt, 1, 0, 8, 2));                 // [4,4]
   const Node* wide = f.bin(Op::Add, f.bin(Op::Mul, xt, row), col);  // [4,8]
   const Node* half = must(f.b.slice(wide, 1, 1, std::nullopt, 2));  // [4,4]
   const Node* y = f.un(Op::Tanh, f.bin(Op::Sub, half, sl));

@@ -22,14 +22,25 @@ int64_t eval(const Expr* e, const std::vector<int64_t>& vars, bool& contract_ok)
     return static_cast<int64_t>(std::floor(static_cast<double>(x) / static_cast<double>(y)));
   };
   switch (e->alu) {
-    case Alu::Add: return a + b;
-    case Alu::Sub: return a - b;
-    case Alu::Mul: return a * b;
-    case Alu::Max: return std::max(a, b);
-    case Alu::Min: return std::min(a, b);
-    case Alu::IDiv: contract_ok &= a >= 0 && b > 0; return fdiv(a, b);
-    case Alu::Mod: contract_ok &= a >= 0 && b > 0; return a - fdiv(a, b) * b;
-    default: ADD_FAILURE() << "unexpected op " << kir::alu_name(e->alu); return 0;
+    case Alu::Add:
+      return a + b;
+    case Alu::Sub:
+      return a - b;
+    case Alu::Mul:
+      return a * b;
+    case Alu::Max:
+      return std::max(a, b);
+    case Alu::Min:
+      return std::min(a, b);
+    case Alu::IDiv:
+      contract_ok &= a >= 0 && b > 0;
+      return fdiv(a, b);
+    case Alu::Mod:
+      contract_ok &= a >= 0 && b > 0;
+      return a - fdiv(a, b) * b;
+    default:
+      ADD_FAILURE() << "unexpected op " << kir::alu_name(e->alu);
+      return 0;
   }
 }
 
@@ -57,7 +68,7 @@ TEST(IndexSimplify, DivModOfAffineSplit) {
   const Expr* flat = ib.add(ib.mul(ib.var(0), 3), ib.var(1));  // v0*3 + v1, v1 < 3
   EXPECT_EQ(ib.idiv(flat, 3), ib.var(0));
   EXPECT_EQ(ib.mod(flat, 3), ib.var(1));
-  EXPECT_EQ(ib.mod(ib.var(1), 3), ib.var(1));   // x mod n -> x when x < n
+  EXPECT_EQ(ib.mod(ib.var(1), 3), ib.var(1));  // x mod n -> x when x < n
   EXPECT_EQ(ib.idiv(ib.var(1), 3), ib.constant(0));
   // (x idiv 2) idiv 3 -> x idiv 6, (x*2) idiv 4 -> x idiv 2, (x*2) mod 4 -> (x mod 2)*2
   const Expr* big = ib.add(ib.mul(ib.var(0), 15), ib.add(ib.mul(ib.var(1), 5), ib.var(2)));
@@ -106,7 +117,8 @@ class RandomTree {
               add ? ib_.add(sa, sb) : ib_.sub(sa, sb)};
     }
     int64_t c = pick(1, 7);
-    if (choice == 4) return {arena_.alu(Alu::Mul, ir::DType::i64, {ra, arena_.index(c)}), ib_.mul(sa, c)};
+    if (choice == 4)
+      return {arena_.alu(Alu::Mul, ir::DType::i64, {ra, arena_.index(c)}), ib_.mul(sa, c)};
     if (choice == 5)
       return {arena_.alu(Alu::IDiv, ir::DType::i64, {ra, arena_.index(c)}), ib_.idiv(sa, c)};
     return {arena_.alu(Alu::Mod, ir::DType::i64, {ra, arena_.index(c)}), ib_.mod(sa, c)};
@@ -130,7 +142,8 @@ TEST(IndexSimplify, RandomEvaluationAgrees) {
     IndexRange r = f.ib.range(simple);
     for (int p = 0; p < 8; ++p) {
       std::vector<int64_t> vars;
-      for (int64_t e : extents) vars.push_back(std::uniform_int_distribution<int64_t>(0, e - 1)(rng));
+      for (int64_t e : extents)
+        vars.push_back(std::uniform_int_distribution<int64_t>(0, e - 1)(rng));
       bool raw_ok = true, simple_ok = true;
       int64_t want = eval(raw, vars, raw_ok);
       int64_t got = eval(simple, vars, simple_ok);

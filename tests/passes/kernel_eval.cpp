@@ -18,13 +18,22 @@ using kir::ExprKind;
 
 double round_to(double v, DType t) {
   switch (t) {
-    case DType::f32: return static_cast<float>(v);
-    case DType::f64: case DType::f16: case DType::bf16: return v;
-    case DType::i32: return static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(v)));
-    case DType::i8: return static_cast<int8_t>(static_cast<uint8_t>(static_cast<int64_t>(v)));
-    case DType::u8: return static_cast<uint8_t>(static_cast<int64_t>(v));
-    case DType::boolean: return v != 0;
-    case DType::i64: return static_cast<double>(static_cast<int64_t>(v));
+    case DType::f32:
+      return static_cast<float>(v);
+    case DType::f64:
+    case DType::f16:
+    case DType::bf16:
+      return v;
+    case DType::i32:
+      return static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(v)));
+    case DType::i8:
+      return static_cast<int8_t>(static_cast<uint8_t>(static_cast<int64_t>(v)));
+    case DType::u8:
+      return static_cast<uint8_t>(static_cast<int64_t>(v));
+    case DType::boolean:
+      return v != 0;
+    case DType::i64:
+      return static_cast<double>(static_cast<int64_t>(v));
   }
   return v;
 }
@@ -37,50 +46,87 @@ double floor_div(double a, double b, bool integer) {
 
 double apply_unary(Alu op, double a) {
   switch (op) {
-    case Alu::Neg: return -a;
-    case Alu::Abs: return std::fabs(a);
-    case Alu::Exp: return std::exp(a);
-    case Alu::Log: return std::log(a);
-    case Alu::Sqrt: return std::sqrt(a);
-    case Alu::Rsqrt: return 1 / std::sqrt(a);
-    case Alu::Recip: return 1 / a;
-    case Alu::Sin: return std::sin(a);
-    case Alu::Cos: return std::cos(a);
-    case Alu::Tanh: return std::tanh(a);
-    case Alu::Sigmoid: return 1 / (1 + std::exp(-a));
-    case Alu::Relu: return a > 0 ? a : 0;
+    case Alu::Neg:
+      return -a;
+    case Alu::Abs:
+      return std::fabs(a);
+    case Alu::Exp:
+      return std::exp(a);
+    case Alu::Log:
+      return std::log(a);
+    case Alu::Sqrt:
+      return std::sqrt(a);
+    case Alu::Rsqrt:
+      return 1 / std::sqrt(a);
+    case Alu::Recip:
+      return 1 / a;
+    case Alu::Sin:
+      return std::sin(a);
+    case Alu::Cos:
+      return std::cos(a);
+    case Alu::Tanh:
+      return std::tanh(a);
+    case Alu::Sigmoid:
+      return 1 / (1 + std::exp(-a));
+    case Alu::Relu:
+      return a > 0 ? a : 0;
     case Alu::Gelu:
       return 0.5 * a * (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
-    case Alu::Erf: return std::erf(a);
-    case Alu::Floor: return std::floor(a);
-    case Alu::Ceil: return std::ceil(a);
-    case Alu::Sign: return (a > 0) - (a < 0);
-    case Alu::Not: return a == 0;
-    case Alu::Cast: return std::trunc(a);
-    default: return NAN;
+    case Alu::Erf:
+      return std::erf(a);
+    case Alu::Floor:
+      return std::floor(a);
+    case Alu::Ceil:
+      return std::ceil(a);
+    case Alu::Sign:
+      return (a > 0) - (a < 0);
+    case Alu::Not:
+      return a == 0;
+    case Alu::Cast:
+      return std::trunc(a);
+    default:
+      return NAN;
   }
 }
 
 double apply_binary(Alu op, double a, double b, bool integer) {
   switch (op) {
-    case Alu::Add: return a + b;
-    case Alu::Sub: return a - b;
-    case Alu::Mul: return a * b;
-    case Alu::Div: return floor_div(a, b, integer);
-    case Alu::IDiv: return std::floor(a / b);
-    case Alu::Mod: return a - std::floor(a / b) * b;
-    case Alu::Pow: return std::pow(a, b);
-    case Alu::Max: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
-    case Alu::Min: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
-    case Alu::Eq: return a == b;
-    case Alu::Ne: return a != b;
-    case Alu::Lt: return a < b;
-    case Alu::Le: return a <= b;
-    case Alu::Gt: return a > b;
-    case Alu::Ge: return a >= b;
-    case Alu::And: return a != 0 && b != 0;
-    case Alu::Or: return a != 0 || b != 0;
-    default: return NAN;
+    case Alu::Add:
+      return a + b;
+    case Alu::Sub:
+      return a - b;
+    case Alu::Mul:
+      return a * b;
+    case Alu::Div:
+      return floor_div(a, b, integer);
+    case Alu::IDiv:
+      return std::floor(a / b);
+    case Alu::Mod:
+      return a - std::floor(a / b) * b;
+    case Alu::Pow:
+      return std::pow(a, b);
+    case Alu::Max:
+      return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+    case Alu::Min:
+      return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+    case Alu::Eq:
+      return a == b;
+    case Alu::Ne:
+      return a != b;
+    case Alu::Lt:
+      return a < b;
+    case Alu::Le:
+      return a <= b;
+    case Alu::Gt:
+      return a > b;
+    case Alu::Ge:
+      return a >= b;
+    case Alu::And:
+      return a != 0 && b != 0;
+    case Alu::Or:
+      return a != 0 || b != 0;
+    default:
+      return NAN;
   }
 }
 
@@ -90,11 +136,16 @@ class Evaluator {
 
   double eval(const Expr* e) {
     switch (e->kind) {
-      case ExprKind::Const: return ir::is_float(e->dtype) ? e->fval : static_cast<double>(e->ival);
-      case ExprKind::Var: return static_cast<double>(vars_.at(static_cast<size_t>(e->var)));
-      case ExprKind::Load: return load(e);
-      case ExprKind::Alu: return alu(e);
-      case ExprKind::Reduce: return reduce(e);
+      case ExprKind::Const:
+        return ir::is_float(e->dtype) ? e->fval : static_cast<double>(e->ival);
+      case ExprKind::Var:
+        return static_cast<double>(vars_.at(static_cast<size_t>(e->var)));
+      case ExprKind::Load:
+        return load(e);
+      case ExprKind::Alu:
+        return alu(e);
+      case ExprKind::Reduce:
+        return reduce(e);
     }
     return NAN;
   }
@@ -122,10 +173,14 @@ class Evaluator {
     if ((e->alu == Alu::IDiv || e->alu == Alu::Mod) && (a[0] < 0 || a[1] <= 0))
       fail(fmt::format("{}({}, {}) outside its contract", kir::alu_name(e->alu), a[0], a[1]));
     double r;
-    if (e->args.size() == 3) r = a[0] != 0 ? a[1] : a[2];
-    else if (e->args.size() == 2) r = apply_binary(e->alu, a[0], a[1], !ir::is_float(e->dtype));
-    else if (e->alu == Alu::Cast && (ir::is_float(e->dtype) || e->dtype == DType::boolean)) r = a[0];
-    else r = apply_unary(e->alu, a[0]);
+    if (e->args.size() == 3)
+      r = a[0] != 0 ? a[1] : a[2];
+    else if (e->args.size() == 2)
+      r = apply_binary(e->alu, a[0], a[1], !ir::is_float(e->dtype));
+    else if (e->alu == Alu::Cast && (ir::is_float(e->dtype) || e->dtype == DType::boolean))
+      r = a[0];
+    else
+      r = apply_unary(e->alu, a[0]);
     return round_to(r, e->dtype);
   }
 
@@ -143,10 +198,18 @@ class Evaluator {
       }
       double v = eval(e->args[0]);
       switch (e->reduce_op) {
-        case kir::ReduceOp::Sum: acc = round_to(acc + v, e->dtype); break;
-        case kir::ReduceOp::Prod: acc = round_to(acc * v, e->dtype); break;
-        case kir::ReduceOp::Max: acc = std::isnan(v) || std::isnan(acc) ? NAN : std::max(acc, v); break;
-        case kir::ReduceOp::Min: acc = std::isnan(v) || std::isnan(acc) ? NAN : std::min(acc, v); break;
+        case kir::ReduceOp::Sum:
+          acc = round_to(acc + v, e->dtype);
+          break;
+        case kir::ReduceOp::Prod:
+          acc = round_to(acc * v, e->dtype);
+          break;
+        case kir::ReduceOp::Max:
+          acc = std::isnan(v) || std::isnan(acc) ? NAN : std::max(acc, v);
+          break;
+        case kir::ReduceOp::Min:
+          acc = std::isnan(v) || std::isnan(acc) ? NAN : std::min(acc, v);
+          break;
         case kir::ReduceOp::ArgMax:
         case kir::ReduceOp::ArgMin:
           if (best < 0 || better(e->reduce_op, v, best_v)) best = flat, best_v = v;
@@ -166,10 +229,14 @@ class Evaluator {
 
   static double init(kir::ReduceOp op) {
     switch (op) {
-      case kir::ReduceOp::Prod: return 1;
-      case kir::ReduceOp::Max: return -std::numeric_limits<double>::infinity();
-      case kir::ReduceOp::Min: return std::numeric_limits<double>::infinity();
-      default: return 0;
+      case kir::ReduceOp::Prod:
+        return 1;
+      case kir::ReduceOp::Max:
+        return -std::numeric_limits<double>::infinity();
+      case kir::ReduceOp::Min:
+        return std::numeric_limits<double>::infinity();
+      default:
+        return 0;
     }
   }
 
@@ -187,7 +254,8 @@ std::string run_kernel(const kir::Kernel& k, std::vector<Buffer>& buffers) {
   buffers.resize(k.params.size());
   for (size_t i = 0; i < k.params.size(); ++i) {
     auto n = static_cast<size_t>(ir::shape_numel(k.params[i].shape));
-    if (k.params[i].output) buffers[i].assign(n, NAN);
+    if (k.params[i].output)
+      buffers[i].assign(n, NAN);
     else if (buffers[i].size() != n)
       return fmt::format("param %{} has {} elements, expected {}", i, buffers[i].size(), n);
   }

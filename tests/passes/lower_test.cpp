@@ -21,7 +21,9 @@ using testing::run_one_group;
 struct Fixture {
   ir::Graph g;
   ir::Builder b{g};
-  const Node* in(ir::Shape s, const char* name = "x") { return g.input(DType::f32, std::move(s), name); }
+  const Node* in(ir::Shape s, const char* name = "x") {
+    return g.input(DType::f32, std::move(s), name);
+  }
   const Node* bin(Op op, const Node* l, const Node* r) { return must(b.binary(op, l, r)); }
   // Runs a unary view of x = iota(numel) through a kernel.
   Buffer view(const Node* x, const Node* y) { return run_one_group(y, {{x, iota(x->numel())}}); }
@@ -75,7 +77,8 @@ TEST(Lower, ExpandAndBroadcasting) {
   Fixture f;
   const Node* col = f.in({3, 1}, "col");
   const Node* row = f.in({4}, "row");
-  EXPECT_EQ(f.view(col, must(f.b.expand(col, {2, 3, 2}))), (Buffer{0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2}));
+  EXPECT_EQ(f.view(col, must(f.b.expand(col, {2, 3, 2}))),
+            (Buffer{0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2}));
   const Node* sum = f.bin(Op::Add, col, row);  // [3,4]: col*? + row
   Buffer got = run_one_group(sum, {{col, {10, 20, 30}}, {row, {1, 2, 3, 4}}});
   EXPECT_EQ(got, (Buffer{11, 12, 13, 14, 21, 22, 23, 24, 31, 32, 33, 34}));
@@ -135,10 +138,12 @@ TEST(Lower, ReductionsKeepdimBothWays) {
   EXPECT_EQ(keep->shape, (ir::Shape{1, 3}));
   EXPECT_EQ(run(keep), (Buffer{-1, 9, 3}));
   EXPECT_EQ(run(must(f.b.reduce(Op::ReduceMax, x, std::nullopt, false))), (Buffer{5}));
-  EXPECT_EQ(run(must(f.b.reduce(Op::ReduceMin, x, std::vector<int64_t>{1}, true))), (Buffer{1, -2}));
+  EXPECT_EQ(run(must(f.b.reduce(Op::ReduceMin, x, std::vector<int64_t>{1}, true))),
+            (Buffer{1, -2}));
   EXPECT_EQ(run(must(f.b.reduce(Op::Prod, x, std::vector<int64_t>{1}, false))), (Buffer{15, 0}));
   // Broadcasting a reduced value back over its rows: x - max(x, 1, keepdim).
-  const Node* centered = f.bin(Op::Sub, x, must(f.b.reduce(Op::ReduceMax, x, std::vector<int64_t>{1}, true)));
+  const Node* centered =
+      f.bin(Op::Sub, x, must(f.b.reduce(Op::ReduceMax, x, std::vector<int64_t>{1}, true)));
   FusionPlan plan = make_first_fuser()->fuse({centered});
   ASSERT_EQ(plan.groups.size(), 2u);
   auto max_k = lower_group(plan.groups[0], "max");
@@ -192,7 +197,8 @@ TEST(Lower, Matmul) {
   Fixture f;
   const Node* a = f.in({2, 3}, "a");
   const Node* w = f.in({3, 2}, "w");
-  Buffer got = run_one_group(must(f.b.matmul(a, w)), {{a, {1, 2, 3, 4, 5, 6}}, {w, {7, 8, 9, 10, 11, 12}}});
+  Buffer got =
+      run_one_group(must(f.b.matmul(a, w)), {{a, {1, 2, 3, 4, 5, 6}}, {w, {7, 8, 9, 10, 11, 12}}});
   EXPECT_EQ(got, (Buffer{58, 64, 139, 154}));
 }
 
@@ -243,7 +249,86 @@ TEST(Lower, MissingInputIsAnError) {
   FusedGroup grp{.nodes = {}, .outputs = {must(f.b.unary(Op::Exp, x))}, .inputs = {}};
   auto k = lower_group(grp, "bad");
   ASSERT_FALSE(k);
-  EXPECT_NE(k.error().message.find("not one of its inputs"), std::string::npos) << k.error().message;
+  EXPECT_NE(k.error().message.find("not one of its inputs"), std::string::npos)
+      << k.error().message;
+}
+
+// Whole plans: the groups of softmax and layernorm run in order give the textbook results.
+TEST(LowerPlan, SoftmaxRows) {
+  Fixture f;
+  const Node* x = f.in({2, 3});
+  Buffer data{1, 2, 3, -1, 0, 5};
+  std::vector<Buffer> out = testing::run_plan({must(f.b.softmax(x, -1))}, {{x, data}});
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].size(), 6u);
+  for (size_t r = 0; r < 2; ++r) {
+    double denom = 0;
+    for (size_t c = 0; c < 3; ++c) denom += std::exp(data[r * 3 + c]);
+    for (size_t c = 0; c < 3; ++c)
+      EXPECT_NEAR(out[0][r * 3 + c], std::exp(data[r * 3 + c]) / denom, 1e-6) << r << "," << c;
+  }
+}
+
+TEST(LowerPlan, LayernormAndMatmulEpilogue) {
+  Fixture f;
+  const Node* x = f.in({2, 4});
+  const Node* gamma = f.in({4}, "g");
+  const Node* beta = f.in({4}, "b");
+  Buffer xv{1, 2, 3, 6, -2, 0, 2, 4}, gv{1, 2, 1, 0.5}, bv{0, 1, -1, 0};
+  std::vector<Buffer> out = testing::run_plan({must(f.b.layernorm(x, gamma, beta, -1, 1e-5))},
+                                              {{x, xv}, {gamma, gv}, {beta, bv}});
+  ASSERT_EQ(out[0].size(), 8u);
+  for (size_t r = 0; r < 2; ++r) {
+    double mu = 0, var = 0;
+    for (size_t c = 0; c < 4; ++c) mu += xv[r * 4 + c] / 4;
+    for (size_t c = 0; c < 4; ++c) var += (xv[r * 4 + c] - mu) * (xv[r * 4 + c] - mu) / 4;
+    for (size_t c = 0; c < 4; ++c)
+      EXPECT_NEAR(out[0][r * 4 + c], (xv[r * 4 + c] - mu) / std::sqrt(var + 1e-5) * gv[c] + bv[c],
+                  1e-5);
+  }
+  // relu(x @ w + bias): two kernels, the epilogue reading the matmul's buffer.
+  const Node* w = f.in({4, 2}, "w");
+  const Node* bias = f.in({2}, "bias");
+  const Node* y = must(f.b.unary(Op::Relu, f.bin(Op::Add, must(f.b.matmul(x, w)), bias)));
+  std::vector<Buffer> mm =
+      testing::run_plan({y}, {{x, xv}, {w, {1, 0, 0, 1, 1, 0, 0, -1}}, {bias, {-3, 1}}});
+  EXPECT_EQ(mm[0], (Buffer{1, 0, 0, 0}));  // rows: [4-3, 2-6+1] and [0-3, 0-4+1]
+}
+
+TEST(Lower, EmptyTensors) {
+  Fixture f;
+  const Node* x = f.in({3, 0});
+  const Node* s = must(f.b.reduce(Op::Sum, x, std::vector<int64_t>{1}, false));
+  EXPECT_EQ(run_one_group(s, {{x, {}}}), (Buffer{0, 0, 0}));
+  const Node* r = must(f.b.reshape(x, {0, 3}));
+  EXPECT_EQ(run_one_group(must(f.b.unary(Op::Exp, r)), {{x, {}}}), Buffer{});
+  const Node* a = f.in({3, 1}, "a");
+  const Node* c = must(f.b.concat({x, a, x}, 1));
+  EXPECT_EQ(run_one_group(c, {{x, {}}, {a, {7, 8, 9}}}), (Buffer{7, 8, 9}));
+}
+
+// The same graph built in two arenas lowers to byte-identical kernel text (the cache key).
+TEST(Lower, DeterministicText) {
+  auto build = [](ir::Graph& g) {
+    ir::Builder b(g);
+    const Node* x = g.input(DType::f32, {8, 6}, "x");
+    const Node* w = g.input(DType::f32, {6, 5}, "w");
+    const Node* p = must(b.pad(must(b.roll(x, {3}, {1})), {1, 0}, {0, 2}, 0.0));
+    const Node* s = must(b.slice(must(b.concat({p, must(b.flip(p, {0}))}, 1)), 1, 0, 6, 1));
+    return must(b.matmul(s, w));
+  };
+  ir::Graph g1, g2;
+  g2.input(DType::f32, {1}, "unrelated");  // shifts every id and slot of the second graph
+  FusionPlan p1 = make_first_fuser()->fuse({build(g1)});
+  FusionPlan p2 = make_first_fuser()->fuse({build(g2)});
+  ASSERT_EQ(p1.groups.size(), 2u);  // the concat operand of the matmul is materialized
+  ASSERT_EQ(p2.groups.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    auto k1 = lower_group(p1.groups[i], "a");
+    auto k2 = lower_group(p2.groups[i], "b");
+    ASSERT_TRUE(k1 && k2);
+    EXPECT_EQ(kir::print_kernel(k1->kernel, false), kir::print_kernel(k2->kernel, false));
+  }
 }
 
 }  // namespace

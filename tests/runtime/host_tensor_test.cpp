@@ -43,9 +43,9 @@ TEST(HostTensor, HalfEncodesNormalsSubnormalsAndSpecials) {
   EXPECT_EQ(bits_after_set(DType::f16, 1.0), 0x3C00);
   EXPECT_EQ(bits_after_set(DType::f16, -2.0), 0xC000);
   EXPECT_EQ(bits_after_set(DType::f16, 0.1), 0x2E66);
-  EXPECT_EQ(bits_after_set(DType::f16, 65504.0), 0x7BFF);         // largest finite
-  EXPECT_EQ(bits_after_set(DType::f16, 65519.0), 0x7BFF);         // below the halfway point
-  EXPECT_EQ(bits_after_set(DType::f16, 65520.0), 0x7C00);         // halfway: even is infinity
+  EXPECT_EQ(bits_after_set(DType::f16, 65504.0), 0x7BFF);  // largest finite
+  EXPECT_EQ(bits_after_set(DType::f16, 65519.0), 0x7BFF);  // below the halfway point
+  EXPECT_EQ(bits_after_set(DType::f16, 65520.0), 0x7C00);  // halfway: even is infinity
   EXPECT_EQ(bits_after_set(DType::f16, -1e10), 0xFC00);
   EXPECT_EQ(bits_after_set(DType::f16, std::ldexp(1.0, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(bits_after_set(DType::f16, std::ldexp(1.0, -14)), 0x0400);  // smallest normal
@@ -64,8 +64,7 @@ TEST(HostTensor, HalfRoundsToNearestEven) {
   EXPECT_EQ(bits_after_set(DType::f16, 3 * std::ldexp(1.0, -25)), 0x0002);
   EXPECT_EQ(bits_after_set(DType::f16, 2047.5), 0x6800);  // 2047.5 -> 2048: carries the exponent
   // Rounding once from double: through float this would become a tie and round down to 1.0.
-  EXPECT_EQ(bits_after_set(DType::f16, 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40)),
-            0x3C01);
+  EXPECT_EQ(bits_after_set(DType::f16, 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40)), 0x3C01);
 }
 
 TEST(HostTensor, HalfDecodes) {
@@ -83,9 +82,9 @@ TEST(HostTensor, BFloat16EncodesAndRounds) {
   EXPECT_EQ(bits_after_set(DType::bf16, 3.14159265358979), 0x4049);
   EXPECT_EQ(bits_after_set(DType::bf16, 1.0 + std::ldexp(1.0, -8)), 0x3F80);      // tie, even
   EXPECT_EQ(bits_after_set(DType::bf16, 1.0 + 3 * std::ldexp(1.0, -8)), 0x3F82);  // tie, even
-  EXPECT_EQ(bits_after_set(DType::bf16, std::ldexp(255.0, 120)), 0x7F7F);  // largest finite
-  EXPECT_EQ(bits_after_set(DType::bf16, std::ldexp(511.0, 119)), 0x7F80);  // halfway -> inf
-  EXPECT_EQ(bits_after_set(DType::bf16, std::ldexp(1.0, -133)), 0x0001);   // smallest subnormal
+  EXPECT_EQ(bits_after_set(DType::bf16, std::ldexp(255.0, 120)), 0x7F7F);         // largest finite
+  EXPECT_EQ(bits_after_set(DType::bf16, std::ldexp(511.0, 119)), 0x7F80);         // halfway -> inf
+  EXPECT_EQ(bits_after_set(DType::bf16, std::ldexp(1.0, -133)), 0x0001);  // smallest subnormal
   EXPECT_EQ(bits_after_set(DType::bf16, -std::ldexp(1.0, -126)), 0x8080);
   EXPECT_EQ(get_bits(DType::bf16, 0x4049), 3.140625);
   EXPECT_EQ(get_bits(DType::bf16, 0x7F80), INFINITY);

@@ -36,7 +36,9 @@ TEST(ReferenceElementwise, FloatUnaryOps) {
       {Op::Erf, any, [](double x) { return std::erf(x); }},
       {Op::Floor, any, [](double x) { return std::floor(x); }},
       {Op::Ceil, any, [](double x) { return std::ceil(x); }},
-      {Op::Sign, any, [](double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }},
+      {Op::Sign, any, [](double x) { return x > 0   ? 1.0
+                                            : x < 0 ? -1.0
+                                                    : 0.0; }},
   };
   for (const UnaryCase& uc : cases) {
     RefGraph r;
@@ -130,8 +132,7 @@ TEST(ReferenceElementwise, BroadcastsSizeOneAxesOnBothSides) {
   RefGraph r;
   const Node* col = r.input(tensor(DType::f64, {2, 1}, {10, 20}), "col");
   const Node* row = r.input(tensor(DType::f64, {1, 3}, {1, 2, 3}), "row");
-  expect_values(r.eval(r.make(Op::Add, DType::f64, {2, 3}, {col, row})),
-                {11, 12, 13, 21, 22, 23});
+  expect_values(r.eval(r.make(Op::Add, DType::f64, {2, 3}, {col, row})), {11, 12, 13, 21, 22, 23});
   const Node* s = r.input(tensor(DType::f64, {}, {0.5}), "s");
   expect_values(r.eval(r.make(Op::Mul, DType::f64, {2, 1}, {col, s})), {5, 10});
 }
@@ -190,8 +191,7 @@ TEST(ReferenceElementwise, IntegerDivisionFloorsAndDivisionByZeroIsZero) {
                 {3, -4, -4, 3, 0, -2147483648.0, 2});
   const Node* big = r.input(tensor(DType::i64, {2}, {-9223372036854775808.0, -9}), "big");
   const Node* d = r.input(tensor(DType::i64, {2}, {-1, 4}), "d");
-  expect_values(r.eval(r.make(Op::Div, DType::i64, {2}, {big, d})),
-                {-9223372036854775808.0, -3});
+  expect_values(r.eval(r.make(Op::Div, DType::i64, {2}, {big, d})), {-9223372036854775808.0, -3});
   const Node* u = r.input(tensor(DType::u8, {3}, {200, 7, 9}), "u");
   const Node* v = r.input(tensor(DType::u8, {3}, {3, 0, 9}), "v");
   expect_values(r.eval(r.make(Op::Div, DType::u8, {3}, {u, v})), {66, 0, 1});
@@ -224,9 +224,8 @@ TEST(ReferenceElementwise, CastToIntegersTruncatesAndWraps) {
 TEST(ReferenceElementwise, CastToBoolTestsAgainstZero) {
   RefGraph r;
   const Node* x = r.input(tensor(DType::f64, {4}, {0, -0.0, 0.5, NAN}));
-  expect_values(
-      r.eval(r.make(Op::Cast, DType::boolean, {4}, {x}, {{AttrKey::to, DType::boolean}})),
-      {0, 0, 1, 1});
+  expect_values(r.eval(r.make(Op::Cast, DType::boolean, {4}, {x}, {{AttrKey::to, DType::boolean}})),
+                {0, 0, 1, 1});
   const Node* b = r.input(tensor(DType::boolean, {2}, {1, 0}), "b");
   expect_values(r.eval(r.make(Op::Cast, DType::f32, {2}, {b}, {{AttrKey::to, DType::f32}})),
                 {1, 0});

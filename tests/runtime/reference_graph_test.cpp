@@ -10,11 +10,11 @@ TEST(ReferenceGraph, MissingInputIsAnErrorNamingIt) {
   const Node* y = g.make(Op::Neg, DType::f32, {2, 3}, {x}, {});
   auto r = runtime::evaluate_reference({y}, {});
   ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().message, "reference: input 'x' (slot 0) is not bound; expected a f32[2,3] tensor");
+  EXPECT_EQ(r.error().message, "reference: input 'x' (slot 0) is not bound (expected f32[2,3])");
   const Node* anon = g.input(DType::i8, {}, "");
   auto r2 = runtime::evaluate_reference({anon}, {});
   ASSERT_FALSE(r2.has_value());
-  EXPECT_EQ(r2.error().message, "reference: input slot 1 is not bound; expected a i8[] tensor");
+  EXPECT_EQ(r2.error().message, "reference: input slot 1 is not bound (expected i8[])");
 }
 
 TEST(ReferenceGraph, InputDtypeOrShapeMismatchIsAnError) {
@@ -33,7 +33,7 @@ TEST(ReferenceGraph, InputDtypeOrShapeMismatchIsAnError) {
   auto truncated = runtime::evaluate_reference({x}, {{x, short_bytes}});
   ASSERT_FALSE(truncated.has_value());
   EXPECT_EQ(truncated.error().message,
-            "reference: input 'x' (slot 0): a f32[2,3] tensor needs 24 bytes, given 20");
+            "reference: input 'x' (slot 0): f32[2,3] needs 24 bytes, given 20");
 }
 
 TEST(ReferenceGraph, SeveralOutputsSharedNodesAndInputsAsOutputs) {
@@ -74,7 +74,8 @@ TEST(ReferenceGraph, IntegerResultsWrapAfterEachOp) {
   const Node* x = r.input(tensor(DType::i8, {1}, {127}));
   const Node* one = r.input(tensor(DType::i8, {}, {1}), "one");
   const Node* up = r.make(Op::Add, DType::i8, {1}, {x, one});
-  const Node* half = r.make(Op::Div, DType::i8, {1}, {up, r.input(tensor(DType::i8, {}, {2}), "two")});
+  const Node* half =
+      r.make(Op::Div, DType::i8, {1}, {up, r.input(tensor(DType::i8, {}, {2}), "two")});
   expect_values(r.eval(up), {-128});
   expect_values(r.eval(half), {-64});
 }

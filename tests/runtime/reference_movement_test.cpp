@@ -45,8 +45,8 @@ TEST(ReferenceMovement, ExpandBroadcastsSizeOneAndNewAxes) {
 }
 
 Attrs slice_attrs(int64_t axis, int64_t start, int64_t end, int64_t step) {
-  return {{AttrKey::axis, axis}, {AttrKey::start, start}, {AttrKey::end, end},
-          {AttrKey::step, step}};
+  return {
+      {AttrKey::axis, axis}, {AttrKey::start, start}, {AttrKey::end, end}, {AttrKey::step, step}};
 }
 
 TEST(ReferenceMovement, SliceReadsStartPlusKTimesStep) {
@@ -68,10 +68,9 @@ TEST(ReferenceMovement, PadFillsBordersWithTheValue) {
   const Attrs attrs{{AttrKey::before, std::vector<int64_t>{1, 0}},
                     {AttrKey::after, std::vector<int64_t>{0, 2}},
                     {AttrKey::value, 9.0}};
-  expect_values(r.eval(r.make(Op::Pad, DType::f32, {3, 4}, {x}, attrs)),
-                {9, 9, 9, 9,  //
-                 1, 2, 9, 9,  //
-                 3, 4, 9, 9});
+  expect_values(r.eval(r.make(Op::Pad, DType::f32, {3, 4}, {x}, attrs)), {9, 9, 9, 9,  //
+                                                                          1, 2, 9, 9,  //
+                                                                          3, 4, 9, 9});
   const Node* i = r.input(tensor(DType::i32, {1}, {5}), "i");
   const Attrs int_pad{{AttrKey::before, std::vector<int64_t>{1}},
                       {AttrKey::after, std::vector<int64_t>{1}},
@@ -84,20 +83,20 @@ TEST(ReferenceMovement, ConcatAlongAnAxis) {
   const Node* a = r.input(tensor(DType::i64, {2, 1}, {1, 2}), "a");
   const Node* b = r.input(tensor(DType::i64, {2, 2}, {3, 4, 5, 6}), "b");
   const Node* e = r.input(tensor(DType::i64, {2, 0}, {}), "e");
-  expect_values(r.eval(r.make(Op::Concat, DType::i64, {2, 3}, {a, e, b},
-                              {{AttrKey::axis, int64_t{1}}})),
-                {1, 3, 4, 2, 5, 6});
-  expect_values(r.eval(r.make(Op::Concat, DType::i64, {4, 2}, {b, b},
-                              {{AttrKey::axis, int64_t{0}}})),
-                {3, 4, 5, 6, 3, 4, 5, 6});
+  expect_values(
+      r.eval(r.make(Op::Concat, DType::i64, {2, 3}, {a, e, b}, {{AttrKey::axis, int64_t{1}}})),
+      {1, 3, 4, 2, 5, 6});
+  expect_values(
+      r.eval(r.make(Op::Concat, DType::i64, {4, 2}, {b, b}, {{AttrKey::axis, int64_t{0}}})),
+      {3, 4, 5, 6, 3, 4, 5, 6});
 }
 
 TEST(ReferenceMovement, FlipReversesTheAxes) {
   RefGraph r;
   const Node* x = r.input(tensor(DType::f64, {2, 3}, iota(6)));
-  expect_values(r.eval(r.make(Op::Flip, DType::f64, {2, 3}, {x},
-                              {{AttrKey::axes, std::vector<int64_t>{1}}})),
-                {2, 1, 0, 5, 4, 3});
+  expect_values(
+      r.eval(r.make(Op::Flip, DType::f64, {2, 3}, {x}, {{AttrKey::axes, std::vector<int64_t>{1}}})),
+      {2, 1, 0, 5, 4, 3});
   expect_values(r.eval(r.make(Op::Flip, DType::f64, {2, 3}, {x},
                               {{AttrKey::axes, std::vector<int64_t>{0, 1}}})),
                 {5, 4, 3, 2, 1, 0});
@@ -120,8 +119,8 @@ TEST(ReferenceMovement, RollShiftsElementsForward) {
 TEST(ReferenceMovement, UnfoldMakesSlidingWindows) {
   RefGraph r;
   const Node* x = r.input(tensor(DType::f64, {7}, iota(7)));
-  const Attrs attrs{{AttrKey::dim, int64_t{0}}, {AttrKey::size, int64_t{3}},
-                    {AttrKey::step, int64_t{2}}};
+  const Attrs attrs{
+      {AttrKey::dim, int64_t{0}}, {AttrKey::size, int64_t{3}}, {AttrKey::step, int64_t{2}}};
   expect_values(r.eval(r.make(Op::Unfold, DType::f64, {3, 3}, {x}, attrs)),
                 {0, 1, 2, 2, 3, 4, 4, 5, 6});
   // 2-D, unfolding dim 0 of [4, 2] with size 2 step 1: out [3, 2, 2]; out[w][j][k] = in[w+k][j].
@@ -131,10 +130,11 @@ TEST(ReferenceMovement, UnfoldMakesSlidingWindows) {
   for (int w = 0; w < 3; ++w)
     for (int j = 0; j < 2; ++j)
       for (int k = 0; k < 2; ++k) want.push_back(v[(w + k) * 2 + j]);
-  expect_values(r.eval(r.make(Op::Unfold, DType::f64, {3, 2, 2}, {m},
-                              {{AttrKey::dim, int64_t{0}}, {AttrKey::size, int64_t{2}},
-                               {AttrKey::step, int64_t{1}}})),
-                want);
+  expect_values(
+      r.eval(r.make(
+          Op::Unfold, DType::f64, {3, 2, 2}, {m},
+          {{AttrKey::dim, int64_t{0}}, {AttrKey::size, int64_t{2}}, {AttrKey::step, int64_t{1}}})),
+      want);
 }
 
 TEST(ReferenceMatmul, TwoByThreeTimesThreeByTwo) {
@@ -147,7 +147,7 @@ TEST(ReferenceMatmul, TwoByThreeTimesThreeByTwo) {
 TEST(ReferenceMatmul, BroadcastBatchDimsMatchLoops) {
   RefGraph r;
   std::vector<double> av, bv;
-  for (int i = 0; i < 12; ++i) av.push_back(i * 0.5 - 2);  // [2, 1, 2, 3]
+  for (int i = 0; i < 12; ++i) av.push_back(i * 0.5 - 2);   // [2, 1, 2, 3]
   for (int i = 0; i < 18; ++i) bv.push_back(3 - i * 0.25);  // [3, 3, 2]
   const Node* a = r.input(tensor(DType::f64, {2, 1, 2, 3}, av), "a");
   const Node* b = r.input(tensor(DType::f64, {3, 3, 2}, bv), "b");
@@ -186,16 +186,22 @@ TEST(ReferenceSources, FullAndArange) {
                                {AttrKey::dtype, DType::i32}})),
                 {-2});
   expect_values(r.eval(r.make(Op::Arange, DType::i32, {3}, {},
-                              {{AttrKey::start, int64_t{2}}, {AttrKey::end, int64_t{11}},
-                               {AttrKey::step, int64_t{3}}, {AttrKey::dtype, DType::i32}})),
+                              {{AttrKey::start, int64_t{2}},
+                               {AttrKey::end, int64_t{11}},
+                               {AttrKey::step, int64_t{3}},
+                               {AttrKey::dtype, DType::i32}})),
                 {2, 5, 8});
   expect_values(r.eval(r.make(Op::Arange, DType::f32, {3}, {},
-                              {{AttrKey::start, int64_t{5}}, {AttrKey::end, int64_t{0}},
-                               {AttrKey::step, int64_t{-2}}, {AttrKey::dtype, DType::f32}})),
+                              {{AttrKey::start, int64_t{5}},
+                               {AttrKey::end, int64_t{0}},
+                               {AttrKey::step, int64_t{-2}},
+                               {AttrKey::dtype, DType::f32}})),
                 {5, 3, 1});
   expect_values(r.eval(r.make(Op::Arange, DType::u8, {2}, {},
-                              {{AttrKey::start, int64_t{255}}, {AttrKey::end, int64_t{257}},
-                               {AttrKey::step, int64_t{1}}, {AttrKey::dtype, DType::u8}})),
+                              {{AttrKey::start, int64_t{255}},
+                               {AttrKey::end, int64_t{257}},
+                               {AttrKey::step, int64_t{1}},
+                               {AttrKey::dtype, DType::u8}})),
                 {255, 0});
 }
 

@@ -76,7 +76,8 @@ TEST(ReferenceReduce, EmptyAxesUseIdentitiesOrFail) {
                            {{AttrKey::axis, int64_t{0}}, {AttrKey::keepdim, false}})),
             "reference: ArgMin of f32[0,3] over an empty axis has no identity");
   // Reducing the non-empty axis of an empty tensor is fine: the result is empty too.
-  EXPECT_TRUE(r.eval(r.make(Op::ReduceMax, DType::f32, {0}, {x}, reduce_attrs({1}, false))).empty());
+  EXPECT_TRUE(
+      r.eval(r.make(Op::ReduceMax, DType::f32, {0}, {x}, reduce_attrs({1}, false))).empty());
 }
 
 Attrs arg_attrs(int64_t axis, bool keepdim) {
@@ -88,18 +89,19 @@ TEST(ReferenceReduce, ArgMaxTakesFirstIndexAndNanAsLargest) {
   const Node* x = r.input(tensor(DType::f32, {3, 3}, {1, 3, 3, NAN, 2, NAN, -1, -5, INFINITY}));
   expect_values(r.eval(r.make(Op::ArgMax, DType::i32, {3}, {x}, arg_attrs(1, false))), {1, 0, 2});
   // Along axis 0 with keepdim: column 1 has no NaN, so 3 (row 0) wins.
-  expect_values(r.eval(r.make(Op::ArgMax, DType::i32, {1, 3}, {x}, arg_attrs(0, true))),
-                {1, 0, 1});
+  expect_values(r.eval(r.make(Op::ArgMax, DType::i32, {1, 3}, {x}, arg_attrs(0, true))), {1, 0, 1});
 }
 
-TEST(ReferenceReduce, ArgMinTakesFirstIndexAndSkipsNan) {
+TEST(ReferenceReduce, ArgMinTakesFirstIndexAndFirstNan) {
   RefGraph r;
-  const Node* x = r.input(tensor(DType::f64, {4, 3}, {3, 1, 1,  //
-                                                      NAN, 2, 0,  //
-                                                      NAN, NAN, NAN,  //
-                                                      5, NAN, 5}));
+  const Node* x = r.input(tensor(DType::f64, {4, 3},
+                                 {3, 1, 1,        //
+                                  NAN, 2, 0,      //
+                                  NAN, NAN, NAN,  //
+                                  5, NAN, 5}));
+  // numpy.argmin: NaN propagates, so the first NaN of a row wins.
   expect_values(r.eval(r.make(Op::ArgMin, DType::i32, {4}, {x}, arg_attrs(1, false))),
-                {1, 2, 0, 0});
+                {1, 0, 0, 1});
   const Node* i = r.input(tensor(DType::i32, {2, 2}, {4, -7, 4, -7}), "i");
   expect_values(r.eval(r.make(Op::ArgMin, DType::i32, {2}, {i}, arg_attrs(0, false))), {0, 0});
   expect_values(r.eval(r.make(Op::ArgMax, DType::i32, {2, 1}, {i}, arg_attrs(1, true))), {0, 0});

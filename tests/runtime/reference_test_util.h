@@ -76,10 +76,18 @@ inline void expect_values(const std::vector<double>& got, const std::vector<doub
     if (std::isnan(want[i])) {
       EXPECT_TRUE(std::isnan(got[i])) << "element " << i << ": " << got[i];
     } else {
-      EXPECT_NEAR(got[i], want[i], 1e-15 * std::max(1.0, std::fabs(want[i])))
-          << "element " << i;
+      EXPECT_NEAR(got[i], want[i], 1e-15 * std::max(1.0, std::fabs(want[i]))) << "element " << i;
     }
   }
+}
+
+// Element-by-element comparison within an absolute tolerance (for composites whose
+// expansion order differs from the test's formula).
+inline void expect_near(const std::vector<double>& got, const std::vector<double>& want,
+                        double tolerance) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], tolerance) << "element " << i;
 }
 
 }  // namespace kiln::testing

@@ -94,7 +94,8 @@ std::string f32_bytes(const std::vector<float>& v) {
 
 HostTensor sample(DType dtype, const Shape& shape) {
   HostTensor t = HostTensor::zeros(dtype, shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, dtype == DType::boolean ? i % 3 == 0 : i * 1.5 - 7);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.set(i, dtype == DType::boolean ? i % 3 == 0 : i * 1.5 - 7);
   return t;
 }
 
@@ -182,13 +183,13 @@ TEST_F(NpyTest, ReadsKeysInAnyOrderAndPythonSpellings) {
 
 TEST_F(NpyTest, ReadsEveryAcceptedDescr) {
   const std::pair<std::string, DType> cases[] = {
-      {"<f4", DType::f32}, {"<f8", DType::f64}, {"<f2", DType::f16}, {"<i4", DType::i32},
-      {"<i8", DType::i64}, {"|i1", DType::i8},  {"<i1", DType::i8},  {"|u1", DType::u8},
+      {"<f4", DType::f32}, {"<f8", DType::f64},    {"<f2", DType::f16}, {"<i4", DType::i32},
+      {"<i8", DType::i64}, {"|i1", DType::i8},     {"<i1", DType::i8},  {"|u1", DType::u8},
       {"<u1", DType::u8},  {"|b1", DType::boolean}};
   for (const auto& [descr, dtype] : cases) {
-    const std::string dict =
-        "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (2,), }";
-    auto t = read_npy(write_bytes("d.npy", npy_v1(dict, std::string(2 * ir::dtype_size(dtype), '\0'))));
+    const std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (2,), }";
+    auto t =
+        read_npy(write_bytes("d.npy", npy_v1(dict, std::string(2 * ir::dtype_size(dtype), '\0'))));
     ASSERT_TRUE(t.has_value()) << descr << ": " << t.error().message;
     EXPECT_EQ(t->dtype, dtype) << descr;
   }
@@ -208,12 +209,14 @@ TEST_F(NpyTest, RejectsBadMagic) {
   const std::string p = path("bad.npy");
   EXPECT_EQ(read_error("PK\x03\x04 not numpy at all"),
             "npy '" + p + "': bad magic: not a .npy file (expected \"\\x93NUMPY\")");
-  EXPECT_EQ(read_error(""), "npy '" + p + "': bad magic: not a .npy file (expected \"\\x93NUMPY\")");
+  EXPECT_EQ(read_error(""),
+            "npy '" + p + "': bad magic: not a .npy file (expected \"\\x93NUMPY\")");
 }
 
 TEST_F(NpyTest, RejectsUnknownVersions) {
   const std::string p = path("bad.npy");
-  std::string file = npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", f32_bytes({1}));
+  std::string file =
+      npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", f32_bytes({1}));
   file[6] = '\x04';
   EXPECT_EQ(read_error(file),
             "npy '" + p + "': unsupported format version 4.0 (expected 1.0, 2.0 or 3.0)");
@@ -251,7 +254,7 @@ TEST_F(NpyTest, RejectsMalformedHeaders) {
       {"{'descr': '<f4', 'fortran_order': False, 'shape': ()} x",
        "expected the end of the header after '}' at offset 54, found \"x\""},
       {"{'descr: '<f4'}", "expected ':' at offset 10, found \"<f4'}\""},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, ", 
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, ",
        "expected a non-negative integer dimension at the end of the header"},
   };
   for (const auto& [dict, message] : cases)
@@ -300,7 +303,8 @@ TEST_F(NpyTest, RefusesATensorWhoseBytesDoNotMatchItsShape) {
   t.bytes.pop_back();
   auto r = write_npy(path("t.npy"), t);
   ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().message, "npy '" + path("t.npy") + "': tensor i32[3] holds 11 bytes, expected 12");
+  EXPECT_EQ(r.error().message,
+            "npy '" + path("t.npy") + "': tensor i32[3] holds 11 bytes, expected 12");
   EXPECT_TRUE(files().empty());
 }
 

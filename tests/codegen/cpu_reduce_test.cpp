@@ -1,0 +1,277 @@
+// Reductions in the cpu backend: every ReduceOp in every numeric dtype against a scalar fold,
+// argmax/argmin ties and NaN, NaN propagation, several reduce variables, empty extents, and
+// reductions nested in elementwise expressions and in other reductions.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <cmath>
+#include <limits>
+
+#include "tests/codegen/cpu_test_support.h"
+
+namespace kiln::codegen::testing {
+namespace {
+
+using kir::Alu;
+using kir::Expr;
+using kir::ReduceOp;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+const Expr* row_index(kir::ExprArena& a, int64_t cols, int32_t row_var, int32_t col_var) {
+  return a.alu(Alu::Add, DType::i64,
+               {a.alu(Alu::Mul, DType::i64, {a.var(row_var), a.index(cols)}), a.var(col_var)});
+}
+
+// out[r] = reduce_c x[r, c] over a [rows, cols] buffer.
+std::vector<Buffer> reduce_rows(ReduceOp op, DType t, const std::vector<double>& x, int64_t rows,
+                                int64_t cols) {
+  auto a = std::make_shared<kir::ExprArena>();
+  const bool arg = op == ReduceOp::ArgMax || op == ReduceOp::ArgMin;
+  const DType out = arg ? DType::i32 : t;
+  const Expr* r = a->reduce(op, out, a->load(0, t, row_index(*a, cols, 0, 1)), {1}, {cols});
+  kir::Kernel k = make_kernel(fmt::format("reduce_{}", kir::reduce_op_name(op)),
+                              {in_param(t, {rows, cols}), out_param(out, {rows})}, {rows}, a,
+                              {{1, a->var(0), r}});
+  return run_kernel(k, {Buffer(t, x)});
+}
+
+// The scalar fold of one row, in double (floats) or wrapping int64 (integers).
+double fold(ReduceOp op, DType t, const std::vector<double>& row) {
+  if (op == ReduceOp::ArgMax || op == ReduceOp::ArgMin) {
+    size_t best = 0;
+    for (size_t j = 1; j < row.size(); ++j) {
+      if (std::isnan(row[best])) break;
+      const bool better =
+          std::isnan(row[j]) || (op == ReduceOp::ArgMax ? row[j] > row[best] : row[j] < row[best]);
+      if (better) best = j;
+    }
+    return static_cast<double>(best);
+  }
+  if (!ir::is_float(t)) {
+    int64_t acc = op == ReduceOp::Prod ? 1 : op == ReduceOp::Sum ? 0 : static_cast<int64_t>(row[0]);
+    for (double v : row) {
+      const int64_t x = static_cast<int64_t>(v);
+      if (op == ReduceOp::Sum)
+        acc = static_cast<int64_t>(static_cast<uint64_t>(acc) + static_cast<uint64_t>(x));
+      if (op == ReduceOp::Prod)
+        acc = static_cast<int64_t>(static_cast<uint64_t>(acc) * static_cast<uint64_t>(x));
+      if (op == ReduceOp::Max) acc = std::max(acc, x);
+      if (op == ReduceOp::Min) acc = std::min(acc, x);
+    }
+    return static_cast<double>(wrap_int(t, acc));
+  }
+  double acc = op == ReduceOp::Sum    ? 0
+               : op == ReduceOp::Prod ? 1
+               : op == ReduceOp::Max  ? -kInf
+                                      : kInf;
+  for (double v : row) {
+    if (op == ReduceOp::Sum) acc += v;
+    if (op == ReduceOp::Prod) acc *= v;
+    if (op == ReduceOp::Max) acc = std::isnan(v) || std::isnan(acc) ? kNaN : std::max(acc, v);
+    if (op == ReduceOp::Min) acc = std::isnan(v) || std::isnan(acc) ? kNaN : std::min(acc, v);
+  }
+  return to_dtype(t, acc);
+}
+
+double sum_tolerance(DType t) {
+  switch (t) {
+    case DType::f32:
+      return 1e-5;  // reassociated (vectorized) f32 accumulation
+    case DType::f64:
+      return 1e-13;
+    case DType::f16:
+      return 2e-3;
+    case DType::bf16:
+      return 1.6e-2;
+    default:
+      return 0;
+  }
+}
+
+TEST(CpuReduce, EveryOpInEveryNumericDtype) {
+  const int64_t rows = 6, cols = 37;
+  for (DType t : ir::kAllDTypes) {
+    if (t == DType::boolean) continue;
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min,
+                        ReduceOp::ArgMax, ReduceOp::ArgMin}) {
+      std::vector<double> x;
+      for (int64_t j = 0; j < rows * cols; ++j) {
+        // Prod: values near 1 (floats) or in {1,2,-1} (ints) so the product stays meaningful.
+        double v = op == ReduceOp::Prod ? (ir::is_float(t) ? 1 + ((j * 7) % 11 - 5) * 0.01
+                                                           : (j % 5 == 0   ? 2
+                                                              : j % 7 == 0 ? -1
+                                                                           : 1))
+                                        : ((j * 37) % 101) - 50 + (ir::is_float(t) ? 0.25 : 0);
+        if (t == DType::u8 && v < 0) v = -v;
+        x.push_back(to_dtype(t, v));
+      }
+      auto res = reduce_rows(op, t, x, rows, cols);
+      ASSERT_EQ(res.size(), 2u);
+      for (int64_t r = 0; r < rows; ++r) {
+        const std::vector<double> row(x.begin() + r * cols, x.begin() + (r + 1) * cols);
+        const double want = fold(op, t, row);
+        const double tol = (op == ReduceOp::Sum || op == ReduceOp::Prod) ? sum_tolerance(t) : 0;
+        EXPECT_LE(rel_error(res[1].get(r), want, 1.0), tol)
+            << kir::reduce_op_name(op) << " on " << ir::dtype_name(t) << " row " << r << ": got "
+            << res[1].get(r) << ", want " << want;
+      }
+    }
+  }
+}
+
+TEST(CpuReduce, ArgMaxArgMinTiesAndNaN) {
+  const std::vector<std::vector<double>> rows = {
+      {1, 3, 3, 2}, {kNaN, 1, kNaN, 5}, {5, kNaN, 7, kNaN}, {-kInf, -kInf, -kInf, -kInf},
+      {2, 2, 2, 2}, {kInf, 1, kInf, 0}, {0, -1, -1, 4},     {3, 1, 4, 1}};
+  const std::vector<int> want_max = {1, 0, 1, 0, 0, 0, 3, 2};
+  const std::vector<int> want_min = {0, 0, 1, 0, 0, 3, 1, 1};
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    std::vector<double> x;
+    for (const auto& r : rows) x.insert(x.end(), r.begin(), r.end());
+    auto amax = reduce_rows(ReduceOp::ArgMax, t, x, 8, 4);
+    auto amin = reduce_rows(ReduceOp::ArgMin, t, x, 8, 4);
+    ASSERT_EQ(amax.size(), 2u);
+    ASSERT_EQ(amin.size(), 2u);
+    for (int r = 0; r < 8; ++r) {
+      EXPECT_EQ(amax[1].get(r), want_max[r]) << ir::dtype_name(t) << " argmax row " << r;
+      EXPECT_EQ(amin[1].get(r), want_min[r]) << ir::dtype_name(t) << " argmin row " << r;
+    }
+  }
+  // Integer ties: the first extreme wins.
+  auto imax = reduce_rows(ReduceOp::ArgMax, DType::i8, {-128, 127, 127, -128}, 1, 4);
+  auto imin = reduce_rows(ReduceOp::ArgMin, DType::i8, {-128, 127, 127, -128}, 1, 4);
+  ASSERT_EQ(imax.size(), 2u);
+  ASSERT_EQ(imin.size(), 2u);
+  EXPECT_EQ(imax[1].get(0), 1);
+  EXPECT_EQ(imin[1].get(0), 0);
+}
+
+TEST(CpuReduce, MaxMinSumPropagateNaNAndInf) {
+  const std::vector<double> x = {1, kNaN, 3, 2, 1, 2, 3, 4, -kInf, 1, 2, 3, kInf, -kInf, 0, 0};
+  auto mx = reduce_rows(ReduceOp::Max, DType::f32, x, 4, 4);
+  auto mn = reduce_rows(ReduceOp::Min, DType::f32, x, 4, 4);
+  auto sm = reduce_rows(ReduceOp::Sum, DType::f32, x, 4, 4);
+  ASSERT_EQ(mx.size(), 2u);
+  EXPECT_TRUE(std::isnan(mx[1].get(0)));
+  EXPECT_TRUE(std::isnan(mn[1].get(0)));
+  EXPECT_TRUE(std::isnan(sm[1].get(0)));
+  EXPECT_EQ(mx[1].get(1), 4);
+  EXPECT_EQ(mn[1].get(2), -kInf);
+  EXPECT_EQ(sm[1].get(2), -kInf);
+  EXPECT_TRUE(std::isnan(sm[1].get(3)));  // inf + -inf
+  EXPECT_EQ(mx[1].get(3), kInf);
+}
+
+TEST(CpuReduce, LongContiguousSumAndMaxMatchTheFold) {
+  // Long enough for the vectorized loop body and its remainder.
+  const int64_t rows = 3, cols = 1031;
+  std::vector<double> x;
+  for (int64_t j = 0; j < rows * cols; ++j)
+    x.push_back(static_cast<float>(std::sin(j * 0.37) * 10));
+  x[cols + 517] = 1e4;            // max in the middle of row 1
+  x[2 * cols + cols - 1] = kNaN;  // NaN in the remainder of row 2
+  auto sm = reduce_rows(ReduceOp::Sum, DType::f32, x, rows, cols);
+  auto mx = reduce_rows(ReduceOp::Max, DType::f32, x, rows, cols);
+  ASSERT_EQ(sm.size(), 2u);
+  ASSERT_EQ(mx.size(), 2u);
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::vector<double> row(x.begin() + r * cols, x.begin() + (r + 1) * cols);
+    EXPECT_LE(rel_error(sm[1].get(r), fold(ReduceOp::Sum, DType::f32, row), 1.0), 1e-5) << r;
+    EXPECT_EQ(rel_error(mx[1].get(r), fold(ReduceOp::Max, DType::f32, row)), 0) << r;
+  }
+}
+
+TEST(CpuReduce, SeveralReduceVariablesAndEmptyExtent) {
+  // out[i] = sum_{j,k} x[i,j,k] over [3,5,7]; empty[i] = sum over a zero extent = 0, max = -inf
+  auto a = std::make_shared<kir::ExprArena>();
+  const Expr* idx =
+      a->alu(Alu::Add, DType::i64,
+             {a->alu(Alu::Mul, DType::i64, {a->var(0), a->index(35)}),
+              a->alu(Alu::Add, DType::i64,
+                     {a->alu(Alu::Mul, DType::i64, {a->var(1), a->index(7)}), a->var(2)})});
+  const Expr* x = a->load(0, DType::f64, idx);
+  const Expr* s = a->reduce(ReduceOp::Sum, DType::f64, x, {1, 2}, {5, 7});
+  const Expr* e = a->reduce(ReduceOp::Sum, DType::f64, a->load(0, DType::f64, a->var(3)), {3}, {0});
+  const Expr* m = a->reduce(ReduceOp::Max, DType::f64, a->load(0, DType::f64, a->var(4)), {4}, {0});
+  kir::Kernel k = make_kernel("multi",
+                              {in_param(DType::f64, {3, 5, 7}), out_param(DType::f64, {3}),
+                               out_param(DType::f64, {3}), out_param(DType::f64, {3})},
+                              {3}, a, {{1, a->var(0), s}, {2, a->var(0), e}, {3, a->var(0), m}});
+  std::vector<double> xs;
+  for (int j = 0; j < 105; ++j) xs.push_back(j * 0.5 - 10);
+  auto res = run_kernel(k, {Buffer(DType::f64, xs)});
+  ASSERT_EQ(res.size(), 4u);
+  for (int i = 0; i < 3; ++i) {
+    double want = 0;
+    for (int j = 0; j < 35; ++j) want += xs[i * 35 + j];
+    EXPECT_DOUBLE_EQ(res[1].get(i), want);
+    EXPECT_EQ(res[2].get(i), 0);
+    EXPECT_EQ(res[3].get(i), -kInf);
+  }
+}
+
+TEST(CpuReduce, SoftmaxReducesNestedInElementwise) {
+  // out[r,c] = exp(x[r,c] - max_c' x[r,c']) / sum_c'' exp(x[r,c''] - max_c' x[r,c'])
+  const int64_t rows = 4, cols = 19;
+  auto a = std::make_shared<kir::ExprArena>();
+  const Expr* mx = a->reduce(ReduceOp::Max, DType::f32,
+                             a->load(0, DType::f32, row_index(*a, cols, 0, 2)), {2}, {cols});
+  auto shifted_exp = [&](int32_t col_var) {
+    return a->alu(Alu::Exp, DType::f32,
+                  {a->alu(Alu::Sub, DType::f32,
+                          {a->load(0, DType::f32, row_index(*a, cols, 0, col_var)), mx})});
+  };
+  const Expr* sum = a->reduce(ReduceOp::Sum, DType::f32, shifted_exp(3), {3}, {cols});
+  const Expr* val = a->alu(Alu::Div, DType::f32, {shifted_exp(1), sum});
+  kir::Kernel k = make_kernel(
+      "softmax", {in_param(DType::f32, {rows, cols}), out_param(DType::f32, {rows, cols})},
+      {rows, cols}, a, {{1, row_index(*a, cols, 0, 1), val}});
+  std::vector<double> x;
+  for (int64_t j = 0; j < rows * cols; ++j)
+    x.push_back(static_cast<float>(std::cos(j * 1.3) * 5 + (j / cols) * 100));
+  auto res = run_kernel(k, {Buffer(DType::f32, x)});
+  ASSERT_EQ(res.size(), 2u);
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = -kInf, s = 0;
+    for (int64_t c = 0; c < cols; ++c) m = std::max(m, x[r * cols + c]);
+    for (int64_t c = 0; c < cols; ++c) s += std::exp(x[r * cols + c] - m);
+    for (int64_t c = 0; c < cols; ++c)
+      EXPECT_LE(rel_error(res[1].get(r * cols + c), std::exp(x[r * cols + c] - m) / s), 1e-6)
+          << r << "," << c << "\n"
+          << kir::print_kernel(k);
+  }
+}
+
+TEST(CpuReduce, ReduceInsideAnotherReduce) {
+  // var[r] = sum_j (x[r,j] - mean_k x[r,k])^2 with mean = sum_k x[r,k] * (1/cols); i64 argmax of it
+  // too
+  const int64_t rows = 5, cols = 23;
+  auto a = std::make_shared<kir::ExprArena>();
+  const Expr* mean =
+      a->alu(Alu::Mul, DType::f64,
+             {a->reduce(ReduceOp::Sum, DType::f64,
+                        a->load(0, DType::f64, row_index(*a, cols, 0, 2)), {2}, {cols}),
+              a->constant(DType::f64, 1.0 / cols)});
+  const Expr* d =
+      a->alu(Alu::Sub, DType::f64, {a->load(0, DType::f64, row_index(*a, cols, 0, 1)), mean});
+  const Expr* var =
+      a->reduce(ReduceOp::Sum, DType::f64, a->alu(Alu::Mul, DType::f64, {d, d}), {1}, {cols});
+  kir::Kernel k =
+      make_kernel("variance", {in_param(DType::f64, {rows, cols}), out_param(DType::f64, {rows})},
+                  {rows}, a, {{1, a->var(0), var}});
+  std::vector<double> x;
+  for (int64_t j = 0; j < rows * cols; ++j) x.push_back(std::sin(j * 0.7) * (1 + j / cols));
+  auto res = run_kernel(k, {Buffer(DType::f64, x)});
+  ASSERT_EQ(res.size(), 2u);
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = 0, v = 0;
+    for (int64_t c = 0; c < cols; ++c) m += x[r * cols + c];
+    m /= cols;
+    for (int64_t c = 0; c < cols; ++c) v += (x[r * cols + c] - m) * (x[r * cols + c] - m);
+    EXPECT_LE(rel_error(res[1].get(r), v), 1e-12) << r << "\n" << kir::print_kernel(k);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::codegen::testing
