@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "ir/error.h"
+#include "ir/scalar_semantics.h"
 
 namespace kiln::ir {
 
@@ -55,19 +56,6 @@ double decode_narrow(uint16_t bits, NarrowFloat f) {
     return mant ? std::copysign(std::nan(""), sign) : sign * INFINITY;
   if (biased == 0) return sign * std::ldexp(mant, 1 - f.bias() - f.mant_bits);
   return sign * std::ldexp(mant + (1 << f.mant_bits), biased - f.bias() - f.mant_bits);
-}
-
-// Truncates toward zero, then wraps modulo 2^64 like a C cast from a wider integer would.
-// Non-finite values (NaN, +-inf) have no integer value and become 0.
-int64_t wrap_to_int64(double v) {
-  if (!std::isfinite(v)) return 0;
-  const double t = std::trunc(v);
-  constexpr double k2p63 = 9223372036854775808.0;
-  if (t >= -k2p63 && t < k2p63) return static_cast<int64_t>(t);
-  constexpr double k2p64 = 18446744073709551616.0;
-  double m = std::fmod(t, k2p64);  // exact; |t| >= 2^63 so m is a multiple of 2^11
-  if (m < 0) m += k2p64;           // exact for the same reason
-  return static_cast<int64_t>(static_cast<uint64_t>(m));
 }
 
 template <class T>

@@ -3,7 +3,8 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
+
+#include "ir/scalar_semantics.h"
 
 namespace kiln::passes {
 
@@ -37,121 +38,37 @@ double round_to(double v, DType t) {
   return v;
 }
 
-std::optional<double> fold_float(Op op, const std::vector<double>& x) {
-  double a = x[0], b = x.size() > 1 ? x[1] : 0;
+// Integer operands: only the ops that stay exact in int64, wrapped to the result dtype.
+std::optional<double> fold_int(Op op, const std::vector<double>& x, DType result) {
+  std::optional<double> v;
   switch (op) {
-    case Op::Neg:
-      return -a;
-    case Op::Abs:
-      return std::fabs(a);
-    case Op::Exp:
-      return std::exp(a);
-    case Op::Log:
-      return std::log(a);
-    case Op::Sqrt:
-      return std::sqrt(a);
-    case Op::Rsqrt:
-      return 1 / std::sqrt(a);
-    case Op::Recip:
-      return 1 / a;
-    case Op::Sin:
-      return std::sin(a);
-    case Op::Cos:
-      return std::cos(a);
-    case Op::Tanh:
-      return std::tanh(a);
-    case Op::Sigmoid:
-      return 1 / (1 + std::exp(-a));
-    case Op::Relu:
-      return std::isnan(a) ? a : (a > 0 ? a : 0.0);
-    case Op::Gelu: {
-      const double k = std::sqrt(2 / M_PI);
-      return 0.5 * a * (1 + std::tanh(k * (a + 0.044715 * a * a * a)));
-    }
-    case Op::Erf:
-      return std::erf(a);
-    case Op::Floor:
-      return std::floor(a);
-    case Op::Ceil:
-      return std::ceil(a);
-    case Op::Sign:
-      return std::isnan(a) ? a : (a > 0) - (a < 0);
     case Op::Add:
-      return a + b;
     case Op::Sub:
-      return a - b;
     case Op::Mul:
-      return a * b;
     case Op::Div:
-      return a / b;
-    case Op::Pow:
-      return std::pow(a, b);
-    case Op::Max:
-      return std::isnan(a) || std::isnan(b) ? NAN : std::fmax(a, b);
-    case Op::Min:
-      return std::isnan(a) || std::isnan(b) ? NAN : std::fmin(a, b);
-    default:
-      return std::nullopt;
-  }
-}
-
-int64_t floor_div(int64_t a, int64_t b) {
-  if (b == 0) return 0;
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-std::optional<double> fold_int(Op op, const std::vector<double>& x) {
-  auto a = static_cast<int64_t>(x[0]);
-  int64_t b = x.size() > 1 ? static_cast<int64_t>(x[1]) : 0;
-  auto ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
-  switch (op) {
+      return wrap_int(*ir::eval_int_binary(op, ir::wrap_to_int64(x[0]), ir::wrap_to_int64(x[1])),
+                      result);
     case Op::Neg:
-      return static_cast<double>(static_cast<int64_t>(0 - ua));
     case Op::Abs:
-      return static_cast<double>(a < 0 ? static_cast<int64_t>(0 - ua) : a);
     case Op::Relu:
-      return static_cast<double>(a > 0 ? a : 0);
     case Op::Sign:
-      return static_cast<double>((a > 0) - (a < 0));
-    case Op::Add:
-      return static_cast<double>(static_cast<int64_t>(ua + ub));
-    case Op::Sub:
-      return static_cast<double>(static_cast<int64_t>(ua - ub));
-    case Op::Mul:
-      return static_cast<double>(static_cast<int64_t>(ua * ub));
-    case Op::Div:
-      return static_cast<double>(floor_div(a, b));
+      v = ir::eval_float_unary(op, x[0]);
+      break;
     case Op::Max:
-      return static_cast<double>(a > b ? a : b);
     case Op::Min:
-      return static_cast<double>(a < b ? a : b);
+      v = ir::eval_float_binary(op, x[0], x[1]);
+      break;
     default:
       return std::nullopt;
   }
+  return wrap_int(ir::wrap_to_int64(*v), result);
 }
 
-std::optional<double> fold_compare(Op op, double a, double b) {
-  switch (op) {
-    case Op::Eq:
-      return a == b;
-    case Op::Ne:
-      return a != b;
-    case Op::Lt:
-      return a < b;
-    case Op::Le:
-      return a <= b;
-    case Op::Gt:
-      return a > b;
-    case Op::Ge:
-      return a >= b;
-    case Op::And:
-      return a != 0 && b != 0;
-    case Op::Or:
-      return a != 0 || b != 0;
-    default:
-      return std::nullopt;
-  }
+std::optional<double> fold_float(Op op, const std::vector<double>& x, DType result) {
+  std::optional<double> v =
+      x.size() == 1 ? ir::eval_float_unary(op, x[0]) : ir::eval_float_binary(op, x[0], x[1]);
+  if (!v) return std::nullopt;
+  return round_to(*v, result);
 }
 
 std::optional<double> fold_cast(double v, DType to) {
@@ -173,16 +90,13 @@ std::optional<double> fold_elementwise(Op op, DType result_dtype, DType operand_
   if (!foldable(result_dtype) || !foldable(operand_dtype)) return std::nullopt;
   if (op == Op::Where) return args[0] != 0 ? args[1] : args[2];
   if (op == Op::Cast) return fold_cast(args[0], result_dtype);
-  if (op == Op::Not) return args[0] == 0;
-  if (result_dtype == DType::boolean) return fold_compare(op, args[0], args[1]);
-  if (ir::is_float(operand_dtype)) {
-    std::optional<double> v = fold_float(op, args);
-    if (!v) return std::nullopt;
-    return round_to(*v, result_dtype);
+  if (op == Op::Not) return ir::eval_float_unary(op, args[0]);
+  if (result_dtype == DType::boolean) {
+    if (args.size() != 2) return std::nullopt;
+    return ir::eval_compare(op, args[0], args[1]);
   }
-  std::optional<double> v = fold_int(op, args);
-  if (!v) return std::nullopt;
-  return wrap_int(static_cast<int64_t>(*v), result_dtype);
+  if (ir::is_float(operand_dtype)) return fold_float(op, args, result_dtype);
+  return fold_int(op, args, result_dtype);
 }
 
 }  // namespace kiln::passes

@@ -1,10 +1,9 @@
 // Element conversions and index helpers of the reference interpreter.
 #include "runtime/reference_value.h"
 
-#include <cmath>
-
 #include "ir/error.h"
 #include "ir/host_tensor.h"
+#include "ir/scalar_semantics.h"
 
 namespace kiln::runtime::reference {
 
@@ -16,15 +15,9 @@ Value make_value(DType dtype, ir::Shape shape) {
   return v;
 }
 
+// Kept under the interpreter's own name (reference_value.h) for its matmul and reductions.
 int64_t to_int64(double v) {
-  if (!std::isfinite(v)) return 0;
-  const double t = std::trunc(v);
-  constexpr double k2p63 = 9223372036854775808.0;
-  if (t >= -k2p63 && t < k2p63) return static_cast<int64_t>(t);
-  constexpr double k2p64 = 18446744073709551616.0;
-  double m = std::fmod(t, k2p64);  // exact: |t| >= 2^63 makes m a multiple of 2^11
-  if (m < 0) m += k2p64;
-  return static_cast<int64_t>(static_cast<uint64_t>(m));
+  return ir::wrap_to_int64(v);
 }
 
 double wrap_integer(int64_t v, DType dtype) {
