@@ -2,9 +2,10 @@
 # kiln vs numpy on the memory-bound workloads, A B A B in one session (the machine is noisy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
 for round in 1 2; do
   for w in ew_chain softmax layernorm; do
-    build/bench/kiln_bench --benchmark_filter="^$w\$" 2>/dev/null | awk -v w=$w '/_median/ {print "kiln " w " " $2 " ms"}'
+    "$BUILD"/bench/kiln_bench --benchmark_filter="^$w/" 2>/dev/null | awk -v w=$w '/_median/ {print "kiln " w " " $2 " ms"}'
     /usr/bin/python3 bench/numpy_peer.py "$w"
   done
 done
