@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""numpy's median times for the memory-bound workloads, measured like kiln_bench: inputs seeded
+"""numpy's median times for the workloads, measured like kiln_bench: inputs seeded
 normal(0,1) and created before timing, 2 warm-ups, median of 10 runs, in milliseconds.
 Run with Debian's /usr/bin/python3 (python3-numpy)."""
 import sys
@@ -30,10 +30,13 @@ def workloads(rng):
     a, b, c = n(16777216), n(16777216), n(16777216)
     x = n(4096, 4096)
     xl, g, be = n(8192, 1024), n(1024), n(1024)
+    A, B, bias = n(1024, 1024), n(1024, 1024), n(1024)
     return {
         "ew_chain": lambda: gelu(a * b + c),
         "softmax": lambda: softmax(x),
         "layernorm": lambda: layernorm(xl, g, be),
+        "matmul": lambda: A @ B,
+        "matmul_bias_relu": lambda: np.maximum(A @ B + bias, 0),
     }
 
 

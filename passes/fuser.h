@@ -23,8 +23,30 @@ struct FusedGroup {
   std::vector<const ir::Node*> inputs;
 };
 
+// Why two neighbouring ops (producer -> consumer) ended in different kernels. Every graph edge
+// between two computed (non-Input, non-source) nodes whose groups differ carries one reason;
+// the texts are short, stable phrases such as "shape mismatch", "would create a cycle",
+// "binding limit", "reduce axes differ", "max_blocks reached", "matmul operand",
+// "cheaper to materialize", "graph output".
+struct FusionReason {
+  const ir::Node* producer;
+  const ir::Node* consumer;
+  std::string reason;
+};
+
+// The cost model's estimate for one group (see passes/cost_model.h for the formula).
+struct GroupCost {
+  double bytes = 0;    // global-memory bytes read (each input buffer once) and written
+  int launches = 1;
+  double flops = 0;    // scalar operations executed, recomputation included
+  double seconds = 0;  // bytes / bandwidth + launches * launch overhead + flops / compute rate
+};
+
 struct FusionPlan {
   std::vector<FusedGroup> groups;  // in an order where every group's inputs are ready
+  std::vector<GroupCost> costs;    // one per group; empty when the fuser has no cost model
+  double total_seconds = 0;        // sum of costs[i].seconds
+  std::vector<FusionReason> reasons;
 };
 
 class Fuser {
@@ -43,5 +65,22 @@ class Fuser {
 // chain of movement ops over an Input or materialized node. Everything else is inlined into every
 // group that reads it.
 std::unique_ptr<Fuser> make_first_fuser();
+
+class CostModel;
+
+// DESIGN.md §5: beam search over assignments of nodes to groups in topological order.
+// max_blocks = 1, beam_width = 1 is greedy fusion.
+struct BeamOptions {
+  int max_blocks = 5;  // open groups tracked at once; the oldest is closed when one more opens
+  int beam_width = 4;  // cheapest states kept per step
+};
+// Places every computed node (movement ops and sources that are not graph outputs are inlined
+// into each reader instead) into a group. Never in the same group: a matmul and the computed
+// values it reads; a value read through two or more different views and those view readers.
+// All outputs of a group (graph outputs, values read by other groups) have one shape. A value
+// read by another group is written once or recomputed by the reader, whichever `cost` prices
+// lower. Fills costs, total_seconds and one reason per edge between groups; deterministic.
+// name() is "greedy" for max_blocks = beam_width = 1, else "beam". `cost` must outlive the fuser.
+std::unique_ptr<Fuser> make_beam_fuser(const CostModel& cost, BeamOptions options = {});
 
 }  // namespace kiln::passes

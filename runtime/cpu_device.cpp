@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "runtime/cpu_rates.h"
 #include "runtime/structural_key.h"
 
 namespace kiln::runtime {
@@ -29,6 +30,19 @@ CpuDevice::CpuDevice(DeviceOptions options, std::unique_ptr<codegen::CpuBackend>
       threads_(options_.num_threads > 0 ? options_.num_threads : ThreadPool::default_threads()),
       pool_(BufferPool::create()) {}
 
+const passes::CostModel& CpuDevice::cost_model() {
+  std::call_once(fuser_once_, [this] {
+    cost_ = std::make_unique<passes::CostModel>(cpu_rates(*backend_, threads_));
+    if (options_.fuser == "first") {
+      fuser_ = passes::make_first_fuser();
+    } else {
+      passes::BeamOptions beam = options_.fuser == "greedy" ? passes::BeamOptions{1, 1} : options_.beam;
+      fuser_ = passes::make_beam_fuser(*cost_, beam);
+    }
+  });
+  return *cost_;
+}
+
 Expected<std::shared_ptr<Plan>> CpuDevice::plan_for(ir::Graph& g,
                                                     const std::vector<const ir::Node*>& outputs,
                                                     bool* cache_hit) {
@@ -47,7 +61,8 @@ Expected<std::shared_ptr<Plan>> CpuDevice::get_plan(ir::Graph& g,
     }
   }
   if (cache_hit) *cache_hit = false;
-  PlannerOptions po{.fuser = nullptr, .kernels = &kernels_, .namer = options_.namer};
+  cost_model();
+  PlannerOptions po{.fuser = fuser_.get(), .kernels = &kernels_, .namer = options_.namer};
   auto plan = build_plan(g, outputs, key.inputs, po);
   if (!plan) return plan;
   std::lock_guard lock(plans_mu_);

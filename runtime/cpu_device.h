@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "codegen/cpu/cpu_backend.h"
+#include "passes/cost_model.h"
 #include "runtime/device.h"
 #include "runtime/structural_key.h"
 #include "runtime/thread_pool.h"
@@ -25,6 +26,8 @@ class CpuDevice final : public Device {
   Expected<std::shared_ptr<Plan>> plan_for(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
                                            bool* cache_hit = nullptr);
   codegen::CpuBackend& backend() { return *backend_; }
+  // The cost model with this machine's rates (measured once, see runtime/cpu_rates.h).
+  const passes::CostModel& cost_model();
 
  private:
   CpuDevice(DeviceOptions options, std::unique_ptr<codegen::CpuBackend> backend);
@@ -37,6 +40,9 @@ class CpuDevice final : public Device {
   KernelCache kernels_;
   ThreadPool threads_;
   std::shared_ptr<BufferPool> pool_;
+  std::once_flag fuser_once_;
+  std::unique_ptr<passes::CostModel> cost_;
+  std::unique_ptr<passes::Fuser> fuser_;
   std::mutex plans_mu_;
   std::unordered_map<std::string, std::shared_ptr<Plan>> plans_;
 };

@@ -21,6 +21,11 @@ std::string input_label(const ir::Node* n) {
 std::vector<std::string> available_devices() { return {"cpu", "reference"}; }
 
 Expected<std::unique_ptr<Device>> open_device(std::string_view name, DeviceOptions options) {
+  if (options.fuser != "beam" && options.fuser != "greedy" && options.fuser != "first")
+    return make_error(fmt::format("unknown fuser '{}' (expected beam, greedy or first)", options.fuser));
+  if (options.beam.max_blocks < 1 || options.beam.beam_width < 1)
+    return make_error(fmt::format("beam search needs max_blocks >= 1 and beam_width >= 1, got {} and {}",
+                                  options.beam.max_blocks, options.beam.beam_width));
   if (name == "cpu") {
     auto dev = CpuDevice::create(std::move(options));
     if (!dev) return std::unexpected(dev.error());

@@ -10,6 +10,7 @@
 
 #include "ir/error.h"
 #include "ir/graph.h"
+#include "passes/fuser.h"
 #include "runtime/buffer.h"
 #include "runtime/plan.h"
 #include "runtime/planner.h"
@@ -37,6 +38,10 @@ struct RunStats {
 struct DeviceOptions {
   int num_threads = 0;  // 0: ThreadPool::default_threads() (KILN_NUM_THREADS, else all cores)
   ValueNamer namer;     // names for stats; null: %t<id>
+  // The fuser: "beam" (DESIGN.md §5, with `beam`), "greedy" (beam with 1 block, width 1) or
+  // "first" (the rule-based first fuser).
+  std::string fuser = "beam";
+  passes::BeamOptions beam;
 };
 
 class Device {

@@ -9,6 +9,7 @@
 #include "codegen/cpu/cpu_backend.h"
 #include "ir/graph.h"
 #include "ir/kernel_ir.h"
+#include "passes/fuser.h"
 
 namespace kiln::runtime {
 
@@ -33,6 +34,8 @@ struct Plan {
   std::vector<PlanStep> steps;
   std::vector<int> output_slots;
   std::vector<const ir::Node*> optimized_outputs;  // the optimized graph, for dumps
+  passes::FusionPlan fusion;                       // groups, cost estimates, reasons (for dumps)
+  std::string fuser;                               // the fuser's name
   int compiled = 0;                                // kernels compiled while building it
   double compile_ms = 0;                           // codegen time while building it
   double plan_ms = 0;                              // total build time (passes + fusion + codegen)

@@ -8,6 +8,7 @@
 
 #include "passes/lower.h"
 #include "passes/passes.h"
+#include "runtime/dump_writer.h"
 
 namespace kiln::runtime {
 
@@ -70,7 +71,9 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
 
   plan->optimized_outputs = passes::optimize(g, outputs);
   const passes::Fuser& fuser = options.fuser ? *options.fuser : default_fuser();
-  passes::FusionPlan fusion = fuser.fuse(plan->optimized_outputs);
+  plan->fusion = fuser.fuse(plan->optimized_outputs);
+  plan->fuser = std::string(fuser.name());
+  const passes::FusionPlan& fusion = plan->fusion;
 
   // Optimized outputs keep the names of the values they replace.
   ValueNamer namer = [&](const ir::Node* n) {
@@ -117,6 +120,7 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
     if (plan->slots[s].input_index < 0 && !keep.count(static_cast<int>(s)) && last_reader[s] >= 0)
       plan->steps[last_reader[s]].release_after.push_back(static_cast<int>(s));
   plan->plan_ms = ms_since(t0);
+  write_plan_dump(outputs, inputs, *plan, options.namer);  // KILN_DUMP=<dir>; a no-op otherwise
   return plan;
 }
 

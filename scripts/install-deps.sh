@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages kiln builds and tests with (skips apt-get when all are present).
 set -euo pipefail
 packages=(cmake ninja-build g++ ccache git python3 python3-numpy
-          llvm-19-dev libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev)
+          llvm-19-dev libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
+          graphviz)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -2,12 +2,24 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "passes/fuser.h"
 #include "tools/graph_inputs.h"
 
 namespace kiln::tools {
+
+// The fuser choice of `kiln run` and `kiln dump`.
+struct FuserFlags {
+  std::string fuser = "beam";     // beam | greedy (beam with 1 block, width 1) | first
+  std::optional<int> max_blocks;  // beam only; default passes::BeamOptions
+  std::optional<int> beam_width;
+};
+// The beam options the flags select (greedy: 1 block, width 1); an error when a beam-only
+// flag is given with another fuser.
+Expected<passes::BeamOptions> beam_options(const FuserFlags& flags);
 
 struct RunOptions {
   std::string graph_path;
@@ -17,12 +29,19 @@ struct RunOptions {
   bool stats = false;
   std::string stats_json;  // empty: none
   int repeat = 1;          // run_ms is the median over this many runs
+  FuserFlags fusion;
 };
 int run_command(const RunOptions& options);
 
 struct DumpOptions {
   std::string graph_path;
-  std::string stage = "kernels";  // graph | kernels | llvm
+  std::string stage = "kernels";  // graph | groups | kernels | source (llvm: an alias of source)
+  bool stage_given = false;       // --stage was on the command line
+  bool why = false;               // groups: list why each kernel boundary did not fuse
+  FuserFlags fusion;
+  std::string rates = "measured";  // measured (this machine, as `kiln run`) | reference (fixed)
+  std::string format = "text";      // text | dot | html
+  std::string output;               // empty: stdout
 };
 int dump_command(const DumpOptions& options);
 

@@ -1,51 +1,128 @@
-// `kiln dump`: the optimized graph (.kg), the kernel IR, or the LLVM IR of each kernel.
+// `kiln dump`: how a graph is optimized, fused (with cost estimates and reasons) and compiled,
+// as text, a Graphviz digraph or a self-contained HTML page.
 #include <fmt/format.h>
 
+#include <fstream>
+
 #include "ir/kg.h"
+#include "passes/cost_model.h"
 #include "runtime/cpu_device.h"
+#include "runtime/dump_text.h"
 #include "runtime/planner.h"
 #include "runtime/structural_key.h"
 #include "tools/commands.h"
+#include "tools/dump_dot.h"
+#include "tools/dump_html.h"
 #include "tools/graph_namer.h"
 
 namespace kiln::tools {
 
-int dump_command(const DumpOptions& o) {
-  if (o.stage != "graph" && o.stage != "kernels" && o.stage != "llvm")
-    return report_error(fmt::format("unknown stage '{}' (expected graph, kernels or llvm)", o.stage));
+Expected<passes::BeamOptions> beam_options(const FuserFlags& flags) {
+  if (flags.fuser != "beam" && (flags.max_blocks || flags.beam_width))
+    return make_error(fmt::format("--max-blocks and --beam-width apply to --fuser beam, not --fuser {}",
+                                  flags.fuser));
+  passes::BeamOptions beam;
+  if (flags.fuser == "greedy") beam.max_blocks = beam.beam_width = 1;
+  if (flags.max_blocks) beam.max_blocks = *flags.max_blocks;
+  if (flags.beam_width) beam.beam_width = *flags.beam_width;
+  return beam;
+}
+
+namespace {
+
+Expected<void> check_combination(const DumpOptions& o) {
+  if (auto beam = beam_options(o.fusion); !beam) return std::unexpected(beam.error());
+  if (o.format != "text" && o.stage_given && o.stage != "groups")
+    return make_error(fmt::format("--format {} draws the groups stage; use --stage groups or --format text",
+                                  o.format));
+  return {};
+}
+
+std::unique_ptr<passes::Fuser> make_fuser(const DumpOptions& o, const passes::CostModel& model) {
+  if (o.fusion.fuser == "first") return passes::make_first_fuser();
+  return passes::make_beam_fuser(model, *beam_options(o.fusion));  // checked by check_combination
+}
+
+Expected<void> emit(const std::string& path, const std::string& text) {
+  if (path.empty()) {
+    fmt::print("{}", text);
+    return {};
+  }
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f) return make_error(fmt::format("cannot write '{}'", path));
+  return {};
+}
+
+// Everything one dump needs: the graph, its plan, the names and the cost model behind them.
+struct DumpInput {
   ir::Graph g;
-  auto graph = ir::read_kg_file(g, o.graph_path);
-  if (!graph) return report_error(graph.error().message);
+  ir::KgGraph graph;
   std::vector<const ir::Node*> outputs;
-  for (const auto& [name, node] : graph->outputs) outputs.push_back(node);
-  runtime::StructuralKey key = runtime::structural_key(outputs);
-
-  std::unique_ptr<runtime::CpuDevice> device;
-  runtime::PlannerOptions po{.fuser = nullptr, .kernels = nullptr, .namer = make_namer(*graph)};
+  runtime::StructuralKey key;
+  std::unique_ptr<runtime::CpuDevice> device;  // when compiling or measuring rates
   std::unique_ptr<runtime::KernelCache> kernels;
-  if (o.stage == "llvm") {
-    auto dev = runtime::CpuDevice::create({});
-    if (!dev) return report_error(dev.error().message);
-    device = std::move(*dev);
-    kernels = std::make_unique<runtime::KernelCache>(device->backend());
-    po.kernels = kernels.get();
-  }
-  auto plan = runtime::build_plan(g, outputs, key.inputs, po);
-  if (!plan) return report_error(plan.error().message);
+  std::unique_ptr<passes::CostModel> reference;
+  const passes::CostModel* model = nullptr;
+  std::unique_ptr<passes::Fuser> fuser;
+  std::shared_ptr<runtime::Plan> plan;
+};
 
-  if (o.stage == "graph") {
-    ir::KgGraph optimized{graph->inputs, {}, {}};
-    for (size_t i = 0; i < outputs.size(); ++i)
-      optimized.outputs.emplace_back(graph->outputs[i].first, (*plan)->optimized_outputs[i]);
-    fmt::print("{}", ir::print_kg(optimized));
-    return 0;
+Expected<void> prepare(const DumpOptions& o, DumpInput& in) {
+  auto graph = ir::read_kg_file(in.g, o.graph_path);
+  if (!graph) return std::unexpected(graph.error());
+  in.graph = std::move(*graph);
+  for (const auto& [name, node] : in.graph.outputs) in.outputs.push_back(node);
+  in.key = runtime::structural_key(in.outputs);
+
+  bool compile = o.stage == "source" || o.stage == "llvm" || o.format == "html";
+  if (compile || o.rates == "measured") {
+    auto dev = runtime::CpuDevice::create({});
+    if (!dev) return std::unexpected(dev.error());
+    in.device = std::move(*dev);
   }
-  fmt::print("# {} kernel{}\n", (*plan)->steps.size(), (*plan)->steps.size() == 1 ? "" : "s");
-  for (const runtime::PlanStep& step : (*plan)->steps) {
-    fmt::print("\n# {}: {}\n", step.kernel.name, fmt::join(step.values, " "));
-    if (o.stage == "kernels") fmt::print("{}", kir::print_kernel(step.kernel));
-    else fmt::print("{}", step.artifact->llvm_ir);
+  if (o.rates == "measured") {
+    in.model = &in.device->cost_model();
+  } else {
+    in.reference = std::make_unique<passes::CostModel>(passes::DeviceRates::reference_cpu());
+    in.model = in.reference.get();
   }
+  in.fuser = make_fuser(o, *in.model);
+  runtime::PlannerOptions po;
+  po.fuser = in.fuser.get();
+  po.namer = make_namer(in.graph);
+  if (compile) {
+    in.kernels = std::make_unique<runtime::KernelCache>(in.device->backend());
+    po.kernels = in.kernels.get();
+  }
+  auto plan = runtime::build_plan(in.g, in.outputs, in.key.inputs, po);
+  if (!plan) return std::unexpected(plan.error());
+  in.plan = *plan;
+  return {};
+}
+
+std::string render(const DumpOptions& o, const DumpInput& in) {
+  runtime::ValueNamer namer = runtime::optimized_namer(*in.plan, in.outputs, make_namer(in.graph));
+  if (o.format == "dot") return render_dot(build_dump_graph(*in.plan, namer, *in.model), o.why);
+  if (o.format == "html")
+    return render_html(build_dump_graph(*in.plan, namer, *in.model), *in.plan, namer, o.graph_path);
+  if (o.stage == "graph")
+    return ir::print_kg(runtime::standalone_graph(in.plan->optimized_outputs, in.key.inputs, namer));
+  if (o.stage == "groups") return runtime::groups_text(*in.plan, namer, *in.model, o.why);
+  if (o.stage == "kernels") return runtime::kernels_text(*in.plan);
+  return runtime::source_text(*in.plan);
+}
+
+}  // namespace
+
+int dump_command(const DumpOptions& o) {
+  if (auto ok = check_combination(o); !ok) return report_error(ok.error().message);
+  if (o.why && o.format == "text" && o.stage != "groups")
+    fmt::print(stderr, "kiln: warning: --why applies to --stage groups (and --format dot)\n");
+  DumpInput in;
+  if (auto ok = prepare(o, in); !ok) return report_error(ok.error().message);
+  if (auto ok = emit(o.output, render(o, in)); !ok) return report_error(ok.error().message);
   return 0;
 }
 

@@ -11,6 +11,33 @@ int report_error(const std::string& message) {
   else fmt::print(stderr, "kiln: error: {}\n", message);
   return 1;
 }
+
+void add_fuser_options(CLI::App* cmd, FuserFlags& o) {
+  cmd->add_option("--fuser", o.fuser, "beam | greedy (beam, 1 block, width 1) | first")
+      ->default_val("beam")
+      ->check(CLI::IsMember({"beam", "greedy", "first"}));
+  cmd->add_option("--max-blocks", o.max_blocks, "Beam search: open groups tracked at once")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--beam-width", o.beam_width, "Beam search: states kept per step")
+      ->check(CLI::Range(1, 1000));
+}
+
+void add_dump_options(CLI::App* cmd, DumpOptions& o) {
+  cmd->add_option("graph", o.graph_path, "The .kg graph file")->required();
+  cmd->add_option("--stage", o.stage, "graph | groups | kernels | source (llvm: alias of source)")
+      ->default_val("kernels")
+      ->check(CLI::IsMember({"graph", "groups", "kernels", "source", "llvm"}));
+  cmd->add_flag("--why", o.why, "With the groups: why each kernel boundary did not fuse");
+  add_fuser_options(cmd, o.fusion);
+  cmd->add_option("--rates", o.rates,
+                  "Cost model rates: measured (this machine, as `kiln run` uses) | reference (fixed)")
+      ->default_val("measured")
+      ->check(CLI::IsMember({"reference", "measured"}));
+  cmd->add_option("--format", o.format, "text | dot (Graphviz) | html (one self-contained page)")
+      ->default_val("text")
+      ->check(CLI::IsMember({"text", "dot", "html"}));
+  cmd->add_option("-o,--output", o.output, "Write to FILE instead of stdout");
+}
 }  // namespace kiln::tools
 
 int main(int argc, char** argv) {
@@ -31,15 +58,19 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--stats-json", run.stats_json, "Write the statistics as JSON to FILE");
   run_cmd->add_option("--repeat", run.repeat, "Run N times; run time is the median")
       ->check(CLI::Range(1, 100000));
+  add_fuser_options(run_cmd, run.fusion);
 
   DumpOptions dump;
-  auto* dump_cmd = app.add_subcommand("dump", "Print the optimized graph, kernel IR or LLVM IR");
-  dump_cmd->add_option("graph", dump.graph_path, "The .kg graph file")->required();
-  dump_cmd->add_option("--stage", dump.stage, "graph | kernels | llvm")->default_val("kernels");
+  auto* dump_cmd = app.add_subcommand(
+      "dump", "Show how a .kg graph is optimized, fused and compiled (graph, groups, kernels, source)");
+  add_dump_options(dump_cmd, dump);
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // A bad option value is one "kiln: error:" line and exit code 1, like its other errors.
+    if ((dump_cmd->parsed() || run_cmd->parsed()) && e.get_exit_code() != 0)
+      return report_error(e.what());
     return app.exit(e);
   }
   if (*run_cmd) {
@@ -51,5 +82,6 @@ int main(int argc, char** argv) {
     }
     return run_command(run);
   }
+  dump.stage_given = dump_cmd->count("--stage") > 0;
   return dump_command(dump);
 }

@@ -63,7 +63,13 @@ int run_command(const RunOptions& o) {
   if (!graph) return report_error(graph.error().message);
   auto host = load_inputs(*graph, o.inputs);
   if (!host) return report_error(host.error().message);
-  auto device = runtime::open_device(o.device, runtime::DeviceOptions{.namer = make_namer(*graph)});
+  auto beam = beam_options(o.fusion);
+  if (!beam) return report_error(beam.error().message);
+  runtime::DeviceOptions options;
+  options.namer = make_namer(*graph);
+  options.fuser = o.fusion.fuser;
+  options.beam = *beam;
+  auto device = runtime::open_device(o.device, std::move(options));
   if (!device) return report_error(device.error().message);
 
   runtime::Bindings bindings;

@@ -14,6 +14,7 @@
 
 #include "codegen/cpu/alu_lowering.h"
 #include "codegen/cpu/dtype_lowering.h"
+#include "codegen/cpu/matmul_emitter.h"
 #include "codegen/cpu/reduce_lowering.h"
 
 namespace kiln::codegen::cpu {
@@ -349,6 +350,8 @@ Expected<llvm::Function*> KernelEmitter::run() {
 
 Expected<llvm::Function*> emit_kernel(const kir::Kernel& kernel, const EmitOptions& options,
                                       llvm::Module& module) {
+  if (std::optional<MatmulPattern> mm = recognize_matmul(kernel))
+    return emit_matmul_kernel(kernel, *mm, options, module);
   return KernelEmitter(kernel, options, module).run();
 }
 

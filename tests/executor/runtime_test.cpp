@@ -1,12 +1,15 @@
 // The cpu runtime's own machinery: thread pool chunks, structural plan keys, buffer lifetimes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <mutex>
 
 #include "ir/builder.h"
 #include "runtime/buffer.h"
 #include "runtime/cpu_device.h"
+#include "runtime/cpu_rates.h"
 #include "runtime/structural_key.h"
 #include "runtime/thread_pool.h"
 
@@ -74,25 +77,55 @@ TEST(CpuPlan, IntermediatesAreReleasedAfterTheirLastReader) {
   ASSERT_TRUE(dev.has_value()) << dev.error().message;
   ir::Graph g;
   ir::Builder b(g);
-  const ir::Node* x = g.input(DType::f32, {64, 64}, "x");
-  const ir::Node* m = must(b.reduce(Op::ReduceMax, x, std::vector<int64_t>{1}, true));
-  const ir::Node* s = must(b.reduce(Op::Sum, must(b.binary(Op::Sub, x, m)), std::vector<int64_t>{1}, true));
-  const ir::Node* y = must(b.binary(Op::Div, must(b.binary(Op::Sub, x, m)), s));
+  // Three matmuls in a chain: each product is an operand of the next, so it is materialized.
+  const ir::Node* x = g.input(DType::f32, {32, 32}, "x");
+  const ir::Node* h1 = must(b.matmul(x, x));
+  const ir::Node* h2 = must(b.matmul(h1, x));
+  const ir::Node* y = must(b.matmul(h2, h1));
   auto plan = (*dev)->plan_for(g, {y});
   ASSERT_TRUE(plan.has_value()) << plan.error().message;
   const Plan& p = **plan;
   ASSERT_EQ(p.steps.size(), 3u);
-  // m (written by step 0) is last read by step 2; s (step 1) too; y is an output: kept.
-  int m_slot = p.steps[0].args.back(), s_slot = p.steps[1].args.back();
+  // h1 (step 0) is last read by step 2, h2 (step 1) by step 2; y is an output: kept.
+  int h1_slot = p.steps[0].args.back(), h2_slot = p.steps[1].args.back();
   EXPECT_TRUE(p.steps[0].release_after.empty());
   EXPECT_TRUE(p.steps[1].release_after.empty());
-  EXPECT_EQ(p.steps[2].release_after, (std::vector<int>{m_slot, s_slot}));
+  std::vector<int> released = p.steps[2].release_after;
+  std::sort(released.begin(), released.end());
+  EXPECT_EQ(released, (std::vector<int>{std::min(h1_slot, h2_slot), std::max(h1_slot, h2_slot)}));
   // The same structure again is a plan cache hit.
   bool hit = false;
   auto again = (*dev)->plan_for(g, {y}, &hit);
   ASSERT_TRUE(again.has_value());
   EXPECT_TRUE(hit);
   EXPECT_EQ(again->get(), plan->get());
+}
+
+TEST(CpuRates, MeasuredOnceAndKeptPerMachine) {
+  auto backend = codegen::CpuBackend::create();
+  ASSERT_TRUE(backend.has_value()) << backend.error().message;
+  ThreadPool threads(2);
+  auto r = measure_cpu_rates(**backend, threads);
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_GT(r->bandwidth, 1e9);   // bytes/s: any machine that runs this suite streams > 1 GB/s
+  EXPECT_LT(r->bandwidth, 1e13);
+  EXPECT_GT(r->launch_overhead, 0);
+  EXPECT_LT(r->launch_overhead, 1e-2);
+  EXPECT_GT(r->compute_rate, 1e8);
+  // Kept in $XDG_CACHE_HOME/kiln: a second call reads the file instead of measuring.
+  std::string dir = ::testing::TempDir() + "kiln_rates_" + std::to_string(::getpid());
+  ::setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+  ::unsetenv("KILN_CPU_RATES");
+  passes::DeviceRates first = cpu_rates(**backend, threads);
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/kiln")) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);
+  passes::DeviceRates second = cpu_rates(**backend, threads);
+  EXPECT_EQ(second.bandwidth, first.bandwidth);
+  EXPECT_EQ(second.compute_rate, first.compute_rate);
+  ::setenv("KILN_CPU_RATES", "reference", 1);
+  EXPECT_EQ(cpu_rates(**backend, threads).bandwidth, passes::DeviceRates::reference_cpu().bandwidth);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(BufferPool, ReusesReleasedBlocks) {

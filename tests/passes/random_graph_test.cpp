@@ -1,10 +1,12 @@
-// Seeded random graphs of views, elementwise ops and reductions: optimize + first fuser + lowering,
-// run by the test interpreter, must match the f64 reference interpreter of the unoptimized graph.
+// Seeded random graphs of views, elementwise ops and reductions: optimize + fuser (the first fuser
+// and the beam fuser) + lowering, run by the test interpreter, must match the f64 reference
+// interpreter of the unoptimized graph.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
+#include "passes/cost_model.h"
 #include "passes/passes.h"
 #include "runtime/reference.h"
 #include "tests/passes/test_support.h"
@@ -124,6 +126,7 @@ class RandomGraph {
 
 TEST(RandomGraphs, FusedKernelsMatchTheReference) {
   std::mt19937 rng(20261121);
+  CostModel model(DeviceRates::reference_cpu());
   int compared = 0;
   for (int trial = 0; trial < 150; ++trial) {
     ir::Graph g;
@@ -145,12 +148,27 @@ TEST(RandomGraphs, FusedKernelsMatchTheReference) {
     auto want = runtime::evaluate_reference({out}, {{x, xt}});
     ASSERT_TRUE(want) << want.error().message;
     Outputs optimized = optimize(g, {out});
-    std::vector<testing::Buffer> got = testing::run_plan(optimized, {{x, xv}});
-    ASSERT_EQ(got.size(), 1u);
-    ASSERT_EQ(static_cast<int64_t>(got[0].size()), (*want)[0].numel()) << "trial " << trial;
-    for (int64_t i = 0; i < (*want)[0].numel(); ++i)
-      ASSERT_NEAR(got[0][static_cast<size_t>(i)], (*want)[0].get(i), 1e-9)
-          << "trial " << trial << " element " << i;
+    for (const auto& fuser : {make_first_fuser(), make_beam_fuser(model),
+                              make_beam_fuser(model, {.max_blocks = 1, .beam_width = 1})}) {
+      std::vector<testing::Buffer> got =
+          testing::run_fusion_plan(fuser->fuse(optimized), optimized, {{x, xv}});
+      ASSERT_EQ(got.size(), 1u);
+      ASSERT_EQ(static_cast<int64_t>(got[0].size()), (*want)[0].numel())
+          << fuser->name() << " trial " << trial;
+      for (int64_t i = 0; i < (*want)[0].numel(); ++i)
+        ASSERT_NEAR(got[0][static_cast<size_t>(i)], (*want)[0].get(i), 1e-9)
+            << fuser->name() << " trial " << trial << " element " << i;
+    }
+    // On these graphs the beam never does worse than the alternatives, by its own cost model.
+    auto seconds = [&](const FusionPlan& plan) {
+      double total = 0;
+      for (const FusedGroup& grp : plan.groups) total += model.estimate(grp).seconds;
+      return total;
+    };
+    double beam = make_beam_fuser(model)->fuse(optimized).total_seconds;
+    EXPECT_LE(beam, seconds(make_first_fuser()->fuse(optimized)) * (1 + 1e-9)) << trial;
+    EXPECT_LE(beam, make_beam_fuser(model, {1, 1})->fuse(optimized).total_seconds * (1 + 1e-9))
+        << trial;
     ++compared;
   }
   EXPECT_EQ(compared, 150);

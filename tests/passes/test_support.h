@@ -42,23 +42,27 @@ inline Buffer run_one_group(const ir::Node* out,
   return bufs.back();
 }
 
-// Runs every group of the first fuser's plan for `outputs` in order, buffers passed between
-// groups by node; returns the buffer of each output.
-inline std::vector<Buffer> run_plan(const passes::Outputs& outputs,
-                                    const std::vector<std::pair<const ir::Node*, Buffer>>& inputs) {
+// Runs every group of `plan` in order, buffers passed between groups by node; returns the
+// buffer of each output.
+inline std::vector<Buffer> run_fusion_plan(
+    const passes::FusionPlan& plan, const passes::Outputs& outputs,
+    const std::vector<std::pair<const ir::Node*, Buffer>>& inputs) {
   std::vector<std::pair<const ir::Node*, Buffer>> values = inputs;
   auto find = [&](const ir::Node* n) -> Buffer* {
     for (auto& [node, data] : values)
       if (node == n) return &data;
     return nullptr;
   };
-  for (const passes::FusedGroup& group : passes::make_first_fuser()->fuse(outputs).groups) {
+  for (const passes::FusedGroup& group : plan.groups) {
     auto lowered = passes::lower_group(group, "k");
     EXPECT_TRUE(lowered) << (lowered ? "" : lowered.error().message);
     if (!lowered) return {};
     std::vector<Buffer> bufs(lowered->params.size());
-    for (size_t i = 0; i < group.inputs.size(); ++i)
-      if (Buffer* b = find(group.inputs[i])) bufs[i] = *b;
+    for (size_t i = 0; i < group.inputs.size(); ++i) {
+      Buffer* b = find(group.inputs[i]);
+      EXPECT_NE(b, nullptr) << "group input %" << group.inputs[i]->id << " is not ready";
+      if (b) bufs[i] = *b;
+    }
     std::string err = run_kernel(lowered->kernel, bufs);
     EXPECT_EQ(err, "") << kir::print_kernel(lowered->kernel);
     for (size_t i = 0; i < group.outputs.size(); ++i)
@@ -67,6 +71,12 @@ inline std::vector<Buffer> run_plan(const passes::Outputs& outputs,
   std::vector<Buffer> results;
   for (const ir::Node* o : outputs) results.push_back(find(o) ? *find(o) : Buffer{});
   return results;
+}
+
+// Runs the first fuser's plan for `outputs` (see run_fusion_plan).
+inline std::vector<Buffer> run_plan(const passes::Outputs& outputs,
+                                    const std::vector<std::pair<const ir::Node*, Buffer>>& inputs) {
+  return run_fusion_plan(passes::make_first_fuser()->fuse(outputs), outputs, inputs);
 }
 
 // 0, 1, 2, ... n-1 as doubles.

@@ -1,0 +1,342 @@
+// The matmul loop nest in LLVM IR: chunk/batch loops, B-panel packing, the MR x NR register-tile
+// micro-kernel with llvm.fmuladd on <8 x float>, and the per-element epilogue with remainders.
+#include "codegen/cpu/matmul_emitter.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include "codegen/cpu/dtype_lowering.h"
+#include "codegen/cpu/expr_emitter.h"
+
+namespace kiln::codegen::cpu {
+
+namespace {
+
+using kir::Expr;
+using llvm::BasicBlock;
+using llvm::Value;
+
+// The register tile: MR rows x (vecs * lanes) columns of accumulators. AVX2 (16 registers):
+// 6 x 16 floats = 12 <8 x float> accumulators, plus two B vectors and one broadcast. AVX-512 (32
+// registers): 6 x 64 floats = 24 <16 x float>, plus four B vectors and one broadcast (measured
+// faster than 12 x 32, 14 x 32 and 8 x 48 on a Xeon with AVX-512). Narrow outputs (N smaller
+// than the tile) trade columns for rows, keeping the number of accumulators.
+struct Tile {
+  int64_t mr, lanes, vecs;
+  int64_t nr() const { return lanes * vecs; }
+};
+
+// TuneParams::vector_width 4, 8 or 16 picks the lanes; anything else is the host's choice.
+Tile tile_for(const EmitOptions& opt, int64_t n) {
+  const int w = opt.params.vector_width;
+  int64_t lanes = opt.features.find("+avx512f") != std::string::npos ? 16 : 8;
+  if (w == 4 || w == 8 || w == 16) lanes = w;
+  const int64_t accumulators = lanes == 16 ? 24 : 12;
+  const int64_t vecs = std::clamp<int64_t>((n + lanes - 1) / lanes, 1, lanes == 16 ? 4 : 2);
+  return Tile{accumulators / vecs, lanes, vecs};
+}
+
+constexpr int64_t kAlign = 64;
+// Packed B columns per block: about what stays in a core's L2 next to the A sliver.
+constexpr int64_t kBlockBytes = 512 * 1024;
+
+int64_t round_up(int64_t x, int64_t m) {
+  return (x + m - 1) / m * m;
+}
+
+class MatmulEmitter {
+ public:
+  MatmulEmitter(const kir::Kernel& k, const MatmulPattern& p, const EmitOptions& opt,
+                llvm::Module& m)
+      : k_(k),
+        p_(p),
+        opt_(opt),
+        t_(tile_for(opt, k.domain.back())),
+        kMR(t_.mr),
+        kLanes(t_.lanes),
+        kVecs(t_.vecs),
+        kNR(t_.nr()),
+        kK(std::max<int64_t>(p.k_extent, 1)),
+        m_(m),
+        ctx_(m.getContext()),
+        b_(ctx_) {}
+
+  Expected<llvm::Function*> run();
+
+ private:
+  using Body = std::function<Expected<void>(Value*)>;
+  void create_function();
+  void create_scratch();
+  Expected<void> loop(Value* start, Value* end, int64_t step, const std::string& name,
+                      const Body& body);
+  Expected<void> batch_loops(size_t axis, Value* begin, Value* end);
+  Expected<void> rows(Value* i_lo, Value* i_hi);
+  Expected<void> pack_b(Value* jc, Value* j_end);
+  Expected<void> pack_a(Value* i0, Value* i_hi);
+  void micro_kernel(Value* panel);
+  Expected<void> epilogue(Value* i0, Value* i_hi, Value* j0);
+  Value* i64(int64_t v) { return b_.getInt64(v); }
+  Value* float_at(Value* base, Value* index) {
+    return b_.CreateInBoundsGEP(b_.getFloatTy(), base, index);
+  }
+
+  const kir::Kernel& k_;
+  const MatmulPattern& p_;
+  const EmitOptions& opt_;
+  const Tile t_;
+  const int64_t kMR, kLanes, kVecs, kNR;  // t_'s, named like the constants they are
+  const int64_t kK;                       // the reduction extent, at least 1 (scratch sizes)
+  int64_t nc_ = 0;                        // columns per packed B block, a multiple of kNR
+  llvm::Module& m_;
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> b_;
+  llvm::Function* fn_ = nullptr;
+  std::vector<Value*> buffers_;
+  std::unique_ptr<ExprEmitter> ex_;
+  llvm::VectorType* vec_ = nullptr;
+  Value* scratch_ = nullptr;            // malloc'd
+  Value* b_pack_ = nullptr;             // nc_ / kNR panels, each kK rows of kNR floats
+  Value* a_pack_ = nullptr;             // kK rows of kMR floats: the row block's a values
+  std::vector<llvm::AllocaInst*> acc_;  // kMR * kVecs accumulators, promoted to registers
+  llvm::AllocaInst* tile_ = nullptr;    // kMR * kNR floats: the accumulators for the epilogue
+};
+
+void MatmulEmitter::create_function() {
+  llvm::Type* ptr = b_.getPtrTy();
+  auto* fty =
+      llvm::FunctionType::get(b_.getVoidTy(), {ptr, b_.getInt64Ty(), b_.getInt64Ty()}, false);
+  fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, opt_.symbol, m_);
+  fn_->addFnAttr(llvm::Attribute::NoUnwind);
+  if (!opt_.cpu.empty()) fn_->addFnAttr("target-cpu", opt_.cpu);
+  if (!opt_.features.empty()) fn_->addFnAttr("target-features", opt_.features);
+  // Without it the x86 backend splits 512-bit vectors on CPUs that prefer 256-bit ones.
+  fn_->addFnAttr("min-legal-vector-width", std::to_string(kLanes * 32));
+  fn_->addParamAttr(0, llvm::Attribute::NoCapture);
+  fn_->addParamAttr(0, llvm::Attribute::ReadOnly);
+  b_.SetInsertPoint(BasicBlock::Create(ctx_, "entry", fn_));
+  for (size_t i = 0; i < k_.params.size(); ++i) {
+    Value* slot = b_.CreateConstInBoundsGEP1_64(ptr, fn_->getArg(0), i);
+    buffers_.push_back(b_.CreateLoad(ptr, slot, fmt::format("buf{}", i)));
+  }
+  ex_ = std::make_unique<ExprEmitter>(b_, k_, buffers_);
+  vec_ = llvm::FixedVectorType::get(b_.getFloatTy(), kLanes);
+}
+
+// The packs are per call, so threads running disjoint chunks never share them. A failed malloc
+// traps: the kernel signature has no way to report it.
+void MatmulEmitter::create_scratch() {
+  for (int64_t i = 0; i < kMR * kVecs; ++i) acc_.push_back(b_.CreateAlloca(vec_));
+  tile_ = b_.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), kMR * kNR));
+  tile_->setAlignment(llvm::Align(kLanes * 4));
+  const int64_t panels = std::max<int64_t>(1, kBlockBytes / (kK * kNR * 4));
+  nc_ = std::min(panels * kNR, round_up(k_.domain.back(), kNR));
+  const int64_t b_bytes = round_up(kK * nc_ * 4, kAlign);
+  const int64_t bytes = b_bytes + round_up(kK * kMR * 4, kAlign) + kAlign;
+  llvm::FunctionCallee malloc_fn = m_.getOrInsertFunction("malloc", b_.getPtrTy(), b_.getInt64Ty());
+  scratch_ = b_.CreateCall(malloc_fn, {i64(bytes)}, "scratch");
+  BasicBlock* fail = BasicBlock::Create(ctx_, "scratch.fail", fn_);
+  BasicBlock* ok = BasicBlock::Create(ctx_, "scratch.ok", fn_);
+  b_.CreateCondBr(b_.CreateIsNull(scratch_), fail, ok);
+  b_.SetInsertPoint(fail);
+  b_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {});
+  b_.CreateUnreachable();
+  b_.SetInsertPoint(ok);
+  Value* addr = b_.CreatePtrToInt(scratch_, b_.getInt64Ty());
+  Value* pad = b_.CreateAnd(b_.CreateSub(i64(0), addr), i64(kAlign - 1));
+  b_pack_ = b_.CreateInBoundsGEP(b_.getInt8Ty(), scratch_, pad, "b.pack");
+  a_pack_ = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), b_pack_, b_bytes, "a.pack");
+}
+
+// for (iv = start; iv < end; iv += step) body(iv); leaves the builder after the loop.
+Expected<void> MatmulEmitter::loop(Value* start, Value* end, int64_t step, const std::string& name,
+                                   const Body& body) {
+  BasicBlock* pre = b_.GetInsertBlock();
+  BasicBlock* header = BasicBlock::Create(ctx_, name + ".header", fn_);
+  BasicBlock* inside = BasicBlock::Create(ctx_, name + ".body", fn_);
+  BasicBlock* exit = BasicBlock::Create(ctx_, name + ".exit", fn_);
+  b_.CreateBr(header);
+  b_.SetInsertPoint(header);
+  llvm::PHINode* iv = b_.CreatePHI(b_.getInt64Ty(), 2, name);
+  iv->addIncoming(start, pre);
+  b_.CreateCondBr(b_.CreateICmpSLT(iv, end), inside, exit);
+  b_.SetInsertPoint(inside);
+  ex_->forget();
+  if (Expected<void> ok = body(iv); !ok) return ok;
+  Value* next = b_.CreateAdd(iv, i64(step), name + ".next", /*HasNUW=*/false, /*HasNSW=*/true);
+  iv->addIncoming(next, b_.GetInsertBlock());
+  b_.CreateBr(header);
+  b_.SetInsertPoint(exit);
+  ex_->forget();
+  return {};
+}
+
+// Batch axes 0 .. rank-3 (the outermost one over [begin, end)), then the rows of every batch
+// point. A rank-2 kernel splits its rows directly.
+Expected<void> MatmulEmitter::batch_loops(size_t axis, Value* begin, Value* end) {
+  const size_t rank = k_.domain.size();
+  if (axis + 2 == rank) {
+    if (rank == 2) return rows(begin, end);
+    return rows(i64(0), i64(k_.domain[rank - 2]));
+  }
+  Value* lo = axis == 0 ? begin : i64(0);
+  Value* hi = axis == 0 ? end : i64(k_.domain[axis]);
+  return loop(lo, hi, 1, fmt::format("b{}", axis), [&](Value* iv) {
+    ex_->bind_var(static_cast<int32_t>(axis), iv);
+    return batch_loops(axis + 1, begin, end);
+  });
+}
+
+// Per block of nc_ columns: pack B once, then per row block of [i_lo, i_hi) pack A once (the
+// packed rows stay in L1 while they meet every panel of the block) and run the micro-kernel and
+// epilogue for every panel.
+Expected<void> MatmulEmitter::rows(Value* i_lo, Value* i_hi) {
+  const int64_t n = k_.domain.back();
+  // No rows, no packing.
+  Value* n_or_0 = b_.CreateSelect(b_.CreateICmpSLT(i_lo, i_hi), i64(n), i64(0));
+  return loop(i64(0), n_or_0, nc_, "jc", [&](Value* jc) -> Expected<void> {
+    Value* j_end =
+        b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(jc, i64(nc_)), i64(n));
+    if (Expected<void> ok = pack_b(jc, j_end); !ok) return ok;
+    return loop(i_lo, i_hi, kMR, "i0", [&](Value* i0) -> Expected<void> {
+      if (Expected<void> ok = pack_a(i0, i_hi); !ok) return ok;
+      return loop(jc, j_end, kNR, "j0", [&](Value* j0) -> Expected<void> {
+        micro_kernel(float_at(b_pack_, b_.CreateMul(b_.CreateSub(j0, jc), i64(kK))));
+        return epilogue(i0, i_hi, j0);
+      });
+    });
+  });
+}
+
+// Panel p of the block holds b(k, j0 + jj) at [p][k][jj] for j0 = jc + p * NR, 0 past the last
+// column (b is evaluated at a clamped column, so its loads stay in range).
+Expected<void> MatmulEmitter::pack_b(Value* jc, Value* j_end) {
+  const int64_t n = k_.domain.back();
+  return loop(jc, j_end, kNR, "pb", [&](Value* j0) {
+    Value* panel = float_at(b_pack_, b_.CreateMul(b_.CreateSub(j0, jc), i64(kK)));
+    return loop(i64(0), i64(p_.k_extent), 1, "pbk", [&](Value* k) {
+      return loop(i64(0), i64(kNR), 1, "pbj", [&](Value* jj) -> Expected<void> {
+        Value* j = b_.CreateAdd(j0, jj);
+        ex_->bind_var(p_.k_var, k);
+        ex_->bind_var(p_.j_var, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, j, i64(n - 1)));
+        Expected<Value*> v = ex_->emit(p_.b);
+        if (!v) return std::unexpected(v.error());
+        Value* x = b_.CreateSelect(b_.CreateICmpSLT(j, i64(n)), *v,
+                                   llvm::ConstantFP::get(b_.getFloatTy(), 0.0));
+        b_.CreateStore(x, float_at(panel, b_.CreateAdd(b_.CreateMul(k, i64(kNR)), jj)));
+        return {};
+      });
+    });
+  });
+}
+
+// a_pack[k][r] = a(i0 + r, k). Rows past i_hi repeat the last row (loads stay in range); the
+// epilogue does not store them.
+Expected<void> MatmulEmitter::pack_a(Value* i0, Value* i_hi) {
+  std::vector<Value*> row;
+  Value* last = b_.CreateSub(i_hi, i64(1));
+  for (int64_t r = 0; r < kMR; ++r)
+    row.push_back(b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(i0, i64(r)), last));
+  return loop(i64(0), i64(p_.k_extent), 1, "pak", [&](Value* k) -> Expected<void> {
+    for (int64_t r = 0; r < kMR; ++r) {
+      ex_->forget();  // a's values belong to one row
+      ex_->bind_var(p_.k_var, k);
+      ex_->bind_var(p_.i_var, row[r]);
+      Expected<Value*> a = ex_->emit(p_.a);
+      if (!a) return std::unexpected(a.error());
+      b_.CreateStore(*a, float_at(a_pack_, b_.CreateAdd(b_.CreateMul(k, i64(kMR)), i64(r))));
+    }
+    return {};
+  });
+}
+
+// acc[r][v] += a_pack[k][r] * panel[k][v * lanes ...] over all k, in registers.
+void MatmulEmitter::micro_kernel(Value* panel) {
+  for (llvm::AllocaInst* acc : acc_) b_.CreateStore(llvm::ConstantFP::get(vec_, 0.0), acc);
+  Expected<void> ok = loop(i64(0), i64(p_.k_extent), 1, "k", [&](Value* k) -> Expected<void> {
+    std::vector<Value*> bv;
+    for (int64_t v = 0; v < kVecs; ++v) {
+      Value* at = b_.CreateAdd(b_.CreateMul(k, i64(kNR)), i64(v * kLanes));
+      bv.push_back(b_.CreateAlignedLoad(vec_, float_at(panel, at), llvm::Align(kLanes * 4)));
+    }
+    for (int64_t r = 0; r < kMR; ++r) {
+      Value* at = b_.CreateAdd(b_.CreateMul(k, i64(kMR)), i64(r));
+      Value* splat =
+          b_.CreateVectorSplat(kLanes, b_.CreateLoad(b_.getFloatTy(), float_at(a_pack_, at)));
+      for (int64_t v = 0; v < kVecs; ++v) {
+        llvm::AllocaInst* acc = acc_[r * kVecs + v];
+        Value* sum = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vec_},
+                                        {splat, bv[v], b_.CreateLoad(vec_, acc)});
+        b_.CreateStore(sum, acc);
+      }
+    }
+    return {};
+  });
+  KILN_CHECK(ok.has_value()) << "the micro-kernel emits no kernel expression";
+}
+
+// Every store of the kernel, per valid element of the tile, in the kernel's store order.
+Expected<void> MatmulEmitter::epilogue(Value* i0, Value* i_hi, Value* j0) {
+  for (int64_t r = 0; r < kMR; ++r)
+    for (int64_t v = 0; v < kVecs; ++v) {
+      Value* at = b_.CreateConstInBoundsGEP1_64(b_.getFloatTy(), tile_, r * kNR + v * kLanes);
+      b_.CreateAlignedStore(b_.CreateLoad(vec_, acc_[r * kVecs + v]), at, llvm::Align(kLanes * 4));
+    }
+  Value* n_rows = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateSub(i_hi, i0), i64(kMR));
+  Value* n_cols = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin,
+                                           b_.CreateSub(i64(k_.domain.back()), j0), i64(kNR));
+  return loop(i64(0), n_rows, 1, "er", [&](Value* r) {
+    return loop(i64(0), n_cols, 1, "ej", [&](Value* jj) -> Expected<void> {
+      ex_->bind_var(p_.i_var, b_.CreateAdd(i0, r));
+      ex_->bind_var(p_.j_var, b_.CreateAdd(j0, jj));
+      Value* at = b_.CreateAdd(b_.CreateMul(r, i64(kNR)), jj);
+      ex_->bind_expr(p_.reduce, b_.CreateLoad(b_.getFloatTy(),
+                                              b_.CreateInBoundsGEP(b_.getFloatTy(), tile_, at)));
+      for (const kir::Store& st : k_.stores) {
+        Expected<Value*> index = ex_->emit(st.index);
+        if (!index) return std::unexpected(index.error());
+        Expected<Value*> value = ex_->emit(st.value);
+        if (!value) return std::unexpected(value.error());
+        const ir::DType t = k_.params[st.buf].dtype;
+        llvm::Type* mt = memory_type(ctx_, t);
+        b_.CreateStore(to_memory(b_, *value, t),
+                       b_.CreateInBoundsGEP(mt, buffers_[st.buf], *index));
+      }
+      return {};
+    });
+  });
+}
+
+Expected<llvm::Function*> MatmulEmitter::run() {
+  create_function();
+  // An empty inner axis means no point runs (and no operand may be read).
+  for (size_t d = 1; d < k_.domain.size(); ++d)
+    if (k_.domain[d] == 0) {
+      b_.CreateRetVoid();
+      return fn_;
+    }
+  create_scratch();
+  if (Expected<void> ok = batch_loops(0, fn_->getArg(1), fn_->getArg(2)); !ok)
+    return std::unexpected(ok.error());
+  llvm::FunctionCallee free_fn = m_.getOrInsertFunction("free", b_.getVoidTy(), b_.getPtrTy());
+  b_.CreateCall(free_fn, {scratch_});
+  b_.CreateRetVoid();
+  return fn_;
+}
+
+}  // namespace
+
+Expected<llvm::Function*> emit_matmul_kernel(const kir::Kernel& kernel, const MatmulPattern& p,
+                                             const EmitOptions& options, llvm::Module& module) {
+  return MatmulEmitter(kernel, p, options, module).run();
+}
+
+}  // namespace kiln::codegen::cpu

@@ -1,0 +1,19 @@
+// A recognized matmul kernel (codegen/cpu/matmul_recognizer.h) -> a tiled, register-blocked LLVM
+// function with the same signature and semantics as the generic emitter's (llvm_emitter.h).
+#pragma once
+
+#include "codegen/cpu/llvm_emitter.h"
+#include "codegen/cpu/matmul_recognizer.h"
+
+namespace kiln::codegen::cpu {
+
+// Per thread chunk [begin, end) of the outermost axis and per batch point: per block of columns
+// (as many NR-wide panels as fit about an L2), the column operand is packed once into a scratch
+// buffer (zero past N); per MR-row block the row operand is packed once (prologues evaluated
+// there), then each panel accumulates an MR x NR register tile over all of k and the epilogues
+// run per element of the tile. Scratch comes from malloc/free (never a global), so concurrent
+// calls on disjoint ranges are safe. TuneParams::vector_width 4, 8 or 16 forces the tile's lanes.
+Expected<llvm::Function*> emit_matmul_kernel(const kir::Kernel& kernel, const MatmulPattern& p,
+                                             const EmitOptions& options, llvm::Module& module);
+
+}  // namespace kiln::codegen::cpu

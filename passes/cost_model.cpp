@@ -1,0 +1,132 @@
+// The fusion cost model: the estimated time of one fused group on a device with given rates.
+//
+//   seconds = bytes / bandwidth + launches * launch_overhead + flops / compute_rate
+//
+// - bytes: every input buffer once (a kernel streams each buffer it reads; repeated reads of the
+//   same buffer are assumed to hit cache) plus every output once.
+// - launches: 1 per group.
+// - flops: the scalar work the kernel actually executes. Each computed node n costs
+//   node_flops(n) (per-element unit cost times elements; reductions and matmuls count their
+//   bodies) times its evaluation factor f(n). Outputs have f = 1. A node read by an inlined
+//   consumer c gets f(n) = max over its readers of f(c) * extra(c -> n), where extra (see
+//   passes/fusion_reads.h) counts what the code generator's hoisting leaves: a value is evaluated
+//   once per iteration of the loops down to the deepest loop it depends on. A row reduction
+//   [R,1] read inside an [R,C] kernel depends on the row loop only: extra 1. A column reduction
+//   [1,C] read there depends on the inner loop, so it is recomputed for every row: extra R, and
+//   its R-long reduction body runs R*R*C times in total.
+// - A value read in several loop nests (the kernel's, and each reduction's loop) is evaluated in
+//   each. The formula counts that for matmuls (the contraction is re-run: attention scores fused
+//   into softmax cost three matmuls) but counts an elementwise value once, so softmax's exp, read
+//   by the sum's loop and by the output loop, is priced once: fusing a whole row softmax or
+//   layernorm into one kernel is what the model is calibrated to choose.
+#include "passes/cost_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "passes/fusion_reads.h"
+
+namespace kiln::passes {
+
+std::string DeviceRates::str() const {
+  return fmt::format("bandwidth {:g} B/s, launch overhead {:g} s, compute {:g} op/s", bandwidth,
+                     launch_overhead, compute_rate);
+}
+
+namespace {
+
+using ReadMap = std::unordered_map<const ir::Node*, std::vector<ValueRead>>;  // lookup only
+
+bool has_loop_body(const ir::Node* n) {
+  return ir::is_reduce(n->op) || n->op == ir::Op::Matmul;
+}
+
+// Adds one to `count[m]` for every matmul m that the loop nest reading `roots` evaluates: the
+// walk goes through inlined values and stops at matmuls and at reductions (their operands are
+// evaluated in the reduction's own loop, a context of its own).
+void count_matmul_context(const std::vector<const ir::Node*>& roots, const ReadMap& reads,
+                          std::unordered_map<const ir::Node*, int>& count) {
+  std::unordered_set<const ir::Node*> seen;
+  std::vector<const ir::Node*> stack;
+  for (const ir::Node* r : roots) {
+    auto it = reads.find(r);
+    if (it == reads.end()) continue;
+    for (const ValueRead& v : it->second) stack.push_back(v.base);
+  }
+  while (!stack.empty()) {
+    const ir::Node* n = stack.back();
+    stack.pop_back();
+    if (!reads.contains(n) || !seen.insert(n).second) continue;  // a buffer, or done
+    if (n->op == ir::Op::Matmul) ++count[n];
+    if (has_loop_body(n)) continue;
+    for (const ValueRead& v : reads.at(n)) stack.push_back(v.base);
+  }
+}
+
+}  // namespace
+
+double CostModel::executed_flops(const FusedGroup& group) const {
+  std::unordered_set<const ir::Node*> buffers(group.inputs.begin(), group.inputs.end());
+  std::unordered_set<const ir::Node*> outputs(group.outputs.begin(), group.outputs.end());
+  auto inlined_view = [&](const ir::Node* n) {
+    ir::OpKind kind = ir::op_kind(n->op);
+    return !buffers.contains(n) && (kind == ir::OpKind::Movement || kind == ir::OpKind::Source);
+  };
+  auto stop = [&](const ir::Node* n) { return !inlined_view(n); };
+  std::vector<const ir::Node*> order = group.nodes;  // readers before the values they read
+  std::sort(order.begin(), order.end(),
+            [](const ir::Node* a, const ir::Node* b) { return a->id > b->id; });
+  ReadMap reads;
+  std::unordered_map<const ir::Node*, double> factor;  // lookup only
+  for (const ir::Node* o : group.outputs) factor[o] = 1;
+  std::vector<const ir::Node*> evaluated;  // in `order`
+  for (const ir::Node* n : order) {
+    auto it = factor.find(n);
+    if (it == factor.end()) continue;  // reached only as an inlined view, or dead
+    if (inlined_view(n) && !outputs.contains(n)) continue;
+    evaluated.push_back(n);
+    std::vector<ValueRead>& mine = reads[n] = collect_reads(n, stop);
+    for (const ValueRead& r : mine) {
+      if (buffers.contains(r.base) || r.base->op == ir::Op::Input) continue;
+      double& g = factor[r.base];
+      g = std::max(g, it->second * r.extra);
+    }
+  }
+  // A matmul is evaluated once per loop nest that reads it (the kernel's own, each reduction's):
+  // attention's scores inlined into softmax are contracted three times. Other values read in
+  // several loop nests are counted once (see the header comment).
+  std::unordered_map<const ir::Node*, int> contexts;
+  bool any_matmul = std::any_of(evaluated.begin(), evaluated.end(),
+                                [](const ir::Node* n) { return n->op == ir::Op::Matmul; });
+  std::vector<const ir::Node*> domain_roots;
+  for (const ir::Node* o : group.outputs) {
+    if (o->op == ir::Op::Matmul) ++contexts[o];
+    if (!has_loop_body(o)) domain_roots.push_back(o);
+  }
+  if (any_matmul) {
+    count_matmul_context(domain_roots, reads, contexts);
+    for (const ir::Node* n : evaluated)
+      if (has_loop_body(n)) count_matmul_context({n}, reads, contexts);
+  }
+  double flops = 0;
+  for (const ir::Node* n : evaluated) {
+    auto c = contexts.find(n);
+    flops += node_flops(n) * factor.at(n) * (c == contexts.end() ? 1 : std::max(1, c->second));
+  }
+  return flops;
+}
+
+GroupCost CostModel::estimate(const FusedGroup& group) const {
+  GroupCost c;
+  for (const ir::Node* in : group.inputs) c.bytes += node_bytes(in);
+  for (const ir::Node* out : group.outputs) c.bytes += node_bytes(out);
+  c.launches = 1;
+  c.flops = executed_flops(group);
+  c.seconds = seconds(c.bytes, c.launches, c.flops);
+  return c;
+}
+
+}  // namespace kiln::passes

@@ -1,0 +1,253 @@
+// The reads of a fused node through inlined views, with the loop dependencies that decide how
+// often the code generator evaluates each value read.
+#include "passes/fusion_reads.h"
+
+#include <algorithm>
+#include <bit>
+#include <set>
+#include <tuple>
+
+namespace kiln::passes {
+
+namespace {
+
+using ir::AttrKey;
+using ir::Node;
+using ir::Op;
+
+// Bit i of an axis mask: the axis index depends on loop i of the reader's loop nest (loops
+// outer to inner: the reader's axes, then its reduction or contraction loops).
+using Mask = uint64_t;
+using AxisMasks = std::vector<Mask>;
+
+Mask bit(size_t loop) {
+  return Mask{1} << std::min<size_t>(loop, 63);
+}
+
+// The loop nest of `n`: its own axes, then the loops of its reduction or contraction.
+std::vector<int64_t> loop_extents(const Node* n) {
+  std::vector<int64_t> ext(n->shape.begin(), n->shape.end());
+  if (ir::is_reduce(n->op)) {
+    const Node* x = n->inputs[0];
+    if (n->op == Op::ArgMax || n->op == Op::ArgMin) {
+      ext.push_back(x->shape[static_cast<size_t>(n->attrs.i(AttrKey::axis))]);
+    } else {
+      for (int64_t a : n->attrs.ints(AttrKey::axes))
+        ext.push_back(x->shape[static_cast<size_t>(a)]);
+    }
+  } else if (n->op == Op::Matmul) {
+    ext.push_back(n->inputs[0]->shape.back());
+  }
+  return ext;
+}
+
+AxisMasks own_axes(const Node* n) {
+  AxisMasks m(n->shape.size());
+  for (size_t k = 0; k < m.size(); ++k) m[k] = bit(k);
+  return m;
+}
+
+// Right-aligned numpy broadcasting: size-1 operand axes read index 0.
+AxisMasks broadcast_masks(const AxisMasks& out, const ir::Shape& from) {
+  AxisMasks m(from.size(), 0);
+  size_t lead = out.size() - from.size();
+  for (size_t k = 0; k < from.size(); ++k)
+    if (from[k] != 1) m[k] = out[lead + k];
+  return m;
+}
+
+AxisMasks reduce_operand_masks(const Node* n, const Node* x) {
+  std::vector<int64_t> axes = (n->op == Op::ArgMax || n->op == Op::ArgMin)
+                                  ? std::vector<int64_t>{n->attrs.i(AttrKey::axis)}
+                                  : n->attrs.ints(AttrKey::axes);
+  bool keepdim = n->attrs.b(AttrKey::keepdim);
+  AxisMasks m(x->shape.size(), 0);
+  size_t o = 0, r = n->shape.size();
+  for (size_t a = 0; a < x->shape.size(); ++a) {
+    auto it = std::find(axes.begin(), axes.end(), static_cast<int64_t>(a));
+    if (it == axes.end()) {
+      m[a] = bit(o++);
+      continue;
+    }
+    m[a] = bit(r + static_cast<size_t>(it - axes.begin()));
+    if (keepdim) ++o;
+  }
+  return m;
+}
+
+// out[b..., m, n] = sum_k a[b..., m, k] * b[b..., k, n]; k is the loop after the output axes.
+AxisMasks matmul_operand_masks(const Node* n, size_t operand) {
+  const Node* x = n->inputs[operand];
+  size_t ro = n->shape.size();
+  AxisMasks out = own_axes(n);
+  AxisMasks batch(out.begin(), out.end() - 2);
+  AxisMasks m = broadcast_masks(batch, ir::Shape(x->shape.begin(), x->shape.end() - 2));
+  if (operand == 0) {
+    m.push_back(bit(ro - 2));
+    m.push_back(bit(ro));
+  } else {
+    m.push_back(bit(ro));
+    m.push_back(bit(ro - 1));
+  }
+  return m;
+}
+
+// Reshape: contiguous runs of axes with equal products map onto each other.
+AxisMasks reshape_masks(const AxisMasks& out, const ir::Shape& out_shape, const ir::Shape& in) {
+  AxisMasks m(in.size(), 0);
+  size_t i = 0, j = 0;
+  while (i < in.size() || j < out_shape.size()) {
+    size_t i0 = i, j0 = j;
+    int64_t pi = i < in.size() ? in[i++] : 1;
+    int64_t po = j < out_shape.size() ? out_shape[j++] : 1;
+    while (pi != po) {
+      if ((pi < po && i < in.size()) || j >= out_shape.size()) {
+        if (i >= in.size()) break;
+        pi *= in[i++];
+      } else {
+        po *= out_shape[j++];
+      }
+    }
+    Mask run = 0;
+    for (size_t k = j0; k < j; ++k) run |= out[k];
+    for (size_t k = i0; k < i; ++k) m[k] = run;
+  }
+  return m;
+}
+
+// The masks of input `operand` of movement op `n`, given the masks of n's own axes.
+AxisMasks movement_masks(const Node* n, size_t operand, const AxisMasks& out) {
+  const ir::Shape& in = n->inputs[operand]->shape;
+  switch (n->op) {
+    case Op::Reshape:
+      return reshape_masks(out, n->shape, in);
+    case Op::Permute: {
+      AxisMasks m(in.size(), 0);
+      const std::vector<int64_t>& dims = n->attrs.ints(AttrKey::dims);
+      for (size_t i = 0; i < dims.size(); ++i) m[static_cast<size_t>(dims[i])] = out[i];
+      return m;
+    }
+    case Op::Expand:
+      return broadcast_masks(out, in);
+    case Op::Unfold: {
+      AxisMasks m(out.begin(), out.end() - 1);
+      m[static_cast<size_t>(n->attrs.i(AttrKey::dim))] |= out.back();
+      return m;
+    }
+    default:  // slice, pad, flip, roll, concat keep each axis's loop variable
+      return AxisMasks(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(in.size()));
+  }
+}
+
+AxisMasks operand_masks(const Node* n, size_t operand) {
+  const Node* x = n->inputs[operand];
+  switch (ir::op_kind(n->op)) {
+    case ir::OpKind::Reduce:
+      return reduce_operand_masks(n, x);
+    case ir::OpKind::Matmul:
+      return matmul_operand_masks(n, operand);
+    case ir::OpKind::Movement:
+      return movement_masks(n, operand, own_axes(n));
+    default:
+      return broadcast_masks(own_axes(n), x->shape);
+  }
+}
+
+class ReadWalker {
+ public:
+  ReadWalker(const Node* reader, const std::function<bool(const Node*)>& stop)
+      : extents_(loop_extents(reader)), stop_(stop) {}
+
+  void visit(const Node* m, const AxisMasks& masks, const Node* view, const Node* reader) {
+    if (stop_(m)) {
+      Mask used = 0;
+      for (size_t k = 0; k < m->shape.size(); ++k)
+        if (m->shape[k] != 1) used |= masks[k];
+      if (!seen_.insert({m->id, view->id, used}).second) return;
+      reads_.push_back({m, reader, view, extra(m, used)});
+      return;
+    }
+    if (!ir::is_movement(m->op)) return;  // an inlined source reads nothing
+    bool single = m->inputs.size() == 1;
+    for (size_t j = 0; j < m->inputs.size(); ++j) {
+      const Node* in = m->inputs[j];
+      visit(in, movement_masks(m, j, masks), single ? view : in, m);
+    }
+  }
+
+  std::vector<ValueRead> take() { return std::move(reads_); }
+
+ private:
+  double extra(const Node* base, Mask used) const {
+    if (base->numel() == 0) return 0;
+    double evaluations = 1;
+    if (used != 0) {
+      size_t deepest = 63 - static_cast<size_t>(std::countl_zero(used));
+      for (size_t k = 0; k <= deepest && k < extents_.size(); ++k)
+        evaluations *= static_cast<double>(extents_[k]);
+    }
+    return evaluations / static_cast<double>(base->numel());
+  }
+
+  std::vector<int64_t> extents_;
+  const std::function<bool(const Node*)>& stop_;
+  std::set<std::tuple<uint32_t, uint32_t, Mask>> seen_;
+  std::vector<ValueRead> reads_;
+};
+
+// Scalar operations per element: cheap ALU ops 1, division and roots 4, transcendental ~20.
+double unit_cost(Op op) {
+  switch (op) {
+    case Op::Div:
+    case Op::Recip:
+    case Op::Sqrt:
+    case Op::Rsqrt:
+      return 4;
+    case Op::Exp:
+    case Op::Log:
+    case Op::Sin:
+    case Op::Cos:
+    case Op::Tanh:
+    case Op::Sigmoid:
+    case Op::Erf:
+    case Op::Pow:
+      return 20;
+    case Op::Gelu:
+      return 25;
+    default:
+      return 1;
+  }
+}
+
+}  // namespace
+
+std::vector<ValueRead> collect_reads(const Node* n, const std::function<bool(const Node*)>& stop) {
+  ReadWalker walker(n, stop);
+  for (size_t i = 0; i < n->inputs.size(); ++i)
+    walker.visit(n->inputs[i], operand_masks(n, i), n->inputs[i], n);
+  return walker.take();
+}
+
+double node_flops(const Node* n) {
+  auto numel = static_cast<double>(n->numel());
+  switch (ir::op_kind(n->op)) {
+    case ir::OpKind::Elementwise:
+      return unit_cost(n->op) * numel;
+    case ir::OpKind::Reduce: {
+      double body = static_cast<double>(n->inputs[0]->numel());
+      return (n->op == Op::ArgMax || n->op == Op::ArgMin) ? 2 * body : body;
+    }
+    case ir::OpKind::Matmul:
+      return 2 * numel * static_cast<double>(n->inputs[0]->shape.back());
+    case ir::OpKind::Source:
+      return n->op == Op::Arange ? numel : 0;
+    default:
+      return 0;
+  }
+}
+
+double node_bytes(const Node* n) {
+  return static_cast<double>(n->numel()) * ir::dtype_size(n->dtype);
+}
+
+}  // namespace kiln::passes

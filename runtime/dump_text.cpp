@@ -1,0 +1,177 @@
+// The text dumps of a Plan: standalone graphs, fused groups with costs and reasons, kernels, source.
+#include "runtime/dump_text.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+#include <unordered_set>
+
+#include "ir/kg_ops.h"
+
+namespace kiln::runtime {
+
+namespace {
+
+std::string name_of(const ir::Node* n, const ValueNamer& namer) {
+  return namer ? namer(n) : default_value_name(n);
+}
+
+// A `.kg` name from a namer's "%name", or empty when the namer made one up (%t<id>) or the name
+// is not a `.kg` identifier.
+std::string given_name(const ir::Node* n, const ValueNamer& namer) {
+  std::string name = name_of(n, namer);
+  if (name == fmt::format("%t{}", n->id)) return "";
+  if (name.starts_with("%")) name.erase(0, 1);
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return "";
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.') return "";
+  return name;
+}
+
+void append_group_block(std::string& out, const PlanStep& step, const passes::FusedGroup& group,
+                        const passes::GroupCost& cost, const ValueNamer& namer) {
+  out += fmt::format("kernel {}\n", step.kernel.name);
+  for (const ir::Node* n : group.nodes)
+    if (is_shown_op(n)) out += fmt::format("  {}\n", node_statement(n, namer));
+  std::vector<std::string> reads, writes;
+  for (const ir::Node* n : group.inputs) reads.push_back(name_of(n, namer));
+  for (const ir::Node* n : group.outputs) writes.push_back(name_of(n, namer));
+  out += fmt::format("  reads:  {}\n", reads.empty() ? "-" : fmt::format("{}", fmt::join(reads, " ")));
+  out += fmt::format("  writes: {}\n", fmt::join(writes, " "));
+  out += fmt::format("  estimate: {:.0f} bytes, {} launch{}, {:.0f} flops, {}\n", cost.bytes,
+                     cost.launches, cost.launches == 1 ? "" : "es", cost.flops,
+                     format_micros(cost.seconds));
+}
+
+}  // namespace
+
+ir::KgGraph standalone_graph(const std::vector<const ir::Node*>& outputs,
+                             const std::vector<const ir::Node*>& inputs, const ValueNamer& namer) {
+  ir::KgGraph graph;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::string name = given_name(inputs[i], namer);
+    graph.inputs.emplace_back(name.empty() ? fmt::format("in{}", i) : name, inputs[i]);
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    std::string name = given_name(outputs[i], namer);
+    graph.outputs.emplace_back(name.empty() ? fmt::format("out{}", i) : name, outputs[i]);
+  }
+  return graph;
+}
+
+ValueNamer optimized_namer(const Plan& plan, const std::vector<const ir::Node*>& outputs,
+                           const ValueNamer& namer) {
+  auto base = namer ? namer : ValueNamer(default_value_name);
+  std::vector<std::pair<const ir::Node*, std::string>> renamed;
+  for (size_t i = 0; i < outputs.size() && i < plan.optimized_outputs.size(); ++i)
+    renamed.emplace_back(plan.optimized_outputs[i], base(outputs[i]));
+  return [renamed = std::move(renamed), base](const ir::Node* n) {
+    for (const auto& [node, name] : renamed)
+      if (node == n) return name;
+    return base(n);
+  };
+}
+
+PlanCosts plan_costs(const Plan& plan, const passes::CostModel& model) {
+  PlanCosts costs;
+  const passes::FusionPlan& fusion = plan.fusion;
+  if (fusion.costs.size() == fusion.groups.size()) {
+    costs.groups = fusion.costs;
+  } else {
+    for (const passes::FusedGroup& group : fusion.groups) costs.groups.push_back(model.estimate(group));
+  }
+  for (const passes::GroupCost& c : costs.groups) costs.total_seconds += c.seconds;
+  return costs;
+}
+
+std::vector<passes::FusionReason> boundary_reasons(const passes::FusionPlan& fusion) {
+  std::vector<passes::FusionReason> reasons = fusion.reasons;
+  std::set<std::pair<uint32_t, uint32_t>> recorded;
+  for (const passes::FusionReason& r : reasons) recorded.emplace(r.producer->id, r.consumer->id);
+  for (const passes::FusedGroup& group : fusion.groups) {
+    std::unordered_set<const ir::Node*> inside(group.nodes.begin(), group.nodes.end());
+    for (const ir::Node* n : group.nodes) {
+      for (const ir::Node* p : n->inputs) {
+        ir::OpKind kind = ir::op_kind(p->op);
+        if (inside.contains(p) || kind == ir::OpKind::Input || kind == ir::OpKind::Source) continue;
+        if (recorded.emplace(p->id, n->id).second)
+          reasons.push_back({p, n, "no reason recorded by the fuser"});
+      }
+    }
+  }
+  return reasons;
+}
+
+bool is_shown_op(const ir::Node* n) {
+  return n->op != ir::Op::Input && !(n->op == ir::Op::Full && n->shape.empty());
+}
+
+std::string node_statement(const ir::Node* n, const ValueNamer& namer) {
+  std::vector<std::string> parts;
+  for (const ir::Node* in : n->inputs)
+    parts.push_back(is_shown_op(in) || in->op == ir::Op::Input
+                        ? name_of(in, namer)
+                        : ir::format_double(in->attrs.f(ir::AttrKey::value)));
+  const ir::KgOpSpec& spec = ir::kg_op_of(n);
+  for (const ir::KgAttrSpec& a : spec.attrs) {
+    auto key = ir::attr_key_of(a.name);
+    if (const ir::AttrValue* v = key ? n->attrs.find(*key) : nullptr)
+      parts.push_back(fmt::format("{}={}", a.name, ir::format_attr_value(*v)));
+  }
+  return fmt::format("{} = {}({}) : {}{}", name_of(n, namer), spec.name, fmt::join(parts, ", "),
+                     ir::dtype_name(n->dtype), ir::shape_str(n->shape));
+}
+
+std::string reason_line(const passes::FusionReason& r, const ValueNamer& namer) {
+  return fmt::format("{} -> {}: {}", name_of(r.producer, namer), name_of(r.consumer, namer), r.reason);
+}
+
+std::string format_micros(double seconds) { return fmt::format("{:.3f} µs", seconds * 1e6); }
+
+std::string groups_text(const Plan& plan, const ValueNamer& namer, const passes::CostModel& model,
+                        bool why) {
+  const passes::FusionPlan& fusion = plan.fusion;
+  KILN_CHECK(fusion.groups.size() == plan.steps.size())
+      << fusion.groups.size() << " groups but " << plan.steps.size() << " steps";
+  PlanCosts costs = plan_costs(plan, model);
+  std::string out = fmt::format("# fuser: {}\n", plan.fuser);
+  if (fusion.costs.size() != fusion.groups.size())
+    out += fmt::format("# costs: estimated by the dump ({}), the fuser recorded none\n",
+                       model.rates().str());
+  for (size_t k = 0; k < fusion.groups.size(); ++k) {
+    out += "\n";
+    append_group_block(out, plan.steps[k], fusion.groups[k], costs.groups[k], namer);
+  }
+  size_t n = plan.steps.size();
+  out += fmt::format("\ntotal: {} kernel{}, estimated {}\n", n, n == 1 ? "" : "s",
+                     format_micros(costs.total_seconds));
+  if (why) {
+    std::vector<passes::FusionReason> reasons = boundary_reasons(fusion);
+    out += fmt::format("\nwhy ({} kernel boundar{}):\n", reasons.size(),
+                       reasons.size() == 1 ? "y" : "ies");
+    for (const passes::FusionReason& r : reasons) out += reason_line(r, namer) + "\n";
+  }
+  return out;
+}
+
+std::string kernels_text(const Plan& plan) {
+  std::string out = fmt::format("# {} kernel{}\n", plan.steps.size(), plan.steps.size() == 1 ? "" : "s");
+  for (const PlanStep& step : plan.steps)
+    out += fmt::format("\n# {}: {}\n{}", step.kernel.name, fmt::join(step.values, " "),
+                       kir::print_kernel(step.kernel));
+  return out;
+}
+
+std::string source_text(const Plan& plan) {
+  std::string out = fmt::format("; {} kernel{}\n", plan.steps.size(), plan.steps.size() == 1 ? "" : "s");
+  for (const PlanStep& step : plan.steps) {
+    KILN_CHECK(step.artifact) << "source_text needs a compiled plan (" << step.kernel.name << ")";
+    out += fmt::format("\n; {}: {}\n{}", step.kernel.name, fmt::join(step.values, " "),
+                       step.artifact->llvm_ir);
+  }
+  return out;
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,85 @@
+// KILN_DUMP: writes each newly built plan's reproducer and dumps; problems are only warnings.
+#include "runtime/dump_writer.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/dump_text.h"
+
+namespace kiln::runtime {
+
+namespace {
+
+// Where this process looks for the next free number: several plans of one process, and several
+// processes sharing one directory, never overwrite each other's files.
+std::atomic<int> next_sequence{1};
+
+Expected<void> write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f) return make_error(fmt::format("cannot write '{}'", path.string()));
+  return {};
+}
+
+// Creates `dir` and claims graph-NNNN.kg in it by creating the file exclusively.
+Expected<std::string> claim_stem(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return make_error(fmt::format("cannot create '{}': {}", dir.string(), ec.message()));
+  for (int attempt = 0; attempt < 100000; ++attempt) {
+    std::string stem = fmt::format("graph-{:04}", next_sequence.fetch_add(1));
+    std::string path = (dir / (stem + ".kg")).string();
+    if (FILE* f = std::fopen(path.c_str(), "wx")) {
+      std::fclose(f);
+      return stem;
+    }
+    if (errno != EEXIST) return make_error(fmt::format("cannot create '{}': {}", path, std::strerror(errno)));
+  }
+  return make_error(fmt::format("no free graph-NNNN.kg name left in '{}'", dir.string()));
+}
+
+}  // namespace
+
+Expected<std::vector<std::string>> write_plan_files(const std::string& dir, const std::string& stem,
+                                                    const std::vector<const ir::Node*>& outputs,
+                                                    const std::vector<const ir::Node*>& inputs,
+                                                    const Plan& plan, const ValueNamer& namer) {
+  ValueNamer opt_namer = optimized_namer(plan, outputs, namer);
+  passes::CostModel model(passes::DeviceRates::reference_cpu());
+  std::vector<std::pair<std::string, std::string>> files = {
+      {".kg", ir::print_kg(standalone_graph(outputs, inputs, namer))},
+      {".optimized.kg", ir::print_kg(standalone_graph(plan.optimized_outputs, inputs, opt_namer))},
+      {".groups.txt", groups_text(plan, opt_namer, model, /*why=*/true)},
+      {".kernels.txt", kernels_text(plan)},
+  };
+  bool compiled = !plan.steps.empty() && plan.steps.front().artifact;
+  if (compiled) files.emplace_back(".source.ll", source_text(plan));
+  std::vector<std::string> written;
+  for (const auto& [suffix, text] : files) {
+    std::filesystem::path path = std::filesystem::path(dir) / (stem + suffix);
+    if (auto w = write_file(path, text); !w) return std::unexpected(w.error());
+    written.push_back(path.string());
+  }
+  return written;
+}
+
+void write_plan_dump(const std::vector<const ir::Node*>& outputs,
+                     const std::vector<const ir::Node*>& inputs, const Plan& plan,
+                     const ValueNamer& namer) {
+  const char* dir = std::getenv("KILN_DUMP");
+  if (!dir || !*dir) return;
+  auto stem = claim_stem(dir);
+  auto written = stem ? write_plan_files(dir, *stem, outputs, inputs, plan, namer)
+                      : Expected<std::vector<std::string>>(std::unexpected(stem.error()));
+  if (!written) fmt::print(stderr, "kiln: warning: KILN_DUMP: {}\n", written.error().message);
+}
+
+}  // namespace kiln::runtime

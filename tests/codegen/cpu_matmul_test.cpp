@@ -1,0 +1,319 @@
+// The cpu backend's matmul kernels: graphs lowered by passes::lower_group (plain, odd sizes,
+// batched and broadcast batches, transposed B, prologues, epilogues, several outputs), run whole
+// and in chunks against a double-precision loop; the recognizer's accepts and rejects.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <thread>
+
+#include "codegen/cpu/matmul_recognizer.h"
+#include "ir/builder.h"
+#include "passes/lower.h"
+#include "tests/codegen/cpu_test_support.h"
+
+namespace kiln::codegen::testing {
+namespace {
+
+using ir::Node;
+using ir::Op;
+using ir::Shape;
+
+const Node* must(ir::NodeResult r) {
+  KILN_CHECK(r.has_value()) << r.error().message;
+  return *r;
+}
+
+// Multiples of 1/8 in [-1, 1]: products and their sums are exact in f32, so any wrong term shows.
+std::vector<double> values(int64_t n, int seed) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = static_cast<double>((i * (2 * seed + 5) + seed) % 17 - 8) / 8;
+  return v;
+}
+
+// One fused group computing `outputs` from the buffers `inputs`, lowered like the runtime does.
+kir::Kernel lower(const std::vector<const Node*>& outputs, const std::vector<const Node*>& inputs) {
+  passes::FusedGroup group;
+  for (const Node* n : ir::topo_order(outputs))
+    if (std::ranges::count(inputs, n) == 0) group.nodes.push_back(n);
+  group.outputs = outputs;
+  group.inputs = inputs;
+  auto lowered = passes::lower_group(group, "mm");
+  KILN_CHECK(lowered.has_value()) << lowered.error().message;
+  return std::move(lowered->kernel);
+}
+
+// [batch..., M, K] @ [batch..., K, N] in double, batch axes broadcast (right-aligned).
+std::vector<double> ref_matmul(const std::vector<double>& a, const Shape& as,
+                               const std::vector<double>& b, const Shape& bs, const Shape& out) {
+  const size_t rank = out.size();
+  const int64_t m = out[rank - 2], n = out[rank - 1], kk = as.back();
+  const int64_t batches = ir::shape_numel(out) / (m * n);
+  std::vector<double> y(static_cast<size_t>(batches * m * n));
+  // The offset (in matrices) of output batch `ob` in an operand with batch shape `s`.
+  auto batch_offset = [&](const Shape& s, int64_t ob) {
+    int64_t off = 0, stride = 1, rest = ob;
+    for (size_t d = rank - 2; d-- > 0;) {
+      const int64_t idx = rest % out[d];
+      rest /= out[d];
+      const ptrdiff_t sd = static_cast<ptrdiff_t>(d) - static_cast<ptrdiff_t>(rank - s.size());
+      if (sd < 0) continue;
+      off += (s[sd] == 1 ? 0 : idx) * stride;
+      stride *= s[sd];
+    }
+    return off;
+  };
+  for (int64_t ob = 0; ob < batches; ++ob) {
+    const int64_t ao = batch_offset(as, ob) * m * kk, bo = batch_offset(bs, ob) * kk * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < kk; ++k) s += a[ao + i * kk + k] * b[bo + k * n + j];
+        y[(ob * m + i) * n + j] = s;
+      }
+  }
+  return y;
+}
+
+// Runs `k` (outputs pre-filled with NaN, so that a missed element fails) and returns the
+// buffers; also checks which emitter compiled it (the tiled path mallocs its B panel).
+std::vector<Buffer> run_matmul(const kir::Kernel& k, const std::vector<std::vector<double>>& in,
+                               bool expect_tiled = true, const TuneParams& params = {}) {
+  const std::optional<cpu::MatmulPattern> pattern = cpu::recognize_matmul(k);
+  EXPECT_EQ(pattern.has_value(), expect_tiled) << kir::print_kernel(k);
+  // With K = 0 the optimizer rightly drops the unused panel.
+  const bool panel = expect_tiled && pattern && pattern->k_extent > 0;
+  std::vector<Buffer> bufs;
+  for (size_t p = 0; p < k.params.size(); ++p) {
+    const size_t n = static_cast<size_t>(ir::shape_numel(k.params[p].shape));
+    bufs.push_back(p < in.size() ? Buffer(k.params[p].dtype, in[p])
+                                 : Buffer(k.params[p].dtype, std::vector<double>(n, NAN)));
+  }
+  std::shared_ptr<const CpuArtifact> art;
+  std::vector<Buffer> out = run_kernel(k, bufs, params, &art);
+  if (art) {
+    EXPECT_EQ(art->llvm_ir.find("@malloc") != std::string::npos, panel) << art->llvm_ir;
+  }
+  return out;
+}
+
+void expect_near(const Buffer& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  int bad = 0;
+  for (size_t i = 0; i < want.size() && bad < 5; ++i)
+    if (!(rel_error(got.get(i), want[i], 1) <= 1e-5)) {
+      ++bad;
+      ADD_FAILURE() << "element " << i << ": got " << got.get(i) << ", want " << want[i];
+    }
+}
+
+struct Graph {
+  ir::Graph g;
+  ir::Builder b{g};
+  const Node* in(Shape s, const char* name, ir::DType t = ir::DType::f32) {
+    return g.input(t, std::move(s), name);
+  }
+};
+
+// C = A @ B for A [..., M, K], B [..., K, N] given as graph inputs.
+void check_plain(const Shape& as, const Shape& bs, const TuneParams& params = {}) {
+  Graph f;
+  const Node* a = f.in(as, "a");
+  const Node* b = f.in(bs, "b");
+  const Node* y = must(f.b.matmul(a, b));
+  const auto av = values(ir::shape_numel(as), 1), bv = values(ir::shape_numel(bs), 2);
+  auto out = run_matmul(lower({y}, {a, b}), {av, bv}, true, params);
+  if (out.size() == 3) expect_near(out[2], ref_matmul(av, as, bv, bs, y->shape));
+}
+
+TEST(CpuMatmul, OddSizes) {
+  check_plain({37, 29}, {29, 53});
+  check_plain({1, 64}, {64, 64});
+  check_plain({64, 7}, {7, 1});
+  check_plain({6, 1}, {1, 16});
+  check_plain({13, 300}, {300, 35});
+}
+
+TEST(CpuMatmul, ManyRowsAndColumnBlocks) {
+  check_plain({130, 70}, {70, 97});
+  check_plain({20, 3000}, {3000, 150});  // B blocks narrower than N
+}
+
+// vector_width picks the register tile's lanes (the host's choice is tested everywhere else).
+TEST(CpuMatmul, EveryTileWidth) {
+  for (int lanes : {4, 8, 16}) {
+    SCOPED_TRACE(lanes);
+    check_plain({37, 29}, {29, 53}, TuneParams{lanes, 0});
+    check_plain({2, 13, 300}, {300, 35}, TuneParams{lanes, 0});
+    check_plain({30, 5}, {5, 9}, TuneParams{lanes, 0});
+  }
+}
+
+TEST(CpuMatmul, Batched) {
+  check_plain({3, 5, 9}, {3, 9, 20});
+  check_plain({2, 1, 7, 4}, {3, 4, 17});  // broadcast on both sides
+}
+
+TEST(CpuMatmul, BroadcastBatch) {
+  check_plain({2, 3, 5, 9}, {9, 20});
+  check_plain({11, 9}, {4, 9, 20});
+}
+
+TEST(CpuMatmul, EmptyReductionGivesZeros) {
+  check_plain({5, 0}, {0, 19});
+}
+
+// The runtime calls one artifact from several threads on disjoint ranges: the scratch is per call.
+TEST(CpuMatmul, ConcurrentChunksAgreeWithOneCall) {
+  Graph f;
+  const Node* a = f.in({97, 40}, "a");
+  const Node* b = f.in({40, 150}, "b");
+  const Node* y = must(f.b.matmul(a, b));
+  const kir::Kernel k = lower({y}, {a, b});
+  auto art = backend().compile(k, {});
+  ASSERT_TRUE(art.has_value()) << art.error().message;
+  const auto av = values(97 * 40, 17), bv = values(40 * 150, 18);
+  std::vector<float> af(av.begin(), av.end()), bf(bv.begin(), bv.end());
+  std::vector<float> whole(97 * 150, NAN), split(97 * 150, NAN);
+  void* one[] = {af.data(), bf.data(), whole.data()};
+  void* many[] = {af.data(), bf.data(), split.data()};
+  (*art)->fn(one, 0, 97);
+  std::vector<std::thread> threads;
+  for (int64_t t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] { (*art)->fn(many, 97 * t / 4, 97 * (t + 1) / 4); });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)), 0);
+  const auto want = ref_matmul(av, {97, 40}, bv, {40, 150}, y->shape);
+  EXPECT_NEAR(whole[96 * 150 + 149], want[96 * 150 + 149], 1e-5);
+}
+
+TEST(CpuMatmul, TransposedB) {
+  Graph f;
+  const Node* a = f.in({23, 31}, "a");
+  const Node* bt = f.in({41, 31}, "bt");
+  const Node* y = must(f.b.matmul(a, must(f.b.permute(bt, {1, 0}))));
+  const auto av = values(23 * 31, 3), btv = values(41 * 31, 4);
+  std::vector<double> bv(btv.size());
+  for (int64_t k = 0; k < 31; ++k)
+    for (int64_t j = 0; j < 41; ++j) bv[k * 41 + j] = btv[j * 31 + k];
+  auto out = run_matmul(lower({y}, {a, bt}), {av, btv});
+  if (out.size() == 3) expect_near(out[2], ref_matmul(av, {23, 31}, bv, {31, 41}, y->shape));
+}
+
+TEST(CpuMatmul, ReluPrologueOnA) {
+  Graph f;
+  const Node* a = f.in({19, 27}, "a");
+  const Node* b = f.in({27, 45}, "b");
+  const Node* y = must(f.b.matmul(must(f.b.unary(Op::Relu, a)), b));
+  auto av = values(19 * 27, 5);
+  const auto bv = values(27 * 45, 6);
+  auto out = run_matmul(lower({y}, {a, b}), {av, bv});
+  for (double& v : av) v = std::max(v, 0.0);
+  if (out.size() == 3) expect_near(out[2], ref_matmul(av, {19, 27}, bv, {27, 45}, y->shape));
+}
+
+TEST(CpuMatmul, BiasReluEpilogue) {
+  Graph f;
+  const Node* x = f.in({29, 33}, "x");
+  const Node* w = f.in({33, 50}, "w");
+  const Node* bias = f.in({50}, "bias");
+  const Node* y =
+      must(f.b.unary(Op::Relu, must(f.b.binary(Op::Add, must(f.b.matmul(x, w)), bias))));
+  const auto xv = values(29 * 33, 7), wv = values(33 * 50, 8), bv = values(50, 9);
+  auto out = run_matmul(lower({y}, {x, w, bias}), {xv, wv, bv});
+  auto want = ref_matmul(xv, {29, 33}, wv, {33, 50}, y->shape);
+  for (size_t e = 0; e < want.size(); ++e) want[e] = std::max(want[e] + bv[e % 50], 0.0);
+  if (out.size() == 4) expect_near(out[3], want);
+}
+
+TEST(CpuMatmul, ResidualAddAndSecondOutput) {
+  Graph f;
+  const Node* x = f.in({2, 17, 21}, "x");
+  const Node* w = f.in({21, 26}, "w");
+  const Node* res = f.in({2, 17, 26}, "res");
+  const Node* mm = must(f.b.matmul(x, w));
+  const Node* y = must(f.b.binary(Op::Add, mm, res));
+  const auto xv = values(2 * 17 * 21, 10), wv = values(21 * 26, 11), rv = values(2 * 17 * 26, 12);
+  auto out = run_matmul(lower({y, mm}, {x, w, res}), {xv, wv, rv});
+  const auto plain = ref_matmul(xv, {2, 17, 21}, wv, {21, 26}, mm->shape);
+  auto want = plain;
+  for (size_t e = 0; e < want.size(); ++e) want[e] += rv[e];
+  if (out.size() != 5) return;
+  expect_near(out[3], want);
+  expect_near(out[4], plain);
+}
+
+TEST(CpuMatmul, F16OutputEpilogue) {
+  Graph f;
+  const Node* a = f.in({9, 12}, "a");
+  const Node* b = f.in({12, 18}, "b");
+  const Node* y = must(f.b.cast(must(f.b.matmul(a, b)), ir::DType::f16));
+  const auto av = values(9 * 12, 13), bv = values(12 * 18, 14);
+  auto out = run_matmul(lower({y}, {a, b}), {av, bv});
+  if (out.size() == 3) expect_near(out[2], ref_matmul(av, {9, 12}, bv, {12, 18}, y->shape));
+}
+
+TEST(CpuMatmul, F64UsesTheGenericEmitter) {
+  Graph f;
+  const Node* a = f.in({7, 5}, "a", ir::DType::f64);
+  const Node* b = f.in({5, 9}, "b", ir::DType::f64);
+  const Node* y = must(f.b.matmul(a, b));
+  const auto av = values(35, 15), bv = values(45, 16);
+  auto out = run_matmul(lower({y}, {a, b}), {av, bv}, /*expect_tiled=*/false);
+  if (out.size() == 3) expect_near(out[2], ref_matmul(av, {7, 5}, bv, {5, 9}, y->shape));
+}
+
+TEST(CpuMatmulRecognizer, RejectsOtherReductions) {
+  Graph f;
+  const Node* x = f.in({8, 16}, "x");
+  const Node* w = f.in({16, 8}, "w");
+  const Node* mm = must(f.b.matmul(x, w));
+  // A row sum, a max of products, and a matmul whose result feeds another reduction.
+  const Node* row_sum = must(f.b.reduce(Op::Sum, x, std::vector<int64_t>{1}, false));
+  const Node* sq = must(f.b.binary(Op::Mul, x, x));
+  const Node* max_sq = must(f.b.reduce(Op::ReduceMax, sq, std::vector<int64_t>{1}, false));
+  const Node* mm_sum = must(f.b.reduce(Op::Sum, mm, std::vector<int64_t>{1}, false));
+  EXPECT_FALSE(cpu::recognize_matmul(lower({row_sum}, {x})));
+  EXPECT_FALSE(cpu::recognize_matmul(lower({max_sq}, {x})));
+  EXPECT_FALSE(cpu::recognize_matmul(lower({mm_sum}, {x, w})));
+  EXPECT_TRUE(cpu::recognize_matmul(lower({mm}, {x, w})));
+}
+
+TEST(CpuMatmulRecognizer, RejectsOperandsReadingTheWrongAxis) {
+  // Over one [8, 8] buffer with i = v0, j = v1, k = v2: one factor must read no j and the other
+  // no i, whichever order they come in.
+  auto arena = std::make_shared<kir::ExprArena>();
+  kir::ExprArena& a = *arena;
+  auto idx = [&](int32_t r, int32_t c) {
+    return a.alu(kir::Alu::Add, ir::DType::i64,
+                 {a.alu(kir::Alu::Mul, ir::DType::i64, {a.var(r), a.index(8)}), a.var(c)});
+  };
+  auto ld = [&](int32_t r, int32_t c) { return a.load(0, ir::DType::f32, idx(r, c)); };
+  auto sum = [&](const kir::Expr* x, const kir::Expr* y) {
+    return a.reduce(kir::ReduceOp::Sum, ir::DType::f32,
+                    a.alu(kir::Alu::Mul, ir::DType::f32, {x, y}), {2}, {8});
+  };
+  auto kernel = [&](const kir::Expr* v) {
+    return make_kernel("k", {in_param(ir::DType::f32, {8, 8}), out_param(ir::DType::f32, {8, 8})},
+                       {8, 8}, arena, {{1, idx(0, 1), v}});
+  };
+  EXPECT_TRUE(cpu::recognize_matmul(kernel(sum(ld(0, 2), ld(1, 2)))));   // a @ a^T
+  EXPECT_TRUE(cpu::recognize_matmul(kernel(sum(ld(2, 1), ld(0, 2)))));   // factors swapped
+  EXPECT_FALSE(cpu::recognize_matmul(kernel(sum(ld(0, 2), ld(0, 1)))));  // both read i
+  EXPECT_FALSE(cpu::recognize_matmul(kernel(sum(ld(1, 2), ld(2, 1)))));  // both read j
+}
+
+TEST(CpuMatmulRecognizer, RejectsReductionsTooLongForItsScratch) {
+  for (int64_t k : {cpu::kMaxMatmulK, cpu::kMaxMatmulK + 1}) {
+    Graph f;
+    const Node* a = f.in({2, k}, "a");
+    const Node* b = f.in({k, 3}, "b");
+    EXPECT_EQ(cpu::recognize_matmul(lower({must(f.b.matmul(a, b))}, {a, b})).has_value(),
+              k <= cpu::kMaxMatmulK);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::codegen::testing

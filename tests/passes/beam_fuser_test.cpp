@@ -1,0 +1,317 @@
+// The beam-search fuser: partitions of the graphs DESIGN.md §5 names, recomputation versus
+// materialization, fusion reasons, and the graph where the beam beats greedy fusion.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "ir/kg.h"
+#include "passes/cost_model.h"
+#include "runtime/reference.h"
+#include "tests/passes/test_support.h"
+
+namespace kiln::passes {
+namespace {
+
+using ir::DType;
+using ir::Node;
+using ir::Op;
+using testing::must;
+
+struct Fixture {
+  ir::Graph g;
+  ir::Builder b{g};
+  CostModel model{DeviceRates::reference_cpu()};
+  const Node* un(Op op, const Node* x) { return must(b.unary(op, x)); }
+  const Node* bin(Op op, const Node* l, const Node* r) { return must(b.binary(op, l, r)); }
+  const Node* lit(double v) { return must(b.scalar(v, DType::f32)); }
+  FusionPlan fuse(const Outputs& outs, BeamOptions options = {}) {
+    return make_beam_fuser(model, options)->fuse(outs);
+  }
+};
+
+bool contains(const std::vector<const Node*>& v, const Node* n) {
+  return std::find(v.begin(), v.end(), n) != v.end();
+}
+
+// Every graph edge between computed nodes in different groups has a reason, and only those.
+void expect_reasons_complete(const FusionPlan& plan) {
+  std::set<std::pair<uint32_t, uint32_t>> need, have;
+  for (const FusedGroup& grp : plan.groups)
+    for (const Node* n : grp.nodes)
+      for (const Node* p : n->inputs)
+        if (contains(grp.inputs, p) && p->op != Op::Input &&
+            ir::op_kind(p->op) != ir::OpKind::Source)
+          need.insert({p->id, n->id});
+  for (const FusionReason& r : plan.reasons) {
+    EXPECT_FALSE(r.reason.empty());
+    EXPECT_TRUE(have.insert({r.producer->id, r.consumer->id}).second) << "duplicate reason";
+  }
+  EXPECT_EQ(need, have);
+  ASSERT_EQ(plan.costs.size(), plan.groups.size());
+  double total = 0;
+  for (const GroupCost& c : plan.costs) total += c.seconds;
+  EXPECT_DOUBLE_EQ(plan.total_seconds, total);
+}
+
+std::string reason_of(const FusionPlan& plan, const Node* producer, const Node* consumer) {
+  for (const FusionReason& r : plan.reasons)
+    if (r.producer == producer && r.consumer == consumer) return r.reason;
+  return "(none)";
+}
+
+TEST(BeamFuser, ElementwiseChainIsOneGroup) {
+  Fixture f;
+  const Node* a = f.g.input(DType::f32, {1 << 20}, "a");
+  const Node* b = f.g.input(DType::f32, {1 << 20}, "b");
+  const Node* c = f.g.input(DType::f32, {1 << 20}, "c");
+  const Node* mul = f.bin(Op::Mul, a, b);
+  const Node* add = f.bin(Op::Add, mul, c);
+  const Node* y = f.un(Op::Gelu, add);
+  FusionPlan plan = f.fuse({y});
+  ASSERT_EQ(plan.groups.size(), 1u);
+  EXPECT_EQ(plan.groups[0].outputs, (std::vector<const Node*>{y}));
+  EXPECT_EQ(plan.groups[0].inputs, (std::vector<const Node*>{a, b, c}));
+  EXPECT_EQ(plan.groups[0].nodes, (std::vector<const Node*>{mul, add, y}));
+  expect_reasons_complete(plan);
+}
+
+TEST(BeamFuser, RowSoftmaxAndLayernormAreOneGroupEach) {
+  Fixture f;
+  const Node* x = f.g.input(DType::f32, {512, 1024}, "x");
+  const Node* gamma = f.g.input(DType::f32, {1024}, "gamma");
+  const Node* beta = f.g.input(DType::f32, {1024}, "beta");
+  const Node* sm = must(f.b.softmax(x, -1));
+  const Node* ln = must(f.b.layernorm(x, gamma, beta, -1, 1e-5));
+  for (const Node* out : {sm, ln}) {
+    FusionPlan plan = f.fuse({out});
+    ASSERT_EQ(plan.groups.size(), 1u) << ir::op_enum_name(out->op);
+    EXPECT_EQ(plan.groups[0].outputs, (std::vector<const Node*>{out}));
+    EXPECT_TRUE(plan.reasons.empty());
+  }
+}
+
+TEST(BeamFuser, MatmulWithBiasAndActivationIsOneGroup) {
+  Fixture f;
+  const Node* x = f.g.input(DType::f32, {64, 128}, "x");
+  const Node* w = f.g.input(DType::f32, {128, 32}, "w");
+  const Node* bias = f.g.input(DType::f32, {32}, "bias");
+  const Node* mm = must(f.b.matmul(x, w));
+  const Node* y = f.un(Op::Relu, f.bin(Op::Add, mm, bias));
+  FusionPlan plan = f.fuse({y});
+  ASSERT_EQ(plan.groups.size(), 1u);
+  EXPECT_TRUE(contains(plan.groups[0].nodes, mm));
+  EXPECT_EQ(plan.groups[0].inputs, (std::vector<const Node*>{x, w, bias}));
+}
+
+TEST(BeamFuser, TwoLayerMlpIsTwoGroupsSplitAtTheMatmulOperand) {
+  Fixture f;
+  const Node* x = f.g.input(DType::f32, {64, 128}, "x");
+  const Node* w1 = f.g.input(DType::f32, {128, 256}, "w1");
+  const Node* b1 = f.g.input(DType::f32, {256}, "b1");
+  const Node* w2 = f.g.input(DType::f32, {256, 32}, "w2");
+  const Node* b2 = f.g.input(DType::f32, {32}, "b2");
+  const Node* h = f.un(Op::Gelu, f.bin(Op::Add, must(f.b.matmul(x, w1)), b1));
+  const Node* mm2 = must(f.b.matmul(h, w2));
+  const Node* y = f.bin(Op::Add, mm2, b2);
+  FusionPlan plan = f.fuse({y});
+  ASSERT_EQ(plan.groups.size(), 2u);
+  EXPECT_EQ(plan.groups[0].outputs, (std::vector<const Node*>{h}));
+  EXPECT_EQ(plan.groups[1].outputs, (std::vector<const Node*>{y}));
+  EXPECT_EQ(reason_of(plan, h, mm2), "matmul operand");
+  expect_reasons_complete(plan);
+}
+
+TEST(BeamFuser, AttentionScoresAreWrittenOnceNotContractedPerReduction) {
+  Fixture f;
+  const Node* q = f.g.input(DType::f32, {2, 128, 64}, "q");
+  const Node* k = f.g.input(DType::f32, {2, 128, 64}, "k");
+  const Node* v = f.g.input(DType::f32, {2, 128, 64}, "v");
+  const Node* y = must(f.b.attention(q, k, v, false, 0.125));
+  FusionPlan plan = f.fuse({y});
+  ASSERT_EQ(plan.groups.size(), 3u);  // scores, softmax, probabilities @ v
+  for (const FusedGroup& grp : plan.groups) {
+    int matmuls = 0, reductions = 0;
+    for (const Node* n : grp.nodes) {
+      matmuls += n->op == Op::Matmul;
+      reductions += ir::is_reduce(n->op);
+    }
+    EXPECT_FALSE(matmuls > 0 && reductions > 0) << "a matmul inlined into a reduction's loop";
+  }
+  expect_reasons_complete(plan);
+}
+
+TEST(BeamFuser, MeanAndVarianceOfTheSameRowsShareOneKernel) {
+  Fixture f;
+  const Node* x = f.g.input(DType::f32, {256, 512}, "x");
+  const Node* mean = must(f.b.mean(x, std::vector<int64_t>{1}, true));
+  const Node* d = f.bin(Op::Sub, x, mean);
+  const Node* var = must(f.b.mean(f.bin(Op::Mul, d, d), std::vector<int64_t>{1}, true));
+  FusionPlan plan = f.fuse({mean, var});
+  ASSERT_EQ(plan.groups.size(), 1u);
+  EXPECT_EQ(plan.groups[0].outputs, (std::vector<const Node*>{mean, var}));
+  EXPECT_EQ(plan.groups[0].inputs, (std::vector<const Node*>{x}));
+}
+
+// One step of Conway's life on a torus: the eight rolled neighbours of `g`.
+const Node* life_step(Fixture& f, const Node* g) {
+  const Node* n = nullptr;
+  for (int64_t dy : {-1, 0, 1})
+    for (int64_t dx : {-1, 0, 1}) {
+      if (dy == 0 && dx == 0) continue;
+      const Node* r = must(f.b.roll(g, {dy, dx}, {0, 1}));
+      n = n ? f.bin(Op::Add, n, r) : r;
+    }
+  const Node* three = f.bin(Op::Eq, n, f.lit(3));
+  const Node* two = f.bin(Op::Eq, n, f.lit(2));
+  const Node* alive = f.bin(Op::Eq, g, f.lit(1));
+  const Node* next = f.bin(Op::Or, three, f.bin(Op::And, alive, two));
+  return must(f.b.cast(next, DType::f32));
+}
+
+TEST(BeamFuser, LifeStencilChainIsOneGroupPerStep) {
+  Fixture f;
+  const Node* g = f.g.input(DType::f32, {32, 32}, "g");
+  std::vector<const Node*> steps;
+  for (int s = 0; s < 12; ++s) steps.push_back(g = life_step(f, g));
+  FusionPlan plan = f.fuse({g});
+  ASSERT_EQ(plan.groups.size(), steps.size());
+  for (size_t s = 0; s < steps.size(); ++s) {
+    EXPECT_EQ(plan.groups[s].outputs, (std::vector<const Node*>{steps[s]}));
+    if (s > 0) {
+      EXPECT_EQ(plan.groups[s].inputs, (std::vector<const Node*>{steps[s - 1]}));
+    }
+  }
+  expect_reasons_complete(plan);
+  bool views = std::any_of(plan.reasons.begin(), plan.reasons.end(), [](const FusionReason& r) {
+    return r.reason == "read through several views";
+  });
+  EXPECT_TRUE(views);
+}
+
+TEST(BeamFuser, ColumnReductionIsMaterializedRatherThanRecomputedPerRow) {
+  Fixture f;
+  const Node* x = f.g.input(DType::f32, {256, 256}, "x");
+  const Node* y = must(f.b.softmax(x, 0));  // column softmax
+  FusionPlan plan = f.fuse({y});
+  ASSERT_GE(plan.groups.size(), 2u);
+  for (const FusedGroup& grp : plan.groups)
+    for (const Node* n : grp.nodes)
+      if (ir::is_reduce(n->op)) {
+        EXPECT_EQ(n->shape, grp.outputs[0]->shape) << "reduction inlined";
+      }
+  expect_reasons_complete(plan);
+}
+
+// t = x*2 (cheap) or five tanh of x (expensive), read by a [R,C] output and a row sum.
+struct SharedValue {
+  Fixture f;
+  const Node* x = f.g.input(DType::f32, {256, 256}, "x");
+  const Node* t;
+  const Node* u;
+  const Node* r;
+  explicit SharedValue(bool expensive) {
+    t = f.bin(Op::Mul, x, f.lit(2));
+    for (int i = 0; expensive && i < 5; ++i) t = f.un(Op::Tanh, t);
+    u = f.bin(Op::Add, t, f.lit(1));
+    r = must(f.b.reduce(Op::Sum, t, std::vector<int64_t>{1}, false));
+  }
+};
+
+TEST(BeamFuser, CheapValueReadByTwoGroupsIsRecomputed) {
+  SharedValue s(false);
+  FusionPlan plan = s.f.fuse({s.u, s.r});
+  ASSERT_EQ(plan.groups.size(), 2u);
+  for (const FusedGroup& grp : plan.groups) {
+    EXPECT_TRUE(contains(grp.nodes, s.t));
+    EXPECT_FALSE(contains(grp.outputs, s.t));
+    EXPECT_EQ(grp.inputs, (std::vector<const Node*>{s.x}));
+  }
+}
+
+TEST(BeamFuser, ExpensiveValueReadByTwoGroupsIsMaterialized) {
+  SharedValue s(true);
+  FusionPlan plan = s.f.fuse({s.u, s.r});
+  ASSERT_EQ(plan.groups.size(), 2u);
+  EXPECT_EQ(plan.groups[0].outputs, (std::vector<const Node*>{s.t, s.u}));
+  EXPECT_EQ(plan.groups[1].inputs, (std::vector<const Node*>{s.t}));
+  // r cannot join t's [R,C] kernel, and recomputing five tanh per element costs more than a buffer.
+  EXPECT_EQ(reason_of(plan, s.t, s.r), "cheaper to materialize");
+  expect_reasons_complete(plan);
+}
+
+TEST(BeamFuser, GreedyClosesTheOnlyOpenGroupWhereTheBeamKeepsTwo) {
+  // Two interleaved chains of different shapes whose every value is an output: greedy fusion
+  // (one open group) must start a kernel per node; the beam keeps both chains open.
+  Fixture f;
+  const Node* x = f.g.input(DType::f32, {64, 64}, "x");
+  const Node* y = f.g.input(DType::f32, {32}, "y");
+  Outputs outs;
+  for (int i = 0; i < 4; ++i) {
+    x = f.un(Op::Tanh, x);
+    y = f.un(Op::Sin, y);
+    outs.push_back(x);
+    outs.push_back(y);
+  }
+  FusionPlan beam = f.fuse(outs);
+  FusionPlan greedy = f.fuse(outs, {.max_blocks = 1, .beam_width = 1});
+  EXPECT_EQ(beam.groups.size(), 2u);
+  EXPECT_EQ(greedy.groups.size(), 8u);
+  EXPECT_LT(beam.total_seconds, greedy.total_seconds);
+  EXPECT_EQ(reason_of(greedy, x->inputs[0], x), "max_blocks reached");
+  expect_reasons_complete(greedy);
+  expect_reasons_complete(beam);
+}
+
+TEST(BeamFuser, ConsumerOfTwoDependentGroupsCannotJoinTheFirst) {
+  // a (expensive, [R,C]) -> s = row sum of a ([R], an output) -> y = a * s ([R,C]). y in a's
+  // group would read s, which reads a: a cycle between the two kernels.
+  Fixture f;
+  const Node* x = f.g.input(DType::f32, {128, 128}, "x");
+  const Node* a = x;
+  for (int i = 0; i < 5; ++i) a = f.un(Op::Tanh, a);
+  const Node* s = must(f.b.reduce(Op::Sum, a, std::vector<int64_t>{1}, false));
+  const Node* y = f.bin(Op::Mul, a, must(f.b.reshape(s, {128, 1})));
+  FusionPlan plan = f.fuse({s, y});
+  ASSERT_EQ(plan.groups.size(), 3u);
+  EXPECT_EQ(plan.groups[0].outputs, (std::vector<const Node*>{a}));
+  EXPECT_EQ(reason_of(plan, a, s), "cheaper to materialize");
+  EXPECT_EQ(reason_of(plan, s, y->inputs[1]), "shape mismatch");  // s, an output, read via reshape
+  EXPECT_EQ(reason_of(plan, a, y), "would create a cycle");
+  expect_reasons_complete(plan);
+}
+
+TEST(BeamFuser, ViewsAndSourcesAsOutputsAreWrittenByAKernel) {
+  Fixture f;
+  const Node* x = f.g.input(DType::f32, {4, 6}, "x");
+  const Node* t = f.un(Op::Exp, x);
+  const Node* tp = must(f.b.permute(t, {1, 0}));
+  const Node* ones = must(f.b.full({6, 4}, 1, DType::f32));
+  const Node* sum = f.bin(Op::Add, tp, ones);
+  FusionPlan plan = f.fuse({x, tp, ones, sum});
+  size_t outputs = 0;
+  for (const FusedGroup& grp : plan.groups) {
+    outputs += grp.outputs.size();
+    EXPECT_FALSE(contains(grp.nodes, x));
+    for (const Node* o : grp.outputs) EXPECT_EQ(o->shape, grp.outputs[0]->shape);
+  }
+  EXPECT_EQ(outputs, 3u);  // the input x is no kernel's output
+  expect_reasons_complete(plan);
+  std::vector<testing::Buffer> got =
+      testing::run_fusion_plan(plan, {tp, ones, sum}, {{x, testing::iota(24, -12)}});
+  ASSERT_EQ(got.size(), 3u);
+  ASSERT_EQ(got[2].size(), 24u);
+  EXPECT_NEAR(got[2][1], std::exp(static_cast<float>(-12 + 6)) + 1, 1e-4);  // [0,1] = x[1,0]
+}
+
+TEST(BeamFuser, GraphOfOnlyInputsHasNoGroups) {
+  Fixture f;
+  const Node* x = f.g.input(DType::f32, {4}, "x");
+  FusionPlan plan = f.fuse({x});
+  EXPECT_TRUE(plan.groups.empty());
+  EXPECT_EQ(plan.total_seconds, 0);
+}
+
+}  // namespace
+}  // namespace kiln::passes

@@ -1,0 +1,161 @@
+// The fusion cost model on small groups with known answers: bytes, hoisted work, and which of
+// two partitions of the same graph is cheaper.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "passes/cost_model.h"
+#include "tests/passes/test_support.h"
+
+namespace kiln::passes {
+namespace {
+
+using ir::DType;
+using ir::Node;
+using ir::Op;
+using testing::must;
+
+struct Fixture {
+  ir::Graph g;
+  ir::Builder b{g};
+  CostModel model{DeviceRates::reference_cpu()};
+  const Node* un(Op op, const Node* x) { return must(b.unary(op, x)); }
+  const Node* bin(Op op, const Node* l, const Node* r) { return must(b.binary(op, l, r)); }
+  const Node* red(Op op, const Node* x, int64_t axis) {
+    return must(b.reduce(op, x, std::vector<int64_t>{axis}, true));
+  }
+  double seconds(const std::vector<FusedGroup>& groups) {
+    double s = 0;
+    for (const FusedGroup& grp : groups) s += model.estimate(grp).seconds;
+    return s;
+  }
+};
+
+TEST(CostModel, FormulaAddsBytesLaunchesAndWork) {
+  Fixture f;
+  const Node* x = f.g.input(DType::f32, {1000}, "x");
+  const Node* y = f.un(Op::Exp, x);
+  GroupCost c = f.model.estimate({.nodes = {y}, .outputs = {y}, .inputs = {x}});
+  EXPECT_DOUBLE_EQ(c.bytes, 8000);  // 4000 read + 4000 written
+  EXPECT_EQ(c.launches, 1);
+  EXPECT_DOUBLE_EQ(c.flops, 20 * 1000);
+  DeviceRates r = DeviceRates::reference_cpu();
+  EXPECT_DOUBLE_EQ(c.seconds, 8000 / r.bandwidth + r.launch_overhead + 20000 / r.compute_rate);
+}
+
+TEST(CostModel, ElementwiseChainIsCheaperFused) {
+  Fixture f;
+  const int64_t n = 1 << 16;
+  const Node* a = f.g.input(DType::f32, {n}, "a");
+  const Node* b = f.g.input(DType::f32, {n}, "b");
+  const Node* c = f.g.input(DType::f32, {n}, "c");
+  const Node* mul = f.bin(Op::Mul, a, b);
+  const Node* add = f.bin(Op::Add, mul, c);
+  const Node* y = f.un(Op::Gelu, add);
+  FusedGroup fused{.nodes = {mul, add, y}, .outputs = {y}, .inputs = {a, b, c}};
+  GroupCost fc = f.model.estimate(fused);
+  EXPECT_DOUBLE_EQ(fc.bytes, 4.0 * n * 4);
+  EXPECT_DOUBLE_EQ(fc.flops, (1 + 1 + 25) * static_cast<double>(n));
+  std::vector<FusedGroup> split{{.nodes = {mul}, .outputs = {mul}, .inputs = {a, b}},
+                                {.nodes = {add}, .outputs = {add}, .inputs = {mul, c}},
+                                {.nodes = {y}, .outputs = {y}, .inputs = {add}}};
+  EXPECT_LT(fc.seconds, f.seconds(split));
+}
+
+TEST(CostModel, RowReductionReadThroughBroadcastIsComputedOncePerRow) {
+  Fixture f;
+  const int64_t r = 256, cols = 256;
+  const Node* x = f.g.input(DType::f32, {r, cols}, "x");
+  const Node* m = f.red(Op::ReduceMax, x, 1);  // [R,1]
+  const Node* y = f.un(Op::Exp, f.bin(Op::Sub, x, m));
+  const Node* sub = y->inputs[0];
+  FusedGroup fused{.nodes = {m, sub, y}, .outputs = {y}, .inputs = {x}};
+  // The max's R*C body once, then sub and exp per element.
+  EXPECT_DOUBLE_EQ(f.model.estimate(fused).flops, static_cast<double>(r * cols) * (1 + 1 + 20));
+  std::vector<FusedGroup> split{{.nodes = {m}, .outputs = {m}, .inputs = {x}},
+                                {.nodes = {sub, y}, .outputs = {y}, .inputs = {x, m}}};
+  EXPECT_LT(f.model.estimate(fused).seconds, f.seconds(split));
+}
+
+TEST(CostModel, ColumnReductionFusedIntoItsConsumerIsRecomputedPerRow) {
+  Fixture f;
+  const int64_t r = 256, cols = 256;
+  const Node* x = f.g.input(DType::f32, {r, cols}, "x");
+  const Node* m = f.red(Op::ReduceMax, x, 0);  // [1,C]: depends on the inner loop
+  const Node* y = f.un(Op::Exp, f.bin(Op::Sub, x, m));
+  const Node* sub = y->inputs[0];
+  FusedGroup fused{.nodes = {m, sub, y}, .outputs = {y}, .inputs = {x}};
+  double rc = static_cast<double>(r * cols);
+  EXPECT_DOUBLE_EQ(f.model.estimate(fused).flops, rc * static_cast<double>(r) + rc * 21);
+  std::vector<FusedGroup> split{{.nodes = {m}, .outputs = {m}, .inputs = {x}},
+                                {.nodes = {sub, y}, .outputs = {y}, .inputs = {x, m}}};
+  EXPECT_GT(f.model.estimate(fused).seconds, f.seconds(split));
+}
+
+TEST(CostModel, MatmulCountsItsContraction) {
+  Fixture f;
+  const Node* x = f.g.input(DType::f32, {8, 16}, "x");
+  const Node* w = f.g.input(DType::f32, {16, 4}, "w");
+  const Node* mm = must(f.b.matmul(x, w));
+  GroupCost c = f.model.estimate({.nodes = {mm}, .outputs = {mm}, .inputs = {x, w}});
+  EXPECT_DOUBLE_EQ(c.flops, 2.0 * 8 * 4 * 16);
+  EXPECT_DOUBLE_EQ(c.bytes, 4.0 * (8 * 16 + 16 * 4 + 8 * 4));
+}
+
+TEST(CostModel, ElementwiseOperandOfAnInlinedMatmulIsRecomputedPerColumn) {
+  // tanh(x) read as a matmul operand depends on the row and the contraction loop, not on the
+  // output column: it is evaluated N times per element, once per column.
+  Fixture f;
+  const Node* x = f.g.input(DType::f32, {8, 16}, "x");
+  const Node* w = f.g.input(DType::f32, {16, 4}, "w");
+  const Node* t = f.un(Op::Tanh, x);
+  const Node* mm = must(f.b.matmul(t, w));
+  GroupCost c = f.model.estimate({.nodes = {t, mm}, .outputs = {mm}, .inputs = {x, w}});
+  EXPECT_DOUBLE_EQ(c.flops, 2.0 * 8 * 4 * 16 + 20.0 * 8 * 16 * 4);
+}
+
+TEST(CostModel, MatmulInlinedIntoASoftmaxIsContractedOncePerLoopNest) {
+  // softmax(x @ w) in one kernel: the scores are evaluated by the max's loop, the sum's loop and
+  // the output loop; with them materialized, the softmax reads a buffer.
+  Fixture f;
+  const Node* x = f.g.input(DType::f32, {64, 256}, "x");
+  const Node* w = f.g.input(DType::f32, {256, 64}, "w");
+  const Node* s = must(f.b.matmul(x, w));
+  const Node* y = must(f.b.softmax(s, -1));
+  std::vector<const Node*> nodes = ir::topo_order({y});
+  nodes.erase(
+      std::remove_if(nodes.begin(), nodes.end(), [](const Node* n) { return n->op == Op::Input; }),
+      nodes.end());
+  FusedGroup fused{.nodes = nodes, .outputs = {y}, .inputs = {x, w}};
+  double contraction = 2.0 * 64 * 64 * 256;
+  EXPECT_GE(f.model.estimate(fused).flops, 3 * contraction);
+  EXPECT_LT(f.model.estimate(fused).flops, 3 * contraction + 64 * 64 * 100);
+  std::vector<const Node*> rest(nodes.begin() + 1, nodes.end());
+  ASSERT_EQ(nodes[0], s);
+  std::vector<FusedGroup> split{{.nodes = {s}, .outputs = {s}, .inputs = {x, w}},
+                                {.nodes = rest, .outputs = {y}, .inputs = {s}}};
+  EXPECT_LT(f.seconds(split), f.model.estimate(fused).seconds);
+}
+
+TEST(CostModel, MatmulReducedByItsOnlyReaderIsContractedOnce) {
+  Fixture f;
+  const Node* x = f.g.input(DType::f32, {64, 256}, "x");
+  const Node* w = f.g.input(DType::f32, {256, 64}, "w");
+  const Node* s = must(f.b.matmul(x, w));
+  const Node* r = f.red(Op::Sum, f.un(Op::Relu, s), 1);
+  const Node* relu = r->inputs[0];
+  GroupCost c = f.model.estimate({.nodes = {s, relu, r}, .outputs = {r}, .inputs = {x, w}});
+  EXPECT_DOUBLE_EQ(c.flops, 2.0 * 64 * 64 * 256 + 64 * 64 + 64 * 64);
+}
+
+TEST(CostModel, DeadNodesCostNothing) {
+  Fixture f;
+  const Node* x = f.g.input(DType::f32, {100}, "x");
+  const Node* unused = f.un(Op::Exp, x);
+  const Node* y = f.un(Op::Neg, x);
+  GroupCost c = f.model.estimate({.nodes = {unused, y}, .outputs = {y}, .inputs = {x}});
+  EXPECT_DOUBLE_EQ(c.flops, 100);
+}
+
+}  // namespace
+}  // namespace kiln::passes
