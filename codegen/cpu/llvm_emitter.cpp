@@ -131,14 +131,7 @@ void KernelEmitter::compute_free_vars() {
 
 void KernelEmitter::create_function() {
   llvm::Type* ptr = b_.getPtrTy();
-  auto* fty =
-      llvm::FunctionType::get(b_.getVoidTy(), {ptr, b_.getInt64Ty(), b_.getInt64Ty()}, false);
-  fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, opt_.symbol, m_);
-  fn_->addFnAttr(llvm::Attribute::NoUnwind);
-  if (!opt_.cpu.empty()) fn_->addFnAttr("target-cpu", opt_.cpu);
-  if (!opt_.features.empty()) fn_->addFnAttr("target-features", opt_.features);
-  fn_->addParamAttr(0, llvm::Attribute::NoCapture);
-  fn_->addParamAttr(0, llvm::Attribute::ReadOnly);
+  fn_ = create_kernel_function(m_, opt_);
   BasicBlock* entry = BasicBlock::Create(ctx_, "entry", fn_);
   b_.SetInsertPoint(entry);
   b_.CreateRetVoid();
@@ -347,6 +340,20 @@ Expected<llvm::Function*> KernelEmitter::run() {
 }
 
 }  // namespace
+
+llvm::Function* create_kernel_function(llvm::Module& module, const EmitOptions& options) {
+  llvm::LLVMContext& ctx = module.getContext();
+  llvm::Type* ptr = llvm::PointerType::get(ctx, 0);
+  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
+  auto* fty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, i64, i64}, false);
+  auto* fn = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, options.symbol, module);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  if (!options.cpu.empty()) fn->addFnAttr("target-cpu", options.cpu);
+  if (!options.features.empty()) fn->addFnAttr("target-features", options.features);
+  fn->addParamAttr(0, llvm::Attribute::NoCapture);
+  fn->addParamAttr(0, llvm::Attribute::ReadOnly);
+  return fn;
+}
 
 Expected<llvm::Function*> emit_kernel(const kir::Kernel& kernel, const EmitOptions& options,
                                       llvm::Module& module) {

@@ -23,6 +23,10 @@ struct EmitOptions {
   TuneParams params;     // vector_width / unroll > 0 become llvm.loop metadata
 };
 
+// Declares the kernel entry point `void SYMBOL(ptr buffers, i64 begin, i64 end)` in `module`
+// with the host attributes of `options`, shared by every kernel kind's emitter.
+llvm::Function* create_kernel_function(llvm::Module& module, const EmitOptions& options);
+
 // Emits `kernel` into `module` (whose data layout and triple the caller has set). Errors name the
 // kernel and what in it could not be lowered; the module is then left incomplete.
 Expected<llvm::Function*> emit_kernel(const kir::Kernel& kernel, const EmitOptions& options,

@@ -112,16 +112,9 @@ class MatmulEmitter {
 
 void MatmulEmitter::create_function() {
   llvm::Type* ptr = b_.getPtrTy();
-  auto* fty =
-      llvm::FunctionType::get(b_.getVoidTy(), {ptr, b_.getInt64Ty(), b_.getInt64Ty()}, false);
-  fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, opt_.symbol, m_);
-  fn_->addFnAttr(llvm::Attribute::NoUnwind);
-  if (!opt_.cpu.empty()) fn_->addFnAttr("target-cpu", opt_.cpu);
-  if (!opt_.features.empty()) fn_->addFnAttr("target-features", opt_.features);
+  fn_ = create_kernel_function(m_, opt_);
   // Without it the x86 backend splits 512-bit vectors on CPUs that prefer 256-bit ones.
   fn_->addFnAttr("min-legal-vector-width", std::to_string(kLanes * 32));
-  fn_->addParamAttr(0, llvm::Attribute::NoCapture);
-  fn_->addParamAttr(0, llvm::Attribute::ReadOnly);
   b_.SetInsertPoint(BasicBlock::Create(ctx_, "entry", fn_));
   for (size_t i = 0; i < k_.params.size(); ++i) {
     Value* slot = b_.CreateConstInBoundsGEP1_64(ptr, fn_->getArg(0), i);

@@ -19,13 +19,8 @@ using ir::Node;
 using ir::Op;
 using testing::must;
 
-struct Fixture {
-  ir::Graph g;
-  ir::Builder b{g};
+struct Fixture : testing::GraphFixture {
   CostModel model{DeviceRates::reference_cpu()};
-  const Node* un(Op op, const Node* x) { return must(b.unary(op, x)); }
-  const Node* bin(Op op, const Node* l, const Node* r) { return must(b.binary(op, l, r)); }
-  const Node* lit(double v) { return must(b.scalar(v, DType::f32)); }
   FusionPlan fuse(const Outputs& outs, BeamOptions options = {}) {
     return make_beam_fuser(model, options)->fuse(outs);
   }

@@ -15,15 +15,8 @@ using ir::Node;
 using ir::Op;
 using testing::must;
 
-struct Fixture {
-  ir::Graph g;
-  ir::Builder b{g};
+struct Fixture : testing::GraphFixture {
   CostModel model{DeviceRates::reference_cpu()};
-  const Node* un(Op op, const Node* x) { return must(b.unary(op, x)); }
-  const Node* bin(Op op, const Node* l, const Node* r) { return must(b.binary(op, l, r)); }
-  const Node* red(Op op, const Node* x, int64_t axis) {
-    return must(b.reduce(op, x, std::vector<int64_t>{axis}, true));
-  }
   double seconds(const std::vector<FusedGroup>& groups) {
     double s = 0;
     for (const FusedGroup& grp : groups) s += model.estimate(grp).seconds;

@@ -14,12 +14,7 @@ using ir::Node;
 using ir::Op;
 using testing::must;
 
-struct Fixture {
-  ir::Graph g;
-  ir::Builder b{g};
-  const Node* un(Op op, const Node* x) { return must(b.unary(op, x)); }
-  const Node* bin(Op op, const Node* l, const Node* r) { return must(b.binary(op, l, r)); }
-  const Node* lit(double v) { return must(b.scalar(v, DType::f32)); }
+struct Fixture : testing::GraphFixture {
   FusionPlan fuse(const Outputs& outs) { return make_first_fuser()->fuse(outs); }
 };
 

@@ -14,12 +14,8 @@ using ir::Node;
 using ir::Op;
 using testing::must;
 
-struct Fixture {
-  ir::Graph g;
-  ir::Builder b{g};
+struct Fixture : testing::GraphFixture {
   const Node* x = g.input(DType::f32, {2, 3}, "x");
-  const Node* lit(double v, ir::Shape shape = {}) { return must(b.full(shape, v, DType::f32)); }
-  const Node* bin(Op op, const Node* l, const Node* r) { return must(b.binary(op, l, r)); }
 };
 
 TEST(FoldLiterals, Identities) {

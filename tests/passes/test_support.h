@@ -23,6 +23,20 @@ inline const ir::Node* must(const ir::NodeResult& r) {
   return *r;
 }
 
+// A graph and its builder with shorthands for the ops the passes tests build most.
+struct GraphFixture {
+  ir::Graph g;
+  ir::Builder b{g};
+  const ir::Node* un(ir::Op op, const ir::Node* x) { return must(b.unary(op, x)); }
+  const ir::Node* bin(ir::Op op, const ir::Node* l, const ir::Node* r) {
+    return must(b.binary(op, l, r));
+  }
+  const ir::Node* lit(double v, ir::Shape shape = {}) { return must(b.full(shape, v, ir::DType::f32)); }
+  const ir::Node* red(ir::Op op, const ir::Node* x, int64_t axis) {
+    return must(b.reduce(op, x, std::vector<int64_t>{axis}, true));
+  }
+};
+
 // Fuses `out` alone with the first fuser (it must give exactly one group), lowers it, runs it on
 // `inputs` (by node) and returns the output buffer.
 inline Buffer run_one_group(const ir::Node* out,
