@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "codegen/tune_params.h"
 #include "ir/error.h"
@@ -23,6 +24,9 @@ struct CpuArtifact {
   std::string llvm_ir;  // the optimized module, for `kiln dump --stage llvm`
   int64_t outer_extent = 1;
   double compile_ms = 0;
+  // The relocatable object code of the kernel's module (what the persistent cache stores): a
+  // later process on the same CPU, features and LLVM version loads it with CpuBackend::load.
+  std::vector<uint8_t> object;
 };
 
 class CpuBackend {
@@ -35,6 +39,14 @@ class CpuBackend {
   // Compiles one kernel. Thread-safe. The artifact lives as long as the backend.
   Expected<std::shared_ptr<const CpuArtifact>> compile(const kir::Kernel& kernel,
                                                        const TuneParams& params);
+  // Links object code from compile() (possibly of another process) without running LLVM's
+  // code generation: no IR, no optimization. `symbol` is the artifact's symbol; loading the same
+  // object several times, or next to compiled kernels, never clashes.
+  Expected<std::shared_ptr<const CpuArtifact>> load(const std::vector<uint8_t>& object,
+                                                    const std::string& symbol, int64_t outer_extent);
+  // Everything besides the kernel that changes the object code, for cache keys.
+  std::string llvm_version() const;      // e.g. "19.1.7"
+  static constexpr const char* kCodegenVersion = "kiln-cpu-1";  // bump when emission changes
   // Host CPU name and feature string (e.g. "znver3", "+avx2,+fma,..."), part of cache keys.
   std::string cpu_name() const;
   std::string cpu_features() const;

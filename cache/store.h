@@ -1,0 +1,108 @@
+// The kernel cache store: one SQLite database per scope (DESIGN.md §8), holding compiled kernels,
+// fusion plans and autotune decisions under keys whose parts are stored so that a miss can be
+// explained. Knows nothing else of kiln: values are opaque bytes and strings.
+//
+// Safety contract: WAL journal (rollback journal when the file is on a network file system),
+// busy timeout, one short transaction per write; a corrupt, truncated or foreign file is moved
+// aside (renamed to PATH.corrupt-<time>) with one warning and rebuilt; read-only stores serve hits
+// and never write; a size cap evicts least-recently-used kernels. No method throws or aborts on a
+// bad file or a locked database: failures degrade to misses and warnings (Store::warnings()).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/error.h"
+
+namespace kiln::cache {
+
+// The parts of a key, in a fixed order, e.g. {"kernel", <canonical kernel IR>}, {"tune", ...},
+// {"target", "cpu"}, {"cpu", "sapphirerapids"}, {"features", "+avx2,..."}, {"llvm", "19.1.7"},
+// {"codegen", "kiln-cpu-3"}, {"schema", "1"}. The digest (xxHash3 128-bit, hex) is the lookup key.
+struct KeyParts {
+  std::vector<std::pair<std::string, std::string>> parts;
+  std::string digest() const;
+  // The part identifying *what* is cached (the first part: kernel text, graph structure); misses
+  // are explained against stored entries with the same identity.
+  const std::pair<std::string, std::string>& identity() const { return parts.front(); }
+};
+
+enum class Table { kernels, plans, autotune };
+
+struct Entry {
+  std::string key;                 // digest
+  std::vector<uint8_t> value;      // the artifact: object code, a serialized plan, a decision
+  std::string source;              // generated source (LLVM IR) or a readable form; may be empty
+  std::string metadata;            // JSON text
+  int64_t size = 0;                // bytes of value + source + metadata
+  int64_t created = 0, last_used = 0;  // unix seconds
+  int64_t hits = 0;
+};
+
+struct StoreOptions {
+  bool read_only = false;
+  int64_t max_size = 0;          // bytes; 0 = no cap. Enforced after each put (LRU eviction).
+  int busy_timeout_ms = 5000;
+  std::function<void(const std::string&)> warn;  // null: warnings go to stderr
+};
+
+struct Stats {
+  std::string path;
+  int64_t kernels = 0, plans = 0, autotune = 0;
+  int64_t bytes = 0;  // file size
+  int64_t hits = 0;   // sum of hit counts
+  int schema_version = 0;
+  bool read_only = false;
+};
+
+// Why a lookup missed: "no entry with this identity" or, for the closest stored entry with the
+// same identity, each part that differs with both values.
+struct Explanation {
+  bool hit = false;
+  std::string closest_key;
+  std::vector<std::tuple<std::string, std::string, std::string>> differing;  // part, stored, wanted
+  std::string text() const;
+};
+
+class Store {
+ public:
+  // Opens (creating directories and the file as needed, unless read-only). Returns an error only
+  // for arguments that cannot work at all (an empty path); a bad file is moved aside and rebuilt.
+  static Expected<std::unique_ptr<Store>> open(const std::string& path, StoreOptions options = {});
+  ~Store();
+
+  std::optional<Entry> get(Table t, const KeyParts& key);  // a hit bumps last_used and hits
+  bool put(Table t, const KeyParts& key, const Entry& e);  // false: not stored (read-only, error)
+  Explanation explain(Table t, const KeyParts& key);
+  std::optional<Entry> show(const std::string& digest);    // any table
+  std::vector<Entry> list(Table t);                        // without values
+  Stats stats();
+  int64_t prune(int64_t max_size);                         // LRU eviction; returns bytes freed
+  Expected<void> verify();                                 // integrity check + every digest matches its parts
+  Expected<int64_t> export_bundle(const std::string& file);  // a standalone SQLite file; count
+  Expected<int64_t> import_bundle(const std::string& file);  // entries added
+  void clear();
+  const std::string& path() const;
+  bool read_only() const;
+
+ private:
+  Store();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// DESIGN.md §8 scope locations.
+//   local:  <project root>/.kiln/cache.sqlite (project root = the directory holding kiln.toml,
+//           else the working directory)
+//   target: kiln-cache.sqlite beside the running executable (/proc/self/exe)
+//   global: $XDG_CACHE_HOME/kiln/cache.sqlite, else ~/.cache/kiln/cache.sqlite
+std::string local_scope_path(const std::string& project_root);
+std::string target_scope_path();
+std::string global_scope_path();
+
+}  // namespace kiln::cache

@@ -1,0 +1,74 @@
+// kiln.toml (DESIGN.md §10): found upward from the working directory (or KILN_CONFIG=<path>),
+// read once with toml++, every key overridable by KILN_<SECTION>_<KEY> (nested tables joined with
+// '_', upper case: KILN_FUSION_BEAM_SEARCH_MAX_BLOCKS). Only runtime/ reads it; other layers get
+// plain option structs built from it.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/error.h"
+
+namespace kiln::runtime {
+
+// `stdout`, `stderr`, `log` (the embedding program's callback), or { file = "path" }.
+struct LogTarget {
+  std::string kind;  // stdout | stderr | log | file
+  std::string path;  // for file
+  bool operator==(const LogTarget&) const = default;
+};
+
+struct LoggerConfig {
+  std::string level;  // per component: see Config
+  std::vector<LogTarget> targets;
+};
+
+// local | target | global | { file = "path" }
+struct CacheScope {
+  std::string kind = "target";
+  std::string path;  // for file
+};
+
+struct Config {
+  bool fusion_enabled = true;                                   // [fusion] enabled
+  int max_blocks = 5;                                           // [fusion.beam_search] max_blocks
+  int beam_width = 4;                                           // [fusion.beam_search] beam_width
+  LoggerConfig fusion_logger{"basic", {{"stderr", ""}}};        // disabled | basic | verbose
+  std::string autotune_level = "balanced";                      // minimal | balanced | extensive | full
+  CacheScope autotune_cache;                                    // [autotune] cache
+  LoggerConfig autotune_logger{"minimal", {{"stdout", ""}}};    // disabled | minimal | full
+  std::string check_mode = "auto";                              // enforce | validate | auto
+  CacheScope compilation_cache;                                 // [compilation] cache
+  LoggerConfig compilation_logger{"minimal", {{"stderr", ""}}}; // disabled | minimal | full
+  int max_streams = 8;                                          // [streaming] max_streams
+  std::string persistent_memory = "enabled";                    // enabled | disabled | enforced
+  // [cache] (kiln's addition for issue 4): the store behind every cache scope.
+  std::string cache_max_size = "2GiB";                          // size cap, LRU eviction
+  bool cache_read_only = false;                                 // shipped caches
+  LoggerConfig cache_logger{"minimal", {{"stderr", ""}}};       // disabled | minimal | verbose
+  LoggerConfig memory_logger{"disabled", {{"stderr", ""}}};     // disabled | minimal | verbose
+
+  std::string file;  // the kiln.toml read ("" when none)
+  std::string project_root;  // its directory, else the working directory
+  // Where each effective value came from: "kiln.toml:12", "env KILN_AUTOTUNE_LEVEL", "default".
+  std::map<std::string, std::string> sources;  // keyed by dotted key, e.g. "autotune.level"
+};
+
+// Loads the configuration. Errors name the file, line and the allowed values
+// ("kiln.toml:4:9: error: autotune.level: expected one of minimal, balanced, extensive, full,
+// got \"fast\""); unknown keys produce warnings naming the closest valid key
+// ("kiln.toml:7:1: warning: unknown key fusion.beam_search.max_block (did you mean max_blocks?)").
+struct LoadedConfig {
+  Config config;
+  std::vector<std::string> warnings;
+};
+Expected<LoadedConfig> load_config(const std::string& working_dir);
+// Same, from explicit text (tests): `file` names it in messages; env overrides still apply.
+Expected<LoadedConfig> parse_config(const std::string& text, const std::string& file);
+
+// `kiln config`: every key with its effective value and source, one per line, in a fixed order.
+std::string print_config(const Config& c);
+
+}  // namespace kiln::runtime
