@@ -6,7 +6,7 @@
 // busy timeout, one short transaction per write; a corrupt, truncated or foreign file is moved
 // aside (renamed to PATH.corrupt-<time>) with one warning and rebuilt; read-only stores serve hits
 // and never write; a size cap evicts least-recently-used kernels. No method throws or aborts on a
-// bad file or a locked database: failures degrade to misses and warnings (Store::warnings()).
+// bad file or a locked database: failures degrade to misses and warnings (StoreOptions::warn).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -33,22 +35,28 @@ struct KeyParts {
 };
 
 enum class Table { kernels, plans, autotune };
+const char* table_name(Table t);  // "kernels", "plans", "autotune"
+std::optional<Table> parse_table(std::string_view name);
+inline constexpr Table kAllTables[] = {Table::kernels, Table::plans, Table::autotune};
 
 struct Entry {
-  std::string key;                 // digest
-  std::vector<uint8_t> value;      // the artifact: object code, a serialized plan, a decision
-  std::string source;              // generated source (LLVM IR) or a readable form; may be empty
-  std::string metadata;            // JSON text
-  int64_t size = 0;                // bytes of value + source + metadata
+  std::string key;             // digest
+  std::vector<uint8_t> value;  // the artifact: object code, a serialized plan, a decision
+  std::string source;          // generated source (LLVM IR) or a readable form; may be empty
+  std::string metadata;        // JSON text
+  int64_t size = 0;            // bytes of value + source + metadata
   int64_t created = 0, last_used = 0;  // unix seconds
   int64_t hits = 0;
+  // Filled by show() and list() (ignored by put()): the stored key parts and the entry's table.
+  std::vector<std::pair<std::string, std::string>> parts;
+  Table table = Table::kernels;
 };
 
 struct StoreOptions {
   bool read_only = false;
-  int64_t max_size = 0;          // bytes; 0 = no cap. Enforced after each put (LRU eviction).
+  int64_t max_size = 0;  // bytes; 0 = no cap. Enforced after each put (LRU eviction).
   int busy_timeout_ms = 5000;
-  std::function<void(const std::string&)> warn;  // null: warnings go to stderr
+  std::function<void(const std::string&)> warn = nullptr;  // null: warnings go to stderr
 };
 
 struct Stats {
@@ -58,6 +66,8 @@ struct Stats {
   int64_t hits = 0;   // sum of hit counts
   int schema_version = 0;
   bool read_only = false;
+  std::string journal_mode;  // "wal", "delete" (network file system), "" when there is no file
+  std::string problem;       // why the file is unusable (read-only stores cannot rebuild it)
 };
 
 // Why a lookup missed: "no entry with this identity" or, for the closest stored entry with the
@@ -79,20 +89,21 @@ class Store {
   std::optional<Entry> get(Table t, const KeyParts& key);  // a hit bumps last_used and hits
   bool put(Table t, const KeyParts& key, const Entry& e);  // false: not stored (read-only, error)
   Explanation explain(Table t, const KeyParts& key);
-  std::optional<Entry> show(const std::string& digest);    // any table
-  std::vector<Entry> list(Table t);                        // without values
+  std::optional<Entry> show(const std::string& digest);  // any table
+  std::vector<Entry> list(Table t);                      // without values
   Stats stats();
-  int64_t prune(int64_t max_size);                         // LRU eviction; returns bytes freed
-  Expected<void> verify();                                 // integrity check + every digest matches its parts
+  int64_t prune(int64_t max_size);  // LRU eviction; returns bytes freed
+  Expected<void> verify();          // integrity check + every digest matches its parts
   Expected<int64_t> export_bundle(const std::string& file);  // a standalone SQLite file; count
   Expected<int64_t> import_bundle(const std::string& file);  // entries added
   void clear();
   const std::string& path() const;
   bool read_only() const;
 
+  struct Impl;  // internal: cache/store_impl.h
+
  private:
   Store();
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
@@ -102,6 +113,8 @@ class Store {
 //   target: kiln-cache.sqlite beside the running executable (/proc/self/exe)
 //   global: $XDG_CACHE_HOME/kiln/cache.sqlite, else ~/.cache/kiln/cache.sqlite
 std::string local_scope_path(const std::string& project_root);
+// The directory holding kiln.toml, searched upward from `start`; else `start` itself.
+std::string find_project_root(const std::string& start);
 std::string target_scope_path();
 std::string global_scope_path();
 

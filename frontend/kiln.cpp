@@ -3,9 +3,11 @@
 #include "kiln/kiln.h"
 
 #include <cstring>
+#include <filesystem>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "runtime/config.h"
 #include "tensor_impl.h"
 
 namespace kiln {
@@ -87,7 +89,13 @@ using detail::TensorImpl;
 // ---- Device -----------------------------------------------------------------------------------
 
 Expected<Device> Device::open(std::string_view name) {
-  auto dev = runtime::open_device(name);
+  // kiln.toml (found upward from the working directory, or KILN_CONFIG) and KILN_* overrides.
+  auto loaded = runtime::load_config(std::filesystem::current_path().string());
+  if (!loaded) return std::unexpected(loaded.error());
+  for (const std::string& w : loaded->warnings) fmt::print(stderr, "{}\n", w);
+  auto options = runtime::device_options_from_config(loaded->config);
+  if (!options) return std::unexpected(options.error());
+  auto dev = runtime::open_device(name, std::move(*options));
   if (!dev) return std::unexpected(dev.error());
   auto state = std::make_shared<detail::DeviceState>();
   state->name = std::string(name);

@@ -96,24 +96,42 @@ FusedGroup collect_group(const Node* root, const NodeSet& materialized) {
   return group;
 }
 
+// Every computed node (not an input, source or view) written by its own kernel.
+NodeSet materialize_all(const Outputs& outputs, const std::vector<const Node*>& live) {
+  NodeSet m;
+  for (const Node* o : outputs)
+    if (o->op != Op::Input) m.insert(o);
+  for (const Node* n : live) {
+    ir::OpKind kind = ir::op_kind(n->op);
+    if (kind != ir::OpKind::Input && kind != ir::OpKind::Source && kind != ir::OpKind::Movement)
+      m.insert(n);
+  }
+  return m;
+}
+
 class FirstFuser final : public Fuser {
  public:
-  std::string_view name() const override { return "first"; }
+  explicit FirstFuser(bool fuse) : fuse_(fuse) {}
+  std::string_view name() const override { return fuse_ ? "first" : "unfused"; }
 
   FusionPlan fuse(const Outputs& outputs) const override {
     std::vector<const Node*> live = ir::topo_order(outputs);
-    NodeSet materialized = choose_materialized(outputs, live);
+    NodeSet materialized =
+        fuse_ ? choose_materialized(outputs, live) : materialize_all(outputs, live);
     FusionPlan plan;
     for (const Node* n : live)  // by id: every group's inputs come from earlier groups
       if (materialized.count(n)) plan.groups.push_back(collect_group(n, materialized));
     return plan;
   }
+
+ private:
+  bool fuse_;
 };
 
 }  // namespace
 
-std::unique_ptr<Fuser> make_first_fuser() {
-  return std::make_unique<FirstFuser>();
-}
+std::unique_ptr<Fuser> make_first_fuser() { return std::make_unique<FirstFuser>(true); }
+
+std::unique_ptr<Fuser> make_unfused() { return std::make_unique<FirstFuser>(false); }
 
 }  // namespace kiln::passes

@@ -65,6 +65,8 @@ class Fuser {
 // chain of movement ops over an Input or materialized node. Everything else is inlined into every
 // group that reads it.
 std::unique_ptr<Fuser> make_first_fuser();
+// No fusion (kiln.toml `fusion.enabled = false`): every op but views and sources is its own kernel.
+std::unique_ptr<Fuser> make_unfused();
 
 class CostModel;
 

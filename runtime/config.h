@@ -4,6 +4,7 @@
 // plain option structs built from it.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -25,7 +26,7 @@ struct LoggerConfig {
   std::vector<LogTarget> targets;
 };
 
-// local | target | global | { file = "path" }
+// local | target | global | none (no persistent cache) | { file = "path" }
 struct CacheScope {
   std::string kind = "target";
   std::string path;  // for file
@@ -59,7 +60,10 @@ struct Config {
 // Loads the configuration. Errors name the file, line and the allowed values
 // ("kiln.toml:4:9: error: autotune.level: expected one of minimal, balanced, extensive, full,
 // got \"fast\""); unknown keys produce warnings naming the closest valid key
-// ("kiln.toml:7:1: warning: unknown key fusion.beam_search.max_block (did you mean max_blocks?)").
+// ("kiln.toml:7:1: warning: unknown key fusion.beam_search.max_block (did you mean
+// fusion.beam_search.max_blocks?)"). Environment overrides win over the file; their errors name the
+// variable ("env KILN_AUTOTUNE_LEVEL: error: autotune.level: ..."). Relative file paths (cache
+// scopes, logger files) resolve against the project root.
 struct LoadedConfig {
   Config config;
   std::vector<std::string> warnings;
@@ -70,5 +74,8 @@ Expected<LoadedConfig> parse_config(const std::string& text, const std::string& 
 
 // `kiln config`: every key with its effective value and source, one per line, in a fixed order.
 std::string print_config(const Config& c);
+
+// A [cache] max_size in bytes: "2GiB", "512MiB", "100MB", "64KiB", "4096" (bytes).
+Expected<std::uint64_t> parse_byte_size(const std::string& text);
 
 }  // namespace kiln::runtime

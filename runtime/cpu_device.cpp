@@ -2,6 +2,7 @@
 #include "runtime/cpu_device.h"
 
 #include <chrono>
+#include <fmt/format.h>
 
 #include "runtime/cpu_rates.h"
 #include "runtime/structural_key.h"
@@ -20,13 +21,28 @@ double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
 Expected<std::unique_ptr<CpuDevice>> CpuDevice::create(DeviceOptions options) {
   auto backend = codegen::CpuBackend::create();
   if (!backend) return std::unexpected(backend.error());
-  return std::unique_ptr<CpuDevice>(new CpuDevice(std::move(options), std::move(*backend)));
+  std::unique_ptr<PersistentCache> disk;
+  if (!options.cache_path.empty()) {
+    cache::StoreOptions so;
+    so.read_only = options.cache_read_only;
+    so.max_size = options.cache_max_size;
+    // A cache that cannot be opened costs compilation time, never the run.
+    if (auto store = cache::Store::open(options.cache_path, so))
+      disk = std::make_unique<PersistentCache>(std::move(*store), **backend);
+    else
+      fmt::print(stderr, "kiln: warning: kernel cache '{}' is not used: {}\n", options.cache_path,
+                 store.error().message);
+  }
+  return std::unique_ptr<CpuDevice>(
+      new CpuDevice(std::move(options), std::move(*backend), std::move(disk)));
 }
 
-CpuDevice::CpuDevice(DeviceOptions options, std::unique_ptr<codegen::CpuBackend> backend)
+CpuDevice::CpuDevice(DeviceOptions options, std::unique_ptr<codegen::CpuBackend> backend,
+                     std::unique_ptr<PersistentCache> disk)
     : options_(std::move(options)),
       backend_(std::move(backend)),
-      kernels_(*backend_),
+      disk_(std::move(disk)),
+      kernels_(*backend_, disk_.get(), options_.explain_misses),
       threads_(options_.num_threads > 0 ? options_.num_threads : ThreadPool::default_threads()),
       pool_(BufferPool::create()) {}
 
@@ -35,6 +51,8 @@ const passes::CostModel& CpuDevice::cost_model() {
     cost_ = std::make_unique<passes::CostModel>(cpu_rates(*backend_, threads_));
     if (options_.fuser == "first") {
       fuser_ = passes::make_first_fuser();
+    } else if (options_.fuser == "none") {
+      fuser_ = passes::make_unfused();
     } else {
       passes::BeamOptions beam = options_.fuser == "greedy" ? passes::BeamOptions{1, 1} : options_.beam;
       fuser_ = passes::make_beam_fuser(*cost_, beam);
@@ -47,26 +65,51 @@ Expected<std::shared_ptr<Plan>> CpuDevice::plan_for(ir::Graph& g,
                                                     const std::vector<const ir::Node*>& outputs,
                                                     bool* cache_hit) {
   StructuralKey key = structural_key(outputs);
-  return get_plan(g, outputs, key, cache_hit);
+  std::string source;
+  auto plan = get_plan(g, outputs, key, &source);
+  if (cache_hit) *cache_hit = source == "memory";
+  return plan;
+}
+
+std::string CpuDevice::fuser_description() {
+  const passes::CostModel& cost = cost_model();
+  if (options_.fuser == "first" || options_.fuser == "none") return std::string(fuser_->name());
+  return fmt::format("{} max_blocks={} beam_width={} {}", fuser_->name(),
+                     options_.fuser == "greedy" ? 1 : options_.beam.max_blocks,
+                     options_.fuser == "greedy" ? 1 : options_.beam.beam_width, cost.rates().str());
 }
 
 Expected<std::shared_ptr<Plan>> CpuDevice::get_plan(ir::Graph& g,
                                                     const std::vector<const ir::Node*>& outputs,
-                                                    const StructuralKey& key, bool* cache_hit) {
+                                                    const StructuralKey& key, std::string* source) {
   {
     std::lock_guard lock(plans_mu_);
     if (auto it = plans_.find(key.key); it != plans_.end()) {
-      if (cache_hit) *cache_hit = true;
+      *source = "memory";
       return it->second;
     }
   }
-  if (cache_hit) *cache_hit = false;
   cost_model();
-  PlannerOptions po{.fuser = fuser_.get(), .kernels = &kernels_, .namer = options_.namer};
-  auto plan = build_plan(g, outputs, key.inputs, po);
-  if (!plan) return plan;
+  std::optional<cache::KeyParts> disk_key;
+  std::shared_ptr<Plan> plan;
+  if (disk_) {
+    disk_key = disk_->plan_key(key.key, fuser_description());
+    if ((plan = disk_->load_plan(*disk_key))) *source = "disk";
+  }
+  if (!plan) {
+    PlannerOptions po{.fuser = fuser_.get(), .kernels = &kernels_, .namer = options_.namer};
+    auto built = build_plan(g, outputs, key.inputs, po);
+    if (!built) return built;
+    plan = *built;
+    *source = "built";
+    if (disk_) {
+      std::vector<std::string> digests;
+      for (const PlanStep& s : plan->steps) digests.push_back(s.kernel_digest);
+      disk_->store_plan(*disk_key, *plan, digests);
+    }
+  }
   std::lock_guard lock(plans_mu_);
-  plans_.emplace(key.key, *plan);
+  plans_.emplace(key.key, plan);
   return plan;
 }
 
@@ -98,9 +141,10 @@ Expected<std::vector<std::shared_ptr<Buffer>>> CpuDevice::execute(
   std::vector<const ir::Node*> live = ir::topo_order(outputs);
   if (auto ok = check_bindings(live, inputs); !ok) return std::unexpected(ok.error());
   StructuralKey key = structural_key(outputs);
-  bool hit = false;
-  auto got = get_plan(g, outputs, key, &hit);
+  std::string source;
+  auto got = get_plan(g, outputs, key, &source);
   if (!got) return std::unexpected(got.error());
+  bool hit = source == "memory";
   const std::shared_ptr<Plan>& plan = *got;
   auto t1 = std::chrono::steady_clock::now();
 
@@ -115,6 +159,10 @@ Expected<std::vector<std::shared_ptr<Buffer>>> CpuDevice::execute(
   if (stats) {
     stats->kernels = static_cast<int>(plan->steps.size());
     stats->plan_cache_hit = hit;
+    stats->plan_source = source;
+    stats->cache_hits = hit ? 0 : plan->loaded;
+    stats->cache_misses = hit ? 0 : plan->compiled;
+    stats->miss_reasons = hit ? std::vector<std::string>{} : plan->miss_reasons;
     stats->compiled = hit ? 0 : plan->compiled;
     stats->compile_ms = hit ? 0 : plan->compile_ms;
     stats->plan_ms = hit ? 0 : ms_between(t0, t1);

@@ -8,6 +8,7 @@
 #include "codegen/cpu/cpu_backend.h"
 #include "passes/cost_model.h"
 #include "runtime/device.h"
+#include "runtime/persistent_cache.h"
 #include "runtime/structural_key.h"
 #include "runtime/thread_pool.h"
 
@@ -30,13 +31,17 @@ class CpuDevice final : public Device {
   const passes::CostModel& cost_model();
 
  private:
-  CpuDevice(DeviceOptions options, std::unique_ptr<codegen::CpuBackend> backend);
+  CpuDevice(DeviceOptions options, std::unique_ptr<codegen::CpuBackend> backend,
+            std::unique_ptr<PersistentCache> disk);
+  // From this process's plans, the persistent cache, or built now; `source` says which.
   Expected<std::shared_ptr<Plan>> get_plan(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
-                                           const StructuralKey& key, bool* cache_hit);
+                                           const StructuralKey& key, std::string* source);
+  std::string fuser_description();
   void run_plan(const Plan& plan, std::vector<std::shared_ptr<Buffer>>& slots);
 
   DeviceOptions options_;
   std::unique_ptr<codegen::CpuBackend> backend_;
+  std::unique_ptr<PersistentCache> disk_;  // null without a cache path
   KernelCache kernels_;
   ThreadPool threads_;
   std::shared_ptr<BufferPool> pool_;

@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cache/size.h"
+#include "cache/store.h"
+#include "runtime/config.h"
 #include "runtime/cpu_device.h"
 #include "runtime/reference.h"
 #include "runtime/reference_device.h"
@@ -21,8 +24,10 @@ std::string input_label(const ir::Node* n) {
 std::vector<std::string> available_devices() { return {"cpu", "reference"}; }
 
 Expected<std::unique_ptr<Device>> open_device(std::string_view name, DeviceOptions options) {
-  if (options.fuser != "beam" && options.fuser != "greedy" && options.fuser != "first")
-    return make_error(fmt::format("unknown fuser '{}' (expected beam, greedy or first)", options.fuser));
+  if (options.fuser != "beam" && options.fuser != "greedy" && options.fuser != "first" &&
+      options.fuser != "none")
+    return make_error(
+        fmt::format("unknown fuser '{}' (expected beam, greedy, first or none)", options.fuser));
   if (options.beam.max_blocks < 1 || options.beam.beam_width < 1)
     return make_error(fmt::format("beam search needs max_blocks >= 1 and beam_width >= 1, got {} and {}",
                                   options.beam.max_blocks, options.beam.beam_width));
@@ -34,6 +39,24 @@ Expected<std::unique_ptr<Device>> open_device(std::string_view name, DeviceOptio
   if (name == "reference") return std::unique_ptr<Device>(new ReferenceDevice());
   return make_error(fmt::format("unknown device '{}' (available: {})", name,
                                 fmt::join(available_devices(), ", ")));
+}
+
+Expected<DeviceOptions> device_options_from_config(const Config& config) {
+  DeviceOptions o;
+  o.fuser = config.fusion_enabled ? "beam" : "none";
+  o.beam = passes::BeamOptions{config.max_blocks, config.beam_width};
+  const CacheScope& scope = config.compilation_cache;
+  if (scope.kind == "local") o.cache_path = cache::local_scope_path(config.project_root);
+  else if (scope.kind == "target") o.cache_path = cache::target_scope_path();
+  else if (scope.kind == "global") o.cache_path = cache::global_scope_path();
+  else if (scope.kind == "file") o.cache_path = scope.path;
+  // "none": no persistent cache.
+  o.cache_read_only = config.cache_read_only;
+  auto size = cache::parse_size(config.cache_max_size);
+  if (!size) return std::unexpected(size.error());
+  o.cache_max_size = *size;
+  o.explain_misses = config.cache_logger.level == "verbose";
+  return o;
 }
 
 Expected<void> check_bindings(const std::vector<const ir::Node*>& live, const Bindings& inputs) {

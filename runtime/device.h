@@ -32,6 +32,10 @@ struct RunStats {
   double plan_ms = 0;      // passes + fusion + lowering + codegen during this request
   double run_ms = 0;       // kernel execution
   bool plan_cache_hit = false;
+  std::string plan_source;    // "memory" (this process), "disk" (an earlier process) or "built"
+  int cache_hits = 0;         // kernels linked from the persistent cache during this request
+  int cache_misses = 0;       // kernels compiled because the persistent cache did not have them
+  std::vector<std::string> miss_reasons;  // with DeviceOptions::explain_misses
   std::vector<KernelRunInfo> groups;
 };
 
@@ -42,7 +46,16 @@ struct DeviceOptions {
   // "first" (the rule-based first fuser).
   std::string fuser = "beam";
   passes::BeamOptions beam;
+  // The persistent kernel and plan cache (DESIGN.md §8): "" = none.
+  std::string cache_path;
+  bool cache_read_only = false;
+  int64_t cache_max_size = 0;  // bytes; 0 = no cap
+  bool explain_misses = false;  // record why each persistent-cache lookup missed
 };
+
+struct Config;
+// The device options kiln.toml asks for ([fusion], [compilation] cache, [cache]).
+Expected<DeviceOptions> device_options_from_config(const Config& config);
 
 class Device {
  public:

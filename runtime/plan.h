@@ -27,6 +27,7 @@ struct PlanStep {
   std::vector<int> release_after;  // temporary slots whose last reader is this step
   std::vector<std::string> values; // the graph values this kernel computes (for stats and dumps)
   int num_ops = 0;                 // non-movement ops computed in this kernel
+  std::string kernel_digest;       // persistent cache key of the kernel ("" without one)
 };
 
 struct Plan {
@@ -37,6 +38,8 @@ struct Plan {
   passes::FusionPlan fusion;                       // groups, cost estimates, reasons (for dumps)
   std::string fuser;                               // the fuser's name
   int compiled = 0;                                // kernels compiled while building it
+  int loaded = 0;                                  // kernels linked from the persistent cache
+  std::vector<std::string> miss_reasons;           // persistent-cache misses, when explained
   double compile_ms = 0;                           // codegen time while building it
   double plan_ms = 0;                              // total build time (passes + fusion + codegen)
 };

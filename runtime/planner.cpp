@@ -8,6 +8,7 @@
 
 #include "passes/lower.h"
 #include "passes/passes.h"
+#include "runtime/persistent_cache.h"
 #include "runtime/dump_writer.h"
 
 namespace kiln::runtime {
@@ -43,18 +44,38 @@ std::string default_value_name(const ir::Node* n) {
   return fmt::format("%t{}", n->id);
 }
 
-Expected<std::pair<std::shared_ptr<const codegen::CpuArtifact>, bool>> KernelCache::get(
-    const kir::Kernel& kernel, const codegen::TuneParams& params) {
+Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel,
+                                        const codegen::TuneParams& params) {
   std::string key = kir::print_kernel(kernel, /*with_labels=*/false) + params.str();
   {
     std::lock_guard lock(mu_);
-    if (auto it = kernels_.find(key); it != kernels_.end()) return std::pair{it->second, false};
+    if (auto it = kernels_.find(key); it != kernels_.end()) {
+      KernelLookup hit = it->second;
+      hit.source = KernelLookup::Source::memory;
+      return hit;
+    }
   }
-  auto artifact = backend_.compile(kernel, params);
-  if (!artifact) return std::unexpected(artifact.error());
+  KernelLookup found;
+  std::optional<cache::KeyParts> disk_key;
+  if (disk_) {
+    disk_key = disk_->kernel_key(kernel, params);
+    found.digest = disk_key->digest();
+    if ((found.artifact = disk_->load_kernel(*disk_key))) {
+      found.source = KernelLookup::Source::disk;
+    } else if (explain_) {
+      found.miss_reason = disk_->explain_miss(cache::Table::kernels, *disk_key);
+    }
+  }
+  if (!found.artifact) {
+    auto compiled = backend_.compile(kernel, params);
+    if (!compiled) return std::unexpected(compiled.error());
+    found.artifact = *compiled;
+    found.source = KernelLookup::Source::compiled;
+    if (disk_) disk_->store_kernel(*disk_key, *found.artifact);
+  }
   std::lock_guard lock(mu_);
-  kernels_.emplace(std::move(key), *artifact);
-  return std::pair{*artifact, true};
+  kernels_.emplace(std::move(key), found);
+  return found;
 }
 
 Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
@@ -96,11 +117,16 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
     if (options.kernels) {
       auto got = options.kernels->get(step.kernel, codegen::TuneParams{});
       if (!got) return std::unexpected(got.error());
-      step.artifact = got->first;
-      if (got->second) {
+      step.artifact = got->artifact;
+      step.kernel_digest = got->digest;
+      if (got->source == KernelLookup::Source::compiled) {
         ++plan->compiled;
         plan->compile_ms += step.artifact->compile_ms;
+      } else if (got->source == KernelLookup::Source::disk) {
+        ++plan->loaded;
       }
+      if (!got->miss_reason.empty())
+        plan->miss_reasons.push_back(step.kernel.name + ": " + got->miss_reason);
     }
     last_reader.resize(plan->slots.size(), -1);
     for (size_t i = 0; i < step.args.size(); ++i)

@@ -19,18 +19,30 @@ namespace kiln::runtime {
 // Names graph values for stats and dumps (e.g. from a `.kg` file); unnamed ones print as %t<id>.
 using ValueNamer = std::function<std::string(const ir::Node*)>;
 
-// Compiled kernels of this process, keyed by canonical kernel text + tune params.
+class PersistentCache;
+
+struct KernelLookup {
+  std::shared_ptr<const codegen::CpuArtifact> artifact;
+  enum class Source { memory, disk, compiled } source = Source::compiled;
+  std::string digest;       // the persistent cache key ("" without a persistent cache)
+  std::string miss_reason;  // why the persistent cache missed, when asked to explain
+};
+
+// Compiled kernels of this process, keyed by canonical kernel text + tune params, in front of
+// the persistent cache (object code from earlier processes) when there is one.
 class KernelCache {
  public:
-  explicit KernelCache(codegen::CpuBackend& backend) : backend_(backend) {}
-  // Returns the artifact and whether it was compiled now (false: reused).
-  Expected<std::pair<std::shared_ptr<const codegen::CpuArtifact>, bool>> get(
-      const kir::Kernel& kernel, const codegen::TuneParams& params);
+  explicit KernelCache(codegen::CpuBackend& backend, PersistentCache* disk = nullptr,
+                       bool explain_misses = false)
+      : backend_(backend), disk_(disk), explain_(explain_misses) {}
+  Expected<KernelLookup> get(const kir::Kernel& kernel, const codegen::TuneParams& params);
 
  private:
   codegen::CpuBackend& backend_;
+  PersistentCache* disk_;
+  bool explain_;
   std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<const codegen::CpuArtifact>> kernels_;
+  std::unordered_map<std::string, KernelLookup> kernels_;
 };
 
 struct PlannerOptions {

@@ -14,6 +14,7 @@ namespace kiln::tools {
 // The fuser choice of `kiln run` and `kiln dump`.
 struct FuserFlags {
   std::string fuser = "beam";     // beam | greedy (beam with 1 block, width 1) | first
+  bool fuser_given = false;       // --fuser was on the command line (else kiln.toml decides)
   std::optional<int> max_blocks;  // beam only; default passes::BeamOptions
   std::optional<int> beam_width;
 };
@@ -44,6 +45,21 @@ struct DumpOptions {
   std::string output;               // empty: stdout
 };
 int dump_command(const DumpOptions& options);
+
+// `kiln config`: prints the configuration found from the working directory, or its error.
+int config_command();
+
+// `kiln cache ACTION [ARG]`: inspects or maintains a kernel cache store (DESIGN.md §8).
+struct CacheOptions {
+  // stats | list | show | explain | prune | verify | export | import | clear
+  std::string action;
+  std::string argument;          // show: the KEY; export, import: the FILE
+  std::string scope = "global";  // local | target | global | file=PATH
+  std::string max_size;          // prune: the cap (512MiB, 2GiB, 1000000); empty: 2GiB
+  std::string key_parts;         // explain: a JSON file of [name, value] pairs
+  std::string table = "kernels"; // explain: kernels | plans | autotune
+};
+int cache_command(const CacheOptions& options);
 
 // Prints "kiln: error: MESSAGE" (MESSAGE as is when it already carries a location) and returns 1.
 int report_error(const std::string& message);

@@ -38,6 +38,23 @@ void add_dump_options(CLI::App* cmd, DumpOptions& o) {
       ->check(CLI::IsMember({"text", "dot", "html"}));
   cmd->add_option("-o,--output", o.output, "Write to FILE instead of stdout");
 }
+void add_cache_options(CLI::App* cmd, CacheOptions& o) {
+  cmd->add_option("action", o.action,
+                  "stats | list | show KEY | explain | prune | verify | export FILE | import FILE | "
+                  "clear")
+      ->required()
+      ->check(CLI::IsMember(
+          {"stats", "list", "show", "explain", "prune", "verify", "export", "import", "clear"}));
+  cmd->add_option("argument", o.argument, "show: the KEY; export, import: the bundle FILE");
+  cmd->add_option("--cache", o.scope, "local | target | global | file=PATH")->default_val("global");
+  cmd->add_option("--max-size", o.max_size,
+                  "prune: the size cap, e.g. 512MiB, 2GiB, 1000000 (default 2GiB)");
+  cmd->add_option("--key-parts", o.key_parts,
+                  "explain: a JSON file holding an array of [name, value] pairs");
+  cmd->add_option("--table", o.table, "explain: kernels | plans | autotune")
+      ->default_val("kernels")
+      ->check(CLI::IsMember({"kernels", "plans", "autotune"}));
+}
 }  // namespace kiln::tools
 
 int main(int argc, char** argv) {
@@ -65,14 +82,25 @@ int main(int argc, char** argv) {
       "dump", "Show how a .kg graph is optimized, fused and compiled (graph, groups, kernels, source)");
   add_dump_options(dump_cmd, dump);
 
+  auto* config_cmd = app.add_subcommand(
+      "config", "Print the effective kiln.toml configuration and where each value came from");
+
+  CacheOptions cache;
+  auto* cache_cmd = app.add_subcommand(
+      "cache", "Inspect and maintain the kernel cache: stats, list, show, explain, prune, verify, "
+               "export, import, clear");
+  add_cache_options(cache_cmd, cache);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // A bad option value is one "kiln: error:" line and exit code 1, like its other errors.
-    if ((dump_cmd->parsed() || run_cmd->parsed()) && e.get_exit_code() != 0)
+    if ((dump_cmd->parsed() || run_cmd->parsed() || cache_cmd->parsed()) && e.get_exit_code() != 0)
       return report_error(e.what());
     return app.exit(e);
   }
+  if (*cache_cmd) return cache_command(cache);
+  if (*config_cmd) return config_command();
   if (*run_cmd) {
     for (const std::string& arg : input_args) {
       auto parsed = parse_input_arg(arg);
@@ -80,6 +108,7 @@ int main(int argc, char** argv) {
       if (!run.inputs.files.emplace(parsed->first, parsed->second).second)
         return report_error(fmt::format("--input {} is given twice", parsed->first));
     }
+    run.fusion.fuser_given = run_cmd->count("--fuser") > 0;
     return run_command(run);
   }
   dump.stage_given = dump_cmd->count("--stage") > 0;

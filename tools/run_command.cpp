@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/kg.h"
+#include "runtime/config.h"
 #include "runtime/device.h"
 #include "tools/commands.h"
 #include "tools/graph_namer.h"
@@ -29,6 +30,11 @@ void print_summary(const std::string& name, const ir::HostTensor& t) {
 
 void print_stats(const runtime::RunStats& s, int repeat) {
   fmt::print("kernels: {} launched, {} compiled\n", s.kernels, s.compiled);
+  if (!s.plan_source.empty())
+    fmt::print("cache: plan {}, {} kernel hit{}, {} miss{}\n",
+               s.plan_source == "built" ? "built" : "from " + s.plan_source, s.cache_hits,
+               s.cache_hits == 1 ? "" : "s", s.cache_misses, s.cache_misses == 1 ? "" : "es");
+  for (const std::string& why : s.miss_reasons) fmt::print("  miss {}\n", why);
   for (const auto& g : s.groups)
     fmt::print("  {}: {} op{}: {}\n", g.name, g.num_ops, g.num_ops == 1 ? "" : "s",
                fmt::join(g.values, " "));
@@ -43,6 +49,10 @@ Expected<void> write_stats_json(const std::string& path, const runtime::RunStats
   j["compile_ms"] = s.compile_ms;
   j["plan_ms"] = s.plan_ms;
   j["run_ms"] = s.run_ms;
+  j["plan_source"] = s.plan_source;
+  j["cache_hits"] = s.cache_hits;
+  j["cache_misses"] = s.cache_misses;
+  j["miss_reasons"] = s.miss_reasons;
   j["groups"] = nlohmann::json::array();
   j["kernel_names"] = nlohmann::json::array();
   for (const auto& g : s.groups) {
@@ -65,11 +75,16 @@ int run_command(const RunOptions& o) {
   if (!host) return report_error(host.error().message);
   auto beam = beam_options(o.fusion);
   if (!beam) return report_error(beam.error().message);
-  runtime::DeviceOptions options;
-  options.namer = make_namer(*graph);
-  options.fuser = o.fusion.fuser;
-  options.beam = *beam;
-  auto device = runtime::open_device(o.device, std::move(options));
+  auto config = runtime::load_config(std::filesystem::current_path().string());
+  if (!config) return report_error(config.error().message);
+  for (const std::string& w : config->warnings) fmt::print(stderr, "{}\n", w);
+  auto options = runtime::device_options_from_config(config->config);
+  if (!options) return report_error(options.error().message);
+  options->namer = make_namer(*graph);
+  // Command-line fuser flags win over kiln.toml.
+  if (o.fusion.fuser_given) options->fuser = o.fusion.fuser;
+  if (o.fusion.fuser_given || o.fusion.max_blocks || o.fusion.beam_width) options->beam = *beam;
+  auto device = runtime::open_device(o.device, std::move(*options));
   if (!device) return report_error(device.error().message);
 
   runtime::Bindings bindings;

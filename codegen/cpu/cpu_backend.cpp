@@ -1,5 +1,5 @@
-// The cpu backend's driver: host detection, one ORC LLJIT per backend, and compile() =
-// emit (llvm_emitter) -> verify -> O3 (llvm_optimizer) -> add to the JIT -> look up.
+// The cpu backend's driver: host detection, one ORC LLJIT per backend, compile() = emit
+// (llvm_emitter) -> verify -> O3 (llvm_optimizer) -> object code -> link, and load() = link only.
 #include "codegen/cpu/cpu_backend.h"
 
 #include <fmt/format.h>
@@ -9,13 +9,14 @@
 #include <mutex>
 #include <vector>
 
+#include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
-#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
@@ -23,6 +24,7 @@
 
 #include "codegen/cpu/llvm_emitter.h"
 #include "codegen/cpu/llvm_optimizer.h"
+#include "codegen/cpu/object_code.h"
 
 namespace kiln::codegen {
 
@@ -53,11 +55,52 @@ std::string symbol_for(const std::string& name, uint64_t serial) {
 struct CpuBackend::Impl {
   std::mutex mu;
   std::unique_ptr<llvm::orc::LLJIT> jit;
-  std::unique_ptr<llvm::TargetMachine> tm;  // for the optimization pipeline's cost model
+  // The optimization pipeline's cost model and code generation: configured like the JIT's own
+  // (PIC, small code model), so its objects link the same whether compiled or loaded.
+  std::unique_ptr<llvm::TargetMachine> tm;
   std::string cpu;
   std::vector<std::string> features;
   uint64_t next_serial = 0;
+  uint64_t next_dylib = 0;
+
+  Expected<bool> link(const std::vector<uint8_t>& object, CpuArtifact& art);
 };
+
+// Links `object` into a JITDylib of its own (so that equal symbols of several kernels, or of one
+// object loaded twice, never meet) and looks up art.symbol. Caller holds mu.
+Expected<bool> CpuBackend::Impl::link(const std::vector<uint8_t>& object, CpuArtifact& art) {
+  auto dylib = jit->createJITDylib(fmt::format("kiln_kernel_{}", next_dylib++));
+  if (!dylib)
+    return std::unexpected(
+        llvm_error("creating a JITDylib for kernel '" + art.symbol + "'", dylib.takeError()));
+  // Process symbols (malloc, libm) come from the main JITDylib's generator.
+  dylib->addToLinkOrder(jit->getMainJITDylib());
+  auto drop_dylib = [&] { llvm::consumeError(jit->getExecutionSession().removeJITDylib(*dylib)); };
+  const llvm::StringRef bytes(reinterpret_cast<const char*>(object.data()), object.size());
+  if (llvm::Error err =
+          jit->addObjectFile(*dylib, llvm::MemoryBuffer::getMemBufferCopy(bytes, art.symbol))) {
+    drop_dylib();
+    return std::unexpected(
+        llvm_error(fmt::format("adding kernel '{}' to the JIT", art.symbol), std::move(err)));
+  }
+  auto addr = jit->lookup(*dylib, art.symbol);
+  if (!addr) {
+    drop_dylib();
+    return std::unexpected(
+        llvm_error(fmt::format("linking kernel '{}'", art.symbol), addr.takeError()));
+  }
+  art.fn = addr->toPtr<CpuKernelFn>();
+  return true;
+}
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+}  // namespace
 
 CpuBackend::CpuBackend() : impl_(std::make_unique<Impl>()) {}
 CpuBackend::~CpuBackend() = default;
@@ -78,6 +121,9 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create() {
   jtmb->setCPU(impl.cpu);
   jtmb->setFeatures(fmt::format("{}", fmt::join(impl.features, ",")));
   jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  // What LLJITBuilder picks for JITLink on its own; set before `tm` is made so that both agree.
+  jtmb->setRelocationModel(llvm::Reloc::PIC_);
+  jtmb->setCodeModel(llvm::CodeModel::Small);
   auto tm = jtmb->createTargetMachine();
   if (!tm) return std::unexpected(llvm_error("creating the host target machine", tm.takeError()));
   impl.tm = std::move(*tm);
@@ -127,18 +173,32 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   module->print(ir_stream, nullptr);
   ir_stream.flush();
 
-  llvm::orc::ThreadSafeModule tsm(std::move(module), std::move(ctx));
-  if (llvm::Error err = impl_->jit->addIRModule(std::move(tsm)))
-    return std::unexpected(
-        llvm_error(fmt::format("adding kernel '{}' to the JIT", kernel.name), std::move(err)));
-  auto addr = impl_->jit->lookup(art->symbol);
-  if (!addr)
-    return std::unexpected(
-        llvm_error(fmt::format("materializing kernel '{}'", kernel.name), addr.takeError()));
-  art->fn = addr->toPtr<CpuKernelFn>();
-  art->compile_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  auto object = cpu::emit_object(*module, *impl_->tm);
+  if (!object) return std::unexpected(object.error());
+  art->object = std::move(*object);
+  if (auto linked = impl_->link(art->object, *art); !linked) return std::unexpected(linked.error());
+  art->compile_ms = ms_since(start);
   return art;
+}
+
+Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::load(const std::vector<uint8_t>& object,
+                                                              const std::string& symbol,
+                                                              int64_t outer_extent) {
+  std::lock_guard lock(impl_->mu);
+  const auto start = std::chrono::steady_clock::now();
+  if (auto valid = cpu::check_object(object, symbol, impl_->jit->getTargetTriple()); !valid)
+    return std::unexpected(valid.error());
+  auto art = std::make_shared<CpuArtifact>();
+  art->symbol = symbol;
+  art->outer_extent = outer_extent;
+  art->object = object;
+  if (auto linked = impl_->link(art->object, *art); !linked) return std::unexpected(linked.error());
+  art->compile_ms = ms_since(start);
+  return art;
+}
+
+std::string CpuBackend::llvm_version() const {
+  return LLVM_VERSION_STRING;
 }
 
 }  // namespace kiln::codegen

@@ -1,0 +1,122 @@
+// Key digests (XXH3-128 over a length-prefixed serialization, so that no two part lists share a
+// byte string), the stored JSON form of the parts, and miss explanations.
+#include "cache/key_parts.h"
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <nlohmann/json.hpp>
+
+namespace kiln::cache {
+namespace {
+
+void append_length(std::string& out, size_t n) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+}
+
+void append_field(std::string& out, const std::string& s) {
+  append_length(out, s.size());
+  out += s;
+}
+
+std::string shorten(const std::string& value) {
+  constexpr size_t kMax = 72;
+  std::string one_line;
+  for (char c : value) one_line += (c == '\n') ? std::string("\\n") : std::string(1, c);
+  if (one_line.size() <= kMax) return "\"" + one_line + "\"";
+  return fmt::format("\"{}...\" ({} bytes)", one_line.substr(0, kMax), value.size());
+}
+
+}  // namespace
+
+std::string KeyParts::digest() const {
+  std::string bytes;
+  append_length(bytes, parts.size());
+  for (const auto& [name, value] : parts) {
+    append_field(bytes, name);
+    append_field(bytes, value);
+  }
+  XXH128_canonical_t canonical;
+  XXH128_canonicalFromHash(&canonical, XXH3_128bits(bytes.data(), bytes.size()));
+  std::string hex;
+  for (unsigned char b : canonical.digest) hex += fmt::format("{:02x}", b);
+  return hex;
+}
+
+std::string identity_digest(const KeyParts& key) {
+  KeyParts identity;
+  if (!key.parts.empty()) identity.parts.push_back(key.identity());
+  return identity.digest();
+}
+
+std::optional<std::string> parts_to_json(const PartList& parts) {
+  nlohmann::json array = nlohmann::json::array();
+  for (const auto& [name, value] : parts) array.push_back({name, value});
+  try {
+    return array.dump();
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;  // invalid UTF-8: cannot be stored faithfully
+  }
+}
+
+std::optional<PartList> parts_from_json(const std::string& json) {
+  auto parsed = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_array()) return std::nullopt;
+  PartList parts;
+  for (const auto& pair : parsed) {
+    if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string() || !pair[1].is_string())
+      return std::nullopt;
+    parts.emplace_back(pair[0].get<std::string>(), pair[1].get<std::string>());
+  }
+  return parts;
+}
+
+std::vector<std::tuple<std::string, std::string, std::string>> differing_parts(
+    const PartList& stored, const PartList& wanted) {
+  auto find = [](const PartList& list, const std::string& name) -> const std::string* {
+    for (const auto& [n, v] : list)
+      if (n == name) return &v;
+    return nullptr;
+  };
+  const std::string absent = "(absent)";
+  std::vector<std::tuple<std::string, std::string, std::string>> out;
+  for (const auto& [name, value] : wanted) {
+    const std::string* s = find(stored, name);
+    if (!s || *s != value) out.emplace_back(name, s ? *s : absent, value);
+  }
+  for (const auto& [name, value] : stored)
+    if (!find(wanted, name)) out.emplace_back(name, value, absent);
+  return out;
+}
+
+std::string Explanation::text() const {
+  if (hit) return fmt::format("hit: {}", closest_key);
+  if (closest_key.empty()) return "miss: no stored entry has the same identity (first key part)";
+  if (differing.empty())
+    return fmt::format("miss: stored entry {} has the same parts in another order", closest_key);
+  std::string out = fmt::format("miss: closest stored entry {} differs in {} part{}:", closest_key,
+                                differing.size(), differing.size() == 1 ? "" : "s");
+  for (const auto& [name, stored, wanted] : differing)
+    out += fmt::format("\n  {}: stored {}, wanted {}", name, shorten(stored), shorten(wanted));
+  return out;
+}
+
+const char* table_name(Table t) {
+  switch (t) {
+    case Table::kernels:
+      return "kernels";
+    case Table::plans:
+      return "plans";
+    case Table::autotune:
+      return "autotune";
+  }
+  return "kernels";
+}
+
+std::optional<Table> parse_table(std::string_view name) {
+  for (Table t : kAllTables)
+    if (name == table_name(t)) return t;
+  return std::nullopt;
+}
+
+}  // namespace kiln::cache

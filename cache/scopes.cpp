@@ -1,0 +1,47 @@
+// Where each cache scope keeps its file (DESIGN.md §8).
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "cache/store.h"
+
+namespace kiln::cache {
+namespace fs = std::filesystem;
+
+std::string local_scope_path(const std::string& project_root) {
+  return (fs::path(project_root) / ".kiln" / "cache.sqlite").string();
+}
+
+std::string find_project_root(const std::string& start) {
+  std::error_code ec;
+  fs::path dir = fs::absolute(start, ec);
+  if (ec) return start;
+  for (fs::path d = dir;; d = d.parent_path()) {
+    if (fs::exists(d / "kiln.toml", ec)) return d.string();
+    if (d == d.parent_path()) break;
+  }
+  return dir.string();
+}
+
+std::string target_scope_path() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  fs::path dir = ec ? fs::current_path(ec) : exe.parent_path();
+  return (dir / "kiln-cache.sqlite").string();
+}
+
+std::string global_scope_path() {
+  // The XDG base directory spec: a relative XDG_CACHE_HOME is invalid and must be ignored.
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && *xdg == '/') return (fs::path(xdg) / "kiln" / "cache.sqlite").string();
+  const char* home = std::getenv("HOME");
+  std::string home_dir = home && *home ? home : "";
+  if (home_dir.empty())
+    if (const passwd* pw = ::getpwuid(::getuid()); pw && pw->pw_dir) home_dir = pw->pw_dir;
+  if (home_dir.empty()) home_dir = fs::temp_directory_path().string();
+  return (fs::path(home_dir) / ".cache" / "kiln" / "cache.sqlite").string();
+}
+
+}  // namespace kiln::cache

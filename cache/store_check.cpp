@@ -1,0 +1,163 @@
+// Looking into a store: miss explanations, verification of every stored digest, and bundles
+// (standalone cache files copied in and out through ATTACH).
+#include <sqlite3.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "cache/file_system.h"
+#include "cache/key_parts.h"
+#include "cache/store_impl.h"
+
+namespace kiln::cache {
+namespace fs = std::filesystem;
+
+Explanation Store::explain(Table t, const KeyParts& key) {
+  Impl& s = *impl_;
+  std::lock_guard lock(s.mutex);
+  Explanation out;
+  if (!s.db || key.parts.empty()) return out;
+  std::string digest = key.digest();
+  sql::Stmt st(s.db, fmt::format("SELECT key, parts FROM {} WHERE identity = ? ORDER BY key",
+                                 table_name(t)));
+  st.bind(1, identity_digest(key));
+  std::optional<size_t> fewest;
+  while (st.step() == SQLITE_ROW) {
+    auto stored = parts_from_json(st.text(1));
+    if (!stored) continue;
+    auto differing = differing_parts(*stored, key.parts);
+    if (st.text(0) == digest && differing.empty()) {
+      out.hit = true;
+      out.closest_key = digest;
+      out.differing.clear();
+      return out;
+    }
+    if (!fewest || differing.size() < *fewest) {
+      fewest = differing.size();
+      out.closest_key = st.text(0);
+      out.differing = std::move(differing);
+    }
+  }
+  return out;
+}
+
+Expected<void> Store::verify() {
+  Impl& s = *impl_;
+  std::lock_guard lock(s.mutex);
+  if (!s.db) {
+    if (s.problem.empty()) return {};  // no file: nothing stored, nothing wrong
+    return make_error(fmt::format("cache {} is unusable: {}", s.path, s.problem));
+  }
+  int rc = 0;
+  auto rows = sql::column(s.db, "PRAGMA integrity_check", &rc);
+  if (rc != SQLITE_OK)
+    return make_error(
+        fmt::format("cache {}: integrity check failed: {}", s.path, sql::describe(rc)));
+  std::vector<std::string> problems;
+  if (rows != std::vector<std::string>{"ok"})
+    for (const auto& row : rows) problems.push_back("integrity check: " + row);
+  for (Table t : kAllTables) {
+    sql::Stmt st(s.db, fmt::format("SELECT key, identity, parts FROM {}", table_name(t)));
+    while ((rc = st.step()) == SQLITE_ROW) {
+      auto parts = parts_from_json(st.text(2));
+      std::string where = fmt::format("{} entry {}", table_name(t), st.text(0));
+      if (!parts || parts->empty())
+        problems.push_back(where + ": its key parts cannot be read");
+      else if (KeyParts{*parts}.digest() != st.text(0))
+        problems.push_back(where + ": the key is not the digest of its parts");
+      else if (identity_digest(KeyParts{*parts}) != st.text(1))
+        problems.push_back(where + ": the identity is not the digest of its first part");
+    }
+    if (rc != SQLITE_DONE)
+      problems.push_back(fmt::format("reading {}: {}", table_name(t), sql::describe(rc)));
+  }
+  if (problems.empty()) return {};
+  std::string message = fmt::format("cache {}: {} problem{}", s.path, problems.size(),
+                                    problems.size() == 1 ? "" : "s");
+  for (size_t i = 0; i < problems.size() && i < 5; ++i) message += "; " + problems[i];
+  return make_error(message);
+}
+
+int64_t Store::Impl::copy_from(const std::string& src_uri, bool replace) {
+  sql::Stmt attach(db, "ATTACH DATABASE ? AS src");
+  attach.bind(1, src_uri);
+  if (int rc = attach.step(); rc != SQLITE_DONE) return -rc;
+  int64_t added = 0;
+  int rc = db.transaction(
+      [&] {
+        added = 0;
+        for (Table t : kAllTables) {
+          // Copied entries count as used before every local one (their ticks go first).
+          std::string copy = fmt::format(
+              "INSERT OR {0} INTO main.{1} ({2}) SELECT key, identity, parts, value, source, "
+              "metadata,"
+              " size, created, last_used, tick - (SELECT coalesce(max(tick), 0) FROM src.{1}), hits"
+              " FROM src.{1} ORDER BY tick",
+              replace ? "REPLACE" : "IGNORE", table_name(t), kColumns);
+          if (int r = db.exec(copy); r != SQLITE_OK) return r;
+          added += sqlite3_changes(db.get());
+        }
+        return SQLITE_OK;
+      },
+      deadline_ms());
+  db.exec("DETACH DATABASE src");
+  return rc == SQLITE_OK ? added : -rc;
+}
+
+Expected<int64_t> Store::export_bundle(const std::string& file) {
+  Impl& s = *impl_;
+  std::lock_guard lock(s.mutex);
+  if (!s.problem.empty())
+    return make_error(fmt::format("cache {} is unusable: {}", s.path, s.problem));
+  std::error_code ec;
+  if (fs::exists(file) && fs::equivalent(file, s.path, ec))
+    return make_error(fmt::format("export: {} is the cache itself; expected another file", file));
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(file + suffix, ec);
+  auto bundle = Store::open(file, StoreOptions{.warn = s.options.warn});
+  if (!bundle) return std::unexpected(bundle.error());
+  Impl& b = *(*bundle)->impl_;
+  if (!b.db) return make_error(fmt::format("export: cannot create {}", file));
+  int64_t count = 0;
+  if (s.db) {
+    std::string query =
+        directory_writable(parent_directory(s.path)) ? "mode=ro" : "mode=ro&immutable=1";
+    count = b.copy_from(sqlite_uri(s.path, query), /*replace=*/true);
+    if (count < 0)
+      return make_error(fmt::format("export to {}: {} ({})", file,
+                                    sql::describe(static_cast<int>(-count)), b.db.message()));
+  }
+  // A bundle is one self-contained file: no WAL to ship beside it.
+  b.db.exec("PRAGMA journal_mode=DELETE");
+  return count;
+}
+
+Expected<int64_t> Store::import_bundle(const std::string& file) {
+  Impl& s = *impl_;
+  std::lock_guard lock(s.mutex);
+  if (s.options.read_only)
+    return make_error(
+        fmt::format("import: cache {} is read-only; expected a writable cache", s.path));
+  if (!s.db) return make_error(fmt::format("import: cache {} is not available", s.path));
+  if (!fs::is_regular_file(file)) return make_error(fmt::format("import: no such file: {}", file));
+  std::string uri = sqlite_uri(
+      file, directory_writable(parent_directory(file)) ? "mode=ro" : "mode=ro&immutable=1");
+  {
+    sql::Db check;
+    int rc = check.open(uri, true, false, true);
+    Inspection found = rc == SQLITE_OK ? inspect(check, 0, s.deadline_ms())
+                                       : Inspection{Inspection::bad, sql::describe(rc)};
+    if (found.kind != Inspection::ours)
+      return make_error(
+          fmt::format("import: {} is not a kiln cache bundle ({})", file,
+                      found.kind == Inspection::fresh ? "empty database" : found.reason));
+  }
+  int64_t added = s.copy_from(uri, /*replace=*/false);
+  if (added < 0)
+    return make_error(fmt::format("import from {}: {} ({})", file,
+                                  sql::describe(static_cast<int>(-added)), s.db.message()));
+  if (s.options.max_size > 0) s.evict(s.options.max_size);
+  return added;
+}
+
+}  // namespace kiln::cache

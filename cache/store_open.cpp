@@ -1,0 +1,252 @@
+// Opening a cache store: journal mode by file system, the schema, and the recovery of corrupt,
+// truncated or foreign files (moved aside under a directory lock so that concurrent openers
+// never move a file that another process has just rebuilt).
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cache/file_system.h"
+#include "cache/store_impl.h"
+
+namespace kiln::cache {
+namespace fs = std::filesystem;
+namespace {
+
+// quick_check reads every page: only worth its cost at startup for files of modest size; larger
+// files still fail over to recovery on the SQLITE_CORRUPT of their first query.
+constexpr int64_t kQuickCheckLimit = 64LL << 20;
+
+int64_t file_size_or_zero(const std::string& path) {
+  std::error_code ec;
+  auto size = fs::file_size(path, ec);
+  return ec ? 0 : static_cast<int64_t>(size);
+}
+
+// A failed query: only SQLite's verdict of corruption condemns the file.
+Inspection failed(int rc) {
+  return {sql::is_corrupt(rc) ? Inspection::bad : Inspection::unavailable, sql::describe(rc)};
+}
+
+// One pass of inspect(); busy results are retried by the caller.
+Inspection inspect_once(sql::Db& db, int64_t file_size, int* rc) {
+  if (file_size <= kQuickCheckLimit) {
+    auto rows = sql::column(db, "PRAGMA quick_check", rc);
+    if (*rc != SQLITE_OK) return failed(*rc);
+    if (rows != std::vector<std::string>{"ok"})
+      return {Inspection::bad, "quick_check: " + (rows.empty() ? "no result" : rows.front())};
+  }
+  auto app = sql::column(db, "PRAGMA application_id", rc);
+  if (*rc != SQLITE_OK || app.empty()) return failed(*rc);
+  auto tables = sql::column(db, "SELECT count(*) FROM sqlite_master", rc);
+  if (*rc != SQLITE_OK || tables.empty()) return failed(*rc);
+  if (app[0] == "0" && tables[0] == "0") return {Inspection::fresh, ""};
+  if (app[0] != std::to_string(kApplicationId))
+    return {Inspection::bad, fmt::format("not a kiln cache (application_id {})", app[0])};
+  auto version = sql::column(db, "SELECT value FROM meta WHERE name = 'schema_version'", rc);
+  if (*rc != SQLITE_OK)
+    return (*rc & 0xff) == SQLITE_ERROR ? Inspection{Inspection::bad, "no meta table"}
+                                        : failed(*rc);
+  if (version != std::vector<std::string>{std::to_string(kSchemaVersion)})
+    return {Inspection::bad, fmt::format("schema version {}, expected {}",
+                                         version.empty() ? "missing" : version[0], kSchemaVersion)};
+  return {Inspection::ours, ""};
+}
+
+// Holds an exclusive flock on a directory while a file in it is moved aside and rebuilt.
+class DirectoryLock {
+ public:
+  explicit DirectoryLock(const std::string& dir)
+      : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY)) {
+    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+  }
+  ~DirectoryLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+
+ private:
+  int fd_;
+};
+
+std::string move_aside(const std::string& path) {
+  std::string aside = fmt::format("{}.corrupt-{}", path, now_seconds());
+  for (int n = 1; fs::exists(aside); ++n)
+    aside = fmt::format("{}.corrupt-{}-{}", path, now_seconds(), n);
+  std::error_code ec;
+  fs::rename(path, aside, ec);
+  for (const char* suffix : {"-wal", "-shm", "-journal"})
+    if (fs::exists(path + suffix)) fs::rename(path + suffix, aside + suffix, ec);
+  return aside;
+}
+
+int open_rw(Store::Impl& s) {
+  int rc = s.db.open(sqlite_uri(s.path, ""), /*read_only=*/false, /*create=*/true, /*uri=*/true);
+  if (rc == SQLITE_OK) s.db.set_busy_timeout(s.options.busy_timeout_ms);
+  return rc;
+}
+
+// The file at s.path is bad: under the directory lock, check again (another process may have
+// rebuilt it already), move it aside and start a new one.
+Inspection recover(Store::Impl& s, const std::string& reason) {
+  s.db.close();
+  DirectoryLock lock(parent_directory(s.path));
+  if (int rc = open_rw(s); rc != SQLITE_OK) return {Inspection::unavailable, sql::describe(rc)};
+  Inspection again = inspect(s.db, file_size_or_zero(s.path), s.deadline_ms());
+  if (again.kind != Inspection::bad) return again;
+  s.db.close();
+  std::string aside = move_aside(s.path);
+  s.warn(fmt::format("cache {} is unusable ({}); moved it aside to {} and started a new one",
+                     s.path, reason, aside));
+  if (int rc = open_rw(s); rc != SQLITE_OK) return {Inspection::unavailable, sql::describe(rc)};
+  return inspect(s.db, 0, s.deadline_ms());
+}
+
+std::string query_journal_mode(sql::Db& db, const std::string& pragma, int deadline_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms);
+  for (;;) {
+    int rc = 0;
+    auto rows = sql::column(db, pragma, &rc);
+    if (rc == SQLITE_OK && !rows.empty()) return rows.front();
+    if (!sql::is_busy(rc) || std::chrono::steady_clock::now() > deadline) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+void open_writable(Store::Impl& s) {
+  std::error_code ec;
+  std::string dir = parent_directory(s.path);
+  fs::create_directories(dir, ec);
+  if (int rc = open_rw(s); rc != SQLITE_OK) {
+    s.warn(fmt::format("cannot open cache {}: {}; running without it", s.path, sql::describe(rc)));
+    s.db.close();
+    return;
+  }
+  Inspection found = inspect(s.db, file_size_or_zero(s.path), s.deadline_ms());
+  if (found.kind == Inspection::bad) found = recover(s, found.reason);
+  if (found.kind == Inspection::bad || found.kind == Inspection::unavailable) {
+    s.warn(fmt::format("cannot use cache {}: {}; running without it", s.path, found.reason));
+    s.db.close();
+    return;
+  }
+  // WAL's shared memory does not work across machines: a rollback journal on network mounts.
+  std::string mode = is_network_fs(dir) ? "DELETE" : "WAL";
+  s.journal_mode = query_journal_mode(s.db, "PRAGMA journal_mode=" + mode, s.deadline_ms());
+  // In WAL mode NORMAL keeps the file consistent through crashes; only a power loss can drop
+  // the last commits, which for a cache costs a recompilation, not a wrong artifact.
+  if (s.journal_mode == "wal") s.db.exec("PRAGMA synchronous=NORMAL");
+  if (found.kind == Inspection::fresh) {
+    if (int rc = create_schema(s.db, s.deadline_ms()); rc != SQLITE_OK) {
+      s.warn(
+          fmt::format("cannot create cache {}: {}; running without it", s.path, sql::describe(rc)));
+      s.db.close();
+    }
+  }
+}
+
+void open_read_only(Store::Impl& s) {
+  if (!fs::exists(s.path)) return;  // nothing to serve, and nothing may be created
+  // immutable=1 lets SQLite read a WAL file without creating -shm where it cannot write.
+  std::string query =
+      directory_writable(parent_directory(s.path)) ? "mode=ro" : "mode=ro&immutable=1";
+  if (int rc = s.db.open(sqlite_uri(s.path, query), true, false, true); rc != SQLITE_OK) {
+    s.problem = sql::describe(rc);
+  } else {
+    s.db.set_busy_timeout(s.options.busy_timeout_ms);
+    Inspection found = inspect(s.db, file_size_or_zero(s.path), s.deadline_ms());
+    if (found.kind == Inspection::fresh) {
+      s.db.close();  // an empty file: no tables to read
+      return;
+    }
+    if (found.kind != Inspection::ours) s.problem = found.reason;
+  }
+  if (!s.problem.empty()) {
+    s.warn(fmt::format("cache {} is unusable ({}); it is read-only, so it is ignored", s.path,
+                       s.problem));
+    s.db.close();
+    return;
+  }
+  s.journal_mode = query_journal_mode(s.db, "PRAGMA journal_mode", s.deadline_ms());
+}
+
+}  // namespace
+
+Inspection inspect(sql::Db& db, int64_t file_size, int deadline_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms);
+  for (;;) {
+    int rc = SQLITE_OK;
+    Inspection found = inspect_once(db, file_size, &rc);
+    if (!sql::is_busy(rc) || std::chrono::steady_clock::now() > deadline) return found;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+int create_schema(sql::Db& db, int deadline_ms) {
+  std::string sql = fmt::format(
+      "PRAGMA application_id = {};"
+      "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);"
+      "INSERT OR IGNORE INTO meta VALUES ('schema_version', '{}');",
+      kApplicationId, kSchemaVersion);
+  for (Table t : kAllTables) {
+    const char* n = table_name(t);
+    sql += fmt::format(
+        "CREATE TABLE IF NOT EXISTS {0} (key TEXT PRIMARY KEY, identity TEXT NOT NULL,"
+        " parts TEXT NOT NULL, value BLOB NOT NULL, source TEXT NOT NULL, metadata TEXT NOT NULL,"
+        " size INTEGER NOT NULL, created INTEGER NOT NULL, last_used INTEGER NOT NULL,"
+        " tick INTEGER NOT NULL, hits INTEGER NOT NULL);"
+        "CREATE INDEX IF NOT EXISTS {0}_identity ON {0} (identity);"
+        "CREATE INDEX IF NOT EXISTS {0}_tick ON {0} (tick);",
+        n);
+  }
+  return db.transaction([&] { return db.exec(sql); }, deadline_ms);
+}
+
+int64_t now_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void Store::Impl::warn(const std::string& message) const {
+  if (options.warn)
+    options.warn(message);
+  else
+    fmt::print(stderr, "kiln: warning: {}\n", message);
+}
+
+void Store::Impl::warn_failure(const std::string& what, int rc) {
+  if (warned_failure) return;
+  warned_failure = true;
+  warn(fmt::format("cache {}: {} failed: {} ({})", path, what, sql::describe(rc), db.message()));
+}
+
+Store::Store() : impl_(std::make_unique<Impl>()) {}
+Store::~Store() = default;
+
+Expected<std::unique_ptr<Store>> Store::open(const std::string& path, StoreOptions options) {
+  if (path.empty()) return make_error("cache store: the path is empty; expected a file path");
+  std::unique_ptr<Store> store(new Store());
+  Impl& s = *store->impl_;
+  s.path = path;
+  s.options = std::move(options);
+  if (s.options.busy_timeout_ms < 0) s.options.busy_timeout_ms = 0;
+  if (s.options.read_only)
+    open_read_only(s);
+  else
+    open_writable(s);
+  return store;
+}
+
+const std::string& Store::path() const {
+  return impl_->path;
+}
+bool Store::read_only() const {
+  return impl_->options.read_only;
+}
+
+}  // namespace kiln::cache

@@ -1,0 +1,90 @@
+// Emitting a kernel module's relocatable object, and validating cached object bytes before the
+// JIT links them (the linker trusts its input; a bad cache entry must be an error, not a crash).
+#include "codegen/cpu/object_code.h"
+
+#include <fmt/format.h>
+
+#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Object/ObjectFile.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Triple.h>
+
+namespace kiln::codegen::cpu {
+
+namespace {
+
+std::unexpected<Error> object_error(const std::string& symbol, const std::string& what,
+                                    llvm::Error err) {
+  return make_error(fmt::format("cpu backend: object code of kernel '{}' is unusable: {}: {}",
+                                symbol, what, llvm::toString(std::move(err))));
+}
+
+// Every section's name and contents must lie inside the buffer (the ELF reader checks bounds
+// and reports them as errors when asked for them).
+Expected<bool> check_sections(const llvm::object::ObjectFile& obj, const std::string& symbol) {
+  for (const llvm::object::SectionRef& section : obj.sections()) {
+    if (auto name = section.getName(); !name)
+      return object_error(symbol, "reading a section name", name.takeError());
+    if (auto contents = section.getContents(); !contents)
+      return object_error(symbol, "reading section contents", contents.takeError());
+  }
+  return true;
+}
+
+// Every symbol must be readable and point into a valid section; `symbol` must be defined there.
+Expected<bool> check_symbols(const llvm::object::ObjectFile& obj, const std::string& symbol) {
+  bool defined = false;
+  for (const llvm::object::SymbolRef& sym : obj.symbols()) {
+    auto name = sym.getName();
+    if (!name) return object_error(symbol, "reading a symbol name", name.takeError());
+    auto flags = sym.getFlags();
+    if (!flags) return object_error(symbol, "reading symbol flags", flags.takeError());
+    auto type = sym.getType();
+    if (!type) return object_error(symbol, "reading a symbol type", type.takeError());
+    auto section = sym.getSection();
+    if (!section) return object_error(symbol, "reading a symbol's section", section.takeError());
+    if (*name == symbol && *type == llvm::object::SymbolRef::ST_Function &&
+        *section != obj.section_end() && (*flags & llvm::object::SymbolRef::SF_Global))
+      defined = true;
+  }
+  if (!defined)
+    return make_error(fmt::format(
+        "cpu backend: object code does not define the kernel function '{}' (wrong cache entry?)",
+        symbol));
+  return true;
+}
+
+}  // namespace
+
+Expected<std::vector<uint8_t>> emit_object(llvm::Module& module, llvm::TargetMachine& tm) {
+  llvm::orc::SimpleCompiler compiler(tm);
+  auto buffer = compiler(module);
+  if (!buffer)
+    return make_error(fmt::format("cpu backend: code generation of '{}' failed: {}",
+                                  module.getName().str(), llvm::toString(buffer.takeError())));
+  const llvm::StringRef bytes = (*buffer)->getBuffer();
+  return std::vector<uint8_t>(bytes.bytes_begin(), bytes.bytes_end());
+}
+
+Expected<bool> check_object(const std::vector<uint8_t>& object, const std::string& symbol,
+                            const llvm::Triple& triple) {
+  const llvm::StringRef bytes(reinterpret_cast<const char*>(object.data()), object.size());
+  auto obj = llvm::object::ObjectFile::createObjectFile(llvm::MemoryBufferRef(bytes, symbol));
+  if (!obj)
+    return object_error(symbol, fmt::format("parsing {} bytes", object.size()), obj.takeError());
+  const llvm::object::ObjectFile& file = **obj;
+  if (file.getArch() != triple.getArch())
+    return make_error(fmt::format(
+        "cpu backend: object code of kernel '{}' is for {}, expected {} (foreign cache entry?)",
+        symbol, llvm::Triple::getArchTypeName(file.getArch()).str(),
+        llvm::Triple::getArchTypeName(triple.getArch()).str()));
+  if (!file.isRelocatableObject())
+    return make_error(fmt::format(
+        "cpu backend: object code of kernel '{}' is not a relocatable object file", symbol));
+  if (auto ok = check_sections(file, symbol); !ok) return ok;
+  return check_symbols(file, symbol);
+}
+
+}  // namespace kiln::codegen::cpu

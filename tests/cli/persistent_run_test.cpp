@@ -1,0 +1,99 @@
+// `kiln run` across processes with a persistent cache: the second process compiles nothing;
+// 16 processes started at once on an empty cache all succeed and the cache verifies.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tools/npy.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code;
+  std::string out;
+};
+
+Result sh(const std::string& cmd) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+class PersistentRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("kiln_prun_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    graph_ = (dir_ / "g.kg").string();
+    // Five kernels, three distinct: four chained matmuls (operands are materialized; %b and %d
+    // are the same kernel, and so are %a and %c) and a softmax fused into the last one's epilogue.
+    std::ofstream(graph_) << "kiln.graph v1\ninput %x : f32[64,64]\n%a = matmul(%x, %x)\n"
+                             "%b = matmul(%a, %x)\n%c = matmul(%b, %a)\n%d = matmul(%c, %x)\n"
+                             "%y = softmax(%d)\noutput %y\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string kiln(const std::string& args) {
+    return "KILN_COMPILATION_CACHE=file=" + (dir_ / "cache.sqlite").string() + " " + KILN_BINARY +
+           " " + args;
+  }
+  fs::path dir_;
+  std::string graph_;
+};
+
+TEST_F(PersistentRun, SecondProcessCompilesNothing) {
+  Result cold = sh(kiln("run " + graph_ + " --random-inputs --stats --out " + (dir_ / "a").string()));
+  ASSERT_EQ(cold.code, 0) << cold.out;
+  EXPECT_NE(cold.out.find("kernels: 5 launched, 3 compiled"), std::string::npos) << cold.out;
+  Result warm = sh(kiln("run " + graph_ + " --random-inputs --stats --out " + (dir_ / "b").string()));
+  ASSERT_EQ(warm.code, 0) << warm.out;
+  EXPECT_NE(warm.out.find("kernels: 5 launched, 0 compiled"), std::string::npos) << warm.out;
+  EXPECT_NE(warm.out.find("cache: plan from disk, 3 kernel hits, 0 misses"), std::string::npos)
+      << warm.out;
+  auto a = kiln::tools::read_npy((dir_ / "a" / "y.npy").string());
+  auto b = kiln::tools::read_npy((dir_ / "b" / "y.npy").string());
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->bytes, b->bytes);
+}
+
+TEST_F(PersistentRun, SixteenProcessesAtOnceOnAnEmptyCache) {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 16; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::string out = (dir_ / ("o" + std::to_string(i))).string();
+      Result r = sh(kiln("run " + graph_ + " --random-inputs --seed 3 --out " + out));
+      _exit(r.code);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  auto first = kiln::tools::read_npy((dir_ / "o0" / "y.npy").string());
+  ASSERT_TRUE(first.has_value());
+  for (int i = 1; i < 16; ++i) {
+    auto other = kiln::tools::read_npy((dir_ / ("o" + std::to_string(i)) / "y.npy").string());
+    ASSERT_TRUE(other.has_value()) << i;
+    EXPECT_EQ(other->bytes, first->bytes) << i;
+  }
+  Result verify = sh(std::string(KILN_BINARY) + " cache verify --cache file=" +
+                     (dir_ / "cache.sqlite").string());
+  EXPECT_EQ(verify.code, 0) << verify.out;
+}
+
+}  // namespace

@@ -1,0 +1,127 @@
+// The persistent kernel and plan cache through the cpu device: a second device (a stand-in for a
+// second process: its own JIT) compiles nothing; read-only caches serve hits and write nothing.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "ir/builder.h"
+#include "runtime/cpu_device.h"
+
+namespace kiln::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using ir::DType;
+
+const ir::Node* must(ir::NodeResult r) {
+  KILN_CHECK(r.has_value()) << r.error().message;
+  return *r;
+}
+
+// Five matmuls in a chain (each product is the next one's operand, so five kernels, the last
+// with a scale+relu epilogue); the middle ones are the same kernel: three distinct kernels.
+struct ChainGraph {
+  ir::Graph g;
+  ir::Builder b{g};
+  const ir::Node* x = g.input(DType::f32, {48, 48}, "x");
+  const ir::Node* y;
+  ChainGraph() {
+    const ir::Node* h = x;
+    for (int i = 0; i < 5; ++i) h = must(b.matmul(h, x));
+    y = must(b.unary(ir::Op::Relu, must(b.binary(ir::Op::Mul, h, must(b.scalar(1e-6, DType::f32))))));
+  }
+};
+
+class PersistentCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) /
+           ("kiln_pc_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::unique_ptr<CpuDevice> device(bool read_only = false) {
+    DeviceOptions o;
+    o.cache_path = (dir_ / "cache.sqlite").string();
+    o.cache_read_only = read_only;
+    o.explain_misses = true;
+    auto d = CpuDevice::create(o);
+    KILN_CHECK(d.has_value()) << d.error().message;
+    return std::move(*d);
+  }
+
+  // Runs the chain on `dev`; returns the output and the stats.
+  std::pair<ir::HostTensor, RunStats> run(CpuDevice& dev) {
+    ChainGraph c;
+    ir::HostTensor in = ir::HostTensor::zeros(DType::f32, {48, 48});
+    for (int64_t i = 0; i < in.numel(); ++i) in.set(i, (i % 7) * 0.25 - 0.5);
+    Bindings b{{c.x, dev.pool()->from_host(in)}};
+    RunStats s;
+    auto out = dev.execute(c.g, {c.y}, b, &s);
+    KILN_CHECK(out.has_value()) << out.error().message;
+    return {(*out)[0]->to_host(), s};
+  }
+  fs::path dir_;
+};
+
+TEST_F(PersistentCacheTest, SecondDeviceCompilesNothingAndAgrees) {
+  auto first = device();
+  auto [a, cold] = run(*first);
+  EXPECT_EQ(cold.plan_source, "built");
+  EXPECT_EQ(cold.kernels, 5);
+  EXPECT_EQ(cold.compiled, 3);
+  EXPECT_EQ(cold.cache_misses, 3);
+  auto second = device();  // its own JIT and store connection: what a new process has
+  auto [b, warm] = run(*second);
+  EXPECT_EQ(warm.plan_source, "disk");
+  EXPECT_EQ(warm.compiled, 0);
+  EXPECT_EQ(warm.kernels, 5);
+  EXPECT_EQ(warm.cache_hits, 3);
+  ASSERT_EQ(a.bytes, b.bytes);  // byte for byte
+}
+
+TEST_F(PersistentCacheTest, ReadOnlyServesHitsAndWritesNothing) {
+  { auto warmup = device(); run(*warmup); }
+  fs::path file = dir_ / "cache.sqlite";
+  auto size = fs::file_size(file);
+  auto mtime = fs::last_write_time(file);
+  auto ro = device(/*read_only=*/true);
+  auto [out, s] = run(*ro);
+  EXPECT_EQ(s.plan_source, "disk");
+  EXPECT_EQ(s.compiled, 0);
+  EXPECT_EQ(fs::file_size(file), size);
+  EXPECT_EQ(fs::last_write_time(file), mtime);
+}
+
+TEST_F(PersistentCacheTest, ReadOnlyMissingCacheCompilesAndCreatesNoFile) {
+  auto ro = device(/*read_only=*/true);
+  auto [out, s] = run(*ro);
+  EXPECT_EQ(s.compiled, 3);
+  EXPECT_FALSE(fs::exists(dir_ / "cache.sqlite"));
+}
+
+TEST_F(PersistentCacheTest, GarbageCacheFileIsReplacedAndResultsAreCorrect) {
+  auto reference = device();
+  auto [want, cold] = run(*reference);
+  reference.reset();
+  {
+    std::ofstream f(dir_ / "cache.sqlite", std::ios::binary | std::ios::trunc);
+    for (int i = 0; i < 5000; ++i) f << "not a database ";
+  }
+  fs::remove(dir_ / "cache.sqlite-wal");
+  fs::remove(dir_ / "cache.sqlite-shm");
+  testing::internal::CaptureStderr();
+  auto dev = device();
+  auto [got, s] = run(*dev);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(s.compiled, 3);
+  EXPECT_EQ(got.bytes, want.bytes);
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+}  // namespace
+}  // namespace kiln::runtime
