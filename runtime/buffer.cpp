@@ -59,6 +59,7 @@ std::shared_ptr<Buffer> BufferPool::allocate(ir::DType dtype, const ir::Shape& s
   if (!data) {
     data = static_cast<std::byte*>(std::aligned_alloc(kAlign, cap));
     if (!data) throw std::bad_alloc();
+    if (on_fresh_) on_fresh_(cap);
   }
   return std::make_shared<Buffer>(dtype, shape, data, cap, shared_from_this());
 }
@@ -78,6 +79,11 @@ void BufferPool::release(std::byte* data, size_t capacity) {
   }
   free_.emplace(capacity, data);
   cached_bytes_ += capacity;
+}
+
+void BufferPool::set_fresh_allocation_observer(std::function<void(size_t)> observer) {
+  std::lock_guard lock(mu_);
+  on_fresh_ = std::move(observer);
 }
 
 size_t BufferPool::cached_bytes() const {

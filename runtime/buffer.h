@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,12 +51,16 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   std::shared_ptr<Buffer> from_host(const ir::HostTensor& t);
   void release(std::byte* data, size_t capacity);
   size_t cached_bytes() const;
+  // Called (outside the pool's lock) with the size of each block taken from the system rather
+  // than reused: what the memory logger reports.
+  void set_fresh_allocation_observer(std::function<void(size_t)> observer);
 
  private:
   BufferPool() = default;
   mutable std::mutex mu_;
   std::multimap<size_t, std::byte*> free_;  // capacity -> block
   size_t cached_bytes_ = 0;
+  std::function<void(size_t)> on_fresh_;
 };
 
 }  // namespace kiln::runtime

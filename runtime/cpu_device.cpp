@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "runtime/cpu_rates.h"
+#include "runtime/logger.h"
 #include "runtime/structural_key.h"
 
 namespace kiln::runtime {
@@ -26,6 +27,10 @@ Expected<std::unique_ptr<CpuDevice>> CpuDevice::create(DeviceOptions options) {
     cache::StoreOptions so;
     so.read_only = options.cache_read_only;
     so.max_size = options.cache_max_size;
+    if (options.logger)
+      so.warn = [logger = options.logger](const std::string& m) {
+        logger->log(LogComponent::cache, LogLevel::minimal, m);
+      };
     // A cache that cannot be opened costs compilation time, never the run.
     if (auto store = cache::Store::open(options.cache_path, so))
       disk = std::make_unique<PersistentCache>(std::move(*store), **backend);
@@ -44,7 +49,13 @@ CpuDevice::CpuDevice(DeviceOptions options, std::unique_ptr<codegen::CpuBackend>
       disk_(std::move(disk)),
       kernels_(*backend_, disk_.get(), options_.explain_misses),
       threads_(options_.num_threads > 0 ? options_.num_threads : ThreadPool::default_threads()),
-      pool_(BufferPool::create()) {}
+      pool_(BufferPool::create()) {
+  if (options_.logger && options_.logger->enabled(LogComponent::memory, LogLevel::verbose))
+    pool_->set_fresh_allocation_observer([logger = options_.logger](size_t bytes) {
+      logger->log(LogComponent::memory, LogLevel::verbose,
+                  fmt::format("allocated a new {} byte buffer", bytes));
+    });
+}
 
 const passes::CostModel& CpuDevice::cost_model() {
   std::call_once(fuser_once_, [this] {
@@ -94,7 +105,11 @@ Expected<std::shared_ptr<Plan>> CpuDevice::get_plan(ir::Graph& g,
   std::shared_ptr<Plan> plan;
   if (disk_) {
     disk_key = disk_->plan_key(key.key, fuser_description());
-    if ((plan = disk_->load_plan(*disk_key))) *source = "disk";
+    if ((plan = disk_->load_plan(*disk_key))) {
+      *source = "disk";
+      log(LogComponent::cache, fmt::format("plan {} from the cache: {} kernels, {} linked",
+                                           disk_key->digest(), plan->steps.size(), plan->loaded));
+    }
   }
   if (!plan) {
     PlannerOptions po{.fuser = fuser_.get(), .kernels = &kernels_, .namer = options_.namer};
@@ -102,6 +117,7 @@ Expected<std::shared_ptr<Plan>> CpuDevice::get_plan(ir::Graph& g,
     if (!built) return built;
     plan = *built;
     *source = "built";
+    log_built_plan(*plan);
     if (disk_) {
       std::vector<std::string> digests;
       for (const PlanStep& s : plan->steps) digests.push_back(s.kernel_digest);
@@ -111,6 +127,27 @@ Expected<std::shared_ptr<Plan>> CpuDevice::get_plan(ir::Graph& g,
   std::lock_guard lock(plans_mu_);
   plans_.emplace(key.key, plan);
   return plan;
+}
+
+void CpuDevice::log(LogComponent component, const std::string& message) const {
+  if (options_.logger) options_.logger->log(component, LogLevel::verbose, message);
+}
+
+void CpuDevice::log_built_plan(const Plan& plan) const {
+  if (!options_.logger) return;
+  log(LogComponent::fusion,
+      fmt::format("{} kernels by {}, estimated {:.1f} µs, planned in {:.2f} ms", plan.steps.size(),
+                  plan.fuser, plan.fusion.total_seconds * 1e6, plan.plan_ms));
+  for (const passes::FusionReason& r : plan.fusion.reasons)
+    log(LogComponent::fusion, fmt::format("%t{} -> %t{}: {}", r.producer->id, r.consumer->id, r.reason));
+  if (plan.compiled > 0)
+    log(LogComponent::compilation,
+        fmt::format("compiled {} kernels in {:.1f} ms", plan.compiled, plan.compile_ms));
+  if (disk_)
+    log(LogComponent::cache, fmt::format("{} kernels linked from the cache, {} compiled",
+                                         plan.loaded, plan.compiled));
+  for (const std::string& why : plan.miss_reasons) log(LogComponent::cache, "miss " + why);
+  // (each reason reads "k0: closest stored entry ... differs in ...")
 }
 
 void CpuDevice::run_plan(const Plan& plan, std::vector<std::shared_ptr<Buffer>>& slots) {

@@ -8,6 +8,7 @@
 #include "codegen/cpu/cpu_backend.h"
 #include "passes/cost_model.h"
 #include "runtime/device.h"
+#include "runtime/logger.h"
 #include "runtime/persistent_cache.h"
 #include "runtime/structural_key.h"
 #include "runtime/thread_pool.h"
@@ -38,6 +39,9 @@ class CpuDevice final : public Device {
                                            const StructuralKey& key, std::string* source);
   std::string fuser_description();
   void run_plan(const Plan& plan, std::vector<std::shared_ptr<Buffer>>& slots);
+  // Verbose lines of the component's logger (fusion, compilation, cache decisions).
+  void log(LogComponent component, const std::string& message) const;
+  void log_built_plan(const Plan& plan) const;
 
   DeviceOptions options_;
   std::unique_ptr<codegen::CpuBackend> backend_;

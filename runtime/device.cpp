@@ -9,6 +9,7 @@
 #include "cache/store.h"
 #include "runtime/config.h"
 #include "runtime/cpu_device.h"
+#include "runtime/logger.h"
 #include "runtime/reference.h"
 #include "runtime/reference_device.h"
 
@@ -56,6 +57,7 @@ Expected<DeviceOptions> device_options_from_config(const Config& config) {
   if (!size) return std::unexpected(size.error());
   o.cache_max_size = *size;
   o.explain_misses = config.cache_logger.level == "verbose";
+  o.logger = std::make_shared<const Logger>(Logger::from_config(config));
   return o;
 }
 

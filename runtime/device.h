@@ -17,6 +17,8 @@
 
 namespace kiln::runtime {
 
+class Logger;
+
 using Bindings = std::unordered_map<const ir::Node*, std::shared_ptr<Buffer>>;
 
 struct KernelRunInfo {
@@ -51,6 +53,8 @@ struct DeviceOptions {
   bool cache_read_only = false;
   int64_t cache_max_size = 0;  // bytes; 0 = no cap
   bool explain_misses = false;  // record why each persistent-cache lookup missed
+  // kiln.toml's per-component loggers; null: warnings go to stderr, nothing else is logged.
+  std::shared_ptr<const Logger> logger;
 };
 
 struct Config;

@@ -173,7 +173,10 @@ void PersistentCache::store_plan(const cache::KeyParts& key, const Plan& plan,
 
 std::string PersistentCache::explain_miss(cache::Table table, const cache::KeyParts& key) {
   cache::Explanation x = store_->explain(table, key);
-  return x.hit ? "" : x.text();
+  if (x.hit) return "";
+  std::string text = x.text();
+  constexpr std::string_view kPrefix = "miss: ";
+  return text.starts_with(kPrefix) ? text.substr(kPrefix.size()) : text;
 }
 
 }  // namespace kiln::runtime

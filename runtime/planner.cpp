@@ -52,6 +52,7 @@ Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel,
     if (auto it = kernels_.find(key); it != kernels_.end()) {
       KernelLookup hit = it->second;
       hit.source = KernelLookup::Source::memory;
+      hit.miss_reason.clear();  // reported when it was first looked up
       return hit;
     }
   }

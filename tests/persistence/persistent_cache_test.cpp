@@ -3,10 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
+#include <mutex>
 
 #include "ir/builder.h"
+#include "runtime/config.h"
 #include "runtime/cpu_device.h"
+#include "runtime/logger.h"
 
 namespace kiln::runtime {
 namespace {
@@ -121,6 +125,38 @@ TEST_F(PersistentCacheTest, GarbageCacheFileIsReplacedAndResultsAreCorrect) {
   EXPECT_EQ(s.compiled, 3);
   EXPECT_EQ(got.bytes, want.bytes);
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+TEST_F(PersistentCacheTest, ComponentLoggersReportThroughTheLogCallback) {
+  auto parsed = parse_config(
+      "[compilation]\ncache = { file = \"" + (dir_ / "cache.sqlite").string() + "\" }\n"
+      "[compilation.logger]\nlevel = \"full\"\ntargets = [\"log\"]\n"
+      "[fusion.beam_search.logger]\nlevel = \"verbose\"\ntargets = [\"log\"]\n"
+      "[cache.logger]\nlevel = \"verbose\"\ntargets = [\"log\"]\n"
+      "[memory.logger]\nlevel = \"verbose\"\ntargets = [\"log\"]\n",
+      "kiln.toml");
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
+  std::vector<std::string> lines;
+  std::mutex mu;
+  set_log_callback([&](std::string_view component, std::string_view, std::string_view message) {
+    std::lock_guard lock(mu);
+    lines.push_back(std::string(component) + ": " + std::string(message));
+  });
+  auto options = device_options_from_config(parsed->config);
+  ASSERT_TRUE(options.has_value()) << options.error().message;
+  auto dev = CpuDevice::create(*options);
+  ASSERT_TRUE(dev.has_value());
+  run(**dev);
+  set_log_callback(nullptr);
+  auto has = [&](const std::string& prefix) {
+    return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.starts_with(prefix); });
+  };
+  EXPECT_TRUE(has("fusion: 5 kernels by beam")) << ::testing::PrintToString(lines);
+  EXPECT_TRUE(has("fusion: %t")) << "the reasons";
+  EXPECT_TRUE(has("compilation: compiled 3 kernels"));
+  EXPECT_TRUE(has("cache: 0 kernels linked from the cache, 3 compiled"));
+  EXPECT_TRUE(has("cache: miss k0: no stored entry"));
+  EXPECT_TRUE(has("memory: allocated a new"));
 }
 
 }  // namespace
