@@ -1,10 +1,6 @@
 // `kiln cache` as a user runs it: the real binary on cache files filled through the store API.
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
-
 #include "tests/cache/temp_dir.h"
+#include "tests/support/shell.h"
 
 namespace kiln::cache {
 namespace {
@@ -12,19 +8,11 @@ namespace {
 using testing::entry;
 using testing::kernel_key;
 
-struct Result {
-  int code;
-  std::string out;  // stdout and stderr together
-};
+using Result = kiln::testing::CommandResult;
 
 Result run_kiln(const std::string& args, const std::string& prefix = "") {
   std::string cmd = prefix + std::string(KILN_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return kiln::testing::run_shell(cmd);
 }
 
 int count_lines(const std::string& text) {

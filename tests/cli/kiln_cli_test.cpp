@@ -1,12 +1,11 @@
 // The `kiln` program as a user runs it: real binary, real files, exact error messages.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
+#include "tests/support/shell.h"
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 
 #include "tools/npy.h"
 
@@ -14,19 +13,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code;
-  std::string out;  // stdout and stderr together
-};
+using Result = kiln::testing::CommandResult;
 
 Result run_kiln(const std::string& args) {
   std::string cmd = std::string(KILN_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return kiln::testing::run_shell(cmd);
 }
 
 class KilnCli : public ::testing::Test {

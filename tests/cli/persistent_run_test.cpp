@@ -2,8 +2,8 @@
 // 16 processes started at once on an empty cache all succeed and the cache verifies.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
+#include "tests/support/shell.h"
+
 #include <filesystem>
 #include <fstream>
 #include <sys/wait.h>
@@ -15,18 +15,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code;
-  std::string out;
-};
+using Result = kiln::testing::CommandResult;
 
 Result sh(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return kiln::testing::run_shell(cmd + " 2>&1");
 }
 
 class PersistentRun : public ::testing::Test {

@@ -1,9 +1,8 @@
 // `kiln config` through the real binary: the listing, an env override's source, errors, warnings.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <array>
-#include <cstdio>
+#include "tests/support/shell.h"
+
 
 #include "tests/config/config_test_env.h"
 
@@ -12,18 +11,10 @@ namespace {
 
 using KilnConfigCommand = testing_support::ScratchDir;
 
-struct Result {
-  int code;
-  std::string out;  // stdout and stderr together
-};
+using Result = kiln::testing::CommandResult;
 
 Result capture(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return kiln::testing::run_shell(cmd);
 }
 
 // Runs `kiln config` in `dir` with extra environment assignments ("NAME=value ...").

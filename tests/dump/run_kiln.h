@@ -2,6 +2,8 @@
 #pragma once
 
 #include <gtest/gtest.h>
+
+#include "tests/support/shell.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,15 +27,11 @@ inline Result run_kiln(const std::string& args, const std::string& env = "") {
   std::string err_path = std::filesystem::temp_directory_path() /
                          ("kiln_dump_err_" + std::to_string(::getpid()));
   std::string cmd = env + (env.empty() ? "" : " ") + KILN_BINARY + " " + args + " 2>" + err_path;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  int status = pclose(p);
+  auto r = kiln::testing::run_shell(cmd);
   std::stringstream err;
   err << std::ifstream(err_path).rdbuf();
   std::filesystem::remove(err_path);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err.str()};
+  return {r.code, r.out, err.str()};
 }
 
 inline std::string read_text(const std::filesystem::path& path) {
