@@ -19,12 +19,28 @@ void append_field(std::string& out, const std::string& s) {
   out += s;
 }
 
-std::string shorten(const std::string& value) {
-  constexpr size_t kMax = 72;
-  std::string one_line;
-  for (char c : value) one_line += (c == '\n') ? std::string("\\n") : std::string(1, c);
-  if (one_line.size() <= kMax) return "\"" + one_line + "\"";
-  return fmt::format("\"{}...\" ({} bytes)", one_line.substr(0, kMax), value.size());
+std::string one_line(std::string_view value) {
+  std::string out;
+  for (char c : value) out += (c == '\n') ? std::string("\\n") : std::string(1, c);
+  return out;
+}
+
+// A long value is shown as a window around `at` (where it first differs from the other value),
+// so two long parts that differ deep inside (CPU features, kernel text) do not print alike.
+std::string shorten(const std::string& value, size_t at) {
+  constexpr size_t kMax = 72, kBefore = 24;
+  if (value.size() <= kMax) return "\"" + one_line(value) + "\"";
+  size_t start = at > kBefore ? std::min(at - kBefore, value.size() - kMax) : 0;
+  return fmt::format("\"{}{}{}\" ({} bytes{})", start ? "..." : "",
+                     one_line(std::string_view(value).substr(start, kMax)),
+                     start + kMax < value.size() ? "..." : "", value.size(),
+                     start ? fmt::format(", from byte {}", start) : "");
+}
+
+size_t first_difference(const std::string& a, const std::string& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return i;
 }
 
 }  // namespace
@@ -96,8 +112,10 @@ std::string Explanation::text() const {
     return fmt::format("miss: stored entry {} has the same parts in another order", closest_key);
   std::string out = fmt::format("miss: closest stored entry {} differs in {} part{}:", closest_key,
                                 differing.size(), differing.size() == 1 ? "" : "s");
-  for (const auto& [name, stored, wanted] : differing)
-    out += fmt::format("\n  {}: stored {}, wanted {}", name, shorten(stored), shorten(wanted));
+  for (const auto& [name, stored, wanted] : differing) {
+    size_t at = first_difference(stored, wanted);
+    out += fmt::format("\n  {}: stored {}, wanted {}", name, shorten(stored, at), shorten(wanted, at));
+  }
   return out;
 }
 

@@ -76,6 +76,21 @@ TEST_F(StoreTest, HitsBumpUseCountAndLastUsed) {
   EXPECT_EQ(store->stats().hits, 3);
 }
 
+TEST_F(StoreTest, ExplainShowsWhereLongPartsDiffer) {
+  // Real feature strings are ~900 bytes; the flag that changed sits deep inside.
+  std::string stored, wanted;
+  for (int i = 0; i < 60; ++i) stored += "+feature" + std::to_string(i) + ",";
+  wanted = stored;
+  size_t at = stored.find("+feature41");
+  wanted.replace(at, 1, "-");
+  auto store = open();
+  ASSERT_TRUE(store->put(Table::kernels, kernel_key("k", stored), entry("v")));
+  std::string text = store->explain(Table::kernels, kernel_key("k", wanted)).text();
+  EXPECT_NE(text.find("+feature41"), std::string::npos) << text;
+  EXPECT_NE(text.find("-feature41"), std::string::npos) << text;
+  EXPECT_NE(text.find(", from byte "), std::string::npos) << text;
+}
+
 TEST_F(StoreTest, ExplainNamesTheDifferingParts) {
   auto store = open();
   ASSERT_TRUE(store->put(Table::kernels, kernel_key("k", "+avx2", "19.1.7"), entry("v")));
