@@ -1,6 +1,7 @@
 // CpuDevice: plan cache lookup, buffer wiring, and threaded launches in dependency order.
 #include "runtime/cpu_device.h"
 
+#include <array>
 #include <chrono>
 #include <fmt/format.h>
 
@@ -47,7 +48,7 @@ CpuDevice::CpuDevice(DeviceOptions options, std::unique_ptr<codegen::CpuBackend>
     : options_(std::move(options)),
       backend_(std::move(backend)),
       disk_(std::move(disk)),
-      kernels_(*backend_, disk_.get(), options_.explain_misses),
+      kernels_(*backend_, disk_.get(), options_.explain_misses, options_.check_mode),
       threads_(options_.num_threads > 0 ? options_.num_threads : ThreadPool::default_threads()),
       pool_(BufferPool::create()) {
   if (options_.logger && options_.logger->enabled(LogComponent::memory, LogLevel::verbose))
@@ -104,7 +105,9 @@ Expected<std::shared_ptr<Plan>> CpuDevice::get_plan(ir::Graph& g,
   std::optional<cache::KeyParts> disk_key;
   std::shared_ptr<Plan> plan;
   if (disk_) {
-    disk_key = disk_->plan_key(key.key, fuser_description());
+    // A plan names its kernels' digests, which differ per check mode: so must the plan's key.
+    disk_key = disk_->plan_key(key.key, fmt::format("{} check={}", fuser_description(),
+                                                    codegen::check_mode_name(options_.check_mode)));
     if ((plan = disk_->load_plan(*disk_key))) {
       *source = "disk";
       log(LogComponent::cache, fmt::format("plan {} from the cache: {} kernels, {} linked",
@@ -150,7 +153,9 @@ void CpuDevice::log_built_plan(const Plan& plan) const {
   // (each reason reads "k0: closest stored entry ... differs in ...")
 }
 
-void CpuDevice::run_plan(const Plan& plan, std::vector<std::shared_ptr<Buffer>>& slots) {
+Expected<void> CpuDevice::run_plan(const Plan& plan, std::vector<std::shared_ptr<Buffer>>& slots) {
+  const bool validate = options_.check_mode == codegen::CheckMode::validate;
+  std::array<int64_t, codegen::kCheckSlotWords> check_slot{};
   std::vector<void*> args;
   for (const PlanStep& step : plan.steps) {
     args.clear();
@@ -160,6 +165,10 @@ void CpuDevice::run_plan(const Plan& plan, std::vector<std::shared_ptr<Buffer>>&
         slots[s] = pool_->allocate(plan.slots[s].dtype, plan.slots[s].shape);
       args.push_back(slots[s]->data());
     }
+    if (validate) {
+      check_slot.fill(0);
+      args.push_back(check_slot.data());
+    }
     const codegen::CpuArtifact& a = *step.artifact;
     int64_t inner = 1;
     for (size_t d = 1; d < step.kernel.domain.size(); ++d) inner *= step.kernel.domain[d];
@@ -167,8 +176,12 @@ void CpuDevice::run_plan(const Plan& plan, std::vector<std::shared_ptr<Buffer>>&
     void* const* argv = args.data();
     threads_.parallel_for(a.outer_extent, min_chunk,
                           [&](int64_t b, int64_t e) { a.fn(argv, b, e); });
+    if (validate)
+      if (auto bad = codegen::describe_check_failure(step.kernel, check_slot.data()))
+        return make_error(*bad);
     for (int s : step.release_after) slots[s].reset();
   }
+  return {};
 }
 
 Expected<std::vector<std::shared_ptr<Buffer>>> CpuDevice::execute(
@@ -188,7 +201,7 @@ Expected<std::vector<std::shared_ptr<Buffer>>> CpuDevice::execute(
   std::vector<std::shared_ptr<Buffer>> slots(plan->slots.size());
   for (size_t s = 0; s < plan->slots.size(); ++s)
     if (plan->slots[s].input_index >= 0) slots[s] = inputs.at(key.inputs[plan->slots[s].input_index]);
-  run_plan(*plan, slots);
+  if (auto ran = run_plan(*plan, slots); !ran) return std::unexpected(ran.error());
   auto t2 = std::chrono::steady_clock::now();
 
   std::vector<std::shared_ptr<Buffer>> results;

@@ -38,7 +38,8 @@ class CpuDevice final : public Device {
   Expected<std::shared_ptr<Plan>> get_plan(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
                                            const StructuralKey& key, std::string* source);
   std::string fuser_description();
-  void run_plan(const Plan& plan, std::vector<std::shared_ptr<Buffer>>& slots);
+  // Fails with the first out-of-range access of a kernel compiled with CheckMode::validate.
+  Expected<void> run_plan(const Plan& plan, std::vector<std::shared_ptr<Buffer>>& slots);
   // Verbose lines of the component's logger (fusion, compilation, cache decisions).
   void log(LogComponent component, const std::string& message) const;
   void log_built_plan(const Plan& plan) const;

@@ -57,6 +57,21 @@ Expected<DeviceOptions> device_options_from_config(const Config& config) {
   if (!size) return std::unexpected(size.error());
   o.cache_max_size = *size;
   o.explain_misses = config.cache_logger.level == "verbose";
+  if (config.check_mode == "enforce") {
+    o.check_mode = codegen::CheckMode::enforce;
+  } else if (config.check_mode == "validate") {
+    o.check_mode = codegen::CheckMode::validate;
+  } else if (config.check_mode == "auto") {
+#ifdef NDEBUG
+    o.check_mode = codegen::CheckMode::none;  // release builds: unchecked kernels
+#else
+    o.check_mode = codegen::CheckMode::validate;
+#endif
+  } else {
+    return make_error(fmt::format(
+        "compilation.check_mode: unknown mode '{}' (expected enforce, validate or auto)",
+        config.check_mode));
+  }
   o.logger = std::make_shared<const Logger>(Logger::from_config(config));
   return o;
 }

@@ -53,12 +53,15 @@ struct DeviceOptions {
   bool cache_read_only = false;
   int64_t cache_max_size = 0;  // bytes; 0 = no cap
   bool explain_misses = false;  // record why each persistent-cache lookup missed
+  // Bounds checks compiled into every kernel (kiln.toml compilation.check_mode, DESIGN.md §10):
+  // with validate, execute() fails with the first out-of-range access of a kernel.
+  codegen::CheckMode check_mode = codegen::CheckMode::none;
   // kiln.toml's per-component loggers; null: warnings go to stderr, nothing else is logged.
   std::shared_ptr<const Logger> logger;
 };
 
 struct Config;
-// The device options kiln.toml asks for ([fusion], [compilation] cache, [cache]).
+// The device options kiln.toml asks for ([fusion], [compilation] cache and check_mode, [cache]).
 Expected<DeviceOptions> device_options_from_config(const Config& config);
 
 class Device {

@@ -74,10 +74,12 @@ std::vector<std::pair<std::string, std::string>> PersistentCache::target_parts()
 }
 
 cache::KeyParts PersistentCache::kernel_key(const kir::Kernel& kernel,
-                                            const codegen::TuneParams& params) const {
+                                            const codegen::TuneParams& params,
+                                            codegen::CheckMode check) const {
   cache::KeyParts k{{{"kernel", kir::print_kernel(kernel, /*with_labels=*/false)},
                      {"tune", params.str()}}};
   for (auto& p : target_parts()) k.parts.push_back(std::move(p));
+  k.parts.emplace_back("check", std::string(codegen::check_mode_name(check)));
   return k;
 }
 

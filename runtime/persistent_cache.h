@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cache/store.h"
+#include "codegen/check_mode.h"
 #include "codegen/cpu/cpu_backend.h"
 #include "runtime/plan.h"
 
@@ -18,8 +19,10 @@ class PersistentCache {
   PersistentCache(std::unique_ptr<cache::Store> store, codegen::CpuBackend& backend);
   cache::Store& store() { return *store_; }
 
-  // {kernel text, tune params, target, cpu, features, llvm, codegen, schema}
-  cache::KeyParts kernel_key(const kir::Kernel& kernel, const codegen::TuneParams& params) const;
+  // {kernel text, tune params, target, cpu, features, llvm, codegen, schema, check}: checked and
+  // unchecked object code of one kernel differ (and so does its calling convention).
+  cache::KeyParts kernel_key(const kir::Kernel& kernel, const codegen::TuneParams& params,
+                             codegen::CheckMode check = codegen::CheckMode::none) const;
   // {graph structure digest, fuser and its options, target, cpu, features, llvm, codegen, schema}
   cache::KeyParts plan_key(const std::string& structure, const std::string& fuser) const;
 

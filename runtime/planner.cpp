@@ -46,7 +46,9 @@ std::string default_value_name(const ir::Node* n) {
 
 Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel,
                                         const codegen::TuneParams& params) {
-  std::string key = kir::print_kernel(kernel, /*with_labels=*/false) + params.str();
+  const std::string check(codegen::check_mode_name(check_));
+  std::string key =
+      kir::print_kernel(kernel, /*with_labels=*/false) + params.str() + " check=" + check;
   {
     std::lock_guard lock(mu_);
     if (auto it = kernels_.find(key); it != kernels_.end()) {
@@ -59,7 +61,7 @@ Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel,
   KernelLookup found;
   std::optional<cache::KeyParts> disk_key;
   if (disk_) {
-    disk_key = disk_->kernel_key(kernel, params);
+    disk_key = disk_->kernel_key(kernel, params, check_);
     found.digest = disk_key->digest();
     if ((found.artifact = disk_->load_kernel(*disk_key))) {
       found.source = KernelLookup::Source::disk;
@@ -68,7 +70,7 @@ Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel,
     }
   }
   if (!found.artifact) {
-    auto compiled = backend_.compile(kernel, params);
+    auto compiled = backend_.compile(kernel, params, check_);
     if (!compiled) return std::unexpected(compiled.error());
     found.artifact = *compiled;
     found.source = KernelLookup::Source::compiled;

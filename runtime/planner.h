@@ -32,15 +32,19 @@ struct KernelLookup {
 // the persistent cache (object code from earlier processes) when there is one.
 class KernelCache {
  public:
+  // Every kernel is compiled with `check` (codegen/check_mode.h), which is part of both keys.
   explicit KernelCache(codegen::CpuBackend& backend, PersistentCache* disk = nullptr,
-                       bool explain_misses = false)
-      : backend_(backend), disk_(disk), explain_(explain_misses) {}
+                       bool explain_misses = false,
+                       codegen::CheckMode check = codegen::CheckMode::none)
+      : backend_(backend), disk_(disk), explain_(explain_misses), check_(check) {}
   Expected<KernelLookup> get(const kir::Kernel& kernel, const codegen::TuneParams& params);
+  codegen::CheckMode check_mode() const { return check_; }
 
  private:
   codegen::CpuBackend& backend_;
   PersistentCache* disk_;
   bool explain_;
+  codegen::CheckMode check_;
   std::mutex mu_;
   std::unordered_map<std::string, KernelLookup> kernels_;
 };

@@ -149,7 +149,8 @@ std::string CpuBackend::cpu_features() const {
 }
 
 Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kernel& kernel,
-                                                                 const TuneParams& params) {
+                                                                 const TuneParams& params,
+                                                                 CheckMode mode) {
   std::lock_guard lock(impl_->mu);
   const auto start = std::chrono::steady_clock::now();
   auto art = std::make_shared<CpuArtifact>();
@@ -160,7 +161,7 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   auto module = std::make_unique<llvm::Module>(art->symbol, *ctx);
   module->setDataLayout(impl_->jit->getDataLayout());
   module->setTargetTriple(impl_->jit->getTargetTriple().str());
-  cpu::EmitOptions options{art->symbol, impl_->cpu, cpu_features(), params};
+  cpu::EmitOptions options{art->symbol, impl_->cpu, cpu_features(), params, mode};
   if (Expected<llvm::Function*> fn = cpu::emit_kernel(kernel, options, *module); !fn)
     return std::unexpected(fn.error());
   std::string problems;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/check_mode.h"
 #include "codegen/tune_params.h"
 #include "ir/error.h"
 #include "ir/kernel_ir.h"
@@ -36,9 +37,12 @@ class CpuBackend {
   CpuBackend(const CpuBackend&) = delete;
   CpuBackend& operator=(const CpuBackend&) = delete;
 
-  // Compiles one kernel. Thread-safe. The artifact lives as long as the backend.
+  // Compiles one kernel. Thread-safe. The artifact lives as long as the backend. With
+  // CheckMode::validate the function takes one more buffer after the parameters: the error slot
+  // (codegen/check_mode.h), which the caller zeroes before and reads after each launch.
   Expected<std::shared_ptr<const CpuArtifact>> compile(const kir::Kernel& kernel,
-                                                       const TuneParams& params);
+                                                       const TuneParams& params,
+                                                       CheckMode mode = CheckMode::none);
   // Links object code from compile() (possibly of another process) without running LLVM's
   // code generation: no IR, no optimization. `symbol` is the artifact's symbol; loading the same
   // object several times, or next to compiled kernels, never clashes.

@@ -13,6 +13,7 @@
 #include <llvm/IR/Module.h>
 
 #include "codegen/cpu/alu_lowering.h"
+#include "codegen/cpu/bounds_checks.h"
 #include "codegen/cpu/dtype_lowering.h"
 #include "codegen/cpu/matmul_emitter.h"
 #include "codegen/cpu/reduce_lowering.h"
@@ -65,6 +66,12 @@ class KernelEmitter {
   Expected<Value*> emit_load(const Expr* e, Scope* s);
   Expected<Value*> emit_reduce(const Expr* e, Scope* s);
   Expected<void> emit_store(const kir::Store& st, Scope* s);
+  // Checked kernels only: the loaded value or nothing (store) for an out-of-range index.
+  Value* emit_checked_load(const Expr* e, Value* index, Scope* s);
+  void emit_checked_store(const kir::Store& st, Value* index, Value* value, Scope* s);
+  BasicBlock* branch_if(Scope* s, Value* cond, const char* name);
+  void report(Scope* s, Value* oob, kiln::codegen::CheckAccessKind kind, int32_t buf, Value* index);
+  int64_t length(int32_t buf) const { return ir::shape_numel(k_.params[buf].shape); }
   void add_loop_metadata();
   llvm::AllocaInst* entry_alloca(llvm::Type* ty);
   kiln::Error error(const std::string& what) const {
@@ -78,6 +85,7 @@ class KernelEmitter {
   llvm::IRBuilder<> b_;
   llvm::Function* fn_ = nullptr;
   std::vector<Value*> buffers_;
+  Value* check_slot_ = nullptr;  // CheckMode::validate: the error slot after the parameters
   std::unordered_map<const Expr*, std::vector<int32_t>> free_vars_;
   std::unordered_map<int32_t, Scope*> var_scope_;
   std::unordered_map<int32_t, Value*> var_value_;
@@ -143,6 +151,9 @@ void KernelEmitter::create_function() {
     Value* slot = b_.CreateConstInBoundsGEP1_64(ptr, fn_->getArg(0), i);
     buffers_.push_back(b_.CreateLoad(ptr, slot, fmt::format("buf{}", i)));
   }
+  if (opt_.check == CheckMode::validate)
+    check_slot_ = b_.CreateLoad(
+        ptr, b_.CreateConstInBoundsGEP1_64(ptr, fn_->getArg(0), k_.params.size()), "check_slot");
 }
 
 // Builds `for (i = start; i < end; ++i)` before the terminator of parent's cursor. The parent
@@ -229,9 +240,72 @@ Expected<Value*> KernelEmitter::emit_load(const Expr* e, Scope* s) {
   Expected<Value*> index = emit(e->args[0]);
   if (!index) return index;
   insert_at(s);
+  if (opt_.check != CheckMode::none) return emit_checked_load(e, *index, s);
   llvm::Type* mt = memory_type(ctx_, e->dtype);
   Value* p = b_.CreateInBoundsGEP(mt, buffers_[e->buf], *index);
   return from_memory(b_, b_.CreateLoad(mt, p), e->dtype);
+}
+
+// Splits s's cursor at its insertion point into `if (cond) { <returned block> }` followed by the
+// rest; the caller fills the returned block (insertion point set before its branch), s continues
+// after the join. Values of s emitted before still dominate everything after.
+BasicBlock* KernelEmitter::branch_if(Scope* s, Value* cond, const char* name) {
+  insert_at(s);
+  BasicBlock* cur = s->cursor;
+  BasicBlock* join = cur->splitBasicBlock(cur->getTerminator(), fmt::format("{}.join", name));
+  cur->getTerminator()->eraseFromParent();
+  BasicBlock* then = BasicBlock::Create(ctx_, name, fn_, join);
+  b_.SetInsertPoint(cur);
+  b_.CreateCondBr(cond, then, join);
+  b_.SetInsertPoint(then);
+  b_.SetInsertPoint(b_.CreateBr(join));
+  s->cursor = join;
+  return then;
+}
+
+void KernelEmitter::report(Scope* s, Value* oob, kiln::codegen::CheckAccessKind kind, int32_t buf,
+                           Value* index) {
+  branch_if(s, oob, "check.fail");
+  b_.CreateCall(check_report_function(m_),
+                {check_slot_, b_.getInt64(kind), b_.getInt64(buf), index});
+  insert_at(s);
+}
+
+Value* KernelEmitter::emit_checked_load(const Expr* e, Value* index, Scope* s) {
+  const int64_t n = length(e->buf);
+  Value* zero = register_constant(ctx_, e->dtype, 0, 0);
+  if (opt_.check == CheckMode::enforce && n == 0) return zero;  // nothing to clamp into
+  llvm::Type* mt = memory_type(ctx_, e->dtype);
+  if (opt_.check == CheckMode::enforce) {
+    Value* p = b_.CreateInBoundsGEP(mt, buffers_[e->buf], clamp_index(b_, index, n));
+    return from_memory(b_, b_.CreateLoad(mt, p), e->dtype);
+  }
+  Value* oob = n == 0 ? b_.getTrue() : index_out_of_range(b_, index, n);
+  report(s, oob, kCheckLoad, e->buf, index);
+  if (n == 0) return zero;
+  Value* safe = b_.CreateSelect(oob, b_.getInt64(0), index);
+  Value* v = from_memory(b_, b_.CreateLoad(mt, b_.CreateInBoundsGEP(mt, buffers_[e->buf], safe)),
+                         e->dtype);
+  return b_.CreateSelect(oob, zero, v);
+}
+
+void KernelEmitter::emit_checked_store(const kir::Store& st, Value* index, Value* value,
+                                       Scope* s) {
+  const int64_t n = length(st.buf);
+  const ir::DType t = k_.params[st.buf].dtype;
+  llvm::Type* mt = memory_type(ctx_, t);
+  if (opt_.check == CheckMode::enforce) {
+    if (n == 0) return;  // no element to clamp into: the store is dropped
+    Value* p = b_.CreateInBoundsGEP(mt, buffers_[st.buf], clamp_index(b_, index, n));
+    b_.CreateStore(to_memory(b_, value, t), p);
+    return;
+  }
+  Value* oob = n == 0 ? b_.getTrue() : index_out_of_range(b_, index, n);
+  report(s, oob, kCheckStore, st.buf, index);
+  if (n == 0) return;
+  branch_if(s, b_.CreateNot(oob), "check.store");
+  b_.CreateStore(to_memory(b_, value, t), b_.CreateInBoundsGEP(mt, buffers_[st.buf], index));
+  insert_at(s);
 }
 
 llvm::AllocaInst* KernelEmitter::entry_alloca(llvm::Type* ty) {
@@ -289,6 +363,10 @@ Expected<void> KernelEmitter::emit_store(const kir::Store& st, Scope* s) {
   Expected<Value*> value = emit(st.value);
   if (!value) return std::unexpected(value.error());
   insert_at(s);
+  if (opt_.check != CheckMode::none) {
+    emit_checked_store(st, *index, *value, s);
+    return {};
+  }
   const ir::DType t = k_.params[st.buf].dtype;
   llvm::Type* mt = memory_type(ctx_, t);
   Value* p = b_.CreateInBoundsGEP(mt, buffers_[st.buf], *index);
@@ -357,8 +435,9 @@ llvm::Function* create_kernel_function(llvm::Module& module, const EmitOptions& 
 
 Expected<llvm::Function*> emit_kernel(const kir::Kernel& kernel, const EmitOptions& options,
                                       llvm::Module& module) {
-  if (std::optional<MatmulPattern> mm = recognize_matmul(kernel))
-    return emit_matmul_kernel(kernel, *mm, options, module);
+  if (options.check == CheckMode::none)
+    if (std::optional<MatmulPattern> mm = recognize_matmul(kernel))
+      return emit_matmul_kernel(kernel, *mm, options, module);
   return KernelEmitter(kernel, options, module).run();
 }
 

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "codegen/check_mode.h"
 #include "codegen/tune_params.h"
 #include "ir/error.h"
 #include "ir/kernel_ir.h"
@@ -21,6 +22,7 @@ struct EmitOptions {
   std::string cpu;       // "target-cpu" attribute, so the cost model sees the host's vectors
   std::string features;  // "target-features" attribute
   TuneParams params;     // vector_width / unroll > 0 become llvm.loop metadata
+  CheckMode check = CheckMode::none;  // bounds checks on every load and store index
 };
 
 // Declares the kernel entry point `void SYMBOL(ptr buffers, i64 begin, i64 end)` in `module`
@@ -28,7 +30,8 @@ struct EmitOptions {
 llvm::Function* create_kernel_function(llvm::Module& module, const EmitOptions& options);
 
 // Emits `kernel` into `module` (whose data layout and triple the caller has set). Errors name the
-// kernel and what in it could not be lowered; the module is then left incomplete.
+// kernel and what in it could not be lowered; the module is then left incomplete. Checked kernels
+// always take the generic loop-nest emitter (the tiled matmul emitter has no checks).
 Expected<llvm::Function*> emit_kernel(const kir::Kernel& kernel, const EmitOptions& options,
                                       llvm::Module& module);
 
