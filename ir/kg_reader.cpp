@@ -59,25 +59,20 @@ class Cursor {
   size_t i_ = 0;
 };
 
-LineResult<int64_t> parse_int(const KgToken& t) {
+// An integer or floating literal token (a leading '+' allowed); `what` names it in the error.
+template <class T>
+LineResult<T> parse_number(const KgToken& t, std::string_view what) {
   std::string_view s = t.text;
   if (s.starts_with('+')) s.remove_prefix(1);
-  int64_t v = 0;
+  T v = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || end != s.data() + s.size())
-    return fail(t, fmt::format("integer {} is out of range", t.text));
+    return fail(t, fmt::format("{} {} is out of range", what, t.text));
   return v;
 }
 
-LineResult<double> parse_double(const KgToken& t) {
-  std::string_view s = t.text;
-  if (s.starts_with('+')) s.remove_prefix(1);
-  double v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size())
-    return fail(t, fmt::format("number {} is out of range", t.text));
-  return v;
-}
+LineResult<int64_t> parse_int(const KgToken& t) { return parse_number<int64_t>(t, "integer"); }
+LineResult<double> parse_double(const KgToken& t) { return parse_number<double>(t, "number"); }
 
 LineResult<std::vector<int64_t>> parse_int_list(Cursor& c) {
   c.next();  // '['
