@@ -188,9 +188,9 @@ Expected<std::vector<std::shared_ptr<Buffer>>> CpuDevice::execute(
     ir::Graph& g, const std::vector<const ir::Node*>& outputs, const Bindings& inputs,
     RunStats* stats) {
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<const ir::Node*> live = ir::topo_order(outputs);
-  if (auto ok = check_bindings(live, inputs); !ok) return std::unexpected(ok.error());
+  // One walk of the graph: the structural key also lists every Input node to check.
   StructuralKey key = structural_key(outputs);
+  if (auto ok = check_bindings(key.inputs, inputs); !ok) return std::unexpected(ok.error());
   std::string source;
   auto got = get_plan(g, outputs, key, &source);
   if (!got) return std::unexpected(got.error());

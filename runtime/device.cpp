@@ -76,8 +76,8 @@ Expected<DeviceOptions> device_options_from_config(const Config& config) {
   return o;
 }
 
-Expected<void> check_bindings(const std::vector<const ir::Node*>& live, const Bindings& inputs) {
-  for (const ir::Node* n : live) {
+Expected<void> check_bindings(const std::vector<const ir::Node*>& nodes, const Bindings& inputs) {
+  for (const ir::Node* n : nodes) {
     if (n->op != ir::Op::Input) continue;
     auto it = inputs.find(n);
     if (it == inputs.end() || !it->second)

@@ -80,7 +80,8 @@ class Device {
 Expected<std::unique_ptr<Device>> open_device(std::string_view name, DeviceOptions options = {});
 std::vector<std::string> available_devices();
 
-// Checks that every Input reachable from `live` is bound with the right dtype and shape.
-Expected<void> check_bindings(const std::vector<const ir::Node*>& live, const Bindings& inputs);
+// Checks that every Input node among `nodes` (other nodes are skipped) is bound with the right
+// dtype and shape.
+Expected<void> check_bindings(const std::vector<const ir::Node*>& nodes, const Bindings& inputs);
 
 }  // namespace kiln::runtime
