@@ -18,6 +18,9 @@ struct DeviceRates {
 
   // Fixed rates of a 2-core AVX2 machine: deterministic estimates for golden tests and dumps.
   static DeviceRates reference_cpu() { return DeviceRates{}; }
+  // A data-center GPU (HBM bandwidth, launch overhead, fp32 throughput): for GPU targets without
+  // a device to ask (kiln dump --target cuda), and for GPU devices that are not the CPU.
+  static DeviceRates reference_gpu() { return DeviceRates{2.0e12, 4e-6, 2.0e13}; }
   std::string str() const;
 };
 

@@ -21,11 +21,11 @@ size_t round_capacity(size_t bytes) {
 }  // namespace
 
 Buffer::Buffer(ir::DType dtype, ir::Shape shape, std::byte* data, size_t capacity,
-               std::shared_ptr<BufferPool> pool)
+               std::shared_ptr<BufferPool> pool, bool persistent)
     : dtype_(dtype), shape_(std::move(shape)), data_(data), capacity_(capacity),
-      pool_(std::move(pool)) {}
+      pool_(std::move(pool)), persistent_(persistent) {}
 
-Buffer::~Buffer() { pool_->release(data_, capacity_); }
+Buffer::~Buffer() { pool_->release(data_, capacity_, persistent_); }
 
 ir::HostTensor Buffer::to_host() const {
   ir::HostTensor t{dtype_, shape_, std::vector<std::byte>(nbytes())};
@@ -33,8 +33,8 @@ ir::HostTensor Buffer::to_host() const {
   return t;
 }
 
-std::shared_ptr<BufferPool> BufferPool::create() {
-  return std::shared_ptr<BufferPool>(new BufferPool());
+std::shared_ptr<BufferPool> BufferPool::create(PersistentMemory mode) {
+  return std::shared_ptr<BufferPool>(new BufferPool(mode));
 }
 
 BufferPool::~BufferPool() {
@@ -64,15 +64,38 @@ std::shared_ptr<Buffer> BufferPool::allocate(ir::DType dtype, const ir::Shape& s
   return std::make_shared<Buffer>(dtype, shape, data, cap, shared_from_this());
 }
 
+std::shared_ptr<Buffer> BufferPool::allocate_persistent(ir::DType dtype, const ir::Shape& shape) {
+  size_t cap = round_capacity(static_cast<size_t>(ir::shape_numel(shape)) * ir::dtype_size(dtype));
+  auto* data = static_cast<std::byte*>(std::aligned_alloc(kAlign, cap));
+  if (!data) throw std::bad_alloc();
+  {
+    std::lock_guard lock(mu_);
+    persistent_bytes_ += cap;
+  }
+  if (on_fresh_) on_fresh_(cap);
+  return std::make_shared<Buffer>(dtype, shape, data, cap, shared_from_this(), /*persistent=*/true);
+}
+
+std::shared_ptr<Buffer> BufferPool::allocate_result(ir::DType dtype, const ir::Shape& shape) {
+  return mode_ == PersistentMemory::enforced ? allocate_persistent(dtype, shape)
+                                             : allocate(dtype, shape);
+}
+
 std::shared_ptr<Buffer> BufferPool::from_host(const ir::HostTensor& t) {
-  auto b = allocate(t.dtype, t.shape);
+  auto b = mode_ == PersistentMemory::disabled ? allocate(t.dtype, t.shape)
+                                               : allocate_persistent(t.dtype, t.shape);
   KILN_CHECK(t.bytes.size() == b->nbytes()) << "host tensor byte size";
   if (!t.bytes.empty()) std::memcpy(b->data(), t.bytes.data(), t.bytes.size());
   return b;
 }
 
-void BufferPool::release(std::byte* data, size_t capacity) {
+void BufferPool::release(std::byte* data, size_t capacity, bool persistent) {
   std::lock_guard lock(mu_);
+  if (persistent) {
+    persistent_bytes_ -= capacity;
+    std::free(data);
+    return;
+  }
   if (cached_bytes_ + capacity > kMaxCachedBytes) {
     std::free(data);
     return;
@@ -89,6 +112,11 @@ void BufferPool::set_fresh_allocation_observer(std::function<void(size_t)> obser
 size_t BufferPool::cached_bytes() const {
   std::lock_guard lock(mu_);
   return cached_bytes_;
+}
+
+size_t BufferPool::persistent_bytes() const {
+  std::lock_guard lock(mu_);
+  return persistent_bytes_;
 }
 
 }  // namespace kiln::runtime

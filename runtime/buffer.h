@@ -1,4 +1,5 @@
-// Device buffers and the pooled allocator that recycles them (fresh pages cost ~2x on writes).
+// Device buffers and the pooled allocator that recycles them (fresh pages cost ~2x on writes),
+// with persistent memory (kiln.toml memory.persistent_memory, DESIGN.md §7) kept apart.
 #pragma once
 
 #include <cstddef>
@@ -16,11 +17,20 @@ namespace kiln::runtime {
 
 class BufferPool;
 
+// memory.persistent_memory. Persistent buffers hold long-lived data (weights, user tensors):
+// exact-size blocks outside the recycling free lists, returned to the system when freed, and
+// GPU devices keep their device copy from one realize to the next.
+//   enabled:  buffers made from host data (BufferPool::from_host) are persistent;
+//   disabled: every buffer comes from the recycling pool; GPU inputs are uploaded on each realize;
+//   enforced: as enabled, and so are the results a realize returns (BufferPool::allocate_result),
+//             so results fed back as inputs (state, caches) also keep their device copy.
+enum class PersistentMemory { enabled, disabled, enforced };
+
 // A dense C-ordered tensor in host-addressable memory. Returned to its pool when destroyed.
 class Buffer {
  public:
   Buffer(ir::DType dtype, ir::Shape shape, std::byte* data, size_t capacity,
-         std::shared_ptr<BufferPool> pool);
+         std::shared_ptr<BufferPool> pool, bool persistent = false);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -31,6 +41,9 @@ class Buffer {
   size_t nbytes() const { return static_cast<size_t>(numel()) * ir::dtype_size(dtype_); }
   std::byte* data() { return data_; }
   const std::byte* data() const { return data_; }
+  // From the persistent pool: contents are not changed after creation by kiln, so devices may
+  // keep a copy of them (PersistentMemory).
+  bool persistent() const { return persistent_; }
 
   ir::HostTensor to_host() const;
 
@@ -40,26 +53,36 @@ class Buffer {
   std::byte* data_;
   size_t capacity_;
   std::shared_ptr<BufferPool> pool_;
+  bool persistent_;
 };
 
 // Size-bucketed free lists of 64-byte-aligned blocks. Thread-safe.
 class BufferPool : public std::enable_shared_from_this<BufferPool> {
  public:
-  static std::shared_ptr<BufferPool> create();
+  static std::shared_ptr<BufferPool> create(PersistentMemory mode = PersistentMemory::enabled);
   ~BufferPool();
+  PersistentMemory persistent_mode() const { return mode_; }
+  // An intermediate: from the recycling free lists.
   std::shared_ptr<Buffer> allocate(ir::DType dtype, const ir::Shape& shape);
+  // A buffer a realize returns: persistent under PersistentMemory::enforced.
+  std::shared_ptr<Buffer> allocate_result(ir::DType dtype, const ir::Shape& shape);
+  // A copy of host data: persistent unless PersistentMemory::disabled.
   std::shared_ptr<Buffer> from_host(const ir::HostTensor& t);
-  void release(std::byte* data, size_t capacity);
-  size_t cached_bytes() const;
+  void release(std::byte* data, size_t capacity, bool persistent);
+  size_t cached_bytes() const;      // free blocks kept for reuse
+  size_t persistent_bytes() const;  // live persistent buffers
   // Called (outside the pool's lock) with the size of each block taken from the system rather
   // than reused: what the memory logger reports.
   void set_fresh_allocation_observer(std::function<void(size_t)> observer);
 
  private:
-  BufferPool() = default;
+  explicit BufferPool(PersistentMemory mode) : mode_(mode) {}
+  std::shared_ptr<Buffer> allocate_persistent(ir::DType dtype, const ir::Shape& shape);
+  PersistentMemory mode_;
   mutable std::mutex mu_;
   std::multimap<size_t, std::byte*> free_;  // capacity -> block
   size_t cached_bytes_ = 0;
+  size_t persistent_bytes_ = 0;
   std::function<void(size_t)> on_fresh_;
 };
 

@@ -5,7 +5,12 @@
 #include <chrono>
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
+#include "autotune/roofline.h"
+#include "autotune/runner.h"
 #include "runtime/cpu_rates.h"
+#include "runtime/dump_writer.h"
 #include "runtime/logger.h"
 #include "runtime/structural_key.h"
 
@@ -50,7 +55,7 @@ CpuDevice::CpuDevice(DeviceOptions options, std::unique_ptr<codegen::CpuBackend>
       disk_(std::move(disk)),
       kernels_(*backend_, disk_.get(), options_.explain_misses, options_.check_mode),
       threads_(options_.num_threads > 0 ? options_.num_threads : ThreadPool::default_threads()),
-      pool_(BufferPool::create()) {
+      pool_(BufferPool::create(options_.persistent_memory)) {
   if (options_.logger && options_.logger->enabled(LogComponent::memory, LogLevel::verbose))
     pool_->set_fresh_allocation_observer([logger = options_.logger](size_t bytes) {
       logger->log(LogComponent::memory, LogLevel::verbose,
@@ -61,14 +66,7 @@ CpuDevice::CpuDevice(DeviceOptions options, std::unique_ptr<codegen::CpuBackend>
 const passes::CostModel& CpuDevice::cost_model() {
   std::call_once(fuser_once_, [this] {
     cost_ = std::make_unique<passes::CostModel>(cpu_rates(*backend_, threads_));
-    if (options_.fuser == "first") {
-      fuser_ = passes::make_first_fuser();
-    } else if (options_.fuser == "none") {
-      fuser_ = passes::make_unfused();
-    } else {
-      passes::BeamOptions beam = options_.fuser == "greedy" ? passes::BeamOptions{1, 1} : options_.beam;
-      fuser_ = passes::make_beam_fuser(*cost_, beam);
-    }
+    fuser_ = make_fuser(options_, *cost_);
   });
   return *cost_;
 }
@@ -85,10 +83,77 @@ Expected<std::shared_ptr<Plan>> CpuDevice::plan_for(ir::Graph& g,
 
 std::string CpuDevice::fuser_description() {
   const passes::CostModel& cost = cost_model();
-  if (options_.fuser == "first" || options_.fuser == "none") return std::string(fuser_->name());
-  return fmt::format("{} max_blocks={} beam_width={} {}", fuser_->name(),
-                     options_.fuser == "greedy" ? 1 : options_.beam.max_blocks,
-                     options_.fuser == "greedy" ? 1 : options_.beam.beam_width, cost.rates().str());
+  return describe_fuser(options_, *fuser_, cost);
+}
+
+std::string CpuDevice::plan_fuser_key() {
+  return fmt::format("{} check={} tune={}", fuser_description(),
+                     codegen::check_mode_name(options_.check_mode),
+                     options_.autotune ? options_.autotune_level : "off");
+}
+
+codegen::TuneParams CpuDevice::tuned_params(const kir::Kernel& kernel, int* tuned) {
+  auto level = autotune::parse_level(options_.autotune_level);
+  if (!level) return {};  // device_options_from_config checked it; a bad DeviceOptions tunes nothing
+  std::string text = kir::print_kernel(kernel, false);
+  std::lock_guard lock(tune_mu_);
+  if (auto it = tuned_.find(text); it != tuned_.end()) return it->second;
+  std::optional<cache::KeyParts> key;
+  if (disk_) {
+    key = disk_->kernel_key(kernel, codegen::TuneParams{}, codegen::CheckMode::none);
+    key->parts.erase(key->parts.begin() + 1);  // the tune part: the decision is what picks it
+    key->parts.emplace_back("autotune", std::string(autotune::level_name(*level)));
+    if (auto e = disk_->store().get(cache::Table::autotune, *key)) {
+      auto j = nlohmann::json::parse(e->value.begin(), e->value.end(), nullptr, false);
+      if (auto d = autotune::TuneDecision::from_json(j)) return tuned_[text] = d->winner;
+      // A damaged decision: tune again and overwrite it.
+    }
+  }
+  const passes::DeviceRates& rates = cost_model().rates();
+  autotune::ParallelFor pf = [this](int64_t n, const std::function<void(int64_t, int64_t)>& chunk) {
+    threads_.parallel_for(n, 1, chunk);
+  };
+  auto decision = autotune::tune_cpu_kernel(*backend_, pf, kernel, *level,
+                                            autotune::roofline_ms(kernel, rates.bandwidth, rates.compute_rate));
+  if (!decision) {
+    if (options_.logger)
+      options_.logger->log(LogComponent::autotune, LogLevel::minimal,
+                           fmt::format("{}: not tuned: {}", kernel.name, decision.error().message));
+    return tuned_[text] = codegen::TuneParams{};
+  }
+  ++*tuned;
+  if (options_.logger)
+    options_.logger->log(LogComponent::autotune, LogLevel::minimal,
+                         fmt::format("{}: {} ({} candidates, {})", kernel.name, decision->winner.str(),
+                                     decision->candidates.size(), decision->stop_reason));
+  if (disk_) {
+    cache::Entry e;
+    std::string value = decision->to_json().dump();
+    e.value.assign(value.begin(), value.end());
+    e.source = decision->describe();
+    e.metadata = nlohmann::json{{"winner", decision->winner.str()}, {"level", options_.autotune_level}}.dump();
+    disk_->store().put(cache::Table::autotune, *key, e);
+  }
+  return tuned_[text] = decision->winner;
+}
+
+Expected<std::vector<std::string>> CpuDevice::cache_misses(ir::Graph& g,
+                                                           const std::vector<const ir::Node*>& outputs) {
+  if (!disk_) return make_error("the cpu device has no persistent cache to check");
+  StructuralKey key = structural_key(outputs);
+  cost_model();
+  // A stored plan that links names every kernel it needs, all present.
+  cache::KeyParts plan_key = disk_->plan_key(key.key, plan_fuser_key());
+  if (disk_->load_plan(plan_key)) return std::vector<std::string>{};
+  std::vector<std::string> missing{"plan " + plan_key.digest()};
+  PlannerOptions po{.fuser = fuser_.get(), .kernels = nullptr, .namer = options_.namer, .tune = {}};
+  auto plan = build_plan(g, outputs, key.inputs, po);
+  if (!plan) return std::unexpected(plan.error());
+  for (const PlanStep& step : (*plan)->steps) {
+    std::string digest = disk_->kernel_key(step.kernel, codegen::TuneParams{}, options_.check_mode).digest();
+    if (!disk_->store().show(digest)) missing.push_back(fmt::format("kernel {} {}", step.kernel.name, digest));
+  }
+  return missing;
 }
 
 Expected<std::shared_ptr<Plan>> CpuDevice::get_plan(ir::Graph& g,
@@ -105,9 +170,7 @@ Expected<std::shared_ptr<Plan>> CpuDevice::get_plan(ir::Graph& g,
   std::optional<cache::KeyParts> disk_key;
   std::shared_ptr<Plan> plan;
   if (disk_) {
-    // A plan names its kernels' digests, which differ per check mode: so must the plan's key.
-    disk_key = disk_->plan_key(key.key, fmt::format("{} check={}", fuser_description(),
-                                                    codegen::check_mode_name(options_.check_mode)));
+    disk_key = disk_->plan_key(key.key, plan_fuser_key());
     if ((plan = disk_->load_plan(*disk_key))) {
       *source = "disk";
       log(LogComponent::cache, fmt::format("plan {} from the cache: {} kernels, {} linked",
@@ -115,10 +178,14 @@ Expected<std::shared_ptr<Plan>> CpuDevice::get_plan(ir::Graph& g,
     }
   }
   if (!plan) {
-    PlannerOptions po{.fuser = fuser_.get(), .kernels = &kernels_, .namer = options_.namer};
+    int tuned = 0;
+    PlannerOptions po{.fuser = fuser_.get(), .kernels = &kernels_, .namer = options_.namer, .tune = {}};
+    if (options_.autotune)
+      po.tune = [&](const kir::Kernel& k) -> Expected<codegen::TuneParams> { return tuned_params(k, &tuned); };
     auto built = build_plan(g, outputs, key.inputs, po);
     if (!built) return built;
     plan = *built;
+    plan->tuned = tuned;
     *source = "built";
     log_built_plan(*plan);
     if (disk_) {
@@ -157,12 +224,15 @@ Expected<void> CpuDevice::run_plan(const Plan& plan, std::vector<std::shared_ptr
   const bool validate = options_.check_mode == codegen::CheckMode::validate;
   std::array<int64_t, codegen::kCheckSlotWords> check_slot{};
   std::vector<void*> args;
+  std::vector<bool> is_result(plan.slots.size(), false);
+  for (int s : plan.output_slots) is_result[s] = true;
   for (const PlanStep& step : plan.steps) {
     args.clear();
     for (size_t i = 0; i < step.args.size(); ++i) {
       int s = step.args[i];
       if (step.kernel.params[i].output && !slots[s])
-        slots[s] = pool_->allocate(plan.slots[s].dtype, plan.slots[s].shape);
+        slots[s] = is_result[s] ? pool_->allocate_result(plan.slots[s].dtype, plan.slots[s].shape)
+                                : pool_->allocate(plan.slots[s].dtype, plan.slots[s].shape);
       args.push_back(slots[s]->data());
     }
     if (validate) {
@@ -187,6 +257,19 @@ Expected<void> CpuDevice::run_plan(const Plan& plan, std::vector<std::shared_ptr
 Expected<std::vector<std::shared_ptr<Buffer>>> CpuDevice::execute(
     ir::Graph& g, const std::vector<const ir::Node*>& outputs, const Bindings& inputs,
     RunStats* stats) {
+  {
+    std::unique_lock lock(active_mu_);
+    active_free_.wait(lock, [&] { return active_ < std::max(1, options_.max_streams); });
+    ++active_;
+    if (active_ > peak_active_.load()) peak_active_.store(active_);
+  }
+  struct Leave {
+    CpuDevice* d;
+    ~Leave() {
+      { std::lock_guard lock(d->active_mu_); --d->active_; }
+      d->active_free_.notify_one();
+    }
+  } leave{this};
   auto t0 = std::chrono::steady_clock::now();
   // One walk of the graph: the structural key also lists every Input node to check.
   StructuralKey key = structural_key(outputs);
@@ -194,8 +277,8 @@ Expected<std::vector<std::shared_ptr<Buffer>>> CpuDevice::execute(
   std::string source;
   auto got = get_plan(g, outputs, key, &source);
   if (!got) return std::unexpected(got.error());
-  bool hit = source == "memory";
   const std::shared_ptr<Plan>& plan = *got;
+  if (source != "memory") record_graph(outputs, key.inputs, options_.namer);  // KILN_RECORD
   auto t1 = std::chrono::steady_clock::now();
 
   std::vector<std::shared_ptr<Buffer>> slots(plan->slots.size());
@@ -206,21 +289,7 @@ Expected<std::vector<std::shared_ptr<Buffer>>> CpuDevice::execute(
 
   std::vector<std::shared_ptr<Buffer>> results;
   for (int s : plan->output_slots) results.push_back(slots[s]);
-  if (stats) {
-    stats->kernels = static_cast<int>(plan->steps.size());
-    stats->plan_cache_hit = hit;
-    stats->plan_source = source;
-    stats->cache_hits = hit ? 0 : plan->loaded;
-    stats->cache_misses = hit ? 0 : plan->compiled;
-    stats->miss_reasons = hit ? std::vector<std::string>{} : plan->miss_reasons;
-    stats->compiled = hit ? 0 : plan->compiled;
-    stats->compile_ms = hit ? 0 : plan->compile_ms;
-    stats->plan_ms = hit ? 0 : ms_between(t0, t1);
-    stats->run_ms = ms_between(t1, t2);
-    stats->groups.clear();
-    for (const PlanStep& st : plan->steps)
-      stats->groups.push_back(KernelRunInfo{st.kernel.name, st.values, st.num_ops});
-  }
+  fill_run_stats(*plan, source, ms_between(t0, t1), ms_between(t1, t2), stats);
   return results;
 }
 

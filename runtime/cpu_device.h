@@ -2,6 +2,8 @@
 // kernels are JIT-compiled by the cpu backend, and launches are split over a thread pool.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <unordered_map>
 
@@ -28,6 +30,13 @@ class CpuDevice final : public Device {
   Expected<std::shared_ptr<Plan>> plan_for(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
                                            bool* cache_hit = nullptr);
   codegen::CpuBackend& backend() { return *backend_; }
+  // What a realize of `outputs` would not find in the persistent cache (`kiln warm --check`):
+  // "plan <digest>" and "kernel <name> <digest>" lines; empty when everything is there. Lowers
+  // the graph but compiles nothing. An error without a persistent cache.
+  Expected<std::vector<std::string>> cache_misses(ir::Graph& g,
+                                                  const std::vector<const ir::Node*>& outputs);
+  // The most realizes that have run at once (bounded by DeviceOptions::max_streams).
+  int peak_running_realizes() const { return peak_active_.load(); }
   // The cost model with this machine's rates (measured once, see runtime/cpu_rates.h).
   const passes::CostModel& cost_model();
 
@@ -38,6 +47,12 @@ class CpuDevice final : public Device {
   Expected<std::shared_ptr<Plan>> get_plan(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
                                            const StructuralKey& key, std::string* source);
   std::string fuser_description();
+  // The fuser part of plan keys: a plan names its kernels' digests, which differ per check mode
+  // and schedule (tuned or not).
+  std::string plan_fuser_key();
+  // The autotuner's schedule for `kernel`: this process's decision, the persistent cache's, or
+  // tuned now (counted in *tuned). Never fails a run: if tuning fails, the default schedule.
+  codegen::TuneParams tuned_params(const kir::Kernel& kernel, int* tuned);
   // Fails with the first out-of-range access of a kernel compiled with CheckMode::validate.
   Expected<void> run_plan(const Plan& plan, std::vector<std::shared_ptr<Buffer>>& slots);
   // Verbose lines of the component's logger (fusion, compilation, cache decisions).
@@ -55,6 +70,13 @@ class CpuDevice final : public Device {
   std::unique_ptr<passes::Fuser> fuser_;
   std::mutex plans_mu_;
   std::unordered_map<std::string, std::shared_ptr<Plan>> plans_;
+  // streaming.max_streams: realizes running at once.
+  std::mutex active_mu_;
+  std::condition_variable active_free_;
+  int active_ = 0;
+  std::atomic<int> peak_active_{0};
+  std::mutex tune_mu_;  // one kernel tuned at a time: timings must not overlap
+  std::unordered_map<std::string, codegen::TuneParams> tuned_;  // kernel text -> winner
 };
 
 }  // namespace kiln::runtime

@@ -9,6 +9,7 @@
 #include "cache/store.h"
 #include "runtime/config.h"
 #include "runtime/cpu_device.h"
+#include "runtime/gpu_device.h"
 #include "runtime/logger.h"
 #include "runtime/reference.h"
 #include "runtime/reference_device.h"
@@ -22,7 +23,13 @@ std::string input_label(const ir::Node* n) {
 }
 }  // namespace
 
-std::vector<std::string> available_devices() { return {"cpu", "reference"}; }
+std::vector<std::string> available_devices() {
+  std::vector<std::string> names{"cpu", "reference"};
+  for (const auto& list : {list_vulkan_devices(), list_cuda_devices()})
+    for (const GpuDeviceInfo& d : list)
+      if (d.present) names.push_back(d.name);
+  return names;
+}
 
 Expected<std::unique_ptr<Device>> open_device(std::string_view name, DeviceOptions options) {
   if (options.fuser != "beam" && options.fuser != "greedy" && options.fuser != "first" &&
@@ -38,6 +45,7 @@ Expected<std::unique_ptr<Device>> open_device(std::string_view name, DeviceOptio
     return std::unique_ptr<Device>(std::move(*dev));
   }
   if (name == "reference") return std::unique_ptr<Device>(new ReferenceDevice());
+  if (auto gpu = open_gpu_device(name, options)) return std::move(*gpu);
   return make_error(fmt::format("unknown device '{}' (available: {})", name,
                                 fmt::join(available_devices(), ", ")));
 }
@@ -73,7 +81,52 @@ Expected<DeviceOptions> device_options_from_config(const Config& config) {
         config.check_mode));
   }
   o.logger = std::make_shared<const Logger>(Logger::from_config(config));
+  o.max_streams = config.max_streams;
+  o.autotune_level = config.autotune_level;
+  if (config.persistent_memory == "enabled") o.persistent_memory = PersistentMemory::enabled;
+  else if (config.persistent_memory == "disabled") o.persistent_memory = PersistentMemory::disabled;
+  else if (config.persistent_memory == "enforced") o.persistent_memory = PersistentMemory::enforced;
+  else
+    return make_error(fmt::format(
+        "memory.persistent_memory: unknown mode '{}' (expected enabled, disabled or enforced)",
+        config.persistent_memory));
   return o;
+}
+
+std::unique_ptr<passes::Fuser> make_fuser(const DeviceOptions& options, const passes::CostModel& cost) {
+  if (options.fuser == "first") return passes::make_first_fuser();
+  if (options.fuser == "none") return passes::make_unfused();
+  passes::BeamOptions beam = options.fuser == "greedy" ? passes::BeamOptions{1, 1} : options.beam;
+  return passes::make_beam_fuser(cost, beam);
+}
+
+std::string describe_fuser(const DeviceOptions& options, const passes::Fuser& fuser,
+                           const passes::CostModel& cost) {
+  if (options.fuser == "first" || options.fuser == "none") return std::string(fuser.name());
+  bool greedy = options.fuser == "greedy";
+  return fmt::format("{} max_blocks={} beam_width={} {}", fuser.name(),
+                     greedy ? 1 : options.beam.max_blocks, greedy ? 1 : options.beam.beam_width,
+                     cost.rates().str());
+}
+
+void fill_run_stats(const Plan& plan, const std::string& source, double plan_ms, double run_ms,
+                    RunStats* stats) {
+  if (!stats) return;
+  bool hit = source == "memory";
+  stats->kernels = static_cast<int>(plan.steps.size());
+  stats->plan_cache_hit = hit;
+  stats->plan_source = source;
+  stats->cache_hits = hit ? 0 : plan.loaded;
+  stats->cache_misses = hit ? 0 : plan.compiled;
+  stats->miss_reasons = hit ? std::vector<std::string>{} : plan.miss_reasons;
+  stats->compiled = hit ? 0 : plan.compiled;
+  stats->tuned = hit ? 0 : plan.tuned;
+  stats->compile_ms = hit ? 0 : plan.compile_ms;
+  stats->plan_ms = hit ? 0 : plan_ms;
+  stats->run_ms = run_ms;
+  stats->groups.clear();
+  for (const PlanStep& st : plan.steps)
+    stats->groups.push_back(KernelRunInfo{st.kernel.name, st.values, st.num_ops});
 }
 
 Expected<void> check_bindings(const std::vector<const ir::Node*>& nodes, const Bindings& inputs) {

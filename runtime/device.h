@@ -10,6 +10,7 @@
 
 #include "ir/error.h"
 #include "ir/graph.h"
+#include "passes/cost_model.h"
 #include "passes/fuser.h"
 #include "runtime/buffer.h"
 #include "runtime/plan.h"
@@ -37,8 +38,13 @@ struct RunStats {
   std::string plan_source;    // "memory" (this process), "disk" (an earlier process) or "built"
   int cache_hits = 0;         // kernels linked from the persistent cache during this request
   int cache_misses = 0;       // kernels compiled because the persistent cache did not have them
+  int tuned = 0;              // kernels autotuned during this request (DeviceOptions::autotune)
   std::vector<std::string> miss_reasons;  // with DeviceOptions::explain_misses
   std::vector<KernelRunInfo> groups;
+  // GPU devices: bytes copied to and from the device during this request (inputs kept on the
+  // device by memory.persistent_memory are not copied again).
+  int64_t upload_bytes = 0;
+  int64_t download_bytes = 0;
 };
 
 struct DeviceOptions {
@@ -58,6 +64,17 @@ struct DeviceOptions {
   codegen::CheckMode check_mode = codegen::CheckMode::none;
   // kiln.toml's per-component loggers; null: warnings go to stderr, nothing else is logged.
   std::shared_ptr<const Logger> logger;
+  // Autotuning (DESIGN.md §9) of every kernel the cpu device compiles, at `autotune_level`
+  // (kiln.toml autotune.level): decisions are kept in the persistent cache, so a kernel is tuned
+  // once per machine. Off unless asked for (`kiln run --autotune`, `kiln warm --autotune`).
+  bool autotune = false;
+  std::string autotune_level = "balanced";
+  // streaming.max_streams: GPU devices keep up to this many streams, one per realize running at
+  // once (further realizes wait for a free one); the cpu device runs at most this many realizes
+  // at once (their kernels share one thread pool).
+  int max_streams = 8;
+  // memory.persistent_memory (runtime/buffer.h).
+  PersistentMemory persistent_memory = PersistentMemory::enabled;
 };
 
 struct Config;
@@ -76,7 +93,16 @@ class Device {
       RunStats* stats = nullptr) = 0;
 };
 
-// "cpu" or "reference"; anything else is an error listing the available devices.
+// The fuser DeviceOptions::fuser names, with `cost` for the beam fuser; and its one-line
+// description (name, options, rates), which is part of plan cache keys.
+std::unique_ptr<passes::Fuser> make_fuser(const DeviceOptions& options, const passes::CostModel& cost);
+std::string describe_fuser(const DeviceOptions& options, const passes::Fuser& fuser,
+                           const passes::CostModel& cost);
+// RunStats of one execute: `source` is where the plan came from ("memory": nothing was built).
+void fill_run_stats(const Plan& plan, const std::string& source, double plan_ms, double run_ms,
+                    RunStats* stats);
+
+// "cpu", "reference", "cuda:N" or "vulkan:N"; anything else is an error listing the devices.
 Expected<std::unique_ptr<Device>> open_device(std::string_view name, DeviceOptions options = {});
 std::vector<std::string> available_devices();
 

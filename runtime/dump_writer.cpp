@@ -11,6 +11,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
+#include "cache/store.h"
 #include "runtime/dump_text.h"
 
 namespace kiln::runtime {
@@ -80,6 +83,26 @@ void write_plan_dump(const std::vector<const ir::Node*>& outputs,
   auto written = stem ? write_plan_files(dir, *stem, outputs, inputs, plan, namer)
                       : Expected<std::vector<std::string>>(std::unexpected(stem.error()));
   if (!written) fmt::print(stderr, "kiln: warning: KILN_DUMP: {}\n", written.error().message);
+}
+
+void record_graph(const std::vector<const ir::Node*>& outputs,
+                  const std::vector<const ir::Node*>& inputs, const ValueNamer& namer) {
+  const char* dir = std::getenv("KILN_RECORD");
+  if (!dir || !*dir) return;
+  std::string text = ir::print_kg(standalone_graph(outputs, inputs, namer));
+  std::string digest = cache::KeyParts{{{"graph", text}}}.digest();
+  std::filesystem::path path = std::filesystem::path(dir) / ("graph-" + digest.substr(0, 16) + ".kg");
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) return;
+  std::filesystem::create_directories(dir, ec);
+  // Written under a temporary name and renamed: a reader (kiln warm) never sees half a file.
+  std::filesystem::path tmp = path;
+  tmp += fmt::format(".tmp-{}", ::getpid());
+  auto w = write_file(tmp, text);
+  if (w) std::filesystem::rename(tmp, path, ec);
+  if (!w || ec)
+    fmt::print(stderr, "kiln: warning: KILN_RECORD: {}\n",
+               w ? fmt::format("cannot write '{}': {}", path.string(), ec.message()) : w.error().message);
 }
 
 }  // namespace kiln::runtime

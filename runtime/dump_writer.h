@@ -21,6 +21,13 @@ void write_plan_dump(const std::vector<const ir::Node*>& outputs,
                      const std::vector<const ir::Node*>& inputs, const Plan& plan,
                      const ValueNamer& namer);
 
+// KILN_RECORD=<dir>: records a realized graph for `kiln warm` as <dir>/graph-<digest>.kg (the
+// digest of the text, so a graph realized again, by this or another process, is recorded once).
+// Called by the devices the first time a process realizes each graph structure. Failures are
+// warnings on stderr.
+void record_graph(const std::vector<const ir::Node*>& outputs,
+                  const std::vector<const ir::Node*>& inputs, const ValueNamer& namer);
+
 // The same files into `dir` under `stem` (e.g. "graph-0001"); returns the paths written, or the
 // first error. Used by write_plan_dump and by tests.
 Expected<std::vector<std::string>> write_plan_files(const std::string& dir, const std::string& stem,

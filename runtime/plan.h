@@ -39,6 +39,7 @@ struct Plan {
   std::string fuser;                               // the fuser's name
   int compiled = 0;                                // kernels compiled while building it
   int loaded = 0;                                  // kernels linked from the persistent cache
+  int tuned = 0;                                   // kernels autotuned while building it
   std::vector<std::string> miss_reasons;           // persistent-cache misses, when explained
   double compile_ms = 0;                           // codegen time while building it
   double plan_ms = 0;                              // total build time (passes + fusion + codegen)

@@ -118,7 +118,13 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
     describe_group(group, namer, step);
     step.kernel = std::move(lowered->kernel);
     if (options.kernels) {
-      auto got = options.kernels->get(step.kernel, codegen::TuneParams{});
+      codegen::TuneParams params;
+      if (options.tune) {
+        auto tuned = options.tune(step.kernel);
+        if (!tuned) return std::unexpected(tuned.error());
+        params = *tuned;
+      }
+      auto got = options.kernels->get(step.kernel, params);
       if (!got) return std::unexpected(got.error());
       step.artifact = got->artifact;
       step.kernel_digest = got->digest;

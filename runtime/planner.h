@@ -53,6 +53,8 @@ struct PlannerOptions {
   const passes::Fuser* fuser = nullptr;  // null: the first fuser
   KernelCache* kernels = nullptr;        // null: lower only, do not compile
   ValueNamer namer;                      // null: %t<id> for every value
+  // The schedule each kernel is compiled with (the autotuner's winner); null: TuneParams{}.
+  std::function<Expected<codegen::TuneParams>(const kir::Kernel&)> tune;
 };
 
 // `inputs` are the plan's inputs in position order (StructuralKey::inputs).

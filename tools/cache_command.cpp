@@ -17,7 +17,9 @@ namespace {
 
 constexpr const char* kDefaultMaxSize = "2GiB";  // the [cache] max_size default of kiln.toml
 
-Expected<std::string> scope_path(const std::string& scope) {
+}  // namespace
+
+Expected<std::string> cache_scope_path(const std::string& scope) {
   if (scope == "global") return cache::global_scope_path();
   if (scope == "target") return cache::target_scope_path();
   if (scope == "local")
@@ -27,6 +29,8 @@ Expected<std::string> scope_path(const std::string& scope) {
   return make_error(fmt::format(
       "--cache: '{}' is not a cache scope; expected local, target, global or file=PATH", scope));
 }
+
+namespace {
 
 std::string format_time(int64_t unix_seconds) {
   std::time_t t = static_cast<std::time_t>(unix_seconds);
@@ -174,7 +178,7 @@ int run_action(cache::Store& store, const CacheOptions& o) {
 
 int cache_command(const CacheOptions& o) {
   if (auto ok = check_arguments(o); !ok) return report_error(ok.error().message);
-  auto path = scope_path(o.scope);
+  auto path = cache_scope_path(o.scope);
   if (!path) return report_error(path.error().message);
   // Looking never creates or rebuilds a cache: those actions open it read-only.
   bool writes = o.action == "prune" || o.action == "import" || o.action == "clear";

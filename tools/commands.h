@@ -30,6 +30,7 @@ struct RunOptions {
   bool stats = false;
   std::string stats_json;  // empty: none
   int repeat = 1;          // run_ms is the median over this many runs
+  bool autotune = false;   // tune every kernel at kiln.toml's autotune.level (cpu)
   FuserFlags fusion;
 };
 int run_command(const RunOptions& options);
@@ -43,8 +44,15 @@ struct DumpOptions {
   std::string rates = "measured";  // measured (this machine, as `kiln run`) | reference (fixed)
   std::string format = "text";      // text | dot | html
   std::string output;               // empty: stdout
+  std::string target = "cpu";       // cpu | cuda | vulkan: whose kernels `source` shows
+  std::string arch = "sm_90";       // cuda: the architecture of ptx (no GPU needed)
+  bool arch_given = false;
+  std::string out_dir;              // one file per kernel (.ll / .cu .ptx .cubin / .comp .spv)
 };
 int dump_command(const DumpOptions& options);
+
+// `kiln devices`: every device with its properties, and why an absent one is absent.
+int devices_command();
 
 // `kiln config`: prints the configuration found from the working directory, or its error.
 int config_command();
@@ -60,6 +68,23 @@ struct CacheOptions {
   std::string table = "kernels"; // explain: kernels | plans | autotune
 };
 int cache_command(const CacheOptions& options);
+
+// `kiln warm PATH...`: compiles every kernel (and, on the cpu, every plan) of .kg graphs or
+// KILN_RECORD directories into a kernel cache; --check lists what would miss instead.
+struct WarmOptions {
+  std::vector<std::string> paths;
+  std::string target = "cpu";  // cpu | cuda | vulkan (vulkan:0)
+  std::string arch = "sm_90";  // cuda
+  bool arch_given = false;
+  std::string scope;           // local | target | global | file=PATH; empty: kiln.toml's
+  bool check = false;
+  bool autotune = false;
+  int jobs = 1;
+};
+int warm_command(const WarmOptions& options);
+
+// --cache SCOPE (local | target | global | file=PATH) -> the store's path.
+Expected<std::string> cache_scope_path(const std::string& scope);
 
 // Prints "kiln: error: MESSAGE" (MESSAGE as is when it already carries a location) and returns 1.
 int report_error(const std::string& message);

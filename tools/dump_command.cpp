@@ -6,12 +6,15 @@
 
 #include "ir/kg.h"
 #include "passes/cost_model.h"
+#include "codegen/cuda/nvrtc.h"
 #include "runtime/cpu_device.h"
+#include "runtime/gpu_device.h"
 #include "runtime/dump_text.h"
 #include "runtime/planner.h"
 #include "runtime/structural_key.h"
 #include "tools/commands.h"
 #include "tools/dump_dot.h"
+#include "tools/dump_gpu.h"
 #include "tools/dump_html.h"
 #include "tools/graph_namer.h"
 
@@ -35,7 +38,19 @@ Expected<void> check_combination(const DumpOptions& o) {
   if (o.format != "text" && o.stage_given && o.stage != "groups")
     return make_error(fmt::format("--format {} draws the groups stage; use --stage groups or --format text",
                                   o.format));
+  if (o.stage == "ptx" && o.target != "cuda")
+    return make_error(fmt::format("--stage ptx needs --target cuda (not {})", o.target));
+  if (o.stage == "spirv" && o.target != "vulkan")
+    return make_error(fmt::format("--stage spirv needs --target vulkan (not {})", o.target));
+  if (o.arch_given && o.target != "cuda")
+    return make_error(fmt::format("--arch applies to --target cuda, not {}", o.target));
+  if (o.target == "cuda")
+    if (auto arch = codegen::cuda::parse_arch(o.arch); !arch) return std::unexpected(arch.error());
   return {};
+}
+
+TargetDumpOptions target_options(const DumpOptions& o) {
+  return TargetDumpOptions{o.target, o.arch, o.stage == "llvm" ? "source" : o.stage, o.out_dir};
 }
 
 std::unique_ptr<passes::Fuser> make_fuser(const DumpOptions& o, const passes::CostModel& model) {
@@ -76,13 +91,22 @@ Expected<void> prepare(const DumpOptions& o, DumpInput& in) {
   for (const auto& [name, node] : in.graph.outputs) in.outputs.push_back(node);
   in.key = runtime::structural_key(in.outputs);
 
-  bool compile = o.stage == "source" || o.stage == "llvm" || o.format == "html";
-  if (compile || o.rates == "measured") {
+  bool cpu = o.target == "cpu";
+  bool compile = cpu && (o.stage == "source" || o.stage == "llvm" || o.format == "html" ||
+                         !o.out_dir.empty());
+  if (compile || (cpu && o.rates == "measured")) {
     auto dev = runtime::CpuDevice::create({});
     if (!dev) return std::unexpected(dev.error());
     in.device = std::move(*dev);
   }
-  if (o.rates == "measured") {
+  if (!cpu) {
+    // The rates the GPU device would plan with: vulkan:0's when present, else a GPU's.
+    passes::DeviceRates rates = passes::DeviceRates::reference_gpu();
+    if (o.target == "vulkan" && o.rates == "measured")
+      if (auto backend = runtime::open_vulkan_backend(0)) rates = runtime::gpu_rates(**backend);
+    in.reference = std::make_unique<passes::CostModel>(rates);
+    in.model = in.reference.get();
+  } else if (o.rates == "measured") {
     in.model = &in.device->cost_model();
   } else {
     in.reference = std::make_unique<passes::CostModel>(passes::DeviceRates::reference_cpu());
@@ -102,7 +126,7 @@ Expected<void> prepare(const DumpOptions& o, DumpInput& in) {
   return {};
 }
 
-std::string render(const DumpOptions& o, const DumpInput& in) {
+Expected<std::string> render(const DumpOptions& o, const DumpInput& in) {
   runtime::ValueNamer namer = runtime::optimized_namer(*in.plan, in.outputs, make_namer(in.graph));
   if (o.format == "dot") return render_dot(build_dump_graph(*in.plan, namer, *in.model), o.why);
   if (o.format == "html")
@@ -111,7 +135,7 @@ std::string render(const DumpOptions& o, const DumpInput& in) {
     return ir::print_kg(runtime::standalone_graph(in.plan->optimized_outputs, in.key.inputs, namer));
   if (o.stage == "groups") return runtime::groups_text(*in.plan, namer, *in.model, o.why);
   if (o.stage == "kernels") return runtime::kernels_text(*in.plan);
-  return runtime::source_text(*in.plan);
+  return target_kernels_text(*in.plan, target_options(o));
 }
 
 }  // namespace
@@ -122,7 +146,15 @@ int dump_command(const DumpOptions& o) {
     fmt::print(stderr, "kiln: warning: --why applies to --stage groups (and --format dot)\n");
   DumpInput in;
   if (auto ok = prepare(o, in); !ok) return report_error(ok.error().message);
-  if (auto ok = emit(o.output, render(o, in)); !ok) return report_error(ok.error().message);
+  if (!o.out_dir.empty()) {
+    auto written = write_kernel_files(*in.plan, target_options(o));
+    if (!written) return report_error(written.error().message);
+    fmt::print(stderr, "kiln: wrote {} files to {}\n", written->size(), o.out_dir);
+    if (!o.stage_given) return 0;  // --out-dir alone: the files are the output
+  }
+  auto text = render(o, in);
+  if (!text) return report_error(text.error().message);
+  if (auto ok = emit(o.output, *text); !ok) return report_error(ok.error().message);
   return 0;
 }
 

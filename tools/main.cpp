@@ -24,9 +24,18 @@ void add_fuser_options(CLI::App* cmd, FuserFlags& o) {
 
 void add_dump_options(CLI::App* cmd, DumpOptions& o) {
   cmd->add_option("graph", o.graph_path, "The .kg graph file")->required();
-  cmd->add_option("--stage", o.stage, "graph | groups | kernels | source (llvm: alias of source)")
+  cmd->add_option("--stage", o.stage,
+                  "graph | groups | kernels | source (the target's: LLVM IR, CUDA C, GLSL; llvm: "
+                  "alias) | ptx (cuda) | spirv (vulkan, disassembled)")
       ->default_val("kernels")
-      ->check(CLI::IsMember({"graph", "groups", "kernels", "source", "llvm"}));
+      ->check(CLI::IsMember({"graph", "groups", "kernels", "source", "llvm", "ptx", "spirv"}));
+  cmd->add_option("--target", o.target, "cpu | cuda | vulkan: the backend whose source is shown")
+      ->default_val("cpu")
+      ->check(CLI::IsMember({"cpu", "cuda", "vulkan"}));
+  cmd->add_option("--arch", o.arch, "cuda: the architecture to compile for, e.g. sm_80, sm_90")
+      ->default_val("sm_90");
+  cmd->add_option("--out-dir", o.out_dir,
+                  "Write one file per kernel: .ll (cpu); .cu .ptx .cubin (cuda); .comp .spv (vulkan)");
   cmd->add_flag("--why", o.why, "With the groups: why each kernel boundary did not fuse");
   add_fuser_options(cmd, o.fusion);
   cmd->add_option("--rates", o.rates,
@@ -69,10 +78,13 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--input", input_args, "NAME=PATH.npy for a graph input (repeatable)");
   run_cmd->add_flag("--random-inputs", run.inputs.random, "Fill unbound inputs with seeded random data");
   run_cmd->add_option("--seed", run.inputs.seed, "Seed for --random-inputs")->default_val(0);
-  run_cmd->add_option("--device", run.device, "cpu or reference")->default_val("cpu");
+  run_cmd->add_option("--device", run.device, "cpu, reference, vulkan:N or cuda:N (see kiln devices)")
+      ->default_val("cpu");
   run_cmd->add_option("--out", run.out_dir, "Write each output %y to DIR/y.npy");
   run_cmd->add_flag("--stats", run.stats, "Print kernels, compile time and run time");
   run_cmd->add_option("--stats-json", run.stats_json, "Write the statistics as JSON to FILE");
+  run_cmd->add_flag("--autotune", run.autotune,
+                    "Tune each kernel's schedule by measuring (autotune.level); kept in the cache");
   run_cmd->add_option("--repeat", run.repeat, "Run N times; run time is the median")
       ->check(CLI::Range(1, 100000));
   add_fuser_options(run_cmd, run.fusion);
@@ -81,6 +93,29 @@ int main(int argc, char** argv) {
   auto* dump_cmd = app.add_subcommand(
       "dump", "Show how a .kg graph is optimized, fused and compiled (graph, groups, kernels, source)");
   add_dump_options(dump_cmd, dump);
+
+  WarmOptions warm;
+  auto* warm_cmd = app.add_subcommand(
+      "warm", "Compile the kernels of .kg graphs or a KILN_RECORD directory into a kernel cache");
+  warm_cmd->add_option("paths", warm.paths, ".kg files and directories of them (KILN_RECORD=DIR)")
+      ->required();
+  warm_cmd->add_option("--target", warm.target, "cpu | cuda (no GPU needed, see --arch) | vulkan")
+      ->default_val("cpu")
+      ->check(CLI::IsMember({"cpu", "cuda", "vulkan"}));
+  warm_cmd->add_option("--arch", warm.arch, "cuda: the architecture, e.g. sm_80, sm_90")
+      ->default_val("sm_90");
+  warm_cmd->add_option("--cache", warm.scope,
+                       "local | target | global | file=PATH (default: kiln.toml compilation.cache)");
+  warm_cmd->add_flag("--autotune", warm.autotune,
+                     "Also tune each kernel on this machine (cpu; the decisions go in the cache)");
+  warm_cmd->add_flag("--check", warm.check,
+                     "Compile nothing; list every kernel or plan a run would miss (exit 1 if any)");
+  warm_cmd->add_option("--jobs,-j", warm.jobs, "Graphs compiled at once")
+      ->default_val(1)
+      ->check(CLI::Range(1, 256));
+
+  auto* devices_cmd =
+      app.add_subcommand("devices", "List the devices kiln can run on, with their properties");
 
   auto* config_cmd = app.add_subcommand(
       "config", "Print the effective kiln.toml configuration and where each value came from");
@@ -95,12 +130,18 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // A bad option value is one "kiln: error:" line and exit code 1, like its other errors.
-    if ((dump_cmd->parsed() || run_cmd->parsed() || cache_cmd->parsed()) && e.get_exit_code() != 0)
+    if ((dump_cmd->parsed() || run_cmd->parsed() || cache_cmd->parsed() || warm_cmd->parsed()) &&
+        e.get_exit_code() != 0)
       return report_error(e.what());
     return app.exit(e);
   }
   if (*cache_cmd) return cache_command(cache);
   if (*config_cmd) return config_command();
+  if (*devices_cmd) return devices_command();
+  if (*warm_cmd) {
+    warm.arch_given = warm_cmd->count("--arch") > 0;
+    return warm_command(warm);
+  }
   if (*run_cmd) {
     for (const std::string& arg : input_args) {
       auto parsed = parse_input_arg(arg);
@@ -112,5 +153,6 @@ int main(int argc, char** argv) {
     return run_command(run);
   }
   dump.stage_given = dump_cmd->count("--stage") > 0;
+  dump.arch_given = dump_cmd->count("--arch") > 0;
   return dump_command(dump);
 }

@@ -30,6 +30,7 @@ void print_summary(const std::string& name, const ir::HostTensor& t) {
 
 void print_stats(const runtime::RunStats& s, int repeat) {
   fmt::print("kernels: {} launched, {} compiled\n", s.kernels, s.compiled);
+  if (s.tuned > 0) fmt::print("autotune: {} kernel{} tuned\n", s.tuned, s.tuned == 1 ? "" : "s");
   if (!s.plan_source.empty())
     fmt::print("cache: plan {}, {} kernel hit{}, {} miss{}\n",
                s.plan_source == "built" ? "built" : "from " + s.plan_source, s.cache_hits,
@@ -39,6 +40,8 @@ void print_stats(const runtime::RunStats& s, int repeat) {
     fmt::print("  {}: {} op{}: {}\n", g.name, g.num_ops, g.num_ops == 1 ? "" : "s",
                fmt::join(g.values, " "));
   fmt::print("compile: {:.2f} ms (plan {:.2f} ms)\n", s.compile_ms, s.plan_ms);
+  if (s.upload_bytes > 0 || s.download_bytes > 0)
+    fmt::print("transfers: {} bytes to the device, {} bytes back\n", s.upload_bytes, s.download_bytes);
   fmt::print("run: {:.3f} ms{}\n", s.run_ms, repeat > 1 ? fmt::format(" (median of {})", repeat) : "");
 }
 
@@ -46,6 +49,7 @@ Expected<void> write_stats_json(const std::string& path, const runtime::RunStats
   nlohmann::json j;
   j["kernels"] = s.kernels;
   j["compiled"] = s.compiled;
+  j["tuned"] = s.tuned;
   j["compile_ms"] = s.compile_ms;
   j["plan_ms"] = s.plan_ms;
   j["run_ms"] = s.run_ms;
@@ -53,6 +57,8 @@ Expected<void> write_stats_json(const std::string& path, const runtime::RunStats
   j["cache_hits"] = s.cache_hits;
   j["cache_misses"] = s.cache_misses;
   j["miss_reasons"] = s.miss_reasons;
+  j["upload_bytes"] = s.upload_bytes;
+  j["download_bytes"] = s.download_bytes;
   j["groups"] = nlohmann::json::array();
   j["kernel_names"] = nlohmann::json::array();
   for (const auto& g : s.groups) {
@@ -81,6 +87,7 @@ int run_command(const RunOptions& o) {
   auto options = runtime::device_options_from_config(config->config);
   if (!options) return report_error(options.error().message);
   options->namer = make_namer(*graph);
+  options->autotune = o.autotune;
   // Command-line fuser flags win over kiln.toml.
   if (o.fusion.fuser_given) options->fuser = o.fusion.fuser;
   if (o.fusion.fuser_given || o.fusion.max_blocks || o.fusion.beam_width) options->beam = *beam;

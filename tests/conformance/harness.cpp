@@ -1,18 +1,21 @@
-// The conformance harness: cpu vs reference.
+// The conformance harness: the device under test (KILN_TEST_DEVICE, default cpu) vs reference.
 #include "harness.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 namespace kiln::testing {
 
-runtime::Device& cpu_device() {
-  static std::unique_ptr<runtime::Device> dev = [] {
-    auto d = runtime::open_device("cpu");
-    KILN_CHECK(d.has_value()) << d.error().message;
-    return std::move(*d);
-  }();
-  return *dev;
+std::string device_under_test_name() {
+  const char* name = std::getenv("KILN_TEST_DEVICE");
+  return name && *name ? name : "cpu";
+}
+
+Expected<runtime::Device*> device_under_test() {
+  static Expected<std::unique_ptr<runtime::Device>> dev = runtime::open_device(device_under_test_name());
+  if (!dev) return std::unexpected(dev.error());
+  return dev->get();
 }
 
 runtime::Device& reference_device() {
@@ -61,13 +64,22 @@ double tolerance(ir::DType dtype) {
 
 void expect_matches_reference(Case& c, const std::vector<const ir::Node*>& outputs,
                               const std::string& what) {
-  runtime::Bindings cpu_in, ref_in;
+  auto dut = device_under_test();
+  if (!dut) {
+    // A GPU that is not there is skipped; every other device must open (vulkan:0 is lavapipe).
+    if (device_under_test_name().starts_with("cuda"))
+      GTEST_SKIP() << "no CUDA device: " << dut.error().message;
+    ADD_FAILURE() << "cannot open device " << device_under_test_name() << ": " << dut.error().message;
+    return;
+  }
+  runtime::Device& device = **dut;
+  runtime::Bindings dut_in, ref_in;
   for (auto& [node, host] : c.inputs) {
-    cpu_in[node] = cpu_device().pool()->from_host(host);
+    dut_in[node] = device.pool()->from_host(host);
     ref_in[node] = reference_device().pool()->from_host(host);
   }
-  auto got = cpu_device().execute(c.graph, outputs, cpu_in);
-  ASSERT_TRUE(got.has_value()) << what << ": cpu: " << got.error().message;
+  auto got = device.execute(c.graph, outputs, dut_in);
+  ASSERT_TRUE(got.has_value()) << what << ": " << device.name() << ": " << got.error().message;
   auto want = reference_device().execute(c.graph, outputs, ref_in);
   ASSERT_TRUE(want.has_value()) << what << ": reference: " << want.error().message;
   for (size_t o = 0; o < outputs.size(); ++o) {
@@ -84,7 +96,7 @@ void expect_matches_reference(Case& c, const std::vector<const ir::Node*>& outpu
       bool ok = (std::isnan(a) && std::isnan(b)) || a == b || std::abs(a - b) <= tol;
       if (!ok) {
         ++bad;
-        ADD_FAILURE() << what << ": output " << o << " element " << i << ": cpu " << a
+        ADD_FAILURE() << what << ": output " << o << " element " << i << ": " << device.name() << " " << a
                       << " reference " << b << " (tolerance " << tol << ")";
       }
     }

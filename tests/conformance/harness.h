@@ -1,4 +1,5 @@
-// Runs one graph on the cpu and reference devices and compares them with per-dtype tolerances.
+// Runs one graph on the device under test (KILN_TEST_DEVICE: cpu, vulkan:0, cuda:0; default cpu)
+// and on the reference device, and compares them with per-dtype tolerances.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,7 +15,8 @@
 namespace kiln::testing {
 
 // Shared devices (creating an LLVM JIT per test would dominate the suite's run time).
-runtime::Device& cpu_device();
+std::string device_under_test_name();
+Expected<runtime::Device*> device_under_test();
 runtime::Device& reference_device();
 
 // Seeded inputs: floats normal(0,1) scaled by `scale` (or positive when `positive`), ints in

@@ -1,0 +1,38 @@
+// Host buffers for benchmarking a kernel: seeded random contents valid for every dtype, and the
+// check that a candidate's outputs equal the default candidate's within the dtype's tolerance.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/kernel_ir.h"
+
+namespace kiln::autotune {
+
+// One byte vector per kernel parameter (numel x dtype size, at least one byte so that every
+// pointer is valid).
+using KernelBuffers = std::vector<std::vector<uint8_t>>;
+
+// Every parameter (outputs too, in case a kernel reads one) filled from `seed`: floats uniform in
+// [-2, 2] rounded to the dtype, integers in [-8, 8] ([0, 16] for u8, small enough that no
+// arithmetic on a few of them overflows), bools 0/1. The same seed gives the same bytes.
+KernelBuffers random_buffers(const kir::Kernel& kernel, uint64_t seed);
+
+// Relative tolerance (of an output's largest finite magnitude) for float dtypes: 1e-4 for f32 and
+// f64 (vector widths reassociate reductions), about two units in the last place for f16 (2e-3)
+// and bf16 (1.6e-2); 0 (exact) for integers and bools.
+double output_tolerance(ir::DType t);
+
+// nullopt when every output parameter of `got` matches `want`: floats within
+// output_tolerance(dtype) x the largest finite |want| of that output, NaN where NaN and infinities
+// equal; integers and bools exactly. Otherwise the first mismatch, said for a person.
+std::optional<std::string> compare_outputs(const kir::Kernel& kernel, const KernelBuffers& want,
+                                           const KernelBuffers& got);
+
+// Element i of a buffer of dtype t as a double (f16/bf16 widened exactly).
+double element(ir::DType t, const std::vector<uint8_t>& bytes, size_t i);
+void set_element(ir::DType t, std::vector<uint8_t>& bytes, size_t i, double v);
+
+}  // namespace kiln::autotune

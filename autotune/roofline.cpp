@@ -1,0 +1,61 @@
+// The roofline bound: bytes and flops of a kernel against bandwidth and peak rate.
+#include "autotune/roofline.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+namespace kiln::autotune {
+
+namespace {
+
+// Counts the ops under `e`, each (op, enclosing reduction) pair once.
+class FlopCounter {
+ public:
+  double count(const kir::Expr* e, const kir::Expr* reduce, double points) {
+    if (!seen_.insert({e, reduce}).second) return 0;
+    switch (e->kind) {
+      case kir::ExprKind::Const:
+      case kir::ExprKind::Var:
+      case kir::ExprKind::Load:  // the index is address arithmetic
+        return 0;
+      case kir::ExprKind::Alu: {
+        double n = points;
+        for (const kir::Expr* a : e->args) n += count(a, reduce, points);
+        return n;
+      }
+      case kir::ExprKind::Reduce: {
+        double inner = points;
+        for (int64_t x : e->rextents) inner *= static_cast<double>(x);
+        return inner + count(e->args[0], e, inner);
+      }
+    }
+    return 0;
+  }
+
+ private:
+  std::set<std::pair<const kir::Expr*, const kir::Expr*>> seen_;
+};
+
+}  // namespace
+
+KernelWork kernel_work(const kir::Kernel& kernel) {
+  KernelWork w;
+  for (const kir::Param& p : kernel.params)
+    w.bytes += static_cast<double>(ir::shape_numel(p.shape)) * ir::dtype_size(p.dtype);
+  double points = 1;
+  for (int64_t x : kernel.domain) points *= static_cast<double>(x);
+  FlopCounter counter;
+  for (const kir::Store& st : kernel.stores) w.flops += counter.count(st.value, nullptr, points);
+  return w;
+}
+
+double roofline_ms(const kir::Kernel& kernel, double bandwidth_bytes_per_s, double flops_per_s) {
+  const KernelWork w = kernel_work(kernel);
+  double s = 0;
+  if (bandwidth_bytes_per_s > 0) s = std::max(s, w.bytes / bandwidth_bytes_per_s);
+  if (flops_per_s > 0) s = std::max(s, w.flops / flops_per_s);
+  return s * 1e3;
+}
+
+}  // namespace kiln::autotune

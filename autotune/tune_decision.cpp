@@ -1,0 +1,120 @@
+// TuneDecision to and from JSON, and its table for people.
+#include "autotune/tune_decision.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "autotune/scorer.h"
+
+namespace kiln::autotune {
+
+namespace {
+
+using nlohmann::json;
+
+json params_json(const codegen::TuneParams& p) {
+  return {{"vector_width", p.vector_width}, {"unroll", p.unroll}};
+}
+
+codegen::TuneParams params_from(const json& j) {
+  codegen::TuneParams p;
+  p.vector_width = j.at("vector_width").get<int>();
+  p.unroll = j.at("unroll").get<int>();
+  return p;
+}
+
+// JSON has no infinity: a score without samples is null.
+json number_or_null(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
+
+CandidateStatus status_from(const std::string& s) {
+  for (CandidateStatus c :
+       {CandidateStatus::ok, CandidateStatus::dropped, CandidateStatus::disqualified})
+    if (status_name(c) == s) return c;
+  throw std::invalid_argument(fmt::format("unknown candidate status '{}'", s));
+}
+
+CandidateResult candidate_from(const json& j) {
+  CandidateResult c;
+  c.params = params_from(j.at("params"));
+  c.group = j.at("group").get<std::string>();
+  c.priority = j.at("priority").get<int>();
+  c.samples = j.at("samples").get<std::vector<double>>();
+  c.score = j.at("score").is_null() ? std::numeric_limits<double>::infinity()
+                                    : j.at("score").get<double>();
+  c.status = status_from(j.at("status").get<std::string>());
+  c.reason = j.at("reason").get<std::string>();
+  c.output_checked = j.at("output_checked").get<bool>();
+  c.compile_ms = j.at("compile_ms").get<double>();
+  return c;
+}
+
+std::string ms_text(double v) {
+  return std::isfinite(v) ? fmt::format("{:.4g}", v) : "-";
+}
+
+}  // namespace
+
+json TuneDecision::to_json() const {
+  json cands = json::array();
+  for (const CandidateResult& c : candidates)
+    cands.push_back({{"params", params_json(c.params)},
+                     {"group", c.group},
+                     {"priority", c.priority},
+                     {"samples", c.samples},
+                     {"score", number_or_null(c.score)},
+                     {"status", status_name(c.status)},
+                     {"reason", c.reason},
+                     {"output_checked", c.output_checked},
+                     {"compile_ms", c.compile_ms}});
+  return {{"winner", params_json(winner)}, {"winner_index", winner_index},
+          {"level", level_name(level)},    {"roofline_ms", roofline_ms},
+          {"stop_reason", stop_reason},    {"runs_per_sample", runs_per_sample},
+          {"candidates", std::move(cands)}};
+}
+
+Expected<TuneDecision> TuneDecision::from_json(const json& j) {
+  try {
+    TuneDecision d;
+    d.winner = params_from(j.at("winner"));
+    d.winner_index = j.at("winner_index").get<int>();
+    const std::string level = j.at("level").get<std::string>();
+    const std::optional<Level> l = parse_level(level);
+    if (!l) return make_error(fmt::format("autotune decision: unknown level '{}'", level));
+    d.level = *l;
+    d.roofline_ms = j.at("roofline_ms").get<double>();
+    d.stop_reason = j.at("stop_reason").get<std::string>();
+    d.runs_per_sample = j.at("runs_per_sample").get<int>();
+    for (const json& c : j.at("candidates")) d.candidates.push_back(candidate_from(c));
+    if (d.winner_index < 0 || d.winner_index >= static_cast<int>(d.candidates.size()) ||
+        d.candidates[static_cast<size_t>(d.winner_index)].params != d.winner)
+      return make_error(
+          fmt::format("autotune decision: winner_index {} does not name the winner "
+                      "({}) among {} candidates",
+                      d.winner_index, d.winner.str(), d.candidates.size()));
+    return d;
+  } catch (const std::exception& e) {
+    return make_error(fmt::format("autotune decision: malformed JSON: {}", e.what()));
+  }
+}
+
+std::string TuneDecision::describe() const {
+  std::string out = fmt::format(
+      "autotune level {}: winner #{} ({}), stopped: {}, roofline {} ms, {} run(s) per sample\n",
+      level_name(level), winner_index, winner.str(), stop_reason,
+      roofline_ms > 0 ? ms_text(roofline_ms) : "-", runs_per_sample);
+  out += fmt::format("  {:>3} {:<28} {:<13} {:>7} {:>10} {:>10} {:>10}  {}\n", "#", "params",
+                     "status", "samples", "min ms", "median ms", "score", "reason");
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const CandidateResult& c = candidates[i];
+    out += fmt::format("  {:>3} {:<28} {:<13} {:>7} {:>10} {:>10} {:>10}  {}\n", i, c.params.str(),
+                       status_name(c.status), c.samples.size(), ms_text(min_of(c.samples)),
+                       ms_text(median_of(c.samples)), ms_text(c.score), c.reason);
+  }
+  return out;
+}
+
+}  // namespace kiln::autotune

@@ -1,0 +1,88 @@
+// Kernel-IR expressions -> statements of C-like source text (CUDA C or GLSL), shared by every
+// GPU launch strategy. Expressions are emitted into a tree of scopes (loop or if bodies): each
+// goes to the deepest scope that binds one of its free variables, so loop-invariant code lands
+// before the loop; a scope's text joins its parent's when it closes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "codegen/check_mode.h"
+#include "codegen/gpu/dialect.h"
+#include "ir/error.h"
+#include "ir/kernel_ir.h"
+
+namespace kiln::codegen::gpu {
+
+// Free loop variables of every expression of a kernel (a reduction's own variables are bound
+// inside it), sorted.
+class FreeVars {
+ public:
+  explicit FreeVars(const kir::Kernel& k);
+  const std::vector<int32_t>& of(const kir::Expr* e) const { return vars_.at(e); }
+  bool uses(const kir::Expr* e, int32_t var) const;
+
+ private:
+  std::unordered_map<const kir::Expr*, std::vector<int32_t>> vars_;
+};
+
+class CExprEmitter {
+ public:
+  struct Scope;
+  CExprEmitter(const kir::Kernel& k, DialectText& d, CheckMode check, const FreeVars& fv);
+  ~CExprEmitter();
+
+  // The outermost scope: expressions with no free variable go here.
+  Scope* root() { return root_; }
+  // A child scope whose text is wrapped as `header { ... }` when closed.
+  Scope* open(Scope* parent, std::string header);
+  void close(Scope* s);
+  std::string take_root_text();
+
+  void bind_var(Scope* s, int32_t var, std::string text);
+  // `e` evaluates to `text` (a variable of scope `s`), e.g. a reduction computed cooperatively.
+  void bind_expr(Scope* s, const kir::Expr* e, std::string text);
+  void append(Scope* s, const std::string& line);
+  std::string fresh(const std::string& stem);
+
+  Expected<std::string> emit(const kir::Expr* e);
+  Expected<void> emit_store(Scope* s, const kir::Store& st);
+  // The scope `e` belongs to.
+  Expected<Scope*> scope_for(const kir::Expr* e);
+  std::string indent(Scope* s) const;
+
+  DialectText& dialect() { return d_; }
+
+ private:
+  Expected<std::string> emit_uncached(const kir::Expr* e, Scope* s);
+  Expected<std::string> emit_load(const kir::Expr* e, Scope* s);
+  Expected<std::string> emit_reduce(const kir::Expr* e, Scope* s);
+  std::string define(Scope* s, DType t, const std::string& value);
+  kiln::Error error(const std::string& what) const;
+
+  const kir::Kernel& k_;
+  DialectText& d_;
+  CheckMode check_;
+  const FreeVars& fv_;
+  std::vector<std::unique_ptr<Scope>> scopes_;
+  Scope* root_;
+  std::unordered_map<int32_t, std::pair<Scope*, std::string>> vars_;
+  int next_id_ = 0;
+};
+
+// ALU op and reduction step text on register values (codegen/gpu/alu_text.cpp).
+Expected<std::string> alu_text(DialectText& d, const kir::Expr& e,
+                               const std::vector<std::string>& args);
+std::string cast_text(DialectText& d, const std::string& v, DType from, DType to);
+Expected<std::string> reduce_init_text(DialectText& d, kir::ReduceOp op, DType body);
+// The accumulator after folding in `v` (Sum Prod Max Min; not the arg reductions).
+std::string reduce_step_text(DialectText& d, kir::ReduceOp op, DType body, const std::string& acc,
+                             const std::string& v);
+// Whether value `v` replaces accumulator `acc` in an arg reduction (strictly better, or the
+// first NaN).
+std::string arg_take_text(DialectText& d, kir::ReduceOp op, DType body, const std::string& v,
+                          const std::string& acc);
+
+}  // namespace kiln::codegen::gpu

@@ -1,0 +1,86 @@
+// The per-dialect vocabulary of GPU source text (CUDA C vs GLSL 450): register and memory types,
+// literals, casts, memory conversions, math intrinsics, thread ids, barriers, buffer and shared
+// declarations. Everything else about emission is shared (codegen/gpu/c_expr_emitter.h).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+
+#include "codegen/gpu/gpu_source.h"
+#include "ir/dtype.h"
+#include "ir/kernel_ir.h"
+
+namespace kiln::codegen::gpu {
+
+using ir::DType;
+
+// GLSL double exp log sincos tanh erf pow (kiln_<name>_f64), "" for other names.
+std::string glsl_f64_math(const std::string& name);
+
+// Registers: f16/bf16 compute in float (like the cpu backend), i8 in a sign-extended int, u8 in
+// a uint holding 0..255, bool in bool, i64 in a 64-bit int.
+class DialectText {
+ public:
+  // `narrow`: i64 registers (indices, loop variables) are 32-bit ints (codegen/gpu/index_width.h);
+  // i64 buffers keep 64-bit elements.
+  explicit DialectText(Dialect d, bool narrow = false) : d_(d), narrow_(narrow) {}
+  Dialect dialect() const { return d_; }
+  bool cuda() const { return d_ == Dialect::cuda; }
+  bool narrow() const { return narrow_; }
+
+  std::string reg_type(DType t) const;
+  std::string mem_type(DType t) const;
+  std::string i64_type() const { return narrow_ ? "int" : wide_i64_type(); }
+  std::string wide_i64_type() const { return cuda() ? "long long" : "int64_t"; }
+  std::string cast(const std::string& type, const std::string& x) const;
+
+  // A literal of t's register type; floats of f16/bf16 are rounded to their precision first.
+  std::string float_lit(DType t, double v) const;
+  std::string int_lit(DType t, int64_t v) const;
+  std::string i64_lit(int64_t v) const { return int_lit(DType::i64, v); }
+  std::string zero(DType t) const;
+  std::string is_nan(const std::string& x) const;
+
+  // Memory element <-> register value.
+  std::string from_memory(DType t, const std::string& elem);
+  std::string to_memory(DType t, const std::string& v);
+  // Rounds a float register to f16/bf16 precision (identity for other dtypes).
+  std::string round_to_storage(DType t, const std::string& v);
+
+  // Math intrinsic `name` (exp log sqrt sin cos floor ceil abs tanh erf pow) on a float register.
+  std::string math(const std::string& name, DType t, const std::string& x,
+                   const std::string& y = "");
+  // A helper function of the prelude (defined once, on first use): returns its name.
+  std::string helper(const std::string& name, DType t);
+
+  std::string buffer_ref(int buf) const;  // the element array of parameter `buf`
+  std::string local_id() const;
+  std::string group_id() const;
+  std::string num_groups() const;
+  std::string barrier() const;
+  std::string shared_decl(const std::string& type, const std::string& name, int64_t n) const;
+
+  // The whole translation unit around `body` (the entry's statements).
+  std::string translation_unit(const kir::Kernel& k, CheckMode check, const std::string& entry,
+                               int group_size, const std::string& shared,
+                               const std::string& body) const;
+
+  void note_dtype(DType t) { used_.insert(t); }
+
+ private:
+  std::string helper_text(const std::string& name, DType t);
+  std::string conversion_helper(const std::string& name, DType t);
+  std::string math_helper(const std::string& name, DType t);
+  std::string bits_to_float(const std::string& u) const;
+  std::string float_to_bits(const std::string& f) const;
+
+  Dialect d_;
+  bool narrow_;
+  std::set<DType> used_;
+  std::map<std::string, std::string> helpers_;  // name -> definition, in name order
+  std::vector<std::string> helper_order_;      // definitions in first-use order (dependencies)
+};
+
+}  // namespace kiln::codegen::gpu

@@ -1,0 +1,202 @@
+// Prelude helper functions of GPU source (conversions, math the dialect lacks, integer floor
+// division, the bounds-check reporter) and the translation unit around a kernel body.
+#include <fmt/format.h>
+
+#include "codegen/gpu/dialect.h"
+#include "ir/error.h"
+
+namespace kiln::codegen::gpu {
+
+namespace {
+
+// f32 -> f16 bits, round to nearest even, for GLSL (CUDA uses cvt.rn.f16.f32).
+constexpr const char* kGlslF2h = R"(uint kiln_f2h_f32(float f) {
+  uint u = floatBitsToUint(f);
+  uint s = (u >> 16) & 0x8000u;
+  uint a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return s | 0x7e00u | ((a >> 13) & 0x3ffu);
+  if (a >= 0x477ff000u) return s | 0x7c00u;
+  if (a >= 0x38800000u) {
+    uint r = a - 0x38000000u;
+    return s | ((r + 0x0fffu + ((r >> 13) & 1u)) >> 13);
+  }
+  if (a <= 0x33000000u) return s;
+  uint e = a >> 23;
+  uint m = (a & 0x7fffffu) | 0x800000u;
+  uint sh = 126u - e;
+  uint r = m >> sh;
+  uint rem = m & ((1u << sh) - 1u);
+  uint half_ = 1u << (sh - 1u);
+  if (rem > half_ || (rem == half_ && (r & 1u) != 0u)) r += 1u;
+  return s | r;
+}
+)";
+
+}  // namespace
+
+// Memory conversions (f16, bf16) and saturating float -> int conversions.
+std::string DialectText::conversion_helper(const std::string& name, DType t) {
+  const std::string q = cuda() ? "__device__ __forceinline__ " : "";
+  const std::string T = reg_type(t);
+  const std::string U = reg_type(DType::u8);
+  const std::string key = fmt::format("kiln_{}_{}", name, ir::dtype_name(t));
+  if (name == "h2f")
+    return fmt::format("{}float {}(unsigned short h) {{ float f; asm(\"cvt.f32.f16 %0, %1;\" : "
+                       "\"=f\"(f) : \"h\"(h)); return f; }}\n", q, key);
+  if (name == "f2h") {
+    if (!cuda()) return kGlslF2h;
+    return fmt::format("{}unsigned short {}(float f) {{ unsigned short h; asm(\"cvt.rn.f16.f32 "
+                       "%0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }}\n", q, key);
+  }
+  if (name == "f2bf")
+    return fmt::format(
+        "{0}{1} {2}(float f) {{ {1} u = {3}; if ({4}) return (u >> 16) | 0x40u; "
+        "return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; }}\n",
+        q, U, key, float_to_bits("f"), is_nan("f"));
+  if (name == "f2i32" || name == "f2i64") {  // saturating, NaN -> 0 (fptosi.sat)
+    const bool w = name == "f2i64";
+    const std::string R = w ? wide_i64_type() : "int";
+    const std::string lim = w ? "9223372036854775808.0" : "2147483648.0";
+    const std::string mx = w ? int_lit(DType::i64, INT64_MAX) : "2147483647";
+    const std::string mn = w ? int_lit(DType::i64, INT64_MIN) : "(-2147483647 - 1)";
+    const std::string L = t == DType::f64 ? (cuda() ? lim : lim + "LF") : (cuda() ? lim + "f" : lim);
+    return fmt::format("{0}{1} {2}({3} x) {{ if ({4}) return {9}; if (x >= {5}) return {6}; if "
+                       "(x <= -{5}) return {7}; return {8}; }}\n",
+                       q, R, key, T, is_nan("x"), L, mx, mn, cast(R, "x"), cast(R, "0"));
+  }
+  return "";
+}
+
+// Float math the dialect lacks or defines differently from the cpu backend.
+std::string DialectText::math_helper(const std::string& name, DType t) {
+  const std::string q = cuda() ? "__device__ __forceinline__ " : "";
+  const std::string T = reg_type(t);
+  const std::string U = reg_type(DType::u8);
+  const std::string key = fmt::format("kiln_{}_{}", name, ir::dtype_name(t));
+  const std::string one = float_lit(t, 1.0), zero_ = float_lit(t, 0.0);
+  if (name == "sigmoid")  // the cpu backend's stable form
+    return fmt::format("{0}{1} {2}({1} x) {{ {1} e = {3}; return (x < {4} ? e : {5}) / ({5} + e); }}\n",
+                       q, T, key, math("exp", t, "-" + math("abs", t, "x")), zero_, one);
+  if (name == "gelu") {
+    const std::string sig = helper("sigmoid", t);
+    return fmt::format(
+        "{0}{1} {2}({1} x) {{ if (x == -{6}) return -{3}; {1} u = {4} * (x + x * x * x * {5}); "
+        "return x * {7}(u + u); }}\n",
+        q, T, key, zero_, float_lit(t, 0.7978845608028654), float_lit(t, 0.044715),
+        float_lit(t, INFINITY), sig);
+  }
+  if (name == "fmax" || name == "fmin")  // NaN propagates (numpy maximum / minimum)
+    return fmt::format("{0}{1} {2}({1} a, {1} b) {{ if ({3}) return a; if ({4}) return b; "
+                       "return a {5} b ? a : b; }}\n",
+                       q, T, key, is_nan("a"), is_nan("b"), name == "fmax" ? ">" : "<");
+  if (name == "tanh")  // GLSL: odd polynomial near 0, exp form elsewhere
+    return fmt::format(
+        "{0}float {1}(float x) {{ float a = abs(x); if (a < 0.125) {{ float x2 = x * x; return x "
+        "+ x * x2 * (-0.333333333 + x2 * (0.133333333 - x2 * 0.0539682540)); }} if (a > 20.0) "
+        "return sign(x); float e = exp(-2.0 * a); float r = (1.0 - e) / (1.0 + e); return x < "
+        "0.0 ? -r : r; }}\n",
+        q, key);
+  if (name == "erf")  // GLSL: Taylor series near 0, Numerical Recipes' erfc elsewhere
+    return fmt::format(
+        "{0}float {1}(float x) {{ float z = abs(x); if (isnan(x)) return x; if (z < 0.5) {{ "
+        "float x2 = x * x; return x * (1.1283791671 + x2 * (-0.3761263890 + x2 * (0.1128379167 + "
+        "x2 * (-0.0268661706 + x2 * (0.0052239776 - x2 * 0.0008548327))))); }} float t = 1.0 / "
+        "(1.0 + 0.5 * z); float r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * "
+        "(0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + "
+        "t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))); return x >= 0.0 ? 1.0 - r "
+        ": r - 1.0; }}\n",
+        q, key);
+  if (name == "pow")  // GLSL pow is undefined for x < 0 and x == 0: libm's cases by hand
+    return fmt::format(
+        "{0}float {1}(float x, float y) {{ if (y == 0.0) return 1.0; if (isnan(x) || isnan(y)) "
+        "return x + y; float ay = abs(y); bool yint = floor(y) == y && !isinf(y); bool yodd = "
+        "yint && ay < 16777216.0 && mod(ay, 2.0) == 1.0; float ax = abs(x); float r; if (ax == "
+        "0.0) r = y < 0.0 ? uintBitsToFloat(0x7f800000u) : 0.0; else if (isinf(ax)) r = y < 0.0 "
+        "? 0.0 : uintBitsToFloat(0x7f800000u); else if (ax == 1.0 && isinf(y)) return 1.0; else "
+        "r = exp2(y * log2(ax)); if (x < 0.0 || (x == 0.0 && floatBitsToUint(x) != 0u)) {{ if "
+        "(!yint) return x == 0.0 || isinf(x) || isinf(y) ? r : uintBitsToFloat(0x7fc00000u); if (yodd) r = -r; }} return "
+        "r; }}\n",
+        q, key);
+  return "";
+}
+
+std::string DialectText::helper_text(const std::string& name, DType t) {
+  if (!cuda() && t == DType::f64 && !glsl_f64_math(name).empty()) {
+    if (name == "tanh" || name == "erf" || name == "pow") helper("exp", t);
+    if (name == "pow") helper("log", t);
+    return glsl_f64_math(name);
+  }
+  if (std::string h = conversion_helper(name, t); !h.empty()) return h;
+  if (std::string h = math_helper(name, t); !h.empty()) return h;
+  const std::string q = cuda() ? "__device__ __forceinline__ " : "";
+  const std::string T = reg_type(t);
+  const std::string key = fmt::format("kiln_{}_{}", name, ir::dtype_name(t));
+  if (name == "floordiv") {  // numpy floor_divide with x / 0 = 0 and MIN / -1 wrapping
+    const bool wide = T != "int";
+    const std::string UT = wide ? (cuda() ? "unsigned long long" : "uint64_t") : reg_type(DType::u8);
+    const std::string z = int_lit(t, 0), m1 = int_lit(t, -1), o = int_lit(t, 1);
+    return fmt::format(
+        "{0}{1} {2}({1} a, {1} b) {{ if (b == {3}) return {3}; if (b == {4}) return {5}; {1} q "
+        "= a / b; {1} r = a - q * b; if (r != {3} && ((r < {3}) != (b < {3}))) q = q - {6}; "
+        "return q; }}\n",
+        q, T, key, z, m1, cast(T, fmt::format("{} - {}", cast(UT, "0"), cast(UT, "a"))), o);
+  }
+  KILN_CHECK(false) << "unknown gpu helper " << name;
+  return "";
+}
+
+std::string DialectText::translation_unit(const kir::Kernel& k, CheckMode check,
+                                          const std::string& entry, int group_size,
+                                          const std::string& shared,
+                                          const std::string& body) const {
+  std::string out;
+  const auto n = static_cast<int>(k.params.size());
+  if (cuda()) {
+    out += "// kiln gpu kernel " + k.name + "\ntypedef unsigned int uint;\n";
+    if (check == CheckMode::validate)
+      out +=
+          "__device__ __noinline__ void kiln_report(long long* s, long long kind, long long buf, "
+          "long long idx) { if (atomicCAS((unsigned long long*)s, 0ull, 1ull) == 0ull) { s[1] = "
+          "kind; s[2] = buf; s[3] = idx; } }\n";
+    for (const std::string& h : helper_order_) out += h;
+    out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", group_size, entry);
+    for (int i = 0; i < n; ++i)
+      out += fmt::format("{}{}{}* p{}", i ? ", " : "", k.params[i].output ? "" : "const ",
+                         mem_type(k.params[i].dtype), i);
+    if (check == CheckMode::validate) out += fmt::format("{}long long* kiln_chk", n ? ", " : "");
+    return out + ") {\n" + shared + body + "}\n";
+  }
+  out += "#version 450\n";
+  bool b8 = false, b16 = false, b64 = !narrow_ || check == CheckMode::validate;
+  for (const kir::Param& p : k.params) {
+    b8 = b8 || ir::dtype_size(p.dtype) == 1;
+    b16 = b16 || ir::dtype_size(p.dtype) == 2;
+    b64 = b64 || p.dtype == DType::i64;
+  }
+  if (b64) out += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+  if (b8)
+    out += "#extension GL_EXT_shader_8bit_storage : require\n"
+           "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n";
+  if (b16)
+    out += "#extension GL_EXT_shader_16bit_storage : require\n"
+           "#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require\n";
+  out += "// kiln gpu kernel " + k.name + "\n";
+  out += fmt::format("layout(local_size_x = {}, local_size_y = 1, local_size_z = 1) in;\n",
+                     group_size);
+  for (int i = 0; i < n; ++i)
+    out += fmt::format("layout(std430, set = 0, binding = {0}) {1}buffer B{0} {{ {2} d[]; }} b{0};\n",
+                       i, k.params[i].output ? "" : "readonly ", mem_type(k.params[i].dtype));
+  if (check == CheckMode::validate)
+    out += fmt::format(
+        "layout(std430, set = 0, binding = {}) buffer KilnCheck {{ uint w[]; }} kiln_chk;\n"
+        "void kiln_report(int64_t kind, int64_t buf, int64_t idx) {{ if "
+        "(atomicCompSwap(kiln_chk.w[0], 0u, 1u) == 0u) {{ kiln_chk.w[2] = uint(kind); "
+        "kiln_chk.w[3] = 0u; kiln_chk.w[4] = uint(buf); kiln_chk.w[5] = 0u; kiln_chk.w[6] = "
+        "uint(idx & 0xffffffffL); kiln_chk.w[7] = uint(idx >> 32); }} }}\n",
+        n);
+  out += shared;
+  for (const std::string& h : helper_order_) out += h;
+  return out + "void main() {\n" + body + "}\n";
+}
+
+}  // namespace kiln::codegen::gpu

@@ -1,0 +1,47 @@
+// GPU kernel source: kernel IR -> CUDA C or GLSL 450 compute text with its launch shape. One
+// emitter serves both dialects (they differ in types, intrinsics and buffer declarations only);
+// codegen/cuda and codegen/spirv turn the text into PTX/cubin and SPIR-V.
+//
+// Contract shared by both dialects and every runtime that launches the result:
+// - Buffer parameters are bound in kernel parameter order: CUDA takes them as the kernel
+//   function's pointer arguments (param i = argument i); GLSL declares them as storage buffers
+//   `layout(set = 0, binding = i)`. With CheckMode::validate (codegen/check_mode.h) one more
+//   buffer (argument / binding params.size()) holds the error slot of check_mode.h.
+// - The kernel is launched as `launch.groups` workgroups (CUDA blocks) of `launch.group_size`
+//   threads on the x dimension only. groups <= 65535 always, so both APIs accept it; kernels
+//   larger than that loop (grid-stride) inside.
+// - Shapes are static (baked into the text): there are no push constants or scalar arguments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "codegen/check_mode.h"
+#include "codegen/tune_params.h"
+#include "ir/error.h"
+#include "ir/kernel_ir.h"
+
+namespace kiln::codegen::gpu {
+
+enum class Dialect { cuda, glsl };
+
+struct LaunchShape {
+  int64_t groups = 1;  // CUDA gridDim.x / vkCmdDispatch(groups, 1, 1); in [1, 65535]
+  int group_size = 1;  // CUDA blockDim.x / GLSL local_size_x
+};
+
+struct GpuSource {
+  std::string text;      // a whole translation unit / shader
+  std::string entry;     // CUDA: the extern "C" __global__ function; GLSL: "main"
+  LaunchShape launch;
+  std::string strategy;  // how the kernel maps to threads, for dumps ("elementwise", ...)
+};
+
+// Deterministic: the same kernel, params and dialect give byte-identical text.
+Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& params, Dialect dialect,
+                                CheckMode check = CheckMode::none);
+
+// Bump when the emitted text changes for the same kernel (part of GPU cache keys).
+inline constexpr const char* kGpuCodegenVersion = "kiln-gpu-1";
+
+}  // namespace kiln::codegen::gpu

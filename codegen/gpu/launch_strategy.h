@@ -1,0 +1,40 @@
+// How a kernel maps to GPU threads, decided by analysing its expressions: a tiled matmul, a
+// workgroup per row with cooperative reductions, or one thread per point.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "codegen/gpu/c_expr_emitter.h"
+#include "ir/kernel_ir.h"
+
+namespace kiln::codegen::gpu {
+
+// Every store reads parallel variables and the one reduction R = sum over k of a * b (f32), with
+// `a` free of the column variable j (last domain axis) and `b` free of the row variable i.
+struct MatmulShape {
+  const kir::Expr* reduce = nullptr;
+  const kir::Expr* a = nullptr;
+  const kir::Expr* b = nullptr;
+  int32_t k_var = -1;
+  int64_t k_extent = 0;
+};
+
+struct Strategy {
+  enum class Kind { elementwise, row_reduce, matmul_tiled } kind = Kind::elementwise;
+  // row_reduce: a workgroup per row = per point of the first `row_vars` parallel variables
+  // (domain.size() - 1: threads share the innermost axis; domain.size(): a workgroup per point).
+  // `row_reduces` read only those variables (operands first); each is computed cooperatively.
+  int32_t row_vars = 0;
+  int group_size = 256;
+  std::vector<const kir::Expr*> row_reduces;
+  MatmulShape matmul;
+};
+
+const char* strategy_name(Strategy::Kind k);
+
+std::optional<MatmulShape> recognize_matmul(const kir::Kernel& k, const FreeVars& fv);
+Strategy choose_strategy(const kir::Kernel& k, const FreeVars& fv);
+
+}  // namespace kiln::codegen::gpu

@@ -1,0 +1,117 @@
+// The tiled matmul strategy: a workgroup of 16x16 threads computes a T x T output tile (T = 16
+// or 64: each thread then owns R x R = 4 x 4 outputs, strided by 16 so that loads, shared-memory
+// reads and stores stay coalesced), staging 16-deep slices of both operands through shared
+// memory. Prologues (casts, ...) are evaluated as the operand tiles are loaded; epilogues
+// (bias, activation) as the outputs are stored.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "codegen/gpu/strategy_writers.h"
+
+namespace kiln::codegen::gpu {
+
+namespace {
+
+constexpr int kDepth = 16;  // the k slice staged per step
+constexpr int kThreads = 256;
+
+struct Tiling {
+  int tile;     // T
+  int per;      // R = T / 16
+};
+
+// Stages one operand slice: element e = lid + 256 q (q < R) of the slice, row-major with
+// `inner` columns, holds `val` at (row var = base_row + e / inner, col var = base_col + e % inner)
+// or 0 outside [0, rows) x [0, cols).
+struct SliceSpec {
+  const kir::Expr* val;
+  int32_t row_var, col_var;
+  std::string row_base, col_base, rows, cols, dst;
+  int inner;
+};
+
+Expected<void> load_slice(CExprEmitter& em, Scope* ks, const SliceSpec& sp, const Tiling& t) {
+  DialectText& d = em.dialect();
+  const std::string L = d.i64_type();
+  Scope* q = em.open(ks, fmt::format("{}for (int q = 0; q < {}; ++q)", d.cuda() ? "#pragma unroll\n" + em.indent(ks) : "", t.per));
+  const std::string e = em.fresh("e"), r = em.fresh("r"), c = em.fresh("c"), v = em.fresh("tv");
+  em.append(q, fmt::format("{} {} = lid + {} * {};", L, e, d.i64_lit(kThreads), d.cast(L, "q")));
+  em.append(q, fmt::format("{0} {1} = {2} + {3} / {4}; {0} {5} = {6} + {3} % {4};", L, r, sp.row_base, e,
+                           d.i64_lit(sp.inner), c, sp.col_base));
+  em.append(q, fmt::format("float {} = {};", v, d.float_lit(DType::f32, 0)));
+  Scope* in = em.open(q, fmt::format("if ({} < {} && {} < {})", r, sp.rows, c, sp.cols));
+  em.bind_var(in, sp.row_var, r);
+  em.bind_var(in, sp.col_var, c);
+  Expected<std::string> x = em.emit(sp.val);
+  if (!x) return std::unexpected(x.error());
+  em.append(in, fmt::format("{} = {};", v, *x));
+  em.close(in);
+  em.append(q, fmt::format("{}[uint({})] = {};", sp.dst, e, v));
+  em.close(q);
+  return {};
+}
+
+// acc[r * R + c] += sA[row r][kk] * sB[kk][col c] over the staged slice (CUDA: fully unrolled).
+void write_products(CExprEmitter& em, Scope* ks, const Tiling& t) {
+  const std::string unroll = em.dialect().cuda() ? "#pragma unroll\n" : "";
+  const std::string in = em.indent(ks);
+  em.append(ks, fmt::format("{}{}for (int kk = 0; kk < {}; ++kk) {{", unroll, unroll.empty() ? "" : in, kDepth));
+  em.append(ks, fmt::format("{}{}for (int r = 0; r < {}; ++r) {{", unroll, unroll.empty() ? "" : in, t.per));
+  em.append(ks, fmt::format("float av = kiln_sa[uint((ty + 16 * r) * {} + kk)];", kDepth));
+  em.append(ks, fmt::format("{}{}for (int c = 0; c < {}; ++c) acc[r * {} + c] += av * kiln_sb[uint(kk * {} + tx + 16 * c)];",
+                            unroll, unroll.empty() ? "" : in, t.per, t.per, t.tile));
+  em.append(ks, "} }");
+}
+
+}  // namespace
+
+Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k, const MatmulShape& m,
+                                   std::string& shared) {
+  DialectText& d = em.dialect();
+  const size_t rank = k.domain.size();
+  const int64_t M = k.domain[rank - 2], N = k.domain[rank - 1];
+  const Tiling t = M >= 64 && N >= 64 ? Tiling{64, 4} : Tiling{16, 1};
+  const int64_t tm = ceil_div(M, t.tile), tn = ceil_div(N, t.tile);
+  const int64_t total = product(k.domain, 0, rank - 2) * tm * tn;
+  const std::string L = d.i64_type();
+  shared += d.shared_decl("float", "kiln_sa", int64_t{t.tile} * kDepth);
+  shared += d.shared_decl("float", "kiln_sb", int64_t{t.tile} * kDepth);
+  Scope* root = em.root();
+  em.append(root, fmt::format("{} lid = {};", L, d.local_id()));
+  em.append(root, fmt::format("int ty = int(lid) / 16; int tx = int(lid) % 16;"));
+  Scope* tile = em.open(root, fmt::format("for ({0} tile = {1}; tile < {2}; tile += {3})", L,
+                                          d.group_id(), d.i64_lit(total), d.num_groups()));
+  em.append(tile, fmt::format("{0} i0 = (tile / {1}) % {2} * {3}; {0} j0 = tile % {1} * {3};", L,
+                              d.i64_lit(tn), d.i64_lit(tm), d.i64_lit(t.tile)));
+  em.append(tile, fmt::format("{} bt = tile / {};", L, d.i64_lit(tm * tn)));
+  if (rank > 2) bind_flat(em, tile, k.domain, iota_vars(rank - 2), "bt");
+  em.append(tile, fmt::format("float acc[{}];", t.per * t.per));
+  em.append(tile, fmt::format("for (int r = 0; r < {}; ++r) acc[r] = {};", t.per * t.per, d.float_lit(DType::f32, 0)));
+  Scope* ks = em.open(tile, fmt::format("for ({0} k0 = {1}; k0 < {2}; k0 += {3})", L, d.i64_lit(0),
+                                        d.i64_lit(m.k_extent), d.i64_lit(kDepth)));
+  const auto iv = static_cast<int32_t>(rank - 2), jv = static_cast<int32_t>(rank - 1);
+  const std::string K = d.i64_lit(m.k_extent);
+  const SliceSpec a{m.a, iv, m.k_var, "i0", "k0", d.i64_lit(M), K, "kiln_sa", kDepth};
+  const SliceSpec b{m.b, m.k_var, jv, "k0", "j0", K, d.i64_lit(N), "kiln_sb", t.tile};
+  if (auto r = load_slice(em, ks, a, t); !r) return std::unexpected(r.error());
+  if (auto r = load_slice(em, ks, b, t); !r) return std::unexpected(r.error());
+  em.append(ks, d.barrier());
+  write_products(em, ks, t);
+  em.append(ks, d.barrier());
+  em.close(ks);
+  Scope* each = em.open(tile, fmt::format("{}for (int rc = 0; rc < {}; ++rc)",
+                                          d.cuda() ? "#pragma unroll\n" + em.indent(tile) : "", t.per * t.per));
+  em.append(each, fmt::format("{0} gi = i0 + ty + 16 * (rc / {1}); {0} gj = j0 + tx + 16 * (rc % {1});", L, t.per));
+  Scope* out = em.open(each, fmt::format("if (gi < {} && gj < {})", d.i64_lit(M), d.i64_lit(N)));
+  em.bind_var(out, iv, "gi");
+  em.bind_var(out, jv, "gj");
+  em.bind_expr(out, m.reduce, "acc[rc]");
+  if (Expected<void> r = emit_stores(em, out, k); !r) return std::unexpected(r.error());
+  em.close(out);
+  em.close(each);
+  em.close(tile);
+  return LaunchShape{std::clamp<int64_t>(total, 1, kMaxGroups), kThreads};
+}
+
+}  // namespace kiln::codegen::gpu

@@ -1,0 +1,94 @@
+// The narrow interface a GPU runtime (CUDA driver, Vulkan) gives the generic GPU device
+// (runtime/gpu_device.h): compile generated source, load it, move memory, launch in order on a
+// stream. Everything toolkit-specific stays behind it, in runtime/cuda/ and runtime/vulkan/.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "codegen/gpu/gpu_source.h"
+#include "ir/error.h"
+
+namespace kiln::runtime {
+
+// A block of device memory, from the backend's pool; returned to it when destroyed. Destroying
+// it while a stream still uses it is allowed: the pool reuses it only in stream order.
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  virtual size_t bytes() const = 0;
+};
+
+// A kernel loaded on the device (a CUDA module and function, a Vulkan pipeline).
+class GpuProgram {
+ public:
+  virtual ~GpuProgram() = default;
+};
+
+// An in-order queue of copies and launches. Host pointers handed to upload/download must stay
+// valid until synchronize() returns; downloads are complete only then. One thread at a time per
+// stream; different streams may be used from different threads at once.
+class GpuStream {
+ public:
+  virtual ~GpuStream() = default;
+  virtual Expected<void> upload(DeviceMemory& dst, const void* src, size_t bytes) = 0;
+  virtual Expected<void> download(const DeviceMemory& src, void* dst, size_t bytes) = 0;
+  // args[i] is kernel parameter i (and, for checked kernels, the error slot last). With `timed`,
+  // the launch's device time is measured (timestamp queries / events) and reported by
+  // launch_times_ms() after the next synchronize().
+  virtual Expected<void> launch(const GpuProgram& program, const std::vector<DeviceMemory*>& args,
+                                bool timed = false) = 0;
+  // Waits for everything enqueued; errors carry the driver's message.
+  virtual Expected<void> synchronize() = 0;
+  // Device milliseconds of each timed launch of the last synchronized batch, in launch order.
+  virtual std::vector<double> launch_times_ms() const = 0;
+};
+
+class GpuBackend {
+ public:
+  virtual ~GpuBackend() = default;
+  virtual std::string name() const = 0;  // "cuda:0", "vulkan:0"
+  // What `kiln devices` prints: name, driver, memory, compute capability / API version, ...
+  virtual std::vector<std::pair<std::string, std::string>> properties() const = 0;
+  // Everything about the device and toolchain that changes a compiled artifact (part of cache
+  // keys): CUDA compute capability + NVRTC version; Vulkan pipeline-cache UUID + shaderc version.
+  virtual std::string fingerprint() const = 0;
+  virtual codegen::gpu::Dialect dialect() const = 0;
+  // What compile() produces: "cubin" (CUDA, for this device's sm_XX) or "spirv".
+  virtual std::string binary_kind() const = 0;
+
+  // Generated source -> device binary (NVRTC / shaderc). Thread-safe. `name` is for messages.
+  virtual Expected<std::vector<uint8_t>> compile(const codegen::gpu::GpuSource& source,
+                                                 const std::string& name) = 0;
+  // A binary from compile() (possibly of another process) -> a program ready to launch.
+  virtual Expected<std::shared_ptr<const GpuProgram>> load(const codegen::gpu::GpuSource& source,
+                                                           const std::vector<uint8_t>& binary) = 0;
+  // Pooled device memory; fails with the driver's message when the device is out of memory.
+  virtual Expected<std::shared_ptr<DeviceMemory>> allocate(size_t bytes) = 0;
+  virtual Expected<std::unique_ptr<GpuStream>> create_stream() = 0;
+};
+
+// Opens the runtime's device `index`: an error (not a crash) when the driver, loader or device is
+// missing; the message says which.
+Expected<std::unique_ptr<GpuBackend>> open_cuda_backend(int index);
+Expected<std::unique_ptr<GpuBackend>> open_vulkan_backend(int index);
+// Compile-only CUDA for `arch` ("sm_90"), for `kiln warm --target cuda` without a GPU: compile()
+// and fingerprint() are what a device of that architecture gives, so its cache entries are found
+// there; load, allocate and streams are errors.
+Expected<std::unique_ptr<GpuBackend>> open_cuda_compiler(std::string_view arch);
+// The devices present, as `kiln devices` lists them: one (name, properties) per device, or one
+// entry named e.g. "cuda" whose properties say why none is usable.
+struct GpuDeviceInfo {
+  std::string name;
+  bool present = false;
+  std::vector<std::pair<std::string, std::string>> properties;  // or {"absent", reason}
+};
+std::vector<GpuDeviceInfo> list_cuda_devices();
+std::vector<GpuDeviceInfo> list_vulkan_devices();
+
+}  // namespace kiln::runtime

@@ -1,0 +1,342 @@
+// GpuDevice: plans with GPU kernels, a pool of streams, persistent device copies of inputs, and
+// one stream of uploads, launches and downloads per realize.
+#include "runtime/gpu_device.h"
+
+#include <array>
+#include <chrono>
+#include <charconv>
+#include <fmt/format.h>
+
+#include "runtime/dump_writer.h"
+#include "runtime/logger.h"
+
+namespace kiln::runtime {
+
+namespace {
+
+double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+size_t slot_bytes(const Slot& s) {
+  return static_cast<size_t>(ir::shape_numel(s.shape)) * ir::dtype_size(s.dtype);
+}
+
+// Device allocations are never empty: a zero-element tensor still binds a buffer.
+size_t alloc_bytes(size_t bytes) { return std::max<size_t>(bytes, 16); }
+
+}  // namespace
+
+passes::DeviceRates gpu_rates(const GpuBackend& backend) {
+  for (const auto& [key, value] : backend.properties())
+    if (key == "type" && value.find("cpu") != std::string::npos)
+      return passes::DeviceRates::reference_cpu();
+  return passes::DeviceRates::reference_gpu();
+}
+
+Expected<std::unique_ptr<GpuDevice>> GpuDevice::create(std::unique_ptr<GpuBackend> backend,
+                                                       DeviceOptions options) {
+  std::unique_ptr<cache::Store> store;
+  if (!options.cache_path.empty()) {
+    cache::StoreOptions so;
+    so.read_only = options.cache_read_only;
+    so.max_size = options.cache_max_size;
+    if (options.logger)
+      so.warn = [logger = options.logger](const std::string& m) {
+        logger->log(LogComponent::cache, LogLevel::minimal, m);
+      };
+    if (auto s = cache::Store::open(options.cache_path, so)) store = std::move(*s);
+    else
+      fmt::print(stderr, "kiln: warning: kernel cache '{}' is not used: {}\n", options.cache_path,
+                 s.error().message);
+  }
+  return std::unique_ptr<GpuDevice>(new GpuDevice(std::move(backend), std::move(options), std::move(store)));
+}
+
+GpuDevice::GpuDevice(std::unique_ptr<GpuBackend> backend, DeviceOptions options,
+                     std::unique_ptr<cache::Store> store)
+    : backend_(std::move(backend)),
+      options_(std::move(options)),
+      name_(backend_->name()),
+      store_(std::move(store)),
+      kernels_(*backend_, store_.get(), options_.explain_misses, options_.check_mode),
+      pool_(BufferPool::create(options_.persistent_memory)),
+      cost_(std::make_unique<passes::CostModel>(gpu_rates(*backend_))),
+      fuser_(make_fuser(options_, *cost_)) {}
+
+// Streams, programs and device memory must go before the backend that made them.
+GpuDevice::~GpuDevice() {
+  persistent_.clear();
+  idle_streams_.clear();
+  plans_.clear();
+}
+
+Expected<std::shared_ptr<const GpuPlan>> GpuDevice::plan_for(ir::Graph& g,
+                                                             const std::vector<const ir::Node*>& outputs) {
+  bool hit = false;
+  return get_plan(g, outputs, structural_key(outputs), &hit);
+}
+
+Expected<std::shared_ptr<const GpuPlan>> GpuDevice::get_plan(ir::Graph& g,
+                                                             const std::vector<const ir::Node*>& outputs,
+                                                             const StructuralKey& key, bool* hit) {
+  {
+    std::lock_guard lock(plans_mu_);
+    if (auto it = plans_.find(key.key); it != plans_.end()) {
+      *hit = true;
+      return it->second;
+    }
+  }
+  *hit = false;
+  auto t0 = std::chrono::steady_clock::now();
+  auto built = lower(g, outputs);
+  if (!built) return std::unexpected(built.error());
+  auto gp = std::make_shared<GpuPlan>();
+  gp->plan = *built;
+  Plan& plan = *gp->plan;
+  for (PlanStep& step : plan.steps) {
+    auto got = kernels_.get(step.kernel, codegen::TuneParams{});
+    if (!got) return make_error(fmt::format("{}: kernel {}: {}", name_, step.kernel.name, got.error().message));
+    if (got->source == GpuKernelLookup::Source::compiled) {
+      ++plan.compiled;
+      plan.compile_ms += got->kernel->compile_ms;
+      if (store_ && !got->miss_reason.empty())
+        plan.miss_reasons.push_back(step.kernel.name + ": " + got->miss_reason);
+    } else if (got->source == GpuKernelLookup::Source::disk) {
+      ++plan.loaded;
+    }
+    step.kernel_digest = got->digest;
+    gp->kernels.push_back(got->kernel);
+  }
+  plan.plan_ms = ms_between(t0, std::chrono::steady_clock::now());
+  if (options_.logger) {
+    options_.logger->log(LogComponent::fusion, LogLevel::verbose,
+                         fmt::format("{} kernels by {} for {}", plan.steps.size(),
+                                     describe_fuser(options_, *fuser_, *cost_), name_));
+    if (plan.compiled > 0)
+      options_.logger->log(LogComponent::compilation, LogLevel::verbose,
+                           fmt::format("compiled {} kernels for {} in {:.1f} ms", plan.compiled,
+                                       name_, plan.compile_ms));
+  }
+  std::lock_guard lock(plans_mu_);
+  auto [it, inserted] = plans_.emplace(key.key, gp);
+  return it->second;
+}
+
+Expected<std::shared_ptr<Plan>> GpuDevice::lower(ir::Graph& g,
+                                                 const std::vector<const ir::Node*>& outputs) {
+  StructuralKey key = structural_key(outputs);
+  PlannerOptions po{.fuser = fuser_.get(), .kernels = nullptr, .namer = options_.namer, .tune = {}};
+  return build_plan(g, outputs, key.inputs, po);
+}
+
+Expected<int> GpuDevice::warm(ir::Graph& g, const std::vector<const ir::Node*>& outputs) {
+  if (!store_) return make_error(name_ + ": no persistent cache to warm");
+  auto plan = lower(g, outputs);
+  if (!plan) return std::unexpected(plan.error());
+  int compiled = 0;
+  for (const PlanStep& step : (*plan)->steps) {
+    auto done = kernels_.warm(step.kernel, codegen::TuneParams{});
+    if (!done) return make_error(fmt::format("{}: kernel {}: {}", name_, step.kernel.name, done.error().message));
+    compiled += *done ? 1 : 0;
+  }
+  return compiled;
+}
+
+Expected<std::vector<std::string>> GpuDevice::cache_misses(ir::Graph& g,
+                                                           const std::vector<const ir::Node*>& outputs) {
+  if (!store_) return make_error(name_ + ": no persistent cache to check");
+  auto plan = lower(g, outputs);
+  if (!plan) return std::unexpected(plan.error());
+  std::vector<std::string> missing;
+  for (const PlanStep& step : (*plan)->steps)
+    if (!kernels_.contains(step.kernel, codegen::TuneParams{}))
+      missing.push_back(fmt::format("kernel {} {}", step.kernel.name,
+                                    kernels_.key(step.kernel, codegen::TuneParams{}).digest()));
+  return missing;
+}
+
+Expected<std::unique_ptr<GpuStream>> GpuDevice::acquire_stream() {
+  std::unique_lock lock(streams_mu_);
+  stream_free_.wait(lock, [&] {
+    return !idle_streams_.empty() || streams_created_ < std::max(1, options_.max_streams);
+  });
+  if (!idle_streams_.empty()) {
+    auto s = std::move(idle_streams_.back());
+    idle_streams_.pop_back();
+    return s;
+  }
+  ++streams_created_;
+  lock.unlock();
+  auto s = backend_->create_stream();
+  if (!s) {
+    std::lock_guard relock(streams_mu_);
+    --streams_created_;
+    stream_free_.notify_one();
+  }
+  return s;
+}
+
+void GpuDevice::release_stream(std::unique_ptr<GpuStream> stream) {
+  {
+    std::lock_guard lock(streams_mu_);
+    idle_streams_.push_back(std::move(stream));
+  }
+  stream_free_.notify_one();
+}
+
+Expected<std::shared_ptr<DeviceMemory>> GpuDevice::device_input(const std::shared_ptr<Buffer>& host,
+                                                                 GpuStream& stream, Transfers& moved) {
+  bool keep = host->persistent() && options_.persistent_memory != PersistentMemory::disabled;
+  if (keep) {
+    std::lock_guard lock(persistent_mu_);
+    auto it = persistent_.find(host.get());
+    if (it != persistent_.end() && it->second.host.lock() == host) return it->second.device;
+  }
+  auto mem = backend_->allocate(alloc_bytes(host->nbytes()));
+  if (!mem) return std::unexpected(mem.error());
+  if (host->nbytes() > 0)
+    if (auto up = stream.upload(**mem, host->data(), host->nbytes()); !up) return std::unexpected(up.error());
+  moved.up += static_cast<int64_t>(host->nbytes());
+  if (keep) {
+    // Published only once the copy is complete, so other streams never read it early.
+    if (auto done = stream.synchronize(); !done) return std::unexpected(done.error());
+    std::lock_guard lock(persistent_mu_);
+    std::erase_if(persistent_, [](const auto& kv) { return kv.second.host.expired(); });
+    persistent_[host.get()] = PersistentCopy{host, *mem};
+  }
+  return *mem;
+}
+
+Expected<std::vector<std::shared_ptr<Buffer>>> GpuDevice::run_plan(const GpuPlan& gp,
+                                                                    const StructuralKey& key,
+                                                                    const Bindings& inputs,
+                                                                    GpuStream& stream,
+                                                                    Transfers& moved) {
+  const Plan& plan = *gp.plan;
+  std::vector<std::shared_ptr<DeviceMemory>> slots(plan.slots.size());
+  for (size_t s = 0; s < plan.slots.size(); ++s) {
+    if (plan.slots[s].input_index < 0) continue;
+    auto mem = device_input(inputs.at(key.inputs[plan.slots[s].input_index]), stream, moved);
+    if (!mem) return std::unexpected(mem.error());
+    slots[s] = std::move(*mem);
+  }
+  // With validate, each launch gets its own zeroed error slot, read after the stream completes.
+  const bool validate = options_.check_mode == codegen::CheckMode::validate;
+  constexpr size_t kSlotBytes = codegen::kCheckSlotWords * sizeof(int64_t);
+  std::vector<std::shared_ptr<DeviceMemory>> check_mem;
+  std::vector<std::array<int64_t, codegen::kCheckSlotWords>> check_host(validate ? plan.steps.size() : 0);
+  static const std::array<int64_t, codegen::kCheckSlotWords> kZero{};
+
+  std::vector<DeviceMemory*> args;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& step = plan.steps[i];
+    args.clear();
+    for (size_t p = 0; p < step.args.size(); ++p) {
+      int s = step.args[p];
+      if (step.kernel.params[p].output && !slots[s]) {
+        auto mem = backend_->allocate(alloc_bytes(slot_bytes(plan.slots[s])));
+        if (!mem) return std::unexpected(mem.error());
+        slots[s] = std::move(*mem);
+      }
+      args.push_back(slots[s].get());
+    }
+    if (validate) {
+      auto mem = backend_->allocate(kSlotBytes);
+      if (!mem) return std::unexpected(mem.error());
+      if (auto up = stream.upload(**mem, kZero.data(), kSlotBytes); !up) return std::unexpected(up.error());
+      check_mem.push_back(*mem);
+      args.push_back(mem->get());
+    }
+    if (auto ran = stream.launch(*gp.kernels[i]->program, args); !ran)
+      return make_error(fmt::format("{}: kernel {}: {}", name_, step.kernel.name, ran.error().message));
+    if (validate)
+      if (auto down = stream.download(*check_mem.back(), check_host[i].data(), kSlotBytes); !down)
+        return std::unexpected(down.error());
+    for (int s : step.release_after) slots[s].reset();
+  }
+
+  std::vector<std::shared_ptr<Buffer>> results;
+  for (int s : plan.output_slots) {
+    const Slot& slot = plan.slots[s];
+    if (slot.input_index >= 0) {  // an input returned as is
+      results.push_back(inputs.at(key.inputs[slot.input_index]));
+      continue;
+    }
+    auto host = pool_->allocate_result(slot.dtype, slot.shape);
+    if (host->nbytes() > 0)
+      if (auto down = stream.download(*slots[s], host->data(), host->nbytes()); !down)
+        return std::unexpected(down.error());
+    moved.down += static_cast<int64_t>(host->nbytes());
+    results.push_back(std::move(host));
+  }
+  if (auto done = stream.synchronize(); !done)
+    return make_error(fmt::format("{}: {}", name_, done.error().message));
+  for (size_t i = 0; i < check_host.size(); ++i)
+    if (auto bad = codegen::describe_check_failure(plan.steps[i].kernel, check_host[i].data()))
+      return make_error(*bad);
+  // Results a later realize may read back as inputs keep their device copy (enforced mode).
+  if (options_.persistent_memory == PersistentMemory::enforced) {
+    std::lock_guard lock(persistent_mu_);
+    for (size_t r = 0; r < results.size(); ++r)
+      if (results[r]->persistent() && plan.slots[plan.output_slots[r]].input_index < 0)
+        persistent_[results[r].get()] = PersistentCopy{results[r], slots[plan.output_slots[r]]};
+  }
+  return results;
+}
+
+Expected<std::vector<std::shared_ptr<Buffer>>> GpuDevice::execute(
+    ir::Graph& g, const std::vector<const ir::Node*>& outputs, const Bindings& inputs,
+    RunStats* stats) {
+  auto t0 = std::chrono::steady_clock::now();
+  StructuralKey key = structural_key(outputs);
+  if (auto ok = check_bindings(key.inputs, inputs); !ok) return std::unexpected(ok.error());
+  bool hit = false;
+  auto plan = get_plan(g, outputs, key, &hit);
+  if (!plan) return std::unexpected(plan.error());
+  if (!hit) record_graph(outputs, key.inputs, options_.namer);  // KILN_RECORD
+  auto t1 = std::chrono::steady_clock::now();
+  auto stream = acquire_stream();
+  if (!stream) return make_error(fmt::format("{}: {}", name_, stream.error().message));
+  Transfers moved;
+  auto results = run_plan(**plan, key, inputs, **stream, moved);
+  // A stream whose batch failed may hold a half-recorded batch: it is dropped, not reused.
+  if (results) {
+    release_stream(std::move(*stream));
+  } else {
+    stream->reset();
+    std::lock_guard lock(streams_mu_);
+    --streams_created_;
+    stream_free_.notify_one();
+  }
+  if (!results) return results;
+  auto t2 = std::chrono::steady_clock::now();
+  fill_run_stats(*(*plan)->plan, hit ? "memory" : "built", ms_between(t0, t1), ms_between(t1, t2),
+                 stats);
+  if (stats) {
+    stats->upload_bytes = moved.up;
+    stats->download_bytes = moved.down;
+  }
+  return results;
+}
+
+std::optional<Expected<std::unique_ptr<Device>>> open_gpu_device(std::string_view name,
+                                                                 DeviceOptions options) {
+  size_t colon = name.find(':');
+  std::string_view api = name.substr(0, colon);
+  if (api != "cuda" && api != "vulkan") return std::nullopt;
+  int index = 0;
+  if (colon != std::string_view::npos) {
+    std::string_view digits = name.substr(colon + 1);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+    if (ec != std::errc() || end != digits.data() + digits.size() || digits.empty() || index < 0)
+      return make_error(fmt::format("bad device name '{}' (expected {}:N, e.g. {}:0)", name, api, api));
+  }
+  auto backend = api == "cuda" ? open_cuda_backend(index) : open_vulkan_backend(index);
+  if (!backend) return make_error(backend.error().message);
+  auto dev = GpuDevice::create(std::move(*backend), std::move(options));
+  if (!dev) return make_error(dev.error().message);
+  return Expected<std::unique_ptr<Device>>(std::unique_ptr<Device>(std::move(*dev)));
+}
+
+}  // namespace kiln::runtime

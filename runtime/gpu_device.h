@@ -1,0 +1,105 @@
+// The GPU devices (`cuda:N`, `vulkan:N`): one generic device over a GpuBackend. Plans are built
+// as on the cpu (passes, fusion, lowering), each kernel becomes CUDA C or GLSL, then PTX/cubin or
+// SPIR-V (cached with the device's fingerprint), and a realize runs as one stream of copies and
+// launches: inputs up, kernels in plan order, outputs down.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "passes/cost_model.h"
+#include "runtime/device.h"
+#include "runtime/gpu_backend.h"
+#include "runtime/gpu_kernel_cache.h"
+#include "runtime/structural_key.h"
+
+namespace kiln::runtime {
+
+// A plan with a loaded GPU kernel per step.
+struct GpuPlan {
+  std::shared_ptr<Plan> plan;
+  std::vector<std::shared_ptr<const GpuKernel>> kernels;  // one per plan step
+};
+
+class GpuDevice final : public Device {
+ public:
+  static Expected<std::unique_ptr<GpuDevice>> create(std::unique_ptr<GpuBackend> backend,
+                                                     DeviceOptions options);
+  ~GpuDevice() override;
+  std::string_view name() const override { return name_; }
+  const std::shared_ptr<BufferPool>& pool() const override { return pool_; }
+  Expected<std::vector<std::shared_ptr<Buffer>>> execute(ir::Graph& g,
+                                                         const std::vector<const ir::Node*>& outputs,
+                                                         const Bindings& inputs,
+                                                         RunStats* stats) override;
+  // The plan for `outputs` with its GPU kernels (from this process's plans or built now).
+  Expected<std::shared_ptr<const GpuPlan>> plan_for(ir::Graph& g,
+                                                    const std::vector<const ir::Node*>& outputs);
+  GpuBackend& backend() { return *backend_; }
+  // `kiln warm`: lowers the graph and compiles every kernel into the persistent cache without
+  // loading or running anything (a compile-only backend works). Returns the kernels compiled
+  // (those already cached are skipped).
+  Expected<int> warm(ir::Graph& g, const std::vector<const ir::Node*>& outputs);
+  // `kiln warm --check`: "kernel <name> <digest>" for each kernel the cache lacks.
+  Expected<std::vector<std::string>> cache_misses(ir::Graph& g,
+                                                  const std::vector<const ir::Node*>& outputs);
+
+ private:
+  GpuDevice(std::unique_ptr<GpuBackend> backend, DeviceOptions options,
+            std::unique_ptr<cache::Store> store);
+  // The plan's kernels, lowered and not compiled.
+  Expected<std::shared_ptr<Plan>> lower(ir::Graph& g, const std::vector<const ir::Node*>& outputs);
+  Expected<std::shared_ptr<const GpuPlan>> get_plan(ir::Graph& g,
+                                                    const std::vector<const ir::Node*>& outputs,
+                                                    const StructuralKey& key, bool* hit);
+  struct Transfers {
+    int64_t up = 0, down = 0;  // bytes
+  };
+  Expected<std::vector<std::shared_ptr<Buffer>>> run_plan(const GpuPlan& plan, const StructuralKey& key,
+                                                          const Bindings& inputs, GpuStream& stream,
+                                                          Transfers& moved);
+  // The device copy of a bound input: uploaded on `stream` for this run, or (persistent_memory)
+  // the copy kept from an earlier run of the same host buffer.
+  Expected<std::shared_ptr<DeviceMemory>> device_input(const std::shared_ptr<Buffer>& host,
+                                                       GpuStream& stream, Transfers& moved);
+  // Up to options_.max_streams streams; execute() holds one while it runs.
+  Expected<std::unique_ptr<GpuStream>> acquire_stream();
+  void release_stream(std::unique_ptr<GpuStream> stream);
+
+  std::unique_ptr<GpuBackend> backend_;
+  DeviceOptions options_;
+  std::string name_;
+  std::unique_ptr<cache::Store> store_;  // null without a persistent cache
+  GpuKernelCache kernels_;
+  std::shared_ptr<BufferPool> pool_;
+  std::unique_ptr<passes::CostModel> cost_;
+  std::unique_ptr<passes::Fuser> fuser_;
+
+  std::mutex plans_mu_;
+  std::unordered_map<std::string, std::shared_ptr<const GpuPlan>> plans_;
+
+  std::mutex streams_mu_;
+  std::condition_variable stream_free_;
+  std::vector<std::unique_ptr<GpuStream>> idle_streams_;
+  int streams_created_ = 0;
+
+  struct PersistentCopy {
+    std::weak_ptr<Buffer> host;
+    std::shared_ptr<DeviceMemory> device;
+  };
+  std::mutex persistent_mu_;
+  std::unordered_map<const Buffer*, PersistentCopy> persistent_;
+};
+
+// Rates for the fuser's cost model: a device that is really the CPU (lavapipe, property
+// type = cpu) gets the cpu's reference rates; others DeviceRates::reference_gpu().
+passes::DeviceRates gpu_rates(const GpuBackend& backend);
+
+// "cuda:N" / "vulkan:N" -> the backend's device N; other names are not GPU devices (nullopt).
+std::optional<Expected<std::unique_ptr<Device>>> open_gpu_device(std::string_view name,
+                                                                 DeviceOptions options);
+
+}  // namespace kiln::runtime

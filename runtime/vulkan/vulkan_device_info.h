@@ -1,0 +1,37 @@
+// What kiln asks of a Vulkan physical device: the optional shader features it enables when present,
+// and the properties `kiln devices` prints.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/vulkan/vulkan_loader.h"
+
+namespace kiln::runtime::vulkan {
+
+// VkPhysicalDeviceFeatures2 with the Vulkan 1.1 and 1.2 feature structs chained behind it. The
+// chain points into the object itself, so it is neither copied nor moved.
+struct FeatureChain {
+  VkPhysicalDeviceFeatures2 features{};
+  VkPhysicalDeviceVulkan11Features vulkan11{};
+  VkPhysicalDeviceVulkan12Features vulkan12{};
+
+  FeatureChain();
+  FeatureChain(const FeatureChain&) = delete;
+  FeatureChain& operator=(const FeatureChain&) = delete;
+};
+
+// Sets in `enable` each feature the generated shaders may use (shaderInt64, shaderFloat64, ...)
+// that `supported` has, and returns their names in a fixed order.
+std::vector<std::string> select_features(const FeatureChain& supported, FeatureChain& enable);
+
+// Name, type, vendor, driver and API versions, limits, memory heaps, features, timestamp period.
+std::vector<std::pair<std::string, std::string>> describe_device(
+    const VkPhysicalDeviceProperties& properties, const VkPhysicalDeviceMemoryProperties& memory,
+    const std::vector<std::string>& features);
+
+// "1.3.230"
+std::string api_version_text(uint32_t version);
+
+}  // namespace kiln::runtime::vulkan

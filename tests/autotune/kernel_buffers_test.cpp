@@ -1,0 +1,106 @@
+// Seeded random kernel buffers (every dtype) and the output comparison against the default.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "autotune/kernel_buffers.h"
+#include "tests/autotune/tune_test_kernels.h"
+
+namespace kiln::autotune {
+namespace {
+
+using ir::DType;
+using testing::param;
+
+kir::Kernel all_dtypes_kernel() {
+  kir::Kernel k;
+  k.name = "dtypes";
+  for (DType t : ir::kAllDTypes) k.params.push_back(param(t, {5, 7}, false, ""));
+  k.arena = std::make_shared<kir::ExprArena>();
+  return k;
+}
+
+TEST(KernelBuffers, RandomContentsAreSeededAndInRange) {
+  const kir::Kernel k = all_dtypes_kernel();
+  const KernelBuffers a = random_buffers(k, 7), b = random_buffers(k, 7), c = random_buffers(k, 8);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  for (size_t p = 0; p < k.params.size(); ++p) {
+    const DType t = k.params[p].dtype;
+    ASSERT_EQ(a[p].size(), 35u * ir::dtype_size(t));
+    bool varied = false;
+    for (size_t i = 0; i < 35; ++i) {
+      const double v = element(t, a[p], i);
+      varied |= v != element(t, a[p], 0);
+      const bool in_range = ir::is_float(t)       ? v >= -2 && v <= 2
+                            : t == DType::boolean ? v == 0 || v == 1
+                            : t == DType::u8      ? v >= 0 && v <= 16 && v == std::floor(v)
+                                                  : v >= -8 && v <= 8 && v == std::floor(v);
+      EXPECT_TRUE(in_range) << ir::dtype_name(t) << " " << v;
+    }
+    EXPECT_TRUE(varied) << ir::dtype_name(t);
+  }
+}
+
+TEST(KernelBuffers, EmptyParametersStillGetAValidPointer) {
+  kir::Kernel k;
+  k.params.push_back(param(DType::f32, {0, 3}, false, ""));
+  EXPECT_EQ(random_buffers(k, 1)[0].size(), 1u);
+}
+
+TEST(KernelBuffers, ElementsRoundTripEveryDtype) {
+  for (DType t : ir::kAllDTypes) {
+    std::vector<uint8_t> bytes(4 * ir::dtype_size(t));
+    set_element(t, bytes, 2, 1.5 * (ir::is_float(t) ? 1 : 2));
+    EXPECT_EQ(element(t, bytes, 2), t == DType::boolean ? 1 : 1.5 * (ir::is_float(t) ? 1 : 2))
+        << ir::dtype_name(t);
+    EXPECT_EQ(element(t, bytes, 1), 0);
+  }
+}
+
+// A float output and an int output, with an input in front (never compared).
+kir::Kernel two_outputs() {
+  kir::Kernel k;
+  k.params = {param(DType::f32, {4}, false, "in"), param(DType::f32, {4}, true, "y"),
+              param(DType::i32, {4}, true, "z")};
+  return k;
+}
+
+KernelBuffers filled(const kir::Kernel& k, const std::vector<std::vector<double>>& values) {
+  KernelBuffers out;
+  for (size_t p = 0; p < k.params.size(); ++p) {
+    out.emplace_back(4 * ir::dtype_size(k.params[p].dtype));
+    for (size_t i = 0; i < 4; ++i) set_element(k.params[p].dtype, out.back(), i, values[p][i]);
+  }
+  return out;
+}
+
+TEST(KernelBuffers, FloatsCompareWithinTheOutputsScale) {
+  const kir::Kernel k = two_outputs();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const KernelBuffers want = filled(k, {{1, 2, 3, 4}, {100, 0.5, nan, -1}, {1, 2, 3, 4}});
+  // Scale 100: 1e-4 x 100 = 0.01 allowed anywhere in the output; the input may differ freely.
+  EXPECT_EQ(
+      compare_outputs(k, want, filled(k, {{9, 9, 9, 9}, {100, 0.509, nan, -1}, {1, 2, 3, 4}})),
+      std::nullopt);
+  const std::optional<std::string> off =
+      compare_outputs(k, want, filled(k, {{1, 2, 3, 4}, {100, 0.52, nan, -1}, {1, 2, 3, 4}}));
+  ASSERT_TRUE(off.has_value());
+  EXPECT_EQ(*off,
+            "output %1 (y) element 1: got 0.519999981, the default candidate gave 0.5 (tolerance "
+            "0.0001 of the output's scale 100)");
+  EXPECT_TRUE(compare_outputs(k, want, filled(k, {{1, 2, 3, 4}, {100, 0.5, 1, -1}, {1, 2, 3, 4}})));
+}
+
+TEST(KernelBuffers, IntegersCompareExactly) {
+  const kir::Kernel k = two_outputs();
+  const KernelBuffers want = filled(k, {{0, 0, 0, 0}, {1, 1, 1, 1}, {1, 2, 3, 4}});
+  const std::optional<std::string> off =
+      compare_outputs(k, want, filled(k, {{0, 0, 0, 0}, {1, 1, 1, 1}, {1, 2, 3, 5}}));
+  ASSERT_TRUE(off.has_value());
+  EXPECT_EQ(*off, "output %2 (z) element 3: got 5, the default candidate gave 4");
+}
+
+}  // namespace
+}  // namespace kiln::autotune

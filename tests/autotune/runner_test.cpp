@@ -1,0 +1,189 @@
+// The cpu tuning runner on real kernels: every candidate's output is checked, the winner is a
+// valid candidate, and wrong, failing or uncompilable candidates are disqualified with a reason.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <thread>
+
+#include "autotune/runner.h"
+#include "autotune/tune_space.h"
+#include "tests/autotune/tune_test_kernels.h"
+
+namespace kiln::autotune {
+namespace {
+
+codegen::CpuBackend& backend() {
+  static std::unique_ptr<codegen::CpuBackend> b = [] {
+    auto created = codegen::CpuBackend::create();
+    KILN_CHECK(created.has_value()) << created.error().message;
+    return std::move(*created);
+  }();
+  return *b;
+}
+
+// Two threads per run, like a small ThreadPool; counts the runs.
+struct TwoThreads {
+  int runs = 0;
+  ParallelFor fn() {
+    return [this](int64_t n, const std::function<void(int64_t, int64_t)>& chunk) {
+      ++runs;
+      std::thread other([&] { chunk(n / 2, n); });
+      chunk(0, n / 2);
+      other.join();
+    };
+  }
+};
+
+// The invariants of every decision: a valid winner, every timed candidate checked first.
+void expect_valid(const TuneDecision& d, const kir::Kernel& k, Level level) {
+  const std::vector<TuneCandidate> space = cpu_tune_space(k, level);
+  ASSERT_EQ(d.candidates.size(), space.size());
+  EXPECT_EQ(d.level, level);
+  ASSERT_GE(d.winner_index, 0);
+  ASSERT_LT(d.winner_index, static_cast<int>(d.candidates.size()));
+  const CandidateResult& w = d.candidates[static_cast<size_t>(d.winner_index)];
+  EXPECT_EQ(w.params, d.winner);
+  EXPECT_EQ(w.status, CandidateStatus::ok);
+  EXPECT_GE(d.runs_per_sample, 1);
+  for (size_t i = 0; i < space.size(); ++i) {
+    const CandidateResult& c = d.candidates[i];
+    EXPECT_EQ(c.params, space[i].params);
+    EXPECT_EQ(c.group, space[i].group);
+    if (c.status == CandidateStatus::disqualified) continue;
+    EXPECT_TRUE(c.output_checked) << i;
+    EXPECT_FALSE(c.samples.empty()) << i;
+    EXPECT_LE(w.score, c.score) << i;  // the winner has the best score
+  }
+}
+
+TEST(Runner, TunesAnElementwiseKernel) {
+  const kir::Kernel k = testing::elementwise_kernel(64, 256);
+  TwoThreads threads;
+  Expected<TuneDecision> d = tune_cpu_kernel(backend(), threads.fn(), k, Level::balanced, 0);
+  ASSERT_TRUE(d.has_value()) << d.error().message;
+  expect_valid(*d, k, Level::balanced);
+  ASSERT_EQ(d->candidates.size(), 6u);
+  for (const CandidateResult& c : d->candidates) {
+    EXPECT_NE(c.status, CandidateStatus::disqualified) << c.params.str() << ": " << c.reason;
+    EXPECT_GT(c.compile_ms, 0);
+  }
+  EXPECT_GT(threads.runs, 6);  // the checked runs and the timed ones went through it
+  EXPECT_FALSE(d->stop_reason.empty());
+}
+
+TEST(Runner, TunesAMatmulAndARowReduction) {
+  const kir::Kernel mm = testing::matmul_kernel(48, 40, 32);
+  Expected<TuneDecision> d = tune_cpu_kernel(backend(), nullptr, mm, Level::full, 0);
+  ASSERT_TRUE(d.has_value()) << d.error().message;
+  expect_valid(*d, mm, Level::full);
+  ASSERT_EQ(d->candidates.size(), 4u);
+  for (const CandidateResult& c : d->candidates) EXPECT_TRUE(c.output_checked) << c.reason;
+
+  const kir::Kernel rows = testing::row_reduce_kernel(32, 300);
+  Expected<TuneDecision> r = tune_cpu_kernel(backend(), nullptr, rows, Level::minimal, 0);
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  expect_valid(*r, rows, Level::minimal);
+  for (const CandidateResult& c : r->candidates) EXPECT_TRUE(c.output_checked) << c.reason;
+}
+
+TEST(Runner, AWrongCandidateIsDisqualified) {
+  const kir::Kernel k = testing::elementwise_kernel(16, 64);
+  TuneOptions opt;
+  opt.hooks.after_check_run = [](size_t candidate, KernelBuffers& bufs) {
+    // out[5] is bytes 20..23 (little endian): a low mantissa bit is within tolerance, an
+    // exponent bit is not.
+    if (candidate == 1) bufs[2][5 * 4] ^= 0x01;
+    if (candidate == 2) bufs[2][5 * 4 + 3] ^= 0x20;
+  };
+  Expected<TuneDecision> d = tune_cpu_kernel(backend(), nullptr, k, Level::minimal, 0, opt);
+  ASSERT_TRUE(d.has_value()) << d.error().message;
+  expect_valid(*d, k, Level::minimal);
+  const CandidateResult& bad = d->candidates[2];
+  EXPECT_EQ(bad.status, CandidateStatus::disqualified);
+  EXPECT_EQ(bad.reason.rfind("wrong output: output %2 (out) element 5: got ", 0), 0u) << bad.reason;
+  EXPECT_FALSE(bad.output_checked);
+  EXPECT_TRUE(bad.samples.empty());
+  EXPECT_NE(d->winner_index, 2);
+  EXPECT_NE(d->describe().find("wrong output"), std::string::npos);
+  EXPECT_TRUE(d->candidates[1].output_checked) << d->candidates[1].reason;
+}
+
+TEST(Runner, AnIntegerOutputOffByOneIsDisqualified) {
+  const kir::Kernel k = testing::int_kernel(1000);
+  TuneOptions opt;
+  opt.hooks.after_check_run = [](size_t candidate, KernelBuffers& bufs) {
+    if (candidate == 1) bufs[3][999] ^= 1;  // the bool output's last element
+  };
+  Expected<TuneDecision> d = tune_cpu_kernel(backend(), nullptr, k, Level::minimal, 0, opt);
+  ASSERT_TRUE(d.has_value()) << d.error().message;
+  expect_valid(*d, k, Level::minimal);
+  EXPECT_EQ(d->candidates[1].status, CandidateStatus::disqualified);
+  EXPECT_EQ(d->candidates[1].reason.rfind("wrong output: output %3 (lt) element 999", 0), 0u)
+      << d->candidates[1].reason;
+  EXPECT_TRUE(d->candidates[2].output_checked);
+}
+
+TEST(Runner, ACompileFailureIsDisqualifiedNotFatal) {
+  const kir::Kernel k = testing::elementwise_kernel(16, 64);
+  TuneOptions opt;
+  opt.hooks.fail_compile = [](size_t candidate) -> std::optional<std::string> {
+    if (candidate == 1) return "LLVM ran out of registers";
+    return std::nullopt;
+  };
+  Expected<TuneDecision> d = tune_cpu_kernel(backend(), nullptr, k, Level::minimal, 0, opt);
+  ASSERT_TRUE(d.has_value()) << d.error().message;
+  expect_valid(*d, k, Level::minimal);
+  EXPECT_EQ(d->candidates[1].status, CandidateStatus::disqualified);
+  EXPECT_EQ(d->candidates[1].reason, "compile failed: LLVM ran out of registers");
+  EXPECT_NE(d->winner_index, 1);
+}
+
+TEST(Runner, TheDefaultFailingIsAnError) {
+  const kir::Kernel k = testing::elementwise_kernel(4, 16);
+  TuneOptions opt;
+  opt.hooks.fail_compile = [](size_t candidate) -> std::optional<std::string> {
+    if (candidate == 0) return "no";
+    return std::nullopt;
+  };
+  Expected<TuneDecision> d = tune_cpu_kernel(backend(), nullptr, k, Level::minimal, 0, opt);
+  ASSERT_FALSE(d.has_value());
+  EXPECT_EQ(d.error().message,
+            "autotune: the default candidate of kernel 'ew' does not compile: compile failed: no");
+}
+
+TEST(Runner, ARunThatThrowsIsDisqualified) {
+  const kir::Kernel k = testing::elementwise_kernel(16, 64);
+  int runs = 0;
+  // The checked runs are 0, 0, 1, 2; the fourth run overall (candidate 2) throws.
+  const ParallelFor pf = [&](int64_t n, const std::function<void(int64_t, int64_t)>& chunk) {
+    if (++runs == 4) throw std::runtime_error("worker thread died");
+    chunk(0, n);
+  };
+  Expected<TuneDecision> d = tune_cpu_kernel(backend(), pf, k, Level::minimal, 0);
+  ASSERT_TRUE(d.has_value()) << d.error().message;
+  EXPECT_EQ(d->candidates[2].status, CandidateStatus::disqualified);
+  EXPECT_EQ(d->candidates[2].reason, "run failed: threw: worker thread died");
+  EXPECT_EQ(d->candidates[1].status, CandidateStatus::ok);
+}
+
+TEST(Runner, StopsEarlyAtTheRoofline) {
+  // A bound far above any real time: the first round already reaches it.
+  const kir::Kernel k = testing::elementwise_kernel(16, 64);
+  Expected<TuneDecision> d = tune_cpu_kernel(backend(), nullptr, k, Level::balanced, 1e6);
+  ASSERT_TRUE(d.has_value()) << d.error().message;
+  EXPECT_EQ(d->stop_reason, stop_reason_name(StopReason::roofline));
+  for (const CandidateResult& c : d->candidates) EXPECT_EQ(c.samples.size(), 1u);
+}
+
+TEST(Runner, TheDecisionRoundTripsThroughJson) {
+  const kir::Kernel k = testing::elementwise_kernel(8, 32);
+  Expected<TuneDecision> d = tune_cpu_kernel(backend(), nullptr, k, Level::minimal, 0);
+  ASSERT_TRUE(d.has_value()) << d.error().message;
+  Expected<TuneDecision> back = TuneDecision::from_json(nlohmann::json::parse(d->to_json().dump()));
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(back->winner, d->winner);
+  EXPECT_EQ(back->to_json(), d->to_json());
+}
+
+}  // namespace
+}  // namespace kiln::autotune

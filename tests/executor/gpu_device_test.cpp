@@ -1,0 +1,173 @@
+// The generic GPU device on vulkan:0 (Mesa's lavapipe here and in CI): realizes, the plan and
+// kernel caches, persistent device copies of inputs (memory.persistent_memory), streams used
+// from several threads at once (streaming.max_streams), bounds checks, and device names.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include <array>
+
+#include "codegen/check_mode.h"
+#include "codegen/gpu/gpu_source.h"
+#include "ir/builder.h"
+#include "runtime/device.h"
+#include "runtime/gpu_device.h"
+
+namespace kiln::runtime {
+namespace {
+
+using ir::DType;
+
+ir::HostTensor iota(int64_t n) {
+  ir::HostTensor t = ir::HostTensor::zeros(DType::f32, {n});
+  for (int64_t i = 0; i < n; ++i) t.set(i, static_cast<double>(i));
+  return t;
+}
+
+std::unique_ptr<Device> open_vulkan(DeviceOptions o = {}) {
+  auto dev = open_device("vulkan:0", std::move(o));
+  EXPECT_TRUE(dev.has_value()) << (dev ? "" : dev.error().message);
+  return dev ? std::move(*dev) : nullptr;
+}
+
+// y = x * x + 1 over n elements.
+struct SquarePlusOne {
+  ir::Graph g;
+  ir::Builder b{g};
+  const ir::Node* x;
+  const ir::Node* y;
+  explicit SquarePlusOne(int64_t n) {
+    x = g.input(DType::f32, {n}, "x");
+    y = *b.binary(ir::Op::Add, *b.binary(ir::Op::Mul, x, x), *b.scalar(1.0, DType::f32));
+  }
+};
+
+TEST(GpuDevice, RunsAGraphAndReusesItsPlan) {
+  auto dev = open_vulkan();
+  ASSERT_TRUE(dev);
+  EXPECT_EQ(dev->name(), "vulkan:0");
+  SquarePlusOne c(1000);
+  Bindings in{{c.x, dev->pool()->from_host(iota(1000))}};
+  RunStats first, second;
+  auto out = dev->execute(c.g, {c.y}, in, &first);
+  ASSERT_TRUE(out.has_value()) << out.error().message;
+  ir::HostTensor r = (*out)[0]->to_host();
+  for (int64_t i : {0, 1, 7, 999}) EXPECT_EQ(r.get(i), static_cast<double>(i * i + 1)) << i;
+  EXPECT_EQ(first.kernels, 1);
+  EXPECT_EQ(first.compiled, 1);
+  EXPECT_EQ(first.plan_source, "built");
+  ASSERT_TRUE(dev->execute(c.g, {c.y}, in, &second).has_value());
+  EXPECT_EQ(second.compiled, 0);
+  EXPECT_EQ(second.plan_source, "memory");
+}
+
+TEST(GpuDevice, PersistentInputsAreUploadedOnce) {
+  for (auto mode : {PersistentMemory::enabled, PersistentMemory::disabled}) {
+    DeviceOptions o;
+    o.persistent_memory = mode;
+    auto dev = open_vulkan(o);
+    ASSERT_TRUE(dev);
+    SquarePlusOne c(4096);
+    Bindings in{{c.x, dev->pool()->from_host(iota(4096))}};
+    RunStats first, second;
+    ASSERT_TRUE(dev->execute(c.g, {c.y}, in, &first).has_value());
+    auto out = dev->execute(c.g, {c.y}, in, &second);
+    ASSERT_TRUE(out.has_value());
+    EXPECT_EQ(first.upload_bytes, 4096 * 4);
+    EXPECT_EQ(second.upload_bytes, mode == PersistentMemory::enabled ? 0 : 4096 * 4);
+    EXPECT_EQ(second.download_bytes, 4096 * 4);
+    EXPECT_EQ((*out)[0]->to_host().get(4095), 4095.0 * 4095.0 + 1);
+  }
+}
+
+TEST(GpuDevice, EnforcedKeepsResultsOnTheDeviceForTheNextRealize) {
+  DeviceOptions o;
+  o.persistent_memory = PersistentMemory::enforced;
+  auto dev = open_vulkan(o);
+  ASSERT_TRUE(dev);
+  SquarePlusOne c(256);
+  Bindings in{{c.x, dev->pool()->from_host(iota(256))}};
+  auto once = dev->execute(c.g, {c.y}, in, nullptr);
+  ASSERT_TRUE(once.has_value());
+  Bindings again{{c.x, (*once)[0]}};  // the result fed back as the input
+  RunStats s;
+  auto twice = dev->execute(c.g, {c.y}, again, &s);
+  ASSERT_TRUE(twice.has_value());
+  EXPECT_EQ(s.upload_bytes, 0);
+  EXPECT_EQ((*twice)[0]->to_host().get(3), 101.0);  // (3*3+1)^2 + 1
+}
+
+TEST(GpuDevice, StreamsServeSeveralThreadsAtOnce) {
+  DeviceOptions o;
+  o.max_streams = 2;
+  auto dev = open_vulkan(o);
+  ASSERT_TRUE(dev);
+  SquarePlusOne c(1 << 14);
+  Bindings in{{c.x, dev->pool()->from_host(iota(1 << 14))}};
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int r = 0; r < 5; ++r) {
+        auto out = dev->execute(c.g, {c.y}, in, nullptr);
+        if (!out || (*out)[0]->to_host().get(100) != 10001.0) ++wrong;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+// A kernel that reads past its input (what a lowering bug would produce), compiled with
+// validate: the error slot names the first bad access, and the load is skipped.
+TEST(GpuDevice, ValidateRecordsTheFirstOutOfRangeAccess) {
+  auto backend = open_vulkan_backend(0);
+  ASSERT_TRUE(backend.has_value()) << backend.error().message;
+  kir::Kernel k;
+  k.name = "k0";
+  k.arena = std::make_shared<kir::ExprArena>();
+  k.params = {{DType::f32, {100}, false, "x"}, {DType::f32, {100}, true, "y"}};
+  k.domain = {100};
+  kir::ExprArena& a = *k.arena;
+  const kir::Expr* past = a.alu(kir::Alu::Add, DType::i64, {a.var(0), a.index(7)});
+  k.stores = {{1, a.var(0), a.load(0, DType::f32, past)}};
+  auto source = codegen::gpu::emit_source(k, {}, codegen::gpu::Dialect::glsl,
+                                          codegen::CheckMode::validate);
+  ASSERT_TRUE(source.has_value()) << source.error().message;
+  auto binary = (*backend)->compile(*source, "k0");
+  ASSERT_TRUE(binary.has_value()) << binary.error().message;
+  auto program = (*backend)->load(*source, *binary);
+  ASSERT_TRUE(program.has_value()) << program.error().message;
+  auto x = (*backend)->allocate(400), y = (*backend)->allocate(400);
+  auto slot = (*backend)->allocate(codegen::kCheckSlotWords * 8);
+  ASSERT_TRUE(x && y && slot);
+  auto stream = (*backend)->create_stream();
+  ASSERT_TRUE(stream.has_value()) << stream.error().message;
+  std::vector<float> host(100, 1.f);
+  std::array<int64_t, codegen::kCheckSlotWords> words{};
+  ASSERT_TRUE((*stream)->upload(**x, host.data(), 400).has_value());
+  ASSERT_TRUE((*stream)->upload(**slot, words.data(), sizeof words).has_value());
+  ASSERT_TRUE((*stream)->launch(**program, {x->get(), y->get(), slot->get()}).has_value());
+  ASSERT_TRUE((*stream)->download(**slot, words.data(), sizeof words).has_value());
+  ASSERT_TRUE((*stream)->synchronize().has_value());
+  auto failure = codegen::describe_check_failure(k, words.data());
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_EQ(*failure, "kernel k0: load of param %0 (x) at index 100 is outside its 100 elements");
+}
+
+TEST(GpuDevice, BadNamesAndMissingDevicesAreErrors) {
+  auto bad = open_device("vulkan:x");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().message, "bad device name 'vulkan:x' (expected vulkan:N, e.g. vulkan:0)");
+  auto missing = open_device("vulkan:99");
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_NE(missing.error().message.find("99"), std::string::npos) << missing.error().message;
+  if (!list_cuda_devices().front().present) {
+    auto cuda = open_device("cuda:0");
+    ASSERT_FALSE(cuda.has_value());
+    EXPECT_TRUE(cuda.error().message.starts_with("cuda: ")) << cuda.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace kiln::runtime

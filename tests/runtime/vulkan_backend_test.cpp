@@ -1,0 +1,158 @@
+// The Vulkan backend outside streams: device listing and selection, properties, fingerprint,
+// compilation, pipeline loading and binding reflection, pooled memory and its errors.
+#include <cstring>
+
+#include "codegen/spirv/spirv_compiler.h"
+#include "runtime/vulkan/vulkan_memory.h"
+#include "runtime/vulkan/vulkan_program.h"
+#include "tests/runtime/vulkan_test_util.h"
+
+namespace kiln::runtime::vulkan {
+namespace {
+
+std::string property(const std::vector<std::pair<std::string, std::string>>& properties,
+                     const std::string& key) {
+  for (const auto& [k, v] : properties) {
+    if (k == key) return v;
+  }
+  return "";
+}
+
+VkBuffer handle_of(const std::shared_ptr<DeviceMemory>& memory) {
+  return dynamic_cast<const VulkanDeviceMemory&>(*memory).block()->buffer.buffer;
+}
+
+TEST(VulkanDevices, ListsComputeDevicesWithProperties) {
+  std::vector<GpuDeviceInfo> devices = list_vulkan_devices();
+  ASSERT_FALSE(devices.empty());
+  if (!devices[0].present) {
+    ASSERT_EQ(devices.size(), 1u);
+    EXPECT_EQ(devices[0].name, "vulkan");
+    EXPECT_FALSE(property(devices[0].properties, "absent").empty());
+    GTEST_SKIP() << "no Vulkan: " << property(devices[0].properties, "absent");
+  }
+  bool lavapipe = false;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const GpuDeviceInfo& d = devices[i];
+    EXPECT_TRUE(d.present);
+    EXPECT_EQ(d.name, "vulkan:" + std::to_string(i));
+    for (const char* key :
+         {"name", "type", "vendor", "driver version", "api version", "max workgroup size",
+          "max workgroup count", "shared memory", "memory heaps", "features", "timestamp period"}) {
+      EXPECT_FALSE(property(d.properties, key).empty()) << d.name << " lacks " << key;
+    }
+    if (property(d.properties, "name").find("llvmpipe") != std::string::npos) {
+      lavapipe = true;
+      EXPECT_EQ(property(d.properties, "type"), "cpu");
+      EXPECT_NE(property(d.properties, "features").find("shaderInt64"), std::string::npos);
+    }
+  }
+  // This machine (and CI) has Mesa's lavapipe installed.
+  EXPECT_TRUE(lavapipe);
+}
+
+TEST(VulkanDevices, BadIndexSaysWhichDevicesExist) {
+  auto backend = open_vulkan_backend(7);
+  ASSERT_FALSE(backend.has_value());
+  const std::string& message = backend.error().message;
+  if (vulkan_unavailable(message)) GTEST_SKIP() << message;
+  EXPECT_NE(message.find("vulkan: no device 7 ("), std::string::npos) << message;
+  EXPECT_NE(message.find("present: "), std::string::npos) << message;
+  auto negative = open_vulkan_backend(-1);
+  ASSERT_FALSE(negative.has_value());
+  EXPECT_NE(negative.error().message.find("no device -1"), std::string::npos);
+}
+
+TEST_F(VulkanTest, DescribesItself) {
+  EXPECT_EQ(backend_->name(), "vulkan:0");
+  EXPECT_EQ(backend_->binary_kind(), "spirv");
+  EXPECT_EQ(backend_->dialect(), codegen::gpu::Dialect::glsl);
+  auto properties = backend_->properties();
+  std::string name = property(properties, "name");
+  ASSERT_FALSE(name.empty());
+  EXPECT_NE(property(properties, "api version").substr(0, 2), "1.0");
+  std::string fingerprint = backend_->fingerprint();
+  EXPECT_EQ(fingerprint.find(name), 0u) << fingerprint;
+  EXPECT_NE(fingerprint.find(codegen::spirv::toolchain_version()), std::string::npos);
+  // The pipeline cache UUID: 32 hex digits.
+  size_t at = fingerprint.find("pipeline cache ");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_EQ(fingerprint.substr(at + 15, 32).find_first_not_of("0123456789abcdef"),
+            std::string::npos);
+  auto again = open_vulkan_backend(0);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ((*again)->fingerprint(), fingerprint);
+}
+
+TEST_F(VulkanTest, CompileProducesSpirvAndReflectsBindings) {
+  auto source = glsl_source(vector_add_glsl(1000), 4, 256);
+  auto binary = backend_->compile(source, "vector_add");
+  ASSERT_TRUE(binary.has_value()) << binary.error().message;
+  ASSERT_EQ(binary->size() % 4, 0u);
+  std::vector<uint32_t> words(binary->size() / 4);
+  std::memcpy(words.data(), binary->data(), binary->size());
+  EXPECT_EQ(words[0], 0x07230203u);
+  auto bindings = reflect_bindings(words);
+  ASSERT_TRUE(bindings.has_value()) << bindings.error().message;
+  EXPECT_EQ(*bindings, (std::vector<uint32_t>{0, 1, 2}));
+  auto loaded = backend_->load(source, *binary);
+  ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
+  EXPECT_EQ(dynamic_cast<const VulkanProgram&>(**loaded).groups, 4u);
+}
+
+TEST_F(VulkanTest, CompileErrorsNameTheKernel) {
+  auto binary = backend_->compile(glsl_source("#version 450\nvoid main() { oops(); }\n", 1, 1),
+                                  "broken_kernel");
+  ASSERT_FALSE(binary.has_value());
+  EXPECT_NE(binary.error().message.find("broken_kernel"), std::string::npos)
+      << binary.error().message;
+}
+
+TEST_F(VulkanTest, LoadRejectsBadBinariesAndLaunchShapes) {
+  auto source = glsl_source(vector_add_glsl(1000), 4, 256);
+  auto garbage = backend_->load(source, std::vector<uint8_t>(64, 0x5a));
+  ASSERT_FALSE(garbage.has_value());
+  EXPECT_NE(garbage.error().message.find("not a SPIR-V module"), std::string::npos);
+  auto odd = backend_->load(source, std::vector<uint8_t>(7, 0));
+  ASSERT_FALSE(odd.has_value());
+  EXPECT_NE(odd.error().message.find("whole words"), std::string::npos);
+  auto binary = backend_->compile(source, "vector_add");
+  ASSERT_TRUE(binary.has_value());
+  source.launch.groups = 0;
+  auto no_groups = backend_->load(source, *binary);
+  ASSERT_FALSE(no_groups.has_value());
+  EXPECT_NE(no_groups.error().message.find("launch of 0 workgroups"), std::string::npos);
+}
+
+TEST_F(VulkanTest, PoolRecyclesFreedBlocksBySizeClass) {
+  EXPECT_EQ(MemoryPool::size_class(1), 256u);
+  EXPECT_EQ(MemoryPool::size_class(1000), 1024u);
+  EXPECT_EQ(MemoryPool::size_class((1u << 20) + 1), (1u << 20) + (1u << 18));
+  auto first = allocate(1000);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->bytes(), 1000u);
+  VkBuffer handle = handle_of(first);
+  first.reset();
+  auto same_class = allocate(900);
+  ASSERT_NE(same_class, nullptr);
+  EXPECT_EQ(handle_of(same_class), handle);
+  auto other = allocate(1000);  // the block is taken: a new one
+  ASSERT_NE(other, nullptr);
+  EXPECT_NE(handle_of(other), handle);
+}
+
+TEST_F(VulkanTest, AllocationTooLargeForTheDeviceIsAClearError) {
+  auto huge = backend_->allocate(size_t{1} << 50);
+  ASSERT_FALSE(huge.has_value());
+  const std::string& message = huge.error().message;
+  EXPECT_EQ(message.find("vulkan:"), 0u) << message;
+  EXPECT_NE(message.find("bytes"), std::string::npos) << message;
+  EXPECT_NE(message.find("cannot allocate 1125899906842624 bytes on vulkan:0: larger than its "
+                         "largest memory heap"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(allocate(4096), nullptr);  // the backend still works
+}
+
+}  // namespace
+}  // namespace kiln::runtime::vulkan
