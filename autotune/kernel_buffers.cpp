@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -13,24 +12,6 @@ namespace kiln::autotune {
 namespace {
 
 using ir::DType;
-
-uint16_t f32_to_bf16(float f) {
-  const uint32_t b = std::bit_cast<uint32_t>(f);
-  if (std::isnan(f)) return static_cast<uint16_t>((b >> 16) | 0x40);
-  return static_cast<uint16_t>((b + 0x7fff + ((b >> 16) & 1)) >> 16);
-}
-
-template <class T>
-T load(const std::vector<uint8_t>& bytes, size_t i) {
-  T v;
-  std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
-  return v;
-}
-
-template <class T>
-void store(std::vector<uint8_t>& bytes, size_t i, T v) {
-  std::memcpy(bytes.data() + i * sizeof(T), &v, sizeof(T));
-}
 
 // splitmix64: the same numbers on every platform (std distributions are not specified exactly).
 struct Random {
@@ -52,8 +33,8 @@ double random_value(DType t, Random& r) {
   return static_cast<double>(r.in(-8, 8));
 }
 
-size_t numel(const kir::Param& p) {
-  return static_cast<size_t>(ir::shape_numel(p.shape));
+int64_t numel(const kir::Param& p) {
+  return ir::shape_numel(p.shape);
 }
 
 std::string param_name(const kir::Param& p) {
@@ -65,16 +46,14 @@ std::string value_text(double v) {
 }
 
 std::optional<std::string> compare_floats(const kir::Param& p, size_t index,
-                                          const std::vector<uint8_t>& want,
-                                          const std::vector<uint8_t>& got) {
-  const size_t n = numel(p);
+                                          const ir::HostTensor& want, const ir::HostTensor& got) {
+  const int64_t n = numel(p);
   double scale = 0;
-  for (size_t i = 0; i < n; ++i)
-    if (const double w = element(p.dtype, want, i); std::isfinite(w))
-      scale = std::max(scale, std::abs(w));
+  for (int64_t i = 0; i < n; ++i)
+    if (const double w = want.get(i); std::isfinite(w)) scale = std::max(scale, std::abs(w));
   const double allowed = output_tolerance(p.dtype) * scale;
-  for (size_t i = 0; i < n; ++i) {
-    const double w = element(p.dtype, want, i), g = element(p.dtype, got, i);
+  for (int64_t i = 0; i < n; ++i) {
+    const double w = want.get(i), g = got.get(i);
     const bool same = std::isnan(w) || std::isnan(g)   ? std::isnan(w) && std::isnan(g)
                       : std::isinf(w) || std::isinf(g) ? w == g
                                                        : std::abs(g - w) <= allowed;
@@ -89,60 +68,14 @@ std::optional<std::string> compare_floats(const kir::Param& p, size_t index,
 
 }  // namespace
 
-double element(DType t, const std::vector<uint8_t>& bytes, size_t i) {
-  switch (t) {
-    case DType::f32:
-      return load<float>(bytes, i);
-    case DType::f64:
-      return load<double>(bytes, i);
-    case DType::f16:
-      return static_cast<double>(std::bit_cast<_Float16>(load<uint16_t>(bytes, i)));
-    case DType::bf16:
-      return std::bit_cast<float>(static_cast<uint32_t>(load<uint16_t>(bytes, i)) << 16);
-    case DType::i32:
-      return load<int32_t>(bytes, i);
-    case DType::i64:
-      return static_cast<double>(load<int64_t>(bytes, i));
-    case DType::i8:
-      return load<int8_t>(bytes, i);
-    case DType::u8:
-    case DType::boolean:
-      return load<uint8_t>(bytes, i);
-  }
-  return 0;
-}
-
-void set_element(DType t, std::vector<uint8_t>& bytes, size_t i, double v) {
-  switch (t) {
-    case DType::f32:
-      return store(bytes, i, static_cast<float>(v));
-    case DType::f64:
-      return store(bytes, i, v);
-    case DType::f16:
-      return store(bytes, i, std::bit_cast<uint16_t>(static_cast<_Float16>(static_cast<float>(v))));
-    case DType::bf16:
-      return store(bytes, i, f32_to_bf16(static_cast<float>(v)));
-    case DType::i32:
-      return store(bytes, i, static_cast<int32_t>(v));
-    case DType::i64:
-      return store(bytes, i, static_cast<int64_t>(v));
-    case DType::i8:
-      return store(bytes, i, static_cast<int8_t>(v));
-    case DType::u8:
-      return store(bytes, i, static_cast<uint8_t>(v));
-    case DType::boolean:
-      return store(bytes, i, static_cast<uint8_t>(v != 0));
-  }
-}
-
 KernelBuffers random_buffers(const kir::Kernel& kernel, uint64_t seed) {
   Random r{seed};
   KernelBuffers out;
   for (const kir::Param& p : kernel.params) {
-    const size_t n = numel(p);
-    std::vector<uint8_t> bytes(std::max<size_t>(n * ir::dtype_size(p.dtype), 1));
-    for (size_t i = 0; i < n; ++i) set_element(p.dtype, bytes, i, random_value(p.dtype, r));
-    out.push_back(std::move(bytes));
+    ir::HostTensor t = ir::HostTensor::zeros(p.dtype, p.shape);
+    if (t.bytes.empty()) t.bytes.resize(static_cast<size_t>(ir::dtype_size(p.dtype)));
+    for (int64_t i = 0; i < t.numel(); ++i) t.set(i, random_value(p.dtype, r));
+    out.push_back(std::move(t));
   }
   return out;
 }
@@ -171,11 +104,13 @@ std::optional<std::string> compare_outputs(const kir::Kernel& kernel, const Kern
       continue;
     }
     const size_t size = static_cast<size_t>(ir::dtype_size(p.dtype));
-    for (size_t i = 0; i < numel(p); ++i)
-      if (std::memcmp(want[b].data() + i * size, got[b].data() + i * size, size) != 0)
+    for (int64_t i = 0; i < numel(p); ++i) {
+      const size_t at = static_cast<size_t>(i) * size;
+      if (std::memcmp(want[b].bytes.data() + at, got[b].bytes.data() + at, size) != 0)
         return fmt::format("output %{} ({}) element {}: got {}, the default candidate gave {}", b,
-                           param_name(p), i, value_text(element(p.dtype, got[b], i)),
-                           value_text(element(p.dtype, want[b], i)));
+                           param_name(p), i, value_text(got[b].get(i)),
+                           value_text(want[b].get(i)));
+    }
   }
   return std::nullopt;
 }

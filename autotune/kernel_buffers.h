@@ -7,13 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "ir/host_tensor.h"
 #include "ir/kernel_ir.h"
 
 namespace kiln::autotune {
 
-// One byte vector per kernel parameter (numel x dtype size, at least one byte so that every
-// pointer is valid).
-using KernelBuffers = std::vector<std::vector<uint8_t>>;
+// One host tensor per kernel parameter, with the parameter's dtype and shape. A parameter with no
+// elements still holds one element's bytes, so that every data pointer is valid.
+using KernelBuffers = std::vector<ir::HostTensor>;
 
 // Every parameter (outputs too, in case a kernel reads one) filled from `seed`: floats uniform in
 // [-2, 2] rounded to the dtype, integers in [-8, 8] ([0, 16] for u8, small enough that no
@@ -30,9 +31,5 @@ double output_tolerance(ir::DType t);
 // equal; integers and bools exactly. Otherwise the first mismatch, said for a person.
 std::optional<std::string> compare_outputs(const kir::Kernel& kernel, const KernelBuffers& want,
                                            const KernelBuffers& got);
-
-// Element i of a buffer of dtype t as a double (f16/bf16 widened exactly).
-double element(ir::DType t, const std::vector<uint8_t>& bytes, size_t i);
-void set_element(ir::DType t, std::vector<uint8_t>& bytes, size_t i, double v);
 
 }  // namespace kiln::autotune

@@ -87,7 +87,7 @@ class CpuTuner {
   // One run of candidate i over the whole domain on `bufs`.
   Expected<void> run_once(size_t i, KernelBuffers& bufs) {
     std::vector<void*> ptrs;
-    for (std::vector<uint8_t>& b : bufs) ptrs.push_back(b.data());
+    for (ir::HostTensor& b : bufs) ptrs.push_back(b.data());
     const codegen::CpuKernelFn fn = artifacts_[i]->fn;
     void* const* args = ptrs.data();
     try {

@@ -47,4 +47,10 @@ bool is_int(DType t) {
 }
 bool is_signed(DType t) { return is_float(t) || t == DType::i32 || t == DType::i64 || t == DType::i8; }
 
+DTypeClass dtype_class(DType t) {
+  if (is_float(t)) return DTypeClass::floating;
+  if (t == DType::boolean) return DTypeClass::boolean;
+  return is_signed(t) ? DTypeClass::signed_int : DTypeClass::unsigned_int;
+}
+
 }  // namespace kiln::ir

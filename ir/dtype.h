@@ -20,4 +20,9 @@ bool is_float(DType t);
 bool is_int(DType t);  // signed or unsigned integer, not bool
 bool is_signed(DType t);
 
+// The four kinds of arithmetic a code generator distinguishes: IEEE floats, two's-complement
+// signed and unsigned integers (which differ in division, shifts, comparisons and casts), and bool.
+enum class DTypeClass : uint8_t { floating, signed_int, unsigned_int, boolean };
+DTypeClass dtype_class(DType t);
+
 }  // namespace kiln::ir

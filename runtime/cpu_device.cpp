@@ -29,21 +29,8 @@ Expected<std::unique_ptr<CpuDevice>> CpuDevice::create(DeviceOptions options) {
   auto backend = codegen::CpuBackend::create();
   if (!backend) return std::unexpected(backend.error());
   std::unique_ptr<PersistentCache> disk;
-  if (!options.cache_path.empty()) {
-    cache::StoreOptions so;
-    so.read_only = options.cache_read_only;
-    so.max_size = options.cache_max_size;
-    if (options.logger)
-      so.warn = [logger = options.logger](const std::string& m) {
-        logger->log(LogComponent::cache, LogLevel::minimal, m);
-      };
-    // A cache that cannot be opened costs compilation time, never the run.
-    if (auto store = cache::Store::open(options.cache_path, so))
-      disk = std::make_unique<PersistentCache>(std::move(*store), **backend);
-    else
-      fmt::print(stderr, "kiln: warning: kernel cache '{}' is not used: {}\n", options.cache_path,
-                 store.error().message);
-  }
+  if (auto store = open_cache_store(options))
+    disk = std::make_unique<PersistentCache>(std::move(store), **backend);
   return std::unique_ptr<CpuDevice>(
       new CpuDevice(std::move(options), std::move(*backend), std::move(disk)));
 }
@@ -56,6 +43,12 @@ CpuDevice::CpuDevice(DeviceOptions options, std::unique_ptr<codegen::CpuBackend>
       kernels_(*backend_, disk_.get(), options_.explain_misses, options_.check_mode),
       threads_(options_.num_threads > 0 ? options_.num_threads : ThreadPool::default_threads()),
       pool_(BufferPool::create(options_.persistent_memory)) {
+  if (options_.autotune && !options_.autotune_cache_path.empty() &&
+      options_.autotune_cache_path != options_.cache_path) {
+    DeviceOptions tune = options_;
+    tune.cache_path = options_.autotune_cache_path;
+    tune_store_ = open_cache_store(tune);
+  }
   if (options_.logger && options_.logger->enabled(LogComponent::memory, LogLevel::verbose))
     pool_->set_fresh_allocation_observer([logger = options_.logger](size_t bytes) {
       logger->log(LogComponent::memory, LogLevel::verbose,
@@ -98,12 +91,16 @@ codegen::TuneParams CpuDevice::tuned_params(const kir::Kernel& kernel, int* tune
   std::string text = kir::print_kernel(kernel, false);
   std::lock_guard lock(tune_mu_);
   if (auto it = tuned_.find(text); it != tuned_.end()) return it->second;
-  std::optional<cache::KeyParts> key;
-  if (disk_) {
-    key = disk_->kernel_key(kernel, codegen::TuneParams{}, codegen::CheckMode::none);
-    key->parts.erase(key->parts.begin() + 1);  // the tune part: the decision is what picks it
-    key->parts.emplace_back("autotune", std::string(autotune::level_name(*level)));
-    if (auto e = disk_->store().get(cache::Table::autotune, *key)) {
+  // What the measurements depend on: the kernel, this CPU and its features, the code generator.
+  cache::KeyParts key{{{"kernel", text},
+                       {"target", "cpu"},
+                       {"cpu", backend_->cpu_name()},
+                       {"features", backend_->cpu_features()},
+                       {"llvm", backend_->llvm_version()},
+                       {"codegen", codegen::CpuBackend::kCodegenVersion},
+                       {"autotune", std::string(autotune::level_name(*level))}}};
+  if (cache::Store* store = tune_store()) {
+    if (auto e = store->get(cache::Table::autotune, key)) {
       auto j = nlohmann::json::parse(e->value.begin(), e->value.end(), nullptr, false);
       if (auto d = autotune::TuneDecision::from_json(j)) return tuned_[text] = d->winner;
       // A damaged decision: tune again and overwrite it.
@@ -126,13 +123,13 @@ codegen::TuneParams CpuDevice::tuned_params(const kir::Kernel& kernel, int* tune
     options_.logger->log(LogComponent::autotune, LogLevel::minimal,
                          fmt::format("{}: {} ({} candidates, {})", kernel.name, decision->winner.str(),
                                      decision->candidates.size(), decision->stop_reason));
-  if (disk_) {
+  if (cache::Store* store = tune_store()) {
     cache::Entry e;
     std::string value = decision->to_json().dump();
     e.value.assign(value.begin(), value.end());
     e.source = decision->describe();
     e.metadata = nlohmann::json{{"winner", decision->winner.str()}, {"level", options_.autotune_level}}.dump();
-    disk_->store().put(cache::Table::autotune, *key, e);
+    store->put(cache::Table::autotune, key, e);
   }
   return tuned_[text] = decision->winner;
 }

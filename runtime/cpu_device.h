@@ -50,6 +50,7 @@ class CpuDevice final : public Device {
   // The fuser part of plan keys: a plan names its kernels' digests, which differ per check mode
   // and schedule (tuned or not).
   std::string plan_fuser_key();
+  cache::Store* tune_store() { return tune_store_ ? tune_store_.get() : disk_ ? &disk_->store() : nullptr; }
   // The autotuner's schedule for `kernel`: this process's decision, the persistent cache's, or
   // tuned now (counted in *tuned). Never fails a run: if tuning fails, the default schedule.
   codegen::TuneParams tuned_params(const kir::Kernel& kernel, int* tuned);
@@ -62,6 +63,8 @@ class CpuDevice final : public Device {
   DeviceOptions options_;
   std::unique_ptr<codegen::CpuBackend> backend_;
   std::unique_ptr<PersistentCache> disk_;  // null without a cache path
+  // autotune.cache when it names another file than the kernel cache; else decisions go in disk_.
+  std::unique_ptr<cache::Store> tune_store_;
   KernelCache kernels_;
   ThreadPool threads_;
   std::shared_ptr<BufferPool> pool_;

@@ -54,12 +54,16 @@ Expected<DeviceOptions> device_options_from_config(const Config& config) {
   DeviceOptions o;
   o.fuser = config.fusion_enabled ? "beam" : "none";
   o.beam = passes::BeamOptions{config.max_blocks, config.beam_width};
-  const CacheScope& scope = config.compilation_cache;
-  if (scope.kind == "local") o.cache_path = cache::local_scope_path(config.project_root);
-  else if (scope.kind == "target") o.cache_path = cache::target_scope_path();
-  else if (scope.kind == "global") o.cache_path = cache::global_scope_path();
-  else if (scope.kind == "file") o.cache_path = scope.path;
-  // "none": no persistent cache.
+  // "none": no persistent cache ("").
+  auto scope_path = [&](const CacheScope& scope) -> std::string {
+    if (scope.kind == "local") return cache::local_scope_path(config.project_root);
+    if (scope.kind == "target") return cache::target_scope_path();
+    if (scope.kind == "global") return cache::global_scope_path();
+    if (scope.kind == "file") return scope.path;
+    return "";
+  };
+  o.cache_path = scope_path(config.compilation_cache);
+  o.autotune_cache_path = scope_path(config.autotune_cache);
   o.cache_read_only = config.cache_read_only;
   auto size = cache::parse_size(config.cache_max_size);
   if (!size) return std::unexpected(size.error());
@@ -91,6 +95,22 @@ Expected<DeviceOptions> device_options_from_config(const Config& config) {
         "memory.persistent_memory: unknown mode '{}' (expected enabled, disabled or enforced)",
         config.persistent_memory));
   return o;
+}
+
+std::unique_ptr<cache::Store> open_cache_store(const DeviceOptions& options) {
+  if (options.cache_path.empty()) return nullptr;
+  cache::StoreOptions so;
+  so.read_only = options.cache_read_only;
+  so.max_size = options.cache_max_size;
+  if (options.logger)
+    so.warn = [logger = options.logger](const std::string& m) {
+      logger->log(LogComponent::cache, LogLevel::minimal, m);
+    };
+  auto store = cache::Store::open(options.cache_path, so);
+  if (store) return std::move(*store);
+  fmt::print(stderr, "kiln: warning: kernel cache '{}' is not used: {}\n", options.cache_path,
+             store.error().message);
+  return nullptr;
 }
 
 std::unique_ptr<passes::Fuser> make_fuser(const DeviceOptions& options, const passes::CostModel& cost) {

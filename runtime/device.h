@@ -16,6 +16,10 @@
 #include "runtime/plan.h"
 #include "runtime/planner.h"
 
+namespace kiln::cache {
+class Store;
+}
+
 namespace kiln::runtime {
 
 class Logger;
@@ -69,6 +73,8 @@ struct DeviceOptions {
   // once per machine. Off unless asked for (`kiln run --autotune`, `kiln warm --autotune`).
   bool autotune = false;
   std::string autotune_level = "balanced";
+  // Where decisions are kept (kiln.toml autotune.cache): "" = in the kernel cache (cache_path).
+  std::string autotune_cache_path;
   // streaming.max_streams: GPU devices keep up to this many streams, one per realize running at
   // once (further realizes wait for a free one); the cpu device runs at most this many realizes
   // at once (their kernels share one thread pool).
@@ -98,6 +104,11 @@ class Device {
 std::unique_ptr<passes::Fuser> make_fuser(const DeviceOptions& options, const passes::CostModel& cost);
 std::string describe_fuser(const DeviceOptions& options, const passes::Fuser& fuser,
                            const passes::CostModel& cost);
+// The persistent cache store DeviceOptions names (cache_path, read-only, size cap, the cache
+// logger for warnings); null without one, or (with a warning) when it cannot be opened: a cache
+// costs compilation time, never the run.
+std::unique_ptr<cache::Store> open_cache_store(const DeviceOptions& options);
+
 // RunStats of one execute: `source` is where the plan came from ("memory": nothing was built).
 void fill_run_stats(const Plan& plan, const std::string& source, double plan_ms, double run_ms,
                     RunStats* stats);

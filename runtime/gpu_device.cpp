@@ -36,20 +36,7 @@ passes::DeviceRates gpu_rates(const GpuBackend& backend) {
 
 Expected<std::unique_ptr<GpuDevice>> GpuDevice::create(std::unique_ptr<GpuBackend> backend,
                                                        DeviceOptions options) {
-  std::unique_ptr<cache::Store> store;
-  if (!options.cache_path.empty()) {
-    cache::StoreOptions so;
-    so.read_only = options.cache_read_only;
-    so.max_size = options.cache_max_size;
-    if (options.logger)
-      so.warn = [logger = options.logger](const std::string& m) {
-        logger->log(LogComponent::cache, LogLevel::minimal, m);
-      };
-    if (auto s = cache::Store::open(options.cache_path, so)) store = std::move(*s);
-    else
-      fmt::print(stderr, "kiln: warning: kernel cache '{}' is not used: {}\n", options.cache_path,
-                 s.error().message);
-  }
+  std::unique_ptr<cache::Store> store = open_cache_store(options);
   return std::unique_ptr<GpuDevice>(new GpuDevice(std::move(backend), std::move(options), std::move(store)));
 }
 

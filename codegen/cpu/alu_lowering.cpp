@@ -20,18 +20,13 @@ using llvm::Value;
 
 namespace {
 
-enum class Cls { Float, Signed, Unsigned, Bool };
-
-Cls classify(DType t) {
-  if (ir::is_float(t)) return Cls::Float;
-  if (t == DType::boolean) return Cls::Bool;
-  return ir::is_signed(t) ? Cls::Signed : Cls::Unsigned;
-}
+using ir::DTypeClass;
 
 kiln::Error unsupported(const kir::Expr& e, DType t) {
-  return kiln::Error{fmt::format("cpu backend: alu op '{}' on {} is not supported (expected {})",
-                                 kir::alu_name(e.alu), ir::dtype_name(t),
-                                 classify(t) == Cls::Bool ? "a numeric dtype" : "a valid dtype")};
+  return kiln::Error{
+      fmt::format("cpu backend: alu op '{}' on {} is not supported (expected {})",
+                  kir::alu_name(e.alu), ir::dtype_name(t),
+                  ir::dtype_class(t) == DTypeClass::boolean ? "a numeric dtype" : "a valid dtype")};
 }
 
 Value* fconst(Value* like, double v) {
@@ -111,8 +106,8 @@ Expected<Value*> float_unary(llvm::IRBuilderBase& b, const kir::Expr& e, Value* 
   }
 }
 
-Expected<Value*> int_unary(llvm::IRBuilderBase& b, const kir::Expr& e, Cls cls, Value* x) {
-  const bool is_signed = cls == Cls::Signed;
+Expected<Value*> int_unary(llvm::IRBuilderBase& b, const kir::Expr& e, DTypeClass cls, Value* x) {
+  const bool is_signed = cls == DTypeClass::signed_int;
   switch (e.alu) {
     case Alu::Neg:
       return b.CreateNeg(x);
@@ -154,9 +149,9 @@ Value* index_div_mod(llvm::IRBuilderBase& b, Alu op, Value* x, Value* y, bool is
   return is_signed ? b.CreateSRem(x, y1) : b.CreateURem(x, y1);
 }
 
-Value* compare(llvm::IRBuilderBase& b, Alu op, Cls cls, Value* x, Value* y) {
+Value* compare(llvm::IRBuilderBase& b, Alu op, DTypeClass cls, Value* x, Value* y) {
   using P = llvm::CmpInst::Predicate;
-  if (cls == Cls::Float) {
+  if (cls == DTypeClass::floating) {
     // Ordered predicates: NaN compares false, except `ne`, which is true (numpy).
     static constexpr P kFloat[] = {P::FCMP_OEQ, P::FCMP_UNE, P::FCMP_OLT,
                                    P::FCMP_OLE, P::FCMP_OGT, P::FCMP_OGE};
@@ -167,7 +162,7 @@ Value* compare(llvm::IRBuilderBase& b, Alu op, Cls cls, Value* x, Value* y) {
   static constexpr P kUnsigned[] = {P::ICMP_EQ,  P::ICMP_NE,  P::ICMP_ULT,
                                     P::ICMP_ULE, P::ICMP_UGT, P::ICMP_UGE};
   const int k = static_cast<int>(op) - static_cast<int>(Alu::Eq);
-  return b.CreateICmp(cls == Cls::Signed ? kSigned[k] : kUnsigned[k], x, y);
+  return b.CreateICmp(cls == DTypeClass::signed_int ? kSigned[k] : kUnsigned[k], x, y);
 }
 
 Expected<Value*> float_binary(llvm::IRBuilderBase& b, const kir::Expr& e, Value* x, Value* y) {
@@ -192,10 +187,10 @@ Expected<Value*> float_binary(llvm::IRBuilderBase& b, const kir::Expr& e, Value*
   }
 }
 
-Expected<Value*> int_binary(llvm::IRBuilderBase& b, const kir::Expr& e, Cls cls, Value* x,
+Expected<Value*> int_binary(llvm::IRBuilderBase& b, const kir::Expr& e, DTypeClass cls, Value* x,
                             Value* y) {
-  const bool is_signed = cls == Cls::Signed;
-  const bool is_bool = cls == Cls::Bool;
+  const bool is_signed = cls == DTypeClass::signed_int;
+  const bool is_bool = cls == DTypeClass::boolean;
   switch (e.alu) {
     case Alu::Add:
       if (!is_bool) return b.CreateAdd(x, y);
@@ -258,17 +253,17 @@ Expected<Value*> emit_alu(llvm::IRBuilderBase& b, const kir::Expr& e,
     case Alu::Le:
     case Alu::Gt:
     case Alu::Ge:
-      return compare(b, e.alu, classify(operand), args[0], args[1]);
+      return compare(b, e.alu, ir::dtype_class(operand), args[0], args[1]);
     default:
       break;
   }
-  const Cls cls = classify(operand);
+  const DTypeClass cls = ir::dtype_class(operand);
   if (args.size() == 1) {
-    if (cls == Cls::Float) return float_unary(b, e, args[0]);
-    if (cls == Cls::Bool) return std::unexpected(unsupported(e, operand));
+    if (cls == DTypeClass::floating) return float_unary(b, e, args[0]);
+    if (cls == DTypeClass::boolean) return std::unexpected(unsupported(e, operand));
     return int_unary(b, e, cls, args[0]);
   }
-  if (cls == Cls::Float) return float_binary(b, e, args[0], args[1]);
+  if (cls == DTypeClass::floating) return float_binary(b, e, args[0], args[1]);
   return int_binary(b, e, cls, args[0], args[1]);
 }
 

@@ -13,13 +13,7 @@ using kir::ReduceOp;
 
 namespace {
 
-enum class Cls { Float, Signed, Unsigned, Bool };
-
-Cls classify(DType t) {
-  if (ir::is_float(t)) return Cls::Float;
-  if (t == DType::boolean) return Cls::Bool;
-  return ir::is_signed(t) ? Cls::Signed : Cls::Unsigned;
-}
+using ir::DTypeClass;
 
 kiln::Error unsupported(const kir::Expr& e, DType t) {
   return kiln::Error{fmt::format("gpu codegen: alu op '{}' on {} is not supported",
@@ -70,9 +64,9 @@ std::string float_unary(DialectText& d, Alu op, DType t, const std::string& x) {
   }
 }
 
-std::string int_unary(DialectText& d, Alu op, DType t, Cls cls, const std::string& x) {
+std::string int_unary(DialectText& d, Alu op, DType t, DTypeClass cls, const std::string& x) {
   const std::string z = d.int_lit(t, 0);
-  const bool s = cls == Cls::Signed;
+  const bool s = cls == DTypeClass::signed_int;
   switch (op) {
     case Alu::Neg: return int_arith(d, t, "-", z, x);
     case Alu::Abs: return s ? fmt::format("({0} < {1} ? {2} : {0})", x, z, int_arith(d, t, "-", z, x)) : x;
@@ -85,8 +79,8 @@ std::string int_unary(DialectText& d, Alu op, DType t, Cls cls, const std::strin
   }
 }
 
-std::string compare(Alu op, Cls cls, std::string a, std::string b) {
-  if (cls == Cls::Bool && op != Alu::Eq && op != Alu::Ne) {
+std::string compare(Alu op, DTypeClass cls, std::string a, std::string b) {
+  if (cls == DTypeClass::boolean && op != Alu::Eq && op != Alu::Ne) {
     a = fmt::format("({} ? 1 : 0)", a);
     b = fmt::format("({} ? 1 : 0)", b);
   }
@@ -100,9 +94,9 @@ std::string compare(Alu op, Cls cls, std::string a, std::string b) {
   }
 }
 
-std::string int_binary(DialectText& d, Alu op, DType t, Cls cls, const std::string& a,
+std::string int_binary(DialectText& d, Alu op, DType t, DTypeClass cls, const std::string& a,
                        const std::string& b, bool const_divisor) {
-  const bool is_bool = cls == Cls::Bool;
+  const bool is_bool = cls == DTypeClass::boolean;
   const std::string z = d.int_lit(t, 0);
   switch (op) {
     case Alu::Add: return is_bool ? "" : int_arith(d, t, "+", a, b);
@@ -110,7 +104,8 @@ std::string int_binary(DialectText& d, Alu op, DType t, Cls cls, const std::stri
     case Alu::Mul: return is_bool ? "" : int_arith(d, t, "*", a, b);
     case Alu::Div:
       if (is_bool) return "";
-      if (cls == Cls::Unsigned) return fmt::format("({1} == {2} ? {2} : {0} / {1})", a, b, z);
+      if (cls == DTypeClass::unsigned_int)
+        return fmt::format("({1} == {2} ? {2} : {0} / {1})", a, b, z);
       return wrap(d, t, fmt::format("{}({}, {})", d.helper("floordiv", t), a, b));
     case Alu::IDiv:
     case Alu::Mod: {
@@ -149,16 +144,17 @@ std::string float_binary(DialectText& d, Alu op, DType t, const std::string& a,
 
 std::string cast_text(DialectText& d, const std::string& v, DType from, DType to) {
   if (from == to) return v;
-  const Cls f = classify(from);
+  const DTypeClass f = ir::dtype_class(from);
   if (to == DType::boolean) return fmt::format("(!({} == {}))", v, d.zero(from));
-  if (f == Cls::Bool) {
+  if (f == DTypeClass::boolean) {
     const std::string one = ir::is_float(to) ? d.float_lit(to, 1.0) : d.int_lit(to, 1);
     return fmt::format("({} ? {} : {})", v, one, d.zero(to));
   }
   if (ir::is_float(to)) {  // from a float or an integer register: convert, then round
     return d.round_to_storage(to, d.cast(d.reg_type(to), v));
   }
-  if (f == Cls::Float) {  // saturate to i32 (i64), then wrap like a C cast from the wider int
+  // From a float: saturate to i32 (i64), then wrap like a C cast from the wider int.
+  if (f == DTypeClass::floating) {
     const std::string wide = d.cast(
         d.reg_type(to), fmt::format("{}({})", d.helper(to == DType::i64 ? "f2i64" : "f2i32", from), v));
     if (to == DType::i8 || to == DType::u8) return wrap(d, to, d.cast(d.reg_type(to), wide));
@@ -171,7 +167,7 @@ std::string cast_text(DialectText& d, const std::string& v, DType from, DType to
 Expected<std::string> alu_text(DialectText& d, const kir::Expr& e,
                                const std::vector<std::string>& args) {
   const DType operand = e.args[0]->dtype;
-  const Cls cls = classify(operand);
+  const DTypeClass cls = ir::dtype_class(operand);
   std::string r;
   switch (e.alu) {
     case Alu::Cast:
@@ -189,10 +185,10 @@ Expected<std::string> alu_text(DialectText& d, const kir::Expr& e,
       break;
   }
   if (args.size() == 1) {
-    if (cls == Cls::Float) r = float_unary(d, e.alu, operand, args[0]);
-    else if (cls != Cls::Bool) r = int_unary(d, e.alu, operand, cls, args[0]);
+    if (cls == DTypeClass::floating) r = float_unary(d, e.alu, operand, args[0]);
+    else if (cls != DTypeClass::boolean) r = int_unary(d, e.alu, operand, cls, args[0]);
   } else if (args.size() == 2) {
-    if (cls == Cls::Float) r = float_binary(d, e.alu, operand, args[0], args[1]);
+    if (cls == DTypeClass::floating) r = float_binary(d, e.alu, operand, args[0], args[1]);
     else r = int_binary(d, e.alu, operand, cls, args[0], args[1], e.args[1]->kind == kir::ExprKind::Const && e.args[1]->ival > 0);
   }
   if (r.empty()) return std::unexpected(unsupported(e, operand));
@@ -229,12 +225,12 @@ Expected<std::string> reduce_init_text(DialectText& d, ReduceOp op, DType body) 
 
 std::string reduce_step_text(DialectText& d, ReduceOp op, DType body, const std::string& acc,
                              const std::string& v) {
-  const Cls cls = classify(body);
+  const DTypeClass cls = ir::dtype_class(body);
   const Alu alu = op == ReduceOp::Sum ? Alu::Add
                   : op == ReduceOp::Prod ? Alu::Mul
                   : op == ReduceOp::Max  ? Alu::Max
                                          : Alu::Min;
-  if (cls == Cls::Float) return float_binary(d, alu, body, acc, v);
+  if (cls == DTypeClass::floating) return float_binary(d, alu, body, acc, v);
   return int_binary(d, alu, body, cls, acc, v, false);
 }
 

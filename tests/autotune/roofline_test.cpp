@@ -25,6 +25,23 @@ TEST(Roofline, ReductionsMultiplyByTheirExtents) {
   EXPECT_DOUBLE_EQ(mm.flops, 66);
 }
 
+// Softmax's shape: a row reduction read at every point of a [4, 10] domain is computed once per
+// row (backends hoist it), so it costs 4 x 10 steps, not 4 x 10 x 10.
+TEST(Roofline, RowReductionsReadPerPointAreCountedOncePerRow) {
+  kir::Kernel k;
+  k.arena = std::make_shared<kir::ExprArena>();
+  kir::ExprArena& a = *k.arena;
+  k.params = {{ir::DType::f32, {4, 10}, false, "x"}, {ir::DType::f32, {4, 10}, true, "y"}};
+  k.domain = {4, 10};
+  const kir::Expr* row = a.alu(kir::Alu::Mul, ir::DType::i64, {a.var(0), a.index(10)});
+  const kir::Expr* at = a.alu(kir::Alu::Add, ir::DType::i64, {row, a.var(1)});
+  const kir::Expr* along = a.alu(kir::Alu::Add, ir::DType::i64, {row, a.var(2)});
+  const kir::Expr* max = a.reduce(kir::ReduceOp::Max, ir::DType::f32,
+                                  a.load(0, ir::DType::f32, along), {2}, {10});
+  k.stores = {{1, at, a.alu(kir::Alu::Sub, ir::DType::f32, {a.load(0, ir::DType::f32, at), max})}};
+  EXPECT_DOUBLE_EQ(kernel_work(k).flops, 4 * 10 + 40);  // reduction steps + one sub per point
+}
+
 TEST(Roofline, TheSlowerResourceBounds) {
   const kir::Kernel k = testing::elementwise_kernel(4, 8);  // 384 bytes, 96 flops
   EXPECT_DOUBLE_EQ(roofline_ms(k, 384e3, 0), 1.0);

@@ -2,6 +2,7 @@
 // valid candidate, and wrong, failing or uncompilable candidates are disqualified with a reason.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <memory>
 #include <thread>
 
@@ -92,8 +93,8 @@ TEST(Runner, AWrongCandidateIsDisqualified) {
   opt.hooks.after_check_run = [](size_t candidate, KernelBuffers& bufs) {
     // out[5] is bytes 20..23 (little endian): a low mantissa bit is within tolerance, an
     // exponent bit is not.
-    if (candidate == 1) bufs[2][5 * 4] ^= 0x01;
-    if (candidate == 2) bufs[2][5 * 4 + 3] ^= 0x20;
+    if (candidate == 1) bufs[2].bytes[5 * 4] ^= std::byte{0x01};
+    if (candidate == 2) bufs[2].bytes[5 * 4 + 3] ^= std::byte{0x20};
   };
   Expected<TuneDecision> d = tune_cpu_kernel(backend(), nullptr, k, Level::minimal, 0, opt);
   ASSERT_TRUE(d.has_value()) << d.error().message;
@@ -112,7 +113,7 @@ TEST(Runner, AnIntegerOutputOffByOneIsDisqualified) {
   const kir::Kernel k = testing::int_kernel(1000);
   TuneOptions opt;
   opt.hooks.after_check_run = [](size_t candidate, KernelBuffers& bufs) {
-    if (candidate == 1) bufs[3][999] ^= 1;  // the bool output's last element
+    if (candidate == 1) bufs[3].bytes[999] ^= std::byte{1};  // the bool output's last element
   };
   Expected<TuneDecision> d = tune_cpu_kernel(backend(), nullptr, k, Level::minimal, 0, opt);
   ASSERT_TRUE(d.has_value()) << d.error().message;
@@ -166,13 +167,14 @@ TEST(Runner, ARunThatThrowsIsDisqualified) {
   EXPECT_EQ(d->candidates[1].status, CandidateStatus::ok);
 }
 
-TEST(Runner, StopsEarlyAtTheRoofline) {
-  // A bound far above any real time: the first round already reaches it.
+TEST(Runner, IgnoresABoundFarAboveRealTimes) {
+  // A "bound" of 1000 s that every candidate beats is a wrong model, not a reason to stop after
+  // one round: the candidates are sampled until they converge or the budget is spent.
   const kir::Kernel k = testing::elementwise_kernel(16, 64);
   Expected<TuneDecision> d = tune_cpu_kernel(backend(), nullptr, k, Level::balanced, 1e6);
   ASSERT_TRUE(d.has_value()) << d.error().message;
-  EXPECT_EQ(d->stop_reason, stop_reason_name(StopReason::roofline));
-  for (const CandidateResult& c : d->candidates) EXPECT_EQ(c.samples.size(), 1u);
+  EXPECT_NE(d->stop_reason, stop_reason_name(StopReason::roofline));
+  EXPECT_GT(d->candidates[d->winner_index].samples.size(), 1u);
 }
 
 TEST(Runner, TheDecisionRoundTripsThroughJson) {

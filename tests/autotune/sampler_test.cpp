@@ -95,6 +95,15 @@ TEST(Sampler, StopsEarlyAtTheRooflineFraction) {
   EXPECT_NE(sample_candidates(3, above.fn(), base(), 0.63).stop, StopReason::roofline);
 }
 
+TEST(Sampler, IgnoresABoundTheTimingsBeat) {
+  // 0.85 ms is far under a 10 ms "bound": the bound's model is wrong, so it stops nothing.
+  Synthetic syn({{2.0}, {0.85}, {1.5}});
+  const SampleResult r = sample_candidates(3, syn.fn(), base(), 10.0);
+  EXPECT_NE(r.stop, StopReason::roofline);
+  EXPECT_GT(r.rounds, 1);
+  EXPECT_EQ(r.winner, 1);
+}
+
 TEST(Sampler, IsDeterministicGivenTheTimings) {
   const std::vector<std::vector<double>> t = {
       {1.3, 1.2, 1.25, 1.1}, {1.0, 1.4, 0.98, 1.2}, {2.5, 2.0}, {1.05, 1.02, 1.2}};

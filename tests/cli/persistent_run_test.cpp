@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,6 +87,42 @@ TEST_F(PersistentRun, SixteenProcessesAtOnceOnAnEmptyCache) {
   Result verify = sh(std::string(KILN_BINARY) + " cache verify --cache file=" +
                      (dir_ / "cache.sqlite").string());
   EXPECT_EQ(verify.code, 0) << verify.out;
+}
+
+// --autotune: the first process tunes every distinct kernel and keeps the decisions; a second
+// process tunes nothing, compiles nothing, and gives the same results. `kiln warm --check` then
+// passes for the graph, and `kiln cache show` prints a decision with every candidate.
+TEST_F(PersistentRun, AutotuneDecisionsAreKeptForTheNextProcess) {
+  ::setenv("KILN_AUTOTUNE_CACHE", ("file=" + (dir_ / "cache.sqlite").string()).c_str(), 1);
+  std::string json1 = (dir_ / "s1.json").string(), json2 = (dir_ / "s2.json").string();
+  Result cold = sh(kiln("run " + graph_ + " --random-inputs --autotune --stats-json " + json1 +
+                        " --out " + (dir_ / "a").string()));
+  ASSERT_EQ(cold.code, 0) << cold.out;
+  Result warm = sh(kiln("run " + graph_ + " --random-inputs --autotune --stats --stats-json " +
+                        json2 + " --out " + (dir_ / "b").string()));
+  ASSERT_EQ(warm.code, 0) << warm.out;
+  auto read = [](const std::string& path) {
+    std::stringstream s;
+    s << std::ifstream(path).rdbuf();
+    return s.str();
+  };
+  EXPECT_NE(read(json1).find("\"tuned\": 3"), std::string::npos) << read(json1);
+  EXPECT_NE(read(json2).find("\"tuned\": 0"), std::string::npos) << read(json2);
+  EXPECT_NE(warm.out.find("kernels: 5 launched, 0 compiled"), std::string::npos) << warm.out;
+  auto a = kiln::tools::read_npy((dir_ / "a" / "y.npy").string());
+  auto b = kiln::tools::read_npy((dir_ / "b" / "y.npy").string());
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->bytes, b->bytes);
+  Result list = sh(kiln("cache list --cache file=" + (dir_ / "cache.sqlite").string()));
+  ASSERT_EQ(list.code, 0) << list.out;
+  size_t at = list.out.find("autotune ");
+  ASSERT_NE(at, std::string::npos) << list.out;
+  std::string key = list.out.substr(at + 9);
+  key = key.substr(key.find_first_not_of(' '), 32);
+  Result show = sh(kiln("cache show " + key + " --cache file=" + (dir_ / "cache.sqlite").string()));
+  ASSERT_EQ(show.code, 0) << show.out;
+  EXPECT_NE(show.out.find("vector_width="), std::string::npos) << show.out;
+  ::unsetenv("KILN_AUTOTUNE_CACHE");
 }
 
 }  // namespace
