@@ -28,7 +28,7 @@ void print_summary(const std::string& name, const ir::HostTensor& t) {
              ir::shape_str(t.shape), head, t.numel() > 6 ? ", ..." : "", sum, asum);
 }
 
-void print_stats(const runtime::RunStats& s, int repeat) {
+void print_stats(const runtime::RunStats& s, const runtime::RunStats& last, int repeat) {
   fmt::print("kernels: {} launched, {} compiled\n", s.kernels, s.compiled);
   if (s.tuned > 0) fmt::print("autotune: {} kernel{} tuned\n", s.tuned, s.tuned == 1 ? "" : "s");
   if (!s.plan_source.empty())
@@ -41,7 +41,9 @@ void print_stats(const runtime::RunStats& s, int repeat) {
                fmt::join(g.values, " "));
   fmt::print("compile: {:.2f} ms (plan {:.2f} ms)\n", s.compile_ms, s.plan_ms);
   if (s.upload_bytes > 0 || s.download_bytes > 0)
-    fmt::print("transfers: {} bytes to the device, {} bytes back\n", s.upload_bytes, s.download_bytes);
+    fmt::print("transfers: {} bytes to the device, {} bytes back{}\n", s.upload_bytes,
+               s.download_bytes,
+               repeat > 1 ? fmt::format(" (last run: {} to the device)", last.upload_bytes) : "");
   fmt::print("run: {:.3f} ms{}\n", s.run_ms, repeat > 1 ? fmt::format(" (median of {})", repeat) : "");
 }
 
@@ -100,7 +102,7 @@ int run_command(const RunOptions& o) {
   std::vector<const ir::Node*> outputs;
   for (const auto& [name, node] : graph->outputs) outputs.push_back(node);
 
-  runtime::RunStats first;
+  runtime::RunStats first, last;
   std::vector<double> run_ms;
   std::vector<std::shared_ptr<runtime::Buffer>> results;
   for (int r = 0; r < std::max(1, o.repeat); ++r) {
@@ -108,6 +110,7 @@ int run_command(const RunOptions& o) {
     auto res = (*device)->execute(g, outputs, bindings, &s);
     if (!res) return report_error(res.error().message);
     if (r == 0) first = s;
+    last = s;
     run_ms.push_back(s.run_ms);
     results = std::move(*res);
   }
@@ -128,7 +131,7 @@ int run_command(const RunOptions& o) {
       return report_error(w.error().message);
     }
   }
-  if (o.stats) print_stats(first, o.repeat);
+  if (o.stats) print_stats(first, last, o.repeat);
   if (!o.stats_json.empty())
     if (auto w = write_stats_json(o.stats_json, first); !w) return report_error(w.error().message);
   return 0;
