@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "codegen/cuda/nvrtc.h"
 #include "codegen/gpu/gpu_source.h"
@@ -23,8 +24,21 @@ struct KernelForms {
   std::vector<uint32_t> spirv;  // vulkan
 };
 
+// NVRTC, loaded once per dump (not per kernel) and only when PTX is wanted.
+class NvrtcOnce {
+ public:
+  Expected<const codegen::cuda::Nvrtc*> get() {
+    if (!loaded_) loaded_ = codegen::cuda::Nvrtc::load();
+    if (!*loaded_) return std::unexpected(loaded_->error());
+    return loaded_->value().get();
+  }
+
+ private:
+  std::optional<Expected<std::shared_ptr<const codegen::cuda::Nvrtc>>> loaded_;
+};
+
 Expected<KernelForms> forms_of(const runtime::PlanStep& step, const TargetDumpOptions& o,
-                               bool binaries) {
+                               bool binaries, NvrtcOnce& nvrtc_once) {
   KernelForms f;
   if (o.target == "cpu") {
     if (!step.artifact) return make_error("internal: the cpu plan was not compiled");
@@ -37,7 +51,7 @@ Expected<KernelForms> forms_of(const runtime::PlanStep& step, const TargetDumpOp
   f.source = src->text;
   if (!binaries) return f;
   if (o.target == "cuda") {
-    auto nvrtc = codegen::cuda::Nvrtc::load();
+    auto nvrtc = nvrtc_once.get();
     if (!nvrtc) return std::unexpected(nvrtc.error());
     auto bin = (*nvrtc)->compile(src->text, step.kernel.name, o.arch, !o.out_dir.empty());
     if (!bin) return std::unexpected(bin.error());
@@ -67,8 +81,9 @@ Expected<std::string> target_kernels_text(const runtime::Plan& plan, const Targe
   std::string out = fmt::format("{} {} kernel{} for {}{}\n", comment, plan.steps.size(),
                                 plan.steps.size() == 1 ? "" : "s", o.target,
                                 o.target == "cuda" && o.stage == "ptx" ? " " + o.arch : "");
+  NvrtcOnce nvrtc;
   for (const runtime::PlanStep& step : plan.steps) {
-    auto f = forms_of(step, o, binaries);
+    auto f = forms_of(step, o, binaries, nvrtc);
     if (!f) return std::unexpected(f.error());
     out += fmt::format("\n{} {}: {}\n", comment, step.kernel.name, fmt::join(step.values, " "));
     if (o.stage == "ptx") {
@@ -96,8 +111,9 @@ Expected<std::vector<std::string>> write_kernel_files(const runtime::Plan& plan,
     written.push_back(p.string());
     return {};
   };
+  NvrtcOnce nvrtc;
   for (const runtime::PlanStep& step : plan.steps) {
-    auto f = forms_of(step, o, /*binaries=*/true);
+    auto f = forms_of(step, o, /*binaries=*/true, nvrtc);
     if (!f) return std::unexpected(f.error());
     const std::string& k = step.kernel.name;
     Expected<void> ok;

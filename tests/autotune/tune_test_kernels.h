@@ -7,24 +7,14 @@
 #include <vector>
 
 #include "ir/kernel_ir.h"
+#include "tests/support/kernel_builder.h"
 
 namespace kiln::autotune::testing {
 
 using ir::DType;
 using kir::Alu;
 using kir::Expr;
-
-inline kir::Kernel assemble(std::string name, std::vector<kir::Param> params,
-                            std::vector<int64_t> domain, std::shared_ptr<kir::ExprArena> a,
-                            std::vector<kir::Store> stores) {
-  kir::Kernel k;
-  k.name = std::move(name);
-  k.params = std::move(params);
-  k.domain = std::move(domain);
-  k.arena = std::move(a);
-  k.stores = std::move(stores);
-  return k;
-}
+using kiln::testing::make_kernel;
 
 inline kir::Param param(DType t, ir::Shape s, bool output, std::string label) {
   return {t, std::move(s), output, std::move(label)};
@@ -42,7 +32,7 @@ inline kir::Kernel elementwise_kernel(int64_t rows, int64_t cols, DType t = DTyp
   const Expr* x = a->load(0, t, idx);
   const Expr* y = a->load(1, t, idx);
   const Expr* v = a->alu(Alu::Add, t, {a->alu(Alu::Mul, t, {x, y}), a->alu(Alu::Exp, t, {x})});
-  return assemble("ew",
+  return make_kernel("ew",
                   {param(t, {rows, cols}, false, "x"), param(t, {rows, cols}, false, "y"),
                    param(t, {rows, cols}, true, "out")},
                   {rows, cols}, a, {{2, idx, v}});
@@ -54,7 +44,7 @@ inline kir::Kernel row_reduce_kernel(int64_t rows, int64_t cols) {
   const Expr* x = a->load(0, DType::f32, flat(*a, a->var(0), cols, a->var(1)));
   const Expr* r =
       a->reduce(kir::ReduceOp::Sum, DType::f32, a->alu(Alu::Mul, DType::f32, {x, x}), {1}, {cols});
-  return assemble(
+  return make_kernel(
       "rows", {param(DType::f32, {rows, cols}, false, "x"), param(DType::f32, {rows}, true, "out")},
       {rows}, a, {{1, a->var(0), r}});
 }
@@ -68,7 +58,7 @@ inline kir::Kernel matmul_kernel(int64_t m, int64_t n, int64_t kk) {
   const Expr* r = a->reduce(kir::ReduceOp::Sum, DType::f32,
                             a->alu(Alu::Mul, DType::f32, {lhs, rhs}), {2}, {kk});
   const Expr* v = a->alu(Alu::Add, DType::f32, {r, a->constant(DType::f32, 1)});
-  return assemble("mm",
+  return make_kernel("mm",
                   {param(DType::f32, {m, kk}, false, "a"), param(DType::f32, {kk, n}, false, "b"),
                    param(DType::f32, {m, n}, true, "out")},
                   {m, n}, a, {{2, flat(*a, i, n, j), v}});
@@ -82,7 +72,7 @@ inline kir::Kernel int_kernel(int64_t n) {
   const Expr* v = a->alu(Alu::Sub, DType::i32,
                          {a->alu(Alu::Mul, DType::i32, {x, a->constant(DType::i32, 3)}), y});
   const Expr* lt = a->alu(Alu::Lt, DType::boolean, {x, y});
-  return assemble("ints",
+  return make_kernel("ints",
                   {param(DType::i32, {n}, false, "x"), param(DType::i32, {n}, false, "y"),
                    param(DType::i32, {n}, true, "out"), param(DType::boolean, {n}, true, "lt")},
                   {n}, a, {{2, a->var(0), v}, {3, a->var(0), lt}});

@@ -14,6 +14,7 @@
 
 #include "codegen/cpu/cpu_backend.h"
 #include "ir/kernel_ir.h"
+#include "tests/support/kernel_builder.h"
 
 namespace kiln::codegen::testing {
 
@@ -204,18 +205,7 @@ inline kir::Param out_param(DType t, ir::Shape s) {
   return {t, std::move(s), true, ""};
 }
 
-// Assembles a kernel (designated initializers would trip -Wmissing-field-initializers).
-inline kir::Kernel make_kernel(std::string name, std::vector<kir::Param> params,
-                               std::vector<int64_t> domain, std::shared_ptr<kir::ExprArena> a,
-                               std::vector<kir::Store> stores) {
-  kir::Kernel k;
-  k.name = std::move(name);
-  k.params = std::move(params);
-  k.domain = std::move(domain);
-  k.arena = std::move(a);
-  k.stores = std::move(stores);
-  return k;
-}
+using kiln::testing::make_kernel;
 
 // Error of `got` against `want`: |got - want| / max(|want|, floor); NaN must match NaN and
 // infinities must match exactly (returns +inf otherwise).
