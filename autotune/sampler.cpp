@@ -84,10 +84,18 @@ class Sampler {
   }
 
   void warm_up() {
+    std::vector<double> last(r_.candidates.size(), std::numeric_limits<double>::infinity());
     for (size_t i = 0; i < r_.candidates.size(); ++i)
-      for (int w = 0; w < s_.warmup_runs && active(i); ++w) {
-        double ignored = 0;
-        take(i, &ignored);
+      for (int w = 0; w < s_.warmup_runs && active(i); ++w) take(i, &last[i]);
+    size_t fastest = 0;
+    for (size_t i = 0; i < last.size(); ++i)
+      if (active(i) && (!active(fastest) || last[i] < last[fastest])) fastest = i;
+    if (s_.hopeless_ratio <= 0 || last.empty() || !active(fastest)) return;
+    for (size_t i = 0; i < last.size(); ++i)
+      if (active(i) && last[i] > s_.hopeless_ratio * last[fastest]) {
+        r_.candidates[i].status = CandidateStatus::dropped;
+        r_.candidates[i].reason = fmt::format("warm-up {:.4g} ms > {} x the fastest warm-up (#{}, {:.4g} ms)",
+                                              last[i], s_.hopeless_ratio, fastest, last[fastest]);
       }
   }
 

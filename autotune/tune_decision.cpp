@@ -14,14 +14,27 @@ namespace {
 
 using nlohmann::json;
 
+// The GPU fields are written only when set, so cpu decisions read as before.
 json params_json(const codegen::TuneParams& p) {
-  return {{"vector_width", p.vector_width}, {"unroll", p.unroll}};
+  json j{{"vector_width", p.vector_width}, {"unroll", p.unroll}};
+  if (p.block_size != 0) j["block_size"] = p.block_size;
+  if (p.items_per_thread != 0) j["items_per_thread"] = p.items_per_thread;
+  if (p.reduce != codegen::GpuReduce::heuristic) j["reduce"] = static_cast<int>(p.reduce);
+  if (p.tile != 0) j["tile"] = p.tile;
+  return j;
 }
 
 codegen::TuneParams params_from(const json& j) {
   codegen::TuneParams p;
   p.vector_width = j.at("vector_width").get<int>();
   p.unroll = j.at("unroll").get<int>();
+  p.block_size = j.value("block_size", 0);
+  p.items_per_thread = j.value("items_per_thread", 0);
+  const int reduce = j.value("reduce", 0);
+  if (reduce < 0 || reduce > static_cast<int>(codegen::GpuReduce::thread))
+    throw std::invalid_argument(fmt::format("unknown reduce strategy {}", reduce));
+  p.reduce = static_cast<codegen::GpuReduce>(reduce);
+  p.tile = j.value("tile", 0);
   return p;
 }
 

@@ -1,4 +1,4 @@
-// The cpu tuning space by kernel kind.
+// The cpu and GPU tuning spaces by kernel kind.
 #include "autotune/tune_space.h"
 
 #include <fmt/format.h>
@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "codegen/cpu/matmul_recognizer.h"
+#include "codegen/gpu/launch_strategy.h"
 
 namespace kiln::autotune {
 
@@ -58,11 +59,75 @@ std::vector<TuneCandidate> loop_space(const kir::Kernel& k) {
   return out;
 }
 
-}  // namespace
+int64_t next_pow2(int64_t x) {
+  int64_t p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
 
-std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel) {
-  std::vector<TuneCandidate> rest =
-      codegen::cpu::recognize_matmul(kernel) ? matmul_space() : loop_space(kernel);
+int64_t numel(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+TuneParams gpu_params(int block, int items, codegen::GpuReduce reduce, int tile) {
+  TuneParams p;
+  p.block_size = block;
+  p.items_per_thread = items;
+  p.reduce = reduce;
+  p.tile = tile;
+  return p;
+}
+
+std::vector<TuneCandidate> gpu_matmul_space(const kir::Kernel& k) {
+  const size_t rank = k.domain.size();
+  const int64_t side = std::max(k.domain[rank - 2], k.domain[rank - 1]);
+  const int heuristic = codegen::gpu::heuristic_matmul_tile(k.domain[rank - 2], k.domain[rank - 1]);
+  std::vector<TuneCandidate> out;
+  for (int tile : {16, 32, 64, 128}) {
+    if (tile == heuristic || tile > std::max<int64_t>(16, next_pow2(side))) continue;
+    out.push_back({gpu_params(0, 0, codegen::GpuReduce::heuristic, tile),
+                   1 + std::abs(log2_int(tile) - 6), "matmul/tile"});
+  }
+  return out;
+}
+
+std::vector<TuneCandidate> gpu_row_space(const kir::Kernel& k, const codegen::gpu::Strategy& st) {
+  int64_t width = st.row_vars < static_cast<int32_t>(k.domain.size()) ? k.domain.back() : 1;
+  for (const kir::Expr* r : st.row_reduces) width = std::max(width, numel(r->rextents));
+  std::vector<TuneCandidate> out;
+  for (int block = 32; block <= 1024; block *= 2) {
+    if (block == st.group_size || block > std::max<int64_t>(32, next_pow2(width))) continue;
+    out.push_back({gpu_params(block, 0, codegen::GpuReduce::heuristic, 0),
+                   1 + std::abs(log2_int(block) - 8), "reduce=workgroup"});
+  }
+  // A thread per point recomputes a reduction for every point that reads it: only when each
+  // point has its own (a workgroup per point), never for reductions broadcast over a row.
+  if (st.row_vars == static_cast<int32_t>(k.domain.size()))
+    for (int block : {128, 64, 256})
+      out.push_back({gpu_params(block, 0, codegen::GpuReduce::thread, 0),
+                     3 + std::abs(log2_int(block) - 7), "reduce=thread"});
+  return out;
+}
+
+std::vector<TuneCandidate> gpu_point_space(const kir::Kernel& k) {
+  const int64_t points = numel(k.domain);
+  const int heuristic = codegen::gpu::heuristic_elementwise_block(points);
+  std::vector<TuneCandidate> out;
+  for (int block : {64, 128, 256, 512})
+    for (int items : {1, 2, 4}) {
+      if (items == 1 && block == heuristic) continue;  // the default's launch shape
+      if (int64_t{block} * items > std::max<int64_t>(64, next_pow2(points))) continue;
+      out.push_back({gpu_params(block, items, codegen::GpuReduce::heuristic, 0),
+                     1 + std::abs(log2_int(block) - 8) + std::abs(log2_int(items) - 1),
+                     fmt::format("elementwise/items={}", items)});
+    }
+  return out;
+}
+
+// The default first, then `rest` by priority, without repeating params.
+std::vector<TuneCandidate> with_default(std::vector<TuneCandidate> rest) {
   std::ranges::stable_sort(rest, {}, &TuneCandidate::priority);
   std::vector<TuneCandidate> out{{TuneParams{}, 0, "default"}};
   for (TuneCandidate& c : rest)
@@ -71,11 +136,34 @@ std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel) {
   return out;
 }
 
-std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel, Level level) {
-  std::vector<TuneCandidate> all = cpu_tune_space(kernel);
+std::vector<TuneCandidate> capped(std::vector<TuneCandidate> all, Level level) {
   const int cap = settings(level).max_candidates;
   if (cap > 0 && static_cast<int>(all.size()) > cap) all.resize(static_cast<size_t>(cap));
   return all;
+}
+
+}  // namespace
+
+std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel) {
+  return with_default(codegen::cpu::recognize_matmul(kernel) ? matmul_space() : loop_space(kernel));
+}
+
+std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel, Level level) {
+  return capped(cpu_tune_space(kernel), level);
+}
+
+std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel) {
+  const codegen::gpu::FreeVars fv(kernel);
+  const codegen::gpu::Strategy st = codegen::gpu::choose_strategy(kernel, fv);
+  switch (st.kind) {
+    case codegen::gpu::Strategy::Kind::matmul_tiled: return with_default(gpu_matmul_space(kernel));
+    case codegen::gpu::Strategy::Kind::row_reduce: return with_default(gpu_row_space(kernel, st));
+    default: return with_default(gpu_point_space(kernel));
+  }
+}
+
+std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel, Level level) {
+  return capped(gpu_tune_space(kernel), level);
 }
 
 }  // namespace kiln::autotune

@@ -1,5 +1,5 @@
-// The cpu tuning space: the TuneParams candidates of a kernel, by kernel kind, with priorities
-// and groups (TVM meta_schedule's "space generator").
+// The tuning spaces of the cpu and GPU targets: the TuneParams candidates of a kernel, by kernel
+// kind, with priorities and groups (TVM meta_schedule's "space generator").
 #pragma once
 
 #include <string>
@@ -28,5 +28,19 @@ std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel);
 
 // The space cut to the level's candidate count (settings(level).max_candidates).
 std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel, Level level);
+
+// The GPU space (CUDA and Vulkan share it: both run the codegen/gpu strategies), the default
+// (TuneParams{}: the strategy's heuristic launch shape) first, then by priority; candidates that
+// would emit the default's launch shape again are left out:
+// - tiled matmuls: the output tile's side 16/32/64/128 (up to the next power of two of the
+//   larger output side), nearest to 64 first;
+// - row reductions (a workgroup per row): block sizes 32..1024 up to the next power of two of the
+//   row's longest loop, nearest to 256 first; then, when every point has a reduction of its own
+//   (not one broadcast over a row, as in softmax), reduce=thread (a thread per point, each
+//   reduction a loop in it) with blocks of 64/128/256;
+// - other kernels (a thread per point): block sizes 64..512 x items per thread 1/2/4 (up to the
+//   points there are), nearest to 256 x 2 first; reduce=thread is the strategy already.
+std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel);
+std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel, Level level);
 
 }  // namespace kiln::autotune

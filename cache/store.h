@@ -94,7 +94,10 @@ class Store {
   Stats stats();
   int64_t prune(int64_t max_size);  // LRU eviction; returns bytes freed
   Expected<void> verify();          // integrity check + every digest matches its parts
-  Expected<int64_t> export_bundle(const std::string& file);  // a standalone SQLite file; count
+  // A standalone SQLite file holding every entry, or (with `digests`) only the entries of any
+  // table whose digest is listed (digests not stored are skipped); returns the entries written.
+  Expected<int64_t> export_bundle(const std::string& file,
+                                  const std::vector<std::string>* digests = nullptr);
   Expected<int64_t> import_bundle(const std::string& file);  // entries added
   void clear();
   const std::string& path() const;

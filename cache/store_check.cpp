@@ -79,33 +79,51 @@ Expected<void> Store::verify() {
   return make_error(message);
 }
 
-int64_t Store::Impl::copy_from(const std::string& src_uri, bool replace) {
+int64_t Store::Impl::copy_from(const std::string& src_uri, bool replace,
+                               const std::vector<std::string>* keys) {
   sql::Stmt attach(db, "ATTACH DATABASE ? AS src");
   attach.bind(1, src_uri);
   if (int rc = attach.step(); rc != SQLITE_DONE) return -rc;
+  // The wanted keys live in a temporary table of this connection, so one statement per table
+  // copies them whatever their number.
+  const std::string filter = keys ? " WHERE key IN (SELECT key FROM temp.wanted)" : "";
   int64_t added = 0;
   int rc = db.transaction(
       [&] {
         added = 0;
+        if (keys) {
+          if (int r = db.exec("CREATE TEMP TABLE IF NOT EXISTS wanted (key TEXT PRIMARY KEY);"
+                              "DELETE FROM temp.wanted");
+              r != SQLITE_OK)
+            return r;
+          sql::Stmt add(db, "INSERT OR IGNORE INTO temp.wanted (key) VALUES (?)");
+          for (const std::string& k : *keys) {
+            add.bind(1, k);
+            if (int r = add.step(); r != SQLITE_DONE) return r;
+            add.reset();
+          }
+        }
         for (Table t : kAllTables) {
           // Copied entries count as used before every local one (their ticks go first).
           std::string copy = fmt::format(
               "INSERT OR {0} INTO main.{1} ({2}) SELECT key, identity, parts, value, source, "
               "metadata,"
               " size, created, last_used, tick - (SELECT coalesce(max(tick), 0) FROM src.{1}), hits"
-              " FROM src.{1} ORDER BY tick",
-              replace ? "REPLACE" : "IGNORE", table_name(t), kColumns);
+              " FROM src.{1}{3} ORDER BY tick",
+              replace ? "REPLACE" : "IGNORE", table_name(t), kColumns, filter);
           if (int r = db.exec(copy); r != SQLITE_OK) return r;
           added += sqlite3_changes(db.get());
         }
         return SQLITE_OK;
       },
       deadline_ms());
+  if (keys) db.exec("DROP TABLE IF EXISTS temp.wanted");
   db.exec("DETACH DATABASE src");
   return rc == SQLITE_OK ? added : -rc;
 }
 
-Expected<int64_t> Store::export_bundle(const std::string& file) {
+Expected<int64_t> Store::export_bundle(const std::string& file,
+                                       const std::vector<std::string>* digests) {
   Impl& s = *impl_;
   std::lock_guard lock(s.mutex);
   if (!s.problem.empty())
@@ -122,7 +140,7 @@ Expected<int64_t> Store::export_bundle(const std::string& file) {
   if (s.db) {
     std::string query =
         directory_writable(parent_directory(s.path)) ? "mode=ro" : "mode=ro&immutable=1";
-    count = b.copy_from(sqlite_uri(s.path, query), /*replace=*/true);
+    count = b.copy_from(sqlite_uri(s.path, query), /*replace=*/true, digests);
     if (count < 0)
       return make_error(fmt::format("export to {}: {} ({})", file,
                                     sql::describe(static_cast<int>(-count)), b.db.message()));

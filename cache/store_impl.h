@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "cache/sqlite_db.h"
 #include "cache/store.h"
@@ -35,9 +36,11 @@ struct Store::Impl {
 
   // Deletes least-recently-used kernels while all entries total more than `max_size` bytes.
   int64_t evict(int64_t max_size);
-  // Copies every entry of the database at `src_uri` into this one (INSERT OR IGNORE/REPLACE);
-  // returns the number of rows added, or a negative SQLite result code.
-  int64_t copy_from(const std::string& src_uri, bool replace);
+  // Copies every entry of the database at `src_uri` into this one (INSERT OR IGNORE/REPLACE),
+  // or only those whose key is in `keys` when it is not null; returns the number of rows added,
+  // or a negative SQLite result code.
+  int64_t copy_from(const std::string& src_uri, bool replace,
+                    const std::vector<std::string>* keys = nullptr);
 };
 
 // The state of a database file as found.

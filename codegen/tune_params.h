@@ -1,4 +1,6 @@
 // TuneParams: how a kernel runs (the schedule), handed to codegen; never part of the kernel IR.
+// The cpu backend reads vector_width and unroll; the GPU emitter (codegen/gpu) reads the rest.
+// Zero always means "the backend's heuristic choice".
 #pragma once
 
 #include <cstdint>
@@ -6,13 +8,42 @@
 
 namespace kiln::codegen {
 
+// How a GPU kernel computes its row reductions.
+enum class GpuReduce : uint8_t {
+  heuristic = 0,
+  workgroup = 1,  // a workgroup per row, each reduction strided over it and combined in a tree
+  thread = 2,     // one thread per point, each reduction a loop inside the thread
+};
+
 struct TuneParams {
-  int vector_width = 0;  // SIMD lanes for the innermost loop; 0 = the backend's choice
-  int unroll = 0;        // interleave/unroll factor; 0 = the backend's choice
+  // cpu
+  int vector_width = 0;  // SIMD lanes for the innermost loop
+  int unroll = 0;        // interleave/unroll factor
+  // gpu
+  int block_size = 0;        // threads per workgroup (CUDA block); a power of two in [32, 1024]
+  int items_per_thread = 0;  // elementwise: points each thread handles per grid step (1, 2, 4, 8)
+  GpuReduce reduce = GpuReduce::heuristic;
+  int tile = 0;              // tiled matmul: the output tile's side (16, 32, 64 or 128)
 
   bool operator==(const TuneParams&) const = default;
+  bool has_gpu_fields() const {
+    return block_size != 0 || items_per_thread != 0 || reduce != GpuReduce::heuristic || tile != 0;
+  }
+  // "vector_width=8 unroll=2" (the cpu fields; also the text of the all-default params) or the
+  // GPU fields that are set, e.g. "block_size=128 items_per_thread=4". Part of cache keys.
   std::string str() const {
-    return "vector_width=" + std::to_string(vector_width) + " unroll=" + std::to_string(unroll);
+    if (!has_gpu_fields())
+      return "vector_width=" + std::to_string(vector_width) + " unroll=" + std::to_string(unroll);
+    std::string s;
+    const auto add = [&](const std::string& field) { s += (s.empty() ? "" : " ") + field; };
+    if (vector_width != 0 || unroll != 0)
+      add("vector_width=" + std::to_string(vector_width) + " unroll=" + std::to_string(unroll));
+    if (block_size != 0) add("block_size=" + std::to_string(block_size));
+    if (items_per_thread != 0) add("items_per_thread=" + std::to_string(items_per_thread));
+    if (reduce != GpuReduce::heuristic)
+      add(std::string("reduce=") + (reduce == GpuReduce::workgroup ? "workgroup" : "thread"));
+    if (tile != 0) add("tile=" + std::to_string(tile));
+    return s;
   }
 };
 

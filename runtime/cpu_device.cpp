@@ -3,6 +3,7 @@
 
 #include <array>
 #include <chrono>
+#include <unordered_set>
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@ constexpr int64_t kMinPointsPerChunk = 1 << 14;
 double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
+
 }  // namespace
 
 Expected<std::unique_ptr<CpuDevice>> CpuDevice::create(DeviceOptions options) {
@@ -49,6 +51,7 @@ CpuDevice::CpuDevice(DeviceOptions options, std::unique_ptr<codegen::CpuBackend>
     tune.cache_path = options_.autotune_cache_path;
     tune_store_ = open_cache_store(tune);
   }
+  decisions_ = std::make_unique<TuneDecisions>(tune_store(), options_.logger, options_.autotune_level);
   if (options_.logger && options_.logger->enabled(LogComponent::memory, LogLevel::verbose))
     pool_->set_fresh_allocation_observer([logger = options_.logger](size_t bytes) {
       logger->log(LogComponent::memory, LogLevel::verbose,
@@ -88,69 +91,79 @@ std::string CpuDevice::plan_fuser_key() {
 codegen::TuneParams CpuDevice::tuned_params(const kir::Kernel& kernel, int* tuned) {
   auto level = autotune::parse_level(options_.autotune_level);
   if (!level) return {};  // device_options_from_config checked it; a bad DeviceOptions tunes nothing
-  std::string text = kir::print_kernel(kernel, false);
-  std::lock_guard lock(tune_mu_);
-  if (auto it = tuned_.find(text); it != tuned_.end()) return it->second;
-  // What the measurements depend on: the kernel, this CPU and its features, the code generator.
-  cache::KeyParts key{{{"kernel", text},
-                       {"target", "cpu"},
-                       {"cpu", backend_->cpu_name()},
-                       {"features", backend_->cpu_features()},
-                       {"llvm", backend_->llvm_version()},
-                       {"codegen", codegen::CpuBackend::kCodegenVersion},
-                       {"autotune", std::string(autotune::level_name(*level))}}};
-  if (cache::Store* store = tune_store()) {
-    if (auto e = store->get(cache::Table::autotune, key)) {
-      auto j = nlohmann::json::parse(e->value.begin(), e->value.end(), nullptr, false);
-      if (auto d = autotune::TuneDecision::from_json(j)) return tuned_[text] = d->winner;
-      // A damaged decision: tune again and overwrite it.
-    }
-  }
-  const passes::DeviceRates& rates = cost_model().rates();
-  autotune::ParallelFor pf = [this](int64_t n, const std::function<void(int64_t, int64_t)>& chunk) {
-    threads_.parallel_for(n, 1, chunk);
-  };
-  auto decision = autotune::tune_cpu_kernel(*backend_, pf, kernel, *level,
-                                            autotune::roofline_ms(kernel, rates.bandwidth, rates.compute_rate));
-  if (!decision) {
-    if (options_.logger)
-      options_.logger->log(LogComponent::autotune, LogLevel::minimal,
-                           fmt::format("{}: not tuned: {}", kernel.name, decision.error().message));
-    return tuned_[text] = codegen::TuneParams{};
-  }
-  ++*tuned;
-  if (options_.logger)
-    options_.logger->log(LogComponent::autotune, LogLevel::minimal,
-                         fmt::format("{}: {} ({} candidates, {})", kernel.name, decision->winner.str(),
-                                     decision->candidates.size(), decision->stop_reason));
-  if (cache::Store* store = tune_store()) {
-    cache::Entry e;
-    std::string value = decision->to_json().dump();
-    e.value.assign(value.begin(), value.end());
-    e.source = decision->describe();
-    e.metadata = nlohmann::json{{"winner", decision->winner.str()}, {"level", options_.autotune_level}}.dump();
-    store->put(cache::Table::autotune, key, e);
-  }
-  return tuned_[text] = decision->winner;
+  return decisions_->winner(kernel.name, autotune_key(kir::print_kernel(kernel, false), *level), [&] {
+    const passes::DeviceRates& rates = cost_model().rates();
+    autotune::ParallelFor pf = [this](int64_t n, const std::function<void(int64_t, int64_t)>& chunk) {
+      threads_.parallel_for(n, 1, chunk);
+    };
+    return autotune::tune_cpu_kernel(*backend_, pf, kernel, *level,
+                                     autotune::roofline_ms(kernel, rates.bandwidth, rates.compute_rate));
+  }, tuned);
 }
 
-Expected<std::vector<std::string>> CpuDevice::cache_misses(ir::Graph& g,
-                                                           const std::vector<const ir::Node*>& outputs) {
+cache::KeyParts CpuDevice::autotune_key(const std::string& kernel_text,
+                                        autotune::Level level) const {
+  return cache::KeyParts{{{"kernel", kernel_text},
+                          {"target", "cpu"},
+                          {"cpu", backend_->cpu_name()},
+                          {"features", backend_->cpu_features()},
+                          {"llvm", backend_->llvm_version()},
+                          {"codegen", codegen::CpuBackend::kCodegenVersion},
+                          {"autotune", std::string(autotune::level_name(level))}}};
+}
+
+Expected<std::vector<CacheEntryRef>> CpuDevice::cache_entries(
+    ir::Graph& g, const std::vector<const ir::Node*>& outputs) {
   if (!disk_) return make_error("the cpu device has no persistent cache to check");
   StructuralKey key = structural_key(outputs);
   cost_model();
-  // A stored plan that links names every kernel it needs, all present.
+  std::vector<CacheEntryRef> entries;
+  std::unordered_set<std::string> listed;  // steps running the same kernel read one entry
+  auto add = [&](cache::Table table, const std::string& digest, std::string what, bool present) {
+    if (listed.insert(digest).second) entries.push_back({table, digest, std::move(what), present});
+  };
   cache::KeyParts plan_key = disk_->plan_key(key.key, plan_fuser_key());
-  if (disk_->load_plan(plan_key)) return std::vector<std::string>{};
-  std::vector<std::string> missing{"plan " + plan_key.digest()};
+  std::string plan_digest = plan_key.digest();
+  // A stored plan that links names every kernel a run reads, all present (and a run reads no
+  // decision). One that does not link (a kernel evicted) is rebuilt by the run: a miss.
+  if (std::shared_ptr<Plan> stored = disk_->load_plan(plan_key)) {
+    add(cache::Table::plans, plan_digest, "plan " + plan_digest, true);
+    for (const PlanStep& step : stored->steps)
+      add(cache::Table::kernels, step.kernel_digest,
+          fmt::format("kernel {} {}", step.kernel.name, step.kernel_digest), true);
+    return entries;
+  }
+  add(cache::Table::plans, plan_digest, "plan " + plan_digest, false);
   PlannerOptions po{.fuser = fuser_.get(), .kernels = nullptr, .namer = options_.namer, .tune = {}};
   auto plan = build_plan(g, outputs, key.inputs, po);
   if (!plan) return std::unexpected(plan.error());
+  std::optional<autotune::Level> level;
+  if (options_.autotune) level = autotune::parse_level(options_.autotune_level);
+  cache::Store* decisions = tune_store();
   for (const PlanStep& step : (*plan)->steps) {
-    std::string digest = disk_->kernel_key(step.kernel, codegen::TuneParams{}, options_.check_mode).digest();
-    if (!disk_->store().show(digest)) missing.push_back(fmt::format("kernel {} {}", step.kernel.name, digest));
+    // Tuned kernels are stored under their winner's schedule: the decision names the kernel key.
+    codegen::TuneParams params;
+    if (level) {
+      cache::KeyParts tune_key = autotune_key(kir::print_kernel(step.kernel, false), *level);
+      std::optional<codegen::TuneParams> winner;
+      if (decisions) winner = stored_winner(*decisions, tune_key);
+      const std::string digest = tune_key.digest();
+      add(cache::Table::autotune, digest, fmt::format("autotune {} {}", step.kernel.name, digest),
+          winner.has_value());
+      if (winner) params = *winner;
+    }
+    std::string digest = disk_->kernel_key(step.kernel, params, options_.check_mode).digest();
+    add(cache::Table::kernels, digest, fmt::format("kernel {} {}", step.kernel.name, digest),
+        disk_->store().show(digest).has_value());
   }
-  return missing;
+  return entries;
+}
+
+Expected<std::vector<std::string>> CpuDevice::cache_misses(
+    ir::Graph& g, const std::vector<const ir::Node*>& outputs) {
+  auto entries = cache_entries(g, outputs);
+  if (!entries) return std::unexpected(entries.error());
+  return missing_entries(*entries);
 }
 
 Expected<std::shared_ptr<Plan>> CpuDevice::get_plan(ir::Graph& g,

@@ -7,13 +7,16 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "autotune/tune_level.h"
 #include "codegen/cpu/cpu_backend.h"
 #include "passes/cost_model.h"
+#include "runtime/cache_entry_ref.h"
 #include "runtime/device.h"
 #include "runtime/logger.h"
 #include "runtime/persistent_cache.h"
 #include "runtime/structural_key.h"
 #include "runtime/thread_pool.h"
+#include "runtime/tune_decisions.h"
 
 namespace kiln::runtime {
 
@@ -30,9 +33,14 @@ class CpuDevice final : public Device {
   Expected<std::shared_ptr<Plan>> plan_for(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
                                            bool* cache_hit = nullptr);
   codegen::CpuBackend& backend() { return *backend_; }
+  // The persistent-cache entries a realize of `outputs` reads, each marked present or not: the
+  // plan and, when it is stored, every kernel it links; else every kernel lowering names (keyed
+  // with its tuned schedule under autotune, after its autotune decision). Each digest once.
+  // Lowers the graph but compiles and tunes nothing. An error without a persistent cache.
+  Expected<std::vector<CacheEntryRef>> cache_entries(ir::Graph& g,
+                                                     const std::vector<const ir::Node*>& outputs);
   // What a realize of `outputs` would not find in the persistent cache (`kiln warm --check`):
-  // "plan <digest>" and "kernel <name> <digest>" lines; empty when everything is there. Lowers
-  // the graph but compiles nothing. An error without a persistent cache.
+  // "plan <digest>" and "kernel <name> <digest>" lines; empty when everything is there.
   Expected<std::vector<std::string>> cache_misses(ir::Graph& g,
                                                   const std::vector<const ir::Node*>& outputs);
   // The most realizes that have run at once (bounded by DeviceOptions::max_streams).
@@ -54,6 +62,9 @@ class CpuDevice final : public Device {
   // The autotuner's schedule for `kernel`: this process's decision, the persistent cache's, or
   // tuned now (counted in *tuned). Never fails a run: if tuning fails, the default schedule.
   codegen::TuneParams tuned_params(const kir::Kernel& kernel, int* tuned);
+  // The key of a kernel's autotune decision (`kernel_text` unlabelled): what the measurements
+  // depend on — the kernel, this CPU and its features, the code generator, the level.
+  cache::KeyParts autotune_key(const std::string& kernel_text, autotune::Level level) const;
   // Fails with the first out-of-range access of a kernel compiled with CheckMode::validate.
   Expected<void> run_plan(const Plan& plan, std::vector<std::shared_ptr<Buffer>>& slots);
   // Verbose lines of the component's logger (fusion, compilation, cache decisions).
@@ -78,8 +89,7 @@ class CpuDevice final : public Device {
   std::condition_variable active_free_;
   int active_ = 0;
   std::atomic<int> peak_active_{0};
-  std::mutex tune_mu_;  // one kernel tuned at a time: timings must not overlap
-  std::unordered_map<std::string, codegen::TuneParams> tuned_;  // kernel text -> winner
+  std::unique_ptr<TuneDecisions> decisions_;  // one kernel tuned at a time: timings must not overlap
 };
 
 }  // namespace kiln::runtime

@@ -2,12 +2,16 @@
 // one stream of uploads, launches and downloads per realize.
 #include "runtime/gpu_device.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <charconv>
+#include <thread>
 #include <fmt/format.h>
 
+#include "autotune/roofline.h"
 #include "runtime/dump_writer.h"
+#include "runtime/gpu_tuner.h"
 #include "runtime/logger.h"
 
 namespace kiln::runtime {
@@ -49,7 +53,37 @@ GpuDevice::GpuDevice(std::unique_ptr<GpuBackend> backend, DeviceOptions options,
       kernels_(*backend_, store_.get(), options_.explain_misses, options_.check_mode),
       pool_(BufferPool::create(options_.persistent_memory)),
       cost_(std::make_unique<passes::CostModel>(gpu_rates(*backend_))),
-      fuser_(make_fuser(options_, *cost_)) {}
+      fuser_(make_fuser(options_, *cost_)) {
+  if (!options_.autotune) return;
+  if (!options_.autotune_cache_path.empty() && options_.autotune_cache_path != options_.cache_path) {
+    DeviceOptions tune = options_;
+    tune.cache_path = options_.autotune_cache_path;
+    tune_store_ = open_cache_store(tune);
+  }
+  decisions_ = std::make_unique<TuneDecisions>(tune_store_ ? tune_store_.get() : store_.get(),
+                                               options_.logger, options_.autotune_level);
+}
+
+cache::KeyParts GpuDevice::autotune_key(const kir::Kernel& kernel) const {
+  const auto level = autotune::parse_level(options_.autotune_level);
+  return cache::KeyParts{{{"kernel", kir::print_kernel(kernel, false)},
+                          {"target", backend_->dialect() == codegen::gpu::Dialect::cuda ? "cuda" : "vulkan"},
+                          {"device", backend_->fingerprint()},
+                          {"codegen", codegen::gpu::kGpuCodegenVersion},
+                          {"autotune", std::string(autotune::level_name(level.value_or(autotune::Level::balanced)))}}};
+}
+
+codegen::TuneParams GpuDevice::schedule(const kir::Kernel& kernel, int* tuned) {
+  if (!decisions_) return {};
+  const auto level = autotune::parse_level(options_.autotune_level);
+  if (!level) return {};  // device_options_from_config checked it; a bad DeviceOptions tunes nothing
+  return decisions_->winner(kernel.name, autotune_key(kernel), [&] {
+    std::call_once(rates_once_, [&] { measured_rates_ = measured_gpu_rates(*backend_); });
+    const double bound = autotune::roofline_ms(kernel, measured_rates_.bandwidth, measured_rates_.compute_rate);
+    const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return tune_gpu_kernel(*backend_, kernel, *level, bound, threads);
+  }, tuned);
+}
 
 // Streams, programs and device memory must go before the backend that made them.
 GpuDevice::~GpuDevice() {
@@ -81,8 +115,9 @@ Expected<std::shared_ptr<const GpuPlan>> GpuDevice::get_plan(ir::Graph& g,
   auto gp = std::make_shared<GpuPlan>();
   gp->plan = *built;
   Plan& plan = *gp->plan;
+  int tuned = 0;
   for (PlanStep& step : plan.steps) {
-    auto got = kernels_.get(step.kernel, codegen::TuneParams{});
+    auto got = kernels_.get(step.kernel, schedule(step.kernel, &tuned));
     if (!got) return make_error(fmt::format("{}: kernel {}: {}", name_, step.kernel.name, got.error().message));
     if (got->source == GpuKernelLookup::Source::compiled) {
       ++plan.compiled;
@@ -95,6 +130,7 @@ Expected<std::shared_ptr<const GpuPlan>> GpuDevice::get_plan(ir::Graph& g,
     step.kernel_digest = got->digest;
     gp->kernels.push_back(got->kernel);
   }
+  plan.tuned = tuned;
   plan.plan_ms = ms_between(t0, std::chrono::steady_clock::now());
   if (options_.logger) {
     options_.logger->log(LogComponent::fusion, LogLevel::verbose,
@@ -121,26 +157,49 @@ Expected<int> GpuDevice::warm(ir::Graph& g, const std::vector<const ir::Node*>& 
   if (!store_) return make_error(name_ + ": no persistent cache to warm");
   auto plan = lower(g, outputs);
   if (!plan) return std::unexpected(plan.error());
-  int compiled = 0;
+  int compiled = 0, tuned = 0;
   for (const PlanStep& step : (*plan)->steps) {
-    auto done = kernels_.warm(step.kernel, codegen::TuneParams{});
+    auto done = kernels_.warm(step.kernel, schedule(step.kernel, &tuned));
     if (!done) return make_error(fmt::format("{}: kernel {}: {}", name_, step.kernel.name, done.error().message));
     compiled += *done ? 1 : 0;
   }
   return compiled;
 }
 
-Expected<std::vector<std::string>> GpuDevice::cache_misses(ir::Graph& g,
-                                                           const std::vector<const ir::Node*>& outputs) {
+Expected<std::vector<CacheEntryRef>> GpuDevice::cache_entries(ir::Graph& g,
+                                                              const std::vector<const ir::Node*>& outputs) {
   if (!store_) return make_error(name_ + ": no persistent cache to check");
   auto plan = lower(g, outputs);
   if (!plan) return std::unexpected(plan.error());
-  std::vector<std::string> missing;
-  for (const PlanStep& step : (*plan)->steps)
-    if (!kernels_.contains(step.kernel, codegen::TuneParams{}))
-      missing.push_back(fmt::format("kernel {} {}", step.kernel.name,
-                                    kernels_.key(step.kernel, codegen::TuneParams{}).digest()));
-  return missing;
+  std::vector<CacheEntryRef> entries;
+  // Steps running the same kernel read one entry.
+  const auto add = [&](CacheEntryRef e) {
+    if (std::none_of(entries.begin(), entries.end(), [&](const CacheEntryRef& o) { return o.digest == e.digest; }))
+      entries.push_back(std::move(e));
+  };
+  for (const PlanStep& step : (*plan)->steps) {
+    codegen::TuneParams params;
+    if (decisions_) {
+      const cache::KeyParts tune_key = autotune_key(step.kernel);
+      const std::optional<codegen::TuneParams> won =
+          stored_winner(tune_store_ ? *tune_store_ : *store_, tune_key);
+      const std::string digest = tune_key.digest();
+      add({cache::Table::autotune, digest, fmt::format("autotune {} {}", step.kernel.name, digest),
+           won.has_value()});
+      params = won.value_or(codegen::TuneParams{});
+    }
+    const std::string digest = kernels_.key(step.kernel, params).digest();
+    add({cache::Table::kernels, digest, fmt::format("kernel {} {}", step.kernel.name, digest),
+         kernels_.contains(step.kernel, params)});
+  }
+  return entries;
+}
+
+Expected<std::vector<std::string>> GpuDevice::cache_misses(ir::Graph& g,
+                                                           const std::vector<const ir::Node*>& outputs) {
+  auto entries = cache_entries(g, outputs);
+  if (!entries) return std::unexpected(entries.error());
+  return missing_entries(*entries);
 }
 
 Expected<std::unique_ptr<GpuStream>> GpuDevice::acquire_stream() {

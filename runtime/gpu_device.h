@@ -11,10 +11,12 @@
 #include <vector>
 
 #include "passes/cost_model.h"
+#include "runtime/cache_entry_ref.h"
 #include "runtime/device.h"
 #include "runtime/gpu_backend.h"
 #include "runtime/gpu_kernel_cache.h"
 #include "runtime/structural_key.h"
+#include "runtime/tune_decisions.h"
 
 namespace kiln::runtime {
 
@@ -41,8 +43,14 @@ class GpuDevice final : public Device {
   GpuBackend& backend() { return *backend_; }
   // `kiln warm`: lowers the graph and compiles every kernel into the persistent cache without
   // loading or running anything (a compile-only backend works). Returns the kernels compiled
-  // (those already cached are skipped).
+  // (those already cached are skipped). With DeviceOptions::autotune, each kernel is tuned first
+  // (on the device: a compile-only backend cannot tune) and compiled with its winner.
   Expected<int> warm(ir::Graph& g, const std::vector<const ir::Node*>& outputs);
+  // The persistent-cache entries a realize of `outputs` reads: each kernel of the lowered plan
+  // (each digest once), marked present or not; with autotune, each kernel's decision before it,
+  // and the kernel keyed with the stored winner. Compiles and tunes nothing.
+  Expected<std::vector<CacheEntryRef>> cache_entries(ir::Graph& g,
+                                                     const std::vector<const ir::Node*>& outputs);
   // `kiln warm --check`: "kernel <name> <digest>" for each kernel the cache lacks.
   Expected<std::vector<std::string>> cache_misses(ir::Graph& g,
                                                   const std::vector<const ir::Node*>& outputs);
@@ -50,6 +58,12 @@ class GpuDevice final : public Device {
  private:
   GpuDevice(std::unique_ptr<GpuBackend> backend, DeviceOptions options,
             std::unique_ptr<cache::Store> store);
+  // The autotune decision key of a kernel: its text, this device's target and fingerprint, the GPU
+  // code generator and the level.
+  cache::KeyParts autotune_key(const kir::Kernel& kernel) const;
+  // The schedule a plan step's kernel runs with: TuneParams{} without autotune, else the tuned
+  // winner (tuned now if need be, counted in *tuned).
+  codegen::TuneParams schedule(const kir::Kernel& kernel, int* tuned);
   // The plan's kernels, lowered and not compiled.
   Expected<std::shared_ptr<Plan>> lower(ir::Graph& g, const std::vector<const ir::Node*>& outputs);
   Expected<std::shared_ptr<const GpuPlan>> get_plan(ir::Graph& g,
@@ -73,7 +87,12 @@ class GpuDevice final : public Device {
   DeviceOptions options_;
   std::string name_;
   std::unique_ptr<cache::Store> store_;  // null without a persistent cache
+  // autotune.cache when it names another file than the kernel cache; else decisions go in store_.
+  std::unique_ptr<cache::Store> tune_store_;
   GpuKernelCache kernels_;
+  std::unique_ptr<TuneDecisions> decisions_;  // with DeviceOptions::autotune
+  std::once_flag rates_once_;
+  passes::DeviceRates measured_rates_;  // for the roofline (measured_gpu_rates), once
   std::shared_ptr<BufferPool> pool_;
   std::unique_ptr<passes::CostModel> cost_;
   std::unique_ptr<passes::Fuser> fuser_;

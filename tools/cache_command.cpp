@@ -1,16 +1,20 @@
 // `kiln cache`: look into and maintain a kernel cache store (stats, list, show, explain, prune,
-// verify, export, import, clear) in one of the scopes of DESIGN.md §8.
+// verify, export, import, clear) in one of the scopes of DESIGN.md §8; `export --for` bundles
+// just what a workload reads.
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <unordered_set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cache/key_parts.h"
 #include "cache/size.h"
 #include "cache/store.h"
 #include "tools/commands.h"
+#include "tools/workload.h"
 
 namespace kiln::tools {
 namespace {
@@ -126,6 +130,9 @@ int prune(cache::Store& store, int64_t max_size) {
 // Arguments the action needs, and none it would silently ignore.
 Expected<void> check_arguments(const CacheOptions& o) {
   bool wants_argument = o.action == "show" || o.action == "export" || o.action == "import";
+  if (o.action == "export" && o.argument.empty() && !o.for_paths.empty())
+    return make_error(
+        "cache export: expected a FILE before --for PATH... (which takes every path after it)");
   if (wants_argument && o.argument.empty())
     return make_error(
         fmt::format("cache {}: expected {}", o.action, o.action == "show" ? "a KEY" : "a FILE"));
@@ -137,7 +144,98 @@ Expected<void> check_arguments(const CacheOptions& o) {
     return make_error("--max-size: " + size.error().message);
   if (!o.key_parts.empty() && o.action != "explain")
     return make_error(fmt::format("cache {}: --key-parts is only for explain", o.action));
+  if (!o.for_paths.empty() && o.action != "export")
+    return make_error(fmt::format("cache {}: --for is only for export", o.action));
+  if (o.for_paths.empty())
+    for (auto [given, flag] : {std::pair{o.target_given, "--target"},
+                               {o.arch_given, "--arch"},
+                               {o.autotune, "--autotune"}})
+      if (given)
+        return make_error(fmt::format("cache {}: {} needs export --for PATH...", o.action, flag));
+  if (o.arch_given && o.target != "cuda")
+    return make_error(fmt::format("--arch applies to --target cuda, not {}", o.target));
   return {};
+}
+
+std::string plural(int64_t n, const char* one, const char* many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
+// The `kiln warm` command line that fills `o.scope` with what the export lacked.
+std::string warm_hint(const CacheOptions& o) {
+  std::string flags;
+  if (o.target != "cpu") flags += " --target " + o.target;
+  if (o.target == "cuda") flags += " --arch " + o.arch;
+  if (o.autotune) flags += " --autotune";
+  return fmt::format("kiln warm{} --cache {} {}", flags, o.scope, fmt::join(o.for_paths, " "));
+}
+
+// `kiln cache export FILE --for PATH...`: a bundle of exactly the entries that runs of the
+// workload's graphs read on the target (the union over graphs). When the cache lacks any, each is
+// printed as `miss GRAPH: WHAT` and nothing is written.
+int export_workload(const CacheOptions& o, const std::string& cache_path) {
+  auto graphs = collect_graphs(o.for_paths);
+  if (!graphs) return report_error(graphs.error().message);
+  // kiln.toml still chooses the fuser, check mode and tuning level: they are part of the keys.
+  auto options = workload_device_options("");
+  if (!options) return report_error(options.error().message);
+  options->cache_path = cache_path;
+  options->cache_read_only = true;
+  options->autotune = o.autotune;
+  options->autotune_cache_path.clear();  // the decisions are bundled from the same store
+  // Decisions are looked up, not made: a CUDA compiler gives the same keys as the device.
+  auto device = open_target_device(o.target, o.arch, o.arch_given, false, std::move(*options));
+  if (!device) return report_error(device.error().message);
+
+  std::vector<std::string> digests, misses, errors;
+  std::unordered_set<std::string> seen;
+  int64_t per_table[std::size(cache::kAllTables)] = {};
+  for (const std::string& path : *graphs) {
+    ir::Graph g;
+    auto outs = read_graph_outputs(g, path);
+    if (!outs) {
+      errors.push_back(outs.error().message);
+      continue;
+    }
+    auto entries = device->cache_entries(g, *outs);
+    if (!entries) {
+      errors.push_back(path + ": " + entries.error().message);
+      continue;
+    }
+    for (const runtime::CacheEntryRef& e : *entries) {
+      if (!e.present) {
+        misses.push_back(fmt::format("{}: {}", path, e.what));
+      } else if (seen.insert(e.digest).second) {
+        digests.push_back(e.digest);
+        ++per_table[static_cast<size_t>(e.table)];
+      }
+    }
+  }
+  for (size_t i = 0; i + 1 < errors.size(); ++i) report_error(errors[i]);
+  if (!errors.empty()) return report_error(errors.back());
+  if (!misses.empty()) {
+    for (const std::string& m : misses) fmt::print("miss {}\n", m);
+    return report_error(fmt::format(
+        "cache {} lacks {} the workload reads; nothing exported (run `{}` first)", cache_path,
+        plural(static_cast<int64_t>(misses.size()), "entry", "entries"), warm_hint(o)));
+  }
+  auto store = cache::Store::open(cache_path, {.read_only = true});
+  if (!store) return report_error(store.error().message);
+  auto count = (*store)->export_bundle(o.argument, &digests);
+  if (!count) return report_error(count.error().message);
+  if (*count != static_cast<int64_t>(digests.size())) {
+    std::error_code ec;
+    std::filesystem::remove(o.argument, ec);
+    return report_error(fmt::format(
+        "cache {} changed during the export ({} of {} entries found); {} removed, run it again",
+        cache_path, *count, digests.size(), o.argument));
+  }
+  auto n = [&](cache::Table t) { return per_table[static_cast<size_t>(t)]; };
+  fmt::print("exported {} ({}, {}, {} autotune) for {} to {}\n", plural(*count, "entry", "entries"),
+             plural(n(cache::Table::plans), "plan", "plans"),
+             plural(n(cache::Table::kernels), "kernel", "kernels"), n(cache::Table::autotune),
+             plural(static_cast<int64_t>(graphs->size()), "graph", "graphs"), o.argument);
+  return 0;
 }
 
 int run_action(cache::Store& store, const CacheOptions& o) {
@@ -180,6 +278,7 @@ int cache_command(const CacheOptions& o) {
   if (auto ok = check_arguments(o); !ok) return report_error(ok.error().message);
   auto path = cache_scope_path(o.scope);
   if (!path) return report_error(path.error().message);
+  if (!o.for_paths.empty()) return export_workload(o, *path);
   // Looking never creates or rebuilds a cache: those actions open it read-only.
   bool writes = o.action == "prune" || o.action == "import" || o.action == "clear";
   auto store = cache::Store::open(*path, {.read_only = !writes});

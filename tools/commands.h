@@ -66,6 +66,14 @@ struct CacheOptions {
   std::string max_size;          // prune: the cap (512MiB, 2GiB, 1000000); empty: 2GiB
   std::string key_parts;         // explain: a JSON file of [name, value] pairs
   std::string table = "kernels"; // explain: kernels | plans | autotune
+  // export --for: only the entries a run of these graphs reads (.kg files and KILN_RECORD
+  // directories) on the target, as `kiln warm` compiles them; empty: the whole cache.
+  std::vector<std::string> for_paths;
+  std::string target = "cpu";  // cpu | cuda | vulkan (vulkan:0)
+  bool target_given = false;
+  std::string arch = "sm_90";  // cuda
+  bool arch_given = false;
+  bool autotune = false;       // the tuned plans, kernels and decisions of `kiln warm --autotune`
 };
 int cache_command(const CacheOptions& options);
 

@@ -49,8 +49,8 @@ void add_dump_options(CLI::App* cmd, DumpOptions& o) {
 }
 void add_cache_options(CLI::App* cmd, CacheOptions& o) {
   cmd->add_option("action", o.action,
-                  "stats | list | show KEY | explain | prune | verify | export FILE | import FILE | "
-                  "clear")
+                  "stats | list | show KEY | explain | prune | verify | "
+                  "export FILE [--for PATH...] | import FILE | clear")
       ->required()
       ->check(CLI::IsMember(
           {"stats", "list", "show", "explain", "prune", "verify", "export", "import", "clear"}));
@@ -63,6 +63,15 @@ void add_cache_options(CLI::App* cmd, CacheOptions& o) {
   cmd->add_option("--table", o.table, "explain: kernels | plans | autotune")
       ->default_val("kernels")
       ->check(CLI::IsMember({"kernels", "plans", "autotune"}));
+  cmd->add_option("--for", o.for_paths,
+                  "export: only what runs of these .kg files or KILN_RECORD directories read");
+  cmd->add_option("--target", o.target, "export --for: cpu | cuda (see --arch) | vulkan")
+      ->default_val("cpu")
+      ->check(CLI::IsMember({"cpu", "cuda", "vulkan"}));
+  cmd->add_option("--arch", o.arch, "export --for --target cuda: the architecture, e.g. sm_90")
+      ->default_val("sm_90");
+  cmd->add_flag("--autotune", o.autotune,
+                "export --for: what runs tuned by `kiln warm --autotune` read, decisions included");
 }
 }  // namespace kiln::tools
 
@@ -107,7 +116,7 @@ int main(int argc, char** argv) {
   warm_cmd->add_option("--cache", warm.scope,
                        "local | target | global | file=PATH (default: kiln.toml compilation.cache)");
   warm_cmd->add_flag("--autotune", warm.autotune,
-                     "Also tune each kernel on this machine (cpu; the decisions go in the cache)");
+                     "Also tune each kernel on the target device (cuda: cuda:0); the decisions go in the cache");
   warm_cmd->add_flag("--check", warm.check,
                      "Compile nothing; list every kernel or plan a run would miss (exit 1 if any)");
   warm_cmd->add_option("--jobs,-j", warm.jobs, "Graphs compiled at once")
@@ -135,7 +144,11 @@ int main(int argc, char** argv) {
       return report_error(e.what());
     return app.exit(e);
   }
-  if (*cache_cmd) return cache_command(cache);
+  if (*cache_cmd) {
+    cache.target_given = cache_cmd->count("--target") > 0;
+    cache.arch_given = cache_cmd->count("--arch") > 0;
+    return cache_command(cache);
+  }
   if (*config_cmd) return config_command();
   if (*devices_cmd) return devices_command();
   if (*warm_cmd) {

@@ -1,5 +1,6 @@
 // The cpu backend's driver: host detection, one ORC LLJIT per backend, compile() = emit
 // (llvm_emitter) -> verify -> O3 (llvm_optimizer) -> object code -> link, and load() = link only.
+// Compiles run in parallel up to the link, which one mutex serializes.
 #include "codegen/cpu/cpu_backend.h"
 
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/DataLayout.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
@@ -21,6 +23,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/Triple.h>
 
 #include "codegen/cpu/llvm_emitter.h"
 #include "codegen/cpu/llvm_optimizer.h"
@@ -53,18 +56,32 @@ std::string symbol_for(const std::string& name, uint64_t serial) {
 }  // namespace
 
 struct CpuBackend::Impl {
+  // Guards what compiles share: the serial numbers and the LLJIT session (link()). Everything
+  // else a compile touches is its own (LLVMContext, module, TargetMachine) or set once in create().
   std::mutex mu;
   std::unique_ptr<llvm::orc::LLJIT> jit;
-  // The optimization pipeline's cost model and code generation: configured like the JIT's own
-  // (PIC, small code model), so its objects link the same whether compiled or loaded.
-  std::unique_ptr<llvm::TargetMachine> tm;
+  // Makes each compile's TargetMachine (one may not serve two code generations at once): the
+  // JIT's own settings (PIC, small code model), so that objects link the same whether compiled
+  // or loaded. Creating one costs ~0.2 ms against tens of ms per compile, so there is no pool.
+  llvm::orc::JITTargetMachineBuilder machine_builder{llvm::Triple()};
+  llvm::DataLayout data_layout{""};
+  llvm::Triple triple;
   std::string cpu;
   std::vector<std::string> features;
   uint64_t next_serial = 0;
   uint64_t next_dylib = 0;
 
+  Expected<std::unique_ptr<llvm::TargetMachine>> make_target_machine() const;
   Expected<bool> link(const std::vector<uint8_t>& object, CpuArtifact& art);
 };
+
+// Copies the builder first: createTargetMachine() is not const, and compiles call this at once.
+Expected<std::unique_ptr<llvm::TargetMachine>> CpuBackend::Impl::make_target_machine() const {
+  llvm::orc::JITTargetMachineBuilder builder = machine_builder;
+  auto tm = builder.createTargetMachine();
+  if (!tm) return std::unexpected(llvm_error("creating the host target machine", tm.takeError()));
+  return std::move(*tm);
+}
 
 // Links `object` into a JITDylib of its own (so that equal symbols of several kernels, or of one
 // object loaded twice, never meet) and looks up art.symbol. Caller holds mu.
@@ -121,16 +138,19 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create() {
   jtmb->setCPU(impl.cpu);
   jtmb->setFeatures(fmt::format("{}", fmt::join(impl.features, ",")));
   jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
-  // What LLJITBuilder picks for JITLink on its own; set before `tm` is made so that both agree.
+  // What LLJITBuilder picks for JITLink on its own; set before the builder is copied so that
+  // the compiles' target machines and the JIT's agree.
   jtmb->setRelocationModel(llvm::Reloc::PIC_);
   jtmb->setCodeModel(llvm::CodeModel::Small);
-  auto tm = jtmb->createTargetMachine();
-  if (!tm) return std::unexpected(llvm_error("creating the host target machine", tm.takeError()));
-  impl.tm = std::move(*tm);
+  impl.machine_builder = *jtmb;
+  // Fail here, not in the first compile, when the host has no usable target machine.
+  if (auto tm = impl.make_target_machine(); !tm) return std::unexpected(tm.error());
 
   auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
   if (!jit) return std::unexpected(llvm_error("creating the ORC LLJIT", jit.takeError()));
   impl.jit = std::move(*jit);
+  impl.data_layout = impl.jit->getDataLayout();
+  impl.triple = impl.jit->getTargetTriple();
   // Kernels call libm (f64 math, powf): resolve against everything loaded in this process.
   auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
       impl.jit->getDataLayout().getGlobalPrefix());
@@ -151,16 +171,22 @@ std::string CpuBackend::cpu_features() const {
 Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kernel& kernel,
                                                                  const TuneParams& params,
                                                                  CheckMode mode) {
-  std::lock_guard lock(impl_->mu);
   const auto start = std::chrono::steady_clock::now();
   auto art = std::make_shared<CpuArtifact>();
-  art->symbol = symbol_for(kernel.name, impl_->next_serial++);
+  {
+    std::lock_guard lock(impl_->mu);
+    art->symbol = symbol_for(kernel.name, impl_->next_serial++);
+  }
   art->outer_extent = kernel.outer_extent();
 
+  // Emission, optimization and code generation run unlocked: this compile owns its context,
+  // module and target machine, and reads only what create() set.
+  auto tm = impl_->make_target_machine();
+  if (!tm) return std::unexpected(tm.error());
   auto ctx = std::make_unique<llvm::LLVMContext>();
   auto module = std::make_unique<llvm::Module>(art->symbol, *ctx);
-  module->setDataLayout(impl_->jit->getDataLayout());
-  module->setTargetTriple(impl_->jit->getTargetTriple().str());
+  module->setDataLayout(impl_->data_layout);
+  module->setTargetTriple(impl_->triple.str());
   cpu::EmitOptions options{art->symbol, impl_->cpu, cpu_features(), params, mode};
   if (Expected<llvm::Function*> fn = cpu::emit_kernel(kernel, options, *module); !fn)
     return std::unexpected(fn.error());
@@ -169,15 +195,19 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   if (llvm::verifyModule(*module, &problem_stream))
     return make_error(fmt::format("cpu backend: invalid LLVM IR for kernel '{}': {}\n{}",
                                   kernel.name, problems, kir::print_kernel(kernel)));
-  cpu::optimize_module(*module, *impl_->tm);
+  cpu::optimize_module(*module, **tm);
   llvm::raw_string_ostream ir_stream(art->llvm_ir);
   module->print(ir_stream, nullptr);
   ir_stream.flush();
 
-  auto object = cpu::emit_object(*module, *impl_->tm);
+  auto object = cpu::emit_object(*module, **tm);
   if (!object) return std::unexpected(object.error());
   art->object = std::move(*object);
-  if (auto linked = impl_->link(art->object, *art); !linked) return std::unexpected(linked.error());
+  {
+    std::lock_guard lock(impl_->mu);
+    if (auto linked = impl_->link(art->object, *art); !linked)
+      return std::unexpected(linked.error());
+  }
   art->compile_ms = ms_since(start);
   return art;
 }
@@ -185,15 +215,18 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
 Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::load(const std::vector<uint8_t>& object,
                                                               const std::string& symbol,
                                                               int64_t outer_extent) {
-  std::lock_guard lock(impl_->mu);
   const auto start = std::chrono::steady_clock::now();
-  if (auto valid = cpu::check_object(object, symbol, impl_->jit->getTargetTriple()); !valid)
+  if (auto valid = cpu::check_object(object, symbol, impl_->triple); !valid)
     return std::unexpected(valid.error());
   auto art = std::make_shared<CpuArtifact>();
   art->symbol = symbol;
   art->outer_extent = outer_extent;
   art->object = object;
-  if (auto linked = impl_->link(art->object, *art); !linked) return std::unexpected(linked.error());
+  {
+    std::lock_guard lock(impl_->mu);
+    if (auto linked = impl_->link(art->object, *art); !linked)
+      return std::unexpected(linked.error());
+  }
   art->compile_ms = ms_since(start);
   return art;
 }

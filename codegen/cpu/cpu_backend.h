@@ -30,6 +30,12 @@ struct CpuArtifact {
   std::vector<uint8_t> object;
 };
 
+// Thread safety: one backend serves any number of threads. compile() and load() may run at once
+// from several threads; a compile's LLVM work (emission, O3, code generation) runs in parallel
+// with the others', each with its own LLVMContext and TargetMachine, and only taking a serial
+// number and linking into the shared JIT are serialized. Concurrency never changes the object
+// code: a kernel compiled next to others gives the same bytes as compiled alone (up to the
+// serial number in its symbol). The accessors are const and safe from any thread.
 class CpuBackend {
  public:
   static Expected<std::unique_ptr<CpuBackend>> create();
@@ -37,9 +43,9 @@ class CpuBackend {
   CpuBackend(const CpuBackend&) = delete;
   CpuBackend& operator=(const CpuBackend&) = delete;
 
-  // Compiles one kernel. Thread-safe. The artifact lives as long as the backend. With
-  // CheckMode::validate the function takes one more buffer after the parameters: the error slot
-  // (codegen/check_mode.h), which the caller zeroes before and reads after each launch.
+  // Compiles one kernel; the artifact lives as long as the backend. With CheckMode::validate the
+  // function takes one more buffer after the parameters: the error slot (codegen/check_mode.h),
+  // which the caller zeroes before and reads after each launch.
   Expected<std::shared_ptr<const CpuArtifact>> compile(const kir::Kernel& kernel,
                                                        const TuneParams& params,
                                                        CheckMode mode = CheckMode::none);

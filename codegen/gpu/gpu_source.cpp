@@ -16,20 +16,38 @@ namespace kiln::codegen::gpu {
 
 namespace {
 
-// One thread per point of the flattened domain, grid-stride.
-Expected<LaunchShape> write_elementwise(CExprEmitter& em, const kir::Kernel& k) {
+// One thread per point of the flattened domain, grid-stride: `block` threads per group (0: the
+// heuristic), each handling `items` points per step, `block` apart (so loads stay coalesced).
+Expected<LaunchShape> write_elementwise(CExprEmitter& em, const kir::Kernel& k, int block, int items) {
   DialectText& d = em.dialect();
   const int64_t total = product(k.domain, 0, k.domain.size());
-  int g = 256;
-  while (g > 32 && g / 2 >= total) g /= 2;
-  const LaunchShape launch{std::clamp<int64_t>(ceil_div(total, g), 1, kMaxGroups), g};
+  const int g = block != 0 ? block : heuristic_elementwise_block(total);
+  const int per = std::max(items, 1);
+  const int64_t step = int64_t{g} * per;
+  const LaunchShape launch{std::clamp<int64_t>(ceil_div(total, step), 1, kMaxGroups), g};
   const std::string L = d.i64_type();
-  Scope* point = em.open(em.root(), fmt::format(
-      "for ({0} point = {1} * {2} + {3}; point < {4}; point += {5} * {2})", L, d.group_id(),
-      d.i64_lit(g), d.local_id(), d.i64_lit(total), d.num_groups()));
+  if (per == 1) {
+    Scope* point = em.open(em.root(), fmt::format(
+        "for ({0} point = {1} * {2} + {3}; point < {4}; point += {5} * {2})", L, d.group_id(),
+        d.i64_lit(g), d.local_id(), d.i64_lit(total), d.num_groups()));
+    bind_flat(em, point, k.domain, iota_vars(k.domain.size()), "point");
+    if (Expected<void> r = emit_stores(em, point, k); !r) return std::unexpected(r.error());
+    em.close(point);
+    return launch;
+  }
+  Scope* base = em.open(em.root(), fmt::format(
+      "for ({0} base = {1} * {2}; base < {3}; base += {4} * {2})", L, d.group_id(),
+      d.i64_lit(step), d.i64_lit(total), d.num_groups()));
+  Scope* item = em.open(base, fmt::format("{}for (int item = 0; item < {}; ++item)",
+                                          d.cuda() ? "#pragma unroll\n" + em.indent(base) : "", per));
+  em.append(item, fmt::format("{} point = base + {} * {} + {};", L, d.cast(L, "item"), d.i64_lit(g),
+                              d.local_id()));
+  Scope* point = em.open(item, fmt::format("if (point < {})", d.i64_lit(total)));
   bind_flat(em, point, k.domain, iota_vars(k.domain.size()), "point");
   if (Expected<void> r = emit_stores(em, point, k); !r) return std::unexpected(r.error());
   em.close(point);
+  em.close(item);
+  em.close(base);
   return launch;
 }
 
@@ -135,27 +153,73 @@ std::string entry_name(const kir::Kernel& k) {
 
 }  // namespace
 
+namespace {
+
+bool has_reduce(const kir::Kernel& k) {
+  for (const kir::Expr* e : kir::kernel_exprs(k))
+    if (e->kind == kir::ExprKind::Reduce) return true;
+  return false;
+}
+
+bool power_of_two_in(int v, int lo, int hi) { return v >= lo && v <= hi && (v & (v - 1)) == 0; }
+
+// The heuristic strategy with the schedule of `p` applied; an error names a field that does not
+// apply to this kernel (the tuning space offers only fields that do).
+Expected<Strategy> scheduled_strategy(const kir::Kernel& k, const FreeVars& fv, const TuneParams& p) {
+  const auto bad = [&](const std::string& why) {
+    return std::unexpected(kiln::Error{fmt::format("gpu codegen: kernel {}: {} ({})", k.name, why, p.str())});
+  };
+  if (p.vector_width != 0 || p.unroll != 0) return bad("vector_width and unroll are cpu schedule fields");
+  Strategy st = choose_strategy(k, fv);
+  if (p.reduce == GpuReduce::thread) {
+    if (!has_reduce(k)) return bad("reduce=thread: the kernel has no reduction");
+    st = Strategy{};  // one thread per point, reductions as loops in the thread
+  } else if (p.reduce == GpuReduce::workgroup && st.kind != Strategy::Kind::row_reduce) {
+    return bad("reduce=workgroup: the kernel has no row reduction a workgroup can share");
+  }
+  if (p.block_size != 0) {
+    if (!power_of_two_in(p.block_size, 32, 1024)) return bad("block_size must be a power of two in [32, 1024]");
+    if (st.kind == Strategy::Kind::matmul_tiled) return bad("block_size: the tiled matmul uses 16x16 threads");
+    st.group_size = p.block_size;
+  }
+  if (p.items_per_thread != 0) {
+    if (st.kind != Strategy::Kind::elementwise) return bad("items_per_thread applies to elementwise kernels");
+    if (!power_of_two_in(p.items_per_thread, 1, 8)) return bad("items_per_thread must be 1, 2, 4 or 8");
+  }
+  if (p.tile != 0) {
+    if (st.kind != Strategy::Kind::matmul_tiled) return bad("tile applies to the tiled matmul");
+    if (!power_of_two_in(p.tile, 16, 128)) return bad("tile must be 16, 32, 64 or 128");
+  }
+  return st;
+}
+
+}  // namespace
+
 Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& params,
                                 Dialect dialect, CheckMode check) {
-  (void)params;  // the launch shape is fixed per strategy for now
   for (int64_t e : kernel.domain)
     if (e < 0) return std::unexpected(kiln::Error{fmt::format("gpu codegen: kernel {}: negative domain extent {}", kernel.name, e)});
   const FreeVars fv(kernel);
-  const Strategy st = choose_strategy(kernel, fv);
+  Expected<Strategy> st = scheduled_strategy(kernel, fv, params);
+  if (!st) return std::unexpected(st.error());
   DialectText d(dialect, index_math_fits_i32(kernel));
   CExprEmitter em(kernel, d, check, fv);
   std::string shared;
   Expected<LaunchShape> launch = std::unexpected(kiln::Error{"unreachable"});
-  switch (st.kind) {
-    case Strategy::Kind::matmul_tiled: launch = write_matmul(em, kernel, st.matmul, shared); break;
-    case Strategy::Kind::row_reduce: launch = write_row_reduce(em, kernel, st, shared); break;
-    default: launch = write_elementwise(em, kernel); break;
+  switch (st->kind) {
+    case Strategy::Kind::matmul_tiled:
+      launch = write_matmul(em, kernel, st->matmul, params.tile, shared);
+      break;
+    case Strategy::Kind::row_reduce: launch = write_row_reduce(em, kernel, *st, shared); break;
+    default:
+      launch = write_elementwise(em, kernel, params.block_size, params.items_per_thread);
+      break;
   }
   if (!launch) return std::unexpected(launch.error());
   GpuSource out;
   out.entry = dialect == Dialect::cuda ? entry_name(kernel) : "main";
   out.launch = *launch;
-  out.strategy = strategy_name(st.kind);
+  out.strategy = strategy_name(st->kind);
   out.text = d.translation_unit(kernel, check, out.entry, launch->group_size, shared, em.take_root_text());
   return out;
 }

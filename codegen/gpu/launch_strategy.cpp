@@ -57,6 +57,14 @@ const char* strategy_name(Strategy::Kind k) {
   }
 }
 
+int heuristic_elementwise_block(int64_t points) {
+  int g = 256;
+  while (g > 32 && g / 2 >= points) g /= 2;
+  return g;
+}
+
+int heuristic_matmul_tile(int64_t rows, int64_t cols) { return rows >= 64 && cols >= 64 ? 64 : 16; }
+
 std::optional<MatmulShape> recognize_matmul(const kir::Kernel& k, const FreeVars& fv) {
   const auto rank = static_cast<int32_t>(k.domain.size());
   if (rank < 2 || k.stores.empty()) return std::nullopt;

@@ -34,6 +34,12 @@ struct Strategy {
 
 const char* strategy_name(Strategy::Kind k);
 
+// The heuristic launch shapes (TuneParams fields left at 0): an elementwise workgroup of 256
+// threads, halved (down to 32) while half of it still covers every point; a matmul tile of 64
+// when both output sides reach 64, else 16.
+int heuristic_elementwise_block(int64_t points);
+int heuristic_matmul_tile(int64_t rows, int64_t cols);
+
 std::optional<MatmulShape> recognize_matmul(const kir::Kernel& k, const FreeVars& fv);
 Strategy choose_strategy(const kir::Kernel& k, const FreeVars& fv);
 

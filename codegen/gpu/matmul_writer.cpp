@@ -1,7 +1,7 @@
-// The tiled matmul strategy: a workgroup of 16x16 threads computes a T x T output tile (T = 16
-// or 64: each thread then owns R x R = 4 x 4 outputs, strided by 16 so that loads, shared-memory
-// reads and stores stay coalesced), staging 16-deep slices of both operands through shared
-// memory. Prologues (casts, ...) are evaluated as the operand tiles are loaded; epilogues
+// The tiled matmul strategy: a workgroup of 16x16 threads computes a T x T output tile (T = 16,
+// 32, 64 or 128: each thread then owns R x R outputs, R = T / 16, strided by 16 so that loads,
+// shared-memory reads and stores stay coalesced), staging 16-deep slices of both operands through
+// shared memory. Prologues (casts, ...) are evaluated as the operand tiles are loaded; epilogues
 // (bias, activation) as the outputs are stored.
 #include <fmt/format.h>
 
@@ -67,11 +67,12 @@ void write_products(CExprEmitter& em, Scope* ks, const Tiling& t) {
 }  // namespace
 
 Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k, const MatmulShape& m,
-                                   std::string& shared) {
+                                   int tile_side, std::string& shared) {
   DialectText& d = em.dialect();
   const size_t rank = k.domain.size();
   const int64_t M = k.domain[rank - 2], N = k.domain[rank - 1];
-  const Tiling t = M >= 64 && N >= 64 ? Tiling{64, 4} : Tiling{16, 1};
+  const int side = tile_side != 0 ? tile_side : heuristic_matmul_tile(M, N);
+  const Tiling t{side, side / 16};
   const int64_t tm = ceil_div(M, t.tile), tn = ceil_div(N, t.tile);
   const int64_t total = product(k.domain, 0, rank - 2) * tm * tn;
   const std::string L = d.i64_type();

@@ -57,8 +57,9 @@ inline Expected<void> emit_stores(CExprEmitter& em, Scope* s, const kir::Kernel&
   return {};
 }
 
-// The tiled matmul (codegen/gpu/matmul_writer.cpp); `shared` receives its shared arrays.
+// The tiled matmul (codegen/gpu/matmul_writer.cpp) with `tile` x `tile` output tiles (16, 32, 64
+// or 128; 0: 64 when both sides reach 64, else 16); `shared` receives its shared arrays.
 Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k, const MatmulShape& m,
-                                   std::string& shared);
+                                   int tile, std::string& shared);
 
 }  // namespace kiln::codegen::gpu

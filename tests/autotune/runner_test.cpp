@@ -155,9 +155,10 @@ TEST(Runner, TheDefaultFailingIsAnError) {
 TEST(Runner, ARunThatThrowsIsDisqualified) {
   const kir::Kernel k = testing::elementwise_kernel(16, 64);
   int runs = 0;
-  // The checked runs are 0, 0, 1, 2; the fourth run overall (candidate 2) throws.
+  // The first call compiles every candidate; the checked runs are 0, 0, 1, 2: the fifth call
+  // overall (candidate 2's run) throws.
   const ParallelFor pf = [&](int64_t n, const std::function<void(int64_t, int64_t)>& chunk) {
-    if (++runs == 4) throw std::runtime_error("worker thread died");
+    if (++runs == 5) throw std::runtime_error("worker thread died");
     chunk(0, n);
   };
   Expected<TuneDecision> d = tune_cpu_kernel(backend(), pf, k, Level::minimal, 0);

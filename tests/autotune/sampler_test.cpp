@@ -2,6 +2,7 @@
 // determinism and disqualification.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -170,6 +171,24 @@ TEST(Sampler, ASingleSurvivorEndsTheSearch) {
   EXPECT_EQ(r.stop, StopReason::one_survivor);
   EXPECT_EQ(r.winner, 1);
   EXPECT_EQ(r.candidates[0].status, CandidateStatus::dropped);
+}
+
+TEST(Sampler, AHopelessWarmUpIsDroppedBeforeSampling) {
+  // Candidate 1 runs 50x slower than candidate 0: dropped after its one warm-up run, not timed
+  // min_samples more times. Candidate 2 (3x slower) is only dropped by the usual rule later.
+  Synthetic syn({{1.0}, {50.0}, {3.0}});
+  const SampleResult r = sample_candidates(3, syn.fn(), base(), 0);
+  EXPECT_EQ(r.candidates[1].status, CandidateStatus::dropped);
+  EXPECT_TRUE(r.candidates[1].samples.empty());
+  EXPECT_EQ(r.candidates[1].reason, "warm-up 50 ms > 10 x the fastest warm-up (#0, 1 ms)");
+  EXPECT_EQ(std::count(syn.log.begin(), syn.log.end(), 1), 1);
+  EXPECT_EQ(r.candidates[2].status, CandidateStatus::dropped);
+  EXPECT_EQ(r.candidates[2].samples.size(), 3u);
+  EXPECT_EQ(r.winner, 0);
+  SamplerSettings off = base();
+  off.hopeless_ratio = 0;  // disabled: sampled min_samples times like the others
+  Synthetic again({{1.0}, {50.0}, {3.0}});
+  EXPECT_EQ(sample_candidates(3, again.fn(), off, 0).candidates[1].samples.size(), 3u);
 }
 
 }  // namespace

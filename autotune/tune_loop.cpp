@@ -1,0 +1,207 @@
+// The tuning loop: compile, check against the default, calibrate, time with the sampler, score.
+#include "autotune/tune_loop.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+
+#include "autotune/sampler.h"
+#include "autotune/scorer.h"
+
+namespace kiln::autotune {
+
+namespace {
+
+class TuneLoop {
+ public:
+  TuneLoop(CandidateBench& bench, const kir::Kernel& k, const std::vector<TuneCandidate>& space,
+           Level level, double roofline_ms, const ParallelFor& pf, const TuneOptions& opt)
+      : bench_(bench), k_(k), settings_(settings(level)), pf_(pf), opt_(opt) {
+    d_.level = level;
+    d_.roofline_ms = roofline_ms;
+    for (const TuneCandidate& c : space) {
+      CandidateResult r;
+      r.params = c.params;
+      r.group = c.group;
+      r.priority = c.priority;
+      d_.candidates.push_back(std::move(r));
+    }
+    compiled_.assign(d_.candidates.size(), 0);
+    inputs_ = random_buffers(k, opt.seed);
+  }
+
+  Expected<TuneDecision> run() {
+    if (d_.candidates.empty() || !(d_.candidates[0].params == codegen::TuneParams{}))
+      return make_error(fmt::format(
+          "autotune: the tuning space of kernel '{}' does not start with the default", k_.name));
+    compile_all();
+    if (!compiled_[0])
+      return make_error(fmt::format("autotune: the default candidate of kernel '{}' does not compile: {}",
+                                    k_.name, d_.candidates[0].reason));
+    if (Expected<void> ok = check_all(); !ok) return std::unexpected(ok.error());
+    if (Expected<void> ok = calibrate(); !ok) return std::unexpected(ok.error());
+    return time_all();
+  }
+
+ private:
+  void disqualify(size_t i, std::string reason) {
+    d_.candidates[i].status = CandidateStatus::disqualified;
+    d_.candidates[i].reason = std::move(reason);
+  }
+
+  // Candidate i's compile; writes only its own slots, so candidates may compile at once.
+  void compile_one(size_t i) {
+    if (opt_.hooks.fail_compile)
+      if (std::optional<std::string> bad = opt_.hooks.fail_compile(i)) {
+        disqualify(i, "compile failed: " + *bad);
+        return;
+      }
+    Expected<double> ms = std::unexpected(Error{});
+    try {
+      ms = bench_.compile(i, d_.candidates[i].params);
+    } catch (const std::exception& e) {
+      ms = make_error(fmt::format("threw: {}", e.what()));
+    }
+    if (!ms) {
+      disqualify(i, "compile failed: " + ms.error().message);
+      return;
+    }
+    d_.candidates[i].compile_ms = *ms;
+    compiled_[i] = 1;
+  }
+
+  void compile_all() {
+    const auto n = static_cast<int64_t>(d_.candidates.size());
+    const auto chunk = [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) compile_one(static_cast<size_t>(i));
+    };
+    if (!pf_ || !bench_.concurrent_compile()) {
+      chunk(0, n);
+      return;
+    }
+    try {
+      pf_(n, chunk);
+    } catch (const std::exception&) {
+      // The threads failed, not a candidate: compile what is left here.
+      for (size_t i = 0; i < d_.candidates.size(); ++i)
+        if (!compiled_[i] && d_.candidates[i].status == CandidateStatus::ok) compile_one(i);
+    }
+  }
+
+  Expected<void> run_guarded(size_t i, KernelBuffers& bufs) {
+    try {
+      return bench_.run(i, bufs);
+    } catch (const std::exception& e) {
+      return make_error(fmt::format("threw: {}", e.what()));
+    }
+  }
+
+  // Runs candidate i on a copy of the inputs; its buffers after the run.
+  Expected<KernelBuffers> checked_run(size_t i) {
+    KernelBuffers bufs = inputs_;
+    if (Expected<void> ok = run_guarded(i, bufs); !ok) return std::unexpected(ok.error());
+    if (opt_.hooks.after_check_run) opt_.hooks.after_check_run(i, bufs);
+    return bufs;
+  }
+
+  // The default runs twice (the reference must be reproducible), every other candidate once.
+  Expected<void> check_all() {
+    Expected<KernelBuffers> ref = checked_run(0), again = checked_run(0);
+    if (!ref || !again)
+      return make_error(fmt::format("autotune: the default candidate of kernel '{}' failed: {}",
+                                    k_.name, (!ref ? ref : again).error().message));
+    if (std::optional<std::string> bad = compare_outputs(k_, *ref, *again))
+      return make_error(fmt::format(
+          "autotune: the default candidate of kernel '{}' gives different outputs on the same "
+          "inputs: {}",
+          k_.name, *bad));
+    d_.candidates[0].output_checked = true;
+    for (size_t i = 1; i < d_.candidates.size(); ++i) {
+      if (!compiled_[i]) continue;
+      Expected<KernelBuffers> got = checked_run(i);
+      if (!got)
+        disqualify(i, "run failed: " + got.error().message);
+      else if (std::optional<std::string> bad = compare_outputs(k_, *ref, *got))
+        disqualify(i, "wrong output: " + *bad);
+      else
+        d_.candidates[i].output_checked = true;
+    }
+    return {};
+  }
+
+  Expected<double> time_guarded(size_t i, int runs) {
+    try {
+      return bench_.time(i, runs);
+    } catch (const std::exception& e) {
+      return make_error(fmt::format("threw: {}", e.what()));
+    }
+  }
+
+  // Runs per sample: enough default runs to last about settings_.min_sample_ms, from the second
+  // timing (the first touches fresh buffers).
+  Expected<void> calibrate() {
+    if (Expected<void> ok = bench_.prepare_timing(inputs_, reads_an_output(k_)); !ok)
+      return make_error(fmt::format("autotune: preparing to time kernel '{}': {}", k_.name,
+                                    ok.error().message));
+    Expected<double> one = time_guarded(0, 1);
+    if (one) one = time_guarded(0, 1);
+    if (!one)
+      return make_error(fmt::format("autotune: the default candidate of kernel '{}' failed: {}",
+                                    k_.name, one.error().message));
+    d_.runs_per_sample = static_cast<int>(
+        std::clamp(std::ceil(settings_.min_sample_ms / std::max(*one, 1e-6)), 1.0, 10000.0));
+    return {};
+  }
+
+  Expected<TuneDecision> time_all() {
+    std::vector<size_t> valid;
+    for (size_t i = 0; i < d_.candidates.size(); ++i)
+      if (d_.candidates[i].status == CandidateStatus::ok) valid.push_back(i);
+    const SampleResult r = sample_candidates(
+        static_cast<int>(valid.size()),
+        [&](int v) { return time_guarded(valid[static_cast<size_t>(v)], d_.runs_per_sample); },
+        settings_.sampler, d_.roofline_ms);
+    for (size_t v = 0; v < valid.size(); ++v) {
+      CandidateResult& c = d_.candidates[valid[v]];
+      c.samples = r.candidates[v].samples;
+      c.status = r.candidates[v].status;
+      c.reason = r.candidates[v].reason.empty() ? c.reason : r.candidates[v].reason;
+    }
+    for (CandidateResult& c : d_.candidates) c.score = score(c.samples);
+    d_.stop_reason = std::string(stop_reason_name(r.stop));
+    if (r.winner < 0)
+      return make_error(fmt::format("autotune: no candidate of kernel '{}' could be timed: {}",
+                                    k_.name, d_.candidates[0].reason));
+    d_.winner_index = static_cast<int>(valid[static_cast<size_t>(r.winner)]);
+    d_.winner = d_.candidates[static_cast<size_t>(d_.winner_index)].params;
+    return std::move(d_);
+  }
+
+  CandidateBench& bench_;
+  const kir::Kernel& k_;
+  const LevelSettings settings_;
+  const ParallelFor& pf_;
+  const TuneOptions& opt_;
+  TuneDecision d_;
+  std::vector<char> compiled_;  // not vector<bool>: candidates set their own slot concurrently
+  KernelBuffers inputs_;
+};
+
+}  // namespace
+
+bool reads_an_output(const kir::Kernel& k) {
+  for (const kir::Expr* e : kir::kernel_exprs(k))
+    if (e->kind == kir::ExprKind::Load && k.params[static_cast<size_t>(e->buf)].output) return true;
+  return false;
+}
+
+Expected<TuneDecision> tune_kernel(CandidateBench& bench, const kir::Kernel& kernel,
+                                   const std::vector<TuneCandidate>& space, Level level,
+                                   double roofline_ms, const ParallelFor& parallel_for,
+                                   const TuneOptions& options) {
+  return TuneLoop(bench, kernel, space, level, roofline_ms, parallel_for, options).run();
+}
+
+}  // namespace kiln::autotune

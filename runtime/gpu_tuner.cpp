@@ -1,0 +1,190 @@
+// The GPU's CandidateBench and the GPU rate measurement.
+#include "runtime/gpu_tuner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <numeric>
+#include <thread>
+
+#include "runtime/gpu_device.h"
+#include "runtime/measured_rates.h"
+
+namespace kiln::runtime {
+
+namespace {
+
+using codegen::gpu::GpuSource;
+
+// Device allocations are never empty: a zero-element tensor still binds a buffer.
+size_t alloc_bytes(size_t bytes) { return std::max<size_t>(bytes, 16); }
+
+class GpuBench final : public autotune::CandidateBench {
+ public:
+  GpuBench(GpuBackend& backend, const kir::Kernel& k, size_t n)
+      : backend_(backend), k_(k), sources_(n), binaries_(n), programs_(n) {}
+
+  Expected<double> compile(size_t i, const codegen::TuneParams& params) override {
+    const auto start = std::chrono::steady_clock::now();
+    auto src = codegen::gpu::emit_source(k_, params, backend_.dialect(), codegen::CheckMode::none);
+    if (!src) return std::unexpected(src.error());
+    auto bin = backend_.compile(*src, k_.name);
+    if (!bin) return std::unexpected(bin.error());
+    sources_[i] = std::move(*src);
+    binaries_[i] = std::move(*bin);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
+  bool concurrent_compile() const override { return true; }
+
+  Expected<void> run(size_t i, autotune::KernelBuffers& bufs) override {
+    auto program = program_for(i);
+    if (!program) return std::unexpected(program.error());
+    auto mems = upload(bufs);
+    if (!mems) return std::unexpected(mems.error());
+    if (auto ok = stream_->launch(**program, args_of(*mems)); !ok) return ok;
+    for (size_t p = 0; p < bufs.size(); ++p)
+      if (k_.params[p].output && !bufs[p].bytes.empty())
+        if (auto ok = stream_->download(*(*mems)[p], bufs[p].data(), bufs[p].bytes.size()); !ok) return ok;
+    return stream_->synchronize();
+  }
+
+  Expected<void> prepare_timing(const autotune::KernelBuffers& inputs, bool restore) override {
+    inputs_ = &inputs;
+    restore_ = restore;
+    auto mems = upload(inputs);
+    if (!mems) return std::unexpected(mems.error());
+    timing_ = std::move(*mems);
+    return stream_->synchronize();
+  }
+
+  Expected<double> time(size_t i, int runs) override {
+    auto program = program_for(i);
+    if (!program) return std::unexpected(program.error());
+    const std::vector<DeviceMemory*> args = args_of(timing_);
+    for (int r = 0; r < runs; ++r) {
+      if (restore_)  // not timed: launch times cover the kernel only
+        for (size_t p = 0; p < inputs_->size(); ++p)
+          if (auto ok = stream_->upload(*timing_[p], (*inputs_)[p].data(), (*inputs_)[p].bytes.size()); !ok)
+            return std::unexpected(ok.error());
+      if (auto ok = stream_->launch(**program, args, /*timed=*/true); !ok) return std::unexpected(ok.error());
+    }
+    if (auto ok = stream_->synchronize(); !ok) return std::unexpected(ok.error());
+    const std::vector<double> times = stream_->launch_times_ms();
+    if (times.size() != static_cast<size_t>(runs))
+      return make_error(fmt::format("{} timed launches gave {} times", runs, times.size()));
+    return std::accumulate(times.begin(), times.end(), 0.0) / runs;
+  }
+
+ private:
+  // Loaded on first use, on the tuning thread (loading is not required to be thread-safe).
+  Expected<std::shared_ptr<const GpuProgram>> program_for(size_t i) {
+    if (!programs_[i]) {
+      auto loaded = backend_.load(sources_[i], binaries_[i]);
+      if (!loaded) return std::unexpected(loaded.error());
+      programs_[i] = std::move(*loaded);
+    }
+    if (!stream_) {
+      auto s = backend_.create_stream();
+      if (!s) return std::unexpected(s.error());
+      stream_ = std::move(*s);
+    }
+    return programs_[i];
+  }
+
+  Expected<std::vector<std::shared_ptr<DeviceMemory>>> upload(const autotune::KernelBuffers& bufs) {
+    std::vector<std::shared_ptr<DeviceMemory>> mems;
+    for (const ir::HostTensor& b : bufs) {
+      auto mem = backend_.allocate(alloc_bytes(b.bytes.size()));
+      if (!mem) return std::unexpected(mem.error());
+      if (!b.bytes.empty())
+        if (auto ok = stream_->upload(**mem, b.data(), b.bytes.size()); !ok) return std::unexpected(ok.error());
+      mems.push_back(std::move(*mem));
+    }
+    return mems;
+  }
+
+  static std::vector<DeviceMemory*> args_of(const std::vector<std::shared_ptr<DeviceMemory>>& mems) {
+    std::vector<DeviceMemory*> args;
+    for (const auto& m : mems) args.push_back(m.get());
+    return args;
+  }
+
+  GpuBackend& backend_;
+  const kir::Kernel& k_;
+  std::vector<GpuSource> sources_;
+  std::vector<std::vector<uint8_t>> binaries_;
+  std::vector<std::shared_ptr<const GpuProgram>> programs_;
+  std::unique_ptr<GpuStream> stream_;
+  std::vector<std::shared_ptr<DeviceMemory>> timing_;
+  const autotune::KernelBuffers* inputs_ = nullptr;
+  bool restore_ = false;
+};
+
+// The median seconds of `runs` timed launches of `k` (x filled with 1.0f), after one warm-up.
+Expected<double> time_on_device(GpuBackend& backend, const kir::Kernel& k, int runs) {
+  auto src = codegen::gpu::emit_source(k, {}, backend.dialect());
+  if (!src) return std::unexpected(src.error());
+  auto bin = backend.compile(*src, k.name);
+  if (!bin) return std::unexpected(bin.error());
+  auto program = backend.load(*src, *bin);
+  if (!program) return std::unexpected(program.error());
+  auto stream = backend.create_stream();
+  if (!stream) return std::unexpected(stream.error());
+  const size_t bytes = alloc_bytes(static_cast<size_t>(k.params[0].shape[0]) * 4);
+  auto x = backend.allocate(bytes), y = backend.allocate(bytes);
+  if (!x || !y) return std::unexpected((!x ? x : y).error());
+  const std::vector<float> ones(bytes / 4, 1.0f);
+  if (auto ok = (*stream)->upload(**x, ones.data(), bytes); !ok) return std::unexpected(ok.error());
+  for (int r = 0; r <= runs; ++r)
+    if (auto ok = (*stream)->launch(**program, {x->get(), y->get()}, /*timed=*/true); !ok)
+      return std::unexpected(ok.error());
+  if (auto ok = (*stream)->synchronize(); !ok) return std::unexpected(ok.error());
+  std::vector<double> ms = (*stream)->launch_times_ms();
+  if (ms.size() != static_cast<size_t>(runs) + 1)
+    return make_error(fmt::format("{} timed launches gave {} times", runs + 1, ms.size()));
+  ms.erase(ms.begin());  // the warm-up
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] / 1e3;
+}
+
+}  // namespace
+
+autotune::ParallelFor thread_parallel_for(int threads) {
+  return [threads](int64_t n, const std::function<void(int64_t, int64_t)>& chunk) {
+    const int64_t parts = std::clamp<int64_t>(threads, 1, std::max<int64_t>(n, 1));
+    std::vector<std::thread> pool;
+    for (int64_t t = 1; t < parts; ++t)
+      pool.emplace_back([&, t] { chunk(n * t / parts, n * (t + 1) / parts); });
+    chunk(0, n / parts);
+    for (std::thread& th : pool) th.join();
+  };
+}
+
+Expected<autotune::TuneDecision> tune_gpu_kernel(GpuBackend& backend, const kir::Kernel& kernel,
+                                                 autotune::Level level, double roofline_ms,
+                                                 int compile_threads,
+                                                 const autotune::TuneOptions& options) {
+  const std::vector<autotune::TuneCandidate> space = autotune::gpu_tune_space(kernel, level);
+  GpuBench bench(backend, kernel, space.size());
+  return autotune::tune_kernel(bench, kernel, space, level, roofline_ms,
+                               thread_parallel_for(compile_threads), options);
+}
+
+passes::DeviceRates measured_gpu_rates(GpuBackend& backend) {
+  const char* env = std::getenv("KILN_GPU_RATES");
+  if (env && std::string(env) == "reference") return gpu_rates(backend);
+  const size_t h = std::hash<std::string>{}(backend.fingerprint());
+  // 128 MiB streamed; the chain over 4 Mi elements (512 Mi flops: well above launch overhead).
+  const RateSizes sizes{.stream = int64_t{16} << 20, .compute = int64_t{4} << 20};
+  return kept_rates(fmt::format("gpu-rates-{:016x}", h),
+                    [&] {
+                      return measure_rates(
+                          [&](const kir::Kernel& k, int runs) { return time_on_device(backend, k, runs); },
+                          sizes);
+                    },
+                    gpu_rates(backend), backend.name());
+}
+
+}  // namespace kiln::runtime
