@@ -91,12 +91,17 @@ class Sampler {
     for (size_t i = 0; i < last.size(); ++i)
       if (active(i) && (!active(fastest) || last[i] < last[fastest])) fastest = i;
     if (s_.hopeless_ratio <= 0 || last.empty() || !active(fastest)) return;
-    for (size_t i = 0; i < last.size(); ++i)
-      if (active(i) && last[i] > s_.hopeless_ratio * last[fastest]) {
-        r_.candidates[i].status = CandidateStatus::dropped;
-        r_.candidates[i].reason = fmt::format("warm-up {:.4g} ms > {} x the fastest warm-up (#{}, {:.4g} ms)",
-                                              last[i], s_.hopeless_ratio, fastest, last[fastest]);
-      }
+    for (size_t i = 0; i < last.size(); ++i) {
+      if (i == fastest || !active(i) || last[i] <= s_.hopeless_ratio * last[fastest]) continue;
+      // Confirmed back to back with the fastest, so that a burst of load on the machine during
+      // one warm-up drops nothing.
+      double again = 0, reference = 0;
+      if (!take(i, &again) || !take(fastest, &reference)) continue;
+      if (again <= s_.hopeless_ratio * reference) continue;
+      r_.candidates[i].status = CandidateStatus::dropped;
+      r_.candidates[i].reason = fmt::format("warm-up {:.4g} ms > {} x the fastest's (#{}, {:.4g} ms)",
+                                            again, s_.hopeless_ratio, fastest, reference);
+    }
   }
 
   // The active candidate with the lowest score (ties: the lowest index); -1 if none.

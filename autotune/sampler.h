@@ -21,7 +21,8 @@ struct SamplerSettings {
   double converge_rel = 0.03;  // "no survivor's best time improved by more than this" ...
   int stable_rounds = 2;       // ... for this many rounds in a row, with the same leader: stop
   // After the warm-up, drop a candidate whose last warm-up run took more than this many times the
-  // fastest candidate's: hopeless, and not worth min_samples more runs. 0 disables it.
+  // fastest candidate's, and again when both are measured once more back to back: hopeless, and
+  // not worth min_samples more runs. 0 disables it.
   double hopeless_ratio = 10.0;
   // Stop once a candidate's best time is within roofline_ms / roofline_fraction, i.e. it reaches
   // this fraction of the roofline's speed. 0 (or no roofline) disables the early stop.

@@ -53,13 +53,13 @@ class TuneLoop {
 
   // Candidate i's compile; writes only its own slots, so candidates may compile at once.
   void compile_one(size_t i) {
-    if (opt_.hooks.fail_compile)
-      if (std::optional<std::string> bad = opt_.hooks.fail_compile(i)) {
-        disqualify(i, "compile failed: " + *bad);
-        return;
-      }
     Expected<double> ms = std::unexpected(Error{});
     try {
+      if (opt_.hooks.fail_compile)
+        if (std::optional<std::string> bad = opt_.hooks.fail_compile(i)) {
+          disqualify(i, "compile failed: " + *bad);
+          return;
+        }
       ms = bench_.compile(i, d_.candidates[i].params);
     } catch (const std::exception& e) {
       ms = make_error(fmt::format("threw: {}", e.what()));

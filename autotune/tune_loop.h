@@ -30,7 +30,8 @@ using ParallelFor =
 
 // For tests: ways to make a candidate wrong on purpose.
 struct TuneHooks {
-  // Called before compiling candidate i; a message fails that compile with it.
+  // Called before compiling candidate i, possibly on several threads at once (so it must be
+  // thread-safe); a message fails that compile with it.
   std::function<std::optional<std::string>(size_t candidate)> fail_compile;
   // Called on candidate i's buffers after its checked run, before the comparison.
   std::function<void(size_t candidate, KernelBuffers& buffers)> after_check_run;

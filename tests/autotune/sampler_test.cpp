@@ -174,14 +174,19 @@ TEST(Sampler, ASingleSurvivorEndsTheSearch) {
 }
 
 TEST(Sampler, AHopelessWarmUpIsDroppedBeforeSampling) {
-  // Candidate 1 runs 50x slower than candidate 0: dropped after its one warm-up run, not timed
-  // min_samples more times. Candidate 2 (3x slower) is only dropped by the usual rule later.
+  // Candidate 1 runs 50x slower than candidate 0: dropped after its warm-up and one run to
+  // confirm it, not timed min_samples more times. Candidate 2 (3x slower) is only dropped by the
+  // usual rule later.
   Synthetic syn({{1.0}, {50.0}, {3.0}});
   const SampleResult r = sample_candidates(3, syn.fn(), base(), 0);
   EXPECT_EQ(r.candidates[1].status, CandidateStatus::dropped);
   EXPECT_TRUE(r.candidates[1].samples.empty());
-  EXPECT_EQ(r.candidates[1].reason, "warm-up 50 ms > 10 x the fastest warm-up (#0, 1 ms)");
-  EXPECT_EQ(std::count(syn.log.begin(), syn.log.end(), 1), 1);
+  EXPECT_EQ(r.candidates[1].reason, "warm-up 50 ms > 10 x the fastest's (#0, 1 ms)");
+  EXPECT_EQ(std::count(syn.log.begin(), syn.log.end(), 1), 2);
+  EXPECT_EQ((std::vector<int>(syn.log.begin(), syn.log.begin() + 5)), (std::vector<int>{0, 1, 2, 1, 0}));
+  // A burst of load during one warm-up is not enough: the confirming run is fast again.
+  Synthetic burst({{1.0}, {50.0, 1.1}, {3.0}});
+  EXPECT_EQ(sample_candidates(3, burst.fn(), base(), 0).candidates[1].status, CandidateStatus::ok);
   EXPECT_EQ(r.candidates[2].status, CandidateStatus::dropped);
   EXPECT_EQ(r.candidates[2].samples.size(), 3u);
   EXPECT_EQ(r.winner, 0);

@@ -50,6 +50,25 @@ TEST(GpuTune, EveryKernelKindTunesWithCheckedCandidates) {
   }
 }
 
+TEST(GpuTune, EveryCudaCandidateCompilesToACubinWithoutAGpu) {
+  auto compiler = open_cuda_compiler("sm_90");
+  if (!compiler) GTEST_SKIP() << "no CUDA compiler: " << compiler.error().message;
+  int compiled = 0;
+  for (const kir::Kernel& k : {autotune::testing::elementwise_kernel(64, 256),
+                               autotune::testing::row_reduce_kernel(64, 512),
+                               autotune::testing::matmul_kernel(128, 128, 64),
+                               autotune::testing::int_kernel(5000)})
+    for (const autotune::TuneCandidate& c : autotune::gpu_tune_space(k)) {
+      auto src = codegen::gpu::emit_source(k, c.params, codegen::gpu::Dialect::cuda);
+      ASSERT_TRUE(src.has_value()) << c.params.str() << ": " << src.error().message;
+      auto bin = (*compiler)->compile(*src, k.name);
+      ASSERT_TRUE(bin.has_value()) << k.name << " " << c.params.str() << ": " << bin.error().message;
+      EXPECT_FALSE(bin->empty());
+      ++compiled;
+    }
+  EXPECT_GT(compiled, 25);
+}
+
 TEST(GpuTune, AFailedCompileIsDisqualifiedAndTheRunGoesOn) {
   auto backend = vulkan();
   ASSERT_TRUE(backend);
