@@ -20,6 +20,9 @@ std::optional<Level> parse_level(std::string_view name);
 struct LevelSettings {
   int max_candidates = 0;    // the default plus the best-priority others; 0 = the whole space
   double min_sample_ms = 0;  // one sample repeats the kernel until it takes about this long
+  // The default (the backend's heuristics) stays unless the winner's score beats it by more than
+  // this fraction: a smaller gain is within what a microbenchmark can tell from a real run.
+  double min_gain = 0.05;
   SamplerSettings sampler;
 };
 

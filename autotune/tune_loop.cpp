@@ -175,8 +175,22 @@ class TuneLoop {
       return make_error(fmt::format("autotune: no candidate of kernel '{}' could be timed: {}",
                                     k_.name, d_.candidates[0].reason));
     d_.winner_index = static_cast<int>(valid[static_cast<size_t>(r.winner)]);
+    keep_default_unless_clearly_beaten();
     d_.winner = d_.candidates[static_cast<size_t>(d_.winner_index)].params;
     return std::move(d_);
+  }
+
+  // A winner whose score beats the default's by less than settings_.min_gain gives way to the
+  // default (still timed, not dropped): the gain is within microbenchmark noise.
+  void keep_default_unless_clearly_beaten() {
+    const CandidateResult& def = d_.candidates[0];
+    const CandidateResult& won = d_.candidates[static_cast<size_t>(d_.winner_index)];
+    if (d_.winner_index == 0 || def.status != CandidateStatus::ok || def.samples.empty()) return;
+    const double gain = 1 - won.score / def.score;
+    if (gain >= settings_.min_gain) return;
+    d_.stop_reason += fmt::format("; kept the default: #{} was {:.1f}% faster (< {:.0f}%)",
+                                  d_.winner_index, 100 * gain, 100 * settings_.min_gain);
+    d_.winner_index = 0;
   }
 
   CandidateBench& bench_;
