@@ -49,6 +49,10 @@ class GpuStream {
   virtual std::vector<double> launch_times_ms() const = 0;
 };
 
+// The bytes to allocate for `bytes` of data: device allocations are never empty, so that a
+// zero-element tensor still binds a buffer.
+inline size_t device_alloc_bytes(size_t bytes) { return bytes < 16 ? 16 : bytes; }
+
 class GpuBackend {
  public:
   virtual ~GpuBackend() = default;

@@ -26,8 +26,6 @@ size_t slot_bytes(const Slot& s) {
   return static_cast<size_t>(ir::shape_numel(s.shape)) * ir::dtype_size(s.dtype);
 }
 
-// Device allocations are never empty: a zero-element tensor still binds a buffer.
-size_t alloc_bytes(size_t bytes) { return std::max<size_t>(bytes, 16); }
 
 }  // namespace
 
@@ -239,7 +237,7 @@ Expected<std::shared_ptr<DeviceMemory>> GpuDevice::device_input(const std::share
     auto it = persistent_.find(host.get());
     if (it != persistent_.end() && it->second.host.lock() == host) return it->second.device;
   }
-  auto mem = backend_->allocate(alloc_bytes(host->nbytes()));
+  auto mem = backend_->allocate(device_alloc_bytes(host->nbytes()));
   if (!mem) return std::unexpected(mem.error());
   if (host->nbytes() > 0)
     if (auto up = stream.upload(**mem, host->data(), host->nbytes()); !up) return std::unexpected(up.error());
@@ -281,7 +279,7 @@ Expected<std::vector<std::shared_ptr<Buffer>>> GpuDevice::run_plan(const GpuPlan
     for (size_t p = 0; p < step.args.size(); ++p) {
       int s = step.args[p];
       if (step.kernel.params[p].output && !slots[s]) {
-        auto mem = backend_->allocate(alloc_bytes(slot_bytes(plan.slots[s])));
+        auto mem = backend_->allocate(device_alloc_bytes(slot_bytes(plan.slots[s])));
         if (!mem) return std::unexpected(mem.error());
         slots[s] = std::move(*mem);
       }

@@ -18,8 +18,6 @@ namespace {
 
 using codegen::gpu::GpuSource;
 
-// Device allocations are never empty: a zero-element tensor still binds a buffer.
-size_t alloc_bytes(size_t bytes) { return std::max<size_t>(bytes, 16); }
 
 class GpuBench final : public autotune::CandidateBench {
  public:
@@ -96,7 +94,7 @@ class GpuBench final : public autotune::CandidateBench {
   Expected<std::vector<std::shared_ptr<DeviceMemory>>> upload(const autotune::KernelBuffers& bufs) {
     std::vector<std::shared_ptr<DeviceMemory>> mems;
     for (const ir::HostTensor& b : bufs) {
-      auto mem = backend_.allocate(alloc_bytes(b.bytes.size()));
+      auto mem = backend_.allocate(device_alloc_bytes(b.bytes.size()));
       if (!mem) return std::unexpected(mem.error());
       if (!b.bytes.empty())
         if (auto ok = stream_->upload(**mem, b.data(), b.bytes.size()); !ok) return std::unexpected(ok.error());
@@ -132,7 +130,7 @@ Expected<double> time_on_device(GpuBackend& backend, const kir::Kernel& k, int r
   if (!program) return std::unexpected(program.error());
   auto stream = backend.create_stream();
   if (!stream) return std::unexpected(stream.error());
-  const size_t bytes = alloc_bytes(static_cast<size_t>(k.params[0].shape[0]) * 4);
+  const size_t bytes = device_alloc_bytes(static_cast<size_t>(k.params[0].shape[0]) * 4);
   auto x = backend.allocate(bytes), y = backend.allocate(bytes);
   if (!x || !y) return std::unexpected((!x ? x : y).error());
   const std::vector<float> ones(bytes / 4, 1.0f);
