@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -21,6 +22,8 @@ json params_json(const codegen::TuneParams& p) {
   if (p.items_per_thread != 0) j["items_per_thread"] = p.items_per_thread;
   if (p.reduce != codegen::GpuReduce::heuristic) j["reduce"] = static_cast<int>(p.reduce);
   if (p.tile != 0) j["tile"] = p.tile;
+  if (p.vector_loads != 0) j["vector_loads"] = p.vector_loads;
+  if (p.splits != 0) j["splits"] = p.splits;
   return j;
 }
 
@@ -35,6 +38,8 @@ codegen::TuneParams params_from(const json& j) {
     throw std::invalid_argument(fmt::format("unknown reduce strategy {}", reduce));
   p.reduce = static_cast<codegen::GpuReduce>(reduce);
   p.tile = j.value("tile", 0);
+  p.vector_loads = j.value("vector_loads", 0);
+  p.splits = j.value("splits", 0);
   return p;
 }
 
@@ -119,11 +124,13 @@ std::string TuneDecision::describe() const {
       "autotune level {}: winner #{} ({}), stopped: {}, roofline {} ms, {} run(s) per sample\n",
       level_name(level), winner_index, winner.str(), stop_reason,
       roofline_ms > 0 ? ms_text(roofline_ms) : "-", runs_per_sample);
-  out += fmt::format("  {:>3} {:<28} {:<13} {:>7} {:>10} {:>10} {:>10}  {}\n", "#", "params",
+  size_t width = 28;  // the params column fits the longest
+  for (const CandidateResult& c : candidates) width = std::max(width, c.params.str().size());
+  out += fmt::format("  {:>3} {:<{}} {:<13} {:>7} {:>10} {:>10} {:>10}  {}\n", "#", "params", width,
                      "status", "samples", "min ms", "median ms", "score", "reason");
   for (size_t i = 0; i < candidates.size(); ++i) {
     const CandidateResult& c = candidates[i];
-    out += fmt::format("  {:>3} {:<28} {:<13} {:>7} {:>10} {:>10} {:>10}  {}\n", i, c.params.str(),
+    out += fmt::format("  {:>3} {:<{}} {:<13} {:>7} {:>10} {:>10} {:>10}  {}\n", i, c.params.str(), width,
                        status_name(c.status), c.samples.size(), ms_text(min_of(c.samples)),
                        ms_text(median_of(c.samples)), ms_text(c.score), c.reason);
   }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "codegen/cpu/matmul_recognizer.h"
+#include "codegen/gpu/lane_emitter.h"
 #include "codegen/gpu/launch_strategy.h"
 
 namespace kiln::autotune {
@@ -102,6 +103,19 @@ std::vector<TuneCandidate> gpu_row_space(const kir::Kernel& k, const codegen::gp
     out.push_back({gpu_params(block, 0, codegen::GpuReduce::heuristic, 0),
                    1 + std::abs(log2_int(block) - 8), "reduce=workgroup"});
   }
+  // Workgroups per row, where rows may be split: fewer and more than the heuristic's, each
+  // workgroup still folding at least one element per thread.
+  if (codegen::gpu::splits_blocker(k, st).empty()) {
+    const int64_t rows = numel(std::vector<int64_t>(k.domain.begin(), k.domain.begin() + st.row_vars));
+    int64_t longest = 0;
+    for (const kir::Expr* r : st.row_reduces) longest = std::max(longest, numel(r->rextents));
+    for (int splits : {1, 4, 16, 64, 256}) {
+      if (splits == st.splits || rows * splits > 4096 || longest < int64_t{splits} * st.group_size) continue;
+      TuneParams p;
+      p.splits = splits;
+      out.push_back({p, 1 + std::abs(log2_int(splits) - log2_int(st.splits)) / 2, "reduce=workgroup/splits"});
+    }
+  }
   // A thread per point recomputes a reduction for every point that reads it: only when each
   // point has its own (a workgroup per point), never for reductions broadcast over a row.
   if (st.row_vars == static_cast<int32_t>(k.domain.size()))
@@ -111,18 +125,31 @@ std::vector<TuneCandidate> gpu_row_space(const kir::Kernel& k, const codegen::gp
   return out;
 }
 
+// Block size x items per thread, and where four lanes apply (codegen/gpu/lane_emitter.h) both
+// one and four points per thread; the default's launch (heuristic block, one item, heuristic
+// lanes) is left out. Lanes are then always explicit, so a decision keeps its meaning.
 std::vector<TuneCandidate> gpu_point_space(const kir::Kernel& k) {
   const int64_t points = numel(k.domain);
-  const int heuristic = codegen::gpu::heuristic_elementwise_block(points);
+  const codegen::gpu::FreeVars fv(k);
+  const bool lanes_apply = codegen::gpu::lanes_blocker(k, fv).empty();
+  const int default_lanes = codegen::gpu::heuristic_lanes(k, fv);
   std::vector<TuneCandidate> out;
-  for (int block : {64, 128, 256, 512})
-    for (int items : {1, 2, 4}) {
-      if (items == 1 && block == heuristic) continue;  // the default's launch shape
-      if (int64_t{block} * items > std::max<int64_t>(64, next_pow2(points))) continue;
-      out.push_back({gpu_params(block, items, codegen::GpuReduce::heuristic, 0),
-                     1 + std::abs(log2_int(block) - 8) + std::abs(log2_int(items) - 1),
-                     fmt::format("elementwise/items={}", items)});
-    }
+  for (int lanes : {default_lanes, default_lanes == 1 ? codegen::gpu::kLanes : 1}) {
+    if (lanes != default_lanes && !lanes_apply) continue;
+    const int64_t units = points / lanes;
+    const int heuristic = codegen::gpu::heuristic_elementwise_block(units);
+    for (int block : {64, 128, 256, 512})
+      for (int items : {1, 2, 4}) {
+        if (lanes == default_lanes && items == 1 && block == heuristic) continue;  // the default
+        if (int64_t{block} * items > std::max<int64_t>(64, next_pow2(units))) continue;
+        TuneParams p = gpu_params(block, items, codegen::GpuReduce::heuristic, 0);
+        p.vector_loads = lanes_apply ? lanes : 0;
+        // Other lanes are tried first at the default's block and one item.
+        const int items_cost = lanes == default_lanes ? std::abs(log2_int(items) - 1) : log2_int(items);
+        out.push_back({p, 1 + std::abs(log2_int(block) - 8) + items_cost,
+                       fmt::format("elementwise/lanes={}/items={}", lanes, items)});
+      }
+  }
   return out;
 }
 

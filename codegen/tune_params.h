@@ -24,10 +24,15 @@ struct TuneParams {
   int items_per_thread = 0;  // elementwise: points each thread handles per grid step (1, 2, 4, 8)
   GpuReduce reduce = GpuReduce::heuristic;
   int tile = 0;              // tiled matmul: the output tile's side (16, 32, 64 or 128)
+  int vector_loads = 0;      // elementwise: 1 = scalar accesses, 4 = four points per thread with
+                             // 16-byte loads and stores where the access is contiguous and aligned
+  int splits = 0;            // row reduction: workgroups sharing each row (1, 2, 4, ... 256); the
+                             // last one to finish combines their partial results
 
   bool operator==(const TuneParams&) const = default;
   bool has_gpu_fields() const {
-    return block_size != 0 || items_per_thread != 0 || reduce != GpuReduce::heuristic || tile != 0;
+    return block_size != 0 || items_per_thread != 0 || reduce != GpuReduce::heuristic || tile != 0 ||
+           vector_loads != 0 || splits != 0;
   }
   // "vector_width=8 unroll=2" (the cpu fields; also the text of the all-default params) or the
   // GPU fields that are set, e.g. "block_size=128 items_per_thread=4". Part of cache keys.
@@ -43,6 +48,8 @@ struct TuneParams {
     if (reduce != GpuReduce::heuristic)
       add(std::string("reduce=") + (reduce == GpuReduce::workgroup ? "workgroup" : "thread"));
     if (tile != 0) add("tile=" + std::to_string(tile));
+    if (vector_loads != 0) add("vector_loads=" + std::to_string(vector_loads));
+    if (splits != 0) add("splits=" + std::to_string(splits));
     return s;
   }
 };

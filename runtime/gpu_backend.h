@@ -53,6 +53,12 @@ class GpuStream {
 // zero-element tensor still binds a buffer.
 inline size_t device_alloc_bytes(size_t bytes) { return bytes < 16 ? 16 : bytes; }
 
+class GpuBackend;
+// The scratch buffer a kernel with source.scratch_bytes > 0 takes as its last argument, its
+// counters zeroed on `stream` (runtime/gpu_device.cpp); null for a kernel without one.
+Expected<std::shared_ptr<DeviceMemory>> make_scratch(GpuBackend& backend, GpuStream& stream,
+                                                     const codegen::gpu::GpuSource& source);
+
 class GpuBackend {
  public:
   virtual ~GpuBackend() = default;

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "autotune/roofline.h"
+#include "codegen/gpu/launch_strategy.h"
 #include "runtime/dump_writer.h"
 #include "runtime/gpu_tuner.h"
 #include "runtime/logger.h"
@@ -252,6 +253,21 @@ Expected<std::shared_ptr<DeviceMemory>> GpuDevice::device_input(const std::share
   return *mem;
 }
 
+Expected<std::shared_ptr<DeviceMemory>> make_scratch(GpuBackend& backend, GpuStream& stream,
+                                                     const codegen::gpu::GpuSource& source) {
+  if (source.scratch_bytes <= 0) return nullptr;
+  // Counters cover at most kMaxSplitRows rows: a static block of zeros outlives every stream.
+  static const std::vector<uint8_t> zeros(codegen::gpu::kMaxSplitRows * sizeof(uint32_t) + 8);
+  if (source.scratch_zero_bytes < 0 || static_cast<size_t>(source.scratch_zero_bytes) > zeros.size())
+    return make_error(fmt::format("kernel scratch counters of {} bytes (at most {})", source.scratch_zero_bytes, zeros.size()));
+  auto mem = backend.allocate(device_alloc_bytes(static_cast<size_t>(source.scratch_bytes)));
+  if (!mem) return std::unexpected(mem.error());
+  if (source.scratch_zero_bytes > 0)
+    if (auto up = stream.upload(**mem, zeros.data(), static_cast<size_t>(source.scratch_zero_bytes)); !up)
+      return std::unexpected(up.error());
+  return *mem;
+}
+
 Expected<std::vector<std::shared_ptr<Buffer>>> GpuDevice::run_plan(const GpuPlan& gp,
                                                                     const StructuralKey& key,
                                                                     const Bindings& inputs,
@@ -292,6 +308,9 @@ Expected<std::vector<std::shared_ptr<Buffer>>> GpuDevice::run_plan(const GpuPlan
       check_mem.push_back(*mem);
       args.push_back(mem->get());
     }
+    auto scratch = make_scratch(*backend_, stream, gp.kernels[i]->source);
+    if (!scratch) return std::unexpected(scratch.error());
+    if (*scratch) args.push_back(scratch->get());
     if (auto ran = stream.launch(*gp.kernels[i]->program, args); !ran)
       return make_error(fmt::format("{}: kernel {}: {}", name_, step.kernel.name, ran.error().message));
     if (validate)

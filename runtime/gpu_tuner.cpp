@@ -41,6 +41,9 @@ class GpuBench final : public autotune::CandidateBench {
     if (!program) return std::unexpected(program.error());
     auto mems = upload(bufs);
     if (!mems) return std::unexpected(mems.error());
+    auto scratch = make_scratch(backend_, *stream_, sources_[i]);
+    if (!scratch) return std::unexpected(scratch.error());
+    if (*scratch) mems->push_back(std::move(*scratch));
     if (auto ok = stream_->launch(**program, args_of(*mems)); !ok) return ok;
     for (size_t p = 0; p < bufs.size(); ++p)
       if (k_.params[p].output && !bufs[p].bytes.empty())
@@ -60,7 +63,11 @@ class GpuBench final : public autotune::CandidateBench {
   Expected<double> time(size_t i, int runs) override {
     auto program = program_for(i);
     if (!program) return std::unexpected(program.error());
-    const std::vector<DeviceMemory*> args = args_of(timing_);
+    std::vector<DeviceMemory*> args = args_of(timing_);
+    // Split reductions leave their counters zero after each launch: one scratch serves every run.
+    auto scratch = make_scratch(backend_, *stream_, sources_[i]);
+    if (!scratch) return std::unexpected(scratch.error());
+    if (*scratch) args.push_back(scratch->get());
     for (int r = 0; r < runs; ++r) {
       if (restore_)  // not timed: launch times cover the kernel only
         for (size_t p = 0; p < inputs_->size(); ++p)

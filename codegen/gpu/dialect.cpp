@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -235,6 +237,65 @@ std::string DialectText::helper(const std::string& name, DType t) {
 std::string DialectText::buffer_ref(int buf) const {
   return cuda() ? fmt::format("p{}", buf) : fmt::format("b{}.d", buf);
 }
+std::string DialectText::vec4_type(DType t) const {
+  if (t == DType::i32) return cuda() ? "int4" : "ivec4";
+  return cuda() ? "float4" : "vec4";
+}
+
+std::string DialectText::vec4_make(DType t, const std::string& x, const std::string& y,
+                                   const std::string& z, const std::string& w) const {
+  const std::string make = cuda() ? (t == DType::i32 ? "make_int4" : "make_float4") : vec4_type(t);
+  return fmt::format("{}({}, {}, {}, {})", make, x, y, z, w);
+}
+
+std::string DialectText::vec4_ref(const kir::Kernel& k, int buf) {
+  const DType t = k.params[buf].dtype;
+  if (cuda())
+    return fmt::format("(({}{}*)p{})", k.params[buf].output ? "" : "const ", vec4_type(t), buf);
+  vec4_views_.insert(buf);
+  return fmt::format("b{}v.d", buf);
+}
+
+void DialectText::set_scratch(std::vector<ScratchArray> arrays) {
+  if (!arrays.empty()) arrays[0].count += arrays[0].count % 2;  // the 8-byte arrays stay aligned
+  if (arrays.size() > 1)
+    std::stable_sort(arrays.begin() + 1, arrays.end(),
+                     [](const ScratchArray& a, const ScratchArray& b) { return a.elem_bytes > b.elem_bytes; });
+  scratch_ = std::move(arrays);
+}
+
+int64_t DialectText::scratch_size() const {
+  int64_t n = 0;
+  for (const ScratchArray& a : scratch_) n += a.count * a.elem_bytes;
+  return n;
+}
+
+int64_t DialectText::scratch_zero_bytes() const {
+  return scratch_.empty() ? 0 : scratch_[0].count * scratch_[0].elem_bytes;
+}
+
+std::string DialectText::to_scratch(DType t, const std::string& v) const {
+  return t == DType::boolean ? fmt::format("({} ? 1u : 0u)", v) : v;
+}
+
+std::string DialectText::from_scratch(DType t, const std::string& v) const {
+  return t == DType::boolean ? fmt::format("({} != 0u)", v) : v;
+}
+
+std::string DialectText::scratch_ref(const std::string& name) const {
+  return cuda() ? "kiln_" + name : "kiln_sc." + name;
+}
+
+std::string DialectText::scratch_load(const std::string& name, const std::string& index) const {
+  return cuda() ? fmt::format("__ldcg(&kiln_{}[{}])", name, index) : fmt::format("kiln_sc.{}[{}]", name, index);
+}
+
+std::string DialectText::buffer_fence() const { return cuda() ? "__threadfence();" : "memoryBarrierBuffer();"; }
+
+std::string DialectText::atomic_add_one(const std::string& array, const std::string& index) const {
+  return cuda() ? fmt::format("atomicAdd(&{}[{}], 1u)", array, index) : fmt::format("atomicAdd({}[{}], 1u)", array, index);
+}
+
 std::string DialectText::local_id() const {
   return cast(i64_type(), cuda() ? "threadIdx.x" : "gl_LocalInvocationID.x");
 }

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "codegen/gpu/gpu_source.h"
 #include "ir/dtype.h"
@@ -18,6 +19,14 @@ using ir::DType;
 
 // GLSL double exp log sincos tanh erf pow (kiln_<name>_f64), "" for other names.
 std::string glsl_f64_math(const std::string& name);
+
+// An array of the scratch buffer (GpuSource::scratch_bytes): `count` elements of `type`.
+struct ScratchArray {
+  std::string name;
+  std::string type;
+  int64_t count = 0;
+  int elem_bytes = 4;
+};
 
 // Registers: f16/bf16 compute in float (like the cpu backend), i8 in a sign-extended int, u8 in
 // a uint holding 0..255, bool in bool, i64 in a 64-bit int.
@@ -56,6 +65,30 @@ class DialectText {
   std::string helper(const std::string& name, DType t);
 
   std::string buffer_ref(int buf) const;  // the element array of parameter `buf`
+  // Four-wide vectors of 4-byte elements (f32, i32; memory and register types agree): the type,
+  // a constructor from four register values, and parameter `buf`'s elements seen as vectors
+  // (index = element index / 4; GLSL declares a second view of the same binding).
+  static bool has_vec4(DType t) { return t == DType::f32 || t == DType::i32; }
+  std::string vec4_type(DType t) const;
+  std::string vec4_make(DType t, const std::string& x, const std::string& y, const std::string& z,
+                        const std::string& w) const;
+  std::string vec4_ref(const kir::Kernel& k, int buf);
+  // The scratch buffer of split row reductions (codegen/gpu/row_reduce_writer.cpp): one binding
+  // after the parameters (and the error slot), laid out as the arrays given, the first one (the
+  // counters, zeroed by the runtime) first, then 8-byte arrays, then 4-byte ones.
+  void set_scratch(std::vector<ScratchArray> arrays);
+  int64_t scratch_size() const;        // bytes; 0 without scratch
+  int64_t scratch_zero_bytes() const;  // the counters' bytes at the start
+  std::string scratch_type(DType t) const { return t == DType::boolean ? "uint" : reg_type(t); }
+  int scratch_bytes(DType t) const { return t == DType::f64 || (t == DType::i64 && !narrow_) ? 8 : 4; }
+  std::string to_scratch(DType t, const std::string& v) const;
+  std::string from_scratch(DType t, const std::string& v) const;
+  std::string scratch_ref(const std::string& name) const;
+  // A read of another workgroup's write: past incoherent caches (CUDA __ldcg; GLSL coherent).
+  std::string scratch_load(const std::string& name, const std::string& index) const;
+  std::string buffer_fence() const;
+  std::string atomic_add_one(const std::string& array, const std::string& index) const;
+
   std::string local_id() const;
   std::string group_id() const;
   std::string num_groups() const;
@@ -79,6 +112,8 @@ class DialectText {
   Dialect d_;
   bool narrow_;
   std::set<DType> used_;
+  std::set<int> vec4_views_;
+  std::vector<ScratchArray> scratch_;  // GLSL: parameters also declared as vec4 arrays
   std::map<std::string, std::string> helpers_;  // name -> definition, in name order
   std::vector<std::string> helper_order_;      // definitions in first-use order (dependencies)
 };

@@ -164,7 +164,16 @@ std::string DialectText::translation_unit(const kir::Kernel& k, CheckMode check,
       out += fmt::format("{}{}{}* p{}", i ? ", " : "", k.params[i].output ? "" : "const ",
                          mem_type(k.params[i].dtype), i);
     if (check == CheckMode::validate) out += fmt::format("{}long long* kiln_chk", n ? ", " : "");
-    return out + ") {\n" + shared + body + "}\n";
+    std::string views;
+    if (!scratch_.empty()) {
+      out += fmt::format("{}unsigned char* kiln_scratch", n || check == CheckMode::validate ? ", " : "");
+      int64_t offset = 0;
+      for (const ScratchArray& a : scratch_) {
+        views += fmt::format("  {0}* kiln_{1} = ({0}*)(kiln_scratch + {2});\n", a.type, a.name, offset);
+        offset += a.count * a.elem_bytes;
+      }
+    }
+    return out + ") {\n" + shared + views + body + "}\n";
   }
   out += "#version 450\n";
   bool b8 = false, b16 = false, b64 = !narrow_ || check == CheckMode::validate;
@@ -186,6 +195,9 @@ std::string DialectText::translation_unit(const kir::Kernel& k, CheckMode check,
   for (int i = 0; i < n; ++i)
     out += fmt::format("layout(std430, set = 0, binding = {0}) {1}buffer B{0} {{ {2} d[]; }} b{0};\n",
                        i, k.params[i].output ? "" : "readonly ", mem_type(k.params[i].dtype));
+  for (int i : vec4_views_)  // the same buffer again, as vectors (descriptor aliasing)
+    out += fmt::format("layout(std430, set = 0, binding = {0}) {1}buffer B{0}v {{ {2} d[]; }} b{0}v;\n",
+                       i, k.params[i].output ? "" : "readonly ", vec4_type(k.params[i].dtype));
   if (check == CheckMode::validate)
     out += fmt::format(
         "layout(std430, set = 0, binding = {}) buffer KilnCheck {{ uint w[]; }} kiln_chk;\n"
@@ -194,6 +206,12 @@ std::string DialectText::translation_unit(const kir::Kernel& k, CheckMode check,
         "kiln_chk.w[3] = 0u; kiln_chk.w[4] = uint(buf); kiln_chk.w[5] = 0u; kiln_chk.w[6] = "
         "uint(idx & 0xffffffffL); kiln_chk.w[7] = uint(idx >> 32); }} }}\n",
         n);
+  if (!scratch_.empty()) {
+    out += fmt::format("layout(std430, set = 0, binding = {}) coherent buffer KilnScratch {{",
+                       n + (check == CheckMode::validate ? 1 : 0));
+    for (const ScratchArray& a : scratch_) out += fmt::format(" {} {}[{}];", a.type, a.name, a.count);
+    out += " } kiln_sc;\n";
+  }
   out += shared;
   for (const std::string& h : helper_order_) out += h;
   return out + "void main() {\n" + body + "}\n";

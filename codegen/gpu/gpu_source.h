@@ -6,7 +6,8 @@
 // - Buffer parameters are bound in kernel parameter order: CUDA takes them as the kernel
 //   function's pointer arguments (param i = argument i); GLSL declares them as storage buffers
 //   `layout(set = 0, binding = i)`. With CheckMode::validate (codegen/check_mode.h) one more
-//   buffer (argument / binding params.size()) holds the error slot of check_mode.h.
+//   buffer (argument / binding params.size()) holds the error slot of check_mode.h; a kernel
+//   with scratch_bytes > 0 takes its scratch buffer last.
 // - The kernel is launched as `launch.groups` workgroups (CUDA blocks) of `launch.group_size`
 //   threads on the x dimension only. groups <= 65535 always, so both APIs accept it; kernels
 //   larger than that loop (grid-stride) inside.
@@ -35,6 +36,11 @@ struct GpuSource {
   std::string entry;     // CUDA: the extern "C" __global__ function; GLSL: "main"
   LaunchShape launch;
   std::string strategy;  // how the kernel maps to threads, for dumps ("elementwise", ...)
+  // Split row reductions share partial results across workgroups through one more buffer, bound
+  // after the parameters and the error slot: scratch_bytes long, its first scratch_zero_bytes
+  // zeroed before the launch (the kernel leaves them zero again). 0: no scratch buffer.
+  int64_t scratch_bytes = 0;
+  int64_t scratch_zero_bytes = 0;
 };
 
 // Deterministic: the same kernel, params and dialect give byte-identical text.
@@ -42,6 +48,6 @@ Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& par
                                 CheckMode check = CheckMode::none);
 
 // Bump when the emitted text changes for the same kernel (part of GPU cache keys).
-inline constexpr const char* kGpuCodegenVersion = "kiln-gpu-1";
+inline constexpr const char* kGpuCodegenVersion = "kiln-gpu-2";
 
 }  // namespace kiln::codegen::gpu

@@ -1,6 +1,8 @@
 // Strategy choice for GPU kernels: matmul recognition and row-level reductions.
 #include "codegen/gpu/launch_strategy.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <unordered_set>
 
@@ -101,6 +103,34 @@ std::optional<MatmulShape> recognize_matmul(const kir::Kernel& k, const FreeVars
   return std::nullopt;
 }
 
+std::string splits_blocker(const kir::Kernel& k, const Strategy& st) {
+  if (st.kind != Strategy::Kind::row_reduce) return "the kernel has no row reduction to split";
+  const std::unordered_set<const Expr*> row(st.row_reduces.begin(), st.row_reduces.end());
+  for (const Expr* r : st.row_reduces) {
+    std::unordered_set<const Expr*> seen;
+    std::vector<const Expr*> inner;
+    collect_reduces(r->args[0], seen, inner);
+    for (const Expr* i : inner)
+      if (row.contains(i))
+        return "a row reduction reads another one (the whole row's result is needed first)";
+  }
+  const int64_t rows = product(std::vector<int64_t>(k.domain.begin(), k.domain.begin() + st.row_vars));
+  if (rows > kMaxSplitRows) return fmt::format("{} rows (over {}) already fill the device", rows, kMaxSplitRows);
+  return "";
+}
+
+int heuristic_splits(const kir::Kernel& k, const Strategy& st) {
+  if (!splits_blocker(k, st).empty()) return 1;
+  const int64_t rows = product(std::vector<int64_t>(k.domain.begin(), k.domain.begin() + st.row_vars));
+  int64_t longest = 0;
+  for (const Expr* r : st.row_reduces) longest = std::max(longest, reduce_size(r));
+  int splits = 1;
+  while (splits < kMaxSplits && int64_t{splits} * 2 * rows <= kSplitTargetGroups &&
+         longest >= int64_t{splits} * 2 * st.group_size * 8)
+    splits *= 2;
+  return splits;
+}
+
 Strategy choose_strategy(const kir::Kernel& k, const FreeVars& fv) {
   Strategy s;
   if (auto m = recognize_matmul(k, fv)) {
@@ -128,6 +158,7 @@ Strategy choose_strategy(const kir::Kernel& k, const FreeVars& fv) {
     const int64_t width = std::max(longest, row_vars < rank ? k.domain.back() : 1);
     s.group_size = 32;
     while (s.group_size < 256 && s.group_size < width) s.group_size *= 2;
+    s.splits = heuristic_splits(k, s);
     break;
   }
   return s;

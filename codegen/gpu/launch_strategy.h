@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "codegen/gpu/c_expr_emitter.h"
@@ -28,6 +29,11 @@ struct Strategy {
   // `row_reduces` read only those variables (operands first); each is computed cooperatively.
   int32_t row_vars = 0;
   int group_size = 256;
+  // elementwise: consecutive points of the innermost axis per thread (1, or kLanes with vector
+  // loads and stores: codegen/gpu/lane_emitter.h).
+  int lanes = 1;
+  // row_reduce: workgroups sharing each row (codegen/gpu/row_reduce_writer.cpp); 1: one per row.
+  int splits = 1;
   std::vector<const kir::Expr*> row_reduces;
   MatmulShape matmul;
 };
@@ -39,6 +45,16 @@ const char* strategy_name(Strategy::Kind k);
 // when both output sides reach 64, else 16.
 int heuristic_elementwise_block(int64_t points);
 int heuristic_matmul_tile(int64_t rows, int64_t cols);
+
+// Whether several workgroups may share each row of a row reduction: "" when they may, else why
+// not (a reduction that reads another, as in softmax, needs the whole row's result first).
+inline constexpr int64_t kMaxSplitRows = 16384;
+inline constexpr int kMaxSplits = 256;
+std::string splits_blocker(const kir::Kernel& k, const Strategy& st);
+// The heuristic split: few rows with long reductions get enough workgroups to fill a GPU
+// (about kSplitTargetGroups in all), each thread still folding at least 8 elements.
+inline constexpr int64_t kSplitTargetGroups = 256;
+int heuristic_splits(const kir::Kernel& k, const Strategy& st);
 
 std::optional<MatmulShape> recognize_matmul(const kir::Kernel& k, const FreeVars& fv);
 Strategy choose_strategy(const kir::Kernel& k, const FreeVars& fv);

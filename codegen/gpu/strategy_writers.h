@@ -57,6 +57,11 @@ inline Expected<void> emit_stores(CExprEmitter& em, Scope* s, const kir::Kernel&
   return {};
 }
 
+// A workgroup (or st.splits of them) per row (codegen/gpu/row_reduce_writer.cpp); `shared`
+// receives its shared arrays, the dialect its scratch arrays.
+Expected<LaunchShape> write_row_reduce(CExprEmitter& em, const kir::Kernel& k, const Strategy& st,
+                                       std::string& shared);
+
 // The tiled matmul (codegen/gpu/matmul_writer.cpp) with `tile` x `tile` output tiles (16, 32, 64
 // or 128; 0: 64 when both sides reach 64, else 16); `shared` receives its shared arrays.
 Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k, const MatmulShape& m,

@@ -14,6 +14,7 @@ namespace kiln::autotune {
 namespace {
 
 using codegen::GpuReduce;
+using ir::DType;
 using codegen::TuneParams;
 using codegen::gpu::Dialect;
 using codegen::gpu::emit_source;
@@ -39,17 +40,39 @@ void expect_distinct_launches(const kir::Kernel& k, const std::vector<TuneCandid
 }
 
 TEST(GpuTuneSpace, ElementwiseKernelsTuneBlockSizeAndItemsPerThread) {
-  const kir::Kernel k = testing::elementwise_kernel(64, 256);
+  const kir::Kernel k = testing::elementwise_kernel(64, 256);  // 16384 points: one lane by default
   const std::vector<TuneCandidate> space = gpu_tune_space(k);
   expect_distinct_launches(k, space);
-  ASSERT_EQ(space.size(), 12u);  // the default + 4 blocks x 3 items, less the default's shape
-  EXPECT_EQ(space[1].params.block_size, 256);
-  EXPECT_EQ(space[1].params.items_per_thread, 2);
+  // The default + (4 blocks x 3 items) x (1 or 4 lanes), less the default's shape.
+  ASSERT_EQ(space.size(), 24u);
+  EXPECT_EQ(space[1].params.str(), "block_size=256 items_per_thread=2 vector_loads=1");
+  EXPECT_EQ(space[2].params.str(), "block_size=256 items_per_thread=1 vector_loads=4");
   for (size_t i = 1; i < space.size(); ++i) {
     EXPECT_EQ(space[i].params.reduce, GpuReduce::heuristic);
     EXPECT_EQ(space[i].params.tile, 0);
-    EXPECT_FALSE(space[i].params.block_size == 256 && space[i].params.items_per_thread == 1);
+    EXPECT_TRUE(space[i].params.vector_loads == 1 || space[i].params.vector_loads == 4);
+    EXPECT_FALSE(space[i].params.block_size == 256 && space[i].params.items_per_thread == 1 &&
+                 space[i].params.vector_loads == 1);
   }
+  // Without a 16-byte access (f16 elements) there are no lanes to try.
+  const kir::Kernel half = testing::elementwise_kernel(64, 256, DType::f16);
+  const std::vector<TuneCandidate> half_space = gpu_tune_space(half);
+  expect_distinct_launches(half, half_space);
+  EXPECT_EQ(half_space.size(), 12u);
+  for (const TuneCandidate& c : half_space) EXPECT_EQ(c.params.vector_loads, 0) << c.params.str();
+}
+
+TEST(GpuTuneSpace, LargeElementwiseKernelsDefaultToFourLanesAndTryOne) {
+  const kir::Kernel k = testing::elementwise_kernel(256, 1024);  // 262144 points
+  auto def = emit_source(k, {}, Dialect::cuda);
+  ASSERT_TRUE(def.has_value()) << def.error().message;
+  EXPECT_NE(def->text.find("float4"), std::string::npos);
+  EXPECT_EQ(def->launch.groups, 262144 / 4 / 256);
+  const std::vector<TuneCandidate> space = gpu_tune_space(k);
+  expect_distinct_launches(k, space);
+  EXPECT_EQ(space[1].params.str(), "block_size=256 items_per_thread=2 vector_loads=4");
+  EXPECT_EQ(space[2].params.str(), "block_size=256 items_per_thread=1 vector_loads=1");
+  EXPECT_EQ(gpu_tune_space(k, Level::minimal)[2].params.vector_loads, 1);
 }
 
 TEST(GpuTuneSpace, ItemsPerThreadSpreadsPointsOverTheGrid) {
@@ -101,6 +124,29 @@ TEST(GpuTuneSpace, RowReductionsTuneTheBlockAndTheReductionStrategy) {
   EXPECT_EQ(thread, 3);
 }
 
+TEST(GpuTuneSpace, FewLongRowsAreSplitOverWorkgroupsAndTuneTheSplit) {
+  const kir::Kernel k = testing::row_reduce_kernel(2, 100000);
+  auto def = emit_source(k, {}, Dialect::cuda);
+  ASSERT_TRUE(def.has_value()) << def.error().message;
+  EXPECT_EQ(def->launch.groups, 2 * 32);  // 32 workgroups per row: 64 groups, 8+ elements a thread
+  EXPECT_GT(def->scratch_bytes, 0);
+  const std::vector<TuneCandidate> space = gpu_tune_space(k);
+  expect_distinct_launches(k, space);
+  std::vector<int> splits;
+  for (const TuneCandidate& c : space)
+    if (c.params.splits != 0) splits.push_back(c.params.splits);
+  EXPECT_EQ(splits, (std::vector<int>{16, 64, 4, 256, 1}));  // nearest to the heuristic's 32 first
+  TuneParams one;
+  one.splits = 1;
+  auto unsplit = emit_source(k, one, Dialect::cuda);
+  ASSERT_TRUE(unsplit.has_value());
+  EXPECT_EQ(unsplit->launch.groups, 2);
+  EXPECT_EQ(unsplit->scratch_bytes, 0);
+  // Many rows need no split: none by default, none offered.
+  for (const TuneCandidate& c : gpu_tune_space(testing::row_reduce_kernel(64, 512)))
+    EXPECT_EQ(c.params.splits, 0) << c.params.str();
+}
+
 TEST(GpuTuneSpace, MatmulsTuneTheTile) {
   const kir::Kernel k = testing::matmul_kernel(128, 128, 64);
   const std::vector<TuneCandidate> space = gpu_tune_space(k);
@@ -147,6 +193,17 @@ TEST(GpuTuneSpace, FieldsThatDoNotApplyAreClearErrors) {
   p = {};
   p.vector_width = 8;
   EXPECT_NE(error_of(testing::elementwise_kernel(4, 4), p).find("cpu schedule fields"), std::string::npos);
+  p = {};
+  p.splits = 4;
+  EXPECT_NE(error_of(testing::elementwise_kernel(4, 4), p).find("splits applies to row reductions"),
+            std::string::npos);
+  p.splits = 3;
+  EXPECT_NE(error_of(testing::row_reduce_kernel(2, 100000), p).find("splits must be a power of two in [1, 256]"),
+            std::string::npos);
+  p = {};
+  p.vector_loads = 4;
+  EXPECT_NE(error_of(testing::row_reduce_kernel(2, 100000), p).find("vector_loads applies to elementwise kernels"),
+            std::string::npos);
 }
 
 TEST(GpuTuneSpace, ParamsTextKeepsCpuKeysAndNamesGpuFields) {
@@ -162,6 +219,10 @@ TEST(GpuTuneSpace, ParamsTextKeepsCpuKeysAndNamesGpuFields) {
   p = {};
   p.tile = 32;
   EXPECT_EQ(p.str(), "tile=32");
+  p = {};
+  p.vector_loads = 4;
+  p.splits = 16;
+  EXPECT_EQ(p.str(), "vector_loads=4 splits=16");
 }
 
 TEST(GpuTuneSpace, RowsSharedByThreadsAreNeverReducedPerThread) {

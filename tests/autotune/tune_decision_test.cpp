@@ -38,6 +38,13 @@ TuneDecision sample_decision() {
   b.output_checked = true;
   CandidateResult c;
   c.params = params(16, 4);
+  // Every GPU field travels too (no kernel takes all of them: this is the format only).
+  c.params.block_size = 64;
+  c.params.items_per_thread = 2;
+  c.params.reduce = codegen::GpuReduce::thread;
+  c.params.tile = 32;
+  c.params.vector_loads = 4;
+  c.params.splits = 16;
   c.group = "loop/vector_width=16";
   c.priority = 4;
   c.score = std::numeric_limits<double>::infinity();

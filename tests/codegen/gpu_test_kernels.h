@@ -160,6 +160,80 @@ inline kir::Kernel matmul_kernel(int64_t batch, int64_t m, int64_t n, int64_t kk
   return k;
 }
 
+// Kernels for four lanes per thread (vector_loads=4, codegen/gpu/lane_emitter.h): loads and
+// stores that move as vectors next to ones that cannot (off by one, transposed, per row), i32
+// vectors, and reductions inside the thread whose loads are vectors (a gemv) with an argmax.
+inline kir::Kernel lanes_mixed_kernel() {
+  constexpr int64_t R = 6, C = 20;
+  kir::Kernel k;
+  k.name = "lanes_mixed";
+  k.arena = std::make_shared<kir::ExprArena>();
+  kir::ExprArena& a = *k.arena;
+  const DType f = DType::f32, i = DType::i32, L = DType::i64;
+  k.domain = {R, C};
+  k.params = {{f, {R * C + 4}, false, "x"}, {f, {C, R}, false, "xt"}, {f, {C}, false, "bias"},
+              {f, {R}, false, "s"},         {i, {R, C}, false, "n"},  {f, {R, C}, true, "y"},
+              {i, {R, C}, true, "m"},       {f, {C, R}, true, "yt"}, {f, {R}, true, "r"}};
+  const kir::Expr* v0 = a.var(0);
+  const kir::Expr* v1 = a.var(1);
+  const kir::Expr* self = a.alu(Alu::Add, L, {a.alu(Alu::Mul, L, {v0, a.index(C)}), v1});
+  const kir::Expr* next = a.alu(Alu::Add, L, {self, a.index(1)});                              // unaligned
+  const kir::Expr* trans = a.alu(Alu::Add, L, {a.alu(Alu::Mul, L, {v1, a.index(R)}), v0});  // stride R
+  const kir::Expr* x = a.load(0, f, self);
+  const kir::Expr* x1 = a.load(0, f, next);
+  const kir::Expr* xt = a.load(1, f, trans);
+  const kir::Expr* b = a.load(2, f, v1);
+  const kir::Expr* sc = a.load(3, f, v0);
+  const kir::Expr* n = a.load(4, i, self);
+  const kir::Expr* y = a.alu(Alu::Add, f, {a.alu(Alu::Mul, f, {a.alu(Alu::Sub, f, {x, x1}), sc}), a.alu(Alu::Add, f, {xt, b})});
+  k.stores.push_back({5, self, y});
+  k.stores.push_back({6, self, a.alu(Alu::Add, i, {n, a.alu(Alu::Cast, i, {a.alu(Alu::Floor, f, {x})})})});
+  k.stores.push_back({7, trans, a.alu(Alu::Mul, f, {x, b})});
+  k.stores.push_back({8, v0, a.alu(Alu::Mul, f, {sc, a.constant(f, 2)})});
+  return k;
+}
+
+inline kir::Kernel lanes_gemv_kernel() {
+  constexpr int64_t B = 3, N = 16, K = 24;
+  kir::Kernel k;
+  k.name = "lanes_gemv";
+  k.arena = std::make_shared<kir::ExprArena>();
+  kir::ExprArena& a = *k.arena;
+  const DType f = DType::f32, L = DType::i64;
+  k.domain = {B, N};
+  k.params = {{f, {B, K}, false, "x"}, {f, {K, N}, false, "w"}, {f, {B, N}, true, "y"}, {DType::i32, {B, N}, true, "arg"}};
+  const kir::Expr* v0 = a.var(0);
+  const kir::Expr* v1 = a.var(1);
+  const kir::Expr* v2 = a.var(2);
+  const kir::Expr* w = a.load(1, f, a.alu(Alu::Add, L, {a.alu(Alu::Mul, L, {v2, a.index(N)}), v1}));
+  const kir::Expr* x = a.load(0, f, a.alu(Alu::Add, L, {a.alu(Alu::Mul, L, {v0, a.index(K)}), v2}));
+  const kir::Expr* self = a.alu(Alu::Add, L, {a.alu(Alu::Mul, L, {v0, a.index(N)}), v1});
+  k.stores.push_back({2, self, a.reduce(ReduceOp::Sum, f, a.alu(Alu::Mul, f, {x, w}), {2}, {K})});
+  k.stores.push_back({3, self, a.reduce(ReduceOp::ArgMax, DType::i32, a.alu(Alu::Add, f, {x, w}), {2}, {K})});
+  return k;
+}
+
+// y[r, c] = x[r, c] - mean over c of x[r, c], and the row's sum of squares: two independent
+// row reductions whose result is broadcast over the row (splits apply).
+inline kir::Kernel centered_kernel(int64_t rows, int64_t cols) {
+  kir::Kernel k;
+  k.name = fmt::format("centered_{}x{}", rows, cols);
+  k.arena = std::make_shared<kir::ExprArena>();
+  kir::ExprArena& a = *k.arena;
+  const DType f = DType::f32, L = DType::i64;
+  k.domain = {rows, cols};
+  k.params = {{f, {rows, cols}, false, "x"}, {f, {rows, cols}, true, "y"}, {f, {rows}, true, "ss"}};
+  auto at = [&](const kir::Expr* c) {
+    return a.load(0, f, a.alu(Alu::Add, L, {a.alu(Alu::Mul, L, {a.var(0), a.index(cols)}), c}));
+  };
+  const kir::Expr* mean = a.alu(Alu::Div, f, {a.reduce(ReduceOp::Sum, f, at(a.var(2)), {2}, {cols}), a.constant(f, static_cast<double>(cols))});
+  const kir::Expr* sq = a.reduce(ReduceOp::Sum, f, a.alu(Alu::Mul, f, {at(a.var(3)), at(a.var(3))}), {3}, {cols});
+  const kir::Expr* self = a.alu(Alu::Add, L, {a.alu(Alu::Mul, L, {a.var(0), a.index(cols)}), a.var(1)});
+  k.stores.push_back({1, self, a.alu(Alu::Sub, f, {at(a.var(1)), mean})});
+  k.stores.push_back({2, a.var(0), sq});
+  return k;
+}
+
 // The checked modes change loads and stores only: one ALU kernel per dtype covers them.
 inline std::vector<CheckMode> modes_for(const kir::Kernel& k) {
   if (k.name.starts_with("alu_") && !k.name.ends_with("_0")) return {CheckMode::none};

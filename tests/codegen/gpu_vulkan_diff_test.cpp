@@ -10,6 +10,7 @@
 
 #include "codegen/cpu/cpu_backend.h"
 #include "codegen/gpu/gpu_source.h"
+#include "codegen/gpu/lane_emitter.h"
 #include "ir/host_tensor.h"
 #include "runtime/gpu_backend.h"
 #include "tests/codegen/gpu_test_kernels.h"
@@ -88,7 +89,7 @@ Runner& runner() {
 }
 
 // Runs `k` on both devices with the same random inputs; compares every output.
-void run_both(const kir::Kernel& k, CheckMode check, uint32_t seed) {
+void run_both(const kir::Kernel& k, CheckMode check, uint32_t seed, const TuneParams& params = {}) {
   Runner& r = runner();
   SCOPED_TRACE(k.name);
   std::mt19937 rng(seed);
@@ -107,8 +108,11 @@ void run_both(const kir::Kernel& k, CheckMode check, uint32_t seed) {
   for (auto& t : cpu_t) ptrs.push_back(t.data());
   (*artifact)->fn(ptrs.data(), 0, (*artifact)->outer_extent);
 
-  auto src = emit_source(k, {}, Dialect::glsl, check);
+  auto src = emit_source(k, params, Dialect::glsl, check);
   ASSERT_TRUE(src.has_value()) << src.error().message;
+  if (params.vector_loads == kLanes && check == CheckMode::none) {
+    EXPECT_NE(src->text.find("v.d[uint("), std::string::npos) << "no vector access\n" << src->text;
+  }
   auto bin = r.gpu->compile(*src, k.name);
   ASSERT_TRUE(bin.has_value()) << bin.error().message;
   auto prog = r.gpu->load(*src, *bin);
@@ -134,6 +138,9 @@ void run_both(const kir::Kernel& k, CheckMode check, uint32_t seed) {
     mem.push_back(*m);
     args.push_back(m->get());
   }
+  auto scratch = runtime::make_scratch(*r.gpu, **stream, *src);
+  ASSERT_TRUE(scratch.has_value()) << scratch.error().message;
+  if (*scratch) args.push_back(scratch->get());
   ASSERT_TRUE((*stream)->launch(**prog, args).has_value());
   for (size_t i = 0; i < gpu_t.size(); ++i) {
     if (k.params[i].output && !gpu_t[i].bytes.empty()) {
@@ -145,7 +152,7 @@ void run_both(const kir::Kernel& k, CheckMode check, uint32_t seed) {
   }
   ASSERT_TRUE((*stream)->synchronize().has_value());
   EXPECT_EQ(slot[kCheckFlag], 0) << k.name << ": an in-range kernel reported a bad access";
-  const std::string what = fmt::format("[{} {}]", src->strategy, check_mode_name(check));
+  const std::string what = fmt::format("[{} {} {}]", src->strategy, check_mode_name(check), params.str());
   for (size_t i = 0; i < gpu_t.size(); ++i)
     if (k.params[i].output) expect_same(k, static_cast<int>(i), gpu_t[i], cpu_t[i], what);
 }
@@ -167,6 +174,52 @@ TEST(GpuVulkanDiffTest, NestedReductionsAndMatmulsMatchTheCpuBackend) {
   ASSERT_TRUE(runner().cpu);
   uint32_t seed = 100;
   for (const kir::Kernel& k : shape_kernels()) run_both(k, CheckMode::none, seed++);
+}
+
+// Four lanes per thread with vector loads and stores give the cpu backend's results, wherever
+// they apply: every dtype's ALU kernels, mixed vector and element accesses, reductions inside the
+// thread. Checked modes fall back to one point per thread.
+TEST(GpuVulkanDiffTest, FourLanesMatchTheCpuBackend) {
+  if (!runner().gpu) GTEST_SKIP() << "vulkan:0 is not available";
+  ASSERT_TRUE(runner().cpu);
+  TuneParams four;
+  four.vector_loads = kLanes;
+  uint32_t seed = 200;
+  int ran = 0;
+  for (DType t : ir::kAllDTypes)
+    for (const kir::Kernel& k : alu_kernels(t, 6))
+      if (lanes_blocker(k, FreeVars(k)).empty()) {
+        run_both(k, CheckMode::none, seed++, four);
+        ++ran;
+      }
+  EXPECT_GE(ran, 10);
+  for (const kir::Kernel& k : {lanes_mixed_kernel(), lanes_gemv_kernel()}) {
+    ASSERT_EQ(lanes_blocker(k, FreeVars(k)), "") << k.name;
+    run_both(k, CheckMode::none, seed++, four);
+    run_both(k, CheckMode::enforce, seed++, four);
+  }
+}
+
+// Row reductions shared by several workgroups per row (splits) give the cpu backend's results:
+// every reduction of every dtype, rows longer and shorter than the groups' share, the heuristic
+// split of one long row, a row broadcast written by the last group, and checked modes.
+TEST(GpuVulkanDiffTest, SplitRowsMatchTheCpuBackend) {
+  if (!runner().gpu) GTEST_SKIP() << "vulkan:0 is not available";
+  ASSERT_TRUE(runner().cpu);
+  uint32_t seed = 300;
+  for (DType t : ir::kAllDTypes) {
+    run_both(reduce_kernel(t, 4, 100), CheckMode::none, seed++, TuneParams{.splits = 4});
+    run_both(reduce_kernel(t, 0, 3000), CheckMode::none, seed++, TuneParams{.splits = 8});
+  }
+  const kir::Kernel one_long_row = reduce_kernel(DType::f32, 0, 20000);
+  auto src = emit_source(one_long_row, {}, Dialect::glsl);
+  ASSERT_TRUE(src.has_value()) << src.error().message;
+  EXPECT_GT(src->launch.groups, 1) << "one long row is split by default";
+  EXPECT_GT(src->scratch_bytes, 0);
+  run_both(one_long_row, CheckMode::none, seed++);
+  run_both(centered_kernel(3, 1000), CheckMode::none, seed++, TuneParams{.splits = 16});
+  run_both(centered_kernel(3, 1000), CheckMode::validate, seed++, TuneParams{.splits = 2});
+  run_both(reduce_kernel(DType::i32, 2, 5000), CheckMode::enforce, seed++, TuneParams{.splits = 64});
 }
 
 TEST(GpuVulkanDiffTest, CheckedKernelsKeepInRangeResults) {

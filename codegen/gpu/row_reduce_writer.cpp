@@ -1,0 +1,256 @@
+// The row-reduce strategy: a workgroup per row (the points sharing the first row_vars parallel
+// variables) computes the row's reductions cooperatively (each thread folds a strided share, a
+// tree in shared memory combines the partials), then writes the row's points.
+//
+// With splits S > 1 (long rows, few of them), S workgroups share each row: workgroup `part` folds
+// the elements part*G + lid + k*G*S. Thread 0 writes the group's partial results to the scratch
+// buffer, fences, and counts the row's finished parts with an atomic; the group that finishes
+// last reads the S partials back (bypassing incoherent caches), combines them the same way and
+// writes the row's points, then resets the row's counter for the next launch.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "codegen/gpu/strategy_writers.h"
+
+namespace kiln::codegen::gpu {
+
+namespace {
+
+bool is_arg_reduce(const kir::Expr* r) {
+  return r->reduce_op == kir::ReduceOp::ArgMax || r->reduce_op == kir::ReduceOp::ArgMin;
+}
+
+// The tree combination of partial results in shared memory; thread 0 ends with the total.
+void write_tree(CExprEmitter& em, Scope* row, const kir::Expr* r, int g, const std::string& sh,
+                const std::string& shi) {
+  DialectText& d = em.dialect();
+  const DType bt = r->args[0]->dtype;
+  std::string combine;
+  const std::string a = fmt::format("{}[tid]", sh), b = fmt::format("{}[tid + s]", sh);
+  if (is_arg_reduce(r)) {
+    const std::string ia = fmt::format("{}[tid]", shi), ib = fmt::format("{}[tid + s]", shi);
+    combine = fmt::format("if ({} || (!{} && {} < {})) {{ {} = {}; {} = {}; }}",
+                          arg_take_text(d, r->reduce_op, bt, b, a), arg_take_text(d, r->reduce_op, bt, a, b),
+                          ib, ia, a, b, ia, ib);
+  } else {
+    combine = fmt::format("{} = {};", a, reduce_step_text(d, r->reduce_op, bt, a, b));
+  }
+  em.append(row, d.barrier());
+  em.append(row, fmt::format("for (uint s = {}u; s > 0u; s >>= 1u) {{ if (tid < s) {{ {} }} {} }}",
+                             g / 2, combine, d.barrier()));
+}
+
+// A reduction's value and (arg reductions) index, in registers of the row scope.
+struct Partial {
+  std::string value, index;
+};
+
+class RowReduceWriter {
+ public:
+  RowReduceWriter(CExprEmitter& em, const kir::Kernel& k, const Strategy& st, std::string& shared)
+      : em_(em), d_(em.dialect()), k_(k), st_(st), g_(st.group_size), shared_(shared) {}
+
+  Expected<LaunchShape> write();
+
+ private:
+  // Declares (once) the shared arrays that reduction `r`'s tree uses; returns their names.
+  std::pair<std::string, std::string> shared_arrays(const kir::Expr* r);
+  // Declares `r`'s accumulator (and index) in `s`, holding the reduction's initial value.
+  Expected<Partial> accumulator(Scope* s, const kir::Expr* r);
+  // The group's fold of `r` over its share of the row, combined over the group: every thread
+  // ends with the result.
+  Expected<Partial> fold(Scope* row, const kir::Expr* r, const std::string& part);
+  // Combines `folded` (one value per thread) over the group with the tree.
+  Partial combine(Scope* row, const kir::Expr* r, const Partial& folded);
+  Expected<void> write_points(Scope* row);
+  Expected<void> write_split_tail(Scope* row, const std::vector<Partial>& partials);
+
+  CExprEmitter& em_;
+  DialectText& d_;
+  const kir::Kernel& k_;
+  const Strategy& st_;
+  const int g_;
+  std::string& shared_;
+  std::vector<std::string> declared_;
+};
+
+std::pair<std::string, std::string> RowReduceWriter::shared_arrays(const kir::Expr* r) {
+  const DType bt = r->args[0]->dtype;
+  const std::string sh = fmt::format("kiln_sh_{}", ir::dtype_name(bt)), shi = "kiln_shi";
+  for (const auto& [name, type] : {std::pair{sh, d_.reg_type(bt)}, std::pair{shi, std::string("int")}}) {
+    if ((name == shi && !is_arg_reduce(r)) || std::ranges::count(declared_, name)) continue;
+    declared_.push_back(name);
+    shared_ += d_.shared_decl(type, name, g_);
+  }
+  return {sh, shi};
+}
+
+Partial RowReduceWriter::combine(Scope* row, const kir::Expr* r, const Partial& folded) {
+  const auto [sh, shi] = shared_arrays(r);
+  const DType bt = r->args[0]->dtype;
+  em_.append(row, fmt::format("{}[tid] = {};", sh, folded.value));
+  if (is_arg_reduce(r)) em_.append(row, fmt::format("{}[tid] = {};", shi, folded.index));
+  write_tree(em_, row, r, g_, sh, shi);
+  Partial out{em_.fresh("red"), ""};
+  em_.append(row, fmt::format("{} {} = {}[0];", d_.reg_type(bt), out.value, sh));
+  if (is_arg_reduce(r)) {
+    out.index = em_.fresh("ridx");
+    em_.append(row, fmt::format("int {} = {}[0];", out.index, shi));
+  }
+  em_.append(row, d_.barrier());  // before the next reduction overwrites the shared arrays
+  return out;
+}
+
+Expected<Partial> RowReduceWriter::accumulator(Scope* s, const kir::Expr* r) {
+  Expected<std::string> init = reduce_init_text(d_, r->reduce_op, r->args[0]->dtype);
+  if (!init) return std::unexpected(init.error());
+  Partial acc{em_.fresh("acc"), em_.fresh("idx")};
+  em_.append(s, fmt::format("{} {} = {};", d_.reg_type(r->args[0]->dtype), acc.value, *init));
+  if (is_arg_reduce(r)) em_.append(s, fmt::format("int {} = 0;", acc.index));
+  return acc;
+}
+
+Expected<Partial> RowReduceWriter::fold(Scope* row, const kir::Expr* r, const std::string& part) {
+  const DType bt = r->args[0]->dtype;
+  Expected<Partial> started = accumulator(row, r);
+  if (!started) return started;
+  const Partial acc = *started;
+  const std::string f = em_.fresh("f");
+  const int64_t n = product(r->rextents, 0, r->rextents.size());
+  const std::string start = part.empty() ? "lid" : fmt::format("{} * {} + lid", part, d_.i64_lit(g_));
+  Scope* coop = em_.open(row, fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += {4})", d_.i64_type(), f,
+                                          start, d_.i64_lit(n), d_.i64_lit(int64_t{g_} * st_.splits)));
+  bind_flat(em_, coop, r->rextents, r->rvars, f);
+  Expected<std::string> v = em_.emit(r->args[0]);
+  if (!v) return std::unexpected(v.error());
+  if (is_arg_reduce(r))
+    em_.append(coop, fmt::format("if ({}) {{ {} = {}; {} = int({}); }}",
+                                 arg_take_text(d_, r->reduce_op, bt, *v, acc.value), acc.value, *v, acc.index, f));
+  else
+    em_.append(coop, fmt::format("{} = {};", acc.value, reduce_step_text(d_, r->reduce_op, bt, acc.value, *v)));
+  em_.close(coop);
+  return combine(row, r, acc);
+}
+
+// Each thread writes its share of the row (or thread 0 the point, when every parallel variable
+// is a row variable).
+Expected<void> RowReduceWriter::write_points(Scope* row) {
+  const size_t rank = k_.domain.size();
+  const bool per_point = static_cast<size_t>(st_.row_vars) == rank;
+  Scope* cols = per_point ? em_.open(row, fmt::format("if (lid == {})", d_.i64_lit(0)))
+                          : em_.open(row, fmt::format("for ({0} v{1} = lid; v{1} < {2}; v{1} += {3})", d_.i64_type(),
+                                                      rank - 1, d_.i64_lit(k_.domain.back()), d_.i64_lit(g_)));
+  if (!per_point) em_.bind_var(cols, static_cast<int32_t>(rank - 1), fmt::format("v{}", rank - 1));
+  if (Expected<void> r = emit_stores(em_, cols, k_); !r) return r;
+  em_.close(cols);
+  return {};
+}
+
+// Publishes the group's partials; the row's last group combines all of them and writes the row.
+Expected<void> RowReduceWriter::write_split_tail(Scope* row, const std::vector<Partial>& partials) {
+  const std::string slot = em_.fresh("slot");
+  em_.append(row, fmt::format("{} {} = kiln_row * {} + kiln_part;", d_.i64_type(), slot, d_.i64_lit(st_.splits)));
+  const auto at = [&](const std::string& i) { return d_.cuda() ? i : "uint(" + i + ")"; };
+  Scope* publish = em_.open(row, "if (tid == 0u)");
+  for (size_t j = 0; j < st_.row_reduces.size(); ++j) {
+    const DType bt = st_.row_reduces[j]->args[0]->dtype;
+    em_.append(publish, fmt::format("{}[{}] = {};", d_.scratch_ref(fmt::format("part{}", j)), at(slot),
+                                    d_.to_scratch(bt, partials[j].value)));
+    if (is_arg_reduce(st_.row_reduces[j]))
+      em_.append(publish, fmt::format("{}[{}] = {};", d_.scratch_ref(fmt::format("pidx{}", j)), at(slot), partials[j].index));
+  }
+  em_.append(publish, d_.buffer_fence());
+  em_.append(publish, fmt::format("kiln_last = {} == {}u ? 1u : 0u;", d_.atomic_add_one(d_.scratch_ref("count"), at("kiln_row")),
+                                  st_.splits - 1));
+  em_.close(publish);
+  em_.append(row, d_.barrier());
+  Scope* last = em_.open(row, "if (kiln_last != 0u)");
+  // The row variables again, so that what reads the row's totals is computed in here.
+  for (int32_t v = 0; v < st_.row_vars; ++v) em_.bind_var(last, v, fmt::format("v{}", v));
+  em_.append(last, d_.buffer_fence());
+  for (size_t j = 0; j < st_.row_reduces.size(); ++j) {
+    const kir::Expr* r = st_.row_reduces[j];
+    const DType bt = r->args[0]->dtype;
+    Expected<Partial> started = accumulator(last, r);
+    if (!started) return std::unexpected(started.error());
+    const Partial acc = *started;
+    const std::string i = em_.fresh("p");
+    Scope* gather = em_.open(last, fmt::format("for (int {0} = int(tid); {0} < {1}; {0} += {2})", i, st_.splits, g_));
+    const std::string at_i = fmt::format("kiln_row * {} + {}", d_.i64_lit(st_.splits), d_.cast(d_.i64_type(), i));
+    const std::string v = em_.fresh("pv");
+    em_.append(gather, fmt::format("{} {} = {};", d_.reg_type(bt), v,
+                                   d_.from_scratch(bt, d_.scratch_load(fmt::format("part{}", j), at(at_i)))));
+    if (is_arg_reduce(r)) {
+      const std::string vi = em_.fresh("pi");
+      em_.append(gather, fmt::format("int {} = {};", vi, d_.scratch_load(fmt::format("pidx{}", j), at(at_i))));
+      // Parts in order, so an equal value keeps the lowest index (the first part's).
+      em_.append(gather, fmt::format("if ({} || (!{} && {} < {})) {{ {} = {}; {} = {}; }}",
+                                     arg_take_text(d_, r->reduce_op, bt, v, acc.value),
+                                     arg_take_text(d_, r->reduce_op, bt, acc.value, v), vi, acc.index,
+                                     acc.value, v, acc.index, vi));
+    } else {
+      em_.append(gather, fmt::format("{} = {};", acc.value, reduce_step_text(d_, r->reduce_op, bt, acc.value, v)));
+    }
+    em_.close(gather);
+    const Partial total = combine(last, r, acc);
+    em_.bind_expr(last, r, is_arg_reduce(r) ? total.index : fmt::format("{}", cast_text(d_, total.value, bt, r->dtype)));
+  }
+  em_.append(last, fmt::format("if (tid == 0u) {}[{}] = 0u;", d_.scratch_ref("count"), at("kiln_row")));
+  if (Expected<void> w = write_points(last); !w) return w;
+  em_.close(last);
+  return {};
+}
+
+Expected<LaunchShape> RowReduceWriter::write() {
+  const auto rv = static_cast<size_t>(st_.row_vars);
+  const int64_t rows = product(k_.domain, 0, rv);
+  const int64_t S = st_.splits;
+  const std::string L = d_.i64_type();
+  em_.append(em_.root(), fmt::format("{} lid = {};", L, d_.local_id()));
+  em_.append(em_.root(), "uint tid = uint(lid);");
+  if (S == 1) {
+    Scope* row = em_.open(em_.root(), fmt::format("for ({0} row = {1}; row < {2}; row += {3})", L,
+                                                  d_.group_id(), d_.i64_lit(rows), d_.num_groups()));
+    if (rv > 0) bind_flat(em_, row, k_.domain, iota_vars(rv), "row");
+    for (const kir::Expr* r : st_.row_reduces) {  // operands first: inner reductions are bound first
+      Expected<Partial> res = fold(row, r, "");
+      if (!res) return std::unexpected(res.error());
+      em_.bind_expr(row, r, is_arg_reduce(r) ? res->index : cast_text(d_, res->value, r->args[0]->dtype, r->dtype));
+    }
+    if (Expected<void> w = write_points(row); !w) return std::unexpected(w.error());
+    em_.close(row);
+    return LaunchShape{std::clamp<int64_t>(rows, 1, kMaxGroups), g_};
+  }
+  shared_ += d_.cuda() ? "  __shared__ uint kiln_last;\n" : "shared uint kiln_last;\n";
+  std::vector<ScratchArray> scratch{{"count", "uint", rows, 4}};
+  for (size_t j = 0; j < st_.row_reduces.size(); ++j) {
+    const DType bt = st_.row_reduces[j]->args[0]->dtype;
+    scratch.push_back({fmt::format("part{}", j), d_.scratch_type(bt), rows * S, d_.scratch_bytes(bt)});
+    if (is_arg_reduce(st_.row_reduces[j])) scratch.push_back({fmt::format("pidx{}", j), "int", rows * S, 4});
+  }
+  d_.set_scratch(std::move(scratch));
+  Scope* row = em_.open(em_.root(), fmt::format("for ({0} kiln_wg = {1}; kiln_wg < {2}; kiln_wg += {3})", L,
+                                                d_.group_id(), d_.i64_lit(rows * S), d_.num_groups()));
+  em_.append(row, fmt::format("{} kiln_row = kiln_wg / {};", L, d_.i64_lit(S)));
+  em_.append(row, fmt::format("{} kiln_part = kiln_wg % {};", L, d_.i64_lit(S)));
+  if (rv > 0) bind_flat(em_, row, k_.domain, iota_vars(rv), "kiln_row");
+  std::vector<Partial> partials;
+  for (const kir::Expr* r : st_.row_reduces) {  // independent of each other (splits_blocker)
+    Expected<Partial> res = fold(row, r, "kiln_part");
+    if (!res) return std::unexpected(res.error());
+    partials.push_back(*res);
+  }
+  if (Expected<void> w = write_split_tail(row, partials); !w) return std::unexpected(w.error());
+  em_.close(row);
+  return LaunchShape{std::clamp<int64_t>(rows * S, 1, kMaxGroups), g_};
+}
+
+}  // namespace
+
+Expected<LaunchShape> write_row_reduce(CExprEmitter& em, const kir::Kernel& k, const Strategy& st,
+                                       std::string& shared) {
+  return RowReduceWriter(em, k, st, shared).write();
+}
+
+}  // namespace kiln::codegen::gpu
