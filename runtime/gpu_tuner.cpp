@@ -180,7 +180,8 @@ Expected<autotune::TuneDecision> tune_gpu_kernel(GpuBackend& backend, const kir:
 passes::DeviceRates measured_gpu_rates(GpuBackend& backend) {
   const char* env = std::getenv("KILN_GPU_RATES");
   if (env && std::string(env) == "reference") return gpu_rates(backend);
-  const size_t h = std::hash<std::string>{}(backend.fingerprint());
+  // The rate kernels are generated code: a codegen change measures again.
+  const size_t h = std::hash<std::string>{}(backend.fingerprint() + " " + codegen::gpu::kGpuCodegenVersion);
   // 128 MiB streamed; the chain over 4 Mi elements (512 Mi flops: well above launch overhead).
   const RateSizes sizes{.stream = int64_t{16} << 20, .compute = int64_t{4} << 20};
   return kept_rates(fmt::format("gpu-rates-{:016x}", h),
