@@ -56,6 +56,8 @@ class RowReduceWriter {
  private:
   // Declares (once) the shared arrays that reduction `r`'s tree uses; returns their names.
   std::pair<std::string, std::string> shared_arrays(const kir::Expr* r);
+  // `r` evaluates to its combined result from here on (arg reductions: the index), cast to r's dtype.
+  void bind_result(Scope* s, const kir::Expr* r, const Partial& total);
   // Declares `r`'s accumulator (and index) in `s`, holding the reduction's initial value.
   Expected<Partial> accumulator(Scope* s, const kir::Expr* r);
   // The group's fold of `r` over its share of the row, combined over the group: every thread
@@ -100,6 +102,13 @@ Partial RowReduceWriter::combine(Scope* row, const kir::Expr* r, const Partial& 
   }
   em_.append(row, d_.barrier());  // before the next reduction overwrites the shared arrays
   return out;
+}
+
+void RowReduceWriter::bind_result(Scope* s, const kir::Expr* r, const Partial& total) {
+  if (is_arg_reduce(r)) return em_.bind_expr(s, r, total.index);
+  const std::string res = em_.fresh("res");
+  em_.append(s, fmt::format("{} {} = {};", d_.reg_type(r->dtype), res, cast_text(d_, total.value, r->args[0]->dtype, r->dtype)));
+  em_.bind_expr(s, r, res);
 }
 
 Expected<Partial> RowReduceWriter::accumulator(Scope* s, const kir::Expr* r) {
@@ -194,7 +203,7 @@ Expected<void> RowReduceWriter::write_split_tail(Scope* row, const std::vector<P
     }
     em_.close(gather);
     const Partial total = combine(last, r, acc);
-    em_.bind_expr(last, r, is_arg_reduce(r) ? total.index : fmt::format("{}", cast_text(d_, total.value, bt, r->dtype)));
+    bind_result(last, r, total);
   }
   em_.append(last, fmt::format("if (tid == 0u) {}[{}] = 0u;", d_.scratch_ref("count"), at("kiln_row")));
   if (Expected<void> w = write_points(last); !w) return w;
@@ -216,7 +225,7 @@ Expected<LaunchShape> RowReduceWriter::write() {
     for (const kir::Expr* r : st_.row_reduces) {  // operands first: inner reductions are bound first
       Expected<Partial> res = fold(row, r, "");
       if (!res) return std::unexpected(res.error());
-      em_.bind_expr(row, r, is_arg_reduce(r) ? res->index : cast_text(d_, res->value, r->args[0]->dtype, r->dtype));
+      bind_result(row, r, *res);
     }
     if (Expected<void> w = write_points(row); !w) return std::unexpected(w.error());
     em_.close(row);
