@@ -106,9 +106,7 @@ std::vector<TuneCandidate> gpu_row_space(const kir::Kernel& k, const codegen::gp
   // Workgroups per row, where rows may be split: fewer and more than the heuristic's, each
   // workgroup still folding at least one element per thread.
   if (codegen::gpu::splits_blocker(k, st).empty()) {
-    const int64_t rows = numel(std::vector<int64_t>(k.domain.begin(), k.domain.begin() + st.row_vars));
-    int64_t longest = 0;
-    for (const kir::Expr* r : st.row_reduces) longest = std::max(longest, numel(r->rextents));
+    const int64_t rows = codegen::gpu::row_count(k, st), longest = codegen::gpu::longest_row_reduce(st);
     for (int splits : {1, 4, 16, 64, 256}) {
       if (splits == st.splits || rows * splits > 4096 || longest < int64_t{splits} * st.group_size) continue;
       TuneParams p;

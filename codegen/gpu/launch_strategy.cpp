@@ -103,6 +103,16 @@ std::optional<MatmulShape> recognize_matmul(const kir::Kernel& k, const FreeVars
   return std::nullopt;
 }
 
+int64_t row_count(const kir::Kernel& k, const Strategy& st) {
+  return product(std::vector<int64_t>(k.domain.begin(), k.domain.begin() + st.row_vars));
+}
+
+int64_t longest_row_reduce(const Strategy& st) {
+  int64_t longest = 0;
+  for (const Expr* r : st.row_reduces) longest = std::max(longest, reduce_size(r));
+  return longest;
+}
+
 std::string splits_blocker(const kir::Kernel& k, const Strategy& st) {
   if (st.kind != Strategy::Kind::row_reduce) return "the kernel has no row reduction to split";
   const std::unordered_set<const Expr*> row(st.row_reduces.begin(), st.row_reduces.end());
@@ -114,16 +124,14 @@ std::string splits_blocker(const kir::Kernel& k, const Strategy& st) {
       if (row.contains(i))
         return "a row reduction reads another one (the whole row's result is needed first)";
   }
-  const int64_t rows = product(std::vector<int64_t>(k.domain.begin(), k.domain.begin() + st.row_vars));
+  const int64_t rows = row_count(k, st);
   if (rows > kMaxSplitRows) return fmt::format("{} rows (over {}) already fill the device", rows, kMaxSplitRows);
   return "";
 }
 
 int heuristic_splits(const kir::Kernel& k, const Strategy& st) {
   if (!splits_blocker(k, st).empty()) return 1;
-  const int64_t rows = product(std::vector<int64_t>(k.domain.begin(), k.domain.begin() + st.row_vars));
-  int64_t longest = 0;
-  for (const Expr* r : st.row_reduces) longest = std::max(longest, reduce_size(r));
+  const int64_t rows = row_count(k, st), longest = longest_row_reduce(st);
   int splits = 1;
   while (splits < kMaxSplits && int64_t{splits} * 2 * rows <= kSplitTargetGroups &&
          longest >= int64_t{splits} * 2 * st.group_size * 8)

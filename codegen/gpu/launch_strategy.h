@@ -46,6 +46,10 @@ const char* strategy_name(Strategy::Kind k);
 int heuristic_elementwise_block(int64_t points);
 int heuristic_matmul_tile(int64_t rows, int64_t cols);
 
+// A row-reduce strategy's rows (points of its row variables) and its longest reduction.
+int64_t row_count(const kir::Kernel& k, const Strategy& st);
+int64_t longest_row_reduce(const Strategy& st);
+
 // Whether several workgroups may share each row of a row reduction: "" when they may, else why
 // not (a reduction that reads another, as in softmax, needs the whole row's result first).
 inline constexpr int64_t kMaxSplitRows = 16384;

@@ -21,6 +21,15 @@ bool is_arg_reduce(const kir::Expr* r) {
   return r->reduce_op == kir::ReduceOp::ArgMax || r->reduce_op == kir::ReduceOp::ArgMin;
 }
 
+// Arg reductions: (acc, acc_i) takes (v, i) when v is better, or as good with a lower index.
+std::string arg_merge_text(DialectText& d, const kir::Expr* r, const std::string& acc,
+                           const std::string& acc_i, const std::string& v, const std::string& i) {
+  const DType bt = r->args[0]->dtype;
+  return fmt::format("if ({} || (!{} && {} < {})) {{ {} = {}; {} = {}; }}",
+                     arg_take_text(d, r->reduce_op, bt, v, acc), arg_take_text(d, r->reduce_op, bt, acc, v),
+                     i, acc_i, acc, v, acc_i, i);
+}
+
 // The tree combination of partial results in shared memory; thread 0 ends with the total.
 void write_tree(CExprEmitter& em, Scope* row, const kir::Expr* r, int g, const std::string& sh,
                 const std::string& shi) {
@@ -29,10 +38,7 @@ void write_tree(CExprEmitter& em, Scope* row, const kir::Expr* r, int g, const s
   std::string combine;
   const std::string a = fmt::format("{}[tid]", sh), b = fmt::format("{}[tid + s]", sh);
   if (is_arg_reduce(r)) {
-    const std::string ia = fmt::format("{}[tid]", shi), ib = fmt::format("{}[tid + s]", shi);
-    combine = fmt::format("if ({} || (!{} && {} < {})) {{ {} = {}; {} = {}; }}",
-                          arg_take_text(d, r->reduce_op, bt, b, a), arg_take_text(d, r->reduce_op, bt, a, b),
-                          ib, ia, a, b, ia, ib);
+    combine = arg_merge_text(d, r, a, fmt::format("{}[tid]", shi), b, fmt::format("{}[tid + s]", shi));
   } else {
     combine = fmt::format("{} = {};", a, reduce_step_text(d, r->reduce_op, bt, a, b));
   }
@@ -194,10 +200,7 @@ Expected<void> RowReduceWriter::write_split_tail(Scope* row, const std::vector<P
       const std::string vi = em_.fresh("pi");
       em_.append(gather, fmt::format("int {} = {};", vi, d_.scratch_load(fmt::format("pidx{}", j), at(at_i))));
       // Parts in order, so an equal value keeps the lowest index (the first part's).
-      em_.append(gather, fmt::format("if ({} || (!{} && {} < {})) {{ {} = {}; {} = {}; }}",
-                                     arg_take_text(d_, r->reduce_op, bt, v, acc.value),
-                                     arg_take_text(d_, r->reduce_op, bt, acc.value, v), vi, acc.index,
-                                     acc.value, v, acc.index, vi));
+      em_.append(gather, arg_merge_text(d_, r, acc.value, acc.index, v, vi));
     } else {
       em_.append(gather, fmt::format("{} = {};", acc.value, reduce_step_text(d_, r->reduce_op, bt, acc.value, v)));
     }
@@ -213,7 +216,7 @@ Expected<void> RowReduceWriter::write_split_tail(Scope* row, const std::vector<P
 
 Expected<LaunchShape> RowReduceWriter::write() {
   const auto rv = static_cast<size_t>(st_.row_vars);
-  const int64_t rows = product(k_.domain, 0, rv);
+  const int64_t rows = row_count(k_, st_);
   const int64_t S = st_.splits;
   const std::string L = d_.i64_type();
   em_.append(em_.root(), fmt::format("{} lid = {};", L, d_.local_id()));
