@@ -295,8 +295,22 @@ TEST_F(CacheBundle, GpuAutotuneWarmsChecksAndShipsDecisions) {
   ASSERT_EQ(warm.code, 0) << warm.out;
   Result check = kiln("warm --check --target vulkan --autotune " + record_ + cache("gpu.sqlite"), env);
   EXPECT_EQ(check.code, 0) << check.out;
-  // Without --autotune the same workload runs default schedules, which were never compiled.
-  EXPECT_EQ(kiln("warm --check --target vulkan " + record_ + cache("gpu.sqlite"), env).code, 1);
+  // Without --autotune the same workload runs default schedules, which were compiled only where
+  // the tuner kept the default (timing decides: under load it may keep all of them).
+  Result decisions = kiln("cache list" + cache("gpu.sqlite"));
+  ASSERT_EQ(decisions.code, 0) << decisions.out;
+  bool tuned_away = false;
+  int listed = 0;
+  std::istringstream lines(decisions.out);
+  for (std::string table, digest; lines >> table >> digest; lines.ignore(1 << 20, '\n')) {
+    if (table != "autotune") continue;
+    ++listed;
+    Result shown = kiln("cache show " + digest + cache("gpu.sqlite"));
+    ASSERT_EQ(shown.code, 0) << shown.out;
+    tuned_away = tuned_away || shown.out.find(R"("winner":"vector_width=0 unroll=0")") == std::string::npos;
+  }
+  EXPECT_EQ(listed, 3);
+  EXPECT_EQ(kiln("warm --check --target vulkan " + record_ + cache("gpu.sqlite"), env).code, tuned_away ? 1 : 0);
 
   std::string bundle = path("gpu-bundle.sqlite");
   Result exported =
