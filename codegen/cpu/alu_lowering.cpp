@@ -173,8 +173,17 @@ Expected<Value*> float_binary(llvm::IRBuilderBase& b, const kir::Expr& e, Value*
       return b.CreateFSub(x, y);
     case Alu::Mul:
       return b.CreateFMul(x, y);
-    case Alu::Div:
-      return b.CreateFDiv(x, y);
+    case Alu::Div: {
+      // arcp: a loop-invariant divisor (softmax's sum, layernorm's deviation) becomes one
+      // reciprocal hoisted out of the loop and a multiply per element (within 1 ulp).
+      Value* q = b.CreateFDiv(x, y);
+      if (auto* inst = llvm::dyn_cast<llvm::Instruction>(q)) {
+        llvm::FastMathFlags fmf;
+        fmf.setAllowReciprocal();
+        inst->setFastMathFlags(fmf);
+      }
+      return q;
+    }
     // libm pow (powf for f32): exp(y*log(x)) in f32 would lose ~|y*log x| ulp.
     case Alu::Pow:
       return b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);

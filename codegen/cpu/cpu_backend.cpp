@@ -177,7 +177,6 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
     std::lock_guard lock(impl_->mu);
     art->symbol = symbol_for(kernel.name, impl_->next_serial++);
   }
-  art->outer_extent = kernel.outer_extent();
 
   // Emission, optimization and code generation run unlocked: this compile owns its context,
   // module and target machine, and reads only what create() set.
@@ -188,6 +187,7 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   module->setDataLayout(impl_->data_layout);
   module->setTargetTriple(impl_->triple.str());
   cpu::EmitOptions options{art->symbol, impl_->cpu, cpu_features(), params, mode};
+  art->outer_extent = cpu::parallel_extent(kernel, options);
   if (Expected<llvm::Function*> fn = cpu::emit_kernel(kernel, options, *module); !fn)
     return std::unexpected(fn.error());
   std::string problems;

@@ -23,7 +23,7 @@ struct CpuArtifact {
   CpuKernelFn fn = nullptr;
   std::string symbol;
   std::string llvm_ir;  // the optimized module, for `kiln dump --stage llvm`
-  int64_t outer_extent = 1;
+  int64_t outer_extent = 1;  // fn's range: cpu::parallel_extent (rows, or a gemv's column blocks)
   double compile_ms = 0;
   // The relocatable object code of the kernel's module (what the persistent cache stores): a
   // later process on the same CPU, features and LLVM version loads it with CpuBackend::load.
@@ -56,7 +56,7 @@ class CpuBackend {
                                                     const std::string& symbol, int64_t outer_extent);
   // Everything besides the kernel that changes the object code, for cache keys.
   std::string llvm_version() const;      // e.g. "19.1.7"
-  static constexpr const char* kCodegenVersion = "kiln-cpu-1";  // bump when emission changes
+  static constexpr const char* kCodegenVersion = "kiln-cpu-2";  // bump when emission changes
   // Host CPU name and feature string (e.g. "znver3", "+avx2,+fma,..."), part of cache keys.
   std::string cpu_name() const;
   std::string cpu_features() const;

@@ -378,24 +378,10 @@ Expected<void> KernelEmitter::emit_store(const kir::Store& st, Scope* s) {
 // considers; metadata on outer loops would only produce "not vectorized" remarks).
 void KernelEmitter::add_loop_metadata() {
   const TuneParams& p = opt_.params;
-  if (p.vector_width <= 0 && p.unroll <= 0) return;
-  for (const Loop& loop : loops_) {
-    if (loop.has_inner_loop) continue;
-    llvm::SmallVector<llvm::Metadata*, 4> ops;
-    ops.push_back(nullptr);  // self reference, set below
-    auto hint = [&](const char* name, llvm::Metadata* value) {
-      ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name), value}));
-    };
-    auto i32 = [&](int v) { return llvm::ConstantAsMetadata::get(b_.getInt32(v)); };
-    if (p.vector_width > 0) {
-      hint("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getTrue()));
-      hint("llvm.loop.vectorize.width", i32(p.vector_width));
-    }
-    if (p.unroll > 0) hint("llvm.loop.interleave.count", i32(p.unroll));
-    llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, ops);
-    md->replaceOperandWith(0, md);
-    loop.latch->setMetadata(llvm::LLVMContext::MD_loop, md);
-  }
+  for (const Loop& loop : loops_)
+    if (!loop.has_inner_loop)
+      if (llvm::MDNode* md = vectorize_hints(ctx_, p.vector_width, p.unroll))
+        loop.latch->setMetadata(llvm::LLVMContext::MD_loop, md);
 }
 
 Expected<llvm::Function*> KernelEmitter::run() {
@@ -419,6 +405,26 @@ Expected<llvm::Function*> KernelEmitter::run() {
 
 }  // namespace
 
+llvm::MDNode* vectorize_hints(llvm::LLVMContext& ctx, int vector_width, int interleave) {
+  if (vector_width <= 0 && interleave <= 0) return nullptr;
+  llvm::SmallVector<llvm::Metadata*, 4> ops;
+  ops.push_back(nullptr);  // self reference, set below
+  auto hint = [&](const char* name, llvm::Metadata* value) {
+    ops.push_back(llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, name), value}));
+  };
+  auto i32 = [&](int v) {
+    return llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(ctx), v));
+  };
+  if (vector_width > 0) {
+    hint("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(llvm::ConstantInt::getTrue(ctx)));
+    hint("llvm.loop.vectorize.width", i32(vector_width));
+  }
+  if (interleave > 0) hint("llvm.loop.interleave.count", i32(interleave));
+  llvm::MDNode* md = llvm::MDNode::getDistinct(ctx, ops);
+  md->replaceOperandWith(0, md);
+  return md;
+}
+
 llvm::Function* create_kernel_function(llvm::Module& module, const EmitOptions& options) {
   llvm::LLVMContext& ctx = module.getContext();
   llvm::Type* ptr = llvm::PointerType::get(ctx, 0);
@@ -428,6 +434,8 @@ llvm::Function* create_kernel_function(llvm::Module& module, const EmitOptions& 
   fn->addFnAttr(llvm::Attribute::NoUnwind);
   if (!options.cpu.empty()) fn->addFnAttr("target-cpu", options.cpu);
   if (!options.features.empty()) fn->addFnAttr("target-features", options.features);
+  if (options.features.find("+avx512f") != std::string::npos)
+    fn->addFnAttr("prefer-vector-width", "512");
   fn->addParamAttr(0, llvm::Attribute::NoCapture);
   fn->addParamAttr(0, llvm::Attribute::ReadOnly);
   return fn;
@@ -439,6 +447,13 @@ Expected<llvm::Function*> emit_kernel(const kir::Kernel& kernel, const EmitOptio
     if (std::optional<MatmulPattern> mm = recognize_matmul(kernel))
       return emit_matmul_kernel(kernel, *mm, options, module);
   return KernelEmitter(kernel, options, module).run();
+}
+
+int64_t parallel_extent(const kir::Kernel& kernel, const EmitOptions& options) {
+  if (options.check == CheckMode::none)
+    if (std::optional<MatmulPattern> mm = recognize_matmul(kernel))
+      if (std::optional<int64_t> blocks = gemv_column_blocks(kernel, *mm)) return *blocks;
+  return kernel.outer_extent();
 }
 
 }  // namespace kiln::codegen::cpu

@@ -12,6 +12,8 @@
 
 namespace llvm {
 class Function;
+class LLVMContext;
+class MDNode;
 class Module;
 }  // namespace llvm
 
@@ -29,10 +31,19 @@ struct EmitOptions {
 // with the host attributes of `options`, shared by every kernel kind's emitter.
 llvm::Function* create_kernel_function(llvm::Module& module, const EmitOptions& options);
 
+// llvm.loop metadata asking the vectorizer for `vector_width` lanes and `interleave` copies (each
+// ignored when <= 0) for a loop with no loop inside; null when both are <= 0.
+llvm::MDNode* vectorize_hints(llvm::LLVMContext& ctx, int vector_width, int interleave);
+
 // Emits `kernel` into `module` (whose data layout and triple the caller has set). Errors name the
 // kernel and what in it could not be lowered; the module is then left incomplete. Checked kernels
 // always take the generic loop-nest emitter (the tiled matmul emitter has no checks).
 Expected<llvm::Function*> emit_kernel(const kir::Kernel& kernel, const EmitOptions& options,
                                       llvm::Module& module);
+
+// The range [begin, end) that emit_kernel's function takes for `kernel`: the extent of the
+// outermost domain axis, except for kernels that the matmul emitter runs as a matrix-vector
+// product (blocks of columns).
+int64_t parallel_extent(const kir::Kernel& kernel, const EmitOptions& options);
 
 }  // namespace kiln::codegen::cpu

@@ -46,6 +46,8 @@ Tile tile_for(const EmitOptions& opt, int64_t n) {
 }
 
 constexpr int64_t kAlign = 64;
+// The matrix-vector path's accumulators per span, all rows together: 32 KiB, within L1.
+constexpr int64_t kGemvSpanFloats = 8192;
 // Packed B columns per block: about what stays in a core's L2 next to the A sliver.
 constexpr int64_t kBlockBytes = 512 * 1024;
 
@@ -73,17 +75,19 @@ class MatmulEmitter {
   Expected<llvm::Function*> run();
 
  private:
+  Expected<void> gemv();
   using Body = std::function<Expected<void>(Value*)>;
   void create_function();
   void create_scratch();
   Expected<void> loop(Value* start, Value* end, int64_t step, const std::string& name,
-                      const Body& body);
+                      const Body& body, llvm::MDNode* hints = nullptr);
   Expected<void> batch_loops(size_t axis, Value* begin, Value* end);
   Expected<void> rows(Value* i_lo, Value* i_hi);
   Expected<void> pack_b(Value* jc, Value* j_end);
   Expected<void> pack_a(Value* i0, Value* i_hi);
   void micro_kernel(Value* panel);
   Expected<void> epilogue(Value* i0, Value* i_hi, Value* j0);
+  Expected<void> store_all();
   Value* i64(int64_t v) { return b_.getInt64(v); }
   Value* float_at(Value* base, Value* index) {
     return b_.CreateInBoundsGEP(b_.getFloatTy(), base, index);
@@ -151,7 +155,7 @@ void MatmulEmitter::create_scratch() {
 
 // for (iv = start; iv < end; iv += step) body(iv); leaves the builder after the loop.
 Expected<void> MatmulEmitter::loop(Value* start, Value* end, int64_t step, const std::string& name,
-                                   const Body& body) {
+                                   const Body& body, llvm::MDNode* hints) {
   BasicBlock* pre = b_.GetInsertBlock();
   BasicBlock* header = BasicBlock::Create(ctx_, name + ".header", fn_);
   BasicBlock* inside = BasicBlock::Create(ctx_, name + ".body", fn_);
@@ -166,7 +170,8 @@ Expected<void> MatmulEmitter::loop(Value* start, Value* end, int64_t step, const
   if (Expected<void> ok = body(iv); !ok) return ok;
   Value* next = b_.CreateAdd(iv, i64(step), name + ".next", /*HasNUW=*/false, /*HasNSW=*/true);
   iv->addIncoming(next, b_.GetInsertBlock());
-  b_.CreateBr(header);
+  llvm::BranchInst* latch = b_.CreateBr(header);
+  if (hints) latch->setMetadata(llvm::LLVMContext::MD_loop, hints);
   b_.SetInsertPoint(exit);
   ex_->forget();
   return {};
@@ -293,19 +298,92 @@ Expected<void> MatmulEmitter::epilogue(Value* i0, Value* i_hi, Value* j0) {
       Value* at = b_.CreateAdd(b_.CreateMul(r, i64(kNR)), jj);
       ex_->bind_expr(p_.reduce, b_.CreateLoad(b_.getFloatTy(),
                                               b_.CreateInBoundsGEP(b_.getFloatTy(), tile_, at)));
-      for (const kir::Store& st : k_.stores) {
-        Expected<Value*> index = ex_->emit(st.index);
-        if (!index) return std::unexpected(index.error());
-        Expected<Value*> value = ex_->emit(st.value);
-        if (!value) return std::unexpected(value.error());
-        const ir::DType t = k_.params[st.buf].dtype;
-        llvm::Type* mt = memory_type(ctx_, t);
-        b_.CreateStore(to_memory(b_, *value, t),
-                       b_.CreateInBoundsGEP(mt, buffers_[st.buf], *index));
-      }
-      return {};
+      return store_all();
     });
   });
+}
+
+// The kernel's stores, in order, at the bound point (its reduction bound to its value).
+Expected<void> MatmulEmitter::store_all() {
+  for (const kir::Store& st : k_.stores) {
+    Expected<Value*> index = ex_->emit(st.index);
+    if (!index) return std::unexpected(index.error());
+    Expected<Value*> value = ex_->emit(st.value);
+    if (!value) return std::unexpected(value.error());
+    const ir::DType t = k_.params[st.buf].dtype;
+    llvm::Type* mt = memory_type(ctx_, t);
+    b_.CreateStore(to_memory(b_, *value, t), b_.CreateInBoundsGEP(mt, buffers_[st.buf], *index));
+  }
+  return {};
+}
+
+// The matrix-vector path. Per span of at most kSpan columns of this call's blocks: zero M rows of
+// accumulators, then for every k evaluate the M values a(r, k) once and stream b's row k over the
+// span (one contiguous read, vectorized by LLVM, M fused multiply-adds per element), then run the
+// epilogue over the span's points. The accumulators (M x kSpan floats) stay in L1.
+Expected<void> MatmulEmitter::gemv() {
+  const size_t rank = k_.domain.size();
+  const int64_t m = k_.domain[rank - 2], n = k_.domain.back();
+  const int64_t span = kGemvSpanFloats / m / kGemvBlockColumns * kGemvBlockColumns;
+  llvm::FunctionCallee malloc_fn = m_.getOrInsertFunction("malloc", b_.getPtrTy(), b_.getInt64Ty());
+  llvm::FunctionCallee free_fn = m_.getOrInsertFunction("free", b_.getVoidTy(), b_.getPtrTy());
+  scratch_ = b_.CreateCall(malloc_fn, {i64(m * span * 4)}, "acc");
+  BasicBlock* fail = BasicBlock::Create(ctx_, "scratch.fail", fn_);
+  BasicBlock* ok = BasicBlock::Create(ctx_, "scratch.ok", fn_);
+  b_.CreateCondBr(b_.CreateIsNull(scratch_), fail, ok);
+  b_.SetInsertPoint(fail);
+  b_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {});
+  b_.CreateUnreachable();
+  b_.SetInsertPoint(ok);
+  for (size_t axis = 0; axis + 2 < rank; ++axis) ex_->bind_var(static_cast<int32_t>(axis), i64(0));
+  auto clamp_n = [&](Value* j) { return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, j, i64(n)); };
+  Value* j_lo = clamp_n(b_.CreateMul(fn_->getArg(1), i64(kGemvBlockColumns)));
+  Value* j_hi = clamp_n(b_.CreateMul(fn_->getArg(2), i64(kGemvBlockColumns)));
+  auto acc_at = [&](int64_t r, Value* j, Value* js) {
+    return float_at(scratch_, b_.CreateAdd(i64(r * span), b_.CreateSub(j, js)));
+  };
+  Expected<void> done = loop(j_lo, j_hi, span, "js", [&](Value* js) -> Expected<void> {
+    Value* js_end = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(js, i64(span)), j_hi);
+    b_.CreateMemSet(scratch_, b_.getInt8(0), i64(m * span * 4), llvm::MaybeAlign(4));
+    Expected<void> ks = loop(i64(0), i64(p_.k_extent), 1, "gk", [&](Value* k) -> Expected<void> {
+      std::vector<Value*> a;
+      for (int64_t r = 0; r < m; ++r) {
+        ex_->forget();  // a's values belong to one row
+        ex_->bind_var(p_.k_var, k);
+        ex_->bind_var(p_.i_var, i64(r));
+        Expected<Value*> v = ex_->emit(p_.a);
+        if (!v) return std::unexpected(v.error());
+        a.push_back(*v);
+      }
+      return loop(js, js_end, 1, "gj", [&](Value* j) -> Expected<void> {
+        ex_->bind_var(p_.k_var, k);
+        ex_->bind_var(p_.j_var, j);
+        Expected<Value*> bv = ex_->emit(p_.b);
+        if (!bv) return std::unexpected(bv.error());
+        for (int64_t r = 0; r < m; ++r) {
+          Value* at = acc_at(r, j, js);
+          b_.CreateStore(b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {b_.getFloatTy()},
+                                            {a[r], *bv, b_.CreateLoad(b_.getFloatTy(), at)}),
+                         at);
+        }
+        return {};
+      }, vectorize_hints(ctx_, opt_.params.vector_width, 0));
+    });
+    if (!ks) return ks;
+    for (int64_t r = 0; r < m; ++r) {
+      Expected<void> stored = loop(js, js_end, 1, "gej", [&](Value* j) -> Expected<void> {
+        ex_->bind_var(p_.i_var, i64(r));
+        ex_->bind_var(p_.j_var, j);
+        ex_->bind_expr(p_.reduce, b_.CreateLoad(b_.getFloatTy(), acc_at(r, j, js)));
+        return store_all();
+      });
+      if (!stored) return stored;
+    }
+    return {};
+  });
+  if (!done) return done;
+  b_.CreateCall(free_fn, {scratch_});
+  return {};
 }
 
 Expected<llvm::Function*> MatmulEmitter::run() {
@@ -316,6 +394,11 @@ Expected<llvm::Function*> MatmulEmitter::run() {
       b_.CreateRetVoid();
       return fn_;
     }
+  if (gemv_column_blocks(k_, p_)) {
+    if (Expected<void> ok = gemv(); !ok) return std::unexpected(ok.error());
+    b_.CreateRetVoid();
+    return fn_;
+  }
   create_scratch();
   if (Expected<void> ok = batch_loops(0, fn_->getArg(1), fn_->getArg(2)); !ok)
     return std::unexpected(ok.error());
@@ -326,6 +409,16 @@ Expected<llvm::Function*> MatmulEmitter::run() {
 }
 
 }  // namespace
+
+std::optional<int64_t> gemv_column_blocks(const kir::Kernel& kernel, const MatmulPattern&) {
+  const size_t rank = kernel.domain.size();
+  if (rank < 2) return std::nullopt;
+  for (size_t axis = 0; axis + 2 < rank; ++axis)
+    if (kernel.domain[axis] != 1) return std::nullopt;
+  const int64_t m = kernel.domain[rank - 2], n = kernel.domain.back();
+  if (m < 1 || m > kGemvMaxRows || n < 1) return std::nullopt;
+  return (n + kGemvBlockColumns - 1) / kGemvBlockColumns;
+}
 
 Expected<llvm::Function*> emit_matmul_kernel(const kir::Kernel& kernel, const MatmulPattern& p,
                                              const EmitOptions& options, llvm::Module& module) {

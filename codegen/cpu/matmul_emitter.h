@@ -2,6 +2,9 @@
 // function with the same signature and semantics as the generic emitter's (llvm_emitter.h).
 #pragma once
 
+#include <cstdint>
+#include <optional>
+
 #include "codegen/cpu/llvm_emitter.h"
 #include "codegen/cpu/matmul_recognizer.h"
 
@@ -13,7 +16,18 @@ namespace kiln::codegen::cpu {
 // there), then each panel accumulates an MR x NR register tile over all of k and the epilogues
 // run per element of the tile. Scratch comes from malloc/free (never a global), so concurrent
 // calls on disjoint ranges are safe. TuneParams::vector_width 4, 8 or 16 forces the tile's lanes.
+//
+// A matmul with at most kGemvMaxRows rows and unit batch axes (a matrix-vector product) takes a
+// streaming path instead: no packing, the function's [begin, end) counts blocks of
+// kGemvBlockColumns columns (gemv_column_blocks), and each row of b is read once, contiguously,
+// into per-span accumulators that stay in L1.
 Expected<llvm::Function*> emit_matmul_kernel(const kir::Kernel& kernel, const MatmulPattern& p,
                                              const EmitOptions& options, llvm::Module& module);
+
+constexpr int64_t kGemvMaxRows = 4;
+constexpr int64_t kGemvBlockColumns = 64;
+
+// The number of column blocks when `kernel` takes the matrix-vector path; nullopt otherwise.
+std::optional<int64_t> gemv_column_blocks(const kir::Kernel& kernel, const MatmulPattern& p);
 
 }  // namespace kiln::codegen::cpu

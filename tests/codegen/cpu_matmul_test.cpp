@@ -151,6 +151,67 @@ TEST(CpuMatmul, EveryTileWidth) {
   }
 }
 
+// At most kGemvMaxRows rows and unit batch axes: the matrix-vector path, whose range counts
+// blocks of kGemvBlockColumns columns (run_kernel also runs it in uneven chunks of blocks).
+size_t gemv_blocks(const Shape& as, const Shape& bs) {
+  Graph f;
+  const Node* a = f.in(as, "a");
+  const Node* b = f.in(bs, "b");
+  auto art = backend().compile(lower({must(f.b.matmul(a, b))}, {a, b}), {});
+  EXPECT_TRUE(art.has_value()) << art.error().message;
+  return art ? static_cast<size_t>((*art)->outer_extent) : 0;
+}
+
+TEST(CpuMatmul, MatrixVectorProductsRunOverColumnBlocks) {
+  struct Case {
+    Shape a, b;
+    size_t blocks;
+  };
+  const Case cases[] = {{{1, 200}, {200, 1000}, 16}, {{3, 50}, {50, 3000}, 47},
+                        {{4, 7}, {7, 130}, 3},        {{1, 1, 33}, {33, 70}, 2},
+                        {{2, 300}, {300, 5}, 1},      {{1, 4096}, {4096, 64}, 1}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::PrintToString(c.a) + " @ " + ::testing::PrintToString(c.b));
+    check_plain(c.a, c.b);
+    EXPECT_EQ(gemv_blocks(c.a, c.b), c.blocks);
+  }
+  // Five rows, or a batch of two, take the tiled path over rows.
+  EXPECT_EQ(gemv_blocks({5, 9}, {9, 70}), 5u);
+  EXPECT_EQ(gemv_blocks({2, 1, 9}, {9, 70}), 2u);
+  for (int lanes : {4, 8, 16}) {
+    SCOPED_TRACE(lanes);
+    check_plain({2, 77}, {77, 333}, TuneParams{lanes, 0});
+  }
+}
+
+TEST(CpuMatmul, MatrixVectorPrologueEpilogueAndEmptyReduction) {
+  // y = relu(x @ w^T + bias) with x one row: b is read through a transpose.
+  Graph f;
+  const Node* x = f.in({1, 45}, "x");
+  const Node* wt = f.in({150, 45}, "wt");
+  const Node* bias = f.in({150}, "bias");
+  const Node* mm = must(f.b.matmul(x, must(f.b.permute(wt, {1, 0}))));
+  const Node* y = must(f.b.unary(Op::Relu, must(f.b.binary(Op::Add, mm, bias))));
+  const auto xv = values(45, 19), wtv = values(150 * 45, 20), bv = values(150, 21);
+  std::vector<double> wv(wtv.size());
+  for (int64_t k = 0; k < 45; ++k)
+    for (int64_t j = 0; j < 150; ++j) wv[k * 150 + j] = wtv[j * 45 + k];
+  auto out = run_matmul(lower({y}, {x, wt, bias}), {xv, wtv, bv});
+  auto want = ref_matmul(xv, {1, 45}, wv, {45, 150}, y->shape);
+  for (size_t e = 0; e < want.size(); ++e) want[e] = std::max(want[e] + bv[e], 0.0);
+  if (out.size() == 4) expect_near(out[3], want);
+
+  // K = 0: every output is 0 (the accumulators start at zero, no row of b is read).
+  Graph g;
+  const Node* a0 = g.in({3, 0}, "a");
+  const Node* b0 = g.in({0, 19}, "b");
+  std::vector<Buffer> bufs = {Buffer(ir::DType::f32, std::vector<double>{}),
+                              Buffer(ir::DType::f32, std::vector<double>{}),
+                              Buffer(ir::DType::f32, std::vector<double>(57, NAN))};
+  std::vector<Buffer> zeros = run_kernel(lower({must(g.b.matmul(a0, b0))}, {a0, b0}), bufs);
+  if (zeros.size() == 3) expect_near(zeros[2], std::vector<double>(57, 0.0));
+}
+
 TEST(CpuMatmul, Batched) {
   check_plain({3, 5, 9}, {3, 9, 20});
   check_plain({2, 1, 7, 4}, {3, 4, 17});  // broadcast on both sides
