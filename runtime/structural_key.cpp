@@ -3,6 +3,7 @@
 #include "runtime/structural_key.h"
 
 #include <bit>
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
@@ -39,41 +40,75 @@ void put_attr(std::string& s, const ir::AttrValue& v) {
       v);
 }
 
+// Each node's position in the structural order, by node id (ids are dense per graph), in a
+// per-thread table reused across calls: a generation stamp replaces clearing it, so a warm
+// call allocates nothing here. A slot holding another node (outputs from two graphs whose ids
+// collide) is reported, and the caller falls back to a hash map.
+class Positions {
+ public:
+  Positions() {
+    if (++generation_ == 0) {  // wrapped: old stamps could look current
+      table_.assign(table_.size(), Slot{});
+      generation_ = 1;
+    }
+  }
+  // The position of `n`, or -1 when not yet placed. Sets `collided` on an id clash.
+  int64_t find(const ir::Node* n, bool& collided) const {
+    if (n->id >= table_.size()) return -1;
+    const Slot& s = table_[n->id];
+    if (s.generation != generation_) return -1;
+    if (s.node != n) collided = true;
+    return s.node == n ? static_cast<int64_t>(s.pos) : -1;
+  }
+  void place(const ir::Node* n, uint64_t pos) {
+    if (n->id >= table_.size()) table_.resize(std::max<size_t>(n->id + 1, table_.size() * 2));
+    table_[n->id] = Slot{n, generation_, pos};
+  }
+
+ private:
+  struct Slot {
+    const ir::Node* node = nullptr;
+    uint32_t generation = 0;
+    uint64_t pos = 0;
+  };
+  static thread_local std::vector<Slot> table_;
+  static thread_local uint32_t generation_;
+};
+thread_local std::vector<Positions::Slot> Positions::table_;
+thread_local uint32_t Positions::generation_ = 0;
+
 // Post-order DFS from the outputs, operands left to right: an order that depends only on the
-// structure (node ids do not: interned literals keep the id of their first use).
-std::vector<const ir::Node*> structural_order(const std::vector<const ir::Node*>& outputs) {
-  std::vector<const ir::Node*> order;
-  std::unordered_map<const ir::Node*, bool> done;
-  std::vector<std::pair<const ir::Node*, size_t>> stack;
+// structure (node ids do not: interned literals keep the id of their first use). `pos_of`
+// finds a node's position so far (-1: not placed); `place` records the next one.
+template <typename Find, typename Place>
+void structural_order(const std::vector<const ir::Node*>& outputs, Find pos_of, Place place,
+                      std::vector<const ir::Node*>& order) {
+  thread_local std::vector<std::pair<const ir::Node*, size_t>> stack;
+  stack.clear();
   for (const ir::Node* root : outputs) {
-    if (done.count(root)) continue;
+    if (pos_of(root) >= 0) continue;
     stack.push_back({root, 0});
     while (!stack.empty()) {
       auto& [n, next] = stack.back();
       if (next < n->inputs.size()) {
         const ir::Node* in = n->inputs[next++];
-        if (!done.count(in)) stack.push_back({in, 0});
+        if (pos_of(in) < 0) stack.push_back({in, 0});
         continue;
       }
-      if (!done[n]) {
-        done[n] = true;
+      if (pos_of(n) < 0) {
+        place(n, order.size());
         order.push_back(n);
       }
       stack.pop_back();
     }
   }
-  return order;
 }
-}  // namespace
 
-StructuralKey structural_key(const std::vector<const ir::Node*>& outputs) {
-  std::vector<const ir::Node*> live = structural_order(outputs);
-  StructuralKey k;
-  std::unordered_map<const ir::Node*, uint64_t> pos;
-  pos.reserve(live.size());
+template <typename Pos>
+void serialize(const std::vector<const ir::Node*>& live,
+               const std::vector<const ir::Node*>& outputs, Pos pos, StructuralKey& k) {
   k.key.reserve(live.size() * 16);
   for (const ir::Node* n : live) {
-    pos[n] = pos.size();
     put(k.key, static_cast<uint64_t>(n->op));
     put(k.key, static_cast<uint64_t>(n->dtype));
     put(k.key, n->shape.size());
@@ -84,7 +119,7 @@ StructuralKey structural_key(const std::vector<const ir::Node*>& outputs) {
       continue;
     }
     put(k.key, n->inputs.size());
-    for (const ir::Node* in : n->inputs) put(k.key, pos.at(in));
+    for (const ir::Node* in : n->inputs) put(k.key, pos(in));
     put(k.key, n->attrs.items().size());
     for (const auto& [key, value] : n->attrs.items()) {
       put(k.key, static_cast<uint64_t>(key));
@@ -92,7 +127,36 @@ StructuralKey structural_key(const std::vector<const ir::Node*>& outputs) {
     }
   }
   k.key.push_back('|');
-  for (const ir::Node* o : outputs) put(k.key, pos.at(o));
+  for (const ir::Node* o : outputs) put(k.key, pos(o));
+}
+}  // namespace
+
+StructuralKey structural_key(const std::vector<const ir::Node*>& outputs) {
+  StructuralKey k;
+  thread_local std::vector<const ir::Node*> live;
+  live.clear();
+  {
+    Positions table;
+    bool collided = false;
+    structural_order(
+        outputs, [&](const ir::Node* n) { return table.find(n, collided); },
+        [&](const ir::Node* n, uint64_t p) { table.place(n, p); }, live);
+    if (!collided) {
+      serialize(live, outputs,
+                [&](const ir::Node* n) { return static_cast<uint64_t>(table.find(n, collided)); }, k);
+      return k;
+    }
+  }
+  std::unordered_map<const ir::Node*, uint64_t> pos;
+  live.clear();
+  structural_order(
+      outputs,
+      [&](const ir::Node* n) {
+        auto it = pos.find(n);
+        return it == pos.end() ? int64_t{-1} : static_cast<int64_t>(it->second);
+      },
+      [&](const ir::Node* n, uint64_t p) { pos.emplace(n, p); }, live);
+  serialize(live, outputs, [&](const ir::Node* n) { return pos.at(n); }, k);
   return k;
 }
 

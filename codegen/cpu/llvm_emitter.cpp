@@ -8,7 +8,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Instructions.h>
 #include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 
@@ -400,10 +402,40 @@ Expected<llvm::Function*> KernelEmitter::run() {
   for (const kir::Store& st : k_.stores)
     if (Expected<void> ok = emit_store(st, s); !ok) return std::unexpected(ok.error());
   add_loop_metadata();
+  add_buffer_alias_scopes(*fn_, buffers_);
   return fn_;
 }
 
 }  // namespace
+
+void add_buffer_alias_scopes(llvm::Function& fn, const std::vector<llvm::Value*>& buffers) {
+  if (buffers.size() < 2) return;
+  llvm::LLVMContext& ctx = fn.getContext();
+  llvm::MDBuilder mdb(ctx);
+  llvm::MDNode* domain = mdb.createAnonymousAliasScopeDomain("kiln.buffers");
+  std::vector<llvm::Metadata*> scopes;
+  std::unordered_map<const Value*, size_t> index_of;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    scopes.push_back(mdb.createAnonymousAliasScope(domain, fmt::format("buf{}", i)));
+    index_of.emplace(buffers[i], i);
+  }
+  std::vector<llvm::MDNode*> scope_of, others_of;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    std::vector<llvm::Metadata*> others = scopes;
+    others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
+    scope_of.push_back(llvm::MDNode::get(ctx, {scopes[i]}));
+    others_of.push_back(llvm::MDNode::get(ctx, others));
+  }
+  for (BasicBlock& bb : fn)
+    for (llvm::Instruction& inst : bb) {
+      Value* ptr = llvm::getLoadStorePointerOperand(&inst);
+      if (!ptr) continue;
+      auto it = index_of.find(llvm::getUnderlyingObject(ptr, /*MaxLookup=*/0));
+      if (it == index_of.end()) continue;
+      inst.setMetadata(llvm::LLVMContext::MD_alias_scope, scope_of[it->second]);
+      inst.setMetadata(llvm::LLVMContext::MD_noalias, others_of[it->second]);
+    }
+}
 
 llvm::MDNode* vectorize_hints(llvm::LLVMContext& ctx, int vector_width, int interleave) {
   if (vector_width <= 0 && interleave <= 0) return nullptr;

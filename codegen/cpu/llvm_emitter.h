@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "codegen/check_mode.h"
 #include "codegen/tune_params.h"
@@ -15,6 +16,7 @@ class Function;
 class LLVMContext;
 class MDNode;
 class Module;
+class Value;
 }  // namespace llvm
 
 namespace kiln::codegen::cpu {
@@ -30,6 +32,12 @@ struct EmitOptions {
 // Declares the kernel entry point `void SYMBOL(ptr buffers, i64 begin, i64 end)` in `module`
 // with the host attributes of `options`, shared by every kernel kind's emitter.
 llvm::Function* create_kernel_function(llvm::Module& module, const EmitOptions& options);
+
+// Marks every load and store of `fn` whose address derives from buffers[i] as not aliasing any
+// other buffer's (scoped noalias metadata). The runtime never passes one allocation as two
+// parameters that a kernel both writes and reads, so loops need no runtime overlap checks (which
+// LLVM refuses for short loops: an [8,8,8] elementwise kernel stayed scalar).
+void add_buffer_alias_scopes(llvm::Function& fn, const std::vector<llvm::Value*>& buffers);
 
 // llvm.loop metadata asking the vectorizer for `vector_width` lanes and `interleave` copies (each
 // ignored when <= 0) for a loop with no loop inside; null when both are <= 0.

@@ -397,6 +397,7 @@ Expected<llvm::Function*> MatmulEmitter::run() {
   if (gemv_column_blocks(k_, p_)) {
     if (Expected<void> ok = gemv(); !ok) return std::unexpected(ok.error());
     b_.CreateRetVoid();
+    add_buffer_alias_scopes(*fn_, buffers_);
     return fn_;
   }
   create_scratch();
@@ -405,6 +406,7 @@ Expected<llvm::Function*> MatmulEmitter::run() {
   llvm::FunctionCallee free_fn = m_.getOrInsertFunction("free", b_.getVoidTy(), b_.getPtrTy());
   b_.CreateCall(free_fn, {scratch_});
   b_.CreateRetVoid();
+  add_buffer_alias_scopes(*fn_, buffers_);
   return fn_;
 }
 

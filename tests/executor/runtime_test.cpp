@@ -72,6 +72,28 @@ TEST(StructuralKey, IgnoresIdsSlotsAndNamesButNotStructure) {
             structural_key({must(b.binary(Op::Add, x, z))}).key);
 }
 
+// Node ids are per graph: outputs from two graphs have colliding ids, and the key must still
+// see two distinct inputs (the per-thread id table detects the clash and falls back).
+TEST(StructuralKey, OutputsFromTwoGraphsWithCollidingIds) {
+  ir::Graph g1, g2;
+  ir::Builder b1(g1), b2(g2);
+  const ir::Node* x1 = g1.input(DType::f32, {4}, "x1");
+  const ir::Node* x2 = g2.input(DType::f32, {4}, "x2");
+  ASSERT_EQ(x1->id, x2->id);
+  const ir::Node* y1 = must(b1.unary(Op::Neg, x1));
+  const ir::Node* y2 = must(b2.unary(Op::Neg, x2));
+  StructuralKey two = structural_key({y1, y2});
+  ASSERT_EQ(two.inputs.size(), 2u);
+  EXPECT_EQ(two.inputs[0], x1);
+  EXPECT_EQ(two.inputs[1], x2);
+  // The same structure within one graph gives the same key; one shared input does not.
+  const ir::Node* z = g1.input(DType::f32, {4}, "z");
+  EXPECT_EQ(two.key, structural_key({y1, must(b1.unary(Op::Neg, z))}).key);
+  EXPECT_NE(two.key, structural_key({y1, y1}).key);
+  // Back to one graph: the table is reused from a clean state.
+  EXPECT_EQ(structural_key({y1}).inputs.size(), 1u);
+}
+
 TEST(CpuPlan, IntermediatesAreReleasedAfterTheirLastReader) {
   auto dev = CpuDevice::create({});
   ASSERT_TRUE(dev.has_value()) << dev.error().message;
