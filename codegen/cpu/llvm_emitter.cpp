@@ -19,6 +19,7 @@
 #include "codegen/cpu/dtype_lowering.h"
 #include "codegen/cpu/matmul_emitter.h"
 #include "codegen/cpu/reduce_lowering.h"
+#include "codegen/cpu/row_reuse.h"
 
 namespace kiln::codegen::cpu {
 
@@ -93,6 +94,12 @@ class KernelEmitter {
   std::unordered_map<int32_t, Value*> var_value_;
   std::vector<std::unique_ptr<Scope>> scopes_;
   std::vector<Loop> loops_;
+  // Row reuse (row_reuse.h): R's loop stores F's values in a row (allocated when R is emitted);
+  // E is then read from the row at the innermost parallel variable.
+  std::unordered_map<const Expr*, std::vector<const Expr*>> row_fills_;  // R -> its Fs
+  std::unordered_map<const Expr*, const RowReuse*> row_reads_;           // E -> its reuse
+  std::unordered_map<const Expr*, llvm::AllocaInst*> rows_;              // F -> its row
+  std::vector<RowReuse> reuse_;
 };
 
 Expected<void> KernelEmitter::check_kernel() const {
@@ -207,6 +214,17 @@ Expected<Value*> KernelEmitter::emit(const Expr* e) {
   Expected<Scope*> s = scope_for(e);
   if (!s) return std::unexpected(s.error());
   if (auto it = (*s)->memo.find(e); it != (*s)->memo.end()) return it->second;
+  if (auto reuse = row_reads_.find(e); reuse != row_reads_.end()) {
+    // R runs first (in its own, outer scope), filling the row that E is read from.
+    if (Expected<Value*> r = emit(reuse->second->reduce); !r) return r;
+    llvm::AllocaInst* row = rows_.at(reuse->second->body_value);
+    insert_at(*s);
+    Value* at = b_.CreateInBoundsGEP(row->getAllocatedType(), row,
+                                     {b_.getInt64(0), var_value_.at(static_cast<int32_t>(k_.domain.size()) - 1)});
+    Value* v = b_.CreateLoad(row->getAllocatedType()->getArrayElementType(), at);
+    (*s)->memo[e] = v;
+    return v;
+  }
   Expected<Value*> v = emit_uncached(e, *s);
   if (v) (*s)->memo[e] = *v;
   return v;
@@ -339,6 +357,15 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
   }
   Expected<Value*> v = emit(e->args[0]);
   if (!v) return v;
+  if (auto fills = row_fills_.find(e); fills != row_fills_.end())
+    for (const Expr* f : fills->second) {
+      Expected<Value*> fv = emit(f);
+      if (!fv) return fv;
+      llvm::AllocaInst*& row = rows_[f];
+      row = entry_alloca(llvm::ArrayType::get((*fv)->getType(), static_cast<uint64_t>(e->rextents[0])));
+      insert_at(inner);
+      b_.CreateStore(*fv, b_.CreateInBoundsGEP(row->getAllocatedType(), row, {b_.getInt64(0), inner->iv}));
+    }
   insert_at(inner);
   ReduceState state{b_.CreateLoad(acc->getAllocatedType(), acc),
                     idx ? b_.CreateLoad(b_.getInt32Ty(), idx) : nullptr};
@@ -389,6 +416,11 @@ void KernelEmitter::add_loop_metadata() {
 Expected<llvm::Function*> KernelEmitter::run() {
   if (Expected<void> ok = check_kernel(); !ok) return std::unexpected(ok.error());
   compute_free_vars();
+  reuse_ = find_row_reuse(k_);
+  for (const RowReuse& r : reuse_) {
+    row_fills_[r.reduce].push_back(r.body_value);
+    row_reads_[r.point_value] = &r;
+  }
   create_function();
   // An empty inner axis means no point runs; hoisted loads must not run either.
   for (size_t d = 1; d < k_.domain.size(); ++d)

@@ -1,0 +1,145 @@
+// Row reuse analysis: top-level single-variable reductions over the innermost axis's extent, their
+// costly body expressions, and the store expressions equal to one of them with the reduction's
+// variable renamed to the innermost parallel variable.
+#include "codegen/cpu/row_reuse.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+namespace kiln::codegen::cpu {
+
+namespace {
+
+using kir::Alu;
+using kir::Expr;
+using kir::ExprKind;
+
+bool costly_op(Alu a) {
+  switch (a) {
+    case Alu::Exp: case Alu::Log: case Alu::Sqrt: case Alu::Rsqrt: case Alu::Recip:
+    case Alu::Sin: case Alu::Cos: case Alu::Tanh: case Alu::Sigmoid: case Alu::Gelu:
+    case Alu::Erf: case Alu::Div: case Alu::Pow:
+      return true;
+    default:
+      return false;
+  }
+}
+
+class Analysis {
+ public:
+  explicit Analysis(const kir::Kernel& k) : k_(k) {
+    for (const Expr* e : kir::kernel_exprs(k)) {  // operands first
+      std::vector<int32_t> vars;
+      bool costly = e->kind == ExprKind::Alu && costly_op(e->alu);
+      if (e->kind == ExprKind::Var) vars.push_back(e->var);
+      for (const Expr* a : e->args) {
+        const auto& av = vars_.at(a);
+        vars.insert(vars.end(), av.begin(), av.end());
+        costly = costly || (e->kind != ExprKind::Reduce && costly_.count(a));
+      }
+      if (e->kind == ExprKind::Reduce)
+        std::erase_if(vars, [&](int32_t v) { return std::ranges::count(e->rvars, v) > 0; });
+      std::ranges::sort(vars);
+      vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
+      vars_[e] = std::move(vars);
+      if (costly) costly_.insert(e);
+    }
+  }
+
+  std::vector<RowReuse> run() {
+    if (k_.domain.empty()) return {};
+    p_ = static_cast<int32_t>(k_.domain.size()) - 1;
+    n_ = k_.domain.back();
+    std::unordered_set<const Expr*> seen;
+    for (const kir::Store& st : k_.stores) collect_reductions(st.value, seen);
+    if (candidates_.empty()) return {};
+    seen.clear();
+    for (const kir::Store& st : k_.stores) match(st.value, seen);
+    return found_;
+  }
+
+ private:
+  bool reads(const Expr* e, int32_t var) const { return std::ranges::count(vars_.at(e), var) > 0; }
+
+  // Top-level reductions that qualify, and their costly body expressions that read r.
+  void collect_reductions(const Expr* e, std::unordered_set<const Expr*>& seen) {
+    if (!seen.insert(e).second) return;
+    if (e->kind != ExprKind::Reduce) {
+      for (const Expr* a : e->args) collect_reductions(a, seen);
+      return;
+    }
+    if (e->rvars.size() != 1 || e->rextents[0] != n_ || reads(e, p_)) return;
+    std::unordered_set<const Expr*> body_seen;
+    std::vector<const Expr*> stack = {e->args[0]};
+    while (!stack.empty()) {
+      const Expr* b = stack.back();
+      stack.pop_back();
+      if (b->kind == ExprKind::Reduce || !body_seen.insert(b).second) continue;
+      const int64_t bytes = n_ * std::max(4, ir::dtype_size(b->dtype));
+      if (b->kind == ExprKind::Alu && costly_.count(b) && reads(b, e->rvars[0]) &&
+          bytes <= kMaxRowReuseBytes)
+        candidates_.push_back({e, b});
+      for (const Expr* a : b->args) stack.push_back(a);
+    }
+  }
+
+  // The largest store expressions, outside reductions, that equal a candidate.
+  void match(const Expr* e, std::unordered_set<const Expr*>& seen) {
+    if (e->kind == ExprKind::Reduce || !seen.insert(e).second) return;
+    if (e->kind == ExprKind::Alu && costly_.count(e) && reads(e, p_))
+      for (const auto& [r, f] : candidates_)
+        if (same(f, e, r->rvars[0])) {
+          found_.push_back(RowReuse{r, f, e});
+          return;
+        }
+    for (const Expr* a : e->args) match(a, seen);
+  }
+
+  // f (in R's body) equals e with R's variable r renamed to p.
+  bool same(const Expr* f, const Expr* e, int32_t r) {
+    if (f == e) return true;
+    if (f->kind != e->kind || f->dtype != e->dtype || f->args.size() != e->args.size())
+      return false;
+    auto key = std::make_pair(f, e);
+    if (auto it = same_.find(key); it != same_.end()) return it->second;
+    bool eq = false;
+    switch (f->kind) {
+      case ExprKind::Var:
+        eq = f->var == r && e->var == p_;
+        break;
+      case ExprKind::Load:
+        eq = f->buf == e->buf && same(f->args[0], e->args[0], r);
+        break;
+      case ExprKind::Alu:
+        eq = f->alu == e->alu;
+        for (size_t i = 0; eq && i < f->args.size(); ++i) eq = same(f->args[i], e->args[i], r);
+        break;
+      case ExprKind::Const:   // interned: equal constants are one expression
+      case ExprKind::Reduce:  // only the very same reduction
+        eq = false;
+        break;
+    }
+    same_.emplace(key, eq);
+    return eq;
+  }
+
+  const kir::Kernel& k_;
+  int32_t p_ = -1;
+  int64_t n_ = 0;
+  std::unordered_map<const Expr*, std::vector<int32_t>> vars_;
+  std::unordered_set<const Expr*> costly_;
+  std::vector<std::pair<const Expr*, const Expr*>> candidates_;  // (R, F)
+  std::map<std::pair<const Expr*, const Expr*>, bool> same_;
+  std::vector<RowReuse> found_;
+};
+
+}  // namespace
+
+std::vector<RowReuse> find_row_reuse(const kir::Kernel& kernel) {
+  return Analysis(kernel).run();
+}
+
+}  // namespace kiln::codegen::cpu
