@@ -1,12 +1,37 @@
 // ThreadPool: a generation counter wakes the workers; each takes its own static chunk.
 #include "runtime/thread_pool.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace kiln::runtime {
 
 namespace {
+// How long a thread polls for the next job (or the workers' completion) before it sleeps.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
+// Polls `ready` for up to kSpin; true when it became true.
+template <typename Ready>
+bool spin_until(Ready ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    cpu_relax();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline) return ready();
+  }
+}
+
 std::pair<int64_t, int64_t> chunk_range(int64_t n, int chunks, int index) {
   int64_t base = n / chunks, extra = n % chunks;
   int64_t begin = index * base + std::min<int64_t>(index, extra);
@@ -40,14 +65,21 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
+    auto fresh = [&] {
+      return stop_.load(std::memory_order_acquire) ||
+             generation_.load(std::memory_order_acquire) != seen;
+    };
+    if (!spin_until(fresh)) {
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, fresh);
+    }
+    if (stop_.load(std::memory_order_acquire)) return;
     const std::function<void(int64_t, int64_t)>* job;
     int64_t n;
     int chunks;
     {
-      std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      std::lock_guard lock(mu_);  // the job's fields were written under it
+      seen = generation_.load(std::memory_order_acquire);
       job = job_;
       n = job_n_;
       chunks = job_chunks_;
@@ -56,9 +88,9 @@ void ThreadPool::worker_loop(int index) {
       auto [b, e] = chunk_range(n, chunks, index);
       if (b < e) (*job)(b, e);
     }
-    {
-      std::lock_guard lock(mu_);
-      if (--pending_ == 0) done_.notify_one();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard lock(mu_);  // the caller checks pending_ under it before sleeping
+      done_.notify_one();
     }
   }
 }
@@ -78,14 +110,16 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
     job_ = &fn;
     job_n_ = n;
     job_chunks_ = chunks;
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+    pending_.store(static_cast<int>(workers_.size()), std::memory_order_release);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   wake_.notify_all();
   auto [b, e] = chunk_range(n, chunks, 0);
   fn(b, e);
+  auto finished = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (spin_until(finished)) return;
   std::unique_lock lock(mu_);
-  done_.wait(lock, [&] { return pending_ == 0; });
+  done_.wait(lock, finished);
 }
 
 }  // namespace kiln::runtime

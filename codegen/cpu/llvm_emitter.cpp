@@ -19,6 +19,7 @@
 #include "codegen/cpu/dtype_lowering.h"
 #include "codegen/cpu/matmul_emitter.h"
 #include "codegen/cpu/reduce_lowering.h"
+#include "codegen/cpu/loop_split.h"
 #include "codegen/cpu/row_reuse.h"
 
 namespace kiln::codegen::cpu {
@@ -100,6 +101,10 @@ class KernelEmitter {
   std::unordered_map<const Expr*, const RowReuse*> row_reads_;           // E -> its reuse
   std::unordered_map<const Expr*, llvm::AllocaInst*> rows_;              // F -> its row
   std::vector<RowReuse> reuse_;
+  // Wrap-around indices (loop_split.h): the innermost loop runs as pieces; piece_lo_ is where the
+  // piece being emitted starts.
+  LoopSplit split_;
+  int64_t piece_lo_ = 0;
 };
 
 Expected<void> KernelEmitter::check_kernel() const {
@@ -241,6 +246,14 @@ Expected<Value*> KernelEmitter::emit_uncached(const Expr* e, Scope* s) {
     case ExprKind::Reduce:
       return emit_reduce(e, s);
     case ExprKind::Alu: {
+      if (auto w = split_.wraps.find(e); w != split_.wraps.end()) {
+        const int64_t q = wrap_quotient(w->second, piece_lo_);
+        if (e->alu == kir::Alu::IDiv) return b_.getInt64(q);
+        Expected<Value*> a = emit(e->args[0]);
+        if (!a) return a;
+        insert_at(s);
+        return b_.CreateSub(*a, b_.getInt64(q * w->second.n), "", /*HasNUW=*/false, /*HasNSW=*/true);
+      }
       std::vector<Value*> args;
       for (const Expr* a : e->args) {
         Expected<Value*> v = emit(a);
@@ -425,14 +438,35 @@ Expected<llvm::Function*> KernelEmitter::run() {
   // An empty inner axis means no point runs; hoisted loads must not run either.
   for (size_t d = 1; d < k_.domain.size(); ++d)
     if (k_.domain[d] == 0) return fn_;
-  Scope* s = open_loop(scopes_[0].get(), fn_->getArg(1), fn_->getArg(2), "p0");
-  for (size_t d = 0; d < k_.domain.size(); ++d) {
-    if (d > 0) s = open_loop(s, b_.getInt64(0), b_.getInt64(k_.domain[d]), fmt::format("p{}", d));
+  split_ = split_innermost(k_);
+  const size_t rank = std::max<size_t>(k_.domain.size(), 1);
+  Scope* s = scopes_[0].get();
+  for (size_t d = 0; d + 1 < rank; ++d) {
+    s = d == 0 ? open_loop(s, fn_->getArg(1), fn_->getArg(2), "p0")
+               : open_loop(s, b_.getInt64(0), b_.getInt64(k_.domain[d]), fmt::format("p{}", d));
     var_scope_[static_cast<int32_t>(d)] = s;
     var_value_[static_cast<int32_t>(d)] = s->iv;
   }
-  for (const kir::Store& st : k_.stores)
-    if (Expected<void> ok = emit_store(st, s); !ok) return std::unexpected(ok.error());
+  // The innermost axis, piece by piece (one piece unless it has wrap-around indices); the
+  // outermost axis is the caller's [begin, end).
+  const int32_t last = static_cast<int32_t>(rank) - 1;
+  for (size_t piece = 0; piece + 1 < split_.bounds.size(); ++piece) {
+    Value* lo = b_.getInt64(split_.bounds[piece]);
+    Value* hi = b_.getInt64(split_.bounds[piece + 1]);
+    if (last == 0) {
+      insert_at(s);
+      lo = split_.bounds.size() == 2 ? fn_->getArg(1) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, fn_->getArg(1), lo);
+      hi = split_.bounds.size() == 2 ? fn_->getArg(2) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, fn_->getArg(2), hi);
+    }
+    piece_lo_ = split_.bounds[piece];
+    const std::string name = split_.bounds.size() == 2 ? fmt::format("p{}", last) : fmt::format("p{}.{}", last, piece);
+    Scope* inner = open_loop(s, lo, hi, name);
+    var_scope_[last] = inner;
+    var_value_[last] = inner->iv;
+    for (const kir::Store& st : k_.stores)
+      if (Expected<void> ok = emit_store(st, inner); !ok) return std::unexpected(ok.error());
+    s->cursor = loops_[inner->loop].exit;
+  }
   add_loop_metadata();
   add_buffer_alias_scopes(*fn_, buffers_);
   return fn_;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <filesystem>
 #include <mutex>
+#include <thread>
 
 #include "ir/builder.h"
 #include "runtime/buffer.h"
@@ -35,6 +36,27 @@ TEST(ThreadPool, ChunksCoverTheRangeExactlyOnce) {
     });
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i], 1) << "n=" << n << " i=" << i;
     EXPECT_LE(calls, 3);
+  }
+}
+
+// Back-to-back jobs (the workers are still polling) and jobs after a pause longer than the poll
+// (they sleep and must be woken): every job runs every chunk exactly once, and a pool destroyed
+// while its workers poll or sleep joins them.
+TEST(ThreadPool, BackToBackAndAfterSleepJobsRunEveryChunkOnce) {
+  for (int round = 0; round < 3; ++round) {
+    ThreadPool pool(3);
+    int64_t total = 0;
+    for (int job = 0; job < 2000; ++job) {
+      std::atomic<int64_t> sum{0};
+      pool.parallel_for(300, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) sum += i;
+      });
+      ASSERT_EQ(sum.load(), 300 * 299 / 2) << "job " << job;
+      total += sum;
+      if (job % 500 == 499) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    EXPECT_EQ(total, int64_t{2000} * (300 * 299 / 2));
+    if (round == 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
 
