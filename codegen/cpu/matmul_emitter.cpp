@@ -79,6 +79,7 @@ class MatmulEmitter {
   using Body = std::function<Expected<void>(Value*)>;
   void create_function();
   void create_scratch();
+  Value* malloc_or_trap(int64_t bytes, const char* name);
   Expected<void> loop(Value* start, Value* end, int64_t step, const std::string& name,
                       const Body& body, llvm::MDNode* hints = nullptr);
   Expected<void> batch_loops(size_t axis, Value* begin, Value* end);
@@ -128,8 +129,7 @@ void MatmulEmitter::create_function() {
   vec_ = llvm::FixedVectorType::get(b_.getFloatTy(), kLanes);
 }
 
-// The packs are per call, so threads running disjoint chunks never share them. A failed malloc
-// traps: the kernel signature has no way to report it.
+// The packs are per call, so threads running disjoint chunks never share them.
 void MatmulEmitter::create_scratch() {
   for (int64_t i = 0; i < kMR * kVecs; ++i) acc_.push_back(b_.CreateAlloca(vec_));
   tile_ = b_.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), kMR * kNR));
@@ -138,19 +138,25 @@ void MatmulEmitter::create_scratch() {
   nc_ = std::min(panels * kNR, round_up(k_.domain.back(), kNR));
   const int64_t b_bytes = round_up(kK * nc_ * 4, kAlign);
   const int64_t bytes = b_bytes + round_up(kK * kMR * 4, kAlign) + kAlign;
-  llvm::FunctionCallee malloc_fn = m_.getOrInsertFunction("malloc", b_.getPtrTy(), b_.getInt64Ty());
-  scratch_ = b_.CreateCall(malloc_fn, {i64(bytes)}, "scratch");
-  BasicBlock* fail = BasicBlock::Create(ctx_, "scratch.fail", fn_);
-  BasicBlock* ok = BasicBlock::Create(ctx_, "scratch.ok", fn_);
-  b_.CreateCondBr(b_.CreateIsNull(scratch_), fail, ok);
-  b_.SetInsertPoint(fail);
-  b_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {});
-  b_.CreateUnreachable();
-  b_.SetInsertPoint(ok);
+  scratch_ = malloc_or_trap(bytes, "scratch");
   Value* addr = b_.CreatePtrToInt(scratch_, b_.getInt64Ty());
   Value* pad = b_.CreateAnd(b_.CreateSub(i64(0), addr), i64(kAlign - 1));
   b_pack_ = b_.CreateInBoundsGEP(b_.getInt8Ty(), scratch_, pad, "b.pack");
   a_pack_ = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), b_pack_, b_bytes, "a.pack");
+}
+
+// malloc(bytes); a null result traps (the kernel signature has no way to report it).
+Value* MatmulEmitter::malloc_or_trap(int64_t bytes, const char* name) {
+  llvm::FunctionCallee malloc_fn = m_.getOrInsertFunction("malloc", b_.getPtrTy(), b_.getInt64Ty());
+  Value* p = b_.CreateCall(malloc_fn, {i64(bytes)}, name);
+  BasicBlock* fail = BasicBlock::Create(ctx_, "scratch.fail", fn_);
+  BasicBlock* ok = BasicBlock::Create(ctx_, "scratch.ok", fn_);
+  b_.CreateCondBr(b_.CreateIsNull(p), fail, ok);
+  b_.SetInsertPoint(fail);
+  b_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {});
+  b_.CreateUnreachable();
+  b_.SetInsertPoint(ok);
+  return p;
 }
 
 // for (iv = start; iv < end; iv += step) body(iv); leaves the builder after the loop.
@@ -317,24 +323,16 @@ Expected<void> MatmulEmitter::store_all() {
   return {};
 }
 
-// The matrix-vector path. Per span of at most kSpan columns of this call's blocks: zero M rows of
+// The matrix-vector path. Per span of at most `span` columns of this call's blocks: zero M rows of
 // accumulators, then for every k evaluate the M values a(r, k) once and stream b's row k over the
 // span (one contiguous read, vectorized by LLVM, M fused multiply-adds per element), then run the
-// epilogue over the span's points. The accumulators (M x kSpan floats) stay in L1.
+// epilogue over the span's points. The accumulators (M x span floats) stay in L1.
 Expected<void> MatmulEmitter::gemv() {
   const size_t rank = k_.domain.size();
   const int64_t m = k_.domain[rank - 2], n = k_.domain.back();
   const int64_t span = kGemvSpanFloats / m / kGemvBlockColumns * kGemvBlockColumns;
-  llvm::FunctionCallee malloc_fn = m_.getOrInsertFunction("malloc", b_.getPtrTy(), b_.getInt64Ty());
   llvm::FunctionCallee free_fn = m_.getOrInsertFunction("free", b_.getVoidTy(), b_.getPtrTy());
-  scratch_ = b_.CreateCall(malloc_fn, {i64(m * span * 4)}, "acc");
-  BasicBlock* fail = BasicBlock::Create(ctx_, "scratch.fail", fn_);
-  BasicBlock* ok = BasicBlock::Create(ctx_, "scratch.ok", fn_);
-  b_.CreateCondBr(b_.CreateIsNull(scratch_), fail, ok);
-  b_.SetInsertPoint(fail);
-  b_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {});
-  b_.CreateUnreachable();
-  b_.SetInsertPoint(ok);
+  scratch_ = malloc_or_trap(m * span * 4, "acc");
   for (size_t axis = 0; axis + 2 < rank; ++axis) ex_->bind_var(static_cast<int32_t>(axis), i64(0));
   auto clamp_n = [&](Value* j) { return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, j, i64(n)); };
   Value* j_lo = clamp_n(b_.CreateMul(fn_->getArg(1), i64(kGemvBlockColumns)));
