@@ -2,8 +2,8 @@
 // their order of appearance, so the key does not depend on node ids, slots or names.
 #include "runtime/structural_key.h"
 
-#include <bit>
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <unordered_map>
 
@@ -142,8 +142,9 @@ StructuralKey structural_key(const std::vector<const ir::Node*>& outputs) {
         outputs, [&](const ir::Node* n) { return table.find(n, collided); },
         [&](const ir::Node* n, uint64_t p) { table.place(n, p); }, live);
     if (!collided) {
-      serialize(live, outputs,
-                [&](const ir::Node* n) { return static_cast<uint64_t>(table.find(n, collided)); }, k);
+      serialize(
+          live, outputs,
+          [&](const ir::Node* n) { return static_cast<uint64_t>(table.find(n, collided)); }, k);
       return k;
     }
   }
@@ -156,7 +157,8 @@ StructuralKey structural_key(const std::vector<const ir::Node*>& outputs) {
         return it == pos.end() ? int64_t{-1} : static_cast<int64_t>(it->second);
       },
       [&](const ir::Node* n, uint64_t p) { pos.emplace(n, p); }, live);
-  serialize(live, outputs, [&](const ir::Node* n) { return pos.at(n); }, k);
+  serialize(
+      live, outputs, [&](const ir::Node* n) { return pos.at(n); }, k);
   return k;
 }
 

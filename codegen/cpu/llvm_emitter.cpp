@@ -17,9 +17,9 @@
 #include "codegen/cpu/alu_lowering.h"
 #include "codegen/cpu/bounds_checks.h"
 #include "codegen/cpu/dtype_lowering.h"
+#include "codegen/cpu/loop_split.h"
 #include "codegen/cpu/matmul_emitter.h"
 #include "codegen/cpu/reduce_lowering.h"
-#include "codegen/cpu/loop_split.h"
 #include "codegen/cpu/row_reuse.h"
 
 namespace kiln::codegen::cpu {
@@ -224,8 +224,9 @@ Expected<Value*> KernelEmitter::emit(const Expr* e) {
     if (Expected<Value*> r = emit(reuse->second->reduce); !r) return r;
     llvm::AllocaInst* row = rows_.at(reuse->second->body_value);
     insert_at(*s);
-    Value* at = b_.CreateInBoundsGEP(row->getAllocatedType(), row,
-                                     {b_.getInt64(0), var_value_.at(static_cast<int32_t>(k_.domain.size()) - 1)});
+    Value* at = b_.CreateInBoundsGEP(
+        row->getAllocatedType(), row,
+        {b_.getInt64(0), var_value_.at(static_cast<int32_t>(k_.domain.size()) - 1)});
     Value* v = b_.CreateLoad(row->getAllocatedType()->getArrayElementType(), at);
     (*s)->memo[e] = v;
     return v;
@@ -252,7 +253,8 @@ Expected<Value*> KernelEmitter::emit_uncached(const Expr* e, Scope* s) {
         Expected<Value*> a = emit(e->args[0]);
         if (!a) return a;
         insert_at(s);
-        return b_.CreateSub(*a, b_.getInt64(q * w->second.n), "", /*HasNUW=*/false, /*HasNSW=*/true);
+        return b_.CreateSub(*a, b_.getInt64(q * w->second.n), "", /*HasNUW=*/false,
+                            /*HasNSW=*/true);
       }
       std::vector<Value*> args;
       for (const Expr* a : e->args) {
@@ -375,9 +377,11 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
       Expected<Value*> fv = emit(f);
       if (!fv) return fv;
       llvm::AllocaInst*& row = rows_[f];
-      row = entry_alloca(llvm::ArrayType::get((*fv)->getType(), static_cast<uint64_t>(e->rextents[0])));
+      row = entry_alloca(
+          llvm::ArrayType::get((*fv)->getType(), static_cast<uint64_t>(e->rextents[0])));
       insert_at(inner);
-      b_.CreateStore(*fv, b_.CreateInBoundsGEP(row->getAllocatedType(), row, {b_.getInt64(0), inner->iv}));
+      b_.CreateStore(
+          *fv, b_.CreateInBoundsGEP(row->getAllocatedType(), row, {b_.getInt64(0), inner->iv}));
     }
   insert_at(inner);
   ReduceState state{b_.CreateLoad(acc->getAllocatedType(), acc),
@@ -455,11 +459,16 @@ Expected<llvm::Function*> KernelEmitter::run() {
     Value* hi = b_.getInt64(split_.bounds[piece + 1]);
     if (last == 0) {
       insert_at(s);
-      lo = split_.bounds.size() == 2 ? fn_->getArg(1) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, fn_->getArg(1), lo);
-      hi = split_.bounds.size() == 2 ? fn_->getArg(2) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, fn_->getArg(2), hi);
+      lo = split_.bounds.size() == 2
+               ? fn_->getArg(1)
+               : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, fn_->getArg(1), lo);
+      hi = split_.bounds.size() == 2
+               ? fn_->getArg(2)
+               : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, fn_->getArg(2), hi);
     }
     piece_lo_ = split_.bounds[piece];
-    const std::string name = split_.bounds.size() == 2 ? fmt::format("p{}", last) : fmt::format("p{}.{}", last, piece);
+    const std::string name =
+        split_.bounds.size() == 2 ? fmt::format("p{}", last) : fmt::format("p{}.{}", last, piece);
     Scope* inner = open_loop(s, lo, hi, name);
     var_scope_[last] = inner;
     var_value_[last] = inner->iv;
@@ -514,7 +523,8 @@ llvm::MDNode* vectorize_hints(llvm::LLVMContext& ctx, int vector_width, int inte
     return llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(llvm::Type::getInt32Ty(ctx), v));
   };
   if (vector_width > 0) {
-    hint("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(llvm::ConstantInt::getTrue(ctx)));
+    hint("llvm.loop.vectorize.enable",
+         llvm::ConstantAsMetadata::get(llvm::ConstantInt::getTrue(ctx)));
     hint("llvm.loop.vectorize.width", i32(vector_width));
   }
   if (interleave > 0) hint("llvm.loop.interleave.count", i32(interleave));

@@ -42,8 +42,7 @@ LoopSplit split_innermost(const kir::Kernel& k) {
   LoopSplit split;
   std::vector<int64_t> cuts = {0, extent};
   for (const Expr* e : kir::kernel_exprs(k)) {
-    if (e->kind != ExprKind::Alu || (e->alu != kir::Alu::Mod && e->alu != kir::Alu::IDiv))
-      continue;
+    if (e->kind != ExprKind::Alu || (e->alu != kir::Alu::Mod && e->alu != kir::Alu::IDiv)) continue;
     const std::optional<int64_t> c = offset_of_p(e->args[0], p);
     if (!c || !is_index_const(e->args[1]) || e->args[1]->ival <= 0) continue;
     const int64_t n = e->args[1]->ival;

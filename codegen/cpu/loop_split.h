@@ -18,8 +18,8 @@ struct Wrap {
 };
 
 struct LoopSplit {
-  std::vector<int64_t> bounds;                         // 0 = b0 < ... < bk = extent
-  std::unordered_map<const kir::Expr*, Wrap> wraps;    // the Mod / IDiv expressions of p
+  std::vector<int64_t> bounds;                       // 0 = b0 < ... < bk = extent
+  std::unordered_map<const kir::Expr*, Wrap> wraps;  // the Mod / IDiv expressions of p
 };
 
 // More pieces than this and the loop is left whole.

@@ -334,14 +334,17 @@ Expected<void> MatmulEmitter::gemv() {
   llvm::FunctionCallee free_fn = m_.getOrInsertFunction("free", b_.getVoidTy(), b_.getPtrTy());
   scratch_ = malloc_or_trap(m * span * 4, "acc");
   for (size_t axis = 0; axis + 2 < rank; ++axis) ex_->bind_var(static_cast<int32_t>(axis), i64(0));
-  auto clamp_n = [&](Value* j) { return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, j, i64(n)); };
+  auto clamp_n = [&](Value* j) {
+    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, j, i64(n));
+  };
   Value* j_lo = clamp_n(b_.CreateMul(fn_->getArg(1), i64(kGemvBlockColumns)));
   Value* j_hi = clamp_n(b_.CreateMul(fn_->getArg(2), i64(kGemvBlockColumns)));
   auto acc_at = [&](int64_t r, Value* j, Value* js) {
     return float_at(scratch_, b_.CreateAdd(i64(r * span), b_.CreateSub(j, js)));
   };
   Expected<void> done = loop(j_lo, j_hi, span, "js", [&](Value* js) -> Expected<void> {
-    Value* js_end = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(js, i64(span)), j_hi);
+    Value* js_end =
+        b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(js, i64(span)), j_hi);
     b_.CreateMemSet(scratch_, b_.getInt8(0), i64(m * span * 4), llvm::MaybeAlign(4));
     Expected<void> ks = loop(i64(0), i64(p_.k_extent), 1, "gk", [&](Value* k) -> Expected<void> {
       std::vector<Value*> a;
@@ -353,19 +356,22 @@ Expected<void> MatmulEmitter::gemv() {
         if (!v) return std::unexpected(v.error());
         a.push_back(*v);
       }
-      return loop(js, js_end, 1, "gj", [&](Value* j) -> Expected<void> {
-        ex_->bind_var(p_.k_var, k);
-        ex_->bind_var(p_.j_var, j);
-        Expected<Value*> bv = ex_->emit(p_.b);
-        if (!bv) return std::unexpected(bv.error());
-        for (int64_t r = 0; r < m; ++r) {
-          Value* at = acc_at(r, j, js);
-          b_.CreateStore(b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {b_.getFloatTy()},
-                                            {a[r], *bv, b_.CreateLoad(b_.getFloatTy(), at)}),
-                         at);
-        }
-        return {};
-      }, vectorize_hints(ctx_, opt_.params.vector_width, 0));
+      return loop(
+          js, js_end, 1, "gj",
+          [&](Value* j) -> Expected<void> {
+            ex_->bind_var(p_.k_var, k);
+            ex_->bind_var(p_.j_var, j);
+            Expected<Value*> bv = ex_->emit(p_.b);
+            if (!bv) return std::unexpected(bv.error());
+            for (int64_t r = 0; r < m; ++r) {
+              Value* at = acc_at(r, j, js);
+              b_.CreateStore(b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {b_.getFloatTy()},
+                                                {a[r], *bv, b_.CreateLoad(b_.getFloatTy(), at)}),
+                             at);
+            }
+            return {};
+          },
+          vectorize_hints(ctx_, opt_.params.vector_width, 0));
     });
     if (!ks) return ks;
     for (int64_t r = 0; r < m; ++r) {

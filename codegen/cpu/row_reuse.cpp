@@ -19,9 +19,19 @@ using kir::ExprKind;
 
 bool costly_op(Alu a) {
   switch (a) {
-    case Alu::Exp: case Alu::Log: case Alu::Sqrt: case Alu::Rsqrt: case Alu::Recip:
-    case Alu::Sin: case Alu::Cos: case Alu::Tanh: case Alu::Sigmoid: case Alu::Gelu:
-    case Alu::Erf: case Alu::Div: case Alu::Pow:
+    case Alu::Exp:
+    case Alu::Log:
+    case Alu::Sqrt:
+    case Alu::Rsqrt:
+    case Alu::Recip:
+    case Alu::Sin:
+    case Alu::Cos:
+    case Alu::Tanh:
+    case Alu::Sigmoid:
+    case Alu::Gelu:
+    case Alu::Erf:
+    case Alu::Div:
+    case Alu::Pow:
       return true;
     default:
       return false;

@@ -13,9 +13,9 @@
 namespace kiln::codegen::cpu {
 
 struct RowReuse {
-  const kir::Expr* reduce = nullptr;      // R: one variable r over the innermost axis's extent
-  const kir::Expr* body_value = nullptr;  // F, inside R's body, reading r
-  const kir::Expr* point_value = nullptr; // E, outside every reduction: F with r renamed to p
+  const kir::Expr* reduce = nullptr;       // R: one variable r over the innermost axis's extent
+  const kir::Expr* body_value = nullptr;   // F, inside R's body, reading r
+  const kir::Expr* point_value = nullptr;  // E, outside every reduction: F with r renamed to p
 };
 
 // Rows longer than this many bytes of values are not kept (the row lives on the stack).

@@ -171,7 +171,8 @@ TEST(Runner, ARunThatThrowsIsDisqualified) {
   ASSERT_TRUE(d.has_value()) << d.error().message;
   EXPECT_EQ(d->candidates[2].status, CandidateStatus::disqualified);
   EXPECT_EQ(d->candidates[2].reason, "run failed: threw: worker thread died");
-  // Candidate 1 ran fine: kept or, when timing says it is clearly slower, dropped; not disqualified.
+  // Candidate 1 ran fine: kept or, when timing says it is clearly slower, dropped; not
+  // disqualified.
   EXPECT_NE(d->candidates[1].status, CandidateStatus::disqualified);
   EXPECT_EQ(d->candidates[1].reason.find("failed"), std::string::npos) << d->candidates[1].reason;
 }

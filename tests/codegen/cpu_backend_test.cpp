@@ -126,8 +126,9 @@ TEST(CpuBackend, ShortInnerLoopsVectorizeWithoutOverlapChecks) {
                {a->alu(Alu::Add, DType::f32,
                        {a->alu(Alu::Mul, DType::f32, {v, a->constant(DType::f32, 1.5)}),
                         a->constant(DType::f32, -0.25)})});
-  kir::Kernel k = make_kernel("chain", {in_param(DType::f32, {8, 8, 8}), out_param(DType::f32, {8, 8, 8})},
-                              {8, 8, 8}, a, {{1, idx, v}});
+  kir::Kernel k =
+      make_kernel("chain", {in_param(DType::f32, {8, 8, 8}), out_param(DType::f32, {8, 8, 8})},
+                  {8, 8, 8}, a, {{1, idx, v}});
   auto art = backend().compile(k, {});
   ASSERT_TRUE(art.has_value()) << art.error().message;
   const std::string& ir = (*art)->llvm_ir;

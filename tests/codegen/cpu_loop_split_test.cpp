@@ -20,8 +20,12 @@ struct Wrapped {
   const Expr* p_plus(int32_t p, int64_t c) const {
     return c == 0 ? a->var(p) : a->alu(Alu::Add, DType::i64, {a->var(p), a->index(c)});
   }
-  const Expr* mod(const Expr* x, int64_t n) const { return a->alu(Alu::Mod, DType::i64, {x, a->index(n)}); }
-  const Expr* div(const Expr* x, int64_t n) const { return a->alu(Alu::IDiv, DType::i64, {x, a->index(n)}); }
+  const Expr* mod(const Expr* x, int64_t n) const {
+    return a->alu(Alu::Mod, DType::i64, {x, a->index(n)});
+  }
+  const Expr* div(const Expr* x, int64_t n) const {
+    return a->alu(Alu::IDiv, DType::i64, {x, a->index(n)});
+  }
 };
 
 // out[p] = x[(p + c1) % n] + 2 * x[(p + c2) % n] + (p + c3) / n over one axis of `n` elements.
@@ -29,10 +33,11 @@ kir::Kernel roll1d(const Wrapped& w, int64_t n, int64_t c1, int64_t c2, int64_t 
   kir::ExprArena& a = *w.a;
   const Expr* v = a.alu(
       Alu::Add, DType::f32,
-      {a.alu(Alu::Add, DType::f32,
-             {a.load(0, DType::f32, w.mod(w.p_plus(0, c1), n)),
-              a.alu(Alu::Mul, DType::f32,
-                    {a.constant(DType::f32, 2), a.load(0, DType::f32, w.mod(w.p_plus(0, c2), n))})}),
+      {a.alu(
+           Alu::Add, DType::f32,
+           {a.load(0, DType::f32, w.mod(w.p_plus(0, c1), n)),
+            a.alu(Alu::Mul, DType::f32,
+                  {a.constant(DType::f32, 2), a.load(0, DType::f32, w.mod(w.p_plus(0, c2), n))})}),
        a.alu(Alu::Cast, DType::f32, {w.div(w.p_plus(0, c3), n)})});
   return make_kernel("roll", {in_param(DType::f32, {n}), out_param(DType::f32, {n})}, {n}, w.a,
                      {{1, a.var(0), v}});
@@ -51,13 +56,13 @@ TEST(CpuLoopSplit, CutsWhereTheIndicesWrap) {
   // A divisor with more than kMaxLoopPieces pieces, and an index that is not p + c: left whole.
   Wrapped w2;
   kir::Kernel many = roll1d(w2, 100, 1, 99, 0);
-  many.stores[0].value = w2.a->alu(
-      Alu::Cast, DType::f32, {w2.mod(w2.p_plus(0, 0), 7)});
+  many.stores[0].value = w2.a->alu(Alu::Cast, DType::f32, {w2.mod(w2.p_plus(0, 0), 7)});
   EXPECT_EQ(cpu::split_innermost(many).bounds, (std::vector<int64_t>{0, 100}));
   Wrapped w3;
   const Expr* twice = w3.a->alu(Alu::Mul, DType::i64, {w3.a->var(0), w3.a->index(2)});
-  kir::Kernel scaled = make_kernel("scaled", {in_param(DType::f32, {64}), out_param(DType::f32, {64})}, {64},
-                                   w3.a, {{1, w3.a->var(0), w3.a->load(0, DType::f32, w3.mod(twice, 64))}});
+  kir::Kernel scaled =
+      make_kernel("scaled", {in_param(DType::f32, {64}), out_param(DType::f32, {64})}, {64}, w3.a,
+                  {{1, w3.a->var(0), w3.a->load(0, DType::f32, w3.mod(twice, 64))}});
   EXPECT_EQ(cpu::split_innermost(scaled).bounds, (std::vector<int64_t>{0, 64}));
   EXPECT_TRUE(cpu::split_innermost(scaled).wraps.empty());
 }
@@ -72,7 +77,8 @@ TEST(CpuLoopSplit, RolledOneAxisKernelsMatchTheLoop) {
     auto res = run_kernel(roll1d(w, n, c1, c2, c3), {Buffer(DType::f32, x)});
     ASSERT_EQ(res.size(), 2u);
     for (int64_t p = 0; p < n; ++p)
-      EXPECT_EQ(res[1].get(p), x[(p + c1) % n] + 2 * x[(p + c2) % n] + static_cast<double>((p + c3) / n))
+      EXPECT_EQ(res[1].get(p),
+                x[(p + c1) % n] + 2 * x[(p + c2) % n] + static_cast<double>((p + c3) / n))
           << "p=" << p;
   }
 }
@@ -87,13 +93,16 @@ TEST(CpuLoopSplit, WrapAroundStencilMatchesTheLoop) {
     for (int64_t dc : {cols - 1, int64_t{0}, int64_t{1}}) {
       const Expr* r = w.mod(w.p_plus(0, dr), rows);
       const Expr* c = w.mod(w.p_plus(1, dc), cols);
-      const Expr* at = a.alu(Alu::Add, DType::i64, {a.alu(Alu::Mul, DType::i64, {r, a.index(cols)}), c});
+      const Expr* at =
+          a.alu(Alu::Add, DType::i64, {a.alu(Alu::Mul, DType::i64, {r, a.index(cols)}), c});
       const Expr* v = a.load(0, DType::f32, at);
       sum = sum ? a.alu(Alu::Add, DType::f32, {sum, v}) : v;
     }
-  const Expr* out = a.alu(Alu::Add, DType::i64, {a.alu(Alu::Mul, DType::i64, {a.var(0), a.index(cols)}), a.var(1)});
-  kir::Kernel k = make_kernel("stencil", {in_param(DType::f32, {rows, cols}), out_param(DType::f32, {rows, cols})},
-                              {rows, cols}, w.a, {{1, out, sum}});
+  const Expr* out = a.alu(Alu::Add, DType::i64,
+                          {a.alu(Alu::Mul, DType::i64, {a.var(0), a.index(cols)}), a.var(1)});
+  kir::Kernel k = make_kernel(
+      "stencil", {in_param(DType::f32, {rows, cols}), out_param(DType::f32, {rows, cols})},
+      {rows, cols}, w.a, {{1, out, sum}});
   EXPECT_EQ(cpu::split_innermost(k).bounds, (std::vector<int64_t>{0, 1, 44, 45}));
   std::vector<double> x;
   for (int64_t i = 0; i < rows * cols; ++i) x.push_back(static_cast<double>((i * 7) % 11));

@@ -168,8 +168,8 @@ TEST(CpuMatmul, MatrixVectorProductsRunOverColumnBlocks) {
     size_t blocks;
   };
   const Case cases[] = {{{1, 200}, {200, 1000}, 16}, {{3, 50}, {50, 3000}, 47},
-                        {{4, 7}, {7, 130}, 3},        {{1, 1, 33}, {33, 70}, 2},
-                        {{2, 300}, {300, 5}, 1},      {{1, 4096}, {4096, 64}, 1}};
+                        {{4, 7}, {7, 130}, 3},       {{1, 1, 33}, {33, 70}, 2},
+                        {{2, 300}, {300, 5}, 1},     {{1, 4096}, {4096, 64}, 1}};
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::PrintToString(c.a) + " @ " + ::testing::PrintToString(c.b));
     check_plain(c.a, c.b);

@@ -60,23 +60,30 @@ TEST(CpuRowReuse, OnlyTheSameCostlyValueOverTheSameRow) {
   const Expr* e3 = k.un(Alu::Exp, k.x(3));
   // Another extent, a flipped column, a reduction reading the point's column, nothing costly.
   const Expr* shorter = k.a->reduce(ReduceOp::Sum, DType::f32, e3, {3}, {18});
-  const Expr* flipped = k.un(
-      Alu::Exp, k.a->load(0, DType::f32,
-                          k.a->alu(Alu::Add, DType::i64,
-                                   {k.a->alu(Alu::Mul, DType::i64, {k.a->var(0), k.a->index(19)}),
-                                    k.a->alu(Alu::Sub, DType::i64, {k.a->index(18), k.a->var(1)})})));
+  const Expr* flipped =
+      k.un(Alu::Exp,
+           k.a->load(0, DType::f32,
+                     k.a->alu(Alu::Add, DType::i64,
+                              {k.a->alu(Alu::Mul, DType::i64, {k.a->var(0), k.a->index(19)}),
+                               k.a->alu(Alu::Sub, DType::i64, {k.a->index(18), k.a->var(1)})})));
   const Expr* reads_p = k.reduce(ReduceOp::Sum, k.bin(Alu::Mul, e3, k.x(1)), 3, 19);
   const Expr* cheap = k.reduce(ReduceOp::Sum, k.bin(Alu::Mul, k.x(3), k.x(3)), 3, 19);
   const Expr* e1 = k.un(Alu::Exp, k.x(1));
   EXPECT_TRUE(cpu::find_row_reuse(k.kernel(k.bin(Alu::Mul, e1, shorter))).empty());
-  EXPECT_TRUE(cpu::find_row_reuse(k.kernel(k.bin(Alu::Mul, flipped, k.reduce(ReduceOp::Sum, e3, 3, 19)))).empty());
+  EXPECT_TRUE(
+      cpu::find_row_reuse(k.kernel(k.bin(Alu::Mul, flipped, k.reduce(ReduceOp::Sum, e3, 3, 19))))
+          .empty());
   EXPECT_TRUE(cpu::find_row_reuse(k.kernel(k.bin(Alu::Mul, e1, reads_p))).empty());
-  EXPECT_TRUE(cpu::find_row_reuse(k.kernel(k.bin(Alu::Mul, k.bin(Alu::Mul, k.x(1), k.x(1)), cheap))).empty());
-  EXPECT_EQ(cpu::find_row_reuse(k.kernel(k.bin(Alu::Mul, e1, k.reduce(ReduceOp::Sum, e3, 3, 19)))).size(), 1u);
+  EXPECT_TRUE(cpu::find_row_reuse(k.kernel(k.bin(Alu::Mul, k.bin(Alu::Mul, k.x(1), k.x(1)), cheap)))
+                  .empty());
+  EXPECT_EQ(
+      cpu::find_row_reuse(k.kernel(k.bin(Alu::Mul, e1, k.reduce(ReduceOp::Sum, e3, 3, 19)))).size(),
+      1u);
   // A row longer than kMaxRowReuseBytes is not kept.
   RowKernel wide{1, cpu::kMaxRowReuseBytes / 4 + 1};
   const Expr* we = wide.reduce(ReduceOp::Sum, wide.un(Alu::Exp, wide.x(3)), 3, wide.cols);
-  EXPECT_TRUE(cpu::find_row_reuse(wide.kernel(wide.bin(Alu::Div, wide.un(Alu::Exp, wide.x(1)), we))).empty());
+  EXPECT_TRUE(cpu::find_row_reuse(wide.kernel(wide.bin(Alu::Div, wide.un(Alu::Exp, wide.x(1)), we)))
+                  .empty());
 }
 
 // Two reused values from two reductions (softmax plus tanh(x) * sum tanh), in f32 and f64, odd
@@ -107,8 +114,9 @@ TEST(CpuRowReuse, TwoReusedValuesMatchTheLoop) {
       }
       for (int64_t c = 0; c < k.cols; ++c) {
         const double v = x[r * k.cols + c];
-        EXPECT_LE(rel_error(res[1].get(r * k.cols + c), std::exp(v - m) / s + std::tanh(v) * ts, 1e-3),
-                  1e-5)
+        EXPECT_LE(
+            rel_error(res[1].get(r * k.cols + c), std::exp(v - m) / s + std::tanh(v) * ts, 1e-3),
+            1e-5)
             << r << "," << c;
       }
     }
