@@ -1,6 +1,7 @@
 // Kernel IR interning and the canonical text printer.
 #include "ir/kernel_ir.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <fmt/format.h>
@@ -108,6 +109,24 @@ const Expr* ExprArena::reduce(ReduceOp op, DType dtype, const Expr* body,
                      .args = {body},
                      .rvars = std::move(rvars),
                      .rextents = std::move(rextents)});
+}
+
+FreeVars free_vars(const Kernel& k) {
+  FreeVars out;
+  for (const Expr* e : kernel_exprs(k)) {  // operands first
+    std::vector<int32_t> vars;
+    if (e->kind == ExprKind::Var) vars.push_back(e->var);
+    for (const Expr* a : e->args) {
+      const auto& av = out.at(a);
+      vars.insert(vars.end(), av.begin(), av.end());
+    }
+    if (e->kind == ExprKind::Reduce)
+      std::erase_if(vars, [&](int32_t v) { return std::ranges::count(e->rvars, v) > 0; });
+    std::ranges::sort(vars);
+    vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
+    out[e] = std::move(vars);
+  }
+  return out;
 }
 
 std::vector<const Expr*> kernel_exprs(const Kernel& k) {

@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -114,5 +115,10 @@ std::string print_kernel(const Kernel& k, bool with_labels = true);
 
 // Expressions reachable from the stores, operands first, each once (deterministic).
 std::vector<const Expr*> kernel_exprs(const Kernel& k);
+
+// The free loop variables of every expression reachable from the stores (sorted, unique; a
+// reduction's own variables are bound inside it).
+using FreeVars = std::unordered_map<const Expr*, std::vector<int32_t>>;
+FreeVars free_vars(const Kernel& k);
 
 }  // namespace kiln::kir

@@ -60,7 +60,6 @@ class KernelEmitter {
 
  private:
   Expected<void> check_kernel() const;
-  void compute_free_vars();
   void create_function();
   Scope* open_loop(Scope* parent, Value* start, Value* end, const std::string& name);
   Expected<Scope*> scope_for(const Expr* e);
@@ -90,7 +89,7 @@ class KernelEmitter {
   llvm::Function* fn_ = nullptr;
   std::vector<Value*> buffers_;
   Value* check_slot_ = nullptr;  // CheckMode::validate: the error slot after the parameters
-  std::unordered_map<const Expr*, std::vector<int32_t>> free_vars_;
+  kir::FreeVars free_vars_;
   std::unordered_map<int32_t, Scope*> var_scope_;
   std::unordered_map<int32_t, Value*> var_value_;
   std::vector<std::unique_ptr<Scope>> scopes_;
@@ -133,22 +132,6 @@ Expected<void> KernelEmitter::check_kernel() const {
   for (int64_t d : k_.domain)
     if (d < 0) return std::unexpected(error(fmt::format("negative domain extent {}", d)));
   return {};
-}
-
-void KernelEmitter::compute_free_vars() {
-  for (const Expr* e : kir::kernel_exprs(k_)) {  // operands first
-    std::vector<int32_t> vars;
-    if (e->kind == ExprKind::Var) vars.push_back(e->var);
-    for (const Expr* a : e->args) {
-      const auto& av = free_vars_.at(a);
-      vars.insert(vars.end(), av.begin(), av.end());
-    }
-    if (e->kind == ExprKind::Reduce)
-      std::erase_if(vars, [&](int32_t v) { return std::ranges::count(e->rvars, v) > 0; });
-    std::ranges::sort(vars);
-    vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
-    free_vars_[e] = std::move(vars);
-  }
 }
 
 void KernelEmitter::create_function() {
@@ -432,7 +415,7 @@ void KernelEmitter::add_loop_metadata() {
 
 Expected<llvm::Function*> KernelEmitter::run() {
   if (Expected<void> ok = check_kernel(); !ok) return std::unexpected(ok.error());
-  compute_free_vars();
+  free_vars_ = kir::free_vars(k_);
   reuse_ = find_row_reuse(k_);
   for (const RowReuse& r : reuse_) {
     row_fills_[r.reduce].push_back(r.body_value);

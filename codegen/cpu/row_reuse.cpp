@@ -40,21 +40,11 @@ bool costly_op(Alu a) {
 
 class Analysis {
  public:
-  explicit Analysis(const kir::Kernel& k) : k_(k) {
+  explicit Analysis(const kir::Kernel& k) : k_(k), vars_(kir::free_vars(k)) {
     for (const Expr* e : kir::kernel_exprs(k)) {  // operands first
-      std::vector<int32_t> vars;
       bool costly = e->kind == ExprKind::Alu && costly_op(e->alu);
-      if (e->kind == ExprKind::Var) vars.push_back(e->var);
-      for (const Expr* a : e->args) {
-        const auto& av = vars_.at(a);
-        vars.insert(vars.end(), av.begin(), av.end());
-        costly = costly || (e->kind != ExprKind::Reduce && costly_.count(a));
-      }
-      if (e->kind == ExprKind::Reduce)
-        std::erase_if(vars, [&](int32_t v) { return std::ranges::count(e->rvars, v) > 0; });
-      std::ranges::sort(vars);
-      vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
-      vars_[e] = std::move(vars);
+      if (e->kind != ExprKind::Reduce)
+        for (const Expr* a : e->args) costly = costly || costly_.count(a);
       if (costly) costly_.insert(e);
     }
   }
@@ -139,7 +129,7 @@ class Analysis {
   const kir::Kernel& k_;
   int32_t p_ = -1;
   int64_t n_ = 0;
-  std::unordered_map<const Expr*, std::vector<int32_t>> vars_;
+  kir::FreeVars vars_;
   std::unordered_set<const Expr*> costly_;
   std::vector<std::pair<const Expr*, const Expr*>> candidates_;  // (R, F)
   std::map<std::pair<const Expr*, const Expr*>, bool> same_;
