@@ -3,9 +3,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 namespace kiln::ir {
+
+double ieee_maximum(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  if (a == b) return std::signbit(a) ? b : a;  // +-0: +0 unless both are -0
+  return a > b ? a : b;
+}
+
+double ieee_minimum(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  if (a == b) return std::signbit(a) ? a : b;  // +-0: -0 unless both are +0
+  return a < b ? a : b;
+}
 
 std::optional<double> eval_float_unary(Op op, double x) {
   switch (op) {
@@ -32,7 +45,7 @@ std::optional<double> eval_float_unary(Op op, double x) {
     case Op::Sigmoid:
       return 1.0 / (1.0 + std::exp(-x));
     case Op::Relu:
-      return std::isnan(x) || x > 0 ? x : 0.0;  // NaN propagates, like max(x, 0)
+      return ieee_maximum(x, 0.0);
     case Op::Gelu: {
       const double c = std::sqrt(2.0 / std::numbers::pi);  // the tanh approximation
       return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
@@ -66,9 +79,9 @@ std::optional<double> eval_float_binary(Op op, double a, double b) {
       return std::pow(a, b);
     // std::fmax/fmin would drop the NaN instead.
     case Op::Max:
-      return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+      return ieee_maximum(a, b);
     case Op::Min:
-      return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+      return ieee_minimum(a, b);
     default:
       return std::nullopt;
   }

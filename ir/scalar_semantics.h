@@ -12,11 +12,17 @@ namespace kiln::ir {
 // Unary ops in double: neg abs exp log sqrt rsqrt recip sin cos tanh sigmoid relu gelu erf floor
 // ceil sign not; nullopt for any other op. Exact for integer and bool operands on the ops the
 // builder allows them (neg abs sign relu not); the caller wraps the result to its dtype.
-// relu and sign propagate NaN.
+// relu(x) = ieee_maximum(x, 0) (NaN propagates, relu(-0) = +0); sign propagates NaN.
 std::optional<double> eval_float_unary(Op op, double x);
 
+// kiln's one rule for max and min (docs/graph-format.md, "NaN, signed zero and infinities"),
+// IEEE 754-2019 maximum / minimum: a NaN operand gives NaN, -0 orders below +0 (in either operand
+// order), infinities are ordinary values. Every target implements exactly this.
+double ieee_maximum(double a, double b);
+double ieee_minimum(double a, double b);
+
 // Binary arithmetic with float semantics in double: add sub mul div pow max min; nullopt for any
-// other op. max and min propagate NaN (numpy maximum / minimum).
+// other op. max and min are ieee_maximum / ieee_minimum.
 std::optional<double> eval_float_binary(Op op, double a, double b);
 
 // eq ne lt le gt ge and or as 0 or 1 (and/or test against zero, so NaN is true); nullopt for

@@ -42,6 +42,7 @@ struct Config {
   LoggerConfig autotune_logger{"minimal", {{"stdout", ""}}};    // disabled | minimal | full
   std::string check_mode = "auto";                              // enforce | validate | auto
   CacheScope compilation_cache;                                 // [compilation] cache
+  std::string cpu_target = "native";                            // native | x86-64-v3 | v4 | CPU
   LoggerConfig compilation_logger{"minimal", {{"stderr", ""}}}; // disabled | minimal | full
   int max_streams = 8;                                          // [streaming] max_streams
   std::string persistent_memory = "enabled";                    // enabled | disabled | enforced

@@ -1,6 +1,8 @@
 // The kiln.toml schema: one entry per key with its check, its store into Config and its printer.
 #include "runtime/config_keys.h"
 
+#include "codegen/cpu/cpu_backend.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -101,6 +103,21 @@ KeySpec size_key(std::string key, std::string Config::*member) {
           [member](const Config& c) { return quote(c.*member); }};
 }
 
+// compilation.cpu_target: "native" or a CPU name LLVM knows (checked here, so that a typo is an
+// error naming the file and line rather than a failure when the cpu device opens).
+KeySpec cpu_target_key(std::string key) {
+  return {key, EnvShape::text,
+          [](const toml::node& v, Config& c, const fs::path&) -> Reason {
+            if (!v.is_string()) return "expected a string such as \"native\" or \"x86-64-v3\", got " + describe(v);
+            if (std::string problem = codegen::CpuBackend::cpu_target_problem(v.as_string()->get());
+                !problem.empty())
+              return problem + ", got " + describe(v);
+            c.cpu_target = v.as_string()->get();
+            return std::nullopt;
+          },
+          [](const Config& c) { return quote(c.cpu_target); }};
+}
+
 KeySpec scope_key(std::string key, CacheScope Config::*member) {
   return {key, EnvShape::scope,
           [member](const toml::node& v, Config& c, const fs::path& root) -> Reason {
@@ -187,6 +204,7 @@ std::vector<KeySpec> make_specs() {
   s.push_back(choice_key("compilation.check_mode", {"enforce", "validate", "auto"},
                          field(&Config::check_mode)));
   s.push_back(scope_key("compilation.cache", &Config::compilation_cache));
+  s.push_back(cpu_target_key("compilation.cpu_target"));
   add_logger(s, "compilation", &Config::compilation_logger, full_levels);
   s.push_back(count_key("streaming.max_streams", &Config::max_streams));
   s.push_back(choice_key("memory.persistent_memory", {"enabled", "disabled", "enforced"},

@@ -28,7 +28,7 @@ double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
 }  // namespace
 
 Expected<std::unique_ptr<CpuDevice>> CpuDevice::create(DeviceOptions options) {
-  auto backend = codegen::CpuBackend::create();
+  auto backend = codegen::CpuBackend::create(options.cpu_target);
   if (!backend) return std::unexpected(backend.error());
   std::unique_ptr<PersistentCache> disk;
   if (auto store = open_cache_store(options))

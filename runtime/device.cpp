@@ -69,6 +69,7 @@ Expected<DeviceOptions> device_options_from_config(const Config& config) {
   if (!size) return std::unexpected(size.error());
   o.cache_max_size = *size;
   o.explain_misses = config.cache_logger.level == "verbose";
+  o.cpu_target = config.cpu_target;
   if (config.check_mode == "enforce") {
     o.check_mode = codegen::CheckMode::enforce;
   } else if (config.check_mode == "validate") {

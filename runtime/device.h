@@ -66,6 +66,9 @@ struct DeviceOptions {
   // Bounds checks compiled into every kernel (kiln.toml compilation.check_mode, DESIGN.md §10):
   // with validate, execute() fails with the first out-of-range access of a kernel.
   codegen::CheckMode check_mode = codegen::CheckMode::none;
+  // The CPU the cpu device compiles for (kiln.toml compilation.cpu_target, codegen::CpuBackend::
+  // create): "native", "x86-64-v3", "x86-64-v4" or an LLVM CPU name. Part of every cache key.
+  std::string cpu_target = "native";
   // kiln.toml's per-component loggers; null: warnings go to stderr, nothing else is logged.
   std::shared_ptr<const Logger> logger;
   // Autotuning (DESIGN.md §9) of every kernel the cpu device compiles, at `autotune_level`

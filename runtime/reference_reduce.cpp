@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/scalar_semantics.h"
 #include "runtime/reference_ops.h"
 
 namespace kiln::runtime::reference {
@@ -28,9 +29,9 @@ double accumulate(Op op, ir::DType dtype, double acc, double x) {
                                                static_cast<uint64_t>(to_int64(x))),
                           dtype);
     case Op::ReduceMax:
-      return std::isnan(acc) || std::isnan(x) ? NAN : std::max(acc, x);
+      return ir::ieee_maximum(acc, x);
     case Op::ReduceMin:
-      return std::isnan(acc) || std::isnan(x) ? NAN : std::min(acc, x);
+      return ir::ieee_minimum(acc, x);
     default:
       break;
   }

@@ -94,7 +94,7 @@ Expected<Value*> float_unary(llvm::IRBuilderBase& b, const kir::Expr& e, Value* 
       return b.CreateSelect(neg_inf, fconst(x, -0.0), res);
     }
     case Alu::Relu:
-      return emit_float_max(b, x, fconst(x, 0));
+      return emit_float_max(b, x, fconst(x, 0), e.dtype);
     case Alu::Floor:
       return b.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x);
     case Alu::Ceil:
@@ -188,9 +188,9 @@ Expected<Value*> float_binary(llvm::IRBuilderBase& b, const kir::Expr& e, Value*
     case Alu::Pow:
       return b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
     case Alu::Max:
-      return emit_float_max(b, x, y);
+      return emit_float_max(b, x, y, e.dtype);
     case Alu::Min:
-      return emit_float_min(b, x, y);
+      return emit_float_min(b, x, y, e.dtype);
     default:
       return std::unexpected(unsupported(e, e.args[0]->dtype));
   }
@@ -235,10 +235,28 @@ Expected<Value*> int_binary(llvm::IRBuilderBase& b, const kir::Expr& e, DTypeCla
 
 }  // namespace
 
-Value* emit_float_max(llvm::IRBuilderBase& b, Value* x, Value* y) {
+namespace {
+
+// The rule in compares and selects: x > y (x < y for min) picks x; equal values (+-0 among them)
+// combine their bits, so +0 wins max and -0 wins min; an unordered pair gives NaN.
+Value* spelled_out_extreme(llvm::IRBuilderBase& b, Value* x, Value* y, bool max) {
+  llvm::Type* bits = b.getIntNTy(x->getType()->getScalarSizeInBits());
+  Value* r = b.CreateSelect(max ? b.CreateFCmpOGT(x, y) : b.CreateFCmpOLT(x, y), x, y);
+  Value* xi = b.CreateBitCast(x, bits);
+  Value* yi = b.CreateBitCast(y, bits);
+  Value* tie = b.CreateBitCast(max ? b.CreateAnd(xi, yi) : b.CreateOr(xi, yi), x->getType());
+  r = b.CreateSelect(b.CreateFCmpOEQ(x, y), tie, r);
+  return b.CreateSelect(b.CreateFCmpUNO(x, y), llvm::ConstantFP::getNaN(x->getType()), r);
+}
+
+}  // namespace
+
+Value* emit_float_max(llvm::IRBuilderBase& b, Value* x, Value* y, DType t) {
+  if (t == DType::f16) return spelled_out_extreme(b, x, y, true);
   return b.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x, y);
 }
-Value* emit_float_min(llvm::IRBuilderBase& b, Value* x, Value* y) {
+Value* emit_float_min(llvm::IRBuilderBase& b, Value* x, Value* y, DType t) {
+  if (t == DType::f16) return spelled_out_extreme(b, x, y, false);
   return b.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, x, y);
 }
 

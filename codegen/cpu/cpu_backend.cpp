@@ -24,6 +24,7 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
+#include <llvm/TargetParser/X86TargetParser.h>
 
 #include "codegen/cpu/llvm_emitter.h"
 #include "codegen/cpu/llvm_optimizer.h"
@@ -45,6 +46,38 @@ std::vector<std::string> host_features() {
   std::ranges::sort(
       out, [](const std::string& a, const std::string& b) { return a.substr(1) < b.substr(1); });
   return out;
+}
+
+constexpr const char* kTargetHelp =
+    "expected native, x86-64-v3, x86-64-v4 or an LLVM x86-64 CPU name such as znver3";
+
+// The "+feature" list of a named CPU with every feature they imply (x86-64-v4 lists avx512vl,
+// which implies avx512f), sorted like host_features(); empty for an unknown name.
+std::vector<std::string> named_cpu_features(std::string_view cpu) {
+  llvm::SmallVector<llvm::StringRef, 64> names;
+  llvm::X86::getFeaturesForCPU(llvm::StringRef(cpu.data(), cpu.size()), names);
+  llvm::StringMap<bool> implied;
+  for (llvm::StringRef f : names) {
+    implied[f] = true;
+    llvm::X86::updateImpliedFeatures(f, true, implied);  // sets what f implies, not f itself
+  }
+  std::vector<std::string> out;
+  for (const auto& f : implied)
+    if (f.getValue()) out.push_back("+" + f.getKey().str());
+  std::ranges::sort(
+      out, [](const std::string& a, const std::string& b) { return a.substr(1) < b.substr(1); });
+  return out;
+}
+
+// The features `wanted` ("+name" entries) that this host's CPU reports as absent.
+std::vector<std::string> missing_on_host(const std::vector<std::string>& wanted) {
+  const llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
+  std::vector<std::string> missing;
+  for (const std::string& f : wanted) {
+    auto it = host.find(f.substr(1));
+    if (it != host.end() && !it->getValue()) missing.push_back(f.substr(1));
+  }
+  return missing;
 }
 
 std::string symbol_for(const std::string& name, uint64_t serial) {
@@ -122,7 +155,17 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 CpuBackend::CpuBackend() : impl_(std::make_unique<Impl>()) {}
 CpuBackend::~CpuBackend() = default;
 
-Expected<std::unique_ptr<CpuBackend>> CpuBackend::create() {
+std::string CpuBackend::cpu_target_problem(std::string_view cpu_target) {
+  if (cpu_target == "native") return "";
+  if (llvm::X86::parseArchX86(llvm::StringRef(cpu_target.data(), cpu_target.size()),
+                              /*Only64Bit=*/true) == llvm::X86::CK_None)
+    return fmt::format("unknown CPU '{}' ({})", cpu_target, kTargetHelp);
+  return "";
+}
+
+Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(std::string_view cpu_target) {
+  if (std::string problem = cpu_target_problem(cpu_target); !problem.empty())
+    return make_error("compilation.cpu_target: " + problem);
   static std::once_flag init_once;
   std::call_once(init_once, [] {
     llvm::InitializeNativeTarget();
@@ -130,8 +173,18 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create() {
   });
   std::unique_ptr<CpuBackend> backend(new CpuBackend());
   Impl& impl = *backend->impl_;
-  impl.cpu = llvm::sys::getHostCPUName().str();
-  impl.features = host_features();
+  if (cpu_target == "native") {
+    impl.cpu = llvm::sys::getHostCPUName().str();
+    impl.features = host_features();
+  } else {
+    impl.cpu = std::string(cpu_target);
+    impl.features = named_cpu_features(cpu_target);
+    if (auto missing = missing_on_host(impl.features); !missing.empty())
+      return make_error(fmt::format(
+          "compilation.cpu_target: '{}' needs {}, which this CPU ({}) lacks: its kernels could "
+          "not run here",
+          cpu_target, fmt::join(missing, ", "), llvm::sys::getHostCPUName().str()));
+  }
 
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) return std::unexpected(llvm_error("detecting the host target", jtmb.takeError()));

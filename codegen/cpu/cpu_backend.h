@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codegen/check_mode.h"
@@ -38,7 +39,15 @@ struct CpuArtifact {
 // serial number in its symbol). The accessors are const and safe from any thread.
 class CpuBackend {
  public:
-  static Expected<std::unique_ptr<CpuBackend>> create();
+  // `cpu_target` (kiln.toml compilation.cpu_target): "native" compiles for this host's CPU and
+  // features; "x86-64-v3", "x86-64-v4" or an LLVM x86-64 CPU name ("znver3", "skylake-avx512")
+  // compiles for that CPU's features only, so that a cache warmed here runs on any machine that
+  // has them. A name LLVM does not know, or a CPU whose features this host lacks (its kernels
+  // could not run here), is an error naming the setting and the missing features.
+  static Expected<std::unique_ptr<CpuBackend>> create(std::string_view cpu_target = "native");
+  // Why `cpu_target` is not a CPU LLVM knows ("" when it is one, or "native"), for kiln.toml
+  // checks before any backend exists.
+  static std::string cpu_target_problem(std::string_view cpu_target);
   ~CpuBackend();
   CpuBackend(const CpuBackend&) = delete;
   CpuBackend& operator=(const CpuBackend&) = delete;
@@ -56,8 +65,9 @@ class CpuBackend {
                                                     const std::string& symbol, int64_t outer_extent);
   // Everything besides the kernel that changes the object code, for cache keys.
   std::string llvm_version() const;      // e.g. "19.1.7"
-  static constexpr const char* kCodegenVersion = "kiln-cpu-2";  // bump when emission changes
-  // Host CPU name and feature string (e.g. "znver3", "+avx2,+fma,..."), part of cache keys.
+  static constexpr const char* kCodegenVersion = "kiln-cpu-3";  // bump when emission changes
+  // The CPU compiled for and its feature string (e.g. "znver3", "+avx2,+fma,..."; for a named
+  // target, that CPU and its features), part of cache keys.
   std::string cpu_name() const;
   std::string cpu_features() const;
 

@@ -98,10 +98,10 @@ Expected<ReduceState> reduce_step(llvm::IRBuilderBase& b, ReduceOp op, DType bod
       if (!is_float) return ReduceState{b.CreateMul(s.acc, v)};
       return ReduceState{fast(b.CreateFMul(s.acc, v))};
     case ReduceOp::Max:
-      if (is_float) return ReduceState{emit_float_max(b, s.acc, v)};
+      if (is_float) return ReduceState{emit_float_max(b, s.acc, v, body)};
       return ReduceState{int_extreme(b, true, ir::is_signed(body), s.acc, v)};
     case ReduceOp::Min:
-      if (is_float) return ReduceState{emit_float_min(b, s.acc, v)};
+      if (is_float) return ReduceState{emit_float_min(b, s.acc, v, body)};
       return ReduceState{int_extreme(b, false, ir::is_signed(body), s.acc, v)};
     case ReduceOp::ArgMax:
     case ReduceOp::ArgMin:

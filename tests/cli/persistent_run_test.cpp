@@ -61,6 +61,33 @@ TEST_F(PersistentRun, SecondProcessCompilesNothing) {
   EXPECT_EQ(a->bytes, b->bytes);
 }
 
+// compilation.cpu_target is part of every key: kernels built for the host are not reused for the
+// x86-64-v3 baseline (and the reverse), and each target warms its own entries.
+TEST_F(PersistentRun, EachCpuTargetHasItsOwnKernels) {
+  const std::string run = "run " + graph_ + " --random-inputs --stats";
+  Result native = sh(kiln(run + " --out " + (dir_ / "a").string()));
+  ASSERT_EQ(native.code, 0) << native.out;
+  EXPECT_NE(native.out.find("kernels: 5 launched, 3 compiled"), std::string::npos) << native.out;
+  Result v3 = sh("KILN_COMPILATION_CPU_TARGET=x86-64-v3 " +
+                 kiln(run + " --out " + (dir_ / "b").string()));
+  ASSERT_EQ(v3.code, 0) << v3.out;
+  EXPECT_NE(v3.out.find("kernels: 5 launched, 3 compiled"), std::string::npos) << v3.out;
+  Result v3_warm = sh("KILN_COMPILATION_CPU_TARGET=x86-64-v3 " + kiln(run));
+  ASSERT_EQ(v3_warm.code, 0) << v3_warm.out;
+  EXPECT_NE(v3_warm.out.find("cache: plan from disk, 3 kernel hits, 0 misses"), std::string::npos)
+      << v3_warm.out;
+  Result bad = sh("KILN_COMPILATION_CPU_TARGET=pentium-9000 " + kiln(run));
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("env KILN_COMPILATION_CPU_TARGET: error: compilation.cpu_target: unknown "
+                         "CPU 'pentium-9000'"),
+            std::string::npos)
+      << bad.out;
+  auto a = kiln::tools::read_npy((dir_ / "a" / "y.npy").string());
+  auto b = kiln::tools::read_npy((dir_ / "b" / "y.npy").string());
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(a->bytes.size(), b->bytes.size());
+}
+
 TEST_F(PersistentRun, SixteenProcessesAtOnceOnAnEmptyCache) {
   std::vector<pid_t> pids;
   for (int i = 0; i < 16; ++i) {

@@ -67,6 +67,7 @@ TEST(ConfigParse, EmptyFileGivesTheDesignDefaults) {
   EXPECT_EQ(c.autotune_cache.kind, "target");
   EXPECT_EQ(c.check_mode, "auto");
   EXPECT_EQ(c.compilation_cache.kind, "target");
+  EXPECT_EQ(c.cpu_target, "native");
   EXPECT_EQ(c.max_streams, 8);
   EXPECT_EQ(c.persistent_memory, "enabled");
   EXPECT_EQ(c.cache_max_size, "2GiB");
@@ -74,7 +75,7 @@ TEST(ConfigParse, EmptyFileGivesTheDesignDefaults) {
   EXPECT_EQ(c.memory_logger.level, "disabled");
   EXPECT_EQ(c.file, "/proj/kiln.toml");
   EXPECT_EQ(c.project_root, "/proj");
-  EXPECT_EQ(c.sources.size(), 21u);
+  EXPECT_EQ(c.sources.size(), 22u);
   for (const auto& [key, source] : c.sources) EXPECT_EQ(source, "default") << key;
   EXPECT_TRUE(r->warnings.empty());
 }
@@ -129,6 +130,13 @@ TEST(ConfigParse, WrongValuesNameLineColumnAndWhatWasExpected) {
       {"[compilation]\ncache = \"disk\"\n",
        "kiln.toml:2:9: error: compilation.cache: expected one of local, target, global, none or "
        "{ file = \"path\" }, got \"disk\""},
+      {"[compilation]\ncpu_target = \"pentium-9000\"\n",
+       "kiln.toml:2:14: error: compilation.cpu_target: unknown CPU 'pentium-9000' (expected "
+       "native, x86-64-v3, x86-64-v4 or an LLVM x86-64 CPU name such as znver3), got "
+       "\"pentium-9000\""},
+      {"[compilation]\ncpu_target = 3\n",
+       "kiln.toml:2:14: error: compilation.cpu_target: expected a string such as \"native\" or "
+       "\"x86-64-v3\", got 3"},
       {"[autotune]\ncache = { path = \"x\" }\n",
        "kiln.toml:2:9: error: autotune.cache: expected one of local, target, global, none or "
        "{ file = \"path\" }, got a table"},
