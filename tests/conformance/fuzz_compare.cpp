@@ -3,6 +3,9 @@
 
 #include <cmath>
 #include <fmt/format.h>
+#include <unordered_map>
+
+#include "passes/passes.h"
 
 namespace kiln::testing::fuzz {
 
@@ -35,7 +38,7 @@ bool agree(double a, double b, double tol, bool check_zero_sign) {
   return std::abs(a - b) <= tol;
 }
 
-void compare_output(size_t o, const FuzzValue& v, const ir::HostTensor& got, const ir::HostTensor& want,
+void compare_output(size_t o, const FuzzValue& v, double scale, const ir::HostTensor& got, const ir::HostTensor& want,
                     const std::string& got_name, std::vector<std::string>& problems) {
   if (got.dtype != want.dtype || got.shape != want.shape) {
     problems.push_back(fmt::format("out{}: {} gave {}{}, reference {}{}", o, got_name,
@@ -46,7 +49,7 @@ void compare_output(size_t o, const FuzzValue& v, const ir::HostTensor& got, con
   const bool exact = v.exact;
   const bool zero_sign = exact && v.zero_sign && ir::is_float(want.dtype);
   const double tol = exact ? 0 : fuzz_tolerance(looser(v.loosest, want.dtype)) *
-                                     std::max(magnitude(want), v.scale);
+                                     std::max(magnitude(want), scale);
   int bad = 0;
   for (int64_t i = 0; i < want.numel(); ++i) {
     if (agree(got.get(i), want.get(i), tol, zero_sign)) continue;
@@ -60,14 +63,30 @@ void compare_output(size_t o, const FuzzValue& v, const ir::HostTensor& got, con
 
 }  // namespace
 
-std::vector<std::string> compare_runs(const std::vector<FuzzValue>& outputs, const RunResult& got,
+std::vector<double> history_scales(Case& c, const std::vector<const ir::Node*>& outputs) {
+  const std::vector<const ir::Node*> live = passes::live_nodes(outputs);
+  RunResult all = run_on(reference_device(), c, live);
+  std::unordered_map<const ir::Node*, double> scale;  // of each node's history, in topo order
+  for (size_t i = 0; i < live.size(); ++i) {
+    const ir::Node* n = live[i];
+    double s = all.error.empty() && ir::is_float(n->dtype) ? magnitude(all.outputs[i]) : 1;
+    for (const ir::Node* in : n->inputs) s = std::max(s, scale.at(in));
+    scale[n] = s;
+  }
+  std::vector<double> out;
+  for (const ir::Node* n : outputs) out.push_back(scale.at(n));
+  return out;
+}
+
+std::vector<std::string> compare_runs(const std::vector<FuzzValue>& outputs,
+                                      const std::vector<double>& scales, const RunResult& got,
                                       const RunResult& want, const std::string& got_name) {
   std::vector<std::string> problems;
   if (!want.error.empty()) problems.push_back("reference failed: " + want.error);
   if (!got.error.empty()) problems.push_back(got_name + " failed: " + got.error);
   if (!problems.empty()) return problems;
   for (size_t o = 0; o < outputs.size(); ++o)
-    compare_output(o, outputs[o], got.outputs[o], want.outputs[o], got_name, problems);
+    compare_output(o, outputs[o], scales[o], got.outputs[o], want.outputs[o], got_name, problems);
   return problems;
 }
 

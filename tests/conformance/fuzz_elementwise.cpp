@@ -20,7 +20,6 @@ void settle_bounds(FuzzValue& v, double lo, double hi) {
     double min = t == DType::u8 ? 0 : -exact_int_limit(t) - 1, max = exact_int_limit(t);
     if (lo < min || hi > max) v.lo = min, v.hi = max;
   }
-  v.scale = std::max(v.scale, std::min(v.bound(), 1e6));
 }
 
 // After arithmetic on exact floats: still exact only if no rounding could have happened.

@@ -72,7 +72,6 @@ FuzzValue derive(const ir::Node* n, const FuzzValue& a, const FuzzValue& b) {
   v.exact = a.exact && b.exact;
   v.special = a.special || b.special;
   v.zero_sign = a.zero_sign && b.zero_sign;
-  v.scale = std::max(a.scale, b.scale);
   v.loosest = looser(v.loosest, b.loosest);
   v.grid = a.grid < 0 || b.grid < 0 ? -1 : std::max(a.grid, b.grid);
   return v;
@@ -155,13 +154,14 @@ const ir::Node* Generator::ok(const ir::NodeResult& r, const char* what) const {
 }
 
 const ir::Node* Generator::framed(const FuzzValue& v) {
+  // As is only when numpy's right alignment reads its axes as the frame's: [8,1] from a frame
+  // [8,1,1] would otherwise broadcast as axes 1 and 2.
   const ir::Shape& s = v.node->shape;
-  bool broadcasts = s.size() <= base_.size();
-  for (size_t i = 0; broadcasts && i < s.size(); ++i) {
-    int64_t want = base_[base_.size() - s.size() + i];
-    broadcasts = s[i] == 1 || s[i] == want;
-  }
-  if (broadcasts) return v.node;
+  const size_t lead = v.frame.size() - std::min(s.size(), v.frame.size());
+  bool aligned = s.size() <= v.frame.size();
+  for (size_t i = 0; aligned && i < v.frame.size(); ++i)
+    aligned = i < lead ? v.frame[i] == 1 : s[i - lead] == v.frame[i];
+  if (aligned) return v.node;
   return ok(b().reshape(v.node, std::vector<int64_t>(v.frame.begin(), v.frame.end())), "reshape to frame");
 }
 

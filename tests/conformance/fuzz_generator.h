@@ -63,7 +63,7 @@ class Generator {
 
 // The frame two values broadcast to.
 ir::Shape broadcast_frames(const ir::Shape& a, const ir::Shape& b);
-// A value computed from `a` (and `b`): frame, exactness, NaN, scale and precision combined; the
+// A value computed from `a` (and `b`): frame, exactness, NaN and precision combined; the
 // caller sets the bounds and grid.
 FuzzValue derive(const ir::Node* n, const FuzzValue& a);
 FuzzValue derive(const ir::Node* n, const FuzzValue& a, const FuzzValue& b);

@@ -32,10 +32,13 @@ std::string reproducer_text(const Case& c, const std::vector<FuzzValue>& outputs
   std::string text = ir::print_kg(kg);
   std::string head = fmt::format("# kiln fuzz seed {} (KILN_FUZZ_SEED={} KILN_FUZZ_GRAPHS=1), {} vs reference:\n",
                                  seed, seed, device);
-  for (const std::string& p : problems) head += "#   " + p + "\n";
+  for (std::string p : problems) {
+    for (size_t nl; (nl = p.find('\n')) != std::string::npos;) p.replace(nl, 1, " | ");
+    head += "#   " + p + "\n";
+  }
   for (size_t o = 0; o < outputs.size(); ++o)
-    head += fmt::format("# out{}: {}, scale {:.3g}, {}{}\n", o, outputs[o].exact ? "exact" : "rounded",
-                        outputs[o].scale, outputs[o].special ? "may hold NaN/inf, " : "",
+    head += fmt::format("# out{}: {}, {}{}\n", o, outputs[o].exact ? "exact" : "rounded",
+                        outputs[o].special ? "may hold NaN/inf, " : "",
                         fmt::format("loosest dtype {}", ir::dtype_name(outputs[o].loosest)));
   head += fmt::format("# inputs (not --random-inputs: the fuzz chose them):\n#   kiln run {}/seed-{}.kg{} --device {} --out got\n",
                       dir, seed, input_args(c, dir, seed), device);

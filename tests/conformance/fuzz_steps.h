@@ -26,7 +26,7 @@ FuzzValue guard_positive(Generator& g, const FuzzValue& v);
 FuzzValue scale_down(Generator& g, const FuzzValue& v, double limit);
 // A scalar literal (a `full` of shape []).
 FuzzValue literal(Generator& g, ir::DType dtype, double value);
-// Sets the bounds (integers that may have wrapped get their dtype's range) and grows the scale.
+// Sets the bounds (integers that may have wrapped get their dtype's range).
 void settle_bounds(FuzzValue& v, double lo, double hi);
 // Exact float arithmetic stays exact only while its results are representable.
 void settle_exactness(FuzzValue& v);

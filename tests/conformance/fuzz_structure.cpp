@@ -49,7 +49,7 @@ FuzzValue prod_guard(Generator& g, const FuzzValue& v) {
   return r;
 }
 
-// Bounds, exactness and scale of a reduction of `count` elements of v.
+// Bounds and exactness of a reduction of `count` elements of v.
 bool settle_reduction(FuzzValue& r, const FuzzValue& v, int which, int64_t count) {
   const double n = static_cast<double>(count);
   switch (which) {
@@ -57,7 +57,6 @@ bool settle_reduction(FuzzValue& r, const FuzzValue& v, int which, int64_t count
       settle_bounds(r, std::min(v.lo * n, v.lo), std::max(v.hi * n, v.hi));
       r.zero_sign = false;
       settle_exactness(r);
-      r.scale = std::max(v.scale, v.bound() * (v.lo < 0 && v.hi > 0 ? std::sqrt(n) : n));
       return !r.special || r.exact;
     case 1:  // mean
       r.exact = false, r.grid = -1, r.zero_sign = false;
@@ -117,6 +116,8 @@ StepResult step_arg_reduce(Generator& g) {
 // Rank 1: a dot product (a scalar). Rank >= 2: tanh(x @ y^T) @ x, which keeps x's shape.
 StepResult step_matmul(Generator& g) {
   auto fits = [&](const FuzzValue& v) { return smooth_float(v) && full_frame(g, v); };
+  // x @ y^T is [..., M, M]: only for M small enough that it stays a small tensor.
+  if (g.rank() >= 2 && g.base()[g.base().size() - 2] > 64) return std::nullopt;
   auto x = g.pick_value(fits);
   if (!x) return std::nullopt;
   auto y = g.pick_value([&](const FuzzValue& v) { return fits(v) && v.dtype() == x->dtype(); });
@@ -127,7 +128,6 @@ StepResult step_matmul(Generator& g) {
     r.frame = {1};
     r.exact = false, r.grid = -1, r.zero_sign = false;
     settle_bounds(r, -k * x->bound() * y->bound(), k * x->bound() * y->bound());
-    r.scale = std::max(r.scale, std::sqrt(k) * x->bound() * y->bound());
     return r;
   }
   std::vector<int64_t> swap(static_cast<size_t>(g.rank()));
@@ -153,7 +153,7 @@ StepResult step_composite(Generator& g) {
     if (which == 3) return full_frame(g, v) && last <= 64;
     // layernorm divides by the row's deviation: only rows of continuous random data, long
     // enough that the deviation is never tiny, are well conditioned.
-    if (which == 2) return v.grid < 0 && !v.exact && (last == 1 || last >= 8);
+    if (which == 2) return v.grid < 0 && !v.exact && v.frame.back() == last && (last == 1 || last >= 8);
     return true;
   });
   if (!v) return std::nullopt;

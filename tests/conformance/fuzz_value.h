@@ -25,7 +25,6 @@ struct FuzzValue {
   bool special = false;    // may hold NaN or +-inf (only exact ops may see it)
   bool zero_sign = true;   // the sign of a zero result is fixed by IEEE 754 (checked when exact)
   double lo = 0, hi = 0;   // bounds of the finite elements
-  double scale = 1;        // typical magnitude of anything in the value's history (tolerance)
   ir::DType loosest = ir::DType::f64;  // least precise float dtype in its history
 
   double bound() const { return std::max(std::abs(lo), std::abs(hi)); }

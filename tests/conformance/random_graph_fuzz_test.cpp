@@ -23,9 +23,9 @@ constexpr const char* kFailureDir = "fuzz-failures";
 
 // Default graph counts keep each device's run near a minute on 2 shared cores (lavapipe is slow).
 int default_graphs(const std::string& device) {
-  if (device == "reference") return 400;
-  if (device.starts_with("vulkan")) return 150;
-  return 300;
+  if (device == "reference") return 2000;
+  if (device.starts_with("vulkan")) return 40;
+  return 600;
 }
 
 uint64_t env_number(const char* name, uint64_t fallback) {
@@ -63,9 +63,10 @@ std::vector<std::string> check_graph(Case& c, const std::vector<FuzzValue>& outs
   std::vector<const ir::Node*> nodes;
   for (const FuzzValue& v : outs) nodes.push_back(v.node);
   const RunResult want = run_on(reference_device(), c, nodes);
+  const std::vector<double> scales = history_scales(c, nodes);
   std::vector<std::string> problems;
   auto check = [&](const RunResult& got, const std::string& name) {
-    for (std::string& p : compare_runs(outs, got, want, name)) problems.push_back(std::move(p));
+    for (std::string& p : compare_runs(outs, scales, got, want, name)) problems.push_back(std::move(p));
   };
   if (dut.name() == "reference") {
     check(run_on(reference_device(), c, passes::optimize(c.graph, nodes)), "reference after passes::optimize");
