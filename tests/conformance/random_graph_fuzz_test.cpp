@@ -1,108 +1,114 @@
-// Fuzz: seeded random graphs (elementwise chains, broadcasts, views, reductions, matmul) fused
-// and compiled on cpu give the reference's results.
+// Fuzz: seeded random graphs (fuzz_generator.h: every reduction over every axis set, scalars,
+// rows and columns, views, casts between all dtypes, NaN/inf/-0 inputs, composites, several
+// outputs) give the reference's results on the device under test, fused and unfused; on the
+// reference device, the graph passes and the .kg printer/reader must not change any result.
+// KILN_FUZZ_GRAPHS=N runs N graphs, KILN_FUZZ_SEED=S starts at seed S; each failing seed writes
+// fuzz-failures/seed-S.kg (with its inputs as .npy) and prints it; KILN_FUZZ_PRINT=1 prints
+// every graph.
 #include <gtest/gtest.h>
 
-#include <random>
+#include <cstdlib>
+#include <fmt/format.h>
 
-#include "harness.h"
+#include "fuzz_compare.h"
+#include "fuzz_generator.h"
+#include "fuzz_reproducer.h"
+#include "ir/kg.h"
+#include "passes/passes.h"
 
-namespace kiln::testing {
+namespace kiln::testing::fuzz {
 namespace {
 
-using ir::DType;
-using ir::Op;
+constexpr const char* kFailureDir = "fuzz-failures";
 
-// Grows a random graph over values of shape [R,C], [R,1] and [1,C].
-class RandomGraph {
- public:
-  RandomGraph(Case& c, uint64_t seed) : c_(c), rng_(seed) {
-    R_ = 2 + pick(7);
-    C_ = 2 + pick(9);
-    for (int i = 0; i < 3; ++i) values_.push_back(c_.input(DType::f32, {R_, C_}));
-    values_.push_back(c_.input(DType::f32, {1, C_}));
+// Default graph counts keep each device's run near a minute on 2 shared cores (lavapipe is slow).
+int default_graphs(const std::string& device) {
+  if (device == "reference") return 2000;
+  if (device.starts_with("vulkan")) return 40;
+  return 600;
+}
+
+uint64_t env_number(const char* name, uint64_t fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::strtoull(v, nullptr, 10) : fallback;
+}
+
+// The device under test with fusion off: every op its own kernel.
+runtime::Device* unfused_device() {
+  static Expected<std::unique_ptr<runtime::Device>> dev = [] {
+    runtime::DeviceOptions o;
+    o.fuser = "none";
+    return runtime::open_device(device_under_test_name(), std::move(o));
+  }();
+  return dev ? dev->get() : nullptr;
+}
+
+// The graph printed as .kg and read back, run on the reference.
+RunResult run_reparsed(Case& c, const std::vector<FuzzValue>& outs) {
+  ir::KgGraph kg;
+  for (size_t i = 0; i < c.inputs.size(); ++i) kg.inputs.emplace_back(fmt::format("in{}", i), c.inputs[i].first);
+  for (size_t o = 0; o < outs.size(); ++o) kg.outputs.emplace_back(fmt::format("out{}", o), outs[o].node);
+  Case back;
+  auto read = ir::read_kg(back.graph, ir::print_kg(kg), "fuzz.kg");
+  if (!read) return RunResult{{}, "the printed .kg does not read back: " + read.error().message};
+  for (size_t i = 0; i < read->inputs.size(); ++i) back.inputs.emplace_back(read->inputs[i].second, c.inputs[i].second);
+  std::vector<const ir::Node*> nodes;
+  for (const auto& [name, node] : read->outputs) nodes.push_back(node);
+  return run_on(reference_device(), back, nodes);
+}
+
+// Every way this process checks one graph; the problems found, each naming its check.
+std::vector<std::string> check_graph(Case& c, const std::vector<FuzzValue>& outs, uint64_t seed,
+                                     runtime::Device& dut) {
+  std::vector<const ir::Node*> nodes;
+  for (const FuzzValue& v : outs) nodes.push_back(v.node);
+  const RunResult want = run_on(reference_device(), c, nodes);
+  const std::vector<double> scales = history_scales(c, nodes);
+  std::vector<std::string> problems;
+  auto check = [&](const RunResult& got, const std::string& name) {
+    for (std::string& p : compare_runs(outs, scales, got, want, name)) problems.push_back(std::move(p));
+  };
+  if (dut.name() == "reference") {
+    check(run_on(reference_device(), c, passes::optimize(c.graph, nodes)), "reference after passes::optimize");
+    check(run_reparsed(c, outs), "reference of the reprinted .kg");
+    return problems;
   }
+  check(run_on(dut, c, nodes), std::string(dut.name()));
+  // Fusion off as well for one graph in four (a second compile of every kernel costs time).
+  if (seed % 4 == 0)
+    if (runtime::Device* unfused = unfused_device())
+      check(run_on(*unfused, c, nodes), std::string(dut.name()) + " unfused");
+  return problems;
+}
 
-  std::vector<const ir::Node*> build(int steps) {
-    for (int s = 0; s < steps; ++s) {
-      auto v = step();
-      ASSERT_OK(v);
-      values_.push_back(*v);
-    }
-    std::vector<const ir::Node*> outs{values_.back(), values_[values_.size() / 2 + 1]};
-    return outs;
+TEST(RandomGraphFuzz, DeviceEqualsReference) {
+  auto dut = device_under_test();
+  if (!dut) {
+    if (device_under_test_name().starts_with("cuda")) GTEST_SKIP() << "no CUDA device: " << dut.error().message;
+    FAIL() << "cannot open device " << device_under_test_name() << ": " << dut.error().message;
   }
-
- private:
-  static void ASSERT_OK(const ir::NodeResult& r) {
-    KILN_CHECK(r.has_value()) << "random graph construction failed: " << r.error().message;
-  }
-  int64_t pick(int64_t n) { return static_cast<int64_t>(rng_() % static_cast<uint64_t>(n)); }
-  const ir::Node* any() { return values_[pick(static_cast<int64_t>(values_.size()))]; }
-  const ir::Node* full_shape() {
-    for (;;) {
-      const ir::Node* v = any();
-      if (v->shape == ir::Shape{R_, C_}) return v;
-    }
-  }
-
-  ir::NodeResult step() {
-    ir::Builder& b = c_.b;
-    switch (pick(9)) {
-      case 0: {
-        constexpr Op kSafe[] = {Op::Neg, Op::Abs, Op::Tanh, Op::Sigmoid, Op::Relu, Op::Gelu,
-                                Op::Sin, Op::Cos, Op::Erf};
-        return b.unary(kSafe[pick(9)], any());
-      }
-      case 1:
-      case 2: {
-        constexpr Op kBin[] = {Op::Add, Op::Sub, Op::Mul, Op::Max, Op::Min};
-        return b.binary(kBin[pick(5)], any(), any());
-      }
-      case 3: {  // reduce a row or a column, keepdim so it broadcasts back
-        Op op = pick(2) ? Op::Sum : Op::ReduceMax;
-        return b.reduce(op, full_shape(), std::vector<int64_t>{pick(2)}, true);
-      }
-      case 4: {  // where(a > b, a, b)
-        const ir::Node* x = any();
-        const ir::Node* y = any();
-        auto cond = b.binary(Op::Gt, x, y);
-        return b.where(*cond, x, y);
-      }
-      case 5:
-        return b.roll(full_shape(), {pick(R_), -pick(C_)}, {0, 1});
-      case 6:
-        return b.flip(full_shape(), {pick(2)});
-      case 7: {  // pad then slice back: a shifted view with a border
-        auto p = b.pad(full_shape(), {1, 0}, {0, 2}, 0.5);
-        auto s = b.slice(*p, 0, 0, R_, 1);
-        return b.slice(*s, 1, 2, C_ + 2, 1);
-      }
-      default: {  // [R,C] @ [C,C] keeps the shape
-        auto w = b.reshape(full_shape(), {R_ * C_});
-        auto sq = b.slice(*w, 0, 0, C_ * std::min(R_, C_), 1);
-        auto m = b.reshape(*sq, {std::min(R_, C_), C_});
-        auto t = b.permute(*m, {1, 0});
-        auto prod = b.matmul(full_shape(), *t);  // [R,C] @ [C,min(R,C)]
-        auto back = b.pad(*prod, {0, 0}, {0, C_ - std::min(R_, C_)}, 0.0);
-        return b.unary(Op::Tanh, *back);
-      }
-    }
-  }
-
-  Case& c_;
-  std::mt19937_64 rng_;
-  int64_t R_, C_;
-  std::vector<const ir::Node*> values_;
-};
-
-TEST(RandomGraphFuzz, FusedCompiledEqualsReference) {
-  for (uint64_t seed = 1; seed <= 60; ++seed) {
+  const std::string device = device_under_test_name();
+  const uint64_t first = env_number("KILN_FUZZ_SEED", 1);
+  const uint64_t count = env_number("KILN_FUZZ_GRAPHS", static_cast<uint64_t>(default_graphs(device)));
+  int failed = 0;
+  for (uint64_t seed = first; seed < first + count; ++seed) {
     Case c;
-    RandomGraph g(c, seed);
-    auto outs = g.build(6 + static_cast<int>(seed % 10));
-    expect_matches_reference(c, outs, "random graph seed " + std::to_string(seed));
+    Generator gen(c, seed);
+    std::vector<FuzzValue> outs = gen.build();
+    ASSERT_FALSE(outs.empty()) << "seed " << seed << ": the generator chose no outputs";
+    std::vector<std::string> problems = check_graph(c, outs, seed, **dut);
+    if (env_number("KILN_FUZZ_PRINT", 0) != 0)
+      std::printf("%s\n", reproducer_text(c, outs, seed, device, problems, kFailureDir).c_str());
+    if (problems.empty()) continue;
+    ++failed;
+    const std::string text = reproducer_text(c, outs, seed, device, problems, kFailureDir);
+    auto path = write_reproducer(c, text, seed, kFailureDir);
+    ADD_FAILURE() << "fuzz seed " << seed << " on " << device << " (written to "
+                  << (path ? *path : "nowhere: " + path.error().message) << "):\n" << text;
   }
+  std::printf("fuzz: %llu graphs from seed %llu on %s, %d failed\n", static_cast<unsigned long long>(count),
+              static_cast<unsigned long long>(first), device.c_str(), failed);
 }
 
 }  // namespace
-}  // namespace kiln::testing
+}  // namespace kiln::testing::fuzz
