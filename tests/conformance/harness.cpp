@@ -17,16 +17,18 @@ std::string device_under_test_name() {
 
 // Opened with the options kiln.toml and its KILN_* overrides give, as a program would: ctest
 // runs the cpu suites a second time with KILN_COMPILATION_CPU_TARGET=x86-64-v3.
-Expected<std::unique_ptr<runtime::Device>> open_under_test() {
+Expected<std::unique_ptr<runtime::Device>> open_device_under_test(
+    const std::function<void(runtime::DeviceOptions&)>& adjust) {
   auto loaded = runtime::load_config(std::filesystem::current_path().string());
   if (!loaded) return std::unexpected(loaded.error());
   auto options = runtime::device_options_from_config(loaded->config);
   if (!options) return std::unexpected(options.error());
+  if (adjust) adjust(*options);
   return runtime::open_device(device_under_test_name(), std::move(*options));
 }
 
 Expected<runtime::Device*> device_under_test() {
-  static Expected<std::unique_ptr<runtime::Device>> dev = open_under_test();
+  static Expected<std::unique_ptr<runtime::Device>> dev = open_device_under_test();
   if (!dev) return std::unexpected(dev.error());
   return dev->get();
 }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,10 @@ namespace kiln::testing {
 
 // Shared devices (creating an LLVM JIT per test would dominate the suite's run time).
 std::string device_under_test_name();
+// A new device under test with the options kiln.toml and its KILN_* overrides give
+// (compilation.cpu_target among them), changed by `adjust`.
+Expected<std::unique_ptr<runtime::Device>> open_device_under_test(
+    const std::function<void(runtime::DeviceOptions&)>& adjust = {});
 Expected<runtime::Device*> device_under_test();
 runtime::Device& reference_device();
 

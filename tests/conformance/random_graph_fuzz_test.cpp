@@ -35,11 +35,8 @@ uint64_t env_number(const char* name, uint64_t fallback) {
 
 // The device under test with fusion off: every op its own kernel.
 runtime::Device* unfused_device() {
-  static Expected<std::unique_ptr<runtime::Device>> dev = [] {
-    runtime::DeviceOptions o;
-    o.fuser = "none";
-    return runtime::open_device(device_under_test_name(), std::move(o));
-  }();
+  static Expected<std::unique_ptr<runtime::Device>> dev =
+      open_device_under_test([](runtime::DeviceOptions& o) { o.fuser = "none"; });
   return dev ? dev->get() : nullptr;
 }
 
