@@ -38,7 +38,7 @@ void run_workload(benchmark::State& state, const Workload& w) {
   auto host = kiln::tools::load_inputs(*graph, spec);
   kiln::runtime::Bindings bindings;
   for (size_t i = 0; i < graph->inputs.size(); ++i)
-    bindings[graph->inputs[i].second] = cpu().pool()->from_host((*host)[i]);
+    bindings[graph->inputs[i].second] = cpu().pool()->from_host((*host)[i]).value();
   std::vector<const kiln::ir::Node*> outputs;
   for (const auto& o : graph->outputs) outputs.push_back(o.second);
   for (int warm = 0; warm < 2; ++warm) {

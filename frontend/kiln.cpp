@@ -117,7 +117,9 @@ Tensor Tensor::from_host(const Device& dev, const HostTensor& data) {
     return TensorImpl::make_error(
         dev.state_, Error{fmt::format("from_host: {} bytes do not hold {}{}", data.bytes.size(),
                                       ir::dtype_name(data.dtype), ir::shape_str(data.shape))});
-  return TensorImpl::make_leaf(dev.state_, dev.state_->device->pool()->from_host(data));
+  auto buffer = dev.state_->device->pool()->from_host(data, "Tensor::from_host");
+  if (!buffer) return TensorImpl::make_error(dev.state_, buffer.error());
+  return TensorImpl::make_leaf(dev.state_, std::move(*buffer));
 }
 
 namespace {

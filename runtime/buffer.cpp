@@ -4,6 +4,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
+
+#include <fmt/format.h>
 
 #include "ir/error.h"
 
@@ -13,6 +16,9 @@ namespace {
 constexpr size_t kAlign = 64;
 // Cached free blocks beyond this are returned to the system.
 constexpr size_t kMaxCachedBytes = size_t{4} << 30;
+// No single buffer beyond 2^47 bytes (128 TiB, x86-64's user address space): larger requests
+// are errors at once, and round_capacity never overflows.
+constexpr size_t kMaxAllocation = size_t{1} << 47;
 
 size_t round_capacity(size_t bytes) {
   size_t n = std::max<size_t>(bytes, kAlign);
@@ -33,17 +39,56 @@ ir::HostTensor Buffer::to_host() const {
   return t;
 }
 
-std::shared_ptr<BufferPool> BufferPool::create(PersistentMemory mode) {
-  return std::shared_ptr<BufferPool>(new BufferPool(mode));
+std::shared_ptr<BufferPool> BufferPool::create(PersistentMemory mode, std::string device) {
+  return std::shared_ptr<BufferPool>(new BufferPool(mode, std::move(device)));
 }
 
 BufferPool::~BufferPool() {
   for (auto& [cap, p] : free_) std::free(p);
 }
 
-std::shared_ptr<Buffer> BufferPool::allocate(ir::DType dtype, const ir::Shape& shape) {
-  size_t bytes = static_cast<size_t>(ir::shape_numel(shape)) * ir::dtype_size(dtype);
-  size_t cap = round_capacity(bytes);
+namespace {
+
+// The bytes of a dtype[shape] tensor; nullopt when the count does not fit in size_t.
+std::optional<size_t> tensor_bytes(ir::DType dtype, const ir::Shape& shape) {
+  size_t n = ir::dtype_size(dtype);
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<size_t>(d), &n)) return std::nullopt;
+  return n;
+}
+
+kiln::Error out_of_memory(const std::string& device, std::string_view what, ir::DType dtype,
+                          const ir::Shape& shape, std::optional<size_t> bytes) {
+  const std::string size =
+      bytes ? fmt::format("{} bytes", *bytes) : std::string("more bytes than an address space holds");
+  return kiln::Error{fmt::format("out of memory on device '{}': cannot allocate {} for {} ({}{})",
+                                 device, size, what, ir::dtype_name(dtype), ir::shape_str(shape))};
+}
+
+}  // namespace
+
+void BufferPool::trim() {
+  std::multimap<size_t, std::byte*> blocks;
+  {
+    std::lock_guard lock(mu_);
+    blocks.swap(free_);
+    cached_bytes_ = 0;
+  }
+  for (auto& [cap, p] : blocks) std::free(p);
+}
+
+std::byte* BufferPool::system_alloc(size_t capacity) {
+  if (auto* data = static_cast<std::byte*>(std::aligned_alloc(kAlign, capacity))) return data;
+  trim();
+  return static_cast<std::byte*>(std::aligned_alloc(kAlign, capacity));
+}
+
+Expected<std::shared_ptr<Buffer>> BufferPool::allocate(ir::DType dtype, const ir::Shape& shape,
+                                                       std::string_view what) {
+  const std::optional<size_t> bytes = tensor_bytes(dtype, shape);
+  if (!bytes || *bytes > kMaxAllocation)
+    return std::unexpected(out_of_memory(device_, what, dtype, shape, bytes));
+  size_t cap = round_capacity(*bytes);
   std::byte* data = nullptr;
   {
     std::lock_guard lock(mu_);
@@ -57,17 +102,22 @@ std::shared_ptr<Buffer> BufferPool::allocate(ir::DType dtype, const ir::Shape& s
     }
   }
   if (!data) {
-    data = static_cast<std::byte*>(std::aligned_alloc(kAlign, cap));
-    if (!data) throw std::bad_alloc();
+    data = system_alloc(cap);
+    if (!data) return std::unexpected(out_of_memory(device_, what, dtype, shape, bytes));
     if (on_fresh_) on_fresh_(cap);
   }
   return std::make_shared<Buffer>(dtype, shape, data, cap, shared_from_this());
 }
 
-std::shared_ptr<Buffer> BufferPool::allocate_persistent(ir::DType dtype, const ir::Shape& shape) {
-  size_t cap = round_capacity(static_cast<size_t>(ir::shape_numel(shape)) * ir::dtype_size(dtype));
-  auto* data = static_cast<std::byte*>(std::aligned_alloc(kAlign, cap));
-  if (!data) throw std::bad_alloc();
+Expected<std::shared_ptr<Buffer>> BufferPool::allocate_persistent(ir::DType dtype,
+                                                                  const ir::Shape& shape,
+                                                                  std::string_view what) {
+  const std::optional<size_t> bytes = tensor_bytes(dtype, shape);
+  if (!bytes || *bytes > kMaxAllocation)
+    return std::unexpected(out_of_memory(device_, what, dtype, shape, bytes));
+  const size_t cap = round_capacity(*bytes);
+  std::byte* data = system_alloc(cap);
+  if (!data) return std::unexpected(out_of_memory(device_, what, dtype, shape, bytes));
   {
     std::lock_guard lock(mu_);
     persistent_bytes_ += cap;
@@ -76,16 +126,20 @@ std::shared_ptr<Buffer> BufferPool::allocate_persistent(ir::DType dtype, const i
   return std::make_shared<Buffer>(dtype, shape, data, cap, shared_from_this(), /*persistent=*/true);
 }
 
-std::shared_ptr<Buffer> BufferPool::allocate_result(ir::DType dtype, const ir::Shape& shape) {
-  return mode_ == PersistentMemory::enforced ? allocate_persistent(dtype, shape)
-                                             : allocate(dtype, shape);
+Expected<std::shared_ptr<Buffer>> BufferPool::allocate_result(ir::DType dtype,
+                                                              const ir::Shape& shape,
+                                                              std::string_view what) {
+  return mode_ == PersistentMemory::enforced ? allocate_persistent(dtype, shape, what)
+                                             : allocate(dtype, shape, what);
 }
 
-std::shared_ptr<Buffer> BufferPool::from_host(const ir::HostTensor& t) {
-  auto b = mode_ == PersistentMemory::disabled ? allocate(t.dtype, t.shape)
-                                               : allocate_persistent(t.dtype, t.shape);
-  KILN_CHECK(t.bytes.size() == b->nbytes()) << "host tensor byte size";
-  if (!t.bytes.empty()) std::memcpy(b->data(), t.bytes.data(), t.bytes.size());
+Expected<std::shared_ptr<Buffer>> BufferPool::from_host(const ir::HostTensor& t,
+                                                        std::string_view what) {
+  auto b = mode_ == PersistentMemory::disabled ? allocate(t.dtype, t.shape, what)
+                                               : allocate_persistent(t.dtype, t.shape, what);
+  if (!b) return b;
+  KILN_CHECK(t.bytes.size() == (*b)->nbytes()) << "host tensor byte size";
+  if (!t.bytes.empty()) std::memcpy((*b)->data(), t.bytes.data(), t.bytes.size());
   return b;
 }
 

@@ -7,9 +7,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/dtype.h"
+#include "ir/error.h"
 #include "ir/host_tensor.h"
 #include "ir/shape.h"
 
@@ -57,17 +60,28 @@ class Buffer {
 };
 
 // Size-bucketed free lists of 64-byte-aligned blocks. Thread-safe.
+//
+// An allocation the system cannot meet (DESIGN.md §7) first returns the pool's cached free blocks
+// to the system and tries again; if that fails too it is an error naming what it was for (`what`,
+// e.g. "%y"), the dtype and shape, the bytes asked for and the device: "out of memory on device
+// 'cpu': cannot allocate 400000000000 bytes for %y (f32[100000000000])". Nothing is left half
+// made, so the pool and its device stay usable.
 class BufferPool : public std::enable_shared_from_this<BufferPool> {
  public:
-  static std::shared_ptr<BufferPool> create(PersistentMemory mode = PersistentMemory::enabled);
+  static std::shared_ptr<BufferPool> create(PersistentMemory mode = PersistentMemory::enabled,
+                                            std::string device = "cpu");
   ~BufferPool();
   PersistentMemory persistent_mode() const { return mode_; }
+  const std::string& device() const { return device_; }
   // An intermediate: from the recycling free lists.
-  std::shared_ptr<Buffer> allocate(ir::DType dtype, const ir::Shape& shape);
+  Expected<std::shared_ptr<Buffer>> allocate(ir::DType dtype, const ir::Shape& shape,
+                                             std::string_view what = "a buffer");
   // A buffer a realize returns: persistent under PersistentMemory::enforced.
-  std::shared_ptr<Buffer> allocate_result(ir::DType dtype, const ir::Shape& shape);
+  Expected<std::shared_ptr<Buffer>> allocate_result(ir::DType dtype, const ir::Shape& shape,
+                                                    std::string_view what = "a result");
   // A copy of host data: persistent unless PersistentMemory::disabled.
-  std::shared_ptr<Buffer> from_host(const ir::HostTensor& t);
+  Expected<std::shared_ptr<Buffer>> from_host(const ir::HostTensor& t,
+                                              std::string_view what = "an input");
   void release(std::byte* data, size_t capacity, bool persistent);
   size_t cached_bytes() const;      // free blocks kept for reuse
   size_t persistent_bytes() const;  // live persistent buffers
@@ -76,9 +90,14 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   void set_fresh_allocation_observer(std::function<void(size_t)> observer);
 
  private:
-  explicit BufferPool(PersistentMemory mode) : mode_(mode) {}
-  std::shared_ptr<Buffer> allocate_persistent(ir::DType dtype, const ir::Shape& shape);
+  BufferPool(PersistentMemory mode, std::string device) : mode_(mode), device_(std::move(device)) {}
+  Expected<std::shared_ptr<Buffer>> allocate_persistent(ir::DType dtype, const ir::Shape& shape,
+                                                        std::string_view what);
+  // aligned_alloc, and once more after trim() when it fails; null when both fail.
+  std::byte* system_alloc(size_t capacity);
+  void trim();  // returns every cached free block to the system
   PersistentMemory mode_;
+  std::string device_;
   mutable std::mutex mu_;
   std::multimap<size_t, std::byte*> free_;  // capacity -> block
   size_t cached_bytes_ = 0;

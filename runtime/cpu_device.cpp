@@ -230,19 +230,30 @@ void CpuDevice::log_built_plan(const Plan& plan) const {
   // (each reason reads "k0: closest stored entry ... differs in ...")
 }
 
-Expected<void> CpuDevice::run_plan(const Plan& plan, std::vector<std::shared_ptr<Buffer>>& slots) {
+Expected<void> CpuDevice::run_plan(const Plan& plan, const std::vector<const ir::Node*>& outputs,
+                                   std::vector<std::shared_ptr<Buffer>>& slots) {
   const bool validate = options_.check_mode == codegen::CheckMode::validate;
   std::array<int64_t, codegen::kCheckSlotWords> check_slot{};
   std::vector<void*> args;
   std::vector<bool> is_result(plan.slots.size(), false);
-  for (int s : plan.output_slots) is_result[s] = true;
+  std::vector<std::string> result_name(plan.slots.size());
+  for (size_t o = 0; o < plan.output_slots.size(); ++o) {
+    is_result[plan.output_slots[o]] = true;
+    if (options_.namer && o < outputs.size()) result_name[plan.output_slots[o]] = options_.namer(outputs[o]);
+  }
   for (const PlanStep& step : plan.steps) {
     args.clear();
     for (size_t i = 0; i < step.args.size(); ++i) {
       int s = step.args[i];
-      if (step.kernel.params[i].output && !slots[s])
-        slots[s] = is_result[s] ? pool_->allocate_result(plan.slots[s].dtype, plan.slots[s].shape)
-                                : pool_->allocate(plan.slots[s].dtype, plan.slots[s].shape);
+      if (step.kernel.params[i].output && !slots[s]) {
+        const Slot& slot = plan.slots[s];
+        const std::string& what =
+            result_name[s].empty() ? step.kernel.params[i].label : result_name[s];
+        auto made = is_result[s] ? pool_->allocate_result(slot.dtype, slot.shape, what)
+                                 : pool_->allocate(slot.dtype, slot.shape, what);
+        if (!made) return std::unexpected(made.error());
+        slots[s] = std::move(*made);
+      }
       args.push_back(slots[s]->data());
     }
     if (validate) {
@@ -294,7 +305,7 @@ Expected<std::vector<std::shared_ptr<Buffer>>> CpuDevice::execute(
   std::vector<std::shared_ptr<Buffer>> slots(plan->slots.size());
   for (size_t s = 0; s < plan->slots.size(); ++s)
     if (plan->slots[s].input_index >= 0) slots[s] = inputs.at(key.inputs[plan->slots[s].input_index]);
-  if (auto ran = run_plan(*plan, slots); !ran) return std::unexpected(ran.error());
+  if (auto ran = run_plan(*plan, outputs, slots); !ran) return std::unexpected(ran.error());
   auto t2 = std::chrono::steady_clock::now();
 
   std::vector<std::shared_ptr<Buffer>> results;

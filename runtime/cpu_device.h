@@ -66,7 +66,9 @@ class CpuDevice final : public Device {
   // depend on — the kernel, this CPU and its features, the code generator, the level.
   cache::KeyParts autotune_key(const std::string& kernel_text, autotune::Level level) const;
   // Fails with the first out-of-range access of a kernel compiled with CheckMode::validate.
-  Expected<void> run_plan(const Plan& plan, std::vector<std::shared_ptr<Buffer>>& slots);
+  // `outputs` name the results in messages (through DeviceOptions::namer, e.g. the .kg's names).
+  Expected<void> run_plan(const Plan& plan, const std::vector<const ir::Node*>& outputs,
+                          std::vector<std::shared_ptr<Buffer>>& slots);
   // Verbose lines of the component's logger (fusion, compilation, cache decisions).
   void log(LogComponent component, const std::string& message) const;
   void log_built_plan(const Plan& plan) const;

@@ -32,8 +32,12 @@ Expected<double> time_on_cpu(codegen::CpuBackend& backend, ThreadPool& threads,
   auto art = backend.compile(k, {});
   if (!art) return std::unexpected(art.error());
   std::shared_ptr<BufferPool> pool = BufferPool::create();
-  auto x = pool->allocate(DType::f32, k.params[0].shape);
-  auto y = pool->allocate(DType::f32, k.params[1].shape);
+  auto made_x = pool->allocate(DType::f32, k.params[0].shape, "the rate probe's input");
+  if (!made_x) return std::unexpected(made_x.error());
+  auto made_y = pool->allocate(DType::f32, k.params[1].shape, "the rate probe's output");
+  if (!made_y) return std::unexpected(made_y.error());
+  const std::shared_ptr<Buffer>& x = *made_x;
+  const std::shared_ptr<Buffer>& y = *made_y;
   std::fill_n(reinterpret_cast<float*>(x->data()), x->numel(), 1.0f);
   void* bufs[] = {x->data(), y->data()};
   codegen::CpuKernelFn fn = (*art)->fn;

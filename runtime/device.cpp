@@ -1,6 +1,9 @@
 // Device lookup by name, binding checks, and the reference device.
 #include "runtime/device.h"
 
+#include <new>
+#include <stdexcept>
+
 #include <chrono>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -20,6 +23,10 @@ namespace {
 std::string input_label(const ir::Node* n) {
   const std::string& name = n->attrs.s(ir::AttrKey::name);
   return name.empty() ? fmt::format("#{}", n->attrs.i(ir::AttrKey::slot)) : "%" + name;
+}
+// An input's name, else the graph's own name for the value (%t<id>).
+std::string value_label(const ir::Node* n) {
+  return n->op == ir::Op::Input ? input_label(n) : fmt::format("%t{}", n->id);
 }
 }  // namespace
 
@@ -44,7 +51,7 @@ Expected<std::unique_ptr<Device>> open_device(std::string_view name, DeviceOptio
     if (!dev) return std::unexpected(dev.error());
     return std::unique_ptr<Device>(std::move(*dev));
   }
-  if (name == "reference") return std::unique_ptr<Device>(new ReferenceDevice());
+  if (name == "reference") return std::unique_ptr<Device>(new ReferenceDevice(options.namer));
   if (auto gpu = open_gpu_device(name, options)) return std::move(*gpu);
   return make_error(fmt::format("unknown device '{}' (available: {})", name,
                                 fmt::join(available_devices(), ", ")));
@@ -165,19 +172,49 @@ Expected<void> check_bindings(const std::vector<const ir::Node*>& nodes, const B
   return {};
 }
 
+namespace {
+
+// The interpreter holds every value it computes as f64: when the host cannot hold them, the
+// error names the largest (the likeliest culprit) and what it needs.
+kiln::Error reference_out_of_memory(const std::vector<const ir::Node*>& live,
+                                    const ValueNamer& namer) {
+  const ir::Node* largest = nullptr;
+  for (const ir::Node* n : live)
+    if (!largest || n->numel() > largest->numel()) largest = n;
+  if (!largest) return kiln::Error{"out of memory on device 'reference'"};
+  return kiln::Error{fmt::format(
+      "out of memory on device 'reference': cannot allocate {} bytes for {} ({}{} held as f64)",
+      static_cast<uint64_t>(largest->numel()) * sizeof(double),
+      namer ? namer(largest) : value_label(largest),
+      ir::dtype_name(largest->dtype), ir::shape_str(largest->shape))};
+}
+
+}  // namespace
+
 Expected<std::vector<std::shared_ptr<Buffer>>> ReferenceDevice::execute(
     ir::Graph&, const std::vector<const ir::Node*>& outputs, const Bindings& inputs,
     RunStats* stats) {
   auto t0 = std::chrono::steady_clock::now();
   std::vector<const ir::Node*> live = ir::topo_order(outputs);
   if (auto ok = check_bindings(live, inputs); !ok) return std::unexpected(ok.error());
-  std::unordered_map<const ir::Node*, ir::HostTensor> host;
-  for (const ir::Node* n : live)
-    if (n->op == ir::Op::Input) host.emplace(n, inputs.at(n)->to_host());
-  auto results = evaluate_reference(outputs, host);
+  Expected<std::vector<ir::HostTensor>> results = make_error("");
+  try {
+    std::unordered_map<const ir::Node*, ir::HostTensor> host;
+    for (const ir::Node* n : live)
+      if (n->op == ir::Op::Input) host.emplace(n, inputs.at(n)->to_host());
+    results = evaluate_reference(outputs, host);
+  } catch (const std::bad_alloc&) {
+    return std::unexpected(reference_out_of_memory(live, namer_));
+  } catch (const std::length_error&) {
+    return std::unexpected(reference_out_of_memory(live, namer_));
+  }
   if (!results) return std::unexpected(results.error());
   std::vector<std::shared_ptr<Buffer>> out;
-  for (const ir::HostTensor& t : *results) out.push_back(pool_->from_host(t));
+  for (size_t i = 0; i < results->size(); ++i) {
+    auto b = pool_->from_host((*results)[i], namer_ ? namer_(outputs[i]) : value_label(outputs[i]));
+    if (!b) return std::unexpected(b.error());
+    out.push_back(std::move(*b));
+  }
   if (stats) {
     *stats = RunStats{};
     stats->run_ms =

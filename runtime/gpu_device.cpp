@@ -27,6 +27,23 @@ size_t slot_bytes(const Slot& s) {
   return static_cast<size_t>(ir::shape_numel(s.shape)) * ir::dtype_size(s.dtype);
 }
 
+// A device allocation that failed, named like the host pool's (runtime/buffer.h): the device,
+// the bytes, the tensor it was for, then the backend's own reason.
+kiln::Error allocation_error(std::string_view device, std::string_view what, const Slot& slot,
+                             const kiln::Error& why) {
+  return kiln::Error{fmt::format("out of memory on device '{}': cannot allocate {} bytes for {} ({}{}): {}",
+                                 device, slot_bytes(slot), what.empty() ? "a value" : what,
+                                 ir::dtype_name(slot.dtype), ir::shape_str(slot.shape),
+                                 why.message)};
+}
+
+// The graph value a plan slot holds, from the kernel that writes it (for messages).
+std::string slot_label(const Plan& plan, int slot) {
+  for (const PlanStep& step : plan.steps)
+    for (size_t p = 0; p < step.args.size(); ++p)
+      if (step.args[p] == slot && step.kernel.params[p].output) return step.kernel.params[p].label;
+  return "a result";
+}
 
 }  // namespace
 
@@ -50,7 +67,7 @@ GpuDevice::GpuDevice(std::unique_ptr<GpuBackend> backend, DeviceOptions options,
       name_(backend_->name()),
       store_(std::move(store)),
       kernels_(*backend_, store_.get(), options_.explain_misses, options_.check_mode),
-      pool_(BufferPool::create(options_.persistent_memory)),
+      pool_(BufferPool::create(options_.persistent_memory, "host memory of " + name_)),
       cost_(std::make_unique<passes::CostModel>(gpu_rates(*backend_))),
       fuser_(make_fuser(options_, *cost_)) {
   if (!options_.autotune) return;
@@ -239,7 +256,9 @@ Expected<std::shared_ptr<DeviceMemory>> GpuDevice::device_input(const std::share
     if (it != persistent_.end() && it->second.host.lock() == host) return it->second.device;
   }
   auto mem = backend_->allocate(device_alloc_bytes(host->nbytes()));
-  if (!mem) return std::unexpected(mem.error());
+  if (!mem)
+    return std::unexpected(
+        allocation_error(name_, "an input", Slot{host->dtype(), host->shape()}, mem.error()));
   if (host->nbytes() > 0)
     if (auto up = stream.upload(**mem, host->data(), host->nbytes()); !up) return std::unexpected(up.error());
   moved.up += static_cast<int64_t>(host->nbytes());
@@ -296,7 +315,9 @@ Expected<std::vector<std::shared_ptr<Buffer>>> GpuDevice::run_plan(const GpuPlan
       int s = step.args[p];
       if (step.kernel.params[p].output && !slots[s]) {
         auto mem = backend_->allocate(device_alloc_bytes(slot_bytes(plan.slots[s])));
-        if (!mem) return std::unexpected(mem.error());
+        if (!mem)
+          return std::unexpected(
+              allocation_error(name_, step.kernel.params[p].label, plan.slots[s], mem.error()));
         slots[s] = std::move(*mem);
       }
       args.push_back(slots[s].get());
@@ -326,7 +347,9 @@ Expected<std::vector<std::shared_ptr<Buffer>>> GpuDevice::run_plan(const GpuPlan
       results.push_back(inputs.at(key.inputs[slot.input_index]));
       continue;
     }
-    auto host = pool_->allocate_result(slot.dtype, slot.shape);
+    auto made = pool_->allocate_result(slot.dtype, slot.shape, slot_label(plan, s));
+    if (!made) return std::unexpected(made.error());
+    std::shared_ptr<Buffer> host = std::move(*made);
     if (host->nbytes() > 0)
       if (auto down = stream.download(*slots[s], host->data(), host->nbytes()); !down)
         return std::unexpected(down.error());

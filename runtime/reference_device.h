@@ -7,7 +7,9 @@ namespace kiln::runtime {
 
 class ReferenceDevice final : public Device {
  public:
-  ReferenceDevice() : pool_(BufferPool::create()) {}
+  // `namer` names values in messages (DeviceOptions::namer); null: %t<id>.
+  explicit ReferenceDevice(ValueNamer namer = {})
+      : pool_(BufferPool::create(PersistentMemory::enabled, "reference")), namer_(std::move(namer)) {}
   std::string_view name() const override { return "reference"; }
   const std::shared_ptr<BufferPool>& pool() const override { return pool_; }
   Expected<std::vector<std::shared_ptr<Buffer>>> execute(ir::Graph& g,
@@ -17,6 +19,7 @@ class ReferenceDevice final : public Device {
 
  private:
   std::shared_ptr<BufferPool> pool_;
+  ValueNamer namer_;
 };
 
 }  // namespace kiln::runtime

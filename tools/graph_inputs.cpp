@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <fmt/format.h>
+#include <new>
 #include <random>
 
 #include "tools/npy.h"
@@ -18,8 +19,18 @@ Expected<std::pair<std::string, std::string>> parse_input_arg(const std::string&
   return std::pair{name, arg.substr(eq + 1)};
 }
 
-ir::HostTensor random_tensor(ir::DType dtype, const ir::Shape& shape, uint64_t seed) {
-  ir::HostTensor t = ir::HostTensor::zeros(dtype, shape);
+Expected<ir::HostTensor> random_tensor(const std::string& name, ir::DType dtype,
+                                       const ir::Shape& shape, uint64_t seed) {
+  ir::HostTensor t;
+  try {
+    t = ir::HostTensor::zeros(dtype, shape);
+  } catch (const std::bad_alloc&) {
+    return make_error(fmt::format(
+        "out of memory on the host: cannot allocate {} bytes for --random-inputs of input '%{}' "
+        "({}{})",
+        static_cast<uint64_t>(ir::shape_numel(shape)) * ir::dtype_size(dtype), name,
+        ir::dtype_name(dtype), ir::shape_str(shape)));
+  }
   std::mt19937_64 rng(seed);
   int64_t n = t.numel();
   if (ir::is_float(dtype)) {
@@ -54,7 +65,9 @@ Expected<std::vector<ir::HostTensor>> load_inputs(const ir::KgGraph& graph, cons
       if (!spec.random)
         return make_error(fmt::format(
             "missing input '%{}' ({}): pass --input {}=PATH.npy or --random-inputs", name, want, name));
-      out.push_back(random_tensor(node->dtype, node->shape, spec.seed * 1000003 + i));
+      auto t = random_tensor(name, node->dtype, node->shape, spec.seed * 1000003 + i);
+      if (!t) return std::unexpected(t.error());
+      out.push_back(std::move(*t));
       continue;
     }
     auto t = read_npy(it->second);

@@ -24,7 +24,9 @@ Expected<std::pair<std::string, std::string>> parse_input_arg(const std::string&
 // One host tensor per graph input, in declaration order.
 Expected<std::vector<ir::HostTensor>> load_inputs(const ir::KgGraph& graph, const InputSpec& spec);
 
-// Seeded data: normal(0,1) for floats, uniform integers in [-8, 8] (u8: [0, 16]), bools p=0.5.
-ir::HostTensor random_tensor(ir::DType dtype, const ir::Shape& shape, uint64_t seed);
+// Seeded data for input `name`: normal(0,1) for floats, uniform integers in [-8, 8] (u8: [0, 16]),
+// bools p=0.5. More than the host can hold is an error naming the input and the bytes.
+Expected<ir::HostTensor> random_tensor(const std::string& name, ir::DType dtype,
+                                       const ir::Shape& shape, uint64_t seed);
 
 }  // namespace kiln::tools

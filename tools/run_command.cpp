@@ -97,8 +97,11 @@ int run_command(const RunOptions& o) {
   if (!device) return report_error(device.error().message);
 
   runtime::Bindings bindings;
-  for (size_t i = 0; i < graph->inputs.size(); ++i)
-    bindings[graph->inputs[i].second] = (*device)->pool()->from_host((*host)[i]);
+  for (size_t i = 0; i < graph->inputs.size(); ++i) {
+    auto b = (*device)->pool()->from_host((*host)[i], "input '%" + graph->inputs[i].first + "'");
+    if (!b) return report_error(b.error().message);
+    bindings[graph->inputs[i].second] = std::move(*b);
+  }
   std::vector<const ir::Node*> outputs;
   for (const auto& [name, node] : graph->outputs) outputs.push_back(node);
 

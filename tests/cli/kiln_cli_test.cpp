@@ -84,6 +84,29 @@ TEST_F(KilnCli, MissingInputIsOneClearError) {
   EXPECT_FALSE(fs::exists(dir_ / "out" / "z.npy"));
 }
 
+// More than the machine holds: one line naming the device, bytes and tensor; exit 1, no signal.
+TEST_F(KilnCli, AnAllocationThatCannotBeMetIsOneClearError) {
+  auto input = write("in.kg", "kiln.graph v1\ninput %x : f32[100000000000]\n%y = exp(%x)\noutput %y\n");
+  Result r = run_kiln("run " + input + " --random-inputs");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out,
+            "kiln: error: out of memory on the host: cannot allocate 400000000000 bytes for "
+            "--random-inputs of input '%x' (f32[100000000000])\n");
+  auto result = write("out.kg",
+                      "kiln.graph v1\ninput %x : f32[1]\n%y = expand(%x, shape=[100000000000])\n"
+                      "%z = exp(%y)\noutput %z\n");
+  r = run_kiln("run " + result + " --random-inputs --device cpu");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out,
+            "kiln: error: out of memory on device 'cpu': cannot allocate 400000000000 bytes for "
+            "%z (f32[100000000000])\n");
+  r = run_kiln("run " + result + " --random-inputs --device reference");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out,
+            "kiln: error: out of memory on device 'reference': cannot allocate 800000000000 bytes "
+            "for %y (f32[100000000000] held as f64)\n");
+}
+
 TEST_F(KilnCli, WrongDtypeNpyNamesInputExpectedAndGiven) {
   auto g = write("g.kg", kAddGraph);
   auto x = npy("x.npy", kiln::ir::DType::f64, {2, 3}, 0);

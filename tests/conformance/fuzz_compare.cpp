@@ -11,7 +11,7 @@ namespace kiln::testing::fuzz {
 
 RunResult run_on(runtime::Device& device, Case& c, const std::vector<const ir::Node*>& outputs) {
   runtime::Bindings in;
-  for (auto& [node, host] : c.inputs) in[node] = device.pool()->from_host(host);
+  for (auto& [node, host] : c.inputs) in[node] = device.pool()->from_host(host).value();
   RunResult r;
   auto got = device.execute(c.graph, outputs, in);
   if (!got) {

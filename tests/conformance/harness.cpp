@@ -90,8 +90,8 @@ void expect_matches_reference(Case& c, const std::vector<const ir::Node*>& outpu
   runtime::Device& device = **dut;
   runtime::Bindings dut_in, ref_in;
   for (auto& [node, host] : c.inputs) {
-    dut_in[node] = device.pool()->from_host(host);
-    ref_in[node] = reference_device().pool()->from_host(host);
+    dut_in[node] = device.pool()->from_host(host).value();
+    ref_in[node] = reference_device().pool()->from_host(host).value();
   }
   auto got = device.execute(c.graph, outputs, dut_in);
   ASSERT_TRUE(got.has_value()) << what << ": " << device.name() << ": " << got.error().message;

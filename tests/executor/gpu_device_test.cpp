@@ -48,7 +48,7 @@ TEST(GpuDevice, RunsAGraphAndReusesItsPlan) {
   ASSERT_TRUE(dev);
   EXPECT_EQ(dev->name(), "vulkan:0");
   SquarePlusOne c(1000);
-  Bindings in{{c.x, dev->pool()->from_host(iota(1000))}};
+  Bindings in{{c.x, dev->pool()->from_host(iota(1000)).value()}};
   RunStats first, second;
   auto out = dev->execute(c.g, {c.y}, in, &first);
   ASSERT_TRUE(out.has_value()) << out.error().message;
@@ -69,7 +69,7 @@ TEST(GpuDevice, PersistentInputsAreUploadedOnce) {
     auto dev = open_vulkan(o);
     ASSERT_TRUE(dev);
     SquarePlusOne c(4096);
-    Bindings in{{c.x, dev->pool()->from_host(iota(4096))}};
+    Bindings in{{c.x, dev->pool()->from_host(iota(4096)).value()}};
     RunStats first, second;
     ASSERT_TRUE(dev->execute(c.g, {c.y}, in, &first).has_value());
     auto out = dev->execute(c.g, {c.y}, in, &second);
@@ -87,7 +87,7 @@ TEST(GpuDevice, EnforcedKeepsResultsOnTheDeviceForTheNextRealize) {
   auto dev = open_vulkan(o);
   ASSERT_TRUE(dev);
   SquarePlusOne c(256);
-  Bindings in{{c.x, dev->pool()->from_host(iota(256))}};
+  Bindings in{{c.x, dev->pool()->from_host(iota(256)).value()}};
   auto once = dev->execute(c.g, {c.y}, in, nullptr);
   ASSERT_TRUE(once.has_value());
   Bindings again{{c.x, (*once)[0]}};  // the result fed back as the input
@@ -104,7 +104,7 @@ TEST(GpuDevice, StreamsServeSeveralThreadsAtOnce) {
   auto dev = open_vulkan(o);
   ASSERT_TRUE(dev);
   SquarePlusOne c(1 << 14);
-  Bindings in{{c.x, dev->pool()->from_host(iota(1 << 14))}};
+  Bindings in{{c.x, dev->pool()->from_host(iota(1 << 14)).value()}};
   std::atomic<int> wrong{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)

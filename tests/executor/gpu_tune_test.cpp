@@ -144,7 +144,7 @@ TEST(GpuTune, TheDeviceKeepsDecisionsForTheNextProcess) {
   for (int process = 0; process < 2; ++process) {
     auto dev = open_device("vulkan:0", o);
     ASSERT_TRUE(dev.has_value()) << dev.error().message;
-    Bindings in{{s.x, (*dev)->pool()->from_host(ramp(32, 300))}};
+    Bindings in{{s.x, (*dev)->pool()->from_host(ramp(32, 300)).value()}};
     RunStats stats;
     auto out = (*dev)->execute(s.g, {s.y}, in, &stats);
     ASSERT_TRUE(out.has_value()) << out.error().message;

@@ -25,12 +25,12 @@ ir::HostTensor ones(int64_t n) {
 TEST(PersistentMemory, EnabledKeepsHostDataOutOfTheRecyclingPool) {
   auto pool = BufferPool::create(PersistentMemory::enabled);
   {
-    auto weights = pool->from_host(ones(1000));
+    auto weights = pool->from_host(ones(1000)).value();
     EXPECT_TRUE(weights->persistent());
     EXPECT_EQ(pool->persistent_bytes(), 4032u);  // 4000 rounded up to 64-byte alignment
-    auto scratch = pool->allocate(DType::f32, {1000});
+    auto scratch = pool->allocate(DType::f32, {1000}).value();
     EXPECT_FALSE(scratch->persistent());
-    EXPECT_FALSE(pool->allocate_result(DType::f32, {10})->persistent());
+    EXPECT_FALSE(pool->allocate_result(DType::f32, {10}).value()->persistent());
   }
   // The weights went back to the system; only the intermediates stay cached for reuse.
   EXPECT_EQ(pool->persistent_bytes(), 0u);
@@ -39,17 +39,17 @@ TEST(PersistentMemory, EnabledKeepsHostDataOutOfTheRecyclingPool) {
 
 TEST(PersistentMemory, DisabledRecyclesEverything) {
   auto pool = BufferPool::create(PersistentMemory::disabled);
-  { EXPECT_FALSE(pool->from_host(ones(1000))->persistent()); }
+  { EXPECT_FALSE(pool->from_host(ones(1000)).value()->persistent()); }
   EXPECT_EQ(pool->persistent_bytes(), 0u);
   EXPECT_EQ(pool->cached_bytes(), 4032u);
 }
 
 TEST(PersistentMemory, EnforcedMakesResultsPersistentToo) {
   auto pool = BufferPool::create(PersistentMemory::enforced);
-  auto result = pool->allocate_result(DType::f32, {16});
+  auto result = pool->allocate_result(DType::f32, {16}).value();
   EXPECT_TRUE(result->persistent());
-  EXPECT_TRUE(pool->from_host(ones(4))->persistent());
-  EXPECT_FALSE(pool->allocate(DType::f32, {16})->persistent());
+  EXPECT_TRUE(pool->from_host(ones(4)).value()->persistent());
+  EXPECT_FALSE(pool->allocate(DType::f32, {16}).value()->persistent());
 }
 
 TEST(PersistentMemory, CpuDeviceReturnsPersistentResultsWhenEnforced) {
@@ -62,7 +62,7 @@ TEST(PersistentMemory, CpuDeviceReturnsPersistentResultsWhenEnforced) {
     ir::Builder b(g);
     const ir::Node* x = g.input(DType::f32, {64}, "x");
     const ir::Node* y = *b.binary(ir::Op::Add, x, x);
-    Bindings in{{x, (*dev)->pool()->from_host(ones(64))}};
+    Bindings in{{x, (*dev)->pool()->from_host(ones(64)).value()}};
     auto out = (*dev)->execute(g, {y}, in, nullptr);
     ASSERT_TRUE(out.has_value()) << out.error().message;
     EXPECT_EQ((*out)[0]->persistent(), mode == PersistentMemory::enforced);
@@ -83,7 +83,7 @@ TEST(MaxStreams, CpuDeviceRunsAtMostThatManyRealizesAtOnce) {
     ir::Builder b(g);
     const ir::Node* x = g.input(DType::f32, {1 << 16}, "x");
     const ir::Node* y = *b.unary(ir::Op::Exp, *b.binary(ir::Op::Mul, x, x));
-    Bindings in{{x, (*dev)->pool()->from_host(ones(1 << 16))}};
+    Bindings in{{x, (*dev)->pool()->from_host(ones(1 << 16)).value()}};
     ASSERT_TRUE((*dev)->execute(g, {y}, in, nullptr).has_value());  // build the plan once
     std::vector<std::thread> threads;
     std::atomic<int> failures{0};

@@ -176,11 +176,11 @@ TEST(BufferPool, ReusesReleasedBlocks) {
   auto pool = BufferPool::create();
   std::byte* first;
   {
-    auto a = pool->allocate(DType::f32, {1000});
+    auto a = pool->allocate(DType::f32, {1000}).value();
     first = a->data();
   }
   EXPECT_GE(pool->cached_bytes(), 4000u);
-  auto b = pool->allocate(DType::f32, {1000});
+  auto b = pool->allocate(DType::f32, {1000}).value();
   EXPECT_EQ(b->data(), first);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data()) % 64, 0u);
   EXPECT_EQ(pool->cached_bytes(), 0u);

@@ -74,9 +74,9 @@ void expect_same(const Outputs& got, const Outputs& want, const std::string& wha
 
 Outputs run(CpuDevice& dev, RunStats* stats = nullptr) {
   Graph gr;
-  Bindings b{{gr.x, dev.pool()->from_host(filled({19, 24}, 1))},
-             {gr.w, dev.pool()->from_host(filled({24, 33}, 2))},
-             {gr.bias, dev.pool()->from_host(filled({33}, 3))}};
+  Bindings b{{gr.x, dev.pool()->from_host(filled({19, 24}, 1)).value()},
+             {gr.w, dev.pool()->from_host(filled({24, 33}, 2)).value()},
+             {gr.bias, dev.pool()->from_host(filled({33}, 3)).value()}};
   auto out = dev.execute(gr.g, {gr.y, gr.s, gr.moved, gr.am, gr.soft}, b, stats);
   KILN_CHECK(out.has_value()) << out.error().message;
   Outputs got;
@@ -124,7 +124,7 @@ TEST(CheckModeDevice, ValidateFailsTheRunWithTheFirstBadAccess) {
   step.artifact = *art;  // the plan is the device's cached one: the next run uses it
 
   ir::HostTensor in_values = filled({100}, 0);
-  Bindings bindings{{x, dev->pool()->from_host(in_values)}};
+  Bindings bindings{{x, dev->pool()->from_host(in_values).value()}};
   auto result = dev->execute(g, {y}, bindings, nullptr);
   ASSERT_FALSE(result.has_value());
   const std::string label = bad.params[in].label.empty() ? "" : " (" + bad.params[in].label + ")";

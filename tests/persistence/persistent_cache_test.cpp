@@ -63,7 +63,7 @@ class PersistentCacheTest : public ::testing::Test {
     ChainGraph c;
     ir::HostTensor in = ir::HostTensor::zeros(DType::f32, {48, 48});
     for (int64_t i = 0; i < in.numel(); ++i) in.set(i, (i % 7) * 0.25 - 0.5);
-    Bindings b{{c.x, dev.pool()->from_host(in)}};
+    Bindings b{{c.x, dev.pool()->from_host(in).value()}};
     RunStats s;
     auto out = dev.execute(c.g, {c.y}, b, &s);
     KILN_CHECK(out.has_value()) << out.error().message;
