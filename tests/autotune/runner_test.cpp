@@ -52,7 +52,10 @@ void expect_valid(const TuneDecision& d, const kir::Kernel& k, Level level) {
     EXPECT_EQ(c.group, space[i].group);
     if (c.status == CandidateStatus::disqualified) continue;
     EXPECT_TRUE(c.output_checked) << i;
-    EXPECT_FALSE(c.samples.empty()) << i;
+    // A candidate dropped as hopeless in warm-up (a load burst on a shared machine can do that
+    // to any of them, the default too) has no samples; every other one has.
+    if (c.status == CandidateStatus::dropped && c.reason.starts_with("warm-up ")) continue;
+    EXPECT_FALSE(c.samples.empty()) << i << ": " << status_name(c.status) << " " << c.reason;
     // The winner has the best score, or is the default kept against a gain under min_gain.
     if (d.stop_reason.find("kept the default") == std::string::npos) {
       EXPECT_LE(w.score, c.score) << i;
