@@ -22,6 +22,22 @@ TEST_P(GpuVulkanDtypeDiffTest, OpsCastsAndReductionsMatchTheCpuBackend) {
 INSTANTIATE_TEST_SUITE_P(AllDtypes, GpuVulkanDtypeDiffTest, testing::ValuesIn(ir::kAllDTypes),
                          [](const auto& info) { return std::string(ir::dtype_name(info.param)); });
 
+// f16 and bf16 conversions from and to every dtype, in registers (kernels without a 16-bit
+// buffer) and through 16-bit buffers, and reductions of values rounded to them: bit for bit,
+// on inputs at every rounding boundary.
+TEST_P(GpuVulkanDtypeDiffTest, HalfConversionsAndReductionsMatchTheCpuBackendBitForBit) {
+  const DType h = GetParam();
+  if (h != DType::f16 && h != DType::bf16) GTEST_SKIP() << "f16 and bf16 only";
+  if (!runner().gpu) GTEST_SKIP() << "vulkan:0 is not available";
+  ASSERT_TRUE(runner().cpu);
+  uint32_t seed = 500;
+  for (DType from : ir::kAllDTypes)
+    for (bool stored : {false, true})
+      run_both(half_cast_kernel(h, from, stored), CheckMode::none, seed++, {}, Inputs::rounding, /*bits=*/true);
+  for (const TuneParams& p : {TuneParams{}, TuneParams{.reduce = GpuReduce::thread}, TuneParams{.splits = 4}})
+    run_both(half_reduce_kernel(h, 3, 3000), CheckMode::none, seed++, p, Inputs::reduce, /*bits=*/true);
+}
+
 TEST(GpuVulkanDiffTest, NestedReductionsAndMatmulsMatchTheCpuBackend) {
   if (!runner().gpu) GTEST_SKIP() << "vulkan:0 is not available";
   ASSERT_TRUE(runner().cpu);

@@ -23,7 +23,31 @@ using ir::DType;
 // Inputs with NaN, infinities, signed zeros and ties for floats; full-range integers. Reduction
 // inputs use +-1 and +-2 (exact sums, and products whose overflow does not depend on order) and
 // rare NaNs; matmul inputs plain finite values (a NaN would spread over whole rows).
-enum class Inputs { alu, reduce, matmul, by_name };
+// `rounding`: values at every rounding boundary of f16 and bf16 (codegen/gpu rounding tests).
+enum class Inputs { alu, reduce, matmul, rounding, by_name };
+
+// Random f32 bits from f16's subnormals to f32's overflow edge, a quarter of them halfway
+// between two f16 values and a quarter halfway between two bf16 values; a few specials.
+inline uint32_t rounding_f32_bits(std::mt19937& rng) {
+  const uint32_t r = rng(), m = rng() & 0x7fffffu;
+  const uint32_t specials[] = {0x7fc00000u, 0x7f800000u, 0x477fe000u, 0x477ff000u, 0x7f7fffffu, 0x7f7f8000u, 0x0u, 0x33000000u, 0x33000001u};
+  if (r % 16 == 0) return specials[(r >> 4) % std::size(specials)] | (r & 0x80000000u);
+  const uint32_t e = (r >> 8) % 16 == 0 ? (r >> 12) & 0xffu : 127 - 27 + (r >> 12) % 46;  // 2^-27 .. 2^18
+  uint32_t bits = (r & 0x80000000u) | (std::min(e, 254u) << 23) | m;
+  if (r % 4 == 1) bits = (bits & ~0x1fffu) | 0x1000u;  // an f16 halfway point (normal range)
+  if (r % 4 == 2) bits = (bits & ~0xffffu) | 0x8000u;  // a bf16 halfway point
+  return bits;
+}
+
+// Integers of every bit length, many of them halfway between two floats of 8 or 11 bits.
+inline int64_t rounding_int(std::mt19937& rng, int max_bits) {
+  const uint64_t r = (uint64_t{rng()} << 32) | rng();
+  const int len = 1 + static_cast<int>(rng() % max_bits);
+  uint64_t v = (r & ((uint64_t{1} << len) - 1)) | (uint64_t{1} << (len - 1));
+  const int keep = (rng() & 1) ? 8 : 11;
+  if (len > keep + 1 && rng() % 2) v = (v >> (len - keep)) << (len - keep) | (uint64_t{1} << (len - keep - 1));
+  return (rng() & 1) ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
+}
 
 inline ir::HostTensor random_input(DType t, const ir::Shape& shape, std::mt19937& rng, Inputs kind) {
   ir::HostTensor h = ir::HostTensor::zeros(t, shape);
@@ -38,7 +62,18 @@ inline ir::HostTensor random_input(DType t, const ir::Shape& shape, std::mt19937
     else if (t == DType::i8) v = static_cast<int8_t>(r & 0xff);
     else if (t == DType::i32) v = static_cast<int32_t>(r);
     else if (t == DType::i64) v = static_cast<double>(any(rng));
-    else if (kind == Inputs::reduce) v = (r % 97 == 0) ? NAN : ((r >> 8) & 1 ? 1.0 : 2.0) * ((r >> 9) & 1 ? -1 : 1);
+    else if (kind == Inputs::rounding && t == DType::i64) {
+      const int64_t x = rounding_int(rng, 62);
+      std::memcpy(&h.bytes[i * 8], &x, 8);
+      continue;
+    } else if (kind == Inputs::rounding && t == DType::i32) v = static_cast<double>(rounding_int(rng, 30));
+    else if (kind == Inputs::rounding && (t == DType::f32 || t == DType::f64)) {
+      float f;
+      const uint32_t bits = rounding_f32_bits(rng);
+      std::memcpy(&f, &bits, 4);
+      v = f;  // f64: the halfway point itself, or one of its neighbours (a double rounding's trap)
+      if (t == DType::f64 && std::isfinite(v) && r % 3 != 0) v = std::nextafter(v, r % 3 == 1 ? INFINITY : -INFINITY);
+    } else if (kind == Inputs::reduce) v = (r % 97 == 0) ? NAN : ((r >> 8) & 1 ? 1.0 : 2.0) * ((r >> 9) & 1 ? -1 : 1);
     else if (kind == Inputs::alu && r % 5 == 0) v = specials[(r >> 8) % std::size(specials)];
     else v = std::round(u(rng) * 64) / 64;  // many exact halves and integers
     h.set(i, v);
