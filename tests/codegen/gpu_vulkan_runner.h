@@ -127,21 +127,19 @@ inline Runner& runner() {
   return r;
 }
 
-// Runs `k` on both devices with the same random inputs (by_name: matmul* and reduce* / nested*
-// kernels get their kind); compares every output.
-inline void run_both(const kir::Kernel& k, CheckMode check, uint32_t seed, const TuneParams& params = {},
-                     Inputs inputs = Inputs::by_name, bool bits = false) {
+// Runs `k` on both devices with `inputs` (one tensor per input parameter, in order); compares
+// every output (`bits`: floats bit for bit). `gpu_out`, when given, receives vulkan:0's tensors
+// (one per parameter).
+inline void run_both_on(const kir::Kernel& k, const std::vector<ir::HostTensor>& inputs, CheckMode check,
+                        const TuneParams& params = {}, bool bits = false,
+                        std::vector<ir::HostTensor>* gpu_out = nullptr) {
   Runner& r = runner();
   SCOPED_TRACE(k.name);
-  std::mt19937 rng(seed);
-  const Inputs kind = inputs != Inputs::by_name                                      ? inputs
-                      : k.name.starts_with("matmul")                                  ? Inputs::matmul
-                      : k.name.starts_with("reduce") || k.name.starts_with("nested") ? Inputs::reduce
-                                                                                      : Inputs::alu;
   std::vector<ir::HostTensor> gpu_t, cpu_t;
+  size_t next = 0;
   for (const kir::Param& p : k.params) {
-    gpu_t.push_back(p.output ? ir::HostTensor::zeros(p.dtype, p.shape)
-                             : random_input(p.dtype, p.shape, rng, kind));
+    ASSERT_TRUE(p.output || next < inputs.size()) << "too few inputs";
+    gpu_t.push_back(p.output ? ir::HostTensor::zeros(p.dtype, p.shape) : inputs[next++]);
     cpu_t.push_back(gpu_t.back());
   }
   auto artifact = r.cpu->compile(k, {}, CheckMode::none);
@@ -197,6 +195,22 @@ inline void run_both(const kir::Kernel& k, CheckMode check, uint32_t seed, const
   const std::string what = fmt::format("[{} {} {}]", src->strategy, check_mode_name(check), params.str());
   for (size_t i = 0; i < gpu_t.size(); ++i)
     if (k.params[i].output) expect_same(k, static_cast<int>(i), gpu_t[i], cpu_t[i], what, bits);
+  if (gpu_out) *gpu_out = std::move(gpu_t);
+}
+
+// Runs `k` on both devices with the same random inputs (by_name: matmul* and reduce* / nested*
+// kernels get their kind); compares every output.
+inline void run_both(const kir::Kernel& k, CheckMode check, uint32_t seed, const TuneParams& params = {},
+                     Inputs inputs = Inputs::by_name, bool bits = false) {
+  std::mt19937 rng(seed);
+  const Inputs kind = inputs != Inputs::by_name                                      ? inputs
+                      : k.name.starts_with("matmul")                                  ? Inputs::matmul
+                      : k.name.starts_with("reduce") || k.name.starts_with("nested") ? Inputs::reduce
+                                                                                      : Inputs::alu;
+  std::vector<ir::HostTensor> in;
+  for (const kir::Param& p : k.params)
+    if (!p.output) in.push_back(random_input(p.dtype, p.shape, rng, kind));
+  run_both_on(k, in, check, params, bits);
 }
 
 }  // namespace kiln::codegen::gpu
