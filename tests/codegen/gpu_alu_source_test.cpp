@@ -59,12 +59,16 @@ INSTANTIATE_TEST_SUITE_P(AllDtypes, GpuDtypeSourceTest, testing::ValuesIn(ir::kA
                          [](const auto& info) { return std::string(ir::dtype_name(info.param)); });
 
 // f16 / bf16 conversions and reductions in registers, with and without 16-bit buffers.
-TEST_P(GpuDtypeSourceTest, HalfKernelsCompileAsGlslAndCuda) {
+class GpuHalfSourceTest : public testing::TestWithParam<DType> {};
+
+TEST_P(GpuHalfSourceTest, KernelsCompileAsGlslAndCuda) {
   const DType h = GetParam();
-  if (h != DType::f16 && h != DType::bf16) GTEST_SKIP() << "f16 and bf16 only";
   expect_glsl_compiles(half_kernels(h));
   expect_cuda_compiles(half_kernels(h), fmt::format("half_{}", ir::dtype_name(h)));
 }
+
+INSTANTIATE_TEST_SUITE_P(Halves, GpuHalfSourceTest, testing::Values(DType::f16, DType::bf16),
+                         [](const auto& info) { return std::string(ir::dtype_name(info.param)); });
 
 TEST(GpuAluSourceTest, NestedReductionsAndMatmulsCompile) {
   expect_glsl_compiles(shape_kernels());

@@ -25,9 +25,10 @@ INSTANTIATE_TEST_SUITE_P(AllDtypes, GpuVulkanDtypeDiffTest, testing::ValuesIn(ir
 // f16 and bf16 conversions from and to every dtype, in registers (kernels without a 16-bit
 // buffer) and through 16-bit buffers, and reductions of values rounded to them: bit for bit,
 // on inputs at every rounding boundary.
-TEST_P(GpuVulkanDtypeDiffTest, HalfConversionsAndReductionsMatchTheCpuBackendBitForBit) {
+class GpuVulkanHalfDiffTest : public testing::TestWithParam<DType> {};
+
+TEST_P(GpuVulkanHalfDiffTest, ConversionsAndReductionsMatchTheCpuBackendBitForBit) {
   const DType h = GetParam();
-  if (h != DType::f16 && h != DType::bf16) GTEST_SKIP() << "f16 and bf16 only";
   if (!runner().gpu) GTEST_SKIP() << "vulkan:0 is not available";
   ASSERT_TRUE(runner().cpu);
   uint32_t seed = 500;
@@ -37,6 +38,9 @@ TEST_P(GpuVulkanDtypeDiffTest, HalfConversionsAndReductionsMatchTheCpuBackendBit
   for (const TuneParams& p : {TuneParams{}, TuneParams{.reduce = GpuReduce::thread}, TuneParams{.splits = 4}})
     run_both(half_reduce_kernel(h, 3, 3000), CheckMode::none, seed++, p, Inputs::reduce, /*bits=*/true);
 }
+
+INSTANTIATE_TEST_SUITE_P(Halves, GpuVulkanHalfDiffTest, testing::Values(DType::f16, DType::bf16),
+                         [](const auto& info) { return std::string(ir::dtype_name(info.param)); });
 
 TEST(GpuVulkanDiffTest, NestedReductionsAndMatmulsMatchTheCpuBackend) {
   if (!runner().gpu) GTEST_SKIP() << "vulkan:0 is not available";
