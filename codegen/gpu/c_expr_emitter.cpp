@@ -64,7 +64,8 @@ void CExprEmitter::close(Scope* s) {
   s->closed = true;
   s->memo.clear();
   std::erase_if(vars_, [&](const auto& kv) { return kv.second.first == s; });
-  if (std::erase_if(bound_, [&](const auto& kv) { return kv.second.first == s; }) > 0) floor_.clear();
+  if (std::erase_if(bound_, [&](const auto& kv) { return kv.second.first == s; }) > 0)
+    floor_.clear();
 }
 
 std::string CExprEmitter::take_root_text() { return std::move(root_->text); }

@@ -92,12 +92,19 @@ std::string DialectText::math_helper(const std::string& name, DType t) {
     const bool mx = name == "fmax";
     std::string same;
     if (t == DType::f64)
-      same = cuda() ? fmt::format("__longlong_as_double(__double_as_longlong(a) {} __double_as_longlong(b))", mx ? "&" : "|")
-                    : fmt::format("packDouble2x32(unpackDouble2x32(a) {} unpackDouble2x32(b))", mx ? "&" : "|");
+      same = cuda()
+                 ? fmt::format(
+                       "__longlong_as_double(__double_as_longlong(a) {} __double_as_longlong(b))",
+                       mx ? "&" : "|")
+                 : fmt::format("packDouble2x32(unpackDouble2x32(a) {} unpackDouble2x32(b))",
+                               mx ? "&" : "|");
     else
-      same = bits_to_float(fmt::format("{} {} {}", float_to_bits("a"), mx ? "&" : "|", float_to_bits("b")));
-    return fmt::format("{0}{1} {2}({1} a, {1} b) {{ return ({3} || {4}) ? a + b : (a == b ? {5} : (a {6} b ? a : b)); }}\n",
-                       q, T, key, is_nan("a"), is_nan("b"), same, mx ? ">" : "<");
+      same = bits_to_float(
+          fmt::format("{} {} {}", float_to_bits("a"), mx ? "&" : "|", float_to_bits("b")));
+    return fmt::format(
+        "{0}{1} {2}({1} a, {1} b) {{ return ({3} || {4}) ? a + b : (a == b ? {5} : (a {6} b ? a : "
+        "b)); }}\n",
+        q, T, key, is_nan("a"), is_nan("b"), same, mx ? ">" : "<");
   }
   if (name == "tanh")  // GLSL: odd polynomial near 0, exp form elsewhere
     return fmt::format(

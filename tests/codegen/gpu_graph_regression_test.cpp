@@ -22,7 +22,8 @@ namespace {
 
 std::vector<std::filesystem::path> regression_graphs() {
   std::vector<std::filesystem::path> out;
-  for (const auto& e : std::filesystem::directory_iterator(KILN_SOURCE_DIR "/tests/graphs/gpu_regressions"))
+  for (const auto& e :
+       std::filesystem::directory_iterator(KILN_SOURCE_DIR "/tests/graphs/gpu_regressions"))
     if (e.path().extension() == ".kg") out.push_back(e.path());
   std::ranges::sort(out);
   return out;
@@ -69,8 +70,9 @@ std::vector<kir::Kernel> gpu_kernels(const std::filesystem::path& path) {
 // Every schedule that applies to `k` (emit_source rejects the others).
 std::vector<TuneParams> schedules(const kir::Kernel& k) {
   std::vector<TuneParams> out;
-  for (const TuneParams& p : {TuneParams{}, TuneParams{.splits = 1}, TuneParams{.splits = 4},
-                              TuneParams{.reduce = GpuReduce::thread}, TuneParams{.vector_loads = kLanes}})
+  for (const TuneParams& p :
+       {TuneParams{}, TuneParams{.splits = 1}, TuneParams{.splits = 4},
+        TuneParams{.reduce = GpuReduce::thread}, TuneParams{.vector_loads = kLanes}})
     if (emit_source(k, p, Dialect::glsl).has_value()) out.push_back(p);
   return out;
 }

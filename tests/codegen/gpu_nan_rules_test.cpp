@@ -25,7 +25,8 @@ std::vector<kir::Kernel> binary_kernels(DType t) {
   const kir::Expr* i = a.var(0);
   const kir::Expr* x = a.load(0, t, i);
   const kir::Expr* y = a.load(1, t, i);
-  auto kernel = [&](const std::string& name, const std::vector<std::pair<DType, const kir::Expr*>>& outs) {
+  auto kernel = [&](const std::string& name,
+                    const std::vector<std::pair<DType, const kir::Expr*>>& outs) {
     kir::Kernel k;
     k.name = fmt::format("nan_{}_{}", name, ir::dtype_name(t));
     k.arena = arena;
@@ -38,10 +39,16 @@ std::vector<kir::Kernel> binary_kernels(DType t) {
     return k;
   };
   const DType b = DType::boolean;
-  return {kernel("maxmin", {{t, a.alu(Alu::Max, t, {x, y})}, {t, a.alu(Alu::Min, t, {x, y})},
-                            {t, a.alu(Alu::Relu, t, {x})}, {t, a.alu(Alu::Max, t, {a.alu(Alu::Min, t, {y, x}), x})}}),
-          kernel("compare", {{b, a.alu(Alu::Eq, b, {x, y})}, {b, a.alu(Alu::Ne, b, {x, y})}, {b, a.alu(Alu::Lt, b, {x, y})},
-                             {b, a.alu(Alu::Le, b, {x, y})}, {b, a.alu(Alu::Gt, b, {x, y})}, {b, a.alu(Alu::Ge, b, {x, y})}})};
+  return {kernel("maxmin", {{t, a.alu(Alu::Max, t, {x, y})},
+                            {t, a.alu(Alu::Min, t, {x, y})},
+                            {t, a.alu(Alu::Relu, t, {x})},
+                            {t, a.alu(Alu::Max, t, {a.alu(Alu::Min, t, {y, x}), x})}}),
+          kernel("compare", {{b, a.alu(Alu::Eq, b, {x, y})},
+                             {b, a.alu(Alu::Ne, b, {x, y})},
+                             {b, a.alu(Alu::Lt, b, {x, y})},
+                             {b, a.alu(Alu::Le, b, {x, y})},
+                             {b, a.alu(Alu::Gt, b, {x, y})},
+                             {b, a.alu(Alu::Ge, b, {x, y})}})};
 }
 
 // Every ordered pair of specials: x = kSpecials[i % kS], y = kSpecials[i / kS].
@@ -66,23 +73,57 @@ std::vector<double> special_line(int64_t c, int64_t n) {
     return v;
   }
   switch (c - kS * 3) {
-    case 0: std::ranges::fill(v, NAN); break;
-    case 1: std::ranges::fill(v, -INFINITY); break;
-    case 2: std::ranges::fill(v, INFINITY); break;
-    case 3: std::ranges::fill(v, -0.0); break;
-    case 4: v[1] = NAN; v[n - 1] = NAN; break;
-    case 5: v[0] = INFINITY; v[n - 1] = NAN; break;
-    case 6: std::ranges::fill(v, -1.0); v[1] = -0.0; v[n - 1] = 0.0; break;  // max: a zero tie
-    case 7: std::ranges::fill(v, -1.0); v[1] = 0.0; v[n - 1] = -0.0; break;
-    case 8: std::ranges::fill(v, 1.0); v[1] = -0.0; v[n - 1] = 0.0; break;   // min: a zero tie
-    case 9: std::ranges::fill(v, 1.0); v[1] = 0.0; v[n - 1] = -0.0; break;
-    default: std::ranges::fill(v, 0.0); v[n / 2] = -0.0; break;
+    case 0:
+      std::ranges::fill(v, NAN);
+      break;
+    case 1:
+      std::ranges::fill(v, -INFINITY);
+      break;
+    case 2:
+      std::ranges::fill(v, INFINITY);
+      break;
+    case 3:
+      std::ranges::fill(v, -0.0);
+      break;
+    case 4:
+      v[1] = NAN;
+      v[n - 1] = NAN;
+      break;
+    case 5:
+      v[0] = INFINITY;
+      v[n - 1] = NAN;
+      break;
+    case 6:
+      std::ranges::fill(v, -1.0);
+      v[1] = -0.0;
+      v[n - 1] = 0.0;
+      break;  // max: a zero tie
+    case 7:
+      std::ranges::fill(v, -1.0);
+      v[1] = 0.0;
+      v[n - 1] = -0.0;
+      break;
+    case 8:
+      std::ranges::fill(v, 1.0);
+      v[1] = -0.0;
+      v[n - 1] = 0.0;
+      break;  // min: a zero tie
+    case 9:
+      std::ranges::fill(v, 1.0);
+      v[1] = 0.0;
+      v[n - 1] = -0.0;
+      break;
+    default:
+      std::ranges::fill(v, 0.0);
+      v[n / 2] = -0.0;
+      break;
   }
   return v;
 }
 constexpr int64_t kLines = kS * 3 + 11;
 
-// `lines` special lines of length n, laid out as rows (x[line * n + i]) or columns (x[i * lines + line]).
+// `lines` special lines of length n, laid out as rows (x[line * n + i]) or columns (x[i * lines +
+// line]).
 ir::HostTensor line_input(DType t, int64_t lines, int64_t n, bool columns, int64_t first_case = 0) {
   ir::HostTensor h = ir::HostTensor::zeros(t, {lines * n});
   for (int64_t l = 0; l < lines; ++l) {
@@ -98,7 +139,8 @@ ir::HostTensor line_input(DType t, int64_t lines, int64_t n, bool columns, int64
 // loads of four lanes move as vectors).
 kir::Kernel extremes_kernel(DType t, int64_t lines, int64_t n, bool columns) {
   kir::Kernel k;
-  k.name = fmt::format("nan_{}_{}x{}_{}", columns ? "columns" : "rows", lines, n, ir::dtype_name(t));
+  k.name =
+      fmt::format("nan_{}_{}x{}_{}", columns ? "columns" : "rows", lines, n, ir::dtype_name(t));
   k.arena = std::make_shared<kir::ExprArena>();
   kir::ExprArena& a = *k.arena;
   const int64_t l = std::max<int64_t>(lines, 1);
@@ -113,7 +155,8 @@ kir::Kernel extremes_kernel(DType t, int64_t lines, int64_t n, bool columns) {
   for (ReduceOp op : {ReduceOp::Max, ReduceOp::Min, ReduceOp::ArgMax, ReduceOp::ArgMin}) {
     const DType rt = is_arg(op) ? DType::i32 : t;
     k.params.push_back({rt, {l}, true, "o"});
-    k.stores.push_back({static_cast<int32_t>(k.params.size() - 1), line, a.reduce(op, rt, x, {1}, {n})});
+    k.stores.push_back(
+        {static_cast<int32_t>(k.params.size() - 1), line, a.reduce(op, rt, x, {1}, {n})});
   }
   return k;
 }
@@ -134,7 +177,9 @@ double rule_max(double a, double b) {
   if (a == b) return std::signbit(a) && std::signbit(b) ? a : std::fabs(a);
   return a > b ? a : b;
 }
-double rule_min(double a, double b) { return -rule_max(-a, -b); }
+double rule_min(double a, double b) {
+  return -rule_max(-a, -b);
+}
 
 bool same_bits(double a, double b) {
   return std::isnan(a) ? std::isnan(b) : a == b && std::signbit(a) == std::signbit(b);
@@ -145,13 +190,17 @@ TEST_P(GpuNanRulesTest, MaxMinReluAndComparisonsOnEveryPair) {
   for (const kir::Kernel& k : binary_kernels(GetParam())) {
     std::vector<ir::HostTensor> out;
     run_both_on(k, in, CheckMode::none, {}, /*bits=*/true, &out);
-    if (GetParam() == DType::f32) run_both_on(k, in, CheckMode::none, {.vector_loads = kLanes}, true);
+    if (GetParam() == DType::f32)
+      run_both_on(k, in, CheckMode::none, {.vector_loads = kLanes}, true);
     if (!k.name.starts_with("nan_maxmin") || out.size() != 6) continue;
     for (int64_t i = 0; i < kPairs; ++i) {
       const double x = in[0].get(i), y = in[1].get(i);
-      EXPECT_TRUE(same_bits(out[2].get(i), rule_max(x, y))) << "max(" << x << ", " << y << ") = " << out[2].get(i);
-      EXPECT_TRUE(same_bits(out[3].get(i), rule_min(x, y))) << "min(" << x << ", " << y << ") = " << out[3].get(i);
-      EXPECT_TRUE(same_bits(out[4].get(i), rule_max(x, 0.0))) << "relu(" << x << ") = " << out[4].get(i);
+      EXPECT_TRUE(same_bits(out[2].get(i), rule_max(x, y)))
+          << "max(" << x << ", " << y << ") = " << out[2].get(i);
+      EXPECT_TRUE(same_bits(out[3].get(i), rule_min(x, y)))
+          << "min(" << x << ", " << y << ") = " << out[3].get(i);
+      EXPECT_TRUE(same_bits(out[4].get(i), rule_max(x, 0.0)))
+          << "relu(" << x << ") = " << out[4].get(i);
     }
   }
 }
@@ -182,18 +231,21 @@ TEST_P(GpuNanRulesTest, ReductionsInEveryStrategy) {
   // a workgroup per row (tree), split rows, and loops in the thread
   const kir::Kernel rows = extremes_kernel(t, kLines, 100, false);
   const ir::HostTensor x = line_input(t, kLines, 100, false);
-  for (const TuneParams& p : {TuneParams{}, TuneParams{.splits = 4}, TuneParams{.reduce = GpuReduce::thread}}) {
+  for (const TuneParams& p :
+       {TuneParams{}, TuneParams{.splits = 4}, TuneParams{.reduce = GpuReduce::thread}}) {
     std::vector<ir::HostTensor> out;
     run_both_on(rows, {x}, CheckMode::none, p, true, &out);
     if (out.size() == 5) expect_rule(x, 100, out);
   }
-  run_both_on(extremes_kernel(t, kLines, 7, false), {line_input(t, kLines, 7, false)}, CheckMode::none, {}, true);
+  run_both_on(extremes_kernel(t, kLines, 7, false), {line_input(t, kLines, 7, false)},
+              CheckMode::none, {}, true);
   // the whole input, each case once, in one workgroup and split over several
   const kir::Kernel whole = extremes_kernel(t, 0, 3000, false);
   for (int64_t c = 0; c < kLines; c += 3)
     for (const TuneParams& p : {TuneParams{}, TuneParams{.splits = 8}})
       run_both_on(whole, {line_input(t, 1, 3000, false, c)}, CheckMode::none, p, true);
-  // columns: a workgroup per column, per-thread loops, and four lanes with vector loads where the dtype has them
+  // columns: a workgroup per column, per-thread loops, and four lanes with vector loads where the
+  // dtype has them
   const kir::Kernel cols = extremes_kernel(t, 4 * kLines, 50, true);
   for (const TuneParams& p : {TuneParams{}, TuneParams{.reduce = GpuReduce::thread}})
     run_both_on(cols, {line_input(t, 4 * kLines, 50, true)}, CheckMode::none, p, true);
@@ -216,12 +268,14 @@ TEST(GpuNanRulesSourceTest, KernelsCompileAsCuda) {
   };
   for (DType t : kFloats) {
     for (const kir::Kernel& k : binary_kernels(t)) add(k, {});
-    for (const TuneParams& p : {TuneParams{}, TuneParams{.splits = 4}, TuneParams{.reduce = GpuReduce::thread}})
+    for (const TuneParams& p :
+         {TuneParams{}, TuneParams{.splits = 4}, TuneParams{.reduce = GpuReduce::thread}})
       add(extremes_kernel(t, kLines, 100, false), p);
     add(extremes_kernel(t, 0, 3000, false), {.splits = 8});
     add(extremes_kernel(t, 4 * kLines, 50, true), {});
   }
-  add(extremes_kernel(DType::f32, 4 * kLines, 50, true), {.reduce = GpuReduce::thread, .vector_loads = kLanes});
+  add(extremes_kernel(DType::f32, 4 * kLines, 50, true),
+      {.reduce = GpuReduce::thread, .vector_loads = kLanes});
   expect_cuda_batch_compiles(sources, "nan_rules");
 }
 

@@ -238,7 +238,8 @@ inline kir::Kernel centered_kernel(int64_t rows, int64_t cols) {
 // trip back to `from`, from h arithmetic), and with `store_half` stored as h too.
 inline kir::Kernel half_cast_kernel(DType h, DType from, bool store_half) {
   kir::Kernel k;
-  k.name = fmt::format("half_{}_from_{}{}", ir::dtype_name(h), ir::dtype_name(from), store_half ? "_stored" : "");
+  k.name = fmt::format("half_{}_from_{}{}", ir::dtype_name(h), ir::dtype_name(from),
+                       store_half ? "_stored" : "");
   k.arena = std::make_shared<kir::ExprArena>();
   kir::ExprArena& a = *k.arena;
   k.domain = {4 * kN};
@@ -266,14 +267,17 @@ inline kir::Kernel half_reduce_kernel(DType h, int64_t rows, int64_t extent) {
   k.domain = {rows};
   k.params = {{DType::f32, {rows * extent}, false, "x"}};
   const kir::Expr* row = a.var(0);
-  const kir::Expr* idx = a.alu(Alu::Add, DType::i64, {a.alu(Alu::Mul, DType::i64, {row, a.index(extent)}), a.var(1)});
+  const kir::Expr* idx =
+      a.alu(Alu::Add, DType::i64, {a.alu(Alu::Mul, DType::i64, {row, a.index(extent)}), a.var(1)});
   const kir::Expr* xh = a.alu(Alu::Cast, h, {a.load(0, DType::f32, idx)});
-  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::ArgMax, ReduceOp::ArgMin}) {
+  for (ReduceOp op :
+       {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::ArgMax, ReduceOp::ArgMin}) {
     const DType rt = is_arg(op) ? DType::i32 : h;
     const kir::Expr* r = a.reduce(op, rt, xh, {1}, {extent});
     const DType ot = is_arg(op) ? DType::i32 : DType::f32;
     k.params.push_back({ot, {rows}, true, "o"});
-    k.stores.push_back({static_cast<int32_t>(k.params.size() - 1), row, is_arg(op) ? r : a.alu(Alu::Cast, ot, {r})});
+    k.stores.push_back({static_cast<int32_t>(k.params.size() - 1), row,
+                        is_arg(op) ? r : a.alu(Alu::Cast, ot, {r})});
   }
   return k;
 }

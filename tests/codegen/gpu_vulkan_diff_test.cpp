@@ -34,9 +34,12 @@ TEST_P(GpuVulkanHalfDiffTest, ConversionsAndReductionsMatchTheCpuBackendBitForBi
   uint32_t seed = 500;
   for (DType from : ir::kAllDTypes)
     for (bool stored : {false, true})
-      run_both(half_cast_kernel(h, from, stored), CheckMode::none, seed++, {}, Inputs::rounding, /*bits=*/true);
-  for (const TuneParams& p : {TuneParams{}, TuneParams{.reduce = GpuReduce::thread}, TuneParams{.splits = 4}})
-    run_both(half_reduce_kernel(h, 3, 3000), CheckMode::none, seed++, p, Inputs::reduce, /*bits=*/true);
+      run_both(half_cast_kernel(h, from, stored), CheckMode::none, seed++, {}, Inputs::rounding,
+               /*bits=*/true);
+  for (const TuneParams& p :
+       {TuneParams{}, TuneParams{.reduce = GpuReduce::thread}, TuneParams{.splits = 4}})
+    run_both(half_reduce_kernel(h, 3, 3000), CheckMode::none, seed++, p, Inputs::reduce,
+             /*bits=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Halves, GpuVulkanHalfDiffTest, testing::Values(DType::f16, DType::bf16),

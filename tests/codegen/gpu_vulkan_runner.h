@@ -30,9 +30,11 @@ enum class Inputs { alu, reduce, matmul, rounding, by_name };
 // between two f16 values and a quarter halfway between two bf16 values; a few specials.
 inline uint32_t rounding_f32_bits(std::mt19937& rng) {
   const uint32_t r = rng(), m = rng() & 0x7fffffu;
-  const uint32_t specials[] = {0x7fc00000u, 0x7f800000u, 0x477fe000u, 0x477ff000u, 0x7f7fffffu, 0x7f7f8000u, 0x0u, 0x33000000u, 0x33000001u};
+  const uint32_t specials[] = {0x7fc00000u, 0x7f800000u, 0x477fe000u, 0x477ff000u, 0x7f7fffffu,
+                               0x7f7f8000u, 0x0u,        0x33000000u, 0x33000001u};
   if (r % 16 == 0) return specials[(r >> 4) % std::size(specials)] | (r & 0x80000000u);
-  const uint32_t e = (r >> 8) % 16 == 0 ? (r >> 12) & 0xffu : 127 - 27 + (r >> 12) % 46;  // 2^-27 .. 2^18
+  const uint32_t e =
+      (r >> 8) % 16 == 0 ? (r >> 12) & 0xffu : 127 - 27 + (r >> 12) % 46;  // 2^-27 .. 2^18
   uint32_t bits = (r & 0x80000000u) | (std::min(e, 254u) << 23) | m;
   if (r % 4 == 1) bits = (bits & ~0x1fffu) | 0x1000u;  // an f16 halfway point (normal range)
   if (r % 4 == 2) bits = (bits & ~0xffffu) | 0x8000u;  // a bf16 halfway point
@@ -45,11 +47,13 @@ inline int64_t rounding_int(std::mt19937& rng, int max_bits) {
   const int len = 1 + static_cast<int>(rng() % max_bits);
   uint64_t v = (r & ((uint64_t{1} << len) - 1)) | (uint64_t{1} << (len - 1));
   const int keep = (rng() & 1) ? 8 : 11;
-  if (len > keep + 1 && rng() % 2) v = (v >> (len - keep)) << (len - keep) | (uint64_t{1} << (len - keep - 1));
+  if (len > keep + 1 && rng() % 2)
+    v = (v >> (len - keep)) << (len - keep) | (uint64_t{1} << (len - keep - 1));
   return (rng() & 1) ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
 }
 
-inline ir::HostTensor random_input(DType t, const ir::Shape& shape, std::mt19937& rng, Inputs kind) {
+inline ir::HostTensor random_input(DType t, const ir::Shape& shape, std::mt19937& rng,
+                                   Inputs kind) {
   ir::HostTensor h = ir::HostTensor::zeros(t, shape);
   std::uniform_real_distribution<double> u(-4.0, 4.0);
   std::uniform_int_distribution<int64_t> any(-(int64_t{1} << 40), int64_t{1} << 40);
@@ -57,25 +61,35 @@ inline ir::HostTensor random_input(DType t, const ir::Shape& shape, std::mt19937
   for (int64_t i = 0; i < h.numel(); ++i) {
     const uint32_t r = rng();
     double v;
-    if (t == DType::boolean) v = r & 1;
-    else if (t == DType::u8) v = r & 0xff;
-    else if (t == DType::i8) v = static_cast<int8_t>(r & 0xff);
-    else if (t == DType::i32) v = static_cast<int32_t>(r);
-    else if (t == DType::i64) v = static_cast<double>(any(rng));
+    if (t == DType::boolean)
+      v = r & 1;
+    else if (t == DType::u8)
+      v = r & 0xff;
+    else if (t == DType::i8)
+      v = static_cast<int8_t>(r & 0xff);
+    else if (t == DType::i32)
+      v = static_cast<int32_t>(r);
+    else if (t == DType::i64)
+      v = static_cast<double>(any(rng));
     else if (kind == Inputs::rounding && t == DType::i64) {
       const int64_t x = rounding_int(rng, 62);
       std::memcpy(&h.bytes[i * 8], &x, 8);
       continue;
-    } else if (kind == Inputs::rounding && t == DType::i32) v = static_cast<double>(rounding_int(rng, 30));
+    } else if (kind == Inputs::rounding && t == DType::i32)
+      v = static_cast<double>(rounding_int(rng, 30));
     else if (kind == Inputs::rounding && (t == DType::f32 || t == DType::f64)) {
       float f;
       const uint32_t bits = rounding_f32_bits(rng);
       std::memcpy(&f, &bits, 4);
       v = f;  // f64: the halfway point itself, or one of its neighbours (a double rounding's trap)
-      if (t == DType::f64 && std::isfinite(v) && r % 3 != 0) v = std::nextafter(v, r % 3 == 1 ? INFINITY : -INFINITY);
-    } else if (kind == Inputs::reduce) v = (r % 97 == 0) ? NAN : ((r >> 8) & 1 ? 1.0 : 2.0) * ((r >> 9) & 1 ? -1 : 1);
-    else if (kind == Inputs::alu && r % 5 == 0) v = specials[(r >> 8) % std::size(specials)];
-    else v = std::round(u(rng) * 64) / 64;  // many exact halves and integers
+      if (t == DType::f64 && std::isfinite(v) && r % 3 != 0)
+        v = std::nextafter(v, r % 3 == 1 ? INFINITY : -INFINITY);
+    } else if (kind == Inputs::reduce)
+      v = (r % 97 == 0) ? NAN : ((r >> 8) & 1 ? 1.0 : 2.0) * ((r >> 9) & 1 ? -1 : 1);
+    else if (kind == Inputs::alu && r % 5 == 0)
+      v = specials[(r >> 8) % std::size(specials)];
+    else
+      v = std::round(u(rng) * 64) / 64;  // many exact halves and integers
     h.set(i, v);
   }
   return h;
@@ -83,27 +97,37 @@ inline ir::HostTensor random_input(DType t, const ir::Shape& shape, std::mt19937
 
 inline double tolerance(DType t) {
   switch (t) {
-    case DType::f64: return 1e-9;
-    case DType::f32: return 3e-5;
-    case DType::f16: return 2e-3;
-    case DType::bf16: return 1.6e-2;
-    default: return 0;
+    case DType::f64:
+      return 1e-9;
+    case DType::f32:
+      return 3e-5;
+    case DType::f16:
+      return 2e-3;
+    case DType::bf16:
+      return 1.6e-2;
+    default:
+      return 0;
   }
 }
 
 // `bits`: floats must match bit for bit (any NaN matches any NaN: payloads may differ).
-inline void expect_same(const kir::Kernel& k, int p, const ir::HostTensor& gpu, const ir::HostTensor& cpu,
-                        const std::string& what, bool bits = false) {
+inline void expect_same(const kir::Kernel& k, int p, const ir::HostTensor& gpu,
+                        const ir::HostTensor& cpu, const std::string& what, bool bits = false) {
   const DType t = gpu.dtype;
   int failures = 0;
   for (int64_t i = 0; i < gpu.numel() && failures < 5; ++i) {
     const double a = gpu.get(i), b = cpu.get(i);
     bool ok;
-    if (std::isnan(b)) ok = std::isnan(a);
-    else if (std::isinf(b)) ok = a == b;
-    else if (bits) ok = a == b && std::signbit(a) == std::signbit(b);
-    else if (!ir::is_float(t)) ok = t == DType::i64 ? std::memcmp(&gpu.bytes[i * 8], &cpu.bytes[i * 8], 8) == 0 : a == b;
-    else ok = std::fabs(a - b) <= tolerance(t) * std::max(1.0, std::fabs(b));
+    if (std::isnan(b))
+      ok = std::isnan(a);
+    else if (std::isinf(b))
+      ok = a == b;
+    else if (bits)
+      ok = a == b && std::signbit(a) == std::signbit(b);
+    else if (!ir::is_float(t))
+      ok = t == DType::i64 ? std::memcmp(&gpu.bytes[i * 8], &cpu.bytes[i * 8], 8) == 0 : a == b;
+    else
+      ok = std::fabs(a - b) <= tolerance(t) * std::max(1.0, std::fabs(b));
     if (!ok) {
       ++failures;
       ADD_FAILURE() << what << " " << k.name << " param %" << p << " (" << ir::dtype_name(t)
@@ -130,8 +154,8 @@ inline Runner& runner() {
 // Runs `k` on both devices with `inputs` (one tensor per input parameter, in order); compares
 // every output (`bits`: floats bit for bit). `gpu_out`, when given, receives vulkan:0's tensors
 // (one per parameter).
-inline void run_both_on(const kir::Kernel& k, const std::vector<ir::HostTensor>& inputs, CheckMode check,
-                        const TuneParams& params = {}, bool bits = false,
+inline void run_both_on(const kir::Kernel& k, const std::vector<ir::HostTensor>& inputs,
+                        CheckMode check, const TuneParams& params = {}, bool bits = false,
                         std::vector<ir::HostTensor>* gpu_out = nullptr) {
   Runner& r = runner();
   SCOPED_TRACE(k.name);
@@ -192,7 +216,8 @@ inline void run_both_on(const kir::Kernel& k, const std::vector<ir::HostTensor>&
   }
   ASSERT_TRUE((*stream)->synchronize().has_value());
   EXPECT_EQ(slot[kCheckFlag], 0) << k.name << ": an in-range kernel reported a bad access";
-  const std::string what = fmt::format("[{} {} {}]", src->strategy, check_mode_name(check), params.str());
+  const std::string what =
+      fmt::format("[{} {} {}]", src->strategy, check_mode_name(check), params.str());
   for (size_t i = 0; i < gpu_t.size(); ++i)
     if (k.params[i].output) expect_same(k, static_cast<int>(i), gpu_t[i], cpu_t[i], what, bits);
   if (gpu_out) *gpu_out = std::move(gpu_t);
@@ -200,13 +225,15 @@ inline void run_both_on(const kir::Kernel& k, const std::vector<ir::HostTensor>&
 
 // Runs `k` on both devices with the same random inputs (by_name: matmul* and reduce* / nested*
 // kernels get their kind); compares every output.
-inline void run_both(const kir::Kernel& k, CheckMode check, uint32_t seed, const TuneParams& params = {},
-                     Inputs inputs = Inputs::by_name, bool bits = false) {
+inline void run_both(const kir::Kernel& k, CheckMode check, uint32_t seed,
+                     const TuneParams& params = {}, Inputs inputs = Inputs::by_name,
+                     bool bits = false) {
   std::mt19937 rng(seed);
-  const Inputs kind = inputs != Inputs::by_name                                      ? inputs
-                      : k.name.starts_with("matmul")                                  ? Inputs::matmul
-                      : k.name.starts_with("reduce") || k.name.starts_with("nested") ? Inputs::reduce
-                                                                                      : Inputs::alu;
+  const Inputs kind = inputs != Inputs::by_name      ? inputs
+                      : k.name.starts_with("matmul") ? Inputs::matmul
+                      : k.name.starts_with("reduce") || k.name.starts_with("nested")
+                          ? Inputs::reduce
+                          : Inputs::alu;
   std::vector<ir::HostTensor> in;
   for (const kir::Param& p : k.params)
     if (!p.output) in.push_back(random_input(p.dtype, p.shape, rng, kind));
