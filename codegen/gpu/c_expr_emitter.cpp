@@ -64,6 +64,8 @@ void CExprEmitter::close(Scope* s) {
   s->closed = true;
   s->memo.clear();
   std::erase_if(vars_, [&](const auto& kv) { return kv.second.first == s; });
+  if (std::erase_if(bound_, [&](const auto& kv) { return kv.second.first == s; }) > 0)
+    floor_.clear();
 }
 
 std::string CExprEmitter::take_root_text() { return std::move(root_->text); }
@@ -73,7 +75,19 @@ void CExprEmitter::bind_var(Scope* s, int32_t var, std::string text) {
 }
 
 void CExprEmitter::bind_expr(Scope* s, const Expr* e, std::string text) {
-  s->memo[e] = std::move(text);
+  bound_[e] = {s, std::move(text)};
+  floor_.clear();
+}
+
+CExprEmitter::Scope* CExprEmitter::bound_floor(const Expr* e) {
+  if (bound_.empty()) return nullptr;
+  if (auto it = bound_.find(e); it != bound_.end()) return it->second.first;
+  if (auto it = floor_.find(e); it != floor_.end()) return it->second;
+  Scope* best = nullptr;
+  for (const Expr* a : e->args)  // through reductions too: their loops read the bound value
+    if (Scope* s = bound_floor(a); s && (!best || s->depth > best->depth)) best = s;
+  floor_[e] = best;
+  return best;
 }
 
 void CExprEmitter::append(Scope* s, const std::string& line) {
@@ -104,15 +118,15 @@ Expected<CExprEmitter::Scope*> CExprEmitter::scope_for(const Expr* e) {
       return std::unexpected(error(fmt::format("loop variable v{} is used outside its loop", v)));
     if (it->second.first->depth > best->depth) best = it->second.first;
   }
+  // An expression with few free variables (a row's mean, a scalar result) that reads a bound
+  // value must still come after it, in its scope: the scopes on one path nest, so the deeper wins.
+  if (Scope* s = bound_floor(e); s && s->depth > best->depth) best = s;
   return best;
 }
 
 Expected<std::string> CExprEmitter::emit(const Expr* e) {
   // A bound expression (a cooperative reduction's result) wins wherever it was bound.
-  for (const auto& s : scopes_)
-    if (!s->closed)
-      if (auto it = s->memo.find(e); it != s->memo.end() && e->kind == ExprKind::Reduce)
-        return it->second;
+  if (auto it = bound_.find(e); it != bound_.end()) return it->second.second;
   Expected<Scope*> s = scope_for(e);
   if (!s) return std::unexpected(s.error());
   if (auto it = (*s)->memo.find(e); it != (*s)->memo.end()) return it->second;

@@ -42,7 +42,8 @@ class CExprEmitter {
   std::string take_root_text();
 
   void bind_var(Scope* s, int32_t var, std::string text);
-  // `e` evaluates to `text` (a variable of scope `s`), e.g. a reduction computed cooperatively.
+  // `e` evaluates to `text` (a variable of scope `s`), e.g. a reduction computed cooperatively,
+  // until `s` closes; whatever reads `e` is emitted in `s` or deeper.
   void bind_expr(Scope* s, const kir::Expr* e, std::string text);
   void append(Scope* s, const std::string& line);
   std::string fresh(const std::string& stem);
@@ -60,6 +61,8 @@ class CExprEmitter {
   Expected<std::string> emit_load(const kir::Expr* e, Scope* s);
   Expected<std::string> emit_reduce(const kir::Expr* e, Scope* s);
   std::string define(Scope* s, DType t, const std::string& value);
+  // The deepest scope binding an expression `e` reads (bound_), or nullptr.
+  Scope* bound_floor(const kir::Expr* e);
   kiln::Error error(const std::string& what) const;
 
   const kir::Kernel& k_;
@@ -69,6 +72,9 @@ class CExprEmitter {
   std::vector<std::unique_ptr<Scope>> scopes_;
   Scope* root_;
   std::unordered_map<int32_t, std::pair<Scope*, std::string>> vars_;
+  std::unordered_map<const kir::Expr*, std::pair<Scope*, std::string>> bound_;
+  // bound_floor's answers for the current bound_ (cleared whenever bound_ changes).
+  std::unordered_map<const kir::Expr*, Scope*> floor_;
   int next_id_ = 0;
 };
 

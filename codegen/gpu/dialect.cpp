@@ -194,9 +194,14 @@ std::string DialectText::to_memory(DType t, const std::string& v) {
   }
 }
 
+// Through the 16-bit pattern in a 32-bit register: GLSL's 16-bit types need the 16-bit storage
+// extensions, which a kernel without 16-bit buffers does not enable.
 std::string DialectText::round_to_storage(DType t, const std::string& v) {
   if (t != DType::f16 && t != DType::bf16) return v;
-  return from_memory(t, to_memory(t, v));
+  if (cuda()) return from_memory(t, to_memory(t, v));
+  const std::string bits = fmt::format("{}({})", helper(t == DType::f16 ? "f2h" : "f2bf", t), v);
+  if (t == DType::f16) return fmt::format("unpackHalf2x16({}).x", bits);
+  return bits_to_float(fmt::format("({} << 16)", bits));
 }
 
 std::string DialectText::math(const std::string& name, DType t, const std::string& x,

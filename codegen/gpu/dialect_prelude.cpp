@@ -85,10 +85,27 @@ std::string DialectText::math_helper(const std::string& name, DType t) {
         q, T, key, zero_, float_lit(t, 0.7978845608028654), float_lit(t, 0.044715),
         float_lit(t, INFINITY), sig);
   }
-  if (name == "fmax" || name == "fmin")  // NaN propagates (numpy maximum / minimum)
-    return fmt::format("{0}{1} {2}({1} a, {1} b) {{ if ({3}) return a; if ({4}) return b; "
-                       "return a {5} b ? a : b; }}\n",
-                       q, T, key, is_nan("a"), is_nan("b"), name == "fmax" ? ">" : "<");
+  if (name == "fmax" || name == "fmin") {
+    // IEEE 754-2019 maximum / minimum (the cpu backend's llvm.maximum / llvm.minimum): a NaN
+    // operand gives NaN; equal operands differ only as zeros, where -0 < +0, so the bits of the
+    // maximum are a & b (the sign only when both have it) and of the minimum a | b.
+    const bool mx = name == "fmax";
+    std::string same;
+    if (t == DType::f64)
+      same = cuda()
+                 ? fmt::format(
+                       "__longlong_as_double(__double_as_longlong(a) {} __double_as_longlong(b))",
+                       mx ? "&" : "|")
+                 : fmt::format("packDouble2x32(unpackDouble2x32(a) {} unpackDouble2x32(b))",
+                               mx ? "&" : "|");
+    else
+      same = bits_to_float(
+          fmt::format("{} {} {}", float_to_bits("a"), mx ? "&" : "|", float_to_bits("b")));
+    return fmt::format(
+        "{0}{1} {2}({1} a, {1} b) {{ return ({3} || {4}) ? a + b : (a == b ? {5} : (a {6} b ? a : "
+        "b)); }}\n",
+        q, T, key, is_nan("a"), is_nan("b"), same, mx ? ">" : "<");
+  }
   if (name == "tanh")  // GLSL: odd polynomial near 0, exp form elsewhere
     return fmt::format(
         "{0}float {1}(float x) {{ float a = abs(x); if (a < 0.125) {{ float x2 = x * x; return x "

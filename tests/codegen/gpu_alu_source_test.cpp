@@ -58,6 +58,18 @@ TEST_P(GpuDtypeSourceTest, EveryOpCastAndReductionCompilesAsCuda) {
 INSTANTIATE_TEST_SUITE_P(AllDtypes, GpuDtypeSourceTest, testing::ValuesIn(ir::kAllDTypes),
                          [](const auto& info) { return std::string(ir::dtype_name(info.param)); });
 
+// f16 / bf16 conversions and reductions in registers, with and without 16-bit buffers.
+class GpuHalfSourceTest : public testing::TestWithParam<DType> {};
+
+TEST_P(GpuHalfSourceTest, KernelsCompileAsGlslAndCuda) {
+  const DType h = GetParam();
+  expect_glsl_compiles(half_kernels(h));
+  expect_cuda_compiles(half_kernels(h), fmt::format("half_{}", ir::dtype_name(h)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Halves, GpuHalfSourceTest, testing::Values(DType::f16, DType::bf16),
+                         [](const auto& info) { return std::string(ir::dtype_name(info.param)); });
+
 TEST(GpuAluSourceTest, NestedReductionsAndMatmulsCompile) {
   expect_glsl_compiles(shape_kernels());
   expect_cuda_compiles(shape_kernels(), "shapes");

@@ -234,6 +234,63 @@ inline kir::Kernel centered_kernel(int64_t rows, int64_t cols) {
   return k;
 }
 
+// f16 / bf16 (`h`) conversions from `from`: through registers only (an f32, i32, f64 and a round
+// trip back to `from`, from h arithmetic), and with `store_half` stored as h too.
+inline kir::Kernel half_cast_kernel(DType h, DType from, bool store_half) {
+  kir::Kernel k;
+  k.name = fmt::format("half_{}_from_{}{}", ir::dtype_name(h), ir::dtype_name(from),
+                       store_half ? "_stored" : "");
+  k.arena = std::make_shared<kir::ExprArena>();
+  kir::ExprArena& a = *k.arena;
+  k.domain = {4 * kN};
+  k.params = {{from, {4 * kN}, false, "x"}};
+  const kir::Expr* i = a.var(0);
+  const kir::Expr* xh = a.alu(Alu::Cast, h, {a.load(0, from, i)});
+  auto out = [&](DType t, const kir::Expr* v) {
+    k.params.push_back({t, {4 * kN}, true, "o"});
+    k.stores.push_back({static_cast<int32_t>(k.params.size() - 1), i, v});
+  };
+  out(DType::f32, a.alu(Alu::Cast, DType::f32, {xh}));
+  out(DType::i32, a.alu(Alu::Cast, DType::i32, {xh}));
+  out(DType::f64, a.alu(Alu::Cast, DType::f64, {a.alu(Alu::Mul, h, {xh, a.constant(h, 3)})}));
+  out(from, a.alu(Alu::Cast, from, {xh}));
+  if (store_half) out(h, xh);
+  return k;
+}
+
+// Reductions of f32 rows cast to `h` in registers, written as f32 and i32: no 16-bit buffer.
+inline kir::Kernel half_reduce_kernel(DType h, int64_t rows, int64_t extent) {
+  kir::Kernel k;
+  k.name = fmt::format("half_{}_reduce_{}x{}", ir::dtype_name(h), rows, extent);
+  k.arena = std::make_shared<kir::ExprArena>();
+  kir::ExprArena& a = *k.arena;
+  k.domain = {rows};
+  k.params = {{DType::f32, {rows * extent}, false, "x"}};
+  const kir::Expr* row = a.var(0);
+  const kir::Expr* idx =
+      a.alu(Alu::Add, DType::i64, {a.alu(Alu::Mul, DType::i64, {row, a.index(extent)}), a.var(1)});
+  const kir::Expr* xh = a.alu(Alu::Cast, h, {a.load(0, DType::f32, idx)});
+  for (ReduceOp op :
+       {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::ArgMax, ReduceOp::ArgMin}) {
+    const DType rt = is_arg(op) ? DType::i32 : h;
+    const kir::Expr* r = a.reduce(op, rt, xh, {1}, {extent});
+    const DType ot = is_arg(op) ? DType::i32 : DType::f32;
+    k.params.push_back({ot, {rows}, true, "o"});
+    k.stores.push_back({static_cast<int32_t>(k.params.size() - 1), row,
+                        is_arg(op) ? r : a.alu(Alu::Cast, ot, {r})});
+  }
+  return k;
+}
+
+// Every half_*_kernel of `h` (f16 or bf16).
+inline std::vector<kir::Kernel> half_kernels(DType h) {
+  std::vector<kir::Kernel> ks;
+  for (DType from : ir::kAllDTypes)
+    for (bool stored : {false, true}) ks.push_back(half_cast_kernel(h, from, stored));
+  ks.push_back(half_reduce_kernel(h, 3, 3000));
+  return ks;
+}
+
 // The checked modes change loads and stores only: one ALU kernel per dtype covers them.
 inline std::vector<CheckMode> modes_for(const kir::Kernel& k) {
   if (k.name.starts_with("alu_") && !k.name.ends_with("_0")) return {CheckMode::none};

@@ -4,158 +4,11 @@
 // floats within the dtype's tolerance. Checked modes must not change in-range results.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstring>
-#include <random>
-
-#include "codegen/cpu/cpu_backend.h"
-#include "codegen/gpu/gpu_source.h"
-#include "codegen/gpu/lane_emitter.h"
-#include "ir/host_tensor.h"
-#include "runtime/gpu_backend.h"
 #include "tests/codegen/gpu_test_kernels.h"
+#include "tests/codegen/gpu_vulkan_runner.h"
 
 namespace kiln::codegen::gpu {
 namespace {
-
-// Inputs with NaN, infinities, signed zeros and ties for floats; full-range integers. Reduction
-// inputs use +-1 and +-2 (exact sums, and products whose overflow does not depend on order) and
-// rare NaNs; matmul inputs plain finite values (a NaN would spread over whole rows).
-enum class Inputs { alu, reduce, matmul };
-
-ir::HostTensor random_input(DType t, const ir::Shape& shape, std::mt19937& rng, Inputs kind) {
-  ir::HostTensor h = ir::HostTensor::zeros(t, shape);
-  std::uniform_real_distribution<double> u(-4.0, 4.0);
-  std::uniform_int_distribution<int64_t> any(-(int64_t{1} << 40), int64_t{1} << 40);
-  const double specials[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1.0, -1.0, 2.0, -3.0, 0.5, 1e-3};
-  for (int64_t i = 0; i < h.numel(); ++i) {
-    const uint32_t r = rng();
-    double v;
-    if (t == DType::boolean) v = r & 1;
-    else if (t == DType::u8) v = r & 0xff;
-    else if (t == DType::i8) v = static_cast<int8_t>(r & 0xff);
-    else if (t == DType::i32) v = static_cast<int32_t>(r);
-    else if (t == DType::i64) v = static_cast<double>(any(rng));
-    else if (kind == Inputs::reduce) v = (r % 97 == 0) ? NAN : ((r >> 8) & 1 ? 1.0 : 2.0) * ((r >> 9) & 1 ? -1 : 1);
-    else if (kind == Inputs::alu && r % 5 == 0) v = specials[(r >> 8) % std::size(specials)];
-    else v = std::round(u(rng) * 64) / 64;  // many exact halves and integers
-    h.set(i, v);
-  }
-  return h;
-}
-
-double tolerance(DType t) {
-  switch (t) {
-    case DType::f64: return 1e-9;
-    case DType::f32: return 3e-5;
-    case DType::f16: return 2e-3;
-    case DType::bf16: return 1.6e-2;
-    default: return 0;
-  }
-}
-
-void expect_same(const kir::Kernel& k, int p, const ir::HostTensor& gpu, const ir::HostTensor& cpu,
-                 const std::string& what) {
-  const DType t = gpu.dtype;
-  int failures = 0;
-  for (int64_t i = 0; i < gpu.numel() && failures < 5; ++i) {
-    const double a = gpu.get(i), b = cpu.get(i);
-    bool ok;
-    if (std::isnan(b)) ok = std::isnan(a);
-    else if (std::isinf(b)) ok = a == b;
-    else if (!ir::is_float(t)) ok = t == DType::i64 ? std::memcmp(&gpu.bytes[i * 8], &cpu.bytes[i * 8], 8) == 0 : a == b;
-    else ok = std::fabs(a - b) <= tolerance(t) * std::max(1.0, std::fabs(b));
-    if (!ok) {
-      ++failures;
-      ADD_FAILURE() << what << " " << k.name << " param %" << p << " (" << ir::dtype_name(t)
-                    << ") element " << i << ": vulkan " << a << " cpu " << b;
-    }
-  }
-}
-
-struct Runner {
-  std::unique_ptr<runtime::GpuBackend> gpu;
-  std::unique_ptr<CpuBackend> cpu;
-};
-
-Runner& runner() {
-  static Runner r = [] {
-    Runner r;
-    if (auto g = runtime::open_vulkan_backend(0)) r.gpu = std::move(*g);
-    if (auto c = CpuBackend::create()) r.cpu = std::move(*c);
-    return r;
-  }();
-  return r;
-}
-
-// Runs `k` on both devices with the same random inputs; compares every output.
-void run_both(const kir::Kernel& k, CheckMode check, uint32_t seed, const TuneParams& params = {}) {
-  Runner& r = runner();
-  SCOPED_TRACE(k.name);
-  std::mt19937 rng(seed);
-  const Inputs kind = k.name.starts_with("matmul")                                  ? Inputs::matmul
-                      : k.name.starts_with("reduce") || k.name.starts_with("nested") ? Inputs::reduce
-                                                                                      : Inputs::alu;
-  std::vector<ir::HostTensor> gpu_t, cpu_t;
-  for (const kir::Param& p : k.params) {
-    gpu_t.push_back(p.output ? ir::HostTensor::zeros(p.dtype, p.shape)
-                             : random_input(p.dtype, p.shape, rng, kind));
-    cpu_t.push_back(gpu_t.back());
-  }
-  auto artifact = r.cpu->compile(k, {}, CheckMode::none);
-  ASSERT_TRUE(artifact.has_value()) << artifact.error().message;
-  std::vector<void*> ptrs;
-  for (auto& t : cpu_t) ptrs.push_back(t.data());
-  (*artifact)->fn(ptrs.data(), 0, (*artifact)->outer_extent);
-
-  auto src = emit_source(k, params, Dialect::glsl, check);
-  ASSERT_TRUE(src.has_value()) << src.error().message;
-  if (params.vector_loads == kLanes && check == CheckMode::none) {
-    EXPECT_NE(src->text.find("v.d[uint("), std::string::npos) << "no vector access\n" << src->text;
-  }
-  auto bin = r.gpu->compile(*src, k.name);
-  ASSERT_TRUE(bin.has_value()) << bin.error().message;
-  auto prog = r.gpu->load(*src, *bin);
-  ASSERT_TRUE(prog.has_value()) << prog.error().message;
-  auto stream = r.gpu->create_stream();
-  ASSERT_TRUE(stream.has_value()) << stream.error().message;
-  std::vector<std::shared_ptr<runtime::DeviceMemory>> mem;
-  std::vector<runtime::DeviceMemory*> args;
-  for (auto& t : gpu_t) {
-    auto m = r.gpu->allocate(std::max<size_t>(t.bytes.size(), 4));
-    ASSERT_TRUE(m.has_value()) << m.error().message;
-    if (!t.bytes.empty()) {
-      ASSERT_TRUE((*stream)->upload(**m, t.data(), t.bytes.size()).has_value());
-    }
-    mem.push_back(*m);
-    args.push_back(m->get());
-  }
-  std::vector<int64_t> slot(kCheckSlotWords, 0);
-  if (check == CheckMode::validate) {
-    auto m = r.gpu->allocate(slot.size() * 8);
-    ASSERT_TRUE(m.has_value());
-    ASSERT_TRUE((*stream)->upload(**m, slot.data(), slot.size() * 8).has_value());
-    mem.push_back(*m);
-    args.push_back(m->get());
-  }
-  auto scratch = runtime::make_scratch(*r.gpu, **stream, *src);
-  ASSERT_TRUE(scratch.has_value()) << scratch.error().message;
-  if (*scratch) args.push_back(scratch->get());
-  ASSERT_TRUE((*stream)->launch(**prog, args).has_value());
-  for (size_t i = 0; i < gpu_t.size(); ++i) {
-    if (k.params[i].output && !gpu_t[i].bytes.empty()) {
-      ASSERT_TRUE((*stream)->download(*mem[i], gpu_t[i].data(), gpu_t[i].bytes.size()).has_value());
-    }
-  }
-  if (check == CheckMode::validate) {
-    ASSERT_TRUE((*stream)->download(*mem.back(), slot.data(), slot.size() * 8).has_value());
-  }
-  ASSERT_TRUE((*stream)->synchronize().has_value());
-  EXPECT_EQ(slot[kCheckFlag], 0) << k.name << ": an in-range kernel reported a bad access";
-  const std::string what = fmt::format("[{} {} {}]", src->strategy, check_mode_name(check), params.str());
-  for (size_t i = 0; i < gpu_t.size(); ++i)
-    if (k.params[i].output) expect_same(k, static_cast<int>(i), gpu_t[i], cpu_t[i], what);
-}
 
 class GpuVulkanDtypeDiffTest : public testing::TestWithParam<DType> {};
 
@@ -167,6 +20,29 @@ TEST_P(GpuVulkanDtypeDiffTest, OpsCastsAndReductionsMatchTheCpuBackend) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDtypes, GpuVulkanDtypeDiffTest, testing::ValuesIn(ir::kAllDTypes),
+                         [](const auto& info) { return std::string(ir::dtype_name(info.param)); });
+
+// f16 and bf16 conversions from and to every dtype, in registers (kernels without a 16-bit
+// buffer) and through 16-bit buffers, and reductions of values rounded to them: bit for bit,
+// on inputs at every rounding boundary.
+class GpuVulkanHalfDiffTest : public testing::TestWithParam<DType> {};
+
+TEST_P(GpuVulkanHalfDiffTest, ConversionsAndReductionsMatchTheCpuBackendBitForBit) {
+  const DType h = GetParam();
+  if (!runner().gpu) GTEST_SKIP() << "vulkan:0 is not available";
+  ASSERT_TRUE(runner().cpu);
+  uint32_t seed = 500;
+  for (DType from : ir::kAllDTypes)
+    for (bool stored : {false, true})
+      run_both(half_cast_kernel(h, from, stored), CheckMode::none, seed++, {}, Inputs::rounding,
+               /*bits=*/true);
+  for (const TuneParams& p :
+       {TuneParams{}, TuneParams{.reduce = GpuReduce::thread}, TuneParams{.splits = 4}})
+    run_both(half_reduce_kernel(h, 3, 3000), CheckMode::none, seed++, p, Inputs::reduce,
+             /*bits=*/true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Halves, GpuVulkanHalfDiffTest, testing::Values(DType::f16, DType::bf16),
                          [](const auto& info) { return std::string(ir::dtype_name(info.param)); });
 
 TEST(GpuVulkanDiffTest, NestedReductionsAndMatmulsMatchTheCpuBackend) {
