@@ -100,8 +100,8 @@ TEST(GpuGraphRegressions, GraphsRunOnVulkanLikeTheCpuDevice) {
     runtime::Bindings on_gpu, on_cpu;
     for (const ir::Node* in : l->inputs) {
       const ir::HostTensor h = normal_input(in->dtype, in->shape, seed++);
-      on_gpu[in] = (*vulkan)->pool()->from_host(h);
-      on_cpu[in] = (*cpu)->pool()->from_host(h);
+      on_gpu[in] = (*vulkan)->pool()->from_host(h).value();
+      on_cpu[in] = (*cpu)->pool()->from_host(h).value();
     }
     auto got = (*vulkan)->execute(l->g, l->outputs, on_gpu);
     ASSERT_TRUE(got.has_value()) << got.error().message;

@@ -106,7 +106,7 @@ TEST(OpsConformance, Reductions) {
 }
 
 TEST(OpsConformance, MeanFloat) {
-  for (DType t : {DType::f32, DType::f64}) {
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
     Case c;
     auto y = c.b.mean(c.input(t, {4, 5, 6}), std::vector<int64_t>{1, 2}, true);
     ASSERT_TRUE(y.has_value()) << y.error().message;
@@ -116,7 +116,8 @@ TEST(OpsConformance, MeanFloat) {
 
 TEST(OpsConformance, ArgMaxArgMinFirstIndexOnTies) {
   for (Op op : {Op::ArgMax, Op::ArgMin}) {
-    for (DType t : {DType::f32, DType::f64, DType::i32, DType::i8, DType::u8}) {
+    for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i8,
+                    DType::u8}) {
       for (int64_t axis : {0, 1, 2, -1}) {
         for (bool keepdim : {false, true}) {
           Case c;  // integer inputs in [-8, 8] have many ties

@@ -24,7 +24,7 @@ constexpr const char* kFailureDir = "fuzz-failures";
 // Default graph counts keep each device's run near a minute on 2 shared cores (lavapipe is slow).
 int default_graphs(const std::string& device) {
   if (device == "reference") return 2000;
-  if (device.starts_with("vulkan")) return 40;
+  if (device.starts_with("vulkan")) return 150;
   return 600;
 }
 
