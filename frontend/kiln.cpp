@@ -36,21 +36,11 @@ std::vector<const ir::Node*> substitute(ir::Graph& g, const std::vector<const ir
 }
 }  // namespace
 
-Expected<void> TensorImpl::realize(const std::vector<Tensor>& tensors) {
-  std::vector<TensorImpl*> pending;
-  std::shared_ptr<DeviceState> dev;
-  for (const Tensor& t : tensors) {
-    if (!t.impl_) return kiln::make_error("realize of an empty kiln::Tensor");
-    if (t.impl_->error) return std::unexpected(*t.impl_->error);
-    if (dev && dev != t.impl_->dev)
-      return kiln::make_error("realize: tensors live on different devices");
-    dev = t.impl_->dev;
-    if (!t.impl_->buffer) pending.push_back(t.impl_.get());
-  }
-  if (pending.empty()) return {};
-  // Walk the unrealized tensors down to realized ones: those bind buffers.
-  runtime::Bindings bindings;
-  std::unordered_map<const ir::Node*, const ir::Node*> subst;
+namespace {
+// The buffers and node rewrites that let `pending` read the realized tensors below them.
+// Caller holds DeviceState::mu, so no realize changes the tensors while this walks them.
+void bind_realized(const std::vector<TensorImpl*>& pending, runtime::Bindings& bindings,
+                   std::unordered_map<const ir::Node*, const ir::Node*>& subst) {
   std::unordered_set<const TensorImpl*> seen;
   std::vector<const TensorImpl*> stack(pending.begin(), pending.end());
   while (!stack.empty()) {
@@ -64,7 +54,29 @@ Expected<void> TensorImpl::realize(const std::vector<Tensor>& tensors) {
     }
     for (const auto& d : t->deps) stack.push_back(d.get());
   }
+}
+}  // namespace
+
+Expected<void> TensorImpl::realize(const std::vector<Tensor>& tensors) {
+  std::shared_ptr<DeviceState> dev;
+  for (const Tensor& t : tensors) {  // dev and error never change: no lock needed
+    if (!t.impl_) return kiln::make_error("realize of an empty kiln::Tensor");
+    if (t.impl_->error) return std::unexpected(*t.impl_->error);
+    if (dev && dev != t.impl_->dev)
+      return kiln::make_error("realize: tensors live on different devices");
+    dev = t.impl_->dev;
+  }
+  if (!dev) return {};
+  // Held throughout: a tensor that another thread is realizing is pending until that realize
+  // ends, and is then found realized here rather than run a second time.
   std::lock_guard lock(dev->mu);
+  std::vector<TensorImpl*> pending;
+  for (const Tensor& t : tensors)
+    if (!t.impl_->buffer) pending.push_back(t.impl_.get());
+  if (pending.empty()) return {};
+  runtime::Bindings bindings;
+  std::unordered_map<const ir::Node*, const ir::Node*> subst;
+  bind_realized(pending, bindings, subst);
   std::vector<const ir::Node*> outputs;
   for (TensorImpl* t : pending) outputs.push_back(t->node);
   outputs = substitute(dev->graph, outputs, subst);
@@ -73,10 +85,16 @@ Expected<void> TensorImpl::realize(const std::vector<Tensor>& tensors) {
   if (!results) return std::unexpected(results.error());
   dev->last = RealizeStats{stats.kernels, stats.compiled, stats.compile_ms, stats.run_ms,
                            stats.plan_cache_hit};
+  std::vector<const ir::Node*> inputs;
+  for (size_t i = 0; i < pending.size(); ++i)
+    inputs.push_back(dev->graph.input((*results)[i]->dtype(), (*results)[i]->shape()));
+  std::vector<std::shared_ptr<TensorImpl>> released;  // freed after bind_mu is let go
+  std::lock_guard publish(dev->bind_mu);
   for (size_t i = 0; i < pending.size(); ++i) {
     TensorImpl* t = pending[i];
     t->buffer = (*results)[i];
-    t->node = dev->graph.input(t->buffer->dtype(), t->buffer->shape());
+    t->node = inputs[i];
+    for (auto& d : t->deps) released.push_back(std::move(d));
     t->deps.clear();
   }
   return {};
@@ -168,8 +186,9 @@ const Error* Tensor::error() const {
   if (!impl_) return &kEmpty;
   return impl_->error ? &*impl_->error : nullptr;
 }
-DType Tensor::dtype() const { return ok() ? impl_->node->dtype : DType::f32; }
-Shape Tensor::shape() const { return ok() ? impl_->node->shape : Shape{}; }
+// From `origin`, which never changes: `node` may be swapped by a realize on another thread.
+DType Tensor::dtype() const { return ok() ? impl_->origin->dtype : DType::f32; }
+Shape Tensor::shape() const { return ok() ? impl_->origin->shape : Shape{}; }
 int64_t Tensor::numel() const { return ir::shape_numel(shape()); }
 
 Expected<void> Tensor::realize() { return TensorImpl::realize({*this}); }
@@ -177,7 +196,7 @@ Expected<void> realize(const std::vector<Tensor>& tensors) { return TensorImpl::
 
 Expected<HostTensor> Tensor::to_host() {
   if (auto r = realize(); !r) return std::unexpected(r.error());
-  return impl_->buffer->to_host();
+  return impl_->realized_buffer()->to_host();
 }
 
 }  // namespace kiln

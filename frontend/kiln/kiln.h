@@ -7,6 +7,17 @@
 //
 // Errors are values: an op on bad shapes or dtypes yields a Tensor that carries the error (every
 // tensor computed from it carries it too); realize()/to_vector() return it as kiln::Error.
+//
+// Threads. Device and Tensor are handles to shared state, like std::shared_ptr:
+// - One Device or Tensor (and copies of it) may be used from any number of threads at once:
+//   recording ops on it, realize(), to_host()/to_vector(), dtype()/shape(), copying it.
+// - Realizing a tensor that another thread is realizing waits for that realize and returns its
+//   result (the work is done once). Realizes on one device run one at a time; recording on that
+//   device does not wait for them (it takes a lock only for a few pointer copies).
+// - Device::last_stats() reports the latest realize on the device, from whichever thread.
+// - Not allowed: assigning to, moving from or destroying a Tensor or Device *object* while another
+//   thread uses that same object. Give each thread its own copy (copies are cheap).
+// - HostTensor and the vectors returned are plain values owned by the caller.
 #pragma once
 
 #include <cstdint>
