@@ -1,6 +1,8 @@
 // HostTensor element access: conversions between double and every storage dtype.
 #include "ir/host_tensor.h"
 
+#include <sys/sysinfo.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -71,6 +73,14 @@ void store(std::vector<std::byte>& bytes, int64_t i, T v) {
 }
 
 }  // namespace
+
+bool HostTensor::fits_in_memory(double bytes) {
+  struct sysinfo info {};
+  if (sysinfo(&info) != 0) return true;  // unknown: let the allocator decide
+  const double total = (static_cast<double>(info.totalram) + static_cast<double>(info.totalswap)) *
+                       static_cast<double>(info.mem_unit);
+  return bytes <= total;
+}
 
 HostTensor HostTensor::zeros(DType dtype, Shape shape) {
   HostTensor t;

@@ -15,6 +15,10 @@ struct HostTensor {
   std::vector<std::byte> bytes;  // numel * dtype_size, little-endian
 
   static HostTensor zeros(DType dtype, Shape shape);
+  // Whether `bytes` could be held in this machine's memory (physical memory plus swap): a larger
+  // request is refused up front with an error instead of left to the allocator (which, under
+  // AddressSanitizer, aborts on a failed operator new instead of throwing).
+  static bool fits_in_memory(double bytes);
   int64_t numel() const { return shape_numel(shape); }
   // Element access through double (exact for every dtype but i64 beyond 2^53).
   // f16/bf16 are converted with round-to-nearest-even; bool stores 0/1; ints truncate toward zero.

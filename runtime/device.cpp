@@ -198,6 +198,9 @@ Expected<std::vector<std::shared_ptr<Buffer>>> ReferenceDevice::execute(
   std::vector<const ir::Node*> live = ir::topo_order(outputs);
   if (auto ok = check_bindings(live, inputs); !ok) return std::unexpected(ok.error());
   Expected<std::vector<ir::HostTensor>> results = make_error("");
+  for (const ir::Node* n : live)  // f64 values the machine cannot hold fail before allocating
+    if (!ir::HostTensor::fits_in_memory(static_cast<double>(n->numel()) * sizeof(double)))
+      return std::unexpected(reference_out_of_memory(live, namer_));
   try {
     std::unordered_map<const ir::Node*, ir::HostTensor> host;
     for (const ir::Node* n : live)

@@ -23,6 +23,8 @@ Expected<ir::HostTensor> random_tensor(const std::string& name, ir::DType dtype,
                                        const ir::Shape& shape, uint64_t seed) {
   ir::HostTensor t;
   try {
+    const double bytes = static_cast<double>(ir::shape_numel(shape)) * ir::dtype_size(dtype);
+    if (!ir::HostTensor::fits_in_memory(bytes)) throw std::bad_alloc();
     t = ir::HostTensor::zeros(dtype, shape);
   } catch (const std::bad_alloc&) {
     return make_error(fmt::format(

@@ -164,7 +164,7 @@ Expected<ir::HostTensor> read_npy(const std::string& path) {
                           found < expected ? "truncated" : "trailing bytes after the", expected,
                           ir::dtype_name(header->dtype), ir::shape_str(header->shape), found));
   ir::HostTensor t = ir::HostTensor::zeros(header->dtype, header->shape);
-  std::memcpy(t.bytes.data(), file->data() + frame->data_offset, expected);
+  if (expected > 0) std::memcpy(t.bytes.data(), file->data() + frame->data_offset, expected);
   if (t.dtype == ir::DType::boolean)  // numpy treats any non-zero byte as True
     for (std::byte& b : t.bytes) b = b != std::byte{0} ? std::byte{1} : std::byte{0};
   return t;
