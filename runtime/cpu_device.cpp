@@ -236,21 +236,16 @@ Expected<void> CpuDevice::run_plan(const Plan& plan, const std::vector<const ir:
   std::array<int64_t, codegen::kCheckSlotWords> check_slot{};
   std::vector<void*> args;
   std::vector<bool> is_result(plan.slots.size(), false);
-  std::vector<std::string> result_name(plan.slots.size());
-  for (size_t o = 0; o < plan.output_slots.size(); ++o) {
-    is_result[plan.output_slots[o]] = true;
-    if (options_.namer && o < outputs.size()) result_name[plan.output_slots[o]] = options_.namer(outputs[o]);
-  }
+  for (int s : plan.output_slots) is_result[s] = true;
+  const std::vector<std::string> names = slot_names(plan, outputs, options_.namer);
   for (const PlanStep& step : plan.steps) {
     args.clear();
     for (size_t i = 0; i < step.args.size(); ++i) {
       int s = step.args[i];
       if (step.kernel.params[i].output && !slots[s]) {
         const Slot& slot = plan.slots[s];
-        const std::string& what =
-            result_name[s].empty() ? step.kernel.params[i].label : result_name[s];
-        auto made = is_result[s] ? pool_->allocate_result(slot.dtype, slot.shape, what)
-                                 : pool_->allocate(slot.dtype, slot.shape, what);
+        auto made = is_result[s] ? pool_->allocate_result(slot.dtype, slot.shape, names[s])
+                                 : pool_->allocate(slot.dtype, slot.shape, names[s]);
         if (!made) return std::unexpected(made.error());
         slots[s] = std::move(*made);
       }

@@ -37,14 +37,6 @@ kiln::Error allocation_error(std::string_view device, std::string_view what, con
                                  why.message)};
 }
 
-// The graph value a plan slot holds, from the kernel that writes it (for messages).
-std::string slot_label(const Plan& plan, int slot) {
-  for (const PlanStep& step : plan.steps)
-    for (size_t p = 0; p < step.args.size(); ++p)
-      if (step.args[p] == slot && step.kernel.params[p].output) return step.kernel.params[p].label;
-  return "a result";
-}
-
 }  // namespace
 
 passes::DeviceRates gpu_rates(const GpuBackend& backend) {
@@ -289,10 +281,12 @@ Expected<std::shared_ptr<DeviceMemory>> make_scratch(GpuBackend& backend, GpuStr
 
 Expected<std::vector<std::shared_ptr<Buffer>>> GpuDevice::run_plan(const GpuPlan& gp,
                                                                     const StructuralKey& key,
+                                                                    const std::vector<const ir::Node*>& outputs,
                                                                     const Bindings& inputs,
                                                                     GpuStream& stream,
                                                                     Transfers& moved) {
   const Plan& plan = *gp.plan;
+  const std::vector<std::string> names = slot_names(plan, outputs, options_.namer);
   std::vector<std::shared_ptr<DeviceMemory>> slots(plan.slots.size());
   for (size_t s = 0; s < plan.slots.size(); ++s) {
     if (plan.slots[s].input_index < 0) continue;
@@ -317,7 +311,7 @@ Expected<std::vector<std::shared_ptr<Buffer>>> GpuDevice::run_plan(const GpuPlan
         auto mem = backend_->allocate(device_alloc_bytes(slot_bytes(plan.slots[s])));
         if (!mem)
           return std::unexpected(
-              allocation_error(name_, step.kernel.params[p].label, plan.slots[s], mem.error()));
+              allocation_error(name_, names[s], plan.slots[s], mem.error()));
         slots[s] = std::move(*mem);
       }
       args.push_back(slots[s].get());
@@ -347,7 +341,7 @@ Expected<std::vector<std::shared_ptr<Buffer>>> GpuDevice::run_plan(const GpuPlan
       results.push_back(inputs.at(key.inputs[slot.input_index]));
       continue;
     }
-    auto made = pool_->allocate_result(slot.dtype, slot.shape, slot_label(plan, s));
+    auto made = pool_->allocate_result(slot.dtype, slot.shape, names[s]);
     if (!made) return std::unexpected(made.error());
     std::shared_ptr<Buffer> host = std::move(*made);
     if (host->nbytes() > 0)
@@ -385,7 +379,7 @@ Expected<std::vector<std::shared_ptr<Buffer>>> GpuDevice::execute(
   auto stream = acquire_stream();
   if (!stream) return make_error(fmt::format("{}: {}", name_, stream.error().message));
   Transfers moved;
-  auto results = run_plan(**plan, key, inputs, **stream, moved);
+  auto results = run_plan(**plan, key, outputs, inputs, **stream, moved);
   // A stream whose batch failed may hold a half-recorded batch: it is dropped, not reused.
   if (results) {
     release_stream(std::move(*stream));

@@ -72,7 +72,9 @@ class GpuDevice final : public Device {
   struct Transfers {
     int64_t up = 0, down = 0;  // bytes
   };
+  // `outputs` name the results in messages (DeviceOptions::namer).
   Expected<std::vector<std::shared_ptr<Buffer>>> run_plan(const GpuPlan& plan, const StructuralKey& key,
+                                                          const std::vector<const ir::Node*>& outputs,
                                                           const Bindings& inputs, GpuStream& stream,
                                                           Transfers& moved);
   // The device copy of a bound input: uploaded on `stream` for this run, or (persistent_memory)

@@ -44,6 +44,18 @@ std::string default_value_name(const ir::Node* n) {
   return fmt::format("%t{}", n->id);
 }
 
+std::vector<std::string> slot_names(const Plan& plan, const std::vector<const ir::Node*>& outputs,
+                                    const ValueNamer& namer) {
+  std::vector<std::string> names(plan.slots.size());
+  for (const PlanStep& step : plan.steps)
+    for (size_t p = 0; p < step.args.size(); ++p)
+      if (step.kernel.params[p].output && names[step.args[p]].empty())
+        names[step.args[p]] = step.kernel.params[p].label;
+  for (size_t o = 0; o < plan.output_slots.size() && o < outputs.size(); ++o)
+    names[plan.output_slots[o]] = namer ? namer(outputs[o]) : default_value_name(outputs[o]);
+  return names;
+}
+
 Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel,
                                         const codegen::TuneParams& params) {
   const std::string check(codegen::check_mode_name(check_));

@@ -64,4 +64,10 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
 
 std::string default_value_name(const ir::Node* n);
 
+// Each slot's name in messages (an allocation that fails): a result's is the name `namer` gives
+// the output it is in this run (a plan reused from another graph would name that graph's value);
+// any other slot's is the label of the kernel parameter that writes it ("" for an input).
+std::vector<std::string> slot_names(const Plan& plan, const std::vector<const ir::Node*>& outputs,
+                                    const ValueNamer& namer);
+
 }  // namespace kiln::runtime

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <unordered_map>
 
 namespace kiln::runtime {
 
@@ -40,10 +39,11 @@ void put_attr(std::string& s, const ir::AttrValue& v) {
       v);
 }
 
-// Each node's position in the structural order, by node id (ids are dense per graph), in a
-// per-thread table reused across calls: a generation stamp replaces clearing it, so a warm
-// call allocates nothing here. A slot holding another node (outputs from two graphs whose ids
-// collide) is reported, and the caller falls back to a hash map.
+// Each node's position in the structural order: an open-addressing table keyed by the node's
+// address, per thread and reused across calls. A generation stamp replaces clearing it, so a warm
+// call allocates nothing here, and its size follows the subgraph, not the graph: node ids keep
+// growing in a long-running program, and a table indexed by id cost every new thread a table as
+// large as the whole graph. Addresses are unique across graphs, so outputs from two graphs mix.
 class Positions {
  public:
   Positions() {
@@ -51,18 +51,21 @@ class Positions {
       table_.assign(table_.size(), Slot{});
       generation_ = 1;
     }
+    if (table_.empty()) table_.resize(kMinSlots);
   }
-  // The position of `n`, or -1 when not yet placed. Sets `collided` on an id clash.
-  int64_t find(const ir::Node* n, bool& collided) const {
-    if (n->id >= table_.size()) return -1;
-    const Slot& s = table_[n->id];
-    if (s.generation != generation_) return -1;
-    if (s.node != n) collided = true;
-    return s.node == n ? static_cast<int64_t>(s.pos) : -1;
+  // The position of `n`, or -1 when not yet placed.
+  int64_t find(const ir::Node* n) const {
+    for (size_t i = home(n, table_.size());; i = (i + 1) & (table_.size() - 1)) {
+      const Slot& s = table_[i];
+      if (s.generation != generation_) return -1;
+      if (s.node == n) return static_cast<int64_t>(s.pos);
+    }
   }
+  // Records the position of a node not yet placed.
   void place(const ir::Node* n, uint64_t pos) {
-    if (n->id >= table_.size()) table_.resize(std::max<size_t>(n->id + 1, table_.size() * 2));
-    table_[n->id] = Slot{n, generation_, pos};
+    if (2 * (placed_ + 1) > table_.size()) grow();
+    insert(table_, Slot{n, generation_, pos});
+    ++placed_;
   }
 
  private:
@@ -71,6 +74,25 @@ class Positions {
     uint32_t generation = 0;
     uint64_t pos = 0;
   };
+  static constexpr size_t kMinSlots = 256;  // a power of two
+
+  static size_t home(const ir::Node* n, size_t slots) {  // Fibonacci hashing of the address
+    uint64_t h = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(n)) * 0x9E3779B97F4A7C15ull;
+    return static_cast<size_t>(h >> 32) & (slots - 1);
+  }
+  static void insert(std::vector<Slot>& table, const Slot& slot) {
+    size_t i = home(slot.node, table.size());
+    while (table[i].generation == slot.generation) i = (i + 1) & (table.size() - 1);
+    table[i] = slot;
+  }
+  void grow() {
+    std::vector<Slot> bigger(table_.size() * 2);
+    for (const Slot& s : table_)
+      if (s.generation == generation_) insert(bigger, s);
+    table_.swap(bigger);
+  }
+
+  size_t placed_ = 0;
   static thread_local std::vector<Slot> table_;
   static thread_local uint32_t generation_;
 };
@@ -135,30 +157,12 @@ StructuralKey structural_key(const std::vector<const ir::Node*>& outputs) {
   StructuralKey k;
   thread_local std::vector<const ir::Node*> live;
   live.clear();
-  {
-    Positions table;
-    bool collided = false;
-    structural_order(
-        outputs, [&](const ir::Node* n) { return table.find(n, collided); },
-        [&](const ir::Node* n, uint64_t p) { table.place(n, p); }, live);
-    if (!collided) {
-      serialize(
-          live, outputs,
-          [&](const ir::Node* n) { return static_cast<uint64_t>(table.find(n, collided)); }, k);
-      return k;
-    }
-  }
-  std::unordered_map<const ir::Node*, uint64_t> pos;
-  live.clear();
+  Positions table;
   structural_order(
-      outputs,
-      [&](const ir::Node* n) {
-        auto it = pos.find(n);
-        return it == pos.end() ? int64_t{-1} : static_cast<int64_t>(it->second);
-      },
-      [&](const ir::Node* n, uint64_t p) { pos.emplace(n, p); }, live);
+      outputs, [&](const ir::Node* n) { return table.find(n); },
+      [&](const ir::Node* n, uint64_t p) { table.place(n, p); }, live);
   serialize(
-      live, outputs, [&](const ir::Node* n) { return pos.at(n); }, k);
+      live, outputs, [&](const ir::Node* n) { return static_cast<uint64_t>(table.find(n)); }, k);
   return k;
 }
 

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <string_view>
 
 namespace kiln::runtime::vulkan {
 namespace {
@@ -67,6 +68,13 @@ std::string api_version_text(uint32_t version) {
                      VK_API_VERSION_PATCH(version));
 }
 
+std::string ieee_arithmetic(const VkPhysicalDeviceProperties& p) {
+  if (std::string_view(p.deviceName).starts_with("llvmpipe"))
+    return "no: with a constant 0 or two equal operands, x*0, 0/x and x-x give 0 and x/0 an "
+           "undefined value for every x (inf, NaN and -0 included); see docs/graph-format.md";
+  return "yes";
+}
+
 std::vector<std::pair<std::string, std::string>> describe_device(
     const VkPhysicalDeviceProperties& p, const VkPhysicalDeviceMemoryProperties& memory,
     const std::vector<std::string>& features) {
@@ -92,6 +100,7 @@ std::vector<std::pair<std::string, std::string>> describe_device(
   out.emplace_back("features",
                    features.empty() ? "none" : fmt::format("{}", fmt::join(features, " ")));
   out.emplace_back("timestamp period", fmt::format("{} ns", l.timestampPeriod));
+  out.emplace_back("ieee arithmetic", ieee_arithmetic(p));
   return out;
 }
 

@@ -26,7 +26,15 @@ struct FeatureChain {
 // that `supported` has, and returns their names in a fixed order.
 std::vector<std::string> select_features(const FeatureChain& supported, FeatureChain& enable);
 
-// Name, type, vendor, driver and API versions, limits, memory heaps, features, timestamp period.
+// How faithfully the driver keeps IEEE 754 arithmetic, the "ieee arithmetic" property: "yes",
+// or "no: " and what it changes. Mesa's llvmpipe (lavapipe) simplifies x*0, 0*x, 0/x and x-x
+// to 0 and x/0 to an undefined value in its own code generator whenever 0 is a constant or both
+// operands are one value, whatever x holds (inf, NaN, -0), and no float-controls execution mode
+// or `precise` turns that off (Mesa 22.3: gallivm's lp_build_mul, lp_build_sub, lp_build_div).
+std::string ieee_arithmetic(const VkPhysicalDeviceProperties& properties);
+
+// Name, type, vendor, driver and API versions, limits, memory heaps, features, timestamp period,
+// ieee arithmetic.
 std::vector<std::pair<std::string, std::string>> describe_device(
     const VkPhysicalDeviceProperties& properties, const VkPhysicalDeviceMemoryProperties& memory,
     const std::vector<std::string>& features);

@@ -138,14 +138,16 @@ StepResult step_binary(Generator& g) {
   constexpr Op kOps[] = {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Pow, Op::Max, Op::Min};
   const Op op = kOps[g.pick(7)];
   const bool rounding_float = op == Op::Pow || op == Op::Div;  // (on float operands)
+  // NaN/inf kept out of add, sub and mul too on a device that folds x*0 and x-x.
+  const bool finite_only = rounding_float || (!g.special_arithmetic() && op != Op::Max && op != Op::Min);
   auto a = g.pick_value([&](const FuzzValue& v) {
     if (!numeric(v)) return false;
     if (op == Op::Pow) return smooth_float(v);
-    return !(op == Op::Div && ir::is_float(v.dtype())) || v.smooth_ok();
+    return !(finite_only && ir::is_float(v.dtype())) || v.smooth_ok();
   });
   if (!a) return std::nullopt;
   const bool is_float = ir::is_float(a->dtype());
-  FuzzValue x = *a, y = partner(g, x, rounding_float && is_float ? Need::smooth : Need::any);
+  FuzzValue x = *a, y = partner(g, x, finite_only && is_float ? Need::smooth : Need::any);
   if (op == Op::Pow) x = guard_positive(g, x), y = scale_down(g, y, 2);
   if (op == Op::Div && is_float) y = guard_positive(g, y);
   FuzzValue r = derive(g.ok(g.b().binary(op, g.framed(x), g.framed(y)), "binary"), x, y);

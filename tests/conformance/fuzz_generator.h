@@ -20,7 +20,9 @@ enum class InputKind { normal, positive, special };
 
 class Generator {
  public:
-  Generator(Case& c, uint64_t seed);
+  // special_arithmetic false: NaN and inf never meet add, sub or mul, for a device whose driver
+  // folds x*0 and x-x to 0 whatever x holds (the "ieee arithmetic" property of `kiln devices`).
+  Generator(Case& c, uint64_t seed, bool special_arithmetic = true);
   // Grows the graph and returns 2-4 outputs (the last value, intermediates, a scalar if any).
   std::vector<FuzzValue> build();
 
@@ -44,6 +46,7 @@ class Generator {
   FuzzValue input(ir::DType dtype, ir::Shape frame, InputKind kind);
   void add(const FuzzValue& v) { values_.push_back(v); }
   uint64_t seed() const { return seed_; }
+  bool special_arithmetic() const { return special_arithmetic_; }
 
  private:
   ir::Shape random_base();
@@ -57,6 +60,7 @@ class Generator {
   std::mt19937_64 rng_;
   ir::Shape base_;
   ir::DType float_dtype_;
+  bool special_arithmetic_;
   bool specials_;  // this graph's inputs carry NaN, +-inf, +-0
   std::vector<FuzzValue> values_;
 };

@@ -95,7 +95,7 @@ TEST(StructuralKey, IgnoresIdsSlotsAndNamesButNotStructure) {
 }
 
 // Node ids are per graph: outputs from two graphs have colliding ids, and the key must still
-// see two distinct inputs (the per-thread id table detects the clash and falls back).
+// see two distinct inputs (positions are keyed by node address, not id).
 TEST(StructuralKey, OutputsFromTwoGraphsWithCollidingIds) {
   ir::Graph g1, g2;
   ir::Builder b1(g1), b2(g2);
@@ -114,6 +114,31 @@ TEST(StructuralKey, OutputsFromTwoGraphsWithCollidingIds) {
   EXPECT_NE(two.key, structural_key({y1, y1}).key);
   // Back to one graph: the table is reused from a clean state.
   EXPECT_EQ(structural_key({y1}).inputs.size(), 1u);
+}
+
+// Subgraphs larger than the position table's first size (it grows while placing), built late in
+// a graph with many earlier nodes and early in another: equal structure, equal key, on any thread.
+TEST(StructuralKey, LargeSubgraphsAndFreshThreads) {
+  auto chain = [](ir::Graph& g, int length) {
+    ir::Builder b(g);
+    const ir::Node* x = g.input(DType::f32, {8}, "x");
+    const ir::Node* w = g.input(DType::f32, {8}, "w");
+    const ir::Node* y = x;
+    for (int i = 0; i < length; ++i) y = must(b.binary(i % 2 ? Op::Add : Op::Mul, y, w));
+    return y;
+  };
+  ir::Graph crowded, fresh;
+  for (int i = 0; i < 5000; ++i) crowded.input(DType::f32, {1}, "pad");
+  const ir::Node* late = chain(crowded, 3000);
+  const ir::Node* early = chain(fresh, 3000);
+  StructuralKey a = structural_key({late}), b = structural_key({early});
+  EXPECT_EQ(a.key, b.key);
+  ASSERT_EQ(a.inputs.size(), 2u);
+  EXPECT_EQ(a.inputs[0]->attrs.s(ir::AttrKey::name), "x");
+  std::string on_thread;
+  std::thread([&] { on_thread = structural_key({late}).key; }).join();
+  EXPECT_EQ(on_thread, a.key);
+  EXPECT_NE(a.key, structural_key({chain(fresh, 2999)}).key);
 }
 
 TEST(CpuPlan, IntermediatesAreReleasedAfterTheirLastReader) {

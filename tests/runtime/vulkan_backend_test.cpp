@@ -38,13 +38,19 @@ TEST(VulkanDevices, ListsComputeDevicesWithProperties) {
     EXPECT_EQ(d.name, "vulkan:" + std::to_string(i));
     for (const char* key :
          {"name", "type", "vendor", "driver version", "api version", "max workgroup size",
-          "max workgroup count", "shared memory", "memory heaps", "features", "timestamp period"}) {
+          "max workgroup count", "shared memory", "memory heaps", "features", "timestamp period",
+          "ieee arithmetic"}) {
       EXPECT_FALSE(property(d.properties, key).empty()) << d.name << " lacks " << key;
     }
     if (property(d.properties, "name").find("llvmpipe") != std::string::npos) {
       lavapipe = true;
       EXPECT_EQ(property(d.properties, "type"), "cpu");
       EXPECT_NE(property(d.properties, "features").find("shaderInt64"), std::string::npos);
+      // Its constant folding of x*0, x-x, 0/x and x/0 is stated (tests/conformance: the fuzz
+      // keeps inf and NaN out of that arithmetic on such a device).
+      EXPECT_TRUE(property(d.properties, "ieee arithmetic").starts_with("no: "));
+    } else {
+      EXPECT_EQ(property(d.properties, "ieee arithmetic"), "yes");
     }
   }
   // This machine (and CI) has Mesa's lavapipe installed.
