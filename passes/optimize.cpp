@@ -1,4 +1,5 @@
 // Graph simplification: literal folding, common-subexpression elimination, DCE and the pipeline.
+#include <cmath>
 #include <vector>
 
 #include "passes/passes.h"
@@ -17,6 +18,12 @@ bool is_full(const Node* n) {
 }
 bool is_full_of(const Node* n, double v) {
   return is_full(n) && n->attrs.f(ir::AttrKey::value) == v;
+}
+// A literal zero that is an identity of addition (`negative`: -0) or subtraction (+0) for its
+// dtype: any zero for integers, the one with that sign for floats.
+bool is_zero(const Node* n, bool negative) {
+  if (!is_full_of(n, 0)) return false;
+  return !ir::is_float(n->dtype) || std::signbit(n->attrs.f(ir::AttrKey::value)) == negative;
 }
 // Replacing `n` by `x` must keep the dtype and shape exactly: x*1 where the literal broadcasts
 // x to a bigger shape is not an identity.
@@ -42,12 +49,13 @@ const Node* fold_identity(const Node* n) {
   const Node* a = n->inputs.empty() ? nullptr : n->inputs[0];
   const Node* b = n->inputs.size() > 1 ? n->inputs[1] : nullptr;
   switch (n->op) {
-    case Op::Add:  // x+0 -> x, 0+x -> x
-      if (is_full_of(b, 0)) return keep(a);
-      if (is_full_of(a, 0)) return keep(b);
+    // x+(-0) -> x and x-(+0) -> x; for floats x+(+0) is not x: IEEE gives -0 + +0 = +0.
+    case Op::Add:
+      if (is_zero(b, /*negative=*/true)) return keep(a);
+      if (is_zero(a, /*negative=*/true)) return keep(b);
       return n;
-    case Op::Sub:  // x-0 -> x
-      return is_full_of(b, 0) ? keep(a) : n;
+    case Op::Sub:
+      return is_zero(b, /*negative=*/false) ? keep(a) : n;
     case Op::Mul:  // x*1 -> x, 1*x -> x
       if (is_full_of(b, 1)) return keep(a);
       if (is_full_of(a, 1)) return keep(b);

@@ -22,8 +22,17 @@ TEST(FoldLiterals, Identities) {
   Fixture f;
   EXPECT_EQ(fold_literals(f.g, {f.bin(Op::Mul, f.x, f.lit(1))}), Outputs{f.x});
   EXPECT_EQ(fold_literals(f.g, {f.bin(Op::Mul, f.lit(1), f.x)}), Outputs{f.x});
-  EXPECT_EQ(fold_literals(f.g, {f.bin(Op::Add, f.x, f.lit(0))}), Outputs{f.x});
+  EXPECT_EQ(fold_literals(f.g, {f.bin(Op::Add, f.x, f.lit(-0.0))}), Outputs{f.x});
+  EXPECT_EQ(fold_literals(f.g, {f.bin(Op::Add, f.lit(-0.0), f.x)}), Outputs{f.x});
   EXPECT_EQ(fold_literals(f.g, {f.bin(Op::Sub, f.x, f.lit(0))}), Outputs{f.x});
+  // Not identities for floats: x = -0 gives -0 + +0 = +0 and -0 - -0 = +0 (IEEE 754).
+  for (const Node* keep : {f.bin(Op::Add, f.x, f.lit(0)), f.bin(Op::Add, f.lit(0), f.x),
+                           f.bin(Op::Sub, f.x, f.lit(-0.0))})
+    EXPECT_EQ(fold_literals(f.g, {keep}), Outputs{keep}) << ir::op_name(keep->op);
+  // For integers every zero is.
+  const Node* i = f.g.input(DType::i32, {2}, "i");
+  const Node* zero = must(f.b.full({}, 0, DType::i32));
+  EXPECT_EQ(fold_literals(f.g, {f.bin(Op::Add, i, zero)}), Outputs{i});
   EXPECT_EQ(fold_literals(f.g, {f.bin(Op::Div, f.x, f.lit(1))}), Outputs{f.x});
   const Node* nn = must(f.b.unary(Op::Neg, must(f.b.unary(Op::Neg, f.x))));
   EXPECT_EQ(fold_literals(f.g, {nn}), Outputs{f.x});
