@@ -71,15 +71,6 @@ std::string suggestion(const std::string& name,
   return best.empty() ? "" : " (did you mean " + best + "?)";
 }
 
-// Variables that start like a config key (KILN_<SECTION>_) but name none are likely typos;
-// KILN_CONFIG, KILN_DUMP, KILN_NUM_THREADS, KILN_CPU_RATES and the like are left alone.
-bool looks_like_config_variable(const std::string& name) {
-  for (const char* prefix : {"KILN_FUSION_", "KILN_AUTOTUNE_", "KILN_COMPILATION_",
-                             "KILN_STREAMING_", "KILN_MEMORY_", "KILN_CACHE_"})
-    if (name.starts_with(prefix)) return true;
-  return false;
-}
-
 class Reader {
  public:
   Reader(std::string file, fs::path root) : file_(std::move(file)), root_(std::move(root)) {
@@ -224,6 +215,13 @@ Expected<std::optional<fs::path>> find_config(const fs::path& dir) {
 }
 
 }  // namespace
+
+bool looks_like_config_variable(std::string_view name) {
+  for (const char* prefix : {"KILN_FUSION_", "KILN_AUTOTUNE_", "KILN_COMPILATION_",
+                             "KILN_STREAMING_", "KILN_MEMORY_", "KILN_CACHE_"})
+    if (name.starts_with(prefix)) return true;
+  return false;
+}
 
 Expected<LoadedConfig> load_config(const std::string& working_dir) {
   std::error_code ec;

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/error.h"
@@ -72,6 +73,11 @@ struct LoadedConfig {
 Expected<LoadedConfig> load_config(const std::string& working_dir);
 // Same, from explicit text (tests): `file` names it in messages; env overrides still apply.
 Expected<LoadedConfig> parse_config(const std::string& text, const std::string& file);
+
+// Whether an environment variable is in the config override namespace (KILN_<SECTION>_...): one
+// that names no key is a likely typo. KILN_CONFIG, KILN_DUMP, KILN_NUM_THREADS, KILN_CPU_RATES
+// and the like are not.
+bool looks_like_config_variable(std::string_view name);
 
 // `kiln config`: every key with its effective value and source, one per line, in a fixed order.
 std::string print_config(const Config& c);

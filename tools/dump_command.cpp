@@ -149,7 +149,7 @@ int dump_command(const DumpOptions& o) {
   if (!o.out_dir.empty()) {
     auto written = write_kernel_files(*in.plan, target_options(o));
     if (!written) return report_error(written.error().message);
-    fmt::print(stderr, "kiln: wrote {} files to {}\n", written->size(), o.out_dir);
+    fmt::print(stderr, "kiln: wrote {} file{} to {}\n", written->size(), written->size() == 1 ? "" : "s", o.out_dir);
     if (!o.stage_given) return 0;  // --out-dir alone: the files are the output
   }
   auto text = render(o, in);

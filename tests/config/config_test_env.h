@@ -7,8 +7,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/config.h"
 
 namespace kiln::runtime::testing_support {
 
@@ -34,6 +39,25 @@ class ScopedEnv {
  private:
   std::string name_;
   std::optional<std::string> old_;
+};
+
+// Unsets every config override in the environment (KILN_FUSION_..., KILN_COMPILATION_..., as
+// runtime/config.h reads them) for the scope, so a test of the defaults holds when the suite
+// runs with one set (`KILN_COMPILATION_CPU_TARGET=x86-64-v3 scripts/test.sh`).
+class NoConfigOverrides {
+ public:
+  NoConfigOverrides() {
+    for (char** e = environ; *e; ++e) {
+      std::string_view entry(*e);
+      std::string name(entry.substr(0, entry.find('=')));
+      if (looks_like_config_variable(name)) names_.push_back(name);
+    }
+    for (const std::string& n : names_) unset_.push_back(std::make_unique<ScopedEnv>(n, std::nullopt));
+  }
+
+ private:
+  std::vector<std::string> names_;
+  std::vector<std::unique_ptr<ScopedEnv>> unset_;
 };
 
 // A fresh directory per test, removed afterwards.
