@@ -77,56 +77,26 @@ namespace {
 
 using detail::op_error;
 
-bool is_comparison(Op op) {
-  return op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt ||
-         op == Op::Ge;
-}
-
-// The dtype rule of ir/builder.h for `op` applied to operands of dtype `t`.
+// The dtype rule of ir/builder.h for `op` applied to operands of dtype `t` (ir/ops.def's Dtypes).
 Expected<void> check_dtype(Op op, DType t) {
-  switch (op) {
-    case Op::Exp:
-    case Op::Log:
-    case Op::Sqrt:
-    case Op::Rsqrt:
-    case Op::Recip:
-    case Op::Sin:
-    case Op::Cos:
-    case Op::Tanh:
-    case Op::Sigmoid:
-    case Op::Gelu:
-    case Op::Erf:
-    case Op::Floor:
-    case Op::Ceil:
-    case Op::Pow:
-      if (!is_float(t))
-        return op_error(op_name(op), "needs a floating dtype, got {}", dtype_name(t));
+  switch (op_dtypes(op)) {
+    case OpDtypes::Float:
+      if (!is_float(t)) return op_error(op_name(op), "needs a floating dtype, got {}", dtype_name(t));
       return {};
-    case Op::Not:
-    case Op::And:
-    case Op::Or:
+    case OpDtypes::Bool:
       if (t != DType::boolean)
         return op_error(op_name(op), "needs bool operands, got {}", dtype_name(t));
       return {};
-    case Op::Neg:
-    case Op::Abs:
-    case Op::Sign:
-    case Op::Relu:
-    case Op::Add:
-    case Op::Sub:
-    case Op::Mul:
-    case Op::Div:
-    case Op::Max:
-    case Op::Min:
-    case Op::Sum:
-    case Op::Prod:
-    case Op::ReduceMax:
-    case Op::ReduceMin:
+    case OpDtypes::Numeric:
       if (t == DType::boolean) return op_error(op_name(op), "needs a numeric dtype, got bool");
       return {};
-    default:
+    case OpDtypes::Any:
+    case OpDtypes::Compare:
+    case OpDtypes::Select:
+    case OpDtypes::None:
       return {};
   }
+  return {};
 }
 
 // The shape of reducing `axes` (normalized) of `shape`.

@@ -17,9 +17,12 @@ struct OpInfo {
   std::string_view enum_name;
   int arity;
   OpKind kind;
+  OpDtypes dtypes;
+  int cost;
 };
 constexpr OpInfo kOpInfo[] = {
-#define KILN_OP(Enum, name, arity, kind) {name, #Enum, arity, OpKind::kind},
+#define KILN_OP(Enum, name, arity, kind, dtypes, cost) \
+  {name, #Enum, arity, OpKind::kind, OpDtypes::dtypes, cost},
 #include "ir/ops.def"
 };
 
@@ -60,6 +63,8 @@ std::string_view op_name(Op op) { return kOpInfo[static_cast<int>(op)].name; }
 std::string_view op_enum_name(Op op) { return kOpInfo[static_cast<int>(op)].enum_name; }
 int op_arity(Op op) { return kOpInfo[static_cast<int>(op)].arity; }
 OpKind op_kind(Op op) { return kOpInfo[static_cast<int>(op)].kind; }
+OpDtypes op_dtypes(Op op) { return kOpInfo[static_cast<int>(op)].dtypes; }
+int op_cost(Op op) { return kOpInfo[static_cast<int>(op)].cost; }
 std::string_view attr_name(AttrKey k) { return kAttrNames[static_cast<int>(k)]; }
 
 Attrs::Attrs(std::initializer_list<std::pair<AttrKey, AttrValue>> init) {

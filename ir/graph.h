@@ -26,16 +26,23 @@
 namespace kiln::ir {
 
 enum class Op : uint16_t {
-#define KILN_OP(Enum, name, arity, kind) Enum,
+#define KILN_OP(Enum, name, arity, ...) Enum,
 #include "ir/ops.def"
 };
 
 enum class OpKind : uint8_t { Elementwise, Reduce, Movement, Matmul, Source, Input };
+// The operand dtypes an op takes (ir/ops.def says what each means).
+enum class OpDtypes : uint8_t { Any, Numeric, Float, Bool, Compare, Select, None };
 
 std::string_view op_name(Op op);  // the `.kg` name ("max" for both Max and ReduceMax)
 int op_arity(Op op);              // -1 = variadic
 OpKind op_kind(Op op);
 std::string_view op_enum_name(Op op);  // "ReduceMax": unambiguous, for messages and tests
+OpDtypes op_dtypes(Op op);
+// Scalar operations per element (ir/ops.def); 4 or more is a costly op (a division, a root or
+// a transcendental function).
+int op_cost(Op op);
+inline bool is_comparison(Op op) { return op_dtypes(op) == OpDtypes::Compare; }
 inline bool is_elementwise(Op op) { return op_kind(op) == OpKind::Elementwise; }
 inline bool is_reduce(Op op) { return op_kind(op) == OpKind::Reduce; }
 inline bool is_movement(Op op) { return op_kind(op) == OpKind::Movement; }

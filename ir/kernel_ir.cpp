@@ -14,13 +14,17 @@ namespace kiln::kir {
 
 namespace {
 constexpr std::string_view kAluNames[] = {
-#define KILN_ELEMENTWISE(Enum, name, arity) name,
+#define KILN_ELEMENTWISE(Enum, name, ...) name,
 #include "ir/ops.def"
     "idiv", "mod"};
 constexpr int kAluArity[] = {
-#define KILN_ELEMENTWISE(Enum, name, arity) arity,
+#define KILN_ELEMENTWISE(Enum, name, arity, ...) arity,
 #include "ir/ops.def"
     2, 2};
+constexpr int kAluCost[] = {
+#define KILN_ELEMENTWISE(Enum, name, arity, dtypes, cost) cost,
+#include "ir/ops.def"
+    1, 1};
 
 inline uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
@@ -32,6 +36,7 @@ inline uint64_t mix(uint64_t h, uint64_t v) {
 
 std::string_view alu_name(Alu a) { return kAluNames[static_cast<int>(a)]; }
 int alu_arity(Alu a) { return kAluArity[static_cast<int>(a)]; }
+int alu_cost(Alu a) { return kAluCost[static_cast<int>(a)]; }
 
 std::string_view reduce_op_name(ReduceOp r) {
   switch (r) {

@@ -34,13 +34,16 @@ namespace kiln::kir {
 using ir::DType;
 
 enum class Alu : uint8_t {
-#define KILN_ELEMENTWISE(Enum, name, arity) Enum,
+#define KILN_ELEMENTWISE(Enum, ...) Enum,
 #include "ir/ops.def"
   IDiv,  // index floor division, operands >= 0, divisor > 0
   Mod,   // index remainder, operands >= 0, divisor > 0
 };
 std::string_view alu_name(Alu a);
 int alu_arity(Alu a);
+// Scalar operations per evaluation: the op's cost in ir/ops.def (IDiv and Mod: 1, as index
+// arithmetic by a constant); 4 or more is costly.
+int alu_cost(Alu a);
 
 enum class ExprKind : uint8_t { Const, Var, Load, Alu, Reduce };
 enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin };

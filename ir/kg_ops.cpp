@@ -121,7 +121,7 @@ KgOpSpec elementwise_spec(Op op, std::string_view name, int arity) {
 const std::vector<KgOpSpec>& table() {
   static const std::vector<KgOpSpec> t = [] {
     std::vector<KgOpSpec> v;
-#define KILN_ELEMENTWISE(Enum, name, arity) v.push_back(elementwise_spec(Op::Enum, name, arity));
+#define KILN_ELEMENTWISE(Enum, name, arity, ...) v.push_back(elementwise_spec(Op::Enum, name, arity));
 #include "ir/ops.def"
     v.insert(v.end(), {
                           {"sum", Op::Sum, 1, 1, kReduce, h_reduce, true},

@@ -195,30 +195,6 @@ class ReadWalker {
   std::vector<ValueRead> reads_;
 };
 
-// Scalar operations per element: cheap ALU ops 1, division and roots 4, transcendental ~20.
-double unit_cost(Op op) {
-  switch (op) {
-    case Op::Div:
-    case Op::Recip:
-    case Op::Sqrt:
-    case Op::Rsqrt:
-      return 4;
-    case Op::Exp:
-    case Op::Log:
-    case Op::Sin:
-    case Op::Cos:
-    case Op::Tanh:
-    case Op::Sigmoid:
-    case Op::Erf:
-    case Op::Pow:
-      return 20;
-    case Op::Gelu:
-      return 25;
-    default:
-      return 1;
-  }
-}
-
 }  // namespace
 
 std::vector<ValueRead> collect_reads(const Node* n, const std::function<bool(const Node*)>& stop) {
@@ -232,18 +208,17 @@ double node_flops(const Node* n) {
   auto numel = static_cast<double>(n->numel());
   switch (ir::op_kind(n->op)) {
     case ir::OpKind::Elementwise:
-      return unit_cost(n->op) * numel;
-    case ir::OpKind::Reduce: {
-      double body = static_cast<double>(n->inputs[0]->numel());
-      return (n->op == Op::ArgMax || n->op == Op::ArgMin) ? 2 * body : body;
-    }
-    case ir::OpKind::Matmul:
-      return 2 * numel * static_cast<double>(n->inputs[0]->shape.back());
     case ir::OpKind::Source:
-      return n->op == Op::Arange ? numel : 0;
-    default:
+      return ir::op_cost(n->op) * numel;
+    case ir::OpKind::Reduce:
+      return ir::op_cost(n->op) * static_cast<double>(n->inputs[0]->numel());
+    case ir::OpKind::Matmul:
+      return ir::op_cost(n->op) * numel * static_cast<double>(n->inputs[0]->shape.back());
+    case ir::OpKind::Movement:
+    case ir::OpKind::Input:
       return 0;
   }
+  return 0;
 }
 
 double node_bytes(const Node* n) {

@@ -18,8 +18,8 @@ using kir::Expr;
 
 kir::Alu alu_of(Op op) {
   switch (op) {
-#define KILN_ELEMENTWISE(Enum, name, arity) \
-  case Op::Enum:                            \
+#define KILN_ELEMENTWISE(Enum, ...) \
+  case Op::Enum:                    \
     return kir::Alu::Enum;
 #include "ir/ops.def"
     default:

@@ -64,7 +64,7 @@ Value eval_source(const Node& n) {
 Expected<Value> eval_node(const Node& n, const reference::Args& args,
                           const std::unordered_map<const Node*, HostTensor>& inputs) {
   switch (n.op) {
-#define KILN_ELEMENTWISE(Enum, name, arity) case Op::Enum:
+#define KILN_ELEMENTWISE(Enum, ...) case Op::Enum:
 #include "ir/ops.def"
     return reference::eval_elementwise(n, args);
     case Op::Sum:

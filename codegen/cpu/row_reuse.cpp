@@ -17,26 +17,8 @@ using kir::Alu;
 using kir::Expr;
 using kir::ExprKind;
 
-bool costly_op(Alu a) {
-  switch (a) {
-    case Alu::Exp:
-    case Alu::Log:
-    case Alu::Sqrt:
-    case Alu::Rsqrt:
-    case Alu::Recip:
-    case Alu::Sin:
-    case Alu::Cos:
-    case Alu::Tanh:
-    case Alu::Sigmoid:
-    case Alu::Gelu:
-    case Alu::Erf:
-    case Alu::Div:
-    case Alu::Pow:
-      return true;
-    default:
-      return false;
-  }
-}
+// A division, a root or a transcendental function (ir/ops.def's cost).
+bool costly_op(Alu a) { return kir::alu_cost(a) >= 4; }
 
 class Analysis {
  public:

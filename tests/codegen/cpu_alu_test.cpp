@@ -251,7 +251,7 @@ void check_op(Alu op, DType t) {
 }
 
 constexpr Alu kAllOps[] = {
-#define KILN_ELEMENTWISE(Enum, name, arity) Alu::Enum,
+#define KILN_ELEMENTWISE(Enum, ...) Alu::Enum,
 #include "ir/ops.def"
 };
 

@@ -81,6 +81,40 @@ TEST_F(BuilderRules, DtypeClassErrors) {
             "max: needs a numeric dtype, got bool");
 }
 
+// Every unary and binary elementwise row of ir/ops.def, in every dtype: the builder accepts
+// exactly the dtypes its Dtypes column allows, and a Compare row gives bool.
+TEST_F(BuilderRules, EachOpTakesTheDtypesOfItsTableRow) {
+  const Op ops[] = {
+#define KILN_ELEMENTWISE(Enum, ...) Op::Enum,
+#include "ir/ops.def"
+  };
+  int checked = 0;
+  for (Op op : ops) {
+    const int arity = op_arity(op);
+    if (op == Op::Cast || arity == 3) continue;  // own builder calls (cast, where)
+    for (DType t : kAllDTypes) {
+      bool allowed = true;
+      switch (op_dtypes(op)) {
+        case OpDtypes::Float: allowed = is_float(t); break;
+        case OpDtypes::Bool: allowed = t == DType::boolean; break;
+        case OpDtypes::Numeric: allowed = t != DType::boolean; break;
+        case OpDtypes::Any:
+        case OpDtypes::Compare:
+        case OpDtypes::Select:
+        case OpDtypes::None: break;
+      }
+      const Node* x = in(t, {2});
+      NodeResult r = arity == 1 ? b.unary(op, x) : b.binary(op, x, x);
+      ASSERT_EQ(r.has_value(), allowed) << op_name(op) << " on " << dtype_name(t);
+      if (r) {
+        EXPECT_EQ((*r)->dtype, is_comparison(op) ? DType::boolean : t) << op_name(op);
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 33 * static_cast<int>(std::size(kAllDTypes)));
+}
+
 TEST_F(BuilderRules, WhereChecksConditionDtypesAndShapes) {
   const Node* c = in(DType::boolean, {3, 1});
   const Node* a = in(DType::f32, {4});
