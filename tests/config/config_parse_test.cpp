@@ -7,7 +7,6 @@
 namespace kiln::runtime {
 namespace {
 
-using testing_support::NoConfigOverrides;
 using testing_support::ScopedEnv;
 
 const char* kFullFile = R"([fusion]
@@ -56,7 +55,6 @@ std::vector<std::string> warnings_of(const std::string& text) {
 }
 
 TEST(ConfigParse, EmptyFileGivesTheDesignDefaults) {
-  NoConfigOverrides clean;
   auto r = parse_config("", "/proj/kiln.toml");
   ASSERT_TRUE(r.has_value()) << r.error().message;
   const Config& c = r->config;

@@ -42,21 +42,20 @@ class ScopedEnv {
 };
 
 // Unsets every config override in the environment (KILN_FUSION_..., KILN_COMPILATION_..., as
-// runtime/config.h reads them) for the scope, so a test of the defaults holds when the suite
-// runs with one set (`KILN_COMPILATION_CPU_TARGET=x86-64-v3 scripts/test.sh`).
+// runtime/config.h reads them) for its lifetime; clear_overrides.cpp holds one for the whole
+// config test binary.
 class NoConfigOverrides {
  public:
   NoConfigOverrides() {
+    std::vector<std::string> names;  // collected first: unsetting changes `environ`
     for (char** e = environ; *e; ++e) {
       std::string_view entry(*e);
-      std::string name(entry.substr(0, entry.find('=')));
-      if (looks_like_config_variable(name)) names_.push_back(name);
+      if (looks_like_config_variable(entry)) names.emplace_back(entry.substr(0, entry.find('=')));
     }
-    for (const std::string& n : names_) unset_.push_back(std::make_unique<ScopedEnv>(n, std::nullopt));
+    for (const std::string& n : names) unset_.push_back(std::make_unique<ScopedEnv>(n, std::nullopt));
   }
 
  private:
-  std::vector<std::string> names_;
   std::vector<std::unique_ptr<ScopedEnv>> unset_;
 };
 
