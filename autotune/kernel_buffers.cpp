@@ -89,9 +89,14 @@ double output_tolerance(DType t) {
       return 2e-3;
     case DType::bf16:
       return 1.6e-2;
-    default:
-      return 0;
+    case DType::i32:  // integers and bools compare exactly
+    case DType::i64:
+    case DType::i8:
+    case DType::u8:
+    case DType::boolean:
+      break;
   }
+  return 0;
 }
 
 std::optional<std::string> compare_outputs(const kir::Kernel& kernel, const KernelBuffers& want,

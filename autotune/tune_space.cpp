@@ -183,8 +183,9 @@ std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel) {
   switch (st.kind) {
     case codegen::gpu::Strategy::Kind::matmul_tiled: return with_default(gpu_matmul_space(kernel));
     case codegen::gpu::Strategy::Kind::row_reduce: return with_default(gpu_row_space(kernel, st));
-    default: return with_default(gpu_point_space(kernel));
+    case codegen::gpu::Strategy::Kind::elementwise: break;
   }
+  return with_default(gpu_point_space(kernel));
 }
 
 std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel, Level level) {

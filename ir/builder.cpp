@@ -13,13 +13,16 @@ namespace kiln::ir {
 namespace detail {
 
 std::optional<std::string> unrepresentable(double value, DType dtype) {
-  if (is_float(dtype)) return std::nullopt;
-  if (dtype == DType::boolean) {
-    if (value == 0 || value == 1) return std::nullopt;
-    return std::string("is not representable as bool (expected 0 or 1)");
-  }
   double lo = 0, hi = 0;  // inclusive range of the integer type, as doubles
   switch (dtype) {
+    case DType::f32:
+    case DType::f64:
+    case DType::f16:
+    case DType::bf16:
+      return std::nullopt;
+    case DType::boolean:
+      if (value == 0 || value == 1) return std::nullopt;
+      return std::string("is not representable as bool (expected 0 or 1)");
     case DType::i8:
       lo = -128, hi = 127;
       break;
@@ -29,7 +32,7 @@ std::optional<std::string> unrepresentable(double value, DType dtype) {
     case DType::i32:
       lo = -2147483648.0, hi = 2147483647.0;
       break;
-    default:
+    case DType::i64:
       lo = -9223372036854775808.0, hi = 9223372036854775807.0;
       break;
   }

@@ -67,6 +67,41 @@ OpDtypes op_dtypes(Op op) { return kOpInfo[static_cast<int>(op)].dtypes; }
 int op_cost(Op op) { return kOpInfo[static_cast<int>(op)].cost; }
 std::string_view attr_name(AttrKey k) { return kAttrNames[static_cast<int>(k)]; }
 
+namespace {
+// Each op's index in its kind's enum, -1 for ops of other kinds; and back.
+constexpr int8_t kReductionIndex[] = {
+#define KILN_OP(...) -1,
+#define KILN_REDUCE(Enum, ...) static_cast<int8_t>(Reduction::Enum),
+#include "ir/ops.def"
+};
+constexpr int8_t kMovementIndex[] = {
+#define KILN_OP(...) -1,
+#define KILN_MOVEMENT(Enum, ...) static_cast<int8_t>(Movement::Enum),
+#include "ir/ops.def"
+};
+constexpr Op kReductionOps[] = {
+#define KILN_REDUCE(Enum, ...) Op::Enum,
+#include "ir/ops.def"
+};
+constexpr Op kMovementOps[] = {
+#define KILN_MOVEMENT(Enum, ...) Op::Enum,
+#include "ir/ops.def"
+};
+}  // namespace
+
+std::optional<Reduction> reduction_of(Op op) {
+  const int8_t i = kReductionIndex[static_cast<int>(op)];
+  if (i < 0) return std::nullopt;
+  return static_cast<Reduction>(i);
+}
+std::optional<Movement> movement_of(Op op) {
+  const int8_t i = kMovementIndex[static_cast<int>(op)];
+  if (i < 0) return std::nullopt;
+  return static_cast<Movement>(i);
+}
+Op op_of(Reduction r) { return kReductionOps[static_cast<int>(r)]; }
+Op op_of(Movement m) { return kMovementOps[static_cast<int>(m)]; }
+
 Attrs::Attrs(std::initializer_list<std::pair<AttrKey, AttrValue>> init) {
   for (auto& [k, v] : init) set(k, v);
 }

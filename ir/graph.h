@@ -14,6 +14,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -29,6 +30,11 @@ enum class Op : uint16_t {
 #define KILN_OP(Enum, name, arity, ...) Enum,
 #include "ir/ops.def"
 };
+
+inline constexpr int kOpCount = 0
+#define KILN_OP(...) +1
+#include "ir/ops.def"
+    ;
 
 enum class OpKind : uint8_t { Elementwise, Reduce, Movement, Matmul, Source, Input };
 // The operand dtypes an op takes (ir/ops.def says what each means).
@@ -46,6 +52,23 @@ inline bool is_comparison(Op op) { return op_dtypes(op) == OpDtypes::Compare; }
 inline bool is_elementwise(Op op) { return op_kind(op) == OpKind::Elementwise; }
 inline bool is_reduce(Op op) { return op_kind(op) == OpKind::Reduce; }
 inline bool is_movement(Op op) { return op_kind(op) == OpKind::Movement; }
+
+// The reductions and the views as enums of their own (their rows of ir/ops.def, in order): a
+// switch over one of them names every op of that kind and nothing else, so with -Wswitch-enum
+// a new row is a compile error in each switch that has to handle it. (The elementwise rows are
+// kir::Alu, ir/kernel_ir.h.)
+enum class Reduction : uint8_t {
+#define KILN_REDUCE(Enum, ...) Enum,
+#include "ir/ops.def"
+};
+enum class Movement : uint8_t {
+#define KILN_MOVEMENT(Enum, ...) Enum,
+#include "ir/ops.def"
+};
+std::optional<Reduction> reduction_of(Op op);  // nullopt for an op of another kind
+std::optional<Movement> movement_of(Op op);
+Op op_of(Reduction r);
+Op op_of(Movement m);
 
 enum class AttrKey : uint8_t {
   axes, keepdim, axis, shape, dims, start, end, step, before, after, value, to, dtype, shifts,

@@ -21,6 +21,11 @@ constexpr int kAluArity[] = {
 #define KILN_ELEMENTWISE(Enum, name, arity, ...) arity,
 #include "ir/ops.def"
     2, 2};
+constexpr bool kAluIsComparison[] = {
+#define KILN_ELEMENTWISE(Enum, name, arity, dtypes, ...) \
+  ir::OpDtypes::dtypes == ir::OpDtypes::Compare,
+#include "ir/ops.def"
+    false, false};
 constexpr int kAluCost[] = {
 #define KILN_ELEMENTWISE(Enum, name, arity, dtypes, cost) cost,
 #include "ir/ops.def"
@@ -37,6 +42,34 @@ inline uint64_t mix(uint64_t h, uint64_t v) {
 std::string_view alu_name(Alu a) { return kAluNames[static_cast<int>(a)]; }
 int alu_arity(Alu a) { return kAluArity[static_cast<int>(a)]; }
 int alu_cost(Alu a) { return kAluCost[static_cast<int>(a)]; }
+bool is_comparison(Alu a) { return kAluIsComparison[static_cast<int>(a)]; }
+
+namespace {
+constexpr int8_t kAluOfOp[] = {
+#define KILN_OP(...) -1,
+#define KILN_ELEMENTWISE(Enum, ...) static_cast<int8_t>(Alu::Enum),
+#include "ir/ops.def"
+};
+}  // namespace
+
+std::optional<Alu> alu_of(ir::Op op) {
+  const int8_t a = kAluOfOp[static_cast<int>(op)];
+  if (a < 0) return std::nullopt;
+  return static_cast<Alu>(a);
+}
+
+ReduceOp reduce_op_of(ir::Reduction r) {
+  switch (r) {
+    case ir::Reduction::Sum: return ReduceOp::Sum;
+    case ir::Reduction::Prod: return ReduceOp::Prod;
+    case ir::Reduction::ReduceMax: return ReduceOp::Max;
+    case ir::Reduction::ReduceMin: return ReduceOp::Min;
+    case ir::Reduction::ArgMax: return ReduceOp::ArgMax;
+    case ir::Reduction::ArgMin: return ReduceOp::ArgMin;
+  }
+  KILN_CHECK(false) << "bad reduction " << static_cast<int>(r);
+  return ReduceOp::Sum;
+}
 
 std::string_view reduce_op_name(ReduceOp r) {
   switch (r) {
@@ -217,7 +250,9 @@ std::string print_kernel(const Kernel& k, bool with_labels) {
                           ir::dtype_name(e->dtype), fmt::join(loops, ", "), ref(e->args[0]));
         break;
       }
-      default: break;
+      case ExprKind::Const:
+      case ExprKind::Var:  // printed in place (ref), skipped above
+        break;
     }
     out += fmt::format("  {} = {}\n", name, rhs);
     names[e] = std::move(name);

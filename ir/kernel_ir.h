@@ -21,12 +21,14 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "ir/dtype.h"
+#include "ir/graph.h"
 #include "ir/shape.h"
 
 namespace kiln::kir {
@@ -44,10 +46,16 @@ int alu_arity(Alu a);
 // Scalar operations per evaluation: the op's cost in ir/ops.def (IDiv and Mod: 1, as index
 // arithmetic by a constant); 4 or more is costly.
 int alu_cost(Alu a);
+// eq ne lt le gt ge: a bool result of two operands of one dtype (ir::is_comparison).
+bool is_comparison(Alu a);
 
 enum class ExprKind : uint8_t { Const, Var, Load, Alu, Reduce };
 enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin };
 std::string_view reduce_op_name(ReduceOp r);
+// A graph op's kernel counterpart: the Alu of an elementwise op (nullopt for other kinds), the
+// ReduceOp of a reduction.
+std::optional<Alu> alu_of(ir::Op op);
+ReduceOp reduce_op_of(ir::Reduction r);
 
 struct Expr {
   ExprKind kind;

@@ -112,36 +112,44 @@ NodeResult h_attention(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& 
   return b.attention(x[0], x[1], x[2], a.b("causal", false), a.opt_f("scale"));
 }
 
-KgOpSpec elementwise_spec(Op op, std::string_view name, int arity) {
-  if (op == Op::Cast) return {name, op, 1, 1, kCast, h_cast, true};
-  KgHandler h = arity == 1 ? h_unary : arity == 2 ? h_binary : h_where;
-  return {name, op, arity, arity, {}, h, true};
+// The `.kg` attributes and constructor of each primitive that is not a plain unary, binary or
+// ternary elementwise op. Names and operand counts come from ir/ops.def.
+struct PrimitiveCall {
+  Op op;
+  std::span<const KgAttrSpec> attrs;
+  KgHandler handler;
+};
+constexpr PrimitiveCall kPrimitiveCalls[] = {
+    {Op::Cast, kCast, h_cast},          {Op::Sum, kReduce, h_reduce},
+    {Op::ReduceMax, kReduce, h_reduce}, {Op::ReduceMin, kReduce, h_reduce},
+    {Op::Prod, kReduce, h_reduce},      {Op::ArgMax, kArgReduce, h_arg_reduce},
+    {Op::ArgMin, kArgReduce, h_arg_reduce}, {Op::Reshape, kShape, h_reshape},
+    {Op::Permute, kDims, h_permute},    {Op::Expand, kShape, h_expand},
+    {Op::Slice, kSlice, h_slice},       {Op::Pad, kPad, h_pad},
+    {Op::Concat, kAxis, h_concat},      {Op::Flip, kFlip, h_flip},
+    {Op::Roll, kRoll, h_roll},          {Op::Unfold, kUnfold, h_unfold},
+    {Op::Matmul, {}, h_matmul},         {Op::Full, kFull, h_full},
+    {Op::Arange, kArange, h_arange},
+};
+
+// Every op of ir/ops.def but Input (graph files declare inputs with `input`, not a call).
+KgOpSpec primitive_spec(Op op) {
+  const int arity = op_arity(op);
+  KgOpSpec s{op_name(op), op, arity < 0 ? 1 : arity, arity, {}, nullptr, true};
+  for (const PrimitiveCall& c : kPrimitiveCalls)
+    if (c.op == op) s.attrs = c.attrs, s.handler = c.handler;
+  if (!s.handler && is_elementwise(op))
+    s.handler = arity == 1 ? h_unary : arity == 2 ? h_binary : h_where;
+  KILN_CHECK(s.handler) << "no .kg call for op " << op_enum_name(op);
+  return s;
 }
 
 const std::vector<KgOpSpec>& table() {
   static const std::vector<KgOpSpec> t = [] {
     std::vector<KgOpSpec> v;
-#define KILN_ELEMENTWISE(Enum, name, arity, ...) v.push_back(elementwise_spec(Op::Enum, name, arity));
-#include "ir/ops.def"
+    for (int i = 0; i < kOpCount; ++i)
+      if (static_cast<Op>(i) != Op::Input) v.push_back(primitive_spec(static_cast<Op>(i)));
     v.insert(v.end(), {
-                          {"sum", Op::Sum, 1, 1, kReduce, h_reduce, true},
-                          {"max", Op::ReduceMax, 1, 1, kReduce, h_reduce, true},
-                          {"min", Op::ReduceMin, 1, 1, kReduce, h_reduce, true},
-                          {"prod", Op::Prod, 1, 1, kReduce, h_reduce, true},
-                          {"argmax", Op::ArgMax, 1, 1, kArgReduce, h_arg_reduce, true},
-                          {"argmin", Op::ArgMin, 1, 1, kArgReduce, h_arg_reduce, true},
-                          {"reshape", Op::Reshape, 1, 1, kShape, h_reshape, true},
-                          {"permute", Op::Permute, 1, 1, kDims, h_permute, true},
-                          {"expand", Op::Expand, 1, 1, kShape, h_expand, true},
-                          {"slice", Op::Slice, 1, 1, kSlice, h_slice, true},
-                          {"pad", Op::Pad, 1, 1, kPad, h_pad, true},
-                          {"concat", Op::Concat, 1, -1, kAxis, h_concat, true},
-                          {"flip", Op::Flip, 1, 1, kFlip, h_flip, true},
-                          {"roll", Op::Roll, 1, 1, kRoll, h_roll, true},
-                          {"unfold", Op::Unfold, 1, 1, kUnfold, h_unfold, true},
-                          {"matmul", Op::Matmul, 2, 2, {}, h_matmul, true},
-                          {"full", Op::Full, 0, 0, kFull, h_full, true},
-                          {"arange", Op::Arange, 0, 0, kArange, h_arange, true},
                           {"mean", Op::Sum, 1, 1, kReduce, h_mean, false},
                           {"softmax", Op::Sum, 1, 1, kSoftmax, h_softmax, false},
                           {"log_softmax", Op::Sum, 1, 1, kSoftmax, h_log_softmax, false},

@@ -1,10 +1,13 @@
-// The graph IR's elementwise semantics on scalars (see ir/scalar_semantics.h).
+// The graph IR's elementwise semantics on scalars (see ir/scalar_semantics.h): one
+// `Scalar<Op::Enum>` per elementwise row of ir/ops.def, with `eval` over doubles and, where the
+// integer meaning differs from the double one, `eval_int` over wrapping int64.
 #include "ir/scalar_semantics.h"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numbers>
+
+#include "ir/error.h"
 
 namespace kiln::ir {
 
@@ -20,96 +23,6 @@ double ieee_minimum(double a, double b) {
   return a < b ? a : b;
 }
 
-std::optional<double> eval_float_unary(Op op, double x) {
-  switch (op) {
-    case Op::Neg:
-      return -x;
-    case Op::Abs:
-      return std::fabs(x);
-    case Op::Exp:
-      return std::exp(x);
-    case Op::Log:
-      return std::log(x);
-    case Op::Sqrt:
-      return std::sqrt(x);
-    case Op::Rsqrt:
-      return 1.0 / std::sqrt(x);
-    case Op::Recip:
-      return 1.0 / x;
-    case Op::Sin:
-      return std::sin(x);
-    case Op::Cos:
-      return std::cos(x);
-    case Op::Tanh:
-      return std::tanh(x);
-    case Op::Sigmoid:
-      return 1.0 / (1.0 + std::exp(-x));
-    case Op::Relu:
-      return ieee_maximum(x, 0.0);
-    case Op::Gelu: {
-      const double c = std::sqrt(2.0 / std::numbers::pi);  // the tanh approximation
-      return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
-    }
-    case Op::Erf:
-      return std::erf(x);
-    case Op::Floor:
-      return std::floor(x);
-    case Op::Ceil:
-      return std::ceil(x);
-    case Op::Sign:
-      return std::isnan(x) ? x : static_cast<double>((x > 0) - (x < 0));
-    case Op::Not:
-      return x == 0 ? 1.0 : 0.0;
-    default:
-      return std::nullopt;
-  }
-}
-
-std::optional<double> eval_float_binary(Op op, double a, double b) {
-  switch (op) {
-    case Op::Add:
-      return a + b;
-    case Op::Sub:
-      return a - b;
-    case Op::Mul:
-      return a * b;
-    case Op::Div:
-      return a / b;
-    case Op::Pow:
-      return std::pow(a, b);
-    // std::fmax/fmin would drop the NaN instead.
-    case Op::Max:
-      return ieee_maximum(a, b);
-    case Op::Min:
-      return ieee_minimum(a, b);
-    default:
-      return std::nullopt;
-  }
-}
-
-std::optional<double> eval_compare(Op op, double a, double b) {
-  switch (op) {
-    case Op::Eq:
-      return a == b;
-    case Op::Ne:
-      return a != b;
-    case Op::Lt:
-      return a < b;
-    case Op::Le:
-      return a <= b;
-    case Op::Gt:
-      return a > b;
-    case Op::Ge:
-      return a >= b;
-    case Op::And:
-      return a != 0 && b != 0;
-    case Op::Or:
-      return a != 0 || b != 0;
-    default:
-      return std::nullopt;
-  }
-}
-
 int64_t floor_div(int64_t a, int64_t b) {
   if (b == 0) return 0;
   // INT64_MIN / -1 overflows (and traps on x86); negation modulo 2^64 is what the targets give.
@@ -117,25 +30,6 @@ int64_t floor_div(int64_t a, int64_t b) {
   int64_t q = a / b;
   if (a % b != 0 && ((a < 0) != (b < 0))) --q;
   return q;
-}
-
-std::optional<int64_t> eval_int_binary(Op op, int64_t a, int64_t b) {
-  // Unsigned arithmetic wraps without UB; a double product of two i32 values could exceed 2^53
-  // and lose the low bits that wrap-around keeps.
-  const auto x = static_cast<uint64_t>(a);
-  const auto y = static_cast<uint64_t>(b);
-  switch (op) {
-    case Op::Add:
-      return static_cast<int64_t>(x + y);
-    case Op::Sub:
-      return static_cast<int64_t>(x - y);
-    case Op::Mul:
-      return static_cast<int64_t>(x * y);
-    case Op::Div:
-      return floor_div(a, b);
-    default:
-      return std::nullopt;
-  }
 }
 
 int64_t wrap_to_int64(double v) {
@@ -147,6 +41,147 @@ int64_t wrap_to_int64(double v) {
   double m = std::fmod(t, k2p64);  // exact; |t| >= 2^63 so m is a multiple of 2^11
   if (m < 0) m += k2p64;           // exact for the same reason
   return static_cast<int64_t>(static_cast<uint64_t>(m));
+}
+
+int64_t wrap_to_dtype(int64_t v, DType t) {
+  switch (t) {
+    case DType::i32: return static_cast<int32_t>(static_cast<uint32_t>(v));
+    case DType::i64: return v;
+    case DType::i8: return static_cast<int8_t>(static_cast<uint8_t>(v));
+    case DType::u8: return static_cast<uint8_t>(v);
+    case DType::boolean: return v != 0;
+    case DType::f32:
+    case DType::f64:
+    case DType::f16:
+    case DType::bf16: break;
+  }
+  KILN_CHECK(false) << "not an integer dtype: " << dtype_name(t);
+  return v;
+}
+
+namespace {
+
+// Unsigned arithmetic wraps without UB; a double product of two i32 values could exceed 2^53
+// and lose the low bits that wrap-around keeps.
+uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
+
+// The scalar function of each elementwise row of ir/ops.def.
+template <Op>
+struct Scalar;  // a row with no specialization below fails to compile in kSemantics
+
+template <> struct Scalar<Op::Neg> { static double eval(double x) { return -x; } };
+template <> struct Scalar<Op::Abs> { static double eval(double x) { return std::fabs(x); } };
+template <> struct Scalar<Op::Exp> { static double eval(double x) { return std::exp(x); } };
+template <> struct Scalar<Op::Log> { static double eval(double x) { return std::log(x); } };
+template <> struct Scalar<Op::Sqrt> { static double eval(double x) { return std::sqrt(x); } };
+template <> struct Scalar<Op::Rsqrt> {
+  static double eval(double x) { return 1.0 / std::sqrt(x); }
+};
+template <> struct Scalar<Op::Recip> { static double eval(double x) { return 1.0 / x; } };
+template <> struct Scalar<Op::Sin> { static double eval(double x) { return std::sin(x); } };
+template <> struct Scalar<Op::Cos> { static double eval(double x) { return std::cos(x); } };
+template <> struct Scalar<Op::Tanh> { static double eval(double x) { return std::tanh(x); } };
+template <> struct Scalar<Op::Sigmoid> {
+  static double eval(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+};
+template <> struct Scalar<Op::Relu> {
+  static double eval(double x) { return ieee_maximum(x, 0.0); }
+};
+template <> struct Scalar<Op::Gelu> {
+  static double eval(double x) {  // the tanh approximation
+    const double c = std::sqrt(2.0 / std::numbers::pi);
+    return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
+  }
+};
+template <> struct Scalar<Op::Erf> { static double eval(double x) { return std::erf(x); } };
+template <> struct Scalar<Op::Floor> { static double eval(double x) { return std::floor(x); } };
+template <> struct Scalar<Op::Ceil> { static double eval(double x) { return std::ceil(x); } };
+template <> struct Scalar<Op::Sign> {
+  static double eval(double x) {
+    return std::isnan(x) ? x : static_cast<double>((x > 0) - (x < 0));
+  }
+};
+template <> struct Scalar<Op::Not> { static double eval(double x) { return x == 0 ? 1.0 : 0.0; } };
+template <> struct Scalar<Op::Cast> { static double eval(double x) { return x; } };
+template <> struct Scalar<Op::Add> {
+  static double eval(double a, double b) { return a + b; }
+  static int64_t eval_int(int64_t a, int64_t b) { return static_cast<int64_t>(u(a) + u(b)); }
+};
+template <> struct Scalar<Op::Sub> {
+  static double eval(double a, double b) { return a - b; }
+  static int64_t eval_int(int64_t a, int64_t b) { return static_cast<int64_t>(u(a) - u(b)); }
+};
+template <> struct Scalar<Op::Mul> {
+  static double eval(double a, double b) { return a * b; }
+  static int64_t eval_int(int64_t a, int64_t b) { return static_cast<int64_t>(u(a) * u(b)); }
+};
+template <> struct Scalar<Op::Div> {
+  static double eval(double a, double b) { return a / b; }
+  static int64_t eval_int(int64_t a, int64_t b) { return floor_div(a, b); }
+};
+template <> struct Scalar<Op::Pow> {
+  static double eval(double a, double b) { return std::pow(a, b); }
+};
+// std::fmax/fmin would drop the NaN instead.
+template <> struct Scalar<Op::Max> {
+  static double eval(double a, double b) { return ieee_maximum(a, b); }
+};
+template <> struct Scalar<Op::Min> {
+  static double eval(double a, double b) { return ieee_minimum(a, b); }
+};
+template <> struct Scalar<Op::Eq> { static double eval(double a, double b) { return a == b; } };
+template <> struct Scalar<Op::Ne> { static double eval(double a, double b) { return a != b; } };
+template <> struct Scalar<Op::Lt> { static double eval(double a, double b) { return a < b; } };
+template <> struct Scalar<Op::Le> { static double eval(double a, double b) { return a <= b; } };
+template <> struct Scalar<Op::Gt> { static double eval(double a, double b) { return a > b; } };
+template <> struct Scalar<Op::Ge> { static double eval(double a, double b) { return a >= b; } };
+template <> struct Scalar<Op::And> {
+  static double eval(double a, double b) { return a != 0 && b != 0; }
+};
+template <> struct Scalar<Op::Or> {
+  static double eval(double a, double b) { return a != 0 || b != 0; }
+};
+template <> struct Scalar<Op::Where> {
+  static double eval(double c, double a, double b) { return c != 0 ? a : b; }
+};
+
+struct Semantics {
+  double (*unary)(double) = nullptr;
+  double (*binary)(double, double) = nullptr;
+  double (*ternary)(double, double, double) = nullptr;
+  int64_t (*int_binary)(int64_t, int64_t) = nullptr;  // null: the double one is exact
+};
+
+template <class S>
+constexpr Semantics semantics_of() {
+  Semantics s;
+  if constexpr (requires { S::eval(0.0); }) s.unary = &S::eval;
+  if constexpr (requires { S::eval(0.0, 0.0); }) s.binary = &S::eval;
+  if constexpr (requires { S::eval(0.0, 0.0, 0.0); }) s.ternary = &S::eval;
+  if constexpr (requires { S::eval_int(int64_t{}, int64_t{}); }) s.int_binary = &S::eval_int;
+  return s;
+}
+
+// Indexed by Op; rows of other kinds have no semantics here.
+constexpr Semantics kSemantics[] = {
+#define KILN_OP(...) Semantics{},
+#define KILN_ELEMENTWISE(Enum, ...) semantics_of<Scalar<Op::Enum>>(),
+#include "ir/ops.def"
+};
+
+}  // namespace
+
+double eval_elementwise(Op op, DType operand_dtype, std::span<const double> x) {
+  const Semantics& s = kSemantics[static_cast<int>(op)];
+  KILN_CHECK(static_cast<int>(x.size()) == op_arity(op) && is_elementwise(op))
+      << op_enum_name(op) << " with " << x.size() << " operands";
+  if (x.size() == 1) return s.unary(x[0]);
+  if (x.size() == 3) return s.ternary(x[0], x[1], x[2]);
+  if (s.int_binary && is_int(operand_dtype)) {
+    const int64_t v = s.int_binary(wrap_to_int64(x[0]), wrap_to_int64(x[1]));
+    return static_cast<double>(wrap_to_dtype(v, operand_dtype));
+  }
+  return s.binary(x[0], x[1]);
 }
 
 }  // namespace kiln::ir

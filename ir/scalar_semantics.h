@@ -1,19 +1,26 @@
 // The graph IR's elementwise semantics (ir/builder.h) on scalars: the one definition that the
-// reference interpreter and compile-time folding both evaluate.
+// reference interpreter and compile-time folding both evaluate. Each elementwise row of
+// ir/ops.def has its scalar function here (scalar_semantics.cpp, `Scalar<Op::Enum>`); a row
+// without one does not compile.
 #pragma once
 
 #include <cstdint>
-#include <optional>
+#include <span>
 
+#include "ir/dtype.h"
 #include "ir/graph.h"
 
 namespace kiln::ir {
 
-// Unary ops in double: neg abs exp log sqrt rsqrt recip sin cos tanh sigmoid relu gelu erf floor
-// ceil sign not; nullopt for any other op. Exact for integer and bool operands on the ops the
-// builder allows them (neg abs sign relu not); the caller wraps the result to its dtype.
-// relu(x) = ieee_maximum(x, 0) (NaN propagates, relu(-0) = +0); sign propagates NaN.
-std::optional<double> eval_float_unary(Op op, double x);
+// Elementwise op `op` on op_arity(op) operands held as doubles, the first of dtype
+// `operand_dtype` (for where: the condition). Floats: math in double. Integers: add sub mul div
+// are exact arithmetic modulo 2^64 (div is floor_div), wrapped to `operand_dtype`; the other ops
+// the builder allows on integers and bools (neg abs sign relu max min, comparisons, logic) are
+// exact in double. Comparisons and logic give 0 or 1 (and/or/not test against zero, so NaN is
+// true); where(c, a, b) picks a when c != 0. relu(x) = ieee_maximum(x, 0); sign propagates NaN.
+// cast gives its operand unchanged: converting to the result dtype is the caller's.
+// The result is not yet rounded or wrapped to the result dtype.
+double eval_elementwise(Op op, DType operand_dtype, std::span<const double> operands);
 
 // kiln's one rule for max and min (docs/graph-format.md, "NaN, signed zero and infinities"),
 // IEEE 754-2019 maximum / minimum: a NaN operand gives NaN, -0 orders below +0 (in either operand
@@ -21,23 +28,15 @@ std::optional<double> eval_float_unary(Op op, double x);
 double ieee_maximum(double a, double b);
 double ieee_minimum(double a, double b);
 
-// Binary arithmetic with float semantics in double: add sub mul div pow max min; nullopt for any
-// other op. max and min are ieee_maximum / ieee_minimum.
-std::optional<double> eval_float_binary(Op op, double a, double b);
-
-// eq ne lt le gt ge and or as 0 or 1 (and/or test against zero, so NaN is true); nullopt for
-// any other op. Exact for every dtype.
-std::optional<double> eval_compare(Op op, double a, double b);
-
 // numpy floor_divide on int64 with kiln's x / 0 = 0, and INT64_MIN / -1 wrapping (no trap).
 int64_t floor_div(int64_t a, int64_t b);
-
-// add sub mul div on integer dtypes: exact arithmetic modulo 2^64 (div is floor_div); nullopt for
-// any other op. The caller wraps the result to its narrower dtype.
-std::optional<int64_t> eval_int_binary(Op op, int64_t a, int64_t b);
 
 // The integer a double becomes when stored in an integer element: truncated toward zero, then
 // wrapped modulo 2^64 like a C cast from a wider integer; NaN and +-inf become 0.
 int64_t wrap_to_int64(double v);
+
+// v wrapped to an integer dtype's width like the targets' two's-complement arithmetic (a C cast
+// from int64); bool: v != 0. A float dtype is a bug in the caller.
+int64_t wrap_to_dtype(int64_t v, DType integer_dtype);
 
 }  // namespace kiln::ir

@@ -17,37 +17,15 @@ using ir::Op;
 using kir::Expr;
 
 kir::Alu alu_of(Op op) {
-  switch (op) {
-#define KILN_ELEMENTWISE(Enum, ...) \
-  case Op::Enum:                    \
-    return kir::Alu::Enum;
-#include "ir/ops.def"
-    default:
-      break;
-  }
-  KILN_CHECK(false) << "not an elementwise op: " << ir::op_enum_name(op);
-  return kir::Alu::Add;
+  std::optional<kir::Alu> a = kir::alu_of(op);
+  KILN_CHECK(a) << "not an elementwise op: " << ir::op_enum_name(op);
+  return *a;
 }
 
 kir::ReduceOp reduce_op_of(Op op) {
-  switch (op) {
-    case Op::Sum:
-      return kir::ReduceOp::Sum;
-    case Op::Prod:
-      return kir::ReduceOp::Prod;
-    case Op::ReduceMax:
-      return kir::ReduceOp::Max;
-    case Op::ReduceMin:
-      return kir::ReduceOp::Min;
-    case Op::ArgMax:
-      return kir::ReduceOp::ArgMax;
-    case Op::ArgMin:
-      return kir::ReduceOp::ArgMin;
-    default:
-      break;
-  }
-  KILN_CHECK(false) << "not a reduction: " << ir::op_enum_name(op);
-  return kir::ReduceOp::Sum;
+  std::optional<ir::Reduction> r = ir::reduction_of(op);
+  KILN_CHECK(r) << "not a reduction: " << ir::op_enum_name(op);
+  return kir::reduce_op_of(*r);
 }
 
 std::string node_label(const Node* n) {

@@ -63,33 +63,18 @@ Value eval_source(const Node& n) {
 
 Expected<Value> eval_node(const Node& n, const reference::Args& args,
                           const std::unordered_map<const Node*, HostTensor>& inputs) {
-  switch (n.op) {
-#define KILN_ELEMENTWISE(Enum, ...) case Op::Enum:
-#include "ir/ops.def"
-    return reference::eval_elementwise(n, args);
-    case Op::Sum:
-    case Op::ReduceMax:
-    case Op::ReduceMin:
-    case Op::Prod:
-    case Op::ArgMax:
-    case Op::ArgMin:
+  switch (ir::op_kind(n.op)) {
+    case ir::OpKind::Elementwise:
+      return reference::eval_elementwise(n, args);
+    case ir::OpKind::Reduce:
       return reference::eval_reduce(n, *args.at(0));
-    case Op::Reshape:
-    case Op::Permute:
-    case Op::Expand:
-    case Op::Slice:
-    case Op::Pad:
-    case Op::Concat:
-    case Op::Flip:
-    case Op::Roll:
-    case Op::Unfold:
+    case ir::OpKind::Movement:
       return reference::eval_movement(n, args);
-    case Op::Matmul:
+    case ir::OpKind::Matmul:
       return reference::eval_matmul(n, *args.at(0), *args.at(1));
-    case Op::Full:
-    case Op::Arange:
+    case ir::OpKind::Source:
       return eval_source(n);
-    case Op::Input:
+    case ir::OpKind::Input:
       return bind_input(n, inputs);
   }
   KILN_CHECK(false) << "unknown op " << static_cast<int>(n.op);

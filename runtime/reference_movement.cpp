@@ -144,25 +144,27 @@ Value eval_movement(const ir::Node& n, const Args& args) {
   if (n.op == Op::Concat) return concat(n, args);
   KILN_CHECK(args.size() == 1) << ir::op_enum_name(n.op) << " with " << args.size() << " inputs";
   const Value& x = *args[0];
-  switch (n.op) {
-    case Op::Reshape:
+  std::optional<ir::Movement> m = ir::movement_of(n.op);
+  KILN_CHECK(m) << "not a movement op: " << ir::op_enum_name(n.op);
+  switch (*m) {
+    case ir::Movement::Reshape:
       return reshape(n, x);
-    case Op::Permute:
+    case ir::Movement::Permute:
       return permute(n, x);
-    case Op::Expand:
+    case ir::Movement::Expand:
       return expand(n, x);
-    case Op::Slice:
+    case ir::Movement::Slice:
       return slice(n, x);
-    case Op::Pad:
+    case ir::Movement::Pad:
       return pad(n, x);
-    case Op::Flip:
-      return flip(n, x);
-    case Op::Roll:
-      return roll(n, x);
-    case Op::Unfold:
-      return unfold(n, x);
-    default:
+    case ir::Movement::Concat:  // variadic: handled above
       break;
+    case ir::Movement::Flip:
+      return flip(n, x);
+    case ir::Movement::Roll:
+      return roll(n, x);
+    case ir::Movement::Unfold:
+      return unfold(n, x);
   }
   KILN_CHECK(false) << "not a movement op: " << ir::op_enum_name(n.op);
   return {};

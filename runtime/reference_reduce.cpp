@@ -17,25 +17,28 @@ using ir::Op;
 // arithmetic); max and min propagate NaN like numpy.max.
 double accumulate(Op op, ir::DType dtype, double acc, double x) {
   const bool integer = ir::is_int(dtype);
-  switch (op) {
-    case Op::Sum:
+  std::optional<ir::Reduction> r = ir::reduction_of(op);
+  KILN_CHECK(r) << "not a reduction: " << ir::op_enum_name(op);
+  switch (*r) {
+    case ir::Reduction::Sum:
       if (!integer) return acc + x;
       return wrap_integer(static_cast<int64_t>(static_cast<uint64_t>(to_int64(acc)) +
                                                static_cast<uint64_t>(to_int64(x))),
                           dtype);
-    case Op::Prod:
+    case ir::Reduction::Prod:
       if (!integer) return acc * x;
       return wrap_integer(static_cast<int64_t>(static_cast<uint64_t>(to_int64(acc)) *
                                                static_cast<uint64_t>(to_int64(x))),
                           dtype);
-    case Op::ReduceMax:
+    case ir::Reduction::ReduceMax:
       return ir::ieee_maximum(acc, x);
-    case Op::ReduceMin:
+    case ir::Reduction::ReduceMin:
       return ir::ieee_minimum(acc, x);
-    default:
+    case ir::Reduction::ArgMax:
+    case ir::Reduction::ArgMin:  // arg_reduce compares instead of accumulating
       break;
   }
-  KILN_CHECK(false) << "not a reduction: " << ir::op_enum_name(op);
+  KILN_CHECK(false) << "no accumulator for " << ir::op_enum_name(op);
   return 0;
 }
 

@@ -21,22 +21,7 @@ int64_t to_int64(double v) {
 }
 
 double wrap_integer(int64_t v, DType dtype) {
-  switch (dtype) {
-    case DType::i32:
-      return static_cast<int32_t>(v);
-    case DType::i64:
-      return static_cast<double>(v);
-    case DType::i8:
-      return static_cast<int8_t>(v);
-    case DType::u8:
-      return static_cast<uint8_t>(v);
-    case DType::boolean:
-      return v != 0 ? 1.0 : 0.0;
-    default:
-      break;
-  }
-  KILN_CHECK(false) << "not an integer dtype: " << ir::dtype_name(dtype);
-  return 0;
+  return static_cast<double>(ir::wrap_to_dtype(v, dtype));
 }
 
 double normalize(double v, DType dtype) {

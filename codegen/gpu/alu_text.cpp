@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <string_view>
 
 #include "codegen/gpu/c_expr_emitter.h"
 
@@ -39,105 +40,106 @@ std::string int_arith(DialectText& d, DType t, const char* op, const std::string
   return wrap(d, t, fmt::format("({} {} {})", a, op, b));
 }
 
-std::string float_unary(DialectText& d, Alu op, DType t, const std::string& x) {
-  const std::string one = d.float_lit(t, 1.0), zero = d.float_lit(t, 0.0);
-  switch (op) {
-    case Alu::Neg: return fmt::format("(-{})", x);
-    case Alu::Abs: return d.math("abs", t, x);
-    case Alu::Exp: return d.math("exp", t, x);
-    case Alu::Log: return d.math("log", t, x);
-    case Alu::Sqrt: return d.math("sqrt", t, x);
-    case Alu::Rsqrt: return fmt::format("({} / {})", one, d.math("sqrt", t, x));
-    case Alu::Recip: return fmt::format("({} / {})", one, x);
-    case Alu::Sin: return d.math("sin", t, x);
-    case Alu::Cos: return d.math("cos", t, x);
-    case Alu::Tanh: return d.math("tanh", t, x);
-    case Alu::Erf: return d.math("erf", t, x);
-    case Alu::Sigmoid: return fmt::format("{}({})", d.helper("sigmoid", t), x);
-    case Alu::Gelu: return fmt::format("{}({})", d.helper("gelu", t), x);
-    case Alu::Relu: return fmt::format("(({0} > {1} || {2}) ? {0} : {1})", x, zero, d.is_nan(x));
-    case Alu::Floor: return d.math("floor", t, x);
-    case Alu::Ceil: return d.math("ceil", t, x);
-    case Alu::Sign:
-      return fmt::format("({0} > {1} ? {2} : ({0} < {1} ? -{2} : {0}))", x, zero, one);
-    default: return "";
-  }
-}
-
-std::string int_unary(DialectText& d, Alu op, DType t, DTypeClass cls, const std::string& x) {
-  const std::string z = d.int_lit(t, 0);
-  const bool s = cls == DTypeClass::signed_int;
-  switch (op) {
-    case Alu::Neg: return int_arith(d, t, "-", z, x);
-    case Alu::Abs: return s ? fmt::format("({0} < {1} ? {2} : {0})", x, z, int_arith(d, t, "-", z, x)) : x;
-    case Alu::Relu: return s ? fmt::format("({0} > {1} ? {0} : {1})", x, z) : x;
-    case Alu::Sign:
-      if (!s) return fmt::format("({} != {} ? {} : {})", x, z, d.int_lit(t, 1), z);
-      return fmt::format("({0} > {1} ? {2} : ({0} < {1} ? {3} : {1}))", x, z, d.int_lit(t, 1),
-                         d.int_lit(t, -1));
-    default: return "";
-  }
-}
-
-std::string compare(Alu op, DTypeClass cls, std::string a, std::string b) {
-  if (cls == DTypeClass::boolean && op != Alu::Eq && op != Alu::Ne) {
+// a OP b; bools order as 0 < 1 (equality compares them directly).
+std::string compare(DTypeClass cls, std::string_view op, std::string a, std::string b) {
+  if (cls == DTypeClass::boolean && op != "==") {
     a = fmt::format("({} ? 1 : 0)", a);
     b = fmt::format("({} ? 1 : 0)", b);
   }
-  switch (op) {
-    case Alu::Eq: return fmt::format("({} == {})", a, b);
-    case Alu::Ne: return fmt::format("(!({} == {}))", a, b);  // true on NaN
-    case Alu::Lt: return fmt::format("({} < {})", a, b);
-    case Alu::Le: return fmt::format("({} <= {})", a, b);
-    case Alu::Gt: return fmt::format("({} > {})", a, b);
-    default: return fmt::format("({} >= {})", a, b);
-  }
+  return fmt::format("({} {} {})", a, op, b);
 }
 
-std::string int_binary(DialectText& d, Alu op, DType t, DTypeClass cls, const std::string& a,
-                       const std::string& b, bool const_divisor) {
-  const bool is_bool = cls == DTypeClass::boolean;
-  const std::string z = d.int_lit(t, 0);
+// `op` on the registers x of dtype t, "" where the op does not apply to t. Cast converts to `to`;
+// `const_divisor`: x[1] is a positive constant (IDiv, Mod).
+std::string op_text(DialectText& d, Alu op, DType t, DType to, const std::vector<std::string>& x,
+                    bool const_divisor) {
+  const DTypeClass cls = ir::dtype_class(t);
+  const bool flt = cls == DTypeClass::floating, is_bool = cls == DTypeClass::boolean;
+  const bool is_int = !flt && !is_bool, sgn = cls == DTypeClass::signed_int;
+  const std::string zero = d.zero(t), one = flt ? d.float_lit(t, 1.0) : d.int_lit(t, 1);
+  const auto float_math = [&](const char* f) { return flt ? d.math(f, t, x[0]) : ""; };
+  const auto arith = [&](const char* o) {  // + - * (no bool form)
+    if (flt) return fmt::format("({} {} {})", x[0], o, x[1]);
+    return is_int ? int_arith(d, t, o, x[0], x[1]) : "";
+  };
   switch (op) {
-    case Alu::Add: return is_bool ? "" : int_arith(d, t, "+", a, b);
-    case Alu::Sub: return is_bool ? "" : int_arith(d, t, "-", a, b);
-    case Alu::Mul: return is_bool ? "" : int_arith(d, t, "*", a, b);
+    case Alu::Neg:
+      if (flt) return fmt::format("(-{})", x[0]);
+      return is_int ? int_arith(d, t, "-", zero, x[0]) : "";
+    case Alu::Abs:
+      if (flt) return d.math("abs", t, x[0]);
+      if (sgn) {
+        return fmt::format("({0} < {1} ? {2} : {0})", x[0], zero, int_arith(d, t, "-", zero, x[0]));
+      }
+      return is_int ? x[0] : "";
+    case Alu::Exp: return float_math("exp");
+    case Alu::Log: return float_math("log");
+    case Alu::Sqrt: return float_math("sqrt");
+    case Alu::Rsqrt: return flt ? fmt::format("({} / {})", one, d.math("sqrt", t, x[0])) : "";
+    case Alu::Recip: return flt ? fmt::format("({} / {})", one, x[0]) : "";
+    case Alu::Sin: return float_math("sin");
+    case Alu::Cos: return float_math("cos");
+    case Alu::Tanh: return float_math("tanh");
+    case Alu::Sigmoid: return flt ? fmt::format("{}({})", d.helper("sigmoid", t), x[0]) : "";
+    case Alu::Relu:
+      if (flt) return fmt::format("(({0} > {1} || {2}) ? {0} : {1})", x[0], zero, d.is_nan(x[0]));
+      if (sgn) return fmt::format("({0} > {1} ? {0} : {1})", x[0], zero);
+      return is_int ? x[0] : "";
+    case Alu::Gelu: return flt ? fmt::format("{}({})", d.helper("gelu", t), x[0]) : "";
+    case Alu::Erf: return float_math("erf");
+    case Alu::Floor: return float_math("floor");
+    case Alu::Ceil: return float_math("ceil");
+    case Alu::Sign:
+      if (flt) return fmt::format("({0} > {1} ? {2} : ({0} < {1} ? -{2} : {0}))", x[0], zero, one);
+      if (sgn) {
+        return fmt::format("({0} > {1} ? {2} : ({0} < {1} ? {3} : {1}))", x[0], zero, one,
+                           d.int_lit(t, -1));
+      }
+      return is_int ? fmt::format("({} != {} ? {} : {})", x[0], zero, one, zero) : "";
+    case Alu::Not: return is_bool ? fmt::format("(!{})", x[0]) : "";
+    case Alu::Cast: return cast_text(d, x[0], t, to);
+    case Alu::Add: return arith("+");
+    case Alu::Sub: return arith("-");
+    case Alu::Mul: return arith("*");
     case Alu::Div:
-      if (is_bool) return "";
+      if (flt) return fmt::format("({} / {})", x[0], x[1]);
       if (cls == DTypeClass::unsigned_int)
-        return fmt::format("({1} == {2} ? {2} : {0} / {1})", a, b, z);
-      return wrap(d, t, fmt::format("{}({}, {})", d.helper("floordiv", t), a, b));
+        return fmt::format("({1} == {2} ? {2} : {0} / {1})", x[0], x[1], zero);
+      return sgn ? wrap(d, t, fmt::format("{}({}, {})", d.helper("floordiv", t), x[0], x[1])) : "";
+    case Alu::Pow: return flt ? d.math("pow", t, x[0], x[1]) : "";
+    case Alu::Max:
+      if (flt) return fmt::format("{}({}, {})", d.helper("fmax", t), x[0], x[1]);
+      if (is_bool) return fmt::format("({} || {})", x[0], x[1]);
+      return fmt::format("({0} > {1} ? {0} : {1})", x[0], x[1]);
+    case Alu::Min:
+      if (flt) return fmt::format("{}({}, {})", d.helper("fmin", t), x[0], x[1]);
+      if (is_bool) return fmt::format("({} && {})", x[0], x[1]);
+      return fmt::format("({0} < {1} ? {0} : {1})", x[0], x[1]);
+    case Alu::Eq: return compare(cls, "==", x[0], x[1]);
+    case Alu::Ne: return fmt::format("(!{})", compare(cls, "==", x[0], x[1]));  // true on NaN
+    case Alu::Lt: return compare(cls, "<", x[0], x[1]);
+    case Alu::Le: return compare(cls, "<=", x[0], x[1]);
+    case Alu::Gt: return compare(cls, ">", x[0], x[1]);
+    case Alu::Ge: return compare(cls, ">=", x[0], x[1]);
+    case Alu::And:
+      if (is_bool) return fmt::format("({} && {})", x[0], x[1]);
+      return is_int ? fmt::format("({} & {})", x[0], x[1]) : "";
+    case Alu::Or:
+      if (is_bool) return fmt::format("({} || {})", x[0], x[1]);
+      return is_int ? fmt::format("({} | {})", x[0], x[1]) : "";
+    case Alu::Where: {
+      const std::string c = is_bool ? x[0] : cast_text(d, x[0], t, DType::boolean);
+      return fmt::format("({} ? {} : {})", c, x[1], x[2]);
+    }
     case Alu::IDiv:
     case Alu::Mod: {
-      if (is_bool) return "";
+      if (!is_int) return "";
       const char* o = op == Alu::IDiv ? "/" : "%";
-      if (const_divisor) return fmt::format("({} {} {})", a, o, b);
-      return fmt::format("({0} {1} ({2} == {3} ? {4} : {2}))", a, o, b, z, d.int_lit(t, 1));
+      if (const_divisor) return fmt::format("({} {} {})", x[0], o, x[1]);
+      return fmt::format("({0} {1} ({2} == {3} ? {4} : {2}))", x[0], o, x[1], zero, one);
     }
-    case Alu::Max:
-      if (is_bool) return fmt::format("({} || {})", a, b);
-      return fmt::format("({0} > {1} ? {0} : {1})", a, b);
-    case Alu::Min:
-      if (is_bool) return fmt::format("({} && {})", a, b);
-      return fmt::format("({0} < {1} ? {0} : {1})", a, b);
-    case Alu::And: return is_bool ? fmt::format("({} && {})", a, b) : fmt::format("({} & {})", a, b);
-    case Alu::Or: return is_bool ? fmt::format("({} || {})", a, b) : fmt::format("({} | {})", a, b);
-    default: return "";
   }
-}
-
-std::string float_binary(DialectText& d, Alu op, DType t, const std::string& a,
-                         const std::string& b) {
-  switch (op) {
-    case Alu::Add: return fmt::format("({} + {})", a, b);
-    case Alu::Sub: return fmt::format("({} - {})", a, b);
-    case Alu::Mul: return fmt::format("({} * {})", a, b);
-    case Alu::Div: return fmt::format("({} / {})", a, b);
-    case Alu::Pow: return d.math("pow", t, a, b);
-    case Alu::Max: return fmt::format("{}({}, {})", d.helper("fmax", t), a, b);
-    case Alu::Min: return fmt::format("{}({}, {})", d.helper("fmin", t), a, b);
-    default: return "";
-  }
+  return "";
 }
 
 }  // namespace
@@ -167,30 +169,9 @@ std::string cast_text(DialectText& d, const std::string& v, DType from, DType to
 Expected<std::string> alu_text(DialectText& d, const kir::Expr& e,
                                const std::vector<std::string>& args) {
   const DType operand = e.args[0]->dtype;
-  const DTypeClass cls = ir::dtype_class(operand);
-  std::string r;
-  switch (e.alu) {
-    case Alu::Cast:
-      return cast_text(d, args[0], operand, e.dtype);
-    case Alu::Where: {
-      const std::string c = operand == DType::boolean ? args[0] : cast_text(d, args[0], operand, DType::boolean);
-      return fmt::format("({} ? {} : {})", c, args[1], args[2]);
-    }
-    case Alu::Not:
-      if (operand != DType::boolean) return std::unexpected(unsupported(e, operand));
-      return fmt::format("(!{})", args[0]);
-    case Alu::Eq: case Alu::Ne: case Alu::Lt: case Alu::Le: case Alu::Gt: case Alu::Ge:
-      return compare(e.alu, cls, args[0], args[1]);
-    default:
-      break;
-  }
-  if (args.size() == 1) {
-    if (cls == DTypeClass::floating) r = float_unary(d, e.alu, operand, args[0]);
-    else if (cls != DTypeClass::boolean) r = int_unary(d, e.alu, operand, cls, args[0]);
-  } else if (args.size() == 2) {
-    if (cls == DTypeClass::floating) r = float_binary(d, e.alu, operand, args[0], args[1]);
-    else r = int_binary(d, e.alu, operand, cls, args[0], args[1], e.args[1]->kind == kir::ExprKind::Const && e.args[1]->ival > 0);
-  }
+  const bool const_divisor =
+      e.args.size() > 1 && e.args[1]->kind == kir::ExprKind::Const && e.args[1]->ival > 0;
+  std::string r = op_text(d, e.alu, operand, e.dtype, args, const_divisor);
   if (r.empty()) return std::unexpected(unsupported(e, operand));
   return r;
 }
@@ -209,14 +190,18 @@ Expected<std::string> reduce_init_text(DialectText& d, ReduceOp op, DType body) 
     case ReduceOp::Min:
     case ReduceOp::ArgMin: {
       const bool lowest = op == ReduceOp::Max || op == ReduceOp::ArgMax;
-      if (is_float) return d.float_lit(body, lowest ? -INFINITY : INFINITY);
       switch (body) {
+        case DType::f32:
+        case DType::f64:
+        case DType::f16:
+        case DType::bf16: return d.float_lit(body, lowest ? -INFINITY : INFINITY);
         case DType::boolean: return d.int_lit(body, lowest ? 0 : 1);
         case DType::u8: return d.int_lit(body, lowest ? 0 : 255);
         case DType::i8: return d.int_lit(body, lowest ? -128 : 127);
         case DType::i32: return d.int_lit(body, lowest ? INT32_MIN : INT32_MAX);
-        default: return d.int_lit(body, lowest ? INT64_MIN : INT64_MAX);
+        case DType::i64: return d.int_lit(body, lowest ? INT64_MIN : INT64_MAX);
       }
+      break;
     }
   }
   return std::unexpected(kiln::Error{fmt::format("gpu codegen: reduce.{} on {} is not supported",
@@ -225,13 +210,16 @@ Expected<std::string> reduce_init_text(DialectText& d, ReduceOp op, DType body) 
 
 std::string reduce_step_text(DialectText& d, ReduceOp op, DType body, const std::string& acc,
                              const std::string& v) {
-  const DTypeClass cls = ir::dtype_class(body);
-  const Alu alu = op == ReduceOp::Sum ? Alu::Add
-                  : op == ReduceOp::Prod ? Alu::Mul
-                  : op == ReduceOp::Max  ? Alu::Max
-                                         : Alu::Min;
-  if (cls == DTypeClass::floating) return float_binary(d, alu, body, acc, v);
-  return int_binary(d, alu, body, cls, acc, v, false);
+  Alu alu = Alu::Min;
+  switch (op) {
+    case ReduceOp::Sum: alu = Alu::Add; break;
+    case ReduceOp::Prod: alu = Alu::Mul; break;
+    case ReduceOp::Max: alu = Alu::Max; break;
+    case ReduceOp::Min:
+    case ReduceOp::ArgMax:  // the arg reductions take arg_take_text, not a step
+    case ReduceOp::ArgMin: alu = Alu::Min; break;
+  }
+  return op_text(d, alu, body, body, {acc, v}, false);
 }
 
 std::string arg_take_text(DialectText& d, ReduceOp op, DType body, const std::string& v,

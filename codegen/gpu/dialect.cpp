@@ -79,9 +79,12 @@ std::string DialectText::mem_type(DType t) const {
       return cuda() ? "unsigned char" : "uint8_t";
     case DType::i64:
       return wide_i64_type();
-    default:
-      return reg_type(t);
+    case DType::f32:  // memory holds the register type
+    case DType::f64:
+    case DType::i32:
+      break;
   }
+  return reg_type(t);
 }
 
 std::string DialectText::cast(const std::string& type, const std::string& x) const {
@@ -134,9 +137,13 @@ std::string DialectText::int_lit(DType t, int64_t v) const {
         return fmt::format("(-9223372036854775807{} - 1{})", suf, suf);
       return fmt::format("({}{})", v, suf);
     }
-    default:
-      return float_lit(t, static_cast<double>(v));
+    case DType::f32:  // the integer value as a float literal
+    case DType::f64:
+    case DType::f16:
+    case DType::bf16:
+      break;
   }
+  return float_lit(t, static_cast<double>(v));
 }
 
 std::string DialectText::zero(DType t) const {
@@ -170,9 +177,12 @@ std::string DialectText::from_memory(DType t, const std::string& elem) {
       return fmt::format("({} != {})", cast(reg_type(DType::u8), elem), int_lit(DType::u8, 0));
     case DType::i64:
       return narrow_ ? cast(reg_type(t), elem) : elem;
-    default:
-      return elem;
+    case DType::f32:  // memory and register types agree
+    case DType::f64:
+    case DType::i32:
+      break;
   }
+  return elem;
 }
 
 std::string DialectText::to_memory(DType t, const std::string& v) {
@@ -189,9 +199,12 @@ std::string DialectText::to_memory(DType t, const std::string& v) {
       return cast(mem_type(t), fmt::format("({} ? 1u : 0u)", v));
     case DType::i64:
       return narrow_ ? cast(mem_type(t), v) : v;
-    default:
-      return v;
+    case DType::f32:  // memory and register types agree
+    case DType::f64:
+    case DType::i32:
+      break;
   }
+  return v;
 }
 
 // Through the 16-bit pattern in a 32-bit register: GLSL's 16-bit types need the 16-bit storage

@@ -145,7 +145,7 @@ Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& par
       launch = write_matmul(em, kernel, st->matmul, params.tile, shared);
       break;
     case Strategy::Kind::row_reduce: launch = write_row_reduce(em, kernel, *st, shared); break;
-    default:
+    case Strategy::Kind::elementwise:
       launch = write_elementwise(em, kernel, fv, params.block_size, params.items_per_thread, st->lanes);
       break;
   }

@@ -29,8 +29,13 @@ Range dtype_range(ir::DType t) {
     case ir::DType::u8: return {0, 255};
     case ir::DType::i8: return {-128, 127};
     case ir::DType::i32: return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
-    default: return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
+    case ir::DType::i64: break;
+    case ir::DType::f32:  // not asked: the analysis gives up on float expressions
+    case ir::DType::f64:
+    case ir::DType::f16:
+    case ir::DType::bf16: break;
   }
+  return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
 }
 
 Int max_abs(Range r) { return std::max(r.lo < 0 ? -r.lo : r.lo, r.hi < 0 ? -r.hi : r.hi); }
@@ -59,8 +64,17 @@ Maybe alu_range(const Expr* e, const std::vector<Range>& a) {
     case Alu::Sign: return Range{-1, 1};
     case Alu::Where: return Range{std::min(a[1].lo, a[2].lo), std::max(a[1].hi, a[2].hi)};
     case Alu::Cast: return a[0];
-    default: return std::nullopt;  // bitwise and/or: not needed for indices
+    case Alu::And: case Alu::Or:  // bitwise: not needed for indices
+      break;
+    case Alu::Eq: case Alu::Ne: case Alu::Lt: case Alu::Le: case Alu::Gt: case Alu::Ge:
+    case Alu::Not:  // bool results: Analysis::compute answers {0, 1} first
+      break;
+    case Alu::Exp: case Alu::Log: case Alu::Sqrt: case Alu::Rsqrt: case Alu::Recip: case Alu::Sin:
+    case Alu::Cos: case Alu::Tanh: case Alu::Sigmoid: case Alu::Gelu: case Alu::Erf:
+    case Alu::Floor: case Alu::Ceil: case Alu::Pow:  // float only: not on integer expressions
+      break;
   }
+  return std::nullopt;
 }
 
 Int count(const std::vector<int64_t>& dims) {
@@ -110,7 +124,7 @@ class Analysis {
     }
     if (e->alu == Alu::Cast && ir::is_float(e->args[0]->dtype))
       return e->dtype == ir::DType::i64 ? Maybe{} : Maybe{dtype_range(e->dtype)};
-    if (e->alu >= Alu::Eq && e->alu <= Alu::Ge) return Range{0, 1};
+    if (kir::is_comparison(e->alu)) return Range{0, 1};
     if (e->alu == Alu::Not) return Range{0, 1};
     std::vector<Range> a;
     for (size_t i = 0; i < e->args.size(); ++i) {

@@ -65,8 +65,10 @@ int64_t known_divisor(const Expr* e, int32_t var, int64_t var_multiple) {
         return std::min(a * std::min(b, kCap), kCap);
       }
       return 1;
-    default: return 1;
+    case ExprKind::Load:  // nothing known
+    case ExprKind::Reduce: break;
   }
+  return 1;
 }
 
 bool vector_load_ok(const kir::Kernel& k, const FreeVars& fv, int32_t buf, const Expr* index) {
@@ -157,8 +159,9 @@ Expected<LaneEmitter::Lanes> LaneEmitter::lanes_uncached(const Expr* e, Scope* s
       }
       return out;
     }
-    default: return std::unexpected(error("unknown expression kind"));
+    case ExprKind::Const: break;  // never varying: lanes() emits it once
   }
+  return std::unexpected(error("unknown expression kind"));
 }
 
 Expected<LaneEmitter::Lanes> LaneEmitter::load_lanes(const Expr* e, Scope* s) {

@@ -55,8 +55,9 @@ const char* strategy_name(Strategy::Kind k) {
   switch (k) {
     case Strategy::Kind::row_reduce: return "row-reduce";
     case Strategy::Kind::matmul_tiled: return "matmul-tiled";
-    default: return "elementwise";
+    case Strategy::Kind::elementwise: break;
   }
+  return "elementwise";
 }
 
 int heuristic_elementwise_block(int64_t points) {

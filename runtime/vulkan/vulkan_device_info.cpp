@@ -18,9 +18,11 @@ std::string device_type_name(VkPhysicalDeviceType type) {
       return "virtual gpu";
     case VK_PHYSICAL_DEVICE_TYPE_CPU:
       return "cpu";
-    default:
-      return "other";
+    case VK_PHYSICAL_DEVICE_TYPE_OTHER:
+    case VK_PHYSICAL_DEVICE_TYPE_MAX_ENUM:  // not a type: the enum's 32-bit sentinel
+      break;
   }
+  return "other";
 }
 
 std::string heap_text(const VkMemoryHeap& heap) {

@@ -96,17 +96,14 @@ StepResult step_unary_smooth(Generator& g) {
   if (op == Op::Exp || op == Op::Sin || op == Op::Cos) x = scale_down(g, x, 4);
   FuzzValue r = derive(g.ok(g.b().unary(op, x.node), "unary"), x);
   r.exact = false, r.grid = -1, r.zero_sign = false;
-  std::pair<double, double> b{-1, 1};
-  switch (op) {
-    case Op::Exp: b = {std::exp(x.lo), std::exp(x.hi)}; break;
-    case Op::Log: b = {std::log(x.lo), std::log(x.hi)}; break;
-    case Op::Sqrt: b = {std::sqrt(x.lo), std::sqrt(x.hi)}; break;
-    case Op::Rsqrt: b = {1 / std::sqrt(x.hi), 1 / std::sqrt(x.lo)}; break;
-    case Op::Recip: b = {1 / x.hi, 1 / x.lo}; break;
-    case Op::Sigmoid: b = {0, 1}; break;
-    case Op::Gelu: b = {-0.2, std::max(x.hi, 0.0)}; break;
-    default: break;
-  }
+  std::pair<double, double> b{-1, 1};  // sin cos tanh erf
+  if (op == Op::Exp) b = {std::exp(x.lo), std::exp(x.hi)};
+  else if (op == Op::Log) b = {std::log(x.lo), std::log(x.hi)};
+  else if (op == Op::Sqrt) b = {std::sqrt(x.lo), std::sqrt(x.hi)};
+  else if (op == Op::Rsqrt) b = {1 / std::sqrt(x.hi), 1 / std::sqrt(x.lo)};
+  else if (op == Op::Recip) b = {1 / x.hi, 1 / x.lo};
+  else if (op == Op::Sigmoid) b = {0, 1};
+  else if (op == Op::Gelu) b = {-0.2, std::max(x.hi, 0.0)};
   settle_bounds(r, b.first, b.second);
   return r;
 }
@@ -122,14 +119,17 @@ StepResult step_unary_exact(Generator& g) {
   });
   if (!v) return std::nullopt;
   FuzzValue r = derive(g.ok(g.b().unary(op, v->node), "unary"), *v);
-  switch (op) {
-    case Op::Neg: settle_bounds(r, -v->hi, -v->lo); break;
-    case Op::Abs: settle_bounds(r, v->lo > 0 ? v->lo : v->hi < 0 ? -v->hi : 0, v->bound()); break;
-    case Op::Relu: settle_bounds(r, std::max(v->lo, 0.0), std::max(v->hi, 0.0)); break;
-    case Op::Sign: r.zero_sign = false, r.grid = 0, settle_bounds(r, -1, 1); break;
-    default:
-      r.grid = 0;
-      settle_bounds(r, std::floor(v->lo), std::ceil(v->hi));
+  if (op == Op::Neg) {
+    settle_bounds(r, -v->hi, -v->lo);
+  } else if (op == Op::Abs) {
+    settle_bounds(r, v->lo > 0 ? v->lo : v->hi < 0 ? -v->hi : 0, v->bound());
+  } else if (op == Op::Relu) {
+    settle_bounds(r, std::max(v->lo, 0.0), std::max(v->hi, 0.0));
+  } else if (op == Op::Sign) {
+    r.zero_sign = false, r.grid = 0, settle_bounds(r, -1, 1);
+  } else {  // floor, ceil
+    r.grid = 0;
+    settle_bounds(r, std::floor(v->lo), std::ceil(v->hi));
   }
   return r;
 }
@@ -152,26 +152,26 @@ StepResult step_binary(Generator& g) {
   if (op == Op::Div && is_float) y = guard_positive(g, y);
   FuzzValue r = derive(g.ok(g.b().binary(op, g.framed(x), g.framed(y)), "binary"), x, y);
   auto [lo, hi] = span({0.0});
-  switch (op) {
-    case Op::Add: std::tie(lo, hi) = span({x.lo + y.lo, x.hi + y.hi}); break;
-    case Op::Sub: std::tie(lo, hi) = span({x.lo - y.hi, x.hi - y.lo}); break;
-    case Op::Mul:
-      std::tie(lo, hi) = span({x.lo * y.lo, x.lo * y.hi, x.hi * y.lo, x.hi * y.hi});
-      if (r.grid >= 0) r.grid = x.grid + y.grid;
-      break;
-    case Op::Div:
-      if (is_float) {
-        std::tie(lo, hi) = span({x.lo / y.lo, x.lo / y.hi, x.hi / y.lo, x.hi / y.hi});
-      } else {
-        std::tie(lo, hi) = span({-x.bound() - 1, x.bound() + 1});
-      }
-      break;
-    case Op::Pow:
-      std::tie(lo, hi) = span({std::pow(x.lo, y.lo), std::pow(x.lo, y.hi), std::pow(x.hi, y.lo),
-                               std::pow(x.hi, y.hi)});
-      break;
-    case Op::Max: std::tie(lo, hi) = span({std::max(x.lo, y.lo), std::max(x.hi, y.hi)}); break;
-    default: std::tie(lo, hi) = span({std::min(x.lo, y.lo), std::min(x.hi, y.hi)}); break;
+  if (op == Op::Add) {
+    std::tie(lo, hi) = span({x.lo + y.lo, x.hi + y.hi});
+  } else if (op == Op::Sub) {
+    std::tie(lo, hi) = span({x.lo - y.hi, x.hi - y.lo});
+  } else if (op == Op::Mul) {
+    std::tie(lo, hi) = span({x.lo * y.lo, x.lo * y.hi, x.hi * y.lo, x.hi * y.hi});
+    if (r.grid >= 0) r.grid = x.grid + y.grid;
+  } else if (op == Op::Div) {
+    if (is_float) {
+      std::tie(lo, hi) = span({x.lo / y.lo, x.lo / y.hi, x.hi / y.lo, x.hi / y.hi});
+    } else {
+      std::tie(lo, hi) = span({-x.bound() - 1, x.bound() + 1});
+    }
+  } else if (op == Op::Pow) {
+    std::tie(lo, hi) = span({std::pow(x.lo, y.lo), std::pow(x.lo, y.hi), std::pow(x.hi, y.lo),
+                             std::pow(x.hi, y.hi)});
+  } else if (op == Op::Max) {
+    std::tie(lo, hi) = span({std::max(x.lo, y.lo), std::max(x.hi, y.hi)});
+  } else {  // min
+    std::tie(lo, hi) = span({std::min(x.lo, y.lo), std::min(x.hi, y.hi)});
   }
   if (rounding_float && is_float) r.exact = false, r.grid = -1, r.zero_sign = false;
   settle_bounds(r, lo, hi);

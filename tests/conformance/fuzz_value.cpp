@@ -35,8 +35,14 @@ DType looser(DType a, DType b) {
       case DType::bf16: return 4;
       case DType::f16: return 3;
       case DType::f32: return 2;
-      default: return 1;
+      case DType::f64:
+      case DType::i32:
+      case DType::i64:
+      case DType::i8:
+      case DType::u8:
+      case DType::boolean: return 1;
     }
+    return 1;
   };
   return rank(a) >= rank(b) ? a : b;
 }

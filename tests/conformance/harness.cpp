@@ -73,8 +73,13 @@ double tolerance(ir::DType dtype) {
     case ir::DType::f32: return 2e-5;
     case ir::DType::f16: return 4e-3;
     case ir::DType::bf16: return 3e-2;
-    default: return 0;
+    case ir::DType::i32:
+    case ir::DType::i64:
+    case ir::DType::i8:
+    case ir::DType::u8:
+    case ir::DType::boolean: return 0;  // exact
   }
+  return 0;
 }
 
 void expect_matches_reference(Case& c, const std::vector<const ir::Node*>& outputs,
