@@ -17,6 +17,12 @@ Tensor binary(Op op, const Tensor& a, const Tensor& c) {
   return TensorImpl::apply({&a, &c},
                            [op](Builder& b, const Nodes& n) { return b.binary(op, n[0], n[1]); });
 }
+// where is the one ternary row of ir/ops.def.
+Tensor ternary(Op op, const Tensor& cond, const Tensor& a, const Tensor& c) {
+  KILN_CHECK(op == Op::Where) << ir::op_enum_name(op);
+  return TensorImpl::apply({&cond, &a, &c},
+                           [](Builder& b, const Nodes& n) { return b.where(n[0], n[1], n[2]); });
+}
 // A scalar operand takes the dtype of the tensor operand.
 Tensor binary_scalar(Op op, const Tensor& a, double s, bool scalar_first) {
   return TensorImpl::apply({&a}, [=](Builder& b, const Nodes& n) -> NodeResult {
@@ -36,46 +42,35 @@ Tensor reduction(Op op, const Tensor& x, std::vector<int64_t> axes, bool keepdim
 }
 }  // namespace
 
-#define KILN_UNARY_FN(fn, Enum) \
+// One function per elementwise row of ir/ops.def, named by its `api` column (kiln.h declares
+// them from the same column). KILN_API_* turn the column into "form, name" for KILN_DEFINE_.
+#define KILN_API_unary(fn) unary, fn
+#define KILN_API_binary(fn) binary, fn
+#define KILN_API_ternary(fn) ternary, fn
+#define KILN_API_member(fn) member, fn
+#define KILN_DEFINE(...) KILN_DEFINE_(__VA_ARGS__)
+#define KILN_DEFINE_(Enum, form, fn) KILN_DEFINE_##form(Enum, fn)
+#define KILN_DEFINE_unary(Enum, fn) \
   Tensor fn(const Tensor& x) { return unary(Op::Enum, x); }
-KILN_UNARY_FN(neg, Neg)
-KILN_UNARY_FN(abs, Abs)
-KILN_UNARY_FN(exp, Exp)
-KILN_UNARY_FN(log, Log)
-KILN_UNARY_FN(sqrt, Sqrt)
-KILN_UNARY_FN(rsqrt, Rsqrt)
-KILN_UNARY_FN(recip, Recip)
-KILN_UNARY_FN(sin, Sin)
-KILN_UNARY_FN(cos, Cos)
-KILN_UNARY_FN(tanh, Tanh)
-KILN_UNARY_FN(sigmoid, Sigmoid)
-KILN_UNARY_FN(relu, Relu)
-KILN_UNARY_FN(gelu, Gelu)
-KILN_UNARY_FN(erf, Erf)
-KILN_UNARY_FN(floor, Floor)
-KILN_UNARY_FN(ceil, Ceil)
-KILN_UNARY_FN(sign, Sign)
-KILN_UNARY_FN(logical_not, Not)
-#undef KILN_UNARY_FN
-
-#define KILN_BINARY_FN(fn, Enum) \
+#define KILN_DEFINE_binary(Enum, fn) \
   Tensor fn(const Tensor& a, const Tensor& b) { return binary(Op::Enum, a, b); }
-KILN_BINARY_FN(add, Add)
-KILN_BINARY_FN(sub, Sub)
-KILN_BINARY_FN(mul, Mul)
-KILN_BINARY_FN(div, Div)
-KILN_BINARY_FN(pow, Pow)
-KILN_BINARY_FN(maximum, Max)
-KILN_BINARY_FN(minimum, Min)
-KILN_BINARY_FN(eq, Eq)
-KILN_BINARY_FN(ne, Ne)
-KILN_BINARY_FN(lt, Lt)
-KILN_BINARY_FN(le, Le)
-KILN_BINARY_FN(gt, Gt)
-KILN_BINARY_FN(ge, Ge)
-KILN_BINARY_FN(logical_and, And)
-KILN_BINARY_FN(logical_or, Or)
-#undef KILN_BINARY_FN
+#define KILN_DEFINE_ternary(Enum, fn)                            \
+  Tensor fn(const Tensor& cond, const Tensor& a, const Tensor& b) { \
+    return ternary(Op::Enum, cond, a, b);                          \
+  }
+#define KILN_DEFINE_member(Enum, fn)  // Tensor::cast, below
+#define KILN_ELEMENTWISE(Enum, name, arity, dtypes, cost, api) KILN_DEFINE(Enum, KILN_API_##api)
+#include "ir/ops.def"
+#undef KILN_API_unary
+#undef KILN_API_binary
+#undef KILN_API_ternary
+#undef KILN_API_member
+#undef KILN_DEFINE
+#undef KILN_DEFINE_
+#undef KILN_DEFINE_unary
+#undef KILN_DEFINE_binary
+#undef KILN_DEFINE_ternary
+#undef KILN_DEFINE_member
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -91,10 +86,6 @@ Tensor operator*(double a, const Tensor& b) { return binary_scalar(Op::Mul, b, a
 Tensor operator/(double a, const Tensor& b) { return binary_scalar(Op::Div, b, a, true); }
 Tensor Tensor::operator-() const { return neg(*this); }
 
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& c) {
-  return TensorImpl::apply({&cond, &a, &c},
-                           [](Builder& b, const Nodes& n) { return b.where(n[0], n[1], n[2]); });
-}
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
   std::vector<const Tensor*> ops;
   for (const Tensor& x : xs) ops.push_back(&x);

@@ -27,7 +27,7 @@ constexpr bool kAluIsComparison[] = {
 #include "ir/ops.def"
     false, false};
 constexpr int kAluCost[] = {
-#define KILN_ELEMENTWISE(Enum, name, arity, dtypes, cost) cost,
+#define KILN_ELEMENTWISE(Enum, name, arity, dtypes, cost, ...) cost,
 #include "ir/ops.def"
     1, 1};
 

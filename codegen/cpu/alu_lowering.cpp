@@ -57,72 +57,33 @@ Value* sign_float(llvm::IRBuilderBase& b, Value* x) {
   return b.CreateSelect(b.CreateFCmpOGT(x, fconst(x, 0)), fconst(x, 1), r);
 }
 
-Expected<Value*> float_unary(llvm::IRBuilderBase& b, const kir::Expr& e, Value* x) {
-  const bool f32 = x->getType()->isFloatTy();
-  switch (e.alu) {
-    case Alu::Neg:
-      return b.CreateFNeg(x);
-    case Alu::Abs:
-      return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
-    case Alu::Exp:
-      return f32 ? emit_exp_f32(b, x) : b.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
-    case Alu::Log:
-      return f32 ? emit_log_f32(b, x) : b.CreateUnaryIntrinsic(llvm::Intrinsic::log, x);
-    case Alu::Sqrt:
-      return b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
-    case Alu::Rsqrt:
-      return b.CreateFDiv(fconst(x, 1), b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x));
-    case Alu::Recip:
-      return b.CreateFDiv(fconst(x, 1), x);
-    case Alu::Sin:
-      return f32 ? emit_sin_f32(b, x) : b.CreateUnaryIntrinsic(llvm::Intrinsic::sin, x);
-    case Alu::Cos:
-      return f32 ? emit_cos_f32(b, x) : b.CreateUnaryIntrinsic(llvm::Intrinsic::cos, x);
-    case Alu::Tanh:
-      return f32 ? emit_tanh_f32(b, x) : libm_call(b, "tanh", x);
-    case Alu::Erf:
-      return f32 ? emit_erf_f32(b, x) : libm_call(b, "erf", x);
-    case Alu::Sigmoid:
-      return f32 ? emit_sigmoid_f32(b, x) : sigmoid_f64(b, x);
-    case Alu::Gelu: {
-      if (f32) return emit_gelu_f32(b, x);
-      Value* x3 = b.CreateFMul(b.CreateFMul(x, x), x);
-      Value* u = b.CreateFMul(fconst(x, 0.7978845608028654),
-                              b.CreateFAdd(x, b.CreateFMul(x3, fconst(x, 0.044715))));
-      Value* res = b.CreateFMul(x, sigmoid_f64(b, b.CreateFAdd(u, u)));
-      Value* neg_inf = b.CreateFCmpOEQ(x, fconst(x, -std::numeric_limits<double>::infinity()));
-      return b.CreateSelect(neg_inf, fconst(x, -0.0), res);
-    }
-    case Alu::Relu:
-      return emit_float_max(b, x, fconst(x, 0), e.dtype);
-    case Alu::Floor:
-      return b.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x);
-    case Alu::Ceil:
-      return b.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, x);
-    case Alu::Sign:
-      return sign_float(b, x);
-    default:
-      return std::unexpected(unsupported(e, e.dtype));
-  }
+// The tanh form of gelu through sigmoid_f64 (0.5 * (1 + tanh(u)) = sigmoid(2u)); gelu(-inf) = -0.
+Value* gelu_f64(llvm::IRBuilderBase& b, Value* x) {
+  Value* x3 = b.CreateFMul(b.CreateFMul(x, x), x);
+  Value* u = b.CreateFMul(fconst(x, 0.7978845608028654),
+                          b.CreateFAdd(x, b.CreateFMul(x3, fconst(x, 0.044715))));
+  Value* res = b.CreateFMul(x, sigmoid_f64(b, b.CreateFAdd(u, u)));
+  Value* neg_inf = b.CreateFCmpOEQ(x, fconst(x, -std::numeric_limits<double>::infinity()));
+  return b.CreateSelect(neg_inf, fconst(x, -0.0), res);
 }
 
-Expected<Value*> int_unary(llvm::IRBuilderBase& b, const kir::Expr& e, DTypeClass cls, Value* x) {
-  const bool is_signed = cls == DTypeClass::signed_int;
-  switch (e.alu) {
-    case Alu::Neg:
-      return b.CreateNeg(x);
-    case Alu::Abs:
-      return is_signed ? b.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b.getFalse()) : x;
-    case Alu::Relu:
-      return is_signed ? b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, iconst(x, 0)) : x;
-    case Alu::Sign: {
-      Value* pos = b.CreateZExt(b.CreateICmpSGT(x, iconst(x, 0)), x->getType());
-      if (!is_signed) return b.CreateZExt(b.CreateICmpNE(x, iconst(x, 0)), x->getType());
-      return b.CreateSub(pos, b.CreateZExt(b.CreateICmpSLT(x, iconst(x, 0)), x->getType()));
-    }
-    default:
-      return std::unexpected(unsupported(e, e.dtype));
+// -1, 0 or 1 (unsigned: 0 or 1).
+Value* sign_int(llvm::IRBuilderBase& b, Value* x, bool is_signed) {
+  Value* pos = b.CreateZExt(b.CreateICmpSGT(x, iconst(x, 0)), x->getType());
+  if (!is_signed) return b.CreateZExt(b.CreateICmpNE(x, iconst(x, 0)), x->getType());
+  return b.CreateSub(pos, b.CreateZExt(b.CreateICmpSLT(x, iconst(x, 0)), x->getType()));
+}
+
+// arcp: a loop-invariant divisor (softmax's sum, layernorm's deviation) becomes one reciprocal
+// hoisted out of the loop and a multiply per element (within 1 ulp).
+Value* float_div(llvm::IRBuilderBase& b, Value* x, Value* y) {
+  Value* q = b.CreateFDiv(x, y);
+  if (auto* inst = llvm::dyn_cast<llvm::Instruction>(q)) {
+    llvm::FastMathFlags fmf;
+    fmf.setAllowReciprocal();
+    inst->setFastMathFlags(fmf);
   }
+  return q;
 }
 
 // numpy floor_divide on integers, with x / 0 = 0 and INT_MIN / -1 wrapping (no UB, no SIGFPE).
@@ -165,74 +126,6 @@ Value* compare(llvm::IRBuilderBase& b, Alu op, DTypeClass cls, Value* x, Value* 
   return b.CreateICmp(cls == DTypeClass::signed_int ? kSigned[k] : kUnsigned[k], x, y);
 }
 
-Expected<Value*> float_binary(llvm::IRBuilderBase& b, const kir::Expr& e, Value* x, Value* y) {
-  switch (e.alu) {
-    case Alu::Add:
-      return b.CreateFAdd(x, y);
-    case Alu::Sub:
-      return b.CreateFSub(x, y);
-    case Alu::Mul:
-      return b.CreateFMul(x, y);
-    case Alu::Div: {
-      // arcp: a loop-invariant divisor (softmax's sum, layernorm's deviation) becomes one
-      // reciprocal hoisted out of the loop and a multiply per element (within 1 ulp).
-      Value* q = b.CreateFDiv(x, y);
-      if (auto* inst = llvm::dyn_cast<llvm::Instruction>(q)) {
-        llvm::FastMathFlags fmf;
-        fmf.setAllowReciprocal();
-        inst->setFastMathFlags(fmf);
-      }
-      return q;
-    }
-    // libm pow (powf for f32): exp(y*log(x)) in f32 would lose ~|y*log x| ulp.
-    case Alu::Pow:
-      return b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
-    case Alu::Max:
-      return emit_float_max(b, x, y, e.dtype);
-    case Alu::Min:
-      return emit_float_min(b, x, y, e.dtype);
-    default:
-      return std::unexpected(unsupported(e, e.args[0]->dtype));
-  }
-}
-
-Expected<Value*> int_binary(llvm::IRBuilderBase& b, const kir::Expr& e, DTypeClass cls, Value* x,
-                            Value* y) {
-  const bool is_signed = cls == DTypeClass::signed_int;
-  const bool is_bool = cls == DTypeClass::boolean;
-  switch (e.alu) {
-    case Alu::Add:
-      if (!is_bool) return b.CreateAdd(x, y);
-      break;
-    case Alu::Sub:
-      if (!is_bool) return b.CreateSub(x, y);
-      break;
-    case Alu::Mul:
-      if (!is_bool) return b.CreateMul(x, y);
-      break;
-    case Alu::Div:
-      if (!is_bool) return int_floor_div(b, x, y, is_signed);
-      break;
-    case Alu::IDiv:
-    case Alu::Mod:
-      if (!is_bool) return index_div_mod(b, e.alu, x, y, is_signed);
-      break;
-    case Alu::Max:
-      return b.CreateBinaryIntrinsic(is_signed ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, x,
-                                     y);
-    case Alu::Min:
-      return b.CreateBinaryIntrinsic(is_signed ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, x,
-                                     y);
-    case Alu::And:
-      return b.CreateAnd(x, y);
-    case Alu::Or:
-      return b.CreateOr(x, y);
-    default:
-      break;
-  }
-  return std::unexpected(unsupported(e, e.args[0]->dtype));
-}
-
 }  // namespace
 
 namespace {
@@ -263,35 +156,127 @@ Value* emit_float_min(llvm::IRBuilderBase& b, Value* x, Value* y, DType t) {
 Expected<Value*> emit_alu(llvm::IRBuilderBase& b, const kir::Expr& e,
                           std::span<Value* const> args) {
   const DType operand = e.args[0]->dtype;
+  const DTypeClass cls = ir::dtype_class(operand);
+  const bool flt = cls == DTypeClass::floating, is_bool = cls == DTypeClass::boolean;
+  const bool is_signed = cls == DTypeClass::signed_int;
+  Value* x = args[0];
+  Value* y = args.size() > 1 ? args[1] : nullptr;
+  const bool f32 = x->getType()->isFloatTy();  // f32, f16 and bf16: inline f32 math
   switch (e.alu) {
-    case Alu::Cast:
-      return emit_cast(b, args[0], operand, e.dtype);
-    case Alu::Where: {
-      Value* cond = args[0];  // bool by contract; any other dtype counts as `!= 0`
-      if (operand != DType::boolean) cond = emit_cast(b, cond, operand, DType::boolean);
-      return b.CreateSelect(cond, args[1], args[2]);
-    }
+    case Alu::Neg:
+      if (flt) return b.CreateFNeg(x);
+      if (is_bool) break;
+      return b.CreateNeg(x);
+    case Alu::Abs:
+      if (flt) return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+      if (is_bool) break;
+      return is_signed ? b.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b.getFalse()) : x;
+    case Alu::Exp:
+      if (!flt) break;
+      return f32 ? emit_exp_f32(b, x) : b.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
+    case Alu::Log:
+      if (!flt) break;
+      return f32 ? emit_log_f32(b, x) : b.CreateUnaryIntrinsic(llvm::Intrinsic::log, x);
+    case Alu::Sqrt:
+      if (!flt) break;
+      return b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
+    case Alu::Rsqrt:
+      if (!flt) break;
+      return b.CreateFDiv(fconst(x, 1), b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x));
+    case Alu::Recip:
+      if (!flt) break;
+      return b.CreateFDiv(fconst(x, 1), x);
+    case Alu::Sin:
+      if (!flt) break;
+      return f32 ? emit_sin_f32(b, x) : b.CreateUnaryIntrinsic(llvm::Intrinsic::sin, x);
+    case Alu::Cos:
+      if (!flt) break;
+      return f32 ? emit_cos_f32(b, x) : b.CreateUnaryIntrinsic(llvm::Intrinsic::cos, x);
+    case Alu::Tanh:
+      if (!flt) break;
+      return f32 ? emit_tanh_f32(b, x) : libm_call(b, "tanh", x);
+    case Alu::Sigmoid:
+      if (!flt) break;
+      return f32 ? emit_sigmoid_f32(b, x) : sigmoid_f64(b, x);
+    case Alu::Relu:
+      if (flt) return emit_float_max(b, x, fconst(x, 0), e.dtype);
+      if (is_bool) break;
+      return is_signed ? b.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, iconst(x, 0)) : x;
+    case Alu::Gelu:
+      if (!flt) break;
+      return f32 ? emit_gelu_f32(b, x) : gelu_f64(b, x);
+    case Alu::Erf:
+      if (!flt) break;
+      return f32 ? emit_erf_f32(b, x) : libm_call(b, "erf", x);
+    case Alu::Floor:
+      if (!flt) break;
+      return b.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x);
+    case Alu::Ceil:
+      if (!flt) break;
+      return b.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, x);
+    case Alu::Sign:
+      if (flt) return sign_float(b, x);
+      if (is_bool) break;
+      return sign_int(b, x, is_signed);
     case Alu::Not:
       if (operand != DType::boolean) return std::unexpected(unsupported(e, operand));
-      return b.CreateNot(args[0]);
+      return b.CreateNot(x);
+    case Alu::Cast:
+      return emit_cast(b, x, operand, e.dtype);
+    case Alu::Add:
+      if (flt) return b.CreateFAdd(x, y);
+      if (is_bool) break;
+      return b.CreateAdd(x, y);
+    case Alu::Sub:
+      if (flt) return b.CreateFSub(x, y);
+      if (is_bool) break;
+      return b.CreateSub(x, y);
+    case Alu::Mul:
+      if (flt) return b.CreateFMul(x, y);
+      if (is_bool) break;
+      return b.CreateMul(x, y);
+    case Alu::Div:
+      if (flt) return float_div(b, x, y);
+      if (is_bool) break;
+      return int_floor_div(b, x, y, is_signed);
+    // libm pow (powf for f32): exp(y*log(x)) in f32 would lose ~|y*log x| ulp.
+    case Alu::Pow:
+      if (!flt) break;
+      return b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, y);
+    case Alu::Max:  // bool: umax, i.e. or
+      if (flt) return emit_float_max(b, x, y, e.dtype);
+      return b.CreateBinaryIntrinsic(is_signed ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, x,
+                                     y);
+    case Alu::Min:  // bool: umin, i.e. and
+      if (flt) return emit_float_min(b, x, y, e.dtype);
+      return b.CreateBinaryIntrinsic(is_signed ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, x,
+                                     y);
     case Alu::Eq:
     case Alu::Ne:
     case Alu::Lt:
     case Alu::Le:
     case Alu::Gt:
     case Alu::Ge:
-      return compare(b, e.alu, ir::dtype_class(operand), args[0], args[1]);
-    default:
-      break;
+      return compare(b, e.alu, cls, x, y);
+    case Alu::And:
+      if (flt) break;
+      return b.CreateAnd(x, y);
+    case Alu::Or:
+      if (flt) break;
+      return b.CreateOr(x, y);
+    case Alu::Where: {
+      Value* cond = x;  // bool by contract; any other dtype counts as `!= 0`
+      if (operand != DType::boolean) cond = emit_cast(b, cond, operand, DType::boolean);
+      return b.CreateSelect(cond, y, args[2]);
+    }
+    case Alu::IDiv:
+    case Alu::Mod:
+      if (flt || is_bool) break;
+      return index_div_mod(b, e.alu, x, y, is_signed);
   }
-  const DTypeClass cls = ir::dtype_class(operand);
-  if (args.size() == 1) {
-    if (cls == DTypeClass::floating) return float_unary(b, e, args[0]);
-    if (cls == DTypeClass::boolean) return std::unexpected(unsupported(e, operand));
-    return int_unary(b, e, cls, args[0]);
-  }
-  if (cls == DTypeClass::floating) return float_binary(b, e, args[0], args[1]);
-  return int_binary(b, e, cls, args[0], args[1]);
+  // The op does not apply to the operand's dtype class. Unary ops on numbers name the expression's
+  // dtype, the others the operand's (the same dtype in a well-formed kernel).
+  return std::unexpected(unsupported(e, args.size() == 1 && !is_bool ? e.dtype : operand));
 }
 
 }  // namespace kiln::codegen::cpu

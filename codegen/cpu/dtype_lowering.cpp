@@ -42,9 +42,15 @@ llvm::Type* memory_type(llvm::LLVMContext& ctx, DType t) {
       return llvm::Type::getInt16Ty(ctx);
     case DType::boolean:
       return llvm::Type::getInt8Ty(ctx);
-    default:
-      return register_type(ctx, t);
+    case DType::f32:
+    case DType::f64:
+    case DType::i32:
+    case DType::i64:
+    case DType::i8:
+    case DType::u8:
+      break;  // stored as held in registers
   }
+  return register_type(ctx, t);
 }
 
 llvm::Constant* register_constant(llvm::LLVMContext& ctx, DType t, double fval, int64_t ival) {
@@ -88,9 +94,15 @@ Value* from_memory(llvm::IRBuilderBase& b, Value* v, DType t) {
       return bf16_bits_to_float(b, v);
     case DType::boolean:
       return b.CreateICmpNE(v, b.getInt8(0));
-    default:
-      return v;
+    case DType::f32:
+    case DType::f64:
+    case DType::i32:
+    case DType::i64:
+    case DType::i8:
+    case DType::u8:
+      break;  // the register value is the memory value
   }
+  return v;
 }
 
 Value* to_memory(llvm::IRBuilderBase& b, Value* v, DType t) {
@@ -101,9 +113,15 @@ Value* to_memory(llvm::IRBuilderBase& b, Value* v, DType t) {
       return float_to_bf16_bits(b, v);
     case DType::boolean:
       return b.CreateZExt(v, b.getInt8Ty());
-    default:
-      return v;
+    case DType::f32:
+    case DType::f64:
+    case DType::i32:
+    case DType::i64:
+    case DType::i8:
+    case DType::u8:
+      break;  // the register value is the memory value
   }
+  return v;
 }
 
 Value* round_to_storage_precision(llvm::IRBuilderBase& b, Value* v, DType t) {

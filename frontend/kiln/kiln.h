@@ -129,42 +129,21 @@ class Tensor {
 // Realizes several tensors in one request (one plan, shared intermediates).
 Expected<void> realize(const std::vector<Tensor>& tensors);
 
-// unary
-Tensor neg(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor recip(const Tensor& x);
-Tensor sin(const Tensor& x);
-Tensor cos(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor relu(const Tensor& x);
-Tensor gelu(const Tensor& x);
-Tensor erf(const Tensor& x);
-Tensor floor(const Tensor& x);
-Tensor ceil(const Tensor& x);
-Tensor sign(const Tensor& x);
-Tensor logical_not(const Tensor& x);
-// binary
-Tensor add(const Tensor& a, const Tensor& b);
-Tensor sub(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
-Tensor pow(const Tensor& a, const Tensor& b);
-Tensor maximum(const Tensor& a, const Tensor& b);
-Tensor minimum(const Tensor& a, const Tensor& b);
-Tensor eq(const Tensor& a, const Tensor& b);
-Tensor ne(const Tensor& a, const Tensor& b);
-Tensor lt(const Tensor& a, const Tensor& b);
-Tensor le(const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, const Tensor& b);
-Tensor ge(const Tensor& a, const Tensor& b);
-Tensor logical_and(const Tensor& a, const Tensor& b);
-Tensor logical_or(const Tensor& a, const Tensor& b);
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// The elementwise ops, one function per elementwise row of the op table (ir/ops.def, its `api`
+// column): unary neg abs exp log sqrt rsqrt recip sin cos tanh sigmoid relu gelu erf floor ceil
+// sign logical_not as f(x); binary add sub mul div pow maximum minimum eq ne lt le gt ge
+// logical_and logical_or as f(a, b), broadcasting like numpy; where(cond, a, b). Their meaning:
+// docs/graph-format.md. (cast is Tensor::cast.)
+#define KILN_API_unary(fn) Tensor fn(const Tensor& x);
+#define KILN_API_binary(fn) Tensor fn(const Tensor& a, const Tensor& b);
+#define KILN_API_ternary(fn) Tensor fn(const Tensor& cond, const Tensor& a, const Tensor& b);
+#define KILN_API_member(fn)
+#define KILN_ELEMENTWISE(Enum, name, arity, dtypes, cost, api) KILN_API_##api
+#include "ir/ops.def"
+#undef KILN_API_unary
+#undef KILN_API_binary
+#undef KILN_API_ternary
+#undef KILN_API_member
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
 Tensor matmul(const Tensor& a, const Tensor& b);
 // composites, built from primitives

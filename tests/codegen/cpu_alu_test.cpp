@@ -27,9 +27,13 @@ std::vector<double> raw_samples(DType t) {
       return {0, 1, -1, 3, -3, 7, -13, 1000, 2147483647, -2147483648.0};
     case DType::i64:
       return {0, 1, -1, 3, -3, 7, -13, 1e15, 4611686018427387904.0, -9223372036854775808.0};
-    default:
-      return {0, -0.0, 1, -1, 0.5, -0.75, 2.5, -3.25, 0.1, 7, -20, 100, -100, kInf, -kInf, kNaN};
+    case DType::f32:
+    case DType::f64:
+    case DType::f16:
+    case DType::bf16:
+      break;
   }
+  return {0, -0.0, 1, -1, 0.5, -0.75, 2.5, -3.25, 0.1, 7, -20, 100, -100, kInf, -kInf, kNaN};
 }
 
 // The samples as a `t` buffer holds them (0.1 in bf16 is 0.10009765625).
@@ -39,30 +43,10 @@ std::vector<double> samples(DType t) {
   return s;
 }
 
-bool float_only(Alu op) {
-  switch (op) {
-    case Alu::Exp:
-    case Alu::Log:
-    case Alu::Sqrt:
-    case Alu::Rsqrt:
-    case Alu::Recip:
-    case Alu::Sin:
-    case Alu::Cos:
-    case Alu::Tanh:
-    case Alu::Sigmoid:
-    case Alu::Gelu:
-    case Alu::Erf:
-    case Alu::Floor:
-    case Alu::Ceil:
-    case Alu::Pow:
-      return true;
-    default:
-      return false;
-  }
-}
+// The ops with looser float tolerances: the transcendental functions (cost 20 or more in
+// ir/ops.def) and rsqrt.
 bool transcendental(Alu op) {
-  return float_only(op) && op != Alu::Sqrt && op != Alu::Floor && op != Alu::Ceil &&
-         op != Alu::Recip;
+  return kir::alu_cost(op) >= 20 || op == Alu::Rsqrt;
 }
 
 // Integer semantics: 64-bit wrap-around arithmetic, then wrapped to the dtype by to_dtype.
@@ -103,10 +87,37 @@ int64_t expect_int(Alu op, double da, double db) {
       return std::max(a, b);
     case Alu::Min:
       return std::min(a, b);
-    default:
-      ADD_FAILURE() << "no integer expectation for " << kir::alu_name(op);
-      return 0;
+    case Alu::Exp:  // float only
+    case Alu::Log:
+    case Alu::Sqrt:
+    case Alu::Rsqrt:
+    case Alu::Recip:
+    case Alu::Sin:
+    case Alu::Cos:
+    case Alu::Tanh:
+    case Alu::Sigmoid:
+    case Alu::Gelu:
+    case Alu::Erf:
+    case Alu::Floor:
+    case Alu::Ceil:
+    case Alu::Pow:
+    case Alu::Not:  // bool only: BoolLogic
+    case Alu::And:
+    case Alu::Or:
+    case Alu::Eq:  // check_op compares itself
+    case Alu::Ne:
+    case Alu::Lt:
+    case Alu::Le:
+    case Alu::Gt:
+    case Alu::Ge:
+    case Alu::Cast:  // tests of their own
+    case Alu::Where:
+    case Alu::IDiv:
+    case Alu::Mod:
+      break;
   }
+  ADD_FAILURE() << "no integer expectation for " << kir::alu_name(op);
+  return 0;
 }
 
 // 0.5*x*(1 + tanh(u)) == x / (1 + exp(-2u)); the second form in long double has no cancellation.
@@ -126,9 +137,17 @@ double smallest_normal(DType t) {
       return std::numeric_limits<double>::min();
     case DType::f16:
       return 6.103515625e-05;
-    default:
+    case DType::f32:
+    case DType::bf16:  // the exponent range of f32
       return std::numeric_limits<float>::min();
+    case DType::i32:  // exact (comparisons): any floor serves
+    case DType::i64:
+    case DType::i8:
+    case DType::u8:
+    case DType::boolean:
+      break;
   }
+  return std::numeric_limits<float>::min();
 }
 
 double expect_float(Alu op, double a, double b) {
@@ -181,10 +200,23 @@ double expect_float(Alu op, double a, double b) {
       return std::isnan(a) || std::isnan(b) ? kNaN : std::max(a, b);
     case Alu::Min:
       return std::isnan(a) || std::isnan(b) ? kNaN : std::min(a, b);
-    default:
-      ADD_FAILURE() << "no float expectation for " << kir::alu_name(op);
-      return 0;
+    case Alu::Not:  // bool only: BoolLogic
+    case Alu::And:
+    case Alu::Or:
+    case Alu::Eq:  // check_op compares itself
+    case Alu::Ne:
+    case Alu::Lt:
+    case Alu::Le:
+    case Alu::Gt:
+    case Alu::Ge:
+    case Alu::Cast:  // tests of their own
+    case Alu::Where:
+    case Alu::IDiv:
+    case Alu::Mod:
+      break;
   }
+  ADD_FAILURE() << "no float expectation for " << kir::alu_name(op);
+  return 0;
 }
 
 double tolerance(DType t, Alu op) {
@@ -197,9 +229,14 @@ double tolerance(DType t, Alu op) {
       return 2e-3;
     case DType::bf16:
       return 1.6e-2;
-    default:
-      return 0;
+    case DType::i32:  // exact
+    case DType::i64:
+    case DType::i8:
+    case DType::u8:
+    case DType::boolean:
+      break;
   }
+  return 0;
 }
 
 // out[i] = op(a[i], b[i]) over every pair of samples (b ignored for unary ops).
@@ -214,7 +251,7 @@ void check_op(Alu op, DType t) {
       bv.push_back(y);
     }
   const int64_t n = static_cast<int64_t>(av.size());
-  const bool cmp = op >= Alu::Eq && op <= Alu::Ge;
+  const bool cmp = kir::is_comparison(op);
   const DType out = cmp ? DType::boolean : t;
   auto arena = std::make_shared<kir::ExprArena>();
   const kir::Expr* i = arena->var(0);
@@ -250,37 +287,40 @@ void check_op(Alu op, DType t) {
   }
 }
 
-constexpr Alu kAllOps[] = {
-#define KILN_ELEMENTWISE(Enum, ...) Alu::Enum,
+// Every elementwise row of ir/ops.def: the kernel ALU op and the graph op.
+struct ElementwiseOp {
+  Alu alu;
+  ir::Op op;
+};
+constexpr ElementwiseOp kAllOps[] = {
+#define KILN_ELEMENTWISE(Enum, ...) {Alu::Enum, ir::Op::Enum},
 #include "ir/ops.def"
 };
 
-bool allowed(Alu op, DType t) {
-  switch (op) {
-    case Alu::Cast:
-    case Alu::Where:
-      return false;  // tested on their own
-    case Alu::Not:
-    case Alu::And:
-    case Alu::Or:
+// The operand dtypes ir/ops.def gives the op (ir::op_dtypes, the builder's rule).
+bool allowed(ir::Op op, DType t) {
+  switch (ir::op_dtypes(op)) {
+    case ir::OpDtypes::Numeric:
+      return t != DType::boolean;
+    case ir::OpDtypes::Float:
+      return ir::is_float(t);
+    case ir::OpDtypes::Bool:
       return t == DType::boolean;
-    case Alu::Eq:
-    case Alu::Ne:
-    case Alu::Lt:
-    case Alu::Le:
-    case Alu::Gt:
-    case Alu::Ge:
+    case ir::OpDtypes::Compare:
       return true;
-    default:
-      return float_only(op) ? ir::is_float(t) : t != DType::boolean;
+    case ir::OpDtypes::Any:     // cast: tested on its own
+    case ir::OpDtypes::Select:  // where: tested on its own
+    case ir::OpDtypes::None:    // no operands: not an elementwise op
+      break;
   }
+  return false;
 }
 
 TEST(CpuAlu, EveryOpInEveryAllowedDtype) {
   int checked = 0;
-  for (Alu op : kAllOps)
+  for (const auto& [op, graph_op] : kAllOps)
     for (DType t : ir::kAllDTypes) {
-      if (!allowed(op, t)) continue;
+      if (!allowed(graph_op, t)) continue;
       if (op == Alu::Not || op == Alu::And || op == Alu::Or) continue;  // BoolLogic below
       check_op(op, t);
       ++checked;
@@ -355,9 +395,14 @@ bool in_range(DType to, double v) {
       return v > -2147483649.0 && v < 2147483648.0;
     case DType::i64:
       return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
-    default:
-      return true;
+    case DType::f32:  // every finite value converts
+    case DType::f64:
+    case DType::f16:
+    case DType::bf16:
+    case DType::boolean:
+      break;
   }
+  return true;
 }
 
 TEST(CpuAlu, CastBetweenEveryPairOfDtypes) {

@@ -92,9 +92,14 @@ inline int64_t wrap_int(DType t, int64_t v) {
       return static_cast<uint8_t>(v);
     case DType::boolean:
       return v != 0;
-    default:
-      return v;
+    case DType::i64:  // holds every value; the floats are not integer dtypes (unchanged)
+    case DType::f32:
+    case DType::f64:
+    case DType::f16:
+    case DType::bf16:
+      break;
   }
+  return v;
 }
 
 // A host buffer of one dtype, read and written as doubles.
