@@ -1,5 +1,6 @@
-// GpuDevice: plans with GPU kernels, a pool of streams, persistent device copies of inputs, and
-// one stream of uploads, launches and downloads per realize.
+// GpuDevice: plans with GPU kernels (built, or stored records with their kernels loaded by
+// digest), a pool of streams, persistent device copies of inputs, and one stream of uploads,
+// launches and downloads per realize.
 #include "runtime/gpu_device.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "runtime/dump_writer.h"
 #include "runtime/gpu_tuner.h"
 #include "runtime/logger.h"
+#include "runtime/plan_record.h"
 
 namespace kiln::runtime {
 
@@ -102,22 +104,91 @@ GpuDevice::~GpuDevice() {
 
 Expected<std::shared_ptr<const GpuPlan>> GpuDevice::plan_for(ir::Graph& g,
                                                              const std::vector<const ir::Node*>& outputs) {
-  bool hit = false;
-  return get_plan(g, outputs, structural_key(outputs), &hit);
+  std::string source;
+  return get_plan(g, outputs, structural_key(outputs), &source);
+}
+
+void GpuDevice::log(LogComponent component, const std::string& message) const {
+  if (options_.logger) options_.logger->log(component, LogLevel::verbose, message);
+}
+
+cache::KeyParts GpuDevice::plan_key(const StructuralKey& key) const {
+  return kernels_.plan_key(key.key, describe_fuser(options_, *fuser_, *cost_),
+                           options_.autotune ? options_.autotune_level : "off");
+}
+
+std::optional<Plan> GpuDevice::stored_plan(const cache::KeyParts& key) {
+  std::optional<cache::Entry> e = store_->get(cache::Table::plans, key);
+  if (!e) return std::nullopt;
+  std::optional<Plan> plan = plan_from_entry(*e);
+  if (!plan) return std::nullopt;
+  for (const std::string& digest : distinct_kernel_digests(*plan))
+    if (!kernels_.has_entry(digest)) return std::nullopt;  // evicted or damaged: rebuild
+  return plan;
+}
+
+std::shared_ptr<GpuPlan> GpuDevice::load_plan(const cache::KeyParts& key) {
+  std::optional<cache::Entry> e = store_->get(cache::Table::plans, key);
+  if (!e) return nullptr;
+  std::optional<Plan> record = plan_from_entry(*e);
+  if (!record) return nullptr;  // a damaged record or one of an incompatible writer: rebuild
+  auto gp = std::make_shared<GpuPlan>();
+  gp->plan = std::make_shared<Plan>(std::move(*record));
+  std::unordered_map<std::string, std::shared_ptr<const GpuKernel>> loaded;  // by digest
+  for (const PlanStep& step : gp->plan->steps) {
+    auto& kernel = loaded[step.kernel_digest];  // steps running the same kernel share one load
+    if (!kernel && !(kernel = kernels_.load(step.kernel_digest))) return nullptr;
+    gp->kernels.push_back(kernel);
+  }
+  gp->plan->loaded = static_cast<int>(loaded.size());
+  return gp;
+}
+
+void GpuDevice::store_plan(const cache::KeyParts& key, const Plan& plan) {
+  if (store_->read_only()) return;
+  std::vector<std::string> digests;
+  for (const PlanStep& step : plan.steps) digests.push_back(step.kernel_digest);
+  if (std::optional<cache::Entry> e = plan_record_entry(plan, digests))
+    store_->put(cache::Table::plans, key, *e);
 }
 
 Expected<std::shared_ptr<const GpuPlan>> GpuDevice::get_plan(ir::Graph& g,
                                                              const std::vector<const ir::Node*>& outputs,
-                                                             const StructuralKey& key, bool* hit) {
+                                                             const StructuralKey& key, std::string* source) {
   {
     std::lock_guard lock(plans_mu_);
     if (auto it = plans_.find(key.key); it != plans_.end()) {
-      *hit = true;
+      *source = "memory";
       return it->second;
     }
   }
-  *hit = false;
   auto t0 = std::chrono::steady_clock::now();
+  std::optional<cache::KeyParts> disk_key;
+  std::shared_ptr<GpuPlan> gp;
+  if (store_) {
+    disk_key = plan_key(key);
+    if ((gp = load_plan(*disk_key))) {
+      *source = "disk";
+      log(LogComponent::cache, fmt::format("plan {} from the cache: {} kernels, {} loaded for {}",
+                                           disk_key->digest(), gp->plan->steps.size(),
+                                           gp->plan->loaded, name_));
+    }
+  }
+  if (!gp) {
+    auto built = build_gpu_plan(g, outputs);
+    if (!built) return std::unexpected(built.error());
+    gp = std::move(*built);
+    *source = "built";
+    if (store_) store_plan(*disk_key, *gp->plan);
+  }
+  gp->plan->plan_ms = ms_between(t0, std::chrono::steady_clock::now());
+  std::lock_guard lock(plans_mu_);
+  auto [it, inserted] = plans_.emplace(key.key, gp);
+  return it->second;
+}
+
+Expected<std::shared_ptr<GpuPlan>> GpuDevice::build_gpu_plan(ir::Graph& g,
+                                                             const std::vector<const ir::Node*>& outputs) {
   auto built = lower(g, outputs);
   if (!built) return std::unexpected(built.error());
   auto gp = std::make_shared<GpuPlan>();
@@ -139,19 +210,15 @@ Expected<std::shared_ptr<const GpuPlan>> GpuDevice::get_plan(ir::Graph& g,
     gp->kernels.push_back(got->kernel);
   }
   plan.tuned = tuned;
-  plan.plan_ms = ms_between(t0, std::chrono::steady_clock::now());
-  if (options_.logger) {
-    options_.logger->log(LogComponent::fusion, LogLevel::verbose,
-                         fmt::format("{} kernels by {} for {}", plan.steps.size(),
-                                     describe_fuser(options_, *fuser_, *cost_), name_));
-    if (plan.compiled > 0)
-      options_.logger->log(LogComponent::compilation, LogLevel::verbose,
-                           fmt::format("compiled {} kernels for {} in {:.1f} ms", plan.compiled,
-                                       name_, plan.compile_ms));
-  }
-  std::lock_guard lock(plans_mu_);
-  auto [it, inserted] = plans_.emplace(key.key, gp);
-  return it->second;
+  log(LogComponent::fusion, fmt::format("{} kernels by {} for {}", plan.steps.size(),
+                                        describe_fuser(options_, *fuser_, *cost_), name_));
+  if (plan.compiled > 0)
+    log(LogComponent::compilation, fmt::format("compiled {} kernels for {} in {:.1f} ms",
+                                               plan.compiled, name_, plan.compile_ms));
+  if (store_)
+    log(LogComponent::cache, fmt::format("{} kernels loaded from the cache, {} compiled for {}",
+                                         plan.loaded, plan.compiled, name_));
+  return gp;
 }
 
 Expected<std::shared_ptr<Plan>> GpuDevice::lower(ir::Graph& g,
@@ -163,28 +230,44 @@ Expected<std::shared_ptr<Plan>> GpuDevice::lower(ir::Graph& g,
 
 Expected<int> GpuDevice::warm(ir::Graph& g, const std::vector<const ir::Node*>& outputs) {
   if (!store_) return make_error(name_ + ": no persistent cache to warm");
+  const cache::KeyParts disk_key = plan_key(structural_key(outputs));
+  if (stored_plan(disk_key)) return 0;
   auto plan = lower(g, outputs);
   if (!plan) return std::unexpected(plan.error());
   int compiled = 0, tuned = 0;
-  for (const PlanStep& step : (*plan)->steps) {
-    auto done = kernels_.warm(step.kernel, schedule(step.kernel, &tuned));
+  for (PlanStep& step : (*plan)->steps) {
+    const codegen::TuneParams params = schedule(step.kernel, &tuned);
+    auto done = kernels_.warm(step.kernel, params);
     if (!done) return make_error(fmt::format("{}: kernel {}: {}", name_, step.kernel.name, done.error().message));
     compiled += *done ? 1 : 0;
+    step.kernel_digest = kernels_.key(step.kernel, params).digest();
   }
+  store_plan(disk_key, **plan);
   return compiled;
 }
 
 Expected<std::vector<CacheEntryRef>> GpuDevice::cache_entries(ir::Graph& g,
                                                               const std::vector<const ir::Node*>& outputs) {
   if (!store_) return make_error(name_ + ": no persistent cache to check");
-  auto plan = lower(g, outputs);
-  if (!plan) return std::unexpected(plan.error());
   std::vector<CacheEntryRef> entries;
   // Steps running the same kernel read one entry.
   const auto add = [&](CacheEntryRef e) {
     if (std::none_of(entries.begin(), entries.end(), [&](const CacheEntryRef& o) { return o.digest == e.digest; }))
       entries.push_back(std::move(e));
   };
+  const cache::KeyParts disk_key = plan_key(structural_key(outputs));
+  const std::string plan_digest = disk_key.digest();
+  // A stored plan whose kernels are all intact names every entry a run reads (no decision).
+  if (std::optional<Plan> stored = stored_plan(disk_key)) {
+    add({cache::Table::plans, plan_digest, "plan " + plan_digest, true});
+    for (const PlanStep& step : stored->steps)
+      add({cache::Table::kernels, step.kernel_digest,
+           fmt::format("kernel {} {}", step.kernel.name, step.kernel_digest), true});
+    return entries;
+  }
+  add({cache::Table::plans, plan_digest, "plan " + plan_digest, false});
+  auto plan = lower(g, outputs);
+  if (!plan) return std::unexpected(plan.error());
   for (const PlanStep& step : (*plan)->steps) {
     codegen::TuneParams params;
     if (decisions_) {
@@ -371,10 +454,10 @@ Expected<std::vector<std::shared_ptr<Buffer>>> GpuDevice::execute(
   auto t0 = std::chrono::steady_clock::now();
   StructuralKey key = structural_key(outputs);
   if (auto ok = check_bindings(key.inputs, inputs); !ok) return std::unexpected(ok.error());
-  bool hit = false;
-  auto plan = get_plan(g, outputs, key, &hit);
+  std::string source;
+  auto plan = get_plan(g, outputs, key, &source);
   if (!plan) return std::unexpected(plan.error());
-  if (!hit) record_graph(outputs, key.inputs, options_.namer);  // KILN_RECORD
+  if (source != "memory") record_graph(outputs, key.inputs, options_.namer);  // KILN_RECORD
   auto t1 = std::chrono::steady_clock::now();
   auto stream = acquire_stream();
   if (!stream) return make_error(fmt::format("{}: {}", name_, stream.error().message));
@@ -391,8 +474,7 @@ Expected<std::vector<std::shared_ptr<Buffer>>> GpuDevice::execute(
   }
   if (!results) return results;
   auto t2 = std::chrono::steady_clock::now();
-  fill_run_stats(*(*plan)->plan, hit ? "memory" : "built", ms_between(t0, t1), ms_between(t1, t2),
-                 stats);
+  fill_run_stats(*(*plan)->plan, source, ms_between(t0, t1), ms_between(t1, t2), stats);
   if (stats) {
     stats->upload_bytes = moved.up;
     stats->download_bytes = moved.down;

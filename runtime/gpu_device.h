@@ -1,7 +1,8 @@
 // The GPU devices (`cuda:N`, `vulkan:N`): one generic device over a GpuBackend. Plans are built
 // as on the cpu (passes, fusion, lowering), each kernel becomes CUDA C or GLSL, then PTX/cubin or
 // SPIR-V (cached with the device's fingerprint), and a realize runs as one stream of copies and
-// launches: inputs up, kernels in plan order, outputs down.
+// launches: inputs up, kernels in plan order, outputs down. With a persistent cache, plans persist
+// as on the cpu: a plan record (runtime/plan_record.h) names each step's kernel entry by digest.
 #pragma once
 
 #include <condition_variable>
@@ -15,6 +16,7 @@
 #include "runtime/device.h"
 #include "runtime/gpu_backend.h"
 #include "runtime/gpu_kernel_cache.h"
+#include "runtime/logger.h"
 #include "runtime/structural_key.h"
 #include "runtime/tune_decisions.h"
 
@@ -42,13 +44,15 @@ class GpuDevice final : public Device {
                                                     const std::vector<const ir::Node*>& outputs);
   GpuBackend& backend() { return *backend_; }
   // `kiln warm`: lowers the graph and compiles every kernel into the persistent cache without
-  // loading or running anything (a compile-only backend works). Returns the kernels compiled
-  // (those already cached are skipped). With DeviceOptions::autotune, each kernel is tuned first
+  // loading or running anything (a compile-only backend works), then stores the plan record.
+  // Returns the kernels compiled (those already cached are skipped; nothing when the stored plan
+  // and all its kernels are there). With DeviceOptions::autotune, each kernel is tuned first
   // (on the device: a compile-only backend cannot tune) and compiled with its winner.
   Expected<int> warm(ir::Graph& g, const std::vector<const ir::Node*>& outputs);
-  // The persistent-cache entries a realize of `outputs` reads: each kernel of the lowered plan
-  // (each digest once), marked present or not; with autotune, each kernel's decision before it,
-  // and the kernel keyed with the stored winner. Compiles and tunes nothing.
+  // The persistent-cache entries a realize of `outputs` reads, marked present or not: the plan,
+  // then with a stored plan its kernels (a run reads nothing else); without one, each kernel of
+  // the lowered plan (each digest once), with autotune each kernel's decision before it and the
+  // kernel keyed with the stored winner. Compiles and tunes nothing.
   Expected<std::vector<CacheEntryRef>> cache_entries(ir::Graph& g,
                                                      const std::vector<const ir::Node*>& outputs);
   // `kiln warm --check`: "kernel <name> <digest>" for each kernel the cache lacks.
@@ -66,9 +70,23 @@ class GpuDevice final : public Device {
   codegen::TuneParams schedule(const kir::Kernel& kernel, int* tuned);
   // The plan's kernels, lowered and not compiled.
   Expected<std::shared_ptr<Plan>> lower(ir::Graph& g, const std::vector<const ir::Node*>& outputs);
+  // *source: "memory" (this process), "disk" (a stored plan record) or "built".
   Expected<std::shared_ptr<const GpuPlan>> get_plan(ir::Graph& g,
                                                     const std::vector<const ir::Node*>& outputs,
-                                                    const StructuralKey& key, bool* hit);
+                                                    const StructuralKey& key, std::string* source);
+  // Lowers, tunes (with autotune) and compiles or loads each kernel.
+  Expected<std::shared_ptr<GpuPlan>> build_gpu_plan(ir::Graph& g,
+                                                    const std::vector<const ir::Node*>& outputs);
+  // The persistent key of the plan of a graph: its structure, the fuser, the kernels' target
+  // parts and the autotune level (a tuned plan names tuned kernels).
+  cache::KeyParts plan_key(const StructuralKey& key) const;
+  // A stored plan record whose kernels are all intact in the store (loads nothing); nullopt when
+  // a run would rebuild the plan.
+  std::optional<Plan> stored_plan(const cache::KeyParts& key);
+  // The stored plan with every kernel loaded on the device; null when any is missing or damaged.
+  std::shared_ptr<GpuPlan> load_plan(const cache::KeyParts& key);
+  void store_plan(const cache::KeyParts& key, const Plan& plan);
+  void log(LogComponent component, const std::string& message) const;
   struct Transfers {
     int64_t up = 0, down = 0;  // bytes
   };

@@ -1,17 +1,19 @@
-// PersistentCache: key parts, kernel entries (object code + LLVM IR + metadata) and plan records
-// (the wiring of a Plan plus the digest of each step's kernel), encoded as CBOR.
+// PersistentCache: key parts, kernel entries (object code + LLVM IR + metadata), and plan records
+// (runtime/plan_record.h) whose kernels are linked from their object code by digest.
 #include "runtime/persistent_cache.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "runtime/plan_record.h"
+
 namespace kiln::runtime {
 
 namespace {
 using nlohmann::json;
 
-// Bumped when the plan record or the key parts change meaning.
+// Bumped when the key parts change meaning (the plan record has its own version).
 constexpr const char* kSchema = "1";
 
 // Object code is checked against this before linking: flipped bytes inside machine code would
@@ -37,28 +39,6 @@ Expected<std::shared_ptr<const codegen::CpuArtifact>> link_entry(codegen::CpuBac
   return std::shared_ptr<const codegen::CpuArtifact>(std::move(artifact));
 }
 
-json kernel_shape_json(const kir::Kernel& k) {
-  json params = json::array();
-  for (const kir::Param& p : k.params)
-    params.push_back({{"dtype", std::string(ir::dtype_name(p.dtype))}, {"shape", p.shape},
-                      {"output", p.output}, {"label", p.label}});
-  return {{"name", k.name}, {"domain", k.domain}, {"params", params}};
-}
-
-// The part of a kernel the executor needs (names, params, domain): a run never reads the body.
-std::optional<kir::Kernel> kernel_shape_from_json(const json& j) {
-  kir::Kernel k;
-  k.name = j.at("name").get<std::string>();
-  k.domain = j.at("domain").get<std::vector<int64_t>>();
-  for (const json& p : j.at("params")) {
-    auto dt = ir::parse_dtype(p.at("dtype").get<std::string>());
-    if (!dt) return std::nullopt;
-    k.params.push_back(kir::Param{*dt, p.at("shape").get<ir::Shape>(), p.at("output").get<bool>(),
-                                  p.at("label").get<std::string>()});
-  }
-  k.arena = std::make_shared<kir::ExprArena>();
-  return k;
-}
 }  // namespace
 
 PersistentCache::PersistentCache(std::unique_ptr<cache::Store> store, codegen::CpuBackend& backend)
@@ -112,65 +92,30 @@ void PersistentCache::store_kernel(const cache::KeyParts& key, const codegen::Cp
 std::shared_ptr<Plan> PersistentCache::load_plan(const cache::KeyParts& key) {
   std::optional<cache::Entry> e = store_->get(cache::Table::plans, key);
   if (!e) return nullptr;
-  json j = json::from_cbor(e->value, true, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return nullptr;
-  auto plan = std::make_shared<Plan>();
+  std::optional<Plan> record = plan_from_entry(*e);
+  if (!record) return nullptr;  // a damaged record or one of an incompatible writer: rebuild
+  auto plan = std::make_shared<Plan>(std::move(*record));
   std::unordered_map<std::string, std::shared_ptr<const codegen::CpuArtifact>> linked;  // by digest
-  try {
-    for (const json& s : j.at("slots")) {
-      auto dt = ir::parse_dtype(s.at("dtype").get<std::string>());
-      if (!dt) return nullptr;
-      plan->slots.push_back(Slot{*dt, s.at("shape").get<ir::Shape>(), s.at("input").get<int>()});
+  for (PlanStep& step : plan->steps) {
+    auto& artifact = linked[step.kernel_digest];  // steps running the same kernel share one link
+    if (!artifact) {
+      std::optional<cache::Entry> k = store_->show(step.kernel_digest);
+      if (!k) return nullptr;  // a kernel was evicted: rebuild the plan
+      auto loaded = link_entry(backend_, *k);
+      if (!loaded) return nullptr;
+      artifact = *loaded;
     }
-    for (const json& s : j.at("steps")) {
-      PlanStep step;
-      auto kernel = kernel_shape_from_json(s.at("kernel"));
-      if (!kernel) return nullptr;
-      std::string digest = s.at("digest").get<std::string>();
-      auto& artifact = linked[digest];  // steps running the same kernel share one link
-      if (!artifact) {
-        std::optional<cache::Entry> k = store_->show(digest);
-        if (!k) return nullptr;  // a kernel was evicted: rebuild the plan
-        auto loaded = link_entry(backend_, *k);
-        if (!loaded) return nullptr;
-        artifact = *loaded;
-      }
-      step.kernel = std::move(*kernel);
-      step.kernel_digest = digest;
-      step.artifact = artifact;
-      step.args = s.at("args").get<std::vector<int>>();
-      step.release_after = s.at("release_after").get<std::vector<int>>();
-      step.values = s.at("values").get<std::vector<std::string>>();
-      step.num_ops = s.at("num_ops").get<int>();
-      plan->steps.push_back(std::move(step));
-    }
-    plan->output_slots = j.at("outputs").get<std::vector<int>>();
-    plan->fuser = j.at("fuser").get<std::string>();
-    plan->loaded = static_cast<int>(linked.size());
-  } catch (const json::exception&) {
-    return nullptr;  // a record from an incompatible writer: rebuild
+    step.artifact = artifact;
   }
+  plan->loaded = static_cast<int>(linked.size());
   return plan;
 }
 
 void PersistentCache::store_plan(const cache::KeyParts& key, const Plan& plan,
                                  const std::vector<std::string>& kernel_digests) {
-  if (store_->read_only() || kernel_digests.size() != plan.steps.size()) return;
-  json slots = json::array(), steps = json::array();
-  for (const Slot& s : plan.slots)
-    slots.push_back({{"dtype", std::string(ir::dtype_name(s.dtype))}, {"shape", s.shape},
-                     {"input", s.input_index}});
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    const PlanStep& s = plan.steps[i];
-    steps.push_back({{"kernel", kernel_shape_json(s.kernel)}, {"digest", kernel_digests[i]},
-                     {"args", s.args}, {"release_after", s.release_after}, {"values", s.values},
-                     {"num_ops", s.num_ops}});
-  }
-  json j = {{"slots", slots}, {"steps", steps}, {"outputs", plan.output_slots}, {"fuser", plan.fuser}};
-  cache::Entry e;
-  e.value = json::to_cbor(j);
-  e.metadata = json{{"kernels", plan.steps.size()}}.dump();
-  store_->put(cache::Table::plans, key, e);
+  if (store_->read_only()) return;
+  if (std::optional<cache::Entry> e = plan_record_entry(plan, kernel_digests))
+    store_->put(cache::Table::plans, key, *e);
 }
 
 std::string PersistentCache::explain_miss(cache::Table table, const cache::KeyParts& key) {

@@ -162,7 +162,7 @@ TEST_F(CacheBundle, MissingEntriesAreListedAndNothingIsWritten) {
   EXPECT_EQ(stored_digests(bundle).size(), 5u);
 }
 
-// GPU targets bundle kernels only (their plans are not stored); cuda compiles without a GPU.
+// GPU targets bundle plans and kernels as the cpu does; cuda compiles without a GPU.
 TEST_F(CacheBundle, VulkanAndCudaTargetsListMissingKernelsThenExportThem) {
   for (std::string target : {" --target vulkan", " --target cuda --arch sm_90"}) {
     SCOPED_TRACE(target);
@@ -173,10 +173,13 @@ TEST_F(CacheBundle, VulkanAndCudaTargetsListMissingKernelsThenExportThem) {
         kiln("cache export " + bundle + " --for " + record_ + target + cache("cache.sqlite"));
     EXPECT_EQ(r.code, 1) << r.out;
     Digests wanted = needed(record_, target);
-    EXPECT_EQ(wanted.size(), 3u) << r.out;
+    EXPECT_EQ(wanted.size(), 5u) << r.out;  // 2 plans, 3 kernels
     EXPECT_EQ(missed_digests(r.out), wanted) << r.out;
-    EXPECT_EQ(count_lines(r.out, "miss "), 3) << r.out;
-    EXPECT_EQ(r.out.find(": plan "), std::string::npos) << r.out;
+    EXPECT_EQ(count_lines(r.out, "miss "), 5) << r.out;
+    EXPECT_EQ(count_lines(r.out, "miss " + graphs_[0] + ": plan ") +
+                  count_lines(r.out, "miss " + graphs_[1] + ": plan "),
+              2)
+        << r.out;
     EXPECT_NE(r.out.find("(run `kiln warm" + target + " --cache"), std::string::npos) << r.out;
     EXPECT_FALSE(fs::exists(bundle));
 
@@ -185,7 +188,7 @@ TEST_F(CacheBundle, VulkanAndCudaTargetsListMissingKernelsThenExportThem) {
     Result ok =
         kiln("cache export " + bundle + " --for " + record_ + target + cache("cache.sqlite"));
     ASSERT_EQ(ok.code, 0) << ok.out;
-    EXPECT_EQ(ok.out, "exported 3 entries (0 plans, 3 kernels, 0 autotune) for 2 graphs to " +
+    EXPECT_EQ(ok.out, "exported 5 entries (2 plans, 3 kernels, 0 autotune) for 2 graphs to " +
                           bundle + "\n");
     EXPECT_EQ(stored_digests(bundle), wanted);
     Result imported = kiln("cache import " + bundle + cache("fresh.sqlite"));
@@ -288,15 +291,16 @@ TEST_F(CacheBundle, FlagErrorsAreOneLine) {
 
 // The store exports the listed digests of every table, skips digests it does not hold, and
 // counts what it wrote.
-TEST_F(CacheBundle, GpuAutotuneWarmsChecksAndShipsDecisions) {
+TEST_F(CacheBundle, GpuAutotuneWarmsChecksAndShipsTunedPlans) {
   // vulkan:0 is lavapipe; reference rates keep the roofline's measurement out of the test.
   const std::string env = "KILN_AUTOTUNE_LEVEL=minimal KILN_GPU_RATES=reference";
   Result warm = kiln("warm --target vulkan --autotune " + record_ + cache("gpu.sqlite"), env);
   ASSERT_EQ(warm.code, 0) << warm.out;
   Result check = kiln("warm --check --target vulkan --autotune " + record_ + cache("gpu.sqlite"), env);
   EXPECT_EQ(check.code, 0) << check.out;
-  // Without --autotune the same workload runs default schedules, which were compiled only where
-  // the tuner kept the default (timing decides: under load it may keep all of them).
+  // Without --autotune the same workload runs untuned plans, which were not stored, and default
+  // schedules, which were compiled only where the tuner kept the default (timing decides: under
+  // load it may keep all of them).
   Result decisions = kiln("cache list" + cache("gpu.sqlite"));
   ASSERT_EQ(decisions.code, 0) << decisions.out;
   bool tuned_away = false;
@@ -310,14 +314,21 @@ TEST_F(CacheBundle, GpuAutotuneWarmsChecksAndShipsDecisions) {
     tuned_away = tuned_away || shown.out.find(R"("winner":"vector_width=0 unroll=0")") == std::string::npos;
   }
   EXPECT_EQ(listed, 3);
-  EXPECT_EQ(kiln("warm --check --target vulkan " + record_ + cache("gpu.sqlite"), env).code, tuned_away ? 1 : 0);
+  Result untuned = kiln("warm --check --target vulkan " + record_ + cache("gpu.sqlite"), env);
+  EXPECT_EQ(untuned.code, 1) << untuned.out;
+  EXPECT_EQ(count_lines(untuned.out, "miss " + graphs_[0] + ": plan ") +
+                count_lines(untuned.out, "miss " + graphs_[1] + ": plan "),
+            2)
+      << untuned.out;
+  EXPECT_EQ(untuned.out.find(": kernel ") != std::string::npos, tuned_away) << untuned.out;
 
   std::string bundle = path("gpu-bundle.sqlite");
   Result exported =
       kiln("cache export " + bundle + " --for " + record_ + " --target vulkan --autotune" + cache("gpu.sqlite"), env);
   ASSERT_EQ(exported.code, 0) << exported.out;
+  // The stored tuned plans name their kernels: a run reads no decision (as on the cpu).
   EXPECT_EQ(exported.out,
-            "exported 6 entries (0 plans, 3 kernels, 3 autotune) for 2 graphs to " + bundle + "\n");
+            "exported 5 entries (2 plans, 3 kernels, 0 autotune) for 2 graphs to " + bundle + "\n");
   ASSERT_EQ(kiln("cache import " + bundle + cache("shipped.sqlite")).code, 0);
   // A run on the shipped cache tunes and compiles nothing.
   for (const std::string& g : graphs_) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "cache/store.h"
 #include "ir/builder.h"
 #include "runtime/config.h"
 #include "runtime/cpu_device.h"
@@ -125,6 +126,31 @@ TEST_F(PersistentCacheTest, GarbageCacheFileIsReplacedAndResultsAreCorrect) {
   EXPECT_EQ(s.compiled, 3);
   EXPECT_EQ(got.bytes, want.bytes);
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+// A plan record damaged on disk costs a rebuild (its kernels still load from the cache), and the
+// rebuilt record replaces it.
+TEST_F(PersistentCacheTest, DamagedPlanRecordIsRebuiltFromTheStoredKernels) {
+  auto [want, cold] = run(*device());
+  EXPECT_EQ(cold.compiled, 3);
+  {
+    auto store = cache::Store::open((dir_ / "cache.sqlite").string());
+    ASSERT_TRUE(store.has_value());
+    std::vector<cache::Entry> plans = (*store)->list(cache::Table::plans);
+    ASSERT_EQ(plans.size(), 1u);
+    std::optional<cache::Entry> e = (*store)->show(plans[0].key);
+    ASSERT_TRUE(e.has_value());
+    for (size_t i = 0; i < e->value.size(); i += 7) e->value[i] ^= 0x5a;
+    ASSERT_TRUE((*store)->put(cache::Table::plans, cache::KeyParts{e->parts}, *e));
+  }
+  auto [got, rebuilt] = run(*device());
+  EXPECT_EQ(rebuilt.plan_source, "built");
+  EXPECT_EQ(rebuilt.compiled, 0);
+  EXPECT_EQ(rebuilt.cache_hits, 3);
+  EXPECT_EQ(got.bytes, want.bytes);
+  auto [again, warm] = run(*device());
+  EXPECT_EQ(warm.plan_source, "disk");
+  EXPECT_EQ(again.bytes, want.bytes);
 }
 
 TEST_F(PersistentCacheTest, ComponentLoggersReportThroughTheLogCallback) {

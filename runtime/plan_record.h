@@ -1,0 +1,46 @@
+// The plan record (DESIGN.md §8): the wiring of a Plan — slots, steps with each kernel's shape
+// (name, domain, params; never its body) and the digest of the kernel entry it runs, outputs,
+// fuser — as CBOR in a plans-table entry. Target-neutral: each device links its own artifacts
+// (object code, cubin, SPIR-V) by digest. A malformed or damaged record decodes to nullopt: a bad
+// cache entry only costs a rebuild, never a crash.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cache/store.h"
+#include "runtime/plan.h"
+
+namespace kiln::runtime {
+
+// Bumped when the record's fields change meaning; a record of another version does not decode.
+// (Records written before the field existed are version 1.)
+inline constexpr int kPlanRecordVersion = 1;
+
+// The record of `plan`, whose step i runs the kernel stored under kernel_digests[i]; nullopt when
+// the digests do not name every step's kernel.
+std::optional<std::vector<uint8_t>> encode_plan_record(const Plan& plan,
+                                                       const std::vector<std::string>& kernel_digests);
+
+// The plan a record describes: slots, outputs, fuser and steps with kernel shapes and digests,
+// no artifacts (loaded = compiled = 0). nullopt when the bytes are not a record of this version
+// or its wiring is inconsistent (a slot index out of range, arguments that do not match the
+// kernel's params, ...).
+std::optional<Plan> decode_plan_record(std::span<const uint8_t> bytes);
+
+// A plans-table entry holding the record of `plan`, with the record's checksum and the number of
+// steps in its metadata; nullopt as encode_plan_record.
+std::optional<cache::Entry> plan_record_entry(const Plan& plan,
+                                              const std::vector<std::string>& kernel_digests);
+
+// The plan of a plans-table entry: nullopt when the record does not match its checksum (entries
+// of writers before the checksum have none) or does not decode.
+std::optional<Plan> plan_from_entry(const cache::Entry& entry);
+
+// The distinct kernel digests of a plan's steps, in step order.
+std::vector<std::string> distinct_kernel_digests(const Plan& plan);
+
+}  // namespace kiln::runtime
