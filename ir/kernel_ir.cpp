@@ -52,6 +52,16 @@ constexpr int8_t kAluOfOp[] = {
 };
 }  // namespace
 
+std::optional<ir::Op> op_of(Alu a) {
+  static constexpr ir::Op kOps[] = {
+#define KILN_ELEMENTWISE(Enum, ...) ir::Op::Enum,
+#include "ir/ops.def"
+  };
+  const auto i = static_cast<size_t>(a);
+  if (i >= std::size(kOps)) return std::nullopt;
+  return kOps[i];
+}
+
 std::optional<Alu> alu_of(ir::Op op) {
   const int8_t a = kAluOfOp[static_cast<int>(op)];
   if (a < 0) return std::nullopt;

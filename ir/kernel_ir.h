@@ -55,6 +55,7 @@ std::string_view reduce_op_name(ReduceOp r);
 // A graph op's kernel counterpart: the Alu of an elementwise op (nullopt for other kinds), the
 // ReduceOp of a reduction.
 std::optional<Alu> alu_of(ir::Op op);
+std::optional<ir::Op> op_of(Alu a);  // nullopt for IDiv and Mod (index arithmetic only)
 ReduceOp reduce_op_of(ir::Reduction r);
 
 struct Expr {

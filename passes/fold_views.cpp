@@ -75,35 +75,38 @@ const Node* fold_view(ir::Graph& g, const Node* n) {
   const Node* x = n->inputs.empty() ? nullptr : n->inputs[0];
   if (x && x->op == Op::Full && moves_values_only(n->op))
     return make_full(g, n->dtype, n->shape, x->attrs.f(AttrKey::value));
-  switch (n->op) {
-    case Op::Reshape:
+  const std::optional<ir::Movement> m = ir::movement_of(n->op);
+  if (!m) return n;
+  switch (*m) {
+    case ir::Movement::Reshape:
       return fold_reshape(g, n, x);
-    case Op::Permute:
+    case ir::Movement::Permute:
       return fold_permute(g, n, x);
-    case Op::Expand:
+    case ir::Movement::Expand:
       return fold_expand(g, n, x);
-    case Op::Slice:
+    case ir::Movement::Slice:
       return is_identity_slice(n, x) ? x : n;
-    case Op::Pad:
+    case ir::Movement::Pad:
       return all_zero(n->attrs.ints(AttrKey::before)) && all_zero(n->attrs.ints(AttrKey::after))
                  ? x
                  : n;
-    case Op::Concat:
+    case ir::Movement::Concat:
       return n->inputs.size() == 1 ? x : n;
-    case Op::Flip: {
+    case ir::Movement::Flip: {
       const std::vector<int64_t>& axes = n->attrs.ints(AttrKey::axes);
       if (only_unit_axes(x, axes)) return x;
       // flip(flip(y, a), a) -> y
       if (x->op == Op::Flip && x->attrs.ints(AttrKey::axes) == axes) return x->inputs[0];
       return n;
     }
-    case Op::Roll: {
+    case ir::Movement::Roll: {
       const std::vector<int64_t>& axes = n->attrs.ints(AttrKey::axes);
       return all_zero(n->attrs.ints(AttrKey::shifts)) || only_unit_axes(x, axes) ? x : n;
     }
-    default:
+    case ir::Movement::Unfold:  // windows of y: nothing to fold
       return n;
   }
+  return n;
 }
 
 }  // namespace

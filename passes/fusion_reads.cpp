@@ -7,6 +7,8 @@
 #include <set>
 #include <tuple>
 
+#include "ir/error.h"
+
 namespace kiln::passes {
 
 namespace {
@@ -118,25 +120,32 @@ AxisMasks reshape_masks(const AxisMasks& out, const ir::Shape& out_shape, const 
 // The masks of input `operand` of movement op `n`, given the masks of n's own axes.
 AxisMasks movement_masks(const Node* n, size_t operand, const AxisMasks& out) {
   const ir::Shape& in = n->inputs[operand]->shape;
-  switch (n->op) {
-    case Op::Reshape:
+  const std::optional<ir::Movement> m = ir::movement_of(n->op);
+  KILN_CHECK(m) << "not a movement op: " << ir::op_enum_name(n->op);
+  switch (*m) {
+    case ir::Movement::Reshape:
       return reshape_masks(out, n->shape, in);
-    case Op::Permute: {
+    case ir::Movement::Permute: {
       AxisMasks m(in.size(), 0);
       const std::vector<int64_t>& dims = n->attrs.ints(AttrKey::dims);
       for (size_t i = 0; i < dims.size(); ++i) m[static_cast<size_t>(dims[i])] = out[i];
       return m;
     }
-    case Op::Expand:
+    case ir::Movement::Expand:
       return broadcast_masks(out, in);
-    case Op::Unfold: {
-      AxisMasks m(out.begin(), out.end() - 1);
-      m[static_cast<size_t>(n->attrs.i(AttrKey::dim))] |= out.back();
-      return m;
+    case ir::Movement::Unfold: {
+      AxisMasks u(out.begin(), out.end() - 1);
+      u[static_cast<size_t>(n->attrs.i(AttrKey::dim))] |= out.back();
+      return u;
     }
-    default:  // slice, pad, flip, roll, concat keep each axis's loop variable
-      return AxisMasks(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(in.size()));
+    case ir::Movement::Slice:  // these keep each axis's loop variable
+    case ir::Movement::Pad:
+    case ir::Movement::Flip:
+    case ir::Movement::Roll:
+    case ir::Movement::Concat:
+      break;
   }
+  return AxisMasks(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(in.size()));
 }
 
 AxisMasks operand_masks(const Node* n, size_t operand) {
@@ -148,9 +157,12 @@ AxisMasks operand_masks(const Node* n, size_t operand) {
       return matmul_operand_masks(n, operand);
     case ir::OpKind::Movement:
       return movement_masks(n, operand, own_axes(n));
-    default:
-      return broadcast_masks(own_axes(n), x->shape);
+    case ir::OpKind::Elementwise:  // numpy broadcasting
+    case ir::OpKind::Source:
+    case ir::OpKind::Input:
+      break;
   }
+  return broadcast_masks(own_axes(n), x->shape);
 }
 
 class ReadWalker {

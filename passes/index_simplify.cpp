@@ -266,33 +266,29 @@ IndexRange IndexBuilder::range(const kir::Expr* e) const {
     }
     case ExprKind::Alu:
       break;
-    default:
+    case ExprKind::Load:  // data, not index arithmetic
+    case ExprKind::Reduce:
       return kUnknown;
   }
   if (e->dtype != ir::DType::i64 || e->args.size() != 2) return kUnknown;
   IndexRange a = range(e->args[0]), b = range(e->args[1]);
-  switch (e->alu) {
-    case Alu::Add:
-      return {sat_add(a.lo, b.lo), sat_add(a.hi, b.hi)};
-    case Alu::Sub:
-      return {sat_add(a.lo, -b.hi), sat_add(a.hi, -b.lo)};
-    case Alu::Mul:
-      if (b.lo == b.hi) return range_of_mul(a, b.lo);
-      if (a.lo == a.hi) return range_of_mul(b, a.lo);
-      return kUnknown;
-    case Alu::Max:
-      return {std::max(a.lo, b.lo), std::max(a.hi, b.hi)};
-    case Alu::Min:
-      return {std::min(a.lo, b.lo), std::min(a.hi, b.hi)};
-    case Alu::IDiv:
-      if (b.lo != b.hi || b.lo <= 0) return kUnknown;
-      return {floor_div(a.lo, b.lo), floor_div(a.hi, b.lo)};
-    case Alu::Mod:
-      if (b.lo != b.hi || b.lo <= 0) return kUnknown;
-      return range_of_mod(a, b.lo);
-    default:
-      return kUnknown;
+  // The ops index expressions are made of; any other op's range is unknown.
+  const Alu op = e->alu;
+  if (op == Alu::Add) return {sat_add(a.lo, b.lo), sat_add(a.hi, b.hi)};
+  if (op == Alu::Sub) return {sat_add(a.lo, -b.hi), sat_add(a.hi, -b.lo)};
+  if (op == Alu::Mul) {
+    if (b.lo == b.hi) return range_of_mul(a, b.lo);
+    if (a.lo == a.hi) return range_of_mul(b, a.lo);
+    return kUnknown;
   }
+  if (op == Alu::Max) return {std::max(a.lo, b.lo), std::max(a.hi, b.hi)};
+  if (op == Alu::Min) return {std::min(a.lo, b.lo), std::min(a.hi, b.hi)};
+  if (op == Alu::IDiv || op == Alu::Mod) {
+    if (b.lo != b.hi || b.lo <= 0) return kUnknown;
+    if (op == Alu::IDiv) return {floor_div(a.lo, b.lo), floor_div(a.hi, b.lo)};
+    return range_of_mod(a, b.lo);
+  }
+  return kUnknown;
 }
 
 }  // namespace kiln::passes

@@ -143,29 +143,28 @@ Index slice_index(IndexBuilder& ib, const Node* n, const Index& idx) {
 const Expr* emit_movement(LowerContext& cx, const Node* n, const Index& idx) {
   IndexBuilder& ib = cx.ib();
   const Node* x = n->inputs[0];
-  switch (n->op) {
-    case ir::Op::Reshape:
+  const std::optional<ir::Movement> m = ir::movement_of(n->op);
+  KILN_CHECK(m) << "not a movement op: " << ir::op_enum_name(n->op);
+  switch (*m) {
+    case ir::Movement::Reshape:
       return cx.emit(x, delinearize(ib, linearize(ib, idx, n->shape), x->shape));
-    case ir::Op::Permute:
+    case ir::Movement::Permute:
       return cx.emit(x, permute_index(n, idx));
-    case ir::Op::Expand:
+    case ir::Movement::Expand:
       return cx.emit(x, broadcast_index(ib, idx, x->shape));
-    case ir::Op::Slice:
+    case ir::Movement::Slice:
       return cx.emit(x, slice_index(ib, n, idx));
-    case ir::Op::Pad:
+    case ir::Movement::Pad:
       return emit_pad(cx, n, idx);
-    case ir::Op::Concat:
+    case ir::Movement::Concat:
       return emit_concat(cx, n, idx);
-    case ir::Op::Flip:
+    case ir::Movement::Flip:
       return cx.emit(x, flip_index(ib, n, idx));
-    case ir::Op::Roll:
+    case ir::Movement::Roll:
       return cx.emit(x, roll_index(ib, n, idx));
-    case ir::Op::Unfold:
+    case ir::Movement::Unfold:
       return cx.emit(x, unfold_index(ib, n, idx));
-    default:
-      break;
   }
-  KILN_CHECK(false) << "not a movement op: " << ir::op_enum_name(n->op);
   return nullptr;
 }
 

@@ -48,30 +48,25 @@ const Node* fold_identity(const Node* n) {
   auto keep = [&](const Node* x) { return same_type(n, x) ? x : n; };
   const Node* a = n->inputs.empty() ? nullptr : n->inputs[0];
   const Node* b = n->inputs.size() > 1 ? n->inputs[1] : nullptr;
-  switch (n->op) {
-    // x+(-0) -> x and x-(+0) -> x; for floats x+(+0) is not x: IEEE gives -0 + +0 = +0.
-    case Op::Add:
-      if (is_zero(b, /*negative=*/true)) return keep(a);
-      if (is_zero(a, /*negative=*/true)) return keep(b);
-      return n;
-    case Op::Sub:
-      return is_zero(b, /*negative=*/false) ? keep(a) : n;
-    case Op::Mul:  // x*1 -> x, 1*x -> x
-      if (is_full_of(b, 1)) return keep(a);
-      if (is_full_of(a, 1)) return keep(b);
-      return n;
-    case Op::Div:  // x/1 -> x
-      return is_full_of(b, 1) ? keep(a) : n;
-    case Op::Neg:  // neg(neg x) -> x
-      return a->op == Op::Neg ? keep(a->inputs[0]) : n;
-    case Op::Cast:  // cast(x, to=dtype(x)) -> x
-      return keep(a);
-    case Op::Where:  // where(full c, x, y) -> x or y
-      if (is_full(a)) return keep(a->attrs.f(ir::AttrKey::value) != 0 ? b : n->inputs[2]);
-      return n;
-    default:
-      return n;
+  // x+(-0) -> x and x-(+0) -> x; for floats x+(+0) is not x: IEEE gives -0 + +0 = +0.
+  if (n->op == Op::Add) {
+    if (is_zero(b, /*negative=*/true)) return keep(a);
+    if (is_zero(a, /*negative=*/true)) return keep(b);
+  } else if (n->op == Op::Sub) {
+    if (is_zero(b, /*negative=*/false)) return keep(a);
+  } else if (n->op == Op::Mul) {  // x*1 -> x, 1*x -> x
+    if (is_full_of(b, 1)) return keep(a);
+    if (is_full_of(a, 1)) return keep(b);
+  } else if (n->op == Op::Div) {  // x/1 -> x
+    if (is_full_of(b, 1)) return keep(a);
+  } else if (n->op == Op::Neg) {  // neg(neg x) -> x
+    if (a->op == Op::Neg) return keep(a->inputs[0]);
+  } else if (n->op == Op::Cast) {  // cast(x, to=dtype(x)) -> x
+    return keep(a);
+  } else if (n->op == Op::Where) {  // where(full c, x, y) -> x or y
+    if (is_full(a)) return keep(a->attrs.f(ir::AttrKey::value) != 0 ? b : n->inputs[2]);
   }
+  return n;
 }
 
 }  // namespace

@@ -21,27 +21,19 @@ int64_t eval(const Expr* e, const std::vector<int64_t>& vars, bool& contract_ok)
   auto fdiv = [](int64_t x, int64_t y) {
     return static_cast<int64_t>(std::floor(static_cast<double>(x) / static_cast<double>(y)));
   };
-  switch (e->alu) {
-    case Alu::Add:
-      return a + b;
-    case Alu::Sub:
-      return a - b;
-    case Alu::Mul:
-      return a * b;
-    case Alu::Max:
-      return std::max(a, b);
-    case Alu::Min:
-      return std::min(a, b);
-    case Alu::IDiv:
-      contract_ok &= a >= 0 && b > 0;
-      return fdiv(a, b);
-    case Alu::Mod:
-      contract_ok &= a >= 0 && b > 0;
-      return a - fdiv(a, b) * b;
-    default:
-      ADD_FAILURE() << "unexpected op " << kir::alu_name(e->alu);
-      return 0;
+  // The ops index arithmetic is made of.
+  const Alu op = e->alu;
+  if (op == Alu::Add) return a + b;
+  if (op == Alu::Sub) return a - b;
+  if (op == Alu::Mul) return a * b;
+  if (op == Alu::Max) return std::max(a, b);
+  if (op == Alu::Min) return std::min(a, b);
+  if (op == Alu::IDiv || op == Alu::Mod) {
+    contract_ok &= a >= 0 && b > 0;
+    return op == Alu::IDiv ? fdiv(a, b) : a - fdiv(a, b) * b;
   }
+  ADD_FAILURE() << "unexpected op " << kir::alu_name(op);
+  return 0;
 }
 
 struct Fixture {

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "ir/scalar_semantics.h"
+
 namespace kiln::testing {
 
 namespace {
@@ -36,98 +38,6 @@ double round_to(double v, DType t) {
       return static_cast<double>(static_cast<int64_t>(v));
   }
   return v;
-}
-
-double floor_div(double a, double b, bool integer) {
-  if (!integer) return a / b;
-  if (b == 0) return 0;
-  return std::floor(a / b);
-}
-
-double apply_unary(Alu op, double a) {
-  switch (op) {
-    case Alu::Neg:
-      return -a;
-    case Alu::Abs:
-      return std::fabs(a);
-    case Alu::Exp:
-      return std::exp(a);
-    case Alu::Log:
-      return std::log(a);
-    case Alu::Sqrt:
-      return std::sqrt(a);
-    case Alu::Rsqrt:
-      return 1 / std::sqrt(a);
-    case Alu::Recip:
-      return 1 / a;
-    case Alu::Sin:
-      return std::sin(a);
-    case Alu::Cos:
-      return std::cos(a);
-    case Alu::Tanh:
-      return std::tanh(a);
-    case Alu::Sigmoid:
-      return 1 / (1 + std::exp(-a));
-    case Alu::Relu:
-      return a > 0 ? a : 0;
-    case Alu::Gelu:
-      return 0.5 * a * (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
-    case Alu::Erf:
-      return std::erf(a);
-    case Alu::Floor:
-      return std::floor(a);
-    case Alu::Ceil:
-      return std::ceil(a);
-    case Alu::Sign:
-      return (a > 0) - (a < 0);
-    case Alu::Not:
-      return a == 0;
-    case Alu::Cast:
-      return std::trunc(a);
-    default:
-      return NAN;
-  }
-}
-
-double apply_binary(Alu op, double a, double b, bool integer) {
-  switch (op) {
-    case Alu::Add:
-      return a + b;
-    case Alu::Sub:
-      return a - b;
-    case Alu::Mul:
-      return a * b;
-    case Alu::Div:
-      return floor_div(a, b, integer);
-    case Alu::IDiv:
-      return std::floor(a / b);
-    case Alu::Mod:
-      return a - std::floor(a / b) * b;
-    case Alu::Pow:
-      return std::pow(a, b);
-    case Alu::Max:
-      return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
-    case Alu::Min:
-      return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
-    case Alu::Eq:
-      return a == b;
-    case Alu::Ne:
-      return a != b;
-    case Alu::Lt:
-      return a < b;
-    case Alu::Le:
-      return a <= b;
-    case Alu::Gt:
-      return a > b;
-    case Alu::Ge:
-      return a >= b;
-    case Alu::And:
-      return a != 0 && b != 0;
-    case Alu::Or:
-      return a != 0 || b != 0;
-    default:
-      return NAN;
-  }
 }
 
 class Evaluator {
@@ -173,14 +83,14 @@ class Evaluator {
     if ((e->alu == Alu::IDiv || e->alu == Alu::Mod) && (a[0] < 0 || a[1] <= 0))
       fail(fmt::format("{}({}, {}) outside its contract", kir::alu_name(e->alu), a[0], a[1]));
     double r;
-    if (e->args.size() == 3)
-      r = a[0] != 0 ? a[1] : a[2];
-    else if (e->args.size() == 2)
-      r = apply_binary(e->alu, a[0], a[1], !ir::is_float(e->dtype));
-    else if (e->alu == Alu::Cast && (ir::is_float(e->dtype) || e->dtype == DType::boolean))
-      r = a[0];
-    else
-      r = apply_unary(e->alu, a[0]);
+    if (e->alu == Alu::IDiv)
+      r = std::floor(a[0] / a[1]);
+    else if (e->alu == Alu::Mod)
+      r = a[0] - std::floor(a[0] / a[1]) * a[1];
+    else if (e->alu == Alu::Cast && !ir::is_float(e->dtype) && e->dtype != DType::boolean)
+      r = std::trunc(a[0]);
+    else  // the graph op's scalar semantics (ir/scalar_semantics.h)
+      r = ir::eval_elementwise(*kir::op_of(e->alu), e->args[0]->dtype, a);
     return round_to(r, e->dtype);
   }
 
@@ -235,9 +145,12 @@ class Evaluator {
         return -std::numeric_limits<double>::infinity();
       case kir::ReduceOp::Min:
         return std::numeric_limits<double>::infinity();
-      default:
+      case kir::ReduceOp::Sum:
+      case kir::ReduceOp::ArgMax:  // unused: arg reductions track the best index
+      case kir::ReduceOp::ArgMin:
         return 0;
     }
+    return 0;
   }
 
   void fail(std::string msg) {
