@@ -26,8 +26,9 @@ Expected<KgGraph> read_kg(Graph& g, std::string_view text, std::string_view file
 Expected<KgGraph> read_kg_file(Graph& g, const std::string& path);
 
 // Canonical `.kg` text of everything reachable from the outputs. Inputs print under their names;
-// statement values that are outputs take the output's name, the others are %t0, %t1, ... in
-// topological order; scalar `full` operands print as literals. Reading the text back gives a
+// statement values that are outputs take the output's name, those listed in `values` their name
+// there, the others are %t0, %t1, ... in topological order (a name taken twice gets a _1 suffix);
+// scalar `full` operands print as literals. Reading the text back gives a
 // structurally identical graph (same ops, dtypes, shapes, attributes, outputs).
 std::string print_kg(const KgGraph& graph);
 

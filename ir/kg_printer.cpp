@@ -140,6 +140,9 @@ std::string print_kg(const KgGraph& graph) {
   }
   for (const auto& [name, n] : graph.outputs)
     if (!name_of.contains(n)) name_of[n] = names.claim(name);
+  for (const auto& [name, n] : graph.values)
+    if (needs_statement.contains(n) && !name_of.contains(n) && n->op != Op::Input)
+      name_of[n] = names.claim(name);
   for (const Node* n : order)
     if (needs_statement.contains(n) && !name_of.contains(n)) name_of[n] = names.temp();
 

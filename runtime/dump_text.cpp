@@ -18,16 +18,21 @@ std::string name_of(const ir::Node* n, const ValueNamer& namer) {
   return namer ? namer(n) : default_value_name(n);
 }
 
-// A `.kg` name from a namer's "%name", or empty when the namer made one up (%t<id>) or the name
-// is not a `.kg` identifier.
-std::string given_name(const ir::Node* n, const ValueNamer& namer) {
+// The namer's "%name" as a `.kg` name (without the %), or empty when it is not a `.kg`
+// identifier.
+std::string kg_name(const ir::Node* n, const ValueNamer& namer) {
   std::string name = name_of(n, namer);
-  if (name == fmt::format("%t{}", n->id)) return "";
   if (name.starts_with("%")) name.erase(0, 1);
   if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return "";
   for (char c : name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.') return "";
   return name;
+}
+
+// kg_name, or empty when the namer made the name up (%t<id>).
+std::string given_name(const ir::Node* n, const ValueNamer& namer) {
+  if (name_of(n, namer) == fmt::format("%t{}", n->id)) return "";
+  return kg_name(n, namer);
 }
 
 void append_group_block(std::string& out, const PlanStep& step, const passes::FusedGroup& group,
@@ -58,6 +63,10 @@ ir::KgGraph standalone_graph(const std::vector<const ir::Node*>& outputs,
     std::string name = given_name(outputs[i], namer);
     graph.outputs.emplace_back(name.empty() ? fmt::format("out{}", i) : name, outputs[i]);
   }
+  // Every other value under the namer's name too, so that this text names each value as the
+  // other dumps do (%t<id> included).
+  for (const ir::Node* n : ir::topo_order(outputs))
+    if (std::string name = kg_name(n, namer); !name.empty()) graph.values.emplace_back(name, n);
   return graph;
 }
 
@@ -164,12 +173,18 @@ std::string kernels_text(const Plan& plan) {
   return out;
 }
 
+std::string parameters_line(const PlanStep& step) {
+  std::vector<std::string> labels;
+  for (const kir::Param& p : step.kernel.params) labels.push_back(p.label);
+  return fmt::format("parameters: {}", fmt::join(labels, " "));
+}
+
 std::string source_text(const Plan& plan) {
   std::string out = fmt::format("; {} kernel{}\n", plan.steps.size(), plan.steps.size() == 1 ? "" : "s");
   for (const PlanStep& step : plan.steps) {
     KILN_CHECK(step.artifact) << "source_text needs a compiled plan (" << step.kernel.name << ")";
-    out += fmt::format("\n; {}: {}\n{}", step.kernel.name, fmt::join(step.values, " "),
-                       step.artifact->llvm_ir);
+    out += fmt::format("\n; {}: {}\n; {}\n{}", step.kernel.name, fmt::join(step.values, " "),
+                       parameters_line(step), step.artifact->llvm_ir);
   }
   return out;
 }

@@ -52,5 +52,8 @@ std::string groups_text(const Plan& plan, const ValueNamer& namer, const passes:
 std::string kernels_text(const Plan& plan);
 // The source stage: the generated LLVM IR of every step; the plan must have been compiled.
 std::string source_text(const Plan& plan);
+// "parameters: %x %W1 %b1 %h": each kernel parameter's value, in parameter order (the source of
+// every target numbers its buffers in this order).
+std::string parameters_line(const PlanStep& step);
 
 }  // namespace kiln::runtime

@@ -129,6 +129,9 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
     }
     describe_group(group, namer, step);
     step.kernel = std::move(lowered->kernel);
+    // Parameters carry the names every dump and message uses (labels are not part of any key).
+    for (size_t p = 0; p < lowered->params.size(); ++p)
+      step.kernel.params[p].label = namer(lowered->params[p]);
     if (options.kernels) {
       codegen::TuneParams params;
       if (options.tune) {

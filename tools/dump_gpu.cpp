@@ -11,6 +11,7 @@
 #include "codegen/cuda/nvrtc.h"
 #include "codegen/gpu/gpu_source.h"
 #include "codegen/spirv/spirv_compiler.h"
+#include "runtime/dump_text.h"
 
 namespace kiln::tools {
 
@@ -85,7 +86,8 @@ Expected<std::string> target_kernels_text(const runtime::Plan& plan, const Targe
   for (const runtime::PlanStep& step : plan.steps) {
     auto f = forms_of(step, o, binaries, nvrtc);
     if (!f) return std::unexpected(f.error());
-    out += fmt::format("\n{} {}: {}\n", comment, step.kernel.name, fmt::join(step.values, " "));
+    out += fmt::format("\n{0} {1}: {2}\n{0} {3}\n", comment, step.kernel.name,
+                       fmt::join(step.values, " "), runtime::parameters_line(step));
     if (o.stage == "ptx") {
       out += f->ptx;
     } else if (o.stage == "spirv") {

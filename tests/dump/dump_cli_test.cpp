@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <regex>
+#include <set>
 
 #include "passes/cost_model.h"
 #include "tests/dump/run_kiln.h"
@@ -155,6 +156,41 @@ TEST_F(KilnDump, BadValuesAreOneClearError) {
   Result unwritable = dump("--stage groups -o " + (dir_ / "missing" / "g.txt").string());
   EXPECT_EQ(unwritable.code, 1);
   EXPECT_NE(unwritable.err.find("cannot write"), std::string::npos) << unwritable.err;
+}
+
+}  // namespace
+}  // namespace kiln::dump_test
+
+namespace kiln::dump_test {
+namespace {
+
+// The value names (%name, not kernel parameters %0 %1 ... nor LLVM's) in a dump's text.
+std::set<std::string> value_names(const std::string& text) {
+  std::set<std::string> names;
+  static const std::regex kName(R"(%[A-Za-z_][A-Za-z0-9_.]*)");
+  const std::sregex_iterator end;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), kName); it != end; ++it)
+    names.insert(it->str());
+  return names;
+}
+
+// One name per value through every stage and format: examples/mlp.kg's own names, nothing else.
+TEST(KilnDumpNames, EveryStageAndFormatUsesTheGraphFilesNames) {
+  const std::string graph = std::string(KILN_SOURCE_DIR) + "/examples/mlp.kg";
+  const std::set<std::string> file = {"%x",  "%W1", "%b1", "%W2", "%b2",
+                                      "%h0", "%h1", "%h",  "%y0", "%y"};
+  for (const std::string args : {"--stage graph", "--stage groups --why", "--stage kernels",
+                                 "--format dot --why", "--target vulkan --stage source",
+                                 "--target cuda --stage source"}) {
+    Result r = run_kiln("dump " + graph + " " + args);
+    ASSERT_EQ(r.code, 0) << args << ": " << r.err;
+    std::set<std::string> names = value_names(r.out);
+    EXPECT_EQ(names, file) << args << ":\n" << r.out;
+  }
+  // The kernels stage labels each parameter with its value's name.
+  Result k = run_kiln("dump " + graph + " --stage kernels");
+  EXPECT_NE(k.out.find("param %3 out f32[256,1024]  # %h\n"), std::string::npos) << k.out;
+  EXPECT_NE(k.out.find("param %0 in f32[256,1024]  # %x\n"), std::string::npos) << k.out;
 }
 
 }  // namespace

@@ -39,9 +39,10 @@ TEST(DumpText, StandaloneGraphNamesUnnamedInputsByPosition) {
             "kiln.graph v1\n"
             "input %in0 : f32[4,8]\n"
             "input %bias : f32[8]\n"
-            "%t0 = sum(%in0, axes=[1], keepdim=true)\n"
-            "%t1 = sub(%in0, %t0)\n"
-            "%out0 = mul(%t1, %bias)\n"
+            // Unnamed values keep the name every other dump and message gives them: %t<id>.
+            "%t2 = sum(%in0, axes=[1], keepdim=true)\n"
+            "%t3 = sub(%in0, %t2)\n"
+            "%out0 = mul(%t3, %bias)\n"
             "output %out0\n");
   ir::Graph g2;
   auto back = ir::read_kg(g2, text, "repro.kg");

@@ -156,14 +156,14 @@ output %x
 input %x : f32[8,16]
 input %unused : i8[]
 %t0 = sum(%x, axes=[1], keepdim=true)
-%t1 = mul(%t0, 0.0625)
-%t2 = sub(%x, %t1)
-%t3 = slice(%t2, axis=1, start=15, end=-17, step=-2)
-%t4 = gt(%t3, 0)
-%y = where(%t4, %t3, -inf)
+%mu = mul(%t0, 0.0625)
+%d = sub(%x, %mu)
+%s = slice(%d, axis=1, start=15, end=-17, step=-2)
+%m = gt(%s, 0)
+%y = where(%m, %s, -inf)
 output %y
 output %x
-)");
+)");  // the file's names are kept; values it did not name (inside mean) are %t0, %t1, ...
 }
 
 TEST(KgPrinter, ScalarsPrintAsLiteralsOnlyWhenTheDtypeWouldSurvive) {
