@@ -37,7 +37,10 @@ struct RunStats {
   int compiled = 0;        // compiled during this request
   double compile_ms = 0;   // codegen time during this request
   double plan_ms = 0;      // passes + fusion + lowering + codegen during this request
-  double run_ms = 0;       // kernel execution
+  double run_ms = 0;       // kernel execution (GPU devices: and copying the outputs back)
+  // GPU devices: the kernels' own time on the device, each launch timed with events (CUDA) or
+  // timestamp queries (Vulkan) and summed; 0 on cpu and reference.
+  double device_ms = 0;
   bool plan_cache_hit = false;
   std::string plan_source;    // "memory" (this process), "disk" (an earlier process) or "built"
   int cache_hits = 0;         // kernels linked from the persistent cache during this request
@@ -84,6 +87,9 @@ struct DeviceOptions {
   int max_streams = 8;
   // memory.persistent_memory (runtime/buffer.h).
   PersistentMemory persistent_memory = PersistentMemory::enabled;
+  // GPU devices: time every kernel launch on the device (RunStats::device_ms); `kiln run
+  // --stats` turns it on. Off, launches carry no events or timestamp queries.
+  bool time_kernels = false;
 };
 
 struct Config;

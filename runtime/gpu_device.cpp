@@ -409,7 +409,7 @@ Expected<std::vector<std::shared_ptr<Buffer>>> GpuDevice::run_plan(const GpuPlan
     auto scratch = make_scratch(*backend_, stream, gp.kernels[i]->source);
     if (!scratch) return std::unexpected(scratch.error());
     if (*scratch) args.push_back(scratch->get());
-    if (auto ran = stream.launch(*gp.kernels[i]->program, args); !ran)
+    if (auto ran = stream.launch(*gp.kernels[i]->program, args, moved.time_kernels); !ran)
       return make_error(fmt::format("{}: kernel {}: {}", name_, step.kernel.name, ran.error().message));
     if (validate)
       if (auto down = stream.download(*check_mem.back(), check_host[i].data(), kSlotBytes); !down)
@@ -435,6 +435,8 @@ Expected<std::vector<std::shared_ptr<Buffer>>> GpuDevice::run_plan(const GpuPlan
   }
   if (auto done = stream.synchronize(); !done)
     return make_error(fmt::format("{}: {}", name_, done.error().message));
+  if (moved.time_kernels)
+    for (double ms : stream.launch_times_ms()) moved.kernel_ms += ms;
   for (size_t i = 0; i < check_host.size(); ++i)
     if (auto bad = codegen::describe_check_failure(plan.steps[i].kernel, check_host[i].data()))
       return make_error(*bad);
@@ -462,6 +464,7 @@ Expected<std::vector<std::shared_ptr<Buffer>>> GpuDevice::execute(
   auto stream = acquire_stream();
   if (!stream) return make_error(fmt::format("{}: {}", name_, stream.error().message));
   Transfers moved;
+  moved.time_kernels = stats != nullptr && options_.time_kernels;
   auto results = run_plan(**plan, key, outputs, inputs, **stream, moved);
   // A stream whose batch failed may hold a half-recorded batch: it is dropped, not reused.
   if (results) {
@@ -478,6 +481,7 @@ Expected<std::vector<std::shared_ptr<Buffer>>> GpuDevice::execute(
   if (stats) {
     stats->upload_bytes = moved.up;
     stats->download_bytes = moved.down;
+    stats->device_ms = moved.kernel_ms;
   }
   return results;
 }

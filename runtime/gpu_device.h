@@ -89,6 +89,8 @@ class GpuDevice final : public Device {
   void log(LogComponent component, const std::string& message) const;
   struct Transfers {
     int64_t up = 0, down = 0;  // bytes
+    bool time_kernels = false;  // launch each kernel timed (RunStats::device_ms)
+    double kernel_ms = 0;       // sum of the timed launches' device times
   };
   // `outputs` name the results in messages (DeviceOptions::namer).
   Expected<std::vector<std::shared_ptr<Buffer>>> run_plan(const GpuPlan& plan, const StructuralKey& key,

@@ -45,6 +45,9 @@ void print_stats(const runtime::RunStats& s, const runtime::RunStats& last, int 
                s.download_bytes,
                repeat > 1 ? fmt::format(" (last run: {} to the device)", last.upload_bytes) : "");
   fmt::print("run: {:.3f} ms{}\n", s.run_ms, repeat > 1 ? fmt::format(" (median of {})", repeat) : "");
+  if (s.device_ms > 0)
+    fmt::print("device: {:.3f} ms in kernels{}\n", s.device_ms,
+               repeat > 1 ? fmt::format(" (median of {})", repeat) : "");
 }
 
 Expected<void> write_stats_json(const std::string& path, const runtime::RunStats& s) {
@@ -55,6 +58,7 @@ Expected<void> write_stats_json(const std::string& path, const runtime::RunStats
   j["compile_ms"] = s.compile_ms;
   j["plan_ms"] = s.plan_ms;
   j["run_ms"] = s.run_ms;
+  j["device_ms"] = s.device_ms;
   j["plan_source"] = s.plan_source;
   j["cache_hits"] = s.cache_hits;
   j["cache_misses"] = s.cache_misses;
@@ -90,6 +94,7 @@ int run_command(const RunOptions& o) {
   if (!options) return report_error(options.error().message);
   options->namer = make_namer(*graph);
   options->autotune = o.autotune;
+  options->time_kernels = o.stats || !o.stats_json.empty();
   // Command-line fuser flags win over kiln.toml.
   if (o.fusion.fuser_given) options->fuser = o.fusion.fuser;
   if (o.fusion.fuser_given || o.fusion.max_blocks || o.fusion.beam_width) options->beam = *beam;
@@ -106,7 +111,7 @@ int run_command(const RunOptions& o) {
   for (const auto& [name, node] : graph->outputs) outputs.push_back(node);
 
   runtime::RunStats first, last;
-  std::vector<double> run_ms;
+  std::vector<double> run_ms, device_ms;
   std::vector<std::shared_ptr<runtime::Buffer>> results;
   for (int r = 0; r < std::max(1, o.repeat); ++r) {
     runtime::RunStats s;
@@ -115,10 +120,13 @@ int run_command(const RunOptions& o) {
     if (r == 0) first = s;
     last = s;
     run_ms.push_back(s.run_ms);
+    device_ms.push_back(s.device_ms);
     results = std::move(*res);
   }
   std::sort(run_ms.begin(), run_ms.end());
+  std::sort(device_ms.begin(), device_ms.end());
   first.run_ms = run_ms[run_ms.size() / 2];
+  first.device_ms = device_ms[device_ms.size() / 2];
 
   if (!o.out_dir.empty()) {
     std::error_code ec;

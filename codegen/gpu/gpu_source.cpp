@@ -153,7 +153,7 @@ Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& par
   GpuSource out;
   out.entry = dialect == Dialect::cuda ? entry_name(kernel) : "main";
   out.launch = *launch;
-  out.strategy = strategy_name(st->kind);
+  out.strategy = st->cols > 1 ? "column-reduce" : strategy_name(st->kind);
   out.scratch_bytes = d.scratch_size();
   out.scratch_zero_bytes = d.scratch_zero_bytes();
   out.text = d.translation_unit(kernel, check, out.entry, launch->group_size, shared, em.take_root_text());

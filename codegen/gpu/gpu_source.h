@@ -48,6 +48,6 @@ Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& par
                                 CheckMode check = CheckMode::none);
 
 // Bump when the emitted text changes for the same kernel (part of GPU cache keys).
-inline constexpr const char* kGpuCodegenVersion = "kiln-gpu-3";
+inline constexpr const char* kGpuCodegenVersion = "kiln-gpu-4";
 
 }  // namespace kiln::codegen::gpu

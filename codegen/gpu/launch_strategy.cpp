@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
+
 #include <unordered_set>
+#include "codegen/gpu/lane_emitter.h"
 
 namespace kiln::codegen::gpu {
 
@@ -19,6 +22,11 @@ constexpr int64_t kMinMatmulSide = 8;
 // A workgroup per point (each reduction strided over the group) reads columns uncoalesced: only
 // worth it when one thread per point leaves the device mostly idle.
 constexpr int64_t kMaxPointsForGroupPerPoint = 2048;
+// Column workgroups (Strategy::cols > 1) read coalesced: worth it until one thread per point
+// (each folding its column alone) has enough threads to keep the device's memory busy.
+constexpr int64_t kMaxPointsForColumns = 65536;
+constexpr int64_t kMinColumns = 4;
+constexpr int64_t kColumnThreads = int64_t{1} << 18;
 
 int64_t product(const std::vector<int64_t>& v) {
   int64_t n = 1;
@@ -67,6 +75,35 @@ int heuristic_elementwise_block(int64_t points) {
 }
 
 int heuristic_matmul_tile(int64_t rows, int64_t cols) { return rows >= 64 && cols >= 64 ? 64 : 16; }
+
+void collect_loads(const Expr* e, std::unordered_set<const Expr*>& seen,
+                   std::vector<const Expr*>& out) {
+  if (!seen.insert(e).second) return;
+  if (e->kind == ExprKind::Load) out.push_back(e);
+  for (const Expr* a : e->args) collect_loads(a, seen, out);
+}
+
+int heuristic_columns(const kir::Kernel& k, const FreeVars& fv,
+                      const std::vector<const Expr*>& reduces) {
+  if (k.domain.empty() || k.domain.back() < kMinColumns) return 1;
+  const auto col = static_cast<int32_t>(k.domain.size() - 1);
+  int along_columns = 0, along_reduction = 0;
+  for (const Expr* r : reduces) {
+    std::unordered_set<const Expr*> seen;
+    std::vector<const Expr*> loads;
+    collect_loads(r->args[0], seen, loads);
+    for (const Expr* load : loads) {
+      if (!fv.uses(load, col)) continue;  // the same value for every column: cached
+      if (var_coefficient(load->args[0], col, fv) == 1)
+        ++along_columns;
+      else if (var_coefficient(load->args[0], r->rvars.back(), fv) == 1)
+        ++along_reduction;
+    }
+  }
+  if (along_columns <= along_reduction) return 1;
+  return static_cast<int>(
+      std::min<int64_t>(kMaxColumns, std::bit_ceil(static_cast<uint64_t>(k.domain.back()))));
+}
 
 std::optional<MatmulShape> recognize_matmul(const kir::Kernel& k, const FreeVars& fv) {
   const auto rank = static_cast<int32_t>(k.domain.size());
@@ -126,6 +163,7 @@ std::string splits_blocker(const kir::Kernel& k, const Strategy& st) {
         return "a row reduction reads another one (the whole row's result is needed first)";
   }
   const int64_t rows = row_count(k, st);
+  if (st.cols > 1) return "a workgroup already shares its reductions over several columns";
   if (rows > kMaxSplitRows) return fmt::format("{} rows (over {}) already fill the device", rows, kMaxSplitRows);
   return "";
 }
@@ -151,7 +189,6 @@ Strategy choose_strategy(const kir::Kernel& k, const FreeVars& fv) {
   // Prefer sharing the innermost axis (softmax rows); else a workgroup per point.
   for (int32_t row_vars : {rank - 1, rank}) {
     if (row_vars < 0) continue;
-    if (row_vars == rank && product(k.domain) > kMaxPointsForGroupPerPoint) continue;
     int64_t longest = 0;
     std::vector<const Expr*> found;
     for (const Expr* e : kir::kernel_exprs(k)) {  // operands first
@@ -161,12 +198,22 @@ Strategy choose_strategy(const kir::Kernel& k, const FreeVars& fv) {
       longest = std::max(longest, reduce_size(e));
     }
     if (longest < kMinRowReduce) continue;
+    const int cols = row_vars == rank ? heuristic_columns(k, fv, found) : 1;
+    if (row_vars == rank &&
+        product(k.domain) > (cols > 1 ? kMaxPointsForColumns : kMaxPointsForGroupPerPoint))
+      continue;
     s.kind = Strategy::Kind::row_reduce;
     s.row_vars = row_vars;
     s.row_reduces = std::move(found);
+    s.cols = cols;
     const int64_t width = std::max(longest, row_vars < rank ? k.domain.back() : 1);
     s.group_size = 32;
-    while (s.group_size < 256 && s.group_size < width) s.group_size *= 2;
+    while (s.group_size < 256 && s.group_size < width * cols) s.group_size *= 2;
+    // Few column groups: more slices per column, up to kColumnThreads threads in all.
+    const int64_t groups = product(k.domain) / cols;
+    while (cols > 1 && s.group_size < 1024 && groups * s.group_size < kColumnThreads &&
+           longest >= int64_t{s.group_size * 2 / cols} * 8)
+      s.group_size *= 2;
     s.splits = heuristic_splits(k, s);
     break;
   }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "codegen/gpu/c_expr_emitter.h"
@@ -34,6 +35,11 @@ struct Strategy {
   int lanes = 1;
   // row_reduce: workgroups sharing each row (codegen/gpu/row_reduce_writer.cpp); 1: one per row.
   int splits = 1;
+  // row_reduce with a workgroup per point (row_vars == domain.size()): consecutive points of the
+  // innermost axis a workgroup computes together, group_size / cols threads folding each. More
+  // than 1 when the reductions read along that axis (a column reduction: gemv, a sum over rows),
+  // so that a warp's loads are consecutive in memory.
+  int cols = 1;
   std::vector<const kir::Expr*> row_reduces;
   MatmulShape matmul;
 };
@@ -59,6 +65,18 @@ std::string splits_blocker(const kir::Kernel& k, const Strategy& st);
 // (about kSplitTargetGroups in all), each thread still folding at least 8 elements.
 inline constexpr int64_t kSplitTargetGroups = 256;
 int heuristic_splits(const kir::Kernel& k, const Strategy& st);
+
+// Appends the loads `e` reads (not in `seen`, which gains every expression visited), reductions'
+// bodies included.
+void collect_loads(const kir::Expr* e, std::unordered_set<const kir::Expr*>& seen,
+                   std::vector<const kir::Expr*>& out);
+
+// The points of the innermost axis a workgroup per point should take together (Strategy::cols):
+// 1, or up to kMaxColumns when the loads inside the reductions that vary along that axis move by
+// one element along it more often than along their own innermost reduction variable.
+inline constexpr int kMaxColumns = 32;
+int heuristic_columns(const kir::Kernel& k, const FreeVars& fv,
+                      const std::vector<const kir::Expr*>& reduces);
 
 std::optional<MatmulShape> recognize_matmul(const kir::Kernel& k, const FreeVars& fv);
 Strategy choose_strategy(const kir::Kernel& k, const FreeVars& fv);

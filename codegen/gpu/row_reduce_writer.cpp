@@ -7,9 +7,23 @@
 // buffer, fences, and counts the row's finished parts with an atomic; the group that finishes
 // last reads the S partials back (bypassing incoherent caches), combines them the same way and
 // writes the row's points, then resets the row's counter for the next launch.
+//
+// Without splits, a row input that several passes read (softmax reads x for its max, its sum and
+// its output) is staged: the group copies the row's values into shared memory once and every pass
+// reads them there, so the row crosses the memory bus once (a re-read from L2 misses when the rows
+// in flight outgrow it). Loads x[base + v] qualify, base reading only row variables and v a
+// reduction's variable or the innermost one, while the staged rows fit kStageBytes.
+//
+// With cols C > 1 (a workgroup per point, reductions reading along the innermost axis), a
+// workgroup takes C consecutive points of that axis: thread lid works on column lid % C and folds
+// the slice lid / C, lid / C + G / C, ... of its reductions, so that a warp's loads are
+// consecutive; the tree combines the slices of each column. Columns past the end compute the
+// last column again (every thread must reach the barriers) and store nothing.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
+#include <unordered_set>
 
 #include "codegen/gpu/strategy_writers.h"
 
@@ -30,22 +44,30 @@ std::string arg_merge_text(DialectText& d, const kir::Expr* r, const std::string
                      i, acc_i, acc, v, acc_i, i);
 }
 
-// The tree combination of partial results in shared memory; thread 0 ends with the total.
-void write_tree(CExprEmitter& em, Scope* row, const kir::Expr* r, int g, const std::string& sh,
-                const std::string& shi) {
+// The tree combination of partial results in shared memory over the group's g / cols slices;
+// thread c (c < cols) ends with column c's total.
+void write_tree(CExprEmitter& em, Scope* row, const kir::Expr* r, int g, int cols,
+                const std::string& sh, const std::string& shi) {
   DialectText& d = em.dialect();
   const DType bt = r->args[0]->dtype;
   std::string combine;
-  const std::string a = fmt::format("{}[tid]", sh), b = fmt::format("{}[tid + s]", sh);
+  const std::string other = cols == 1 ? "tid + s" : fmt::format("tid + s * {}u", cols);
+  const std::string a = fmt::format("{}[tid]", sh), b = fmt::format("{}[{}]", sh, other);
   if (is_arg_reduce(r)) {
-    combine = arg_merge_text(d, r, a, fmt::format("{}[tid]", shi), b, fmt::format("{}[tid + s]", shi));
+    combine =
+        arg_merge_text(d, r, a, fmt::format("{}[tid]", shi), b, fmt::format("{}[{}]", shi, other));
   } else {
     combine = fmt::format("{} = {};", a, reduce_step_text(d, r->reduce_op, bt, a, b));
   }
   em.append(row, d.barrier());
-  em.append(row, fmt::format("for (uint s = {}u; s > 0u; s >>= 1u) {{ if (tid < s) {{ {} }} {} }}",
-                             g / 2, combine, d.barrier()));
+  em.append(row, fmt::format("for (uint s = {}u; s > 0u; s >>= 1u) {{ if ({} < s) {{ {} }} {} }}",
+                             g / cols / 2, cols == 1 ? "tid" : "kiln_slice", combine, d.barrier()));
 }
+
+// Shared memory for staged rows: within CUDA's 48 KiB of static shared memory, and Vulkan's
+// guaranteed minimum of 16 KiB (the trees' arrays take the rest).
+constexpr int64_t kStageBytesCuda = 32 * 1024;
+constexpr int64_t kStageBytesGlsl = 12 * 1024;
 
 // A reduction's value and (arg reductions) index, in registers of the row scope.
 struct Partial {
@@ -55,7 +77,13 @@ struct Partial {
 class RowReduceWriter {
  public:
   RowReduceWriter(CExprEmitter& em, const kir::Kernel& k, const Strategy& st, std::string& shared)
-      : em_(em), d_(em.dialect()), k_(k), st_(st), g_(st.group_size), shared_(shared) {}
+      : em_(em),
+        d_(em.dialect()),
+        k_(k),
+        st_(st),
+        g_(st.group_size),
+        cols_(st.cols),
+        shared_(shared) {}
 
   Expected<LaunchShape> write();
 
@@ -72,6 +100,28 @@ class RowReduceWriter {
   // Combines `folded` (one value per thread) over the group with the tree.
   Partial combine(Scope* row, const kir::Expr* r, const Partial& folded);
   Expected<void> write_points(Scope* row);
+  Expected<LaunchShape> write_columns();
+  // Chooses the staged rows (stages_) and declares their shared arrays.
+  void plan_stages();
+  // Copies the staged rows of the current row into shared memory.
+  Expected<void> write_stages(Scope* row);
+  // Binds, in `s`, the staged loads that read along `var` to their shared copies.
+  void bind_stages(Scope* s, int32_t var);
+  // A staged row's index (GLSL indexes shared arrays with 32-bit integers).
+  std::string stage_index(const std::string& i) const { return d_.cuda() ? i : "int(" + i + ")"; }
+
+  // A row staged in shared memory: `name`[i] = load of parameter `buf` at base + i, i < extent.
+  struct Stage {
+    int32_t buf;
+    const kir::Expr* base;
+    int64_t extent;
+    DType dtype;
+    std::string name;
+    const kir::Expr* sample = nullptr;  // one of its loads, and the variable it reads along
+    int32_t sample_var = -1;
+    std::vector<std::pair<int32_t, const kir::Expr*>> loads;  // (variable, load) of every pass
+  };
+  std::vector<Stage> stages_;
   Expected<void> write_split_tail(Scope* row, const std::vector<Partial>& partials);
 
   CExprEmitter& em_;
@@ -79,6 +129,7 @@ class RowReduceWriter {
   const kir::Kernel& k_;
   const Strategy& st_;
   const int g_;
+  const int cols_;  // Strategy::cols: g_ / cols_ threads fold each column
   std::string& shared_;
   std::vector<std::string> declared_;
 };
@@ -99,15 +150,104 @@ Partial RowReduceWriter::combine(Scope* row, const kir::Expr* r, const Partial& 
   const DType bt = r->args[0]->dtype;
   em_.append(row, fmt::format("{}[tid] = {};", sh, folded.value));
   if (is_arg_reduce(r)) em_.append(row, fmt::format("{}[tid] = {};", shi, folded.index));
-  write_tree(em_, row, r, g_, sh, shi);
+  write_tree(em_, row, r, g_, cols_, sh, shi);
   Partial out{em_.fresh("red"), ""};
-  em_.append(row, fmt::format("{} {} = {}[0];", d_.reg_type(bt), out.value, sh));
+  const std::string total = cols_ == 1 ? "0" : "kiln_column";
+  em_.append(row, fmt::format("{} {} = {}[{}];", d_.reg_type(bt), out.value, sh, total));
   if (is_arg_reduce(r)) {
     out.index = em_.fresh("ridx");
-    em_.append(row, fmt::format("int {} = {}[0];", out.index, shi));
+    em_.append(row, fmt::format("int {} = {}[{}];", out.index, shi, total));
   }
   em_.append(row, d_.barrier());  // before the next reduction overwrites the shared arrays
   return out;
+}
+
+void RowReduceWriter::plan_stages() {
+  const auto rank = static_cast<int32_t>(k_.domain.size());
+  if (st_.splits != 1 || cols_ != 1 || st_.row_vars != rank - 1) return;
+  const FreeVars fv(k_);
+  // The passes over the row: each row reduction (its one variable) and the stores (the innermost).
+  std::vector<std::tuple<int32_t, int64_t, std::vector<const kir::Expr*>>> passes;
+  for (const kir::Expr* r : st_.row_reduces) {
+    if (r->rvars.size() != 1) continue;
+    std::unordered_set<const kir::Expr*> seen;
+    std::vector<const kir::Expr*> loads;
+    collect_loads(r->args[0], seen, loads);
+    passes.emplace_back(r->rvars[0], r->rextents[0], std::move(loads));
+  }
+  {
+    std::unordered_set<const kir::Expr*> seen(st_.row_reduces.begin(), st_.row_reduces.end());
+    std::vector<const kir::Expr*> loads;
+    for (const kir::Store& st : k_.stores) {
+      collect_loads(st.value, seen, loads);
+      collect_loads(st.index, seen, loads);
+    }
+    passes.emplace_back(rank - 1, k_.domain.back(), std::move(loads));
+  }
+  std::vector<Stage> found;
+  std::vector<int> pass_count;
+  for (size_t p = 0; p < passes.size(); ++p) {
+    const auto& [var, extent, loads] = passes[p];
+    for (const kir::Expr* load : loads) {
+      const kir::Expr* index = load->args[0];
+      if (index->kind != kir::ExprKind::Alu || index->alu != kir::Alu::Add) continue;
+      const kir::Expr* base = nullptr;
+      for (int i = 0; i < 2; ++i)
+        if (index->args[i]->kind == kir::ExprKind::Var && index->args[i]->var == var)
+          base = index->args[1 - i];
+      if (base == nullptr ||
+          !std::ranges::all_of(fv.of(base), [&](int32_t v) { return v < st_.row_vars; }))
+        continue;
+      auto it = std::ranges::find_if(found, [&](const Stage& st) {
+        return st.buf == load->buf && st.base == base && st.extent == extent &&
+               st.dtype == load->dtype;
+      });
+      if (it == found.end()) {
+        found.push_back({load->buf, base, extent, load->dtype, "", load, var, {}});
+        pass_count.push_back(0);
+        it = found.end() - 1;
+      }
+      const auto i = static_cast<size_t>(it - found.begin());
+      if (std::ranges::none_of(it->loads, [&](const auto& l) { return l.first == var; }))
+        ++pass_count[i];
+      it->loads.emplace_back(var, load);
+    }
+  }
+  int64_t bytes = 0;
+  const int64_t limit = d_.cuda() ? kStageBytesCuda : kStageBytesGlsl;
+  for (size_t i = 0; i < found.size(); ++i) {
+    const int64_t row_bytes = found[i].extent * std::max(4, ir::dtype_size(found[i].dtype));
+    if (pass_count[i] < 2 || bytes + row_bytes > limit) continue;
+    bytes += row_bytes;
+    found[i].name = fmt::format("kiln_stage{}", stages_.size());
+    shared_ += d_.shared_decl(d_.reg_type(found[i].dtype), found[i].name, found[i].extent);
+    stages_.push_back(std::move(found[i]));
+  }
+}
+
+Expected<void> RowReduceWriter::write_stages(Scope* row) {
+  if (stages_.empty()) return {};
+  for (const Stage& st : stages_) {
+    const std::string i = em_.fresh("si");
+    Scope* copy =
+        em_.open(row, fmt::format("for ({0} {1} = lid; {1} < {2}; {1} += {3})", d_.i64_type(), i,
+                                  d_.i64_lit(st.extent), d_.i64_lit(g_)));
+    em_.bind_var(copy, st.sample_var, i);
+    Expected<std::string> v = em_.emit(st.sample);
+    if (!v) return std::unexpected(v.error());
+    em_.append(copy, fmt::format("{}[{}] = {};", st.name, stage_index(i), *v));
+    em_.close(copy);
+  }
+  em_.append(row, d_.barrier());
+  return {};
+}
+
+void RowReduceWriter::bind_stages(Scope* s, int32_t var) {
+  for (const Stage& st : stages_)
+    for (const auto& [v, load] : st.loads)
+      if (v == var)
+        em_.bind_expr(s, load,
+                      fmt::format("{}[{}]", st.name, stage_index(fmt::format("v{}", var))));
 }
 
 void RowReduceWriter::bind_result(Scope* s, const kir::Expr* r, const Partial& total) {
@@ -133,10 +273,14 @@ Expected<Partial> RowReduceWriter::fold(Scope* row, const kir::Expr* r, const st
   const Partial acc = *started;
   const std::string f = em_.fresh("f");
   const int64_t n = product(r->rextents, 0, r->rextents.size());
-  const std::string start = part.empty() ? "lid" : fmt::format("{} * {} + lid", part, d_.i64_lit(g_));
-  Scope* coop = em_.open(row, fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += {4})", d_.i64_type(), f,
-                                          start, d_.i64_lit(n), d_.i64_lit(int64_t{g_} * st_.splits)));
+  const std::string first = cols_ == 1 ? "lid" : d_.cast(d_.i64_type(), "kiln_slice");
+  const std::string start =
+      part.empty() ? first : fmt::format("{} * {} + lid", part, d_.i64_lit(g_));
+  Scope* coop = em_.open(
+      row, fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += {4})", d_.i64_type(), f, start,
+                       d_.i64_lit(n), d_.i64_lit(int64_t{g_ / cols_} * st_.splits)));
   bind_flat(em_, coop, r->rextents, r->rvars, f);
+  if (r->rvars.size() == 1) bind_stages(coop, r->rvars[0]);
   Expected<std::string> v = em_.emit(r->args[0]);
   if (!v) return std::unexpected(v.error());
   if (is_arg_reduce(r))
@@ -153,10 +297,18 @@ Expected<Partial> RowReduceWriter::fold(Scope* row, const kir::Expr* r, const st
 Expected<void> RowReduceWriter::write_points(Scope* row) {
   const size_t rank = k_.domain.size();
   const bool per_point = static_cast<size_t>(st_.row_vars) == rank;
-  Scope* cols = per_point ? em_.open(row, fmt::format("if (lid == {})", d_.i64_lit(0)))
-                          : em_.open(row, fmt::format("for ({0} v{1} = lid; v{1} < {2}; v{1} += {3})", d_.i64_type(),
-                                                      rank - 1, d_.i64_lit(k_.domain.back()), d_.i64_lit(g_)));
-  if (!per_point) em_.bind_var(cols, static_cast<int32_t>(rank - 1), fmt::format("v{}", rank - 1));
+  const std::string first =
+      cols_ == 1 ? fmt::format("lid == {}", d_.i64_lit(0))
+                 : fmt::format("kiln_slice == 0u && kiln_col < {}", d_.i64_lit(k_.domain.back()));
+  Scope* cols = per_point
+                    ? em_.open(row, fmt::format("if ({})", first))
+                    : em_.open(row, fmt::format("for ({0} v{1} = lid; v{1} < {2}; v{1} += {3})",
+                                                d_.i64_type(), rank - 1,
+                                                d_.i64_lit(k_.domain.back()), d_.i64_lit(g_)));
+  if (!per_point) {
+    em_.bind_var(cols, static_cast<int32_t>(rank - 1), fmt::format("v{}", rank - 1));
+    bind_stages(cols, static_cast<int32_t>(rank - 1));
+  }
   if (Expected<void> r = emit_stores(em_, cols, k_); !r) return r;
   em_.close(cols);
   return {};
@@ -214,6 +366,37 @@ Expected<void> RowReduceWriter::write_split_tail(Scope* row, const std::vector<P
   return {};
 }
 
+// A workgroup per cols_ consecutive points of the innermost axis (cols_ > 1, splits 1).
+Expected<LaunchShape> RowReduceWriter::write_columns() {
+  const std::string L = d_.i64_type();
+  const size_t rank = k_.domain.size();
+  const int64_t width = k_.domain.back(), tiles = ceil_div(width, cols_);
+  const int64_t groups = product(k_.domain, 0, rank - 1) * tiles;  // lid and tid: write()
+  em_.append(em_.root(), fmt::format("uint kiln_column = tid % {}u;", cols_));
+  em_.append(em_.root(), fmt::format("uint kiln_slice = tid / {}u;", cols_));
+  Scope* row =
+      em_.open(em_.root(), fmt::format("for ({0} row = {1}; row < {2}; row += {3})", L,
+                                       d_.group_id(), d_.i64_lit(groups), d_.num_groups()));
+  em_.append(row, fmt::format("{} kiln_col = (row % {}) * {} + {};", L, d_.i64_lit(tiles),
+                              d_.i64_lit(cols_), d_.cast(L, "kiln_column")));
+  if (rank > 1) {
+    em_.append(row, fmt::format("{} kiln_outer = row / {};", L, d_.i64_lit(tiles)));
+    bind_flat(em_, row, k_.domain, iota_vars(rank - 1), "kiln_outer");
+  }
+  const std::string last = fmt::format("v{}", rank - 1);
+  em_.append(row, fmt::format("{} {} = kiln_col < {} ? kiln_col : {};", L, last, d_.i64_lit(width),
+                              d_.i64_lit(width - 1)));
+  em_.bind_var(row, static_cast<int32_t>(rank - 1), last);
+  for (const kir::Expr* r : st_.row_reduces) {  // operands first: inner reductions are bound first
+    Expected<Partial> res = fold(row, r, "");
+    if (!res) return std::unexpected(res.error());
+    bind_result(row, r, *res);
+  }
+  if (Expected<void> w = write_points(row); !w) return std::unexpected(w.error());
+  em_.close(row);
+  return LaunchShape{std::clamp<int64_t>(groups, 1, kMaxGroups), g_};
+}
+
 Expected<LaunchShape> RowReduceWriter::write() {
   const auto rv = static_cast<size_t>(st_.row_vars);
   const int64_t rows = row_count(k_, st_);
@@ -221,16 +404,21 @@ Expected<LaunchShape> RowReduceWriter::write() {
   const std::string L = d_.i64_type();
   em_.append(em_.root(), fmt::format("{} lid = {};", L, d_.local_id()));
   em_.append(em_.root(), "uint tid = uint(lid);");
+  if (cols_ > 1) return write_columns();
   if (S == 1) {
+    plan_stages();
     Scope* row = em_.open(em_.root(), fmt::format("for ({0} row = {1}; row < {2}; row += {3})", L,
                                                   d_.group_id(), d_.i64_lit(rows), d_.num_groups()));
     if (rv > 0) bind_flat(em_, row, k_.domain, iota_vars(rv), "row");
+    if (Expected<void> w = write_stages(row); !w) return std::unexpected(w.error());
     for (const kir::Expr* r : st_.row_reduces) {  // operands first: inner reductions are bound first
       Expected<Partial> res = fold(row, r, "");
       if (!res) return std::unexpected(res.error());
       bind_result(row, r, *res);
     }
     if (Expected<void> w = write_points(row); !w) return std::unexpected(w.error());
+    // The next row's staging overwrites what slower threads may still read.
+    if (!stages_.empty()) em_.append(row, d_.barrier());
     em_.close(row);
     return LaunchShape{std::clamp<int64_t>(rows, 1, kMaxGroups), g_};
   }

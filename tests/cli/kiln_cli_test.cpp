@@ -74,6 +74,29 @@ TEST_F(KilnCli, RunWritesOutputsAndStatsJson) {
   EXPECT_EQ(j["groups"][0].back(), "%z");
 }
 
+// On a GPU, --stats and --stats-json give the kernels' own time (timestamps) beside run_ms; on
+// the cpu there is none to give (device_ms 0, no `device:` line).
+TEST_F(KilnCli, StatsGiveTheGpuKernelsDeviceTime) {
+  auto g = write("g.kg", kAddGraph);
+  auto stats = dir_ / "stats.json";
+  Result cpu = run_kiln("run " + g + " --random-inputs --stats --stats-json " + stats.string());
+  ASSERT_EQ(cpu.code, 0) << cpu.out;
+  EXPECT_EQ(cpu.out.find("device: "), std::string::npos) << cpu.out;
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(stats))["device_ms"], 0.0);
+  Result gpu =
+      run_kiln("run " + g + " --random-inputs --device vulkan:0 --repeat 3 --stats --stats-json " +
+               stats.string());
+  if (gpu.out.find("vulkan:0 is not available") != std::string::npos ||
+      gpu.out.find("libvulkan") != std::string::npos)
+    GTEST_SKIP() << gpu.out;
+  ASSERT_EQ(gpu.code, 0) << gpu.out;
+  EXPECT_NE(gpu.out.find("ms in kernels (median of 3)"), std::string::npos) << gpu.out;
+  auto j = nlohmann::json::parse(std::ifstream(stats));
+  ASSERT_TRUE(j["device_ms"].is_number());
+  EXPECT_GT(j["device_ms"].get<double>(), 0.0);
+  EXPECT_LE(j["device_ms"].get<double>(), j["run_ms"].get<double>());
+}
+
 TEST_F(KilnCli, MissingInputIsOneClearError) {
   auto g = write("g.kg", kAddGraph);
   Result r = run_kiln("run " + g + " --input x=" + npy("x.npy", kiln::ir::DType::f32, {2, 3}, 0) +

@@ -108,6 +108,48 @@ inline kir::Kernel reduce_kernel(DType t, int64_t rows, int64_t extent) {
   return k;
 }
 
+// Per dtype, column reductions: out_r[o, c] = R over v<rows of x[o, v, c] for every reduction R
+// (the reductions read along the innermost output axis: Strategy::cols).
+inline kir::Kernel column_kernel(DType t, int64_t outer, int64_t rows, int64_t cols) {
+  kir::Kernel k;
+  k.name = fmt::format("columns_{}_{}x{}x{}", ir::dtype_name(t), outer, rows, cols);
+  k.arena = std::make_shared<kir::ExprArena>();
+  kir::ExprArena& a = *k.arena;
+  const DType L = DType::i64;
+  k.domain = {outer, cols};
+  k.params = {{t, {outer, rows, cols}, false, "x"}};
+  const kir::Expr* plane = a.alu(Alu::Mul, L, {a.alu(Alu::Add, L, {a.alu(Alu::Mul, L, {a.var(0), a.index(rows)}), a.var(2)}), a.index(cols)});
+  const kir::Expr* x = a.load(0, t, a.alu(Alu::Add, L, {plane, a.var(1)}));
+  const kir::Expr* self = a.alu(Alu::Add, L, {a.alu(Alu::Mul, L, {a.var(0), a.index(cols)}), a.var(1)});
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min, ReduceOp::ArgMax, ReduceOp::ArgMin}) {
+    if (!op_allowed(op, t)) continue;
+    const DType rt = is_arg(op) ? DType::i32 : t;
+    k.params.push_back({rt, {outer, cols}, true, "o"});
+    k.stores.push_back({static_cast<int32_t>(k.params.size() - 1), self, a.reduce(op, rt, x, {2}, {rows})});
+  }
+  return k;
+}
+
+// softmax over the leading axis of x[rows, cols]: a column max feeding a column sum whose body
+// reads it, both reading along the innermost axis.
+inline kir::Kernel column_softmax_kernel(int64_t rows, int64_t cols) {
+  kir::Kernel k;
+  k.name = fmt::format("column_softmax_{}x{}", rows, cols);
+  k.arena = std::make_shared<kir::ExprArena>();
+  kir::ExprArena& a = *k.arena;
+  const DType f = DType::f32, L = DType::i64;
+  k.domain = {rows, cols};
+  k.params = {{f, {rows, cols}, false, "x"}, {f, {rows, cols}, true, "y"}};
+  auto at = [&](const kir::Expr* r) {
+    return a.load(0, f, a.alu(Alu::Add, L, {a.alu(Alu::Mul, L, {r, a.index(cols)}), a.var(1)}));
+  };
+  const kir::Expr* mx = a.reduce(ReduceOp::Max, f, at(a.var(2)), {2}, {rows});
+  const kir::Expr* sum = a.reduce(ReduceOp::Sum, f, a.alu(Alu::Exp, f, {a.alu(Alu::Sub, f, {at(a.var(3)), mx})}), {3}, {rows});
+  const kir::Expr* self = a.alu(Alu::Add, L, {a.alu(Alu::Mul, L, {a.var(0), a.index(cols)}), a.var(1)});
+  k.stores.push_back({1, self, a.alu(Alu::Div, f, {a.alu(Alu::Exp, f, {a.alu(Alu::Sub, f, {at(a.var(0)), mx})}), sum})});
+  return k;
+}
+
 // softmax-like: a row max feeding a row sum whose body reads the max, and a reduction over two
 // variables nested in a per-column one.
 inline kir::Kernel nested_kernel(int64_t rows, int64_t cols) {
@@ -298,18 +340,19 @@ inline std::vector<CheckMode> modes_for(const kir::Kernel& k) {
 }
 
 // The kernels of one dtype: its ALU ops and casts, and its reductions as a row-reduce, a
-// whole-input reduce and short per-thread loops.
+// whole-input reduce, short per-thread loops and column reductions.
 inline std::vector<kir::Kernel> dtype_kernels(DType t, size_t max_outputs) {
   std::vector<kir::Kernel> ks = alu_kernels(t, max_outputs);
   ks.push_back(reduce_kernel(t, 4, 100));
   ks.push_back(reduce_kernel(t, 0, 1000));
   ks.push_back(reduce_kernel(t, 300, 7));
+  ks.push_back(column_kernel(t, 3, 100, 37));
   return ks;
 }
 
 // Nested reductions and matmuls (with a cast prologue, a bias + relu epilogue, ragged tiles).
 inline std::vector<kir::Kernel> shape_kernels() {
-  return {nested_kernel(8, 64), matmul_kernel(1, 40, 24, 33), matmul_kernel(3, 17, 50, 16),
+  return {nested_kernel(8, 64), column_softmax_kernel(90, 40), matmul_kernel(1, 40, 24, 33), matmul_kernel(3, 17, 50, 16),
           matmul_kernel(2, 70, 130, 40)};  // 64 x 64 tiles, 4 x 4 outputs per thread
 }
 

@@ -98,6 +98,57 @@ TEST(GpuVulkanDiffTest, SplitRowsMatchTheCpuBackend) {
   run_both(reduce_kernel(DType::i32, 2, 5000), CheckMode::enforce, seed++, TuneParams{.splits = 64});
 }
 
+// Column reductions (a workgroup per 32 consecutive output points, its threads folding slices
+// of each column) give the cpu backend's results: every reduction of every dtype (integer
+// inputs tie often: arg reductions keep the first index across slices), a ragged last tile,
+// columns fewer than 32, nested column reductions, tuned group sizes and checked modes.
+TEST(GpuVulkanDiffTest, ColumnReductionsMatchTheCpuBackend) {
+  if (!runner().gpu) GTEST_SKIP() << "vulkan:0 is not available";
+  ASSERT_TRUE(runner().cpu);
+  uint32_t seed = 600;
+  for (DType t : ir::kAllDTypes) {
+    const kir::Kernel k = column_kernel(t, 3, 100, 37);
+    auto src = emit_source(k, {}, Dialect::glsl);
+    ASSERT_TRUE(src.has_value()) << src.error().message;
+    EXPECT_EQ(src->strategy, "column-reduce") << k.name;
+    run_both(k, CheckMode::none, seed++);
+    run_both(column_kernel(t, 1, 64, 5), CheckMode::none, seed++);
+  }
+  const kir::Kernel softmax = column_softmax_kernel(90, 40);
+  ASSERT_EQ(emit_source(softmax, {}, Dialect::glsl)->strategy, "column-reduce");
+  run_both(softmax, CheckMode::none, seed++);
+  for (int block : {32, 64, 1024})
+    run_both(column_kernel(DType::f32, 2, 300, 70), CheckMode::none, seed++,
+             TuneParams{.block_size = block});
+  run_both(column_kernel(DType::i32, 2, 50, 33), CheckMode::validate, seed++);
+  run_both(column_kernel(DType::f16, 2, 50, 33), CheckMode::enforce, seed++);
+}
+
+// Rows that several passes read are copied into shared memory once (softmax: max, sum, output;
+// centered: two sums and the output) and give the cpu backend's results, in checked modes too;
+// rows too long for the shared memory budget are read from memory by every pass.
+TEST(GpuVulkanDiffTest, StagedRowsMatchTheCpuBackend) {
+  if (!runner().gpu) GTEST_SKIP() << "vulkan:0 is not available";
+  ASSERT_TRUE(runner().cpu);
+  const auto staged = [](const kir::Kernel& k) {
+    auto src = emit_source(k, {}, Dialect::glsl);
+    return src.has_value() && src->text.find("kiln_stage0[") != std::string::npos;
+  };
+  uint32_t seed = 700;
+  for (const kir::Kernel& k :
+       {nested_kernel(8, 64), centered_kernel(5, 1000), centered_kernel(3, 33)}) {
+    EXPECT_TRUE(staged(k)) << k.name;
+    run_both(k, CheckMode::none, seed++);
+    run_both(k, CheckMode::validate, seed++);
+    run_both(k, CheckMode::enforce, seed++, TuneParams{.block_size = 32});
+  }
+  const kir::Kernel long_rows = centered_kernel(2, 5000);
+  EXPECT_FALSE(staged(long_rows)) << "20000 bytes a row exceed the GLSL staging budget";
+  run_both(long_rows, CheckMode::none, seed++);
+  EXPECT_FALSE(staged(reduce_kernel(DType::f32, 4, 100)))
+      << "one pass reads the row: nothing to stage";
+}
+
 TEST(GpuVulkanDiffTest, CheckedKernelsKeepInRangeResults) {
   if (!runner().gpu) GTEST_SKIP() << "vulkan:0 is not available";
   run_both(reduce_kernel(DType::f32, 4, 100), CheckMode::validate, 7);

@@ -4,6 +4,7 @@
 #include "runtime/config.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -82,6 +83,23 @@ double tolerance(ir::DType dtype) {
   return 0;
 }
 
+namespace {
+
+// Graphs compared and outputs that matched, printed when the test process ends (the GPU check's
+// report counts them: scripts/gpu-check.sh).
+struct Tally {
+  std::string device;
+  int graphs = 0, outputs = 0, matched = 0;
+  ~Tally() {
+    if (graphs > 0)
+      std::printf("conformance: %d graphs, %d of %d outputs matched the reference on %s\n", graphs,
+                  matched, outputs, device.c_str());
+  }
+};
+Tally tally;
+
+}  // namespace
+
 void expect_matches_reference(Case& c, const std::vector<const ir::Node*>& outputs,
                               const std::string& what) {
   auto dut = device_under_test();
@@ -102,7 +120,10 @@ void expect_matches_reference(Case& c, const std::vector<const ir::Node*>& outpu
   ASSERT_TRUE(got.has_value()) << what << ": " << device.name() << ": " << got.error().message;
   auto want = reference_device().execute(c.graph, outputs, ref_in);
   ASSERT_TRUE(want.has_value()) << what << ": reference: " << want.error().message;
+  tally.device = device.name();
+  ++tally.graphs;
   for (size_t o = 0; o < outputs.size(); ++o) {
+    ++tally.outputs;
     ir::HostTensor g = (*got)[o]->to_host(), w = (*want)[o]->to_host();
     ASSERT_EQ(g.dtype, outputs[o]->dtype) << what;
     ASSERT_EQ(g.shape, w.shape) << what;
@@ -120,6 +141,7 @@ void expect_matches_reference(Case& c, const std::vector<const ir::Node*>& outpu
                       << " reference " << b << " (tolerance " << tol << ")";
       }
     }
+    if (bad == 0) ++tally.matched;
   }
 }
 

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Everything kiln checks on a real NVIDIA GPU, in one script (docs/gpu.md).
+#
+#   scripts/gpu-check.sh bundle
+#       On a machine without a GPU (the README's dependencies installed): builds build-gpu/ with
+#       -DKILN_GPU_CHECK_BUILD=ON (the kiln tool and the cuda:0 suites, stripped), copies the shared
+#       libraries they need into build-gpu/lib, writes the GPU-sized workload graphs, warms a kernel
+#       cache for them and for examples/ with `kiln warm --target cuda --arch sm_90`, and packs it
+#       all into .gpu/bundle.tar.xz (well under the 64 MiB a GPU run can carry).
+#   scripts/gpu-check.sh run [tests|bench|all] [REPORT_DIR]
+#       On the GPU machine, from the repository root with .gpu/ beside it: unpacks the bundle and
+#       runs, writing logs and REPORT_DIR/gpu-report.md (default .gpu/report):
+#         tests: ctest -L gpu (the CUDA driver tests, the conformance suites and the random-graph
+#                fuzz on cuda:0); `kiln run` of every example on cuda:0 checked against cpu; every
+#                example and workload run with the warmed cache, which must compile nothing;
+#         bench: the workloads at GPU sizes next to PyTorch eager and torch.compile
+#                (scripts/gpu/workloads.py).
+#       Exits 1 if any check failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=build-gpu
+bins="$build/tools/kiln $build/tests/conformance/kiln_conformance_tests
+      $build/tests/conformance/kiln_fuzz_tests $build/tests/runtime/kiln_cuda_backend_gpu_tests"
+
+bundle() {
+  set -e
+  cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_GPU_CHECK_BUILD=ON >/dev/null
+  cmake --build $build -j "$(nproc)"
+  # Every shared library beyond the C and C++ runtimes (and zlib, zstd, xz) that all Linux
+  # distributions have; the executables find them through their DT_RPATH, build-gpu/lib.
+  rm -rf $build/lib && mkdir -p $build/lib
+  # shellcheck disable=SC2086
+  ldd $bins | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so* | libm.so* | libstdc++* | libgcc_s* | libpthread* | libdl.so* | librt.so* | \
+      ld-linux* | libz.so* | libzstd* | liblzma*) ;;
+      *) cp -L "$lib" $build/lib/ ;;
+    esac
+  done
+  rm -rf $build/gpu-graphs && python3 scripts/gpu/workloads.py graphs $build/gpu-graphs
+  rm -f $build/warm-cache.sqlite
+  $build/tools/kiln warm --target cuda --arch sm_90 --cache "file=$root/$build/warm-cache.sqlite" \
+    -j "$(nproc)" examples/*.kg $build/gpu-graphs/*.kg
+  echo "$root" >$build/source_dir
+  echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo '+changes')" >$build/commit
+  mkdir -p .gpu
+  # shellcheck disable=SC2046,SC2086
+  tar -cf - $bins $build/lib $build/gpu-graphs $build/warm-cache.sqlite $build/source_dir \
+    $build/commit $build/kiln.toml $(find $build -name CTestTestfile.cmake -o -name '*_include.cmake' \
+    -o -name '*_tests.cmake') | xz -9 -T "$(nproc)" >.gpu/bundle.tar.xz
+  echo "gpu-check: .gpu/bundle.tar.xz, $(stat -c %s .gpu/bundle.tar.xz) bytes"
+}
+
+failures=0
+fail() { echo "gpu-check: FAILED: $*" | tee -a "$report"; failures=$((failures + 1)); }
+
+unpack() {
+  [[ -f .gpu/bundle.tar.xz ]] || { echo "gpu-check: no .gpu/bundle.tar.xz (run 'bundle' first)"; exit 1; }
+  tar -xJf .gpu/bundle.tar.xz
+  # The build's paths (test commands, KILN_SOURCE_DIR) name the repository where it was built.
+  local src
+  src=$(cat $build/source_dir)
+  if [[ "$src" != "$root" && ! -e "$src" ]]; then
+    mkdir -p "$(dirname "$src")" && ln -s "$root" "$src"
+  fi
+  [[ -d "$src/$build" ]] || { echo "gpu-check: $src/$build not reachable"; exit 1; }
+}
+
+run_tests() {
+  local kiln=$build/tools/kiln
+  {
+    echo "## Device"
+    echo '```'
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+    $kiln devices
+    echo '```'
+  } >>"$report" 2>&1
+
+  echo "## ctest -L gpu" >>"$report"
+  # -V: the suites print their counts (conformance: N graphs ..., fuzz: N graphs ...).
+  (cd $build && timeout 420 ctest -L gpu -j 8 --timeout 400 -V) \
+    >"$logs/ctest.log" 2>&1 || fail "ctest -L gpu (see ctest.log)"
+  grep -E "tests passed|tests failed|Total Test time" "$logs/ctest.log" | sed 's/^/    /' >>"$report"
+  grep -oE "conformance: [0-9]+ graphs, [0-9]+ of [0-9]+ outputs" "$logs/ctest.log" |
+    awk '{g += $2; m += $4; o += $6} END {printf "    conformance on cuda:0: %d graphs, %d of %d outputs matched the reference\n", g, m, o}' >>"$report"
+  grep -ohE "fuzz: [0-9]+ graphs.*" "$logs/ctest.log" | sed 's/^/    /' >>"$report"
+  grep -E "\*\*\*Failed|Not Run|Timeout" "$logs/ctest.log" | sed 's/^/    /' >>"$report"
+
+  echo "## Examples: cuda:0 against cpu (--random-inputs --seed 7)" >>"$report"
+  for g in examples/*.kg; do
+    local n
+    n=$(basename "$g" .kg)
+    rm -rf "/tmp/gc/$n" && mkdir -p "/tmp/gc/$n"
+    {
+      echo "### $n"
+      timeout 120 $kiln run "$g" --random-inputs --seed 7 --device cpu --out "/tmp/gc/$n/cpu" &&
+        timeout 120 $kiln run "$g" --random-inputs --seed 7 --device cuda:0 --out "/tmp/gc/$n/cuda" \
+          --stats &&
+        python3 scripts/gpu/compare_npy.py "/tmp/gc/$n/cuda" "/tmp/gc/$n/cpu"
+    } >>"$logs/examples.log" 2>&1
+    if [[ $? -eq 0 ]]; then
+      echo "    $n: ok, $(python3 scripts/gpu/compare_npy.py "/tmp/gc/$n/cuda" "/tmp/gc/$n/cpu" | tr -s ' ' | paste -sd';')" >>"$report"
+    else
+      fail "example $n (see examples.log)"
+    fi
+  done
+
+  echo "## Warm cache (kiln warm --target cuda --arch sm_90, built without a GPU)" >>"$report"
+  local hits=0 misses=0
+  for g in examples/*.kg $build/gpu-graphs/*.kg; do
+    local out
+    out=$(KILN_COMPILATION_CACHE="file=$root/$build/warm-cache.sqlite" KILN_CACHE_READ_ONLY=true \
+      KILN_CACHE_LOGGER_LEVEL=verbose timeout 120 $kiln run "$g" --random-inputs --device cuda:0 --stats 2>&1)
+    echo "### $g" >>"$logs/warm.log"
+    echo "$out" >>"$logs/warm.log"
+    local line
+    line=$(grep -E "^cache: " <<<"$out")
+    echo "    $(basename "$g"): $line; $(grep -E '^kernels: ' <<<"$out")" >>"$report"
+    if ! grep -qE "^kernels: [0-9]+ launched, 0 compiled" <<<"$out"; then
+      fail "$(basename "$g") compiled kernels with the warmed cache"
+      misses=$((misses + 1))
+    else
+      hits=$((hits + 1))
+    fi
+  done
+  echo "    $hits graphs ran from the warmed cache alone, $misses did not" >>"$report"
+}
+
+run_bench() {
+  echo "## Workloads at GPU sizes (median of 10 after 2 warm-ups)" >>"$report"
+  PYTHONUNBUFFERED=1 timeout 540 python3 scripts/gpu/workloads.py bench "$root/$build/tools/kiln" \
+    $build/gpu-graphs "$logs" >"$logs/bench.log" 2>&1 || fail "workloads (see bench.log)"
+  if [[ -f "$logs/workloads.md" ]]; then cat "$logs/workloads.md" >>"$report"; fi
+}
+
+case "${1:-}" in
+  bundle) bundle ;;
+  run)
+    what=${2:-all}
+    logs=${3:-.gpu/report}
+    mkdir -p "$logs"
+    logs=$(cd "$logs" && pwd)
+    report=$logs/gpu-report.md
+    unpack
+    echo "# kiln GPU check ($what), $(date -u '+%Y-%m-%d %H:%M UTC'), bundle of $(cat $build/commit)" >"$report"
+    case "$what" in
+      tests) run_tests ;;
+      bench) run_bench ;;
+      all) run_tests; run_bench ;;
+      *) echo "gpu-check: run tests|bench|all"; exit 2 ;;
+    esac
+    echo "gpu-check: $failures failed" | tee -a "$report"
+    cat "$report"
+    [[ $failures -eq 0 ]]
+    ;;
+  *)
+    sed -n '2,20p' "$0"
+    exit 2
+    ;;
+esac
