@@ -55,6 +55,7 @@ class CExprEmitter {
   std::string indent(Scope* s) const;
 
   DialectText& dialect() { return d_; }
+  const FreeVars& free_vars() const { return fv_; }
 
  private:
   Expected<std::string> emit_uncached(const kir::Expr* e, Scope* s);

@@ -100,6 +100,7 @@ class RowReduceWriter {
   // Combines `folded` (one value per thread) over the group with the tree.
   Partial combine(Scope* row, const kir::Expr* r, const Partial& folded);
   Expected<void> write_points(Scope* row);
+  Expected<void> write_row(Scope* row);
   Expected<LaunchShape> write_columns();
   // Chooses the staged rows (stages_) and declares their shared arrays.
   void plan_stages();
@@ -165,7 +166,7 @@ Partial RowReduceWriter::combine(Scope* row, const kir::Expr* r, const Partial& 
 void RowReduceWriter::plan_stages() {
   const auto rank = static_cast<int32_t>(k_.domain.size());
   if (st_.splits != 1 || cols_ != 1 || st_.row_vars != rank - 1) return;
-  const FreeVars fv(k_);
+  const FreeVars& fv = em_.free_vars();
   // The passes over the row: each row reduction (its one variable) and the stores (the innermost).
   std::vector<std::tuple<int32_t, int64_t, std::vector<const kir::Expr*>>> passes;
   for (const kir::Expr* r : st_.row_reduces) {
@@ -366,6 +367,16 @@ Expected<void> RowReduceWriter::write_split_tail(Scope* row, const std::vector<P
   return {};
 }
 
+// The row's reductions, each folded by the whole group, then its points (splits 1).
+Expected<void> RowReduceWriter::write_row(Scope* row) {
+  for (const kir::Expr* r : st_.row_reduces) {  // operands first: inner reductions are bound first
+    Expected<Partial> res = fold(row, r, "");
+    if (!res) return std::unexpected(res.error());
+    bind_result(row, r, *res);
+  }
+  return write_points(row);
+}
+
 // A workgroup per cols_ consecutive points of the innermost axis (cols_ > 1, splits 1).
 Expected<LaunchShape> RowReduceWriter::write_columns() {
   const std::string L = d_.i64_type();
@@ -387,12 +398,7 @@ Expected<LaunchShape> RowReduceWriter::write_columns() {
   em_.append(row, fmt::format("{} {} = kiln_col < {} ? kiln_col : {};", L, last, d_.i64_lit(width),
                               d_.i64_lit(width - 1)));
   em_.bind_var(row, static_cast<int32_t>(rank - 1), last);
-  for (const kir::Expr* r : st_.row_reduces) {  // operands first: inner reductions are bound first
-    Expected<Partial> res = fold(row, r, "");
-    if (!res) return std::unexpected(res.error());
-    bind_result(row, r, *res);
-  }
-  if (Expected<void> w = write_points(row); !w) return std::unexpected(w.error());
+  if (Expected<void> w = write_row(row); !w) return std::unexpected(w.error());
   em_.close(row);
   return LaunchShape{std::clamp<int64_t>(groups, 1, kMaxGroups), g_};
 }
@@ -411,12 +417,7 @@ Expected<LaunchShape> RowReduceWriter::write() {
                                                   d_.group_id(), d_.i64_lit(rows), d_.num_groups()));
     if (rv > 0) bind_flat(em_, row, k_.domain, iota_vars(rv), "row");
     if (Expected<void> w = write_stages(row); !w) return std::unexpected(w.error());
-    for (const kir::Expr* r : st_.row_reduces) {  // operands first: inner reductions are bound first
-      Expected<Partial> res = fold(row, r, "");
-      if (!res) return std::unexpected(res.error());
-      bind_result(row, r, *res);
-    }
-    if (Expected<void> w = write_points(row); !w) return std::unexpected(w.error());
+    if (Expected<void> w = write_row(row); !w) return std::unexpected(w.error());
     // The next row's staging overwrites what slower threads may still read.
     if (!stages_.empty()) em_.append(row, d_.barrier());
     em_.close(row);
