@@ -59,16 +59,20 @@ Inspection inspect_once(sql::Db& db, int64_t file_size, int* rc) {
   return {Inspection::ours, ""};
 }
 
-// Holds an exclusive flock on a directory while a file in it is moved aside and rebuilt.
+// Holds a flock on a directory: openers inspect and set up a cache file under the shared lock,
+// a recovery moves a bad file aside and builds its successor under the exclusive one, so that
+// no opener sees a file half moved or half built and no two recoveries move the same file.
 class DirectoryLock {
  public:
-  explicit DirectoryLock(const std::string& dir)
+  DirectoryLock(const std::string& dir, int operation)
       : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY)) {
-    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+    if (fd_ >= 0) ::flock(fd_, operation);
   }
   ~DirectoryLock() {
     if (fd_ >= 0) ::close(fd_);  // releases the lock
   }
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
 
  private:
   int fd_;
@@ -91,22 +95,6 @@ int open_rw(Store::Impl& s) {
   return rc;
 }
 
-// The file at s.path is bad: under the directory lock, check again (another process may have
-// rebuilt it already), move it aside and start a new one.
-Inspection recover(Store::Impl& s, const std::string& reason) {
-  s.db.close();
-  DirectoryLock lock(parent_directory(s.path));
-  if (int rc = open_rw(s); rc != SQLITE_OK) return {Inspection::unavailable, sql::describe(rc)};
-  Inspection again = inspect(s.db, file_size_or_zero(s.path), s.deadline_ms());
-  if (again.kind != Inspection::bad) return again;
-  s.db.close();
-  std::string aside = move_aside(s.path);
-  s.warn(fmt::format("cache {} is unusable ({}); moved it aside to {} and started a new one",
-                     s.path, reason, aside));
-  if (int rc = open_rw(s); rc != SQLITE_OK) return {Inspection::unavailable, sql::describe(rc)};
-  return inspect(s.db, 0, s.deadline_ms());
-}
-
 std::string query_journal_mode(sql::Db& db, const std::string& pragma, int deadline_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms);
   for (;;) {
@@ -118,34 +106,62 @@ std::string query_journal_mode(sql::Db& db, const std::string& pragma, int deadl
   }
 }
 
-void open_writable(Store::Impl& s) {
-  std::error_code ec;
-  std::string dir = parent_directory(s.path);
-  fs::create_directories(dir, ec);
+// Opens s.path read-write and inspects it; a usable file gets its journal mode and (fresh) its
+// schema. Returns the warning that makes the store run without the file ("" when none), and
+// the inspection in `found` (bad: s.db is left open for the caller to close).
+std::string set_up(Store::Impl& s, Inspection* found) {
   if (int rc = open_rw(s); rc != SQLITE_OK) {
-    s.warn(fmt::format("cannot open cache {}: {}; running without it", s.path, sql::describe(rc)));
-    s.db.close();
-    return;
+    *found = {Inspection::unavailable, sql::describe(rc)};
+    return fmt::format("cannot open cache {}: {}; running without it", s.path, found->reason);
   }
-  Inspection found = inspect(s.db, file_size_or_zero(s.path), s.deadline_ms());
-  if (found.kind == Inspection::bad) found = recover(s, found.reason);
-  if (found.kind == Inspection::bad || found.kind == Inspection::unavailable) {
-    s.warn(fmt::format("cannot use cache {}: {}; running without it", s.path, found.reason));
-    s.db.close();
-    return;
-  }
+  *found = inspect(s.db, file_size_or_zero(s.path), s.deadline_ms());
+  if (found->kind == Inspection::bad) return "";
+  if (found->kind == Inspection::unavailable)
+    return fmt::format("cannot use cache {}: {}; running without it", s.path, found->reason);
   // WAL's shared memory does not work across machines: a rollback journal on network mounts.
-  std::string mode = is_network_fs(dir) ? "DELETE" : "WAL";
+  std::string mode = is_network_fs(parent_directory(s.path)) ? "DELETE" : "WAL";
   s.journal_mode = query_journal_mode(s.db, "PRAGMA journal_mode=" + mode, s.deadline_ms());
   // In WAL mode NORMAL keeps the file consistent through crashes; only a power loss can drop
   // the last commits, which for a cache costs a recompilation, not a wrong artifact.
   if (s.journal_mode == "wal") s.db.exec("PRAGMA synchronous=NORMAL");
-  if (found.kind == Inspection::fresh) {
-    if (int rc = create_schema(s.db, s.deadline_ms()); rc != SQLITE_OK) {
-      s.warn(
-          fmt::format("cannot create cache {}: {}; running without it", s.path, sql::describe(rc)));
+  if (found->kind == Inspection::fresh) {
+    if (int rc = create_schema(s.db, s.deadline_ms()); rc != SQLITE_OK)
+      return fmt::format("cannot create cache {}: {}; running without it", s.path,
+                         sql::describe(rc));
+  }
+  return "";
+}
+
+void open_writable(Store::Impl& s) {
+  std::error_code ec;
+  std::string dir = parent_directory(s.path);
+  fs::create_directories(dir, ec);
+  Inspection found;
+  std::string problem;
+  {
+    DirectoryLock shared(dir, LOCK_SH);
+    problem = set_up(s, &found);
+  }
+  if (problem.empty() && found.kind == Inspection::bad) {
+    // Under the exclusive lock look again (another process may have rebuilt it already), move
+    // the file aside and build a new one.
+    s.db.close();
+    DirectoryLock exclusive(dir, LOCK_EX);
+    const std::string reason = found.reason;
+    problem = set_up(s, &found);
+    if (problem.empty() && found.kind == Inspection::bad) {
       s.db.close();
+      std::string aside = move_aside(s.path);
+      s.warn(fmt::format("cache {} is unusable ({}); moved it aside to {} and started a new one",
+                         s.path, reason, aside));
+      problem = set_up(s, &found);
+      if (problem.empty() && found.kind == Inspection::bad)
+        problem = fmt::format("cannot use cache {}: {}; running without it", s.path, found.reason);
     }
+  }
+  if (!problem.empty()) {
+    s.warn(problem);
+    s.db.close();
   }
 }
 
