@@ -159,22 +159,24 @@ const Expr* ExprArena::reduce(ReduceOp op, DType dtype, const Expr* body,
                      .rextents = std::move(rextents)});
 }
 
-FreeVars free_vars(const Kernel& k) {
-  FreeVars out;
+FreeVars::FreeVars(const Kernel& k) {
   for (const Expr* e : kernel_exprs(k)) {  // operands first
     std::vector<int32_t> vars;
     if (e->kind == ExprKind::Var) vars.push_back(e->var);
     for (const Expr* a : e->args) {
-      const auto& av = out.at(a);
+      const auto& av = vars_.at(a);
       vars.insert(vars.end(), av.begin(), av.end());
     }
     if (e->kind == ExprKind::Reduce)
       std::erase_if(vars, [&](int32_t v) { return std::ranges::count(e->rvars, v) > 0; });
     std::ranges::sort(vars);
     vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
-    out[e] = std::move(vars);
+    vars_[e] = std::move(vars);
   }
-  return out;
+}
+
+bool FreeVars::uses(const Expr* e, int32_t var) const {
+  return std::ranges::binary_search(of(e), var);
 }
 
 std::vector<const Expr*> kernel_exprs(const Kernel& k) {

@@ -129,8 +129,17 @@ std::string print_kernel(const Kernel& k, bool with_labels = true);
 std::vector<const Expr*> kernel_exprs(const Kernel& k);
 
 // The free loop variables of every expression reachable from the stores (sorted, unique; a
-// reduction's own variables are bound inside it).
-using FreeVars = std::unordered_map<const Expr*, std::vector<int32_t>>;
-FreeVars free_vars(const Kernel& k);
+// reduction's own variables are bound inside it): the one analysis every backend and the
+// verifier ask "which loop variables does this expression read".
+class FreeVars {
+ public:
+  FreeVars() = default;
+  explicit FreeVars(const Kernel& k);
+  const std::vector<int32_t>& of(const Expr* e) const { return vars_.at(e); }
+  bool uses(const Expr* e, int32_t var) const;
+
+ private:
+  std::unordered_map<const Expr*, std::vector<int32_t>> vars_;
+};
 
 }  // namespace kiln::kir

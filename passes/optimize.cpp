@@ -1,5 +1,6 @@
 // Graph simplification: literal folding, common-subexpression elimination, DCE and the pipeline.
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "passes/passes.h"
@@ -91,22 +92,36 @@ std::vector<const Node*> live_nodes(const Outputs& outputs) {
   return ir::topo_order(outputs);
 }
 
-Outputs optimize(ir::Graph& g, const Outputs& outputs, const OptimizeOptions& options) {
+Expected<Outputs> optimize_steps(ir::Graph& g, const Outputs& outputs,
+                                 const OptimizeOptions& options) {
   // Each round only shrinks the graph, so a fixed point comes quickly; the cap guards the
   // invariant rather than a real graph.
   constexpr int kMaxRounds = 32;
+  using Step = Outputs (*)(ir::Graph&, const Outputs&);
+  const std::pair<std::string_view, Step> folds[] = {{"fold_literals", fold_literals},
+                                                     {"fold_views", fold_views}};
   Outputs cur = outputs;
+  auto run = [&](std::string_view name, Step step, Outputs& next) -> Expected<void> {
+    next = step(g, next);
+    return options.after_step ? options.after_step(name, next) : Expected<void>{};
+  };
   for (int round = 0; round < kMaxRounds; ++round) {
     Outputs next = cur;
-    if (options.fold) {
-      next = fold_literals(g, next);
-      next = fold_views(g, next);
-    }
-    next = eliminate_common_subexpressions(g, next);
+    if (options.fold)
+      for (const auto& [name, step] : folds)
+        if (auto ok = run(name, step, next); !ok) return std::unexpected(ok.error());
+    if (auto ok = run("cse", eliminate_common_subexpressions, next); !ok)
+      return std::unexpected(ok.error());
     if (next == cur) break;
     cur = std::move(next);
   }
   return cur == outputs ? outputs : cur;
+}
+
+Outputs optimize(ir::Graph& g, const Outputs& outputs, const OptimizeOptions& options) {
+  OptimizeOptions plain = options;
+  plain.after_step = nullptr;
+  return *optimize_steps(g, outputs, plain);
 }
 
 }  // namespace kiln::passes

@@ -4,8 +4,11 @@
 // not reachable from the outputs is dead by construction (topo_order visits only live nodes).
 #pragma once
 
+#include <functional>
+#include <string_view>
 #include <vector>
 
+#include "ir/error.h"
 #include "ir/graph.h"
 
 namespace kiln::passes {
@@ -29,8 +32,15 @@ std::vector<const ir::Node*> live_nodes(const Outputs& outputs);
 
 struct OptimizeOptions {
   bool fold = true;
+  // After every step ("fold_literals", "fold_views", "cse") with the outputs it left; an error
+  // stops the rounds and is returned (the lowering script verifies and dumps here).
+  std::function<Expected<void>(std::string_view step, const Outputs&)> after_step;
 };
-// The pipeline, one named step per line: fold_literals, fold_views, CSE, until nothing changes.
+// The graph steps of the lowering script (passes/pipeline.h): fold_literals, fold_views, cse, in
+// rounds until one changes nothing.
+Expected<Outputs> optimize_steps(ir::Graph& g, const Outputs& outputs,
+                                 const OptimizeOptions& options);
+// optimize_steps without a hook (it cannot fail then).
 Outputs optimize(ir::Graph& g, const Outputs& outputs, const OptimizeOptions& options = {});
 
 }  // namespace kiln::passes

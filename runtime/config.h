@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "passes/pipeline.h"
 
 namespace kiln::runtime {
 
@@ -42,6 +43,9 @@ struct Config {
   CacheScope autotune_cache;                                    // [autotune] cache
   LoggerConfig autotune_logger{"minimal", {{"stdout", ""}}};    // disabled | minimal | full
   std::string check_mode = "auto";                              // enforce | validate | auto
+  // [compilation] verify_ir: the IR verifier after every lowering step (passes/pipeline.h);
+  // on by default in debug builds.
+  bool verify_ir = passes::kVerifyIrByDefault;
   CacheScope compilation_cache;                                 // [compilation] cache
   std::string cpu_target = "native";                            // native | x86-64-v3 | v4 | CPU
   LoggerConfig compilation_logger{"minimal", {{"stderr", ""}}}; // disabled | minimal | full

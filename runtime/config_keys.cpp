@@ -203,6 +203,7 @@ std::vector<KeySpec> make_specs() {
   add_logger(s, "autotune", &Config::autotune_logger, full_levels);
   s.push_back(choice_key("compilation.check_mode", {"enforce", "validate", "auto"},
                          field(&Config::check_mode)));
+  s.push_back(bool_key("compilation.verify_ir", &Config::verify_ir));
   s.push_back(scope_key("compilation.cache", &Config::compilation_cache));
   s.push_back(cpu_target_key("compilation.cpu_target"));
   add_logger(s, "compilation", &Config::compilation_logger, full_levels);

@@ -92,6 +92,7 @@ Expected<DeviceOptions> device_options_from_config(const Config& config) {
         "compilation.check_mode: unknown mode '{}' (expected enforce, validate or auto)",
         config.check_mode));
   }
+  o.verify_ir = config.verify_ir;
   o.logger = std::make_shared<const Logger>(Logger::from_config(config));
   o.max_streams = config.max_streams;
   o.autotune_level = config.autotune_level;

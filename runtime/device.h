@@ -69,6 +69,9 @@ struct DeviceOptions {
   // Bounds checks compiled into every kernel (kiln.toml compilation.check_mode, DESIGN.md §10):
   // with validate, execute() fails with the first out-of-range access of a kernel.
   codegen::CheckMode check_mode = codegen::CheckMode::none;
+  // The IR verifier after every step of the lowering script (kiln.toml compilation.verify_ir;
+  // on in debug builds and in the tests): a malformed IR fails the realize with the step's name.
+  bool verify_ir = passes::kVerifyIrByDefault;
   // The CPU the cpu device compiles for (kiln.toml compilation.cpu_target, codegen::CpuBackend::
   // create): "native", "x86-64-v3", "x86-64-v4" or an LLVM CPU name. Part of every cache key.
   std::string cpu_target = "native";

@@ -35,9 +35,10 @@ std::string given_name(const ir::Node* n, const ValueNamer& namer) {
   return kg_name(n, namer);
 }
 
-void append_group_block(std::string& out, const PlanStep& step, const passes::FusedGroup& group,
-                        const passes::GroupCost& cost, const ValueNamer& namer) {
-  out += fmt::format("kernel {}\n", step.kernel.name);
+void append_group_block(std::string& out, const std::string& kernel,
+                        const passes::FusedGroup& group, const passes::GroupCost& cost,
+                        const ValueNamer& namer) {
+  out += fmt::format("kernel {}\n", kernel);
   for (const ir::Node* n : group.nodes)
     if (is_shown_op(n)) out += fmt::format("  {}\n", node_statement(n, namer));
   std::vector<std::string> reads, writes;
@@ -72,10 +73,15 @@ ir::KgGraph standalone_graph(const std::vector<const ir::Node*>& outputs,
 
 ValueNamer optimized_namer(const Plan& plan, const std::vector<const ir::Node*>& outputs,
                            const ValueNamer& namer) {
+  return rewritten_namer(plan.optimized_outputs, outputs, namer);
+}
+
+ValueNamer rewritten_namer(const std::vector<const ir::Node*>& now,
+                           const std::vector<const ir::Node*>& outputs, const ValueNamer& namer) {
   auto base = namer ? namer : ValueNamer(default_value_name);
   std::vector<std::pair<const ir::Node*, std::string>> renamed;
-  for (size_t i = 0; i < outputs.size() && i < plan.optimized_outputs.size(); ++i)
-    renamed.emplace_back(plan.optimized_outputs[i], base(outputs[i]));
+  for (size_t i = 0; i < outputs.size() && i < now.size(); ++i)
+    renamed.emplace_back(now[i], base(outputs[i]));
   return [renamed = std::move(renamed), base](const ir::Node* n) {
     for (const auto& [node, name] : renamed)
       if (node == n) return name;
@@ -84,8 +90,11 @@ ValueNamer optimized_namer(const Plan& plan, const std::vector<const ir::Node*>&
 }
 
 PlanCosts plan_costs(const Plan& plan, const passes::CostModel& model) {
+  return fusion_costs(plan.fusion, model);
+}
+
+PlanCosts fusion_costs(const passes::FusionPlan& fusion, const passes::CostModel& model) {
   PlanCosts costs;
-  const passes::FusionPlan& fusion = plan.fusion;
   if (fusion.costs.size() == fusion.groups.size()) {
     costs.groups = fusion.costs;
   } else {
@@ -141,19 +150,27 @@ std::string format_micros(double seconds) { return fmt::format("{:.3f} µs", sec
 
 std::string groups_text(const Plan& plan, const ValueNamer& namer, const passes::CostModel& model,
                         bool why) {
-  const passes::FusionPlan& fusion = plan.fusion;
-  KILN_CHECK(fusion.groups.size() == plan.steps.size())
-      << fusion.groups.size() << " groups but " << plan.steps.size() << " steps";
-  PlanCosts costs = plan_costs(plan, model);
-  std::string out = fmt::format("# fuser: {}\n", plan.fuser);
+  KILN_CHECK(plan.fusion.groups.size() == plan.steps.size())
+      << plan.fusion.groups.size() << " groups but " << plan.steps.size() << " steps";
+  std::vector<std::string> names;
+  for (const PlanStep& step : plan.steps) names.push_back(step.kernel.name);
+  return fusion_text(plan.fusion, plan.fuser, names, namer, model, why);
+}
+
+std::string fusion_text(const passes::FusionPlan& fusion, std::string_view fuser,
+                        const std::vector<std::string>& kernel_names, const ValueNamer& namer,
+                        const passes::CostModel& model, bool why) {
+  PlanCosts costs = fusion_costs(fusion, model);
+  std::string out = fmt::format("# fuser: {}\n", fuser);
   if (fusion.costs.size() != fusion.groups.size())
     out += fmt::format("# costs: estimated by the dump ({}), the fuser recorded none\n",
                        model.rates().str());
   for (size_t k = 0; k < fusion.groups.size(); ++k) {
     out += "\n";
-    append_group_block(out, plan.steps[k], fusion.groups[k], costs.groups[k], namer);
+    append_group_block(out, k < kernel_names.size() ? kernel_names[k] : fmt::format("k{}", k),
+                       fusion.groups[k], costs.groups[k], namer);
   }
-  size_t n = plan.steps.size();
+  size_t n = fusion.groups.size();
   out += fmt::format("\ntotal: {} kernel{}, estimated {}\n", n, n == 1 ? "" : "s",
                      format_micros(costs.total_seconds));
   if (why) {
@@ -165,11 +182,55 @@ std::string groups_text(const Plan& plan, const ValueNamer& namer, const passes:
   return out;
 }
 
+std::vector<std::string> group_values(const passes::FusedGroup& group, const ValueNamer& namer,
+                                      int* num_ops) {
+  std::set<const ir::Node*, bool (*)(const ir::Node*, const ir::Node*)> nodes(
+      [](const ir::Node* a, const ir::Node* b) { return a->id < b->id; });
+  nodes.insert(group.nodes.begin(), group.nodes.end());
+  nodes.insert(group.outputs.begin(), group.outputs.end());
+  std::vector<std::string> values;
+  for (const ir::Node* n : nodes) {
+    if (n->op == ir::Op::Input || n->op == ir::Op::Full) continue;
+    values.push_back(name_of(n, namer));
+    ir::OpKind kind = ir::op_kind(n->op);
+    if (num_ops && kind != ir::OpKind::Movement && kind != ir::OpKind::Source) ++*num_ops;
+  }
+  return values;
+}
+
 std::string kernels_text(const Plan& plan) {
   std::string out = fmt::format("# {} kernel{}\n", plan.steps.size(), plan.steps.size() == 1 ? "" : "s");
-  for (const PlanStep& step : plan.steps)
-    out += fmt::format("\n# {}: {}\n{}", step.kernel.name, fmt::join(step.values, " "),
-                       kir::print_kernel(step.kernel));
+  for (const PlanStep& step : plan.steps) out += kernel_block(step.kernel, step.values);
+  return out;
+}
+
+std::string kernel_block(const kir::Kernel& kernel, const std::vector<std::string>& values) {
+  return fmt::format("\n# {}: {}\n{}", kernel.name, fmt::join(values, " "),
+                     kir::print_kernel(kernel));
+}
+
+std::string slots_text(const Plan& plan) {
+  std::string out =
+      fmt::format("# {} slot{}\n", plan.slots.size(), plan.slots.size() == 1 ? "" : "s");
+  for (size_t s = 0; s < plan.slots.size(); ++s) {
+    const Slot& slot = plan.slots[s];
+    out += fmt::format("s{}: {}{}{}\n", s, ir::dtype_name(slot.dtype), ir::shape_str(slot.shape),
+                       slot.input_index >= 0 ? fmt::format(" input {}", slot.input_index) : "");
+  }
+  out += fmt::format("\n# {} step{}\n", plan.steps.size(), plan.steps.size() == 1 ? "" : "s");
+  for (const PlanStep& step : plan.steps) {
+    std::vector<std::string> args;
+    for (size_t p = 0; p < step.args.size(); ++p)
+      args.push_back(
+          fmt::format("{}s{}", step.kernel.params[p].output ? "out " : "", step.args[p]));
+    out += fmt::format("{}({})", step.kernel.name, fmt::join(args, ", "));
+    if (!step.release_after.empty())
+      out += fmt::format(" then release s{}", fmt::join(step.release_after, " s"));
+    out += "\n";
+  }
+  std::vector<std::string> outs;
+  for (int s : plan.output_slots) outs.push_back(fmt::format("s{}", s));
+  out += fmt::format("\noutputs: {}\n", fmt::join(outs, " "));
   return out;
 }
 

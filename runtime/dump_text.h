@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/kg.h"
@@ -22,6 +23,9 @@ ir::KgGraph standalone_graph(const std::vector<const ir::Node*>& outputs,
 // output it replaces (as build_plan names them); other values go to `namer` (null: defaults).
 ValueNamer optimized_namer(const Plan& plan, const std::vector<const ir::Node*>& outputs,
                            const ValueNamer& namer);
+// The same for any rewrite of `outputs`: now[i] takes the name of outputs[i].
+ValueNamer rewritten_namer(const std::vector<const ir::Node*>& now,
+                           const std::vector<const ir::Node*>& outputs, const ValueNamer& namer);
 
 // The plan's cost estimates, or `model`'s estimates when the fuser recorded none.
 struct PlanCosts {
@@ -29,6 +33,7 @@ struct PlanCosts {
   double total_seconds = 0;
 };
 PlanCosts plan_costs(const Plan& plan, const passes::CostModel& model);
+PlanCosts fusion_costs(const passes::FusionPlan& fusion, const passes::CostModel& model);
 
 // One reason per kernel boundary (a computed producer read by a group that does not compute it):
 // the fuser's reasons in its order, then boundaries it gave no reason for (by group, then id),
@@ -48,8 +53,22 @@ std::string format_micros(double seconds);
 // `why` every boundary reason. `namer` names the optimized graph (optimized_namer).
 std::string groups_text(const Plan& plan, const ValueNamer& namer, const passes::CostModel& model,
                         bool why);
+// The same for a fusion plan alone (the lowering script's `fuse` step); kernel k is named
+// kernel_names[k], or k<k> past their end.
+std::string fusion_text(const passes::FusionPlan& fusion, std::string_view fuser,
+                        const std::vector<std::string>& kernel_names, const ValueNamer& namer,
+                        const passes::CostModel& model, bool why);
+// The values a group computes, by id (sources and inputs left out), and with `num_ops` the count
+// of them that are ops (views left out): a plan step's values and num_ops.
+std::vector<std::string> group_values(const passes::FusedGroup& group, const ValueNamer& namer,
+                                      int* num_ops = nullptr);
 // The kernels stage: the kernel IR of every step.
 std::string kernels_text(const Plan& plan);
+// One kernel of it: "# k0: %y %h" (the values it computes), then its kernel IR.
+std::string kernel_block(const kir::Kernel& kernel, const std::vector<std::string>& values);
+// The plan's buffer wiring: each slot (dtype, shape, input position), each step's slot per
+// parameter and the temporaries released after it, the output slots.
+std::string slots_text(const Plan& plan);
 // The source stage: the generated LLVM IR of every step; the plan must have been compiled.
 std::string source_text(const Plan& plan);
 // "parameters: %x %W1 %b1 %h": each kernel parameter's value, in parameter order (the source of

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include <unistd.h>
 
@@ -74,14 +75,72 @@ Expected<std::vector<std::string>> write_plan_files(const std::string& dir, cons
   return written;
 }
 
-void write_plan_dump(const std::vector<const ir::Node*>& outputs,
-                     const std::vector<const ir::Node*>& inputs, const Plan& plan,
-                     const ValueNamer& namer) {
+PlanDump::PlanDump(const std::vector<const ir::Node*>& outputs,
+                   const std::vector<const ir::Node*>& inputs, ValueNamer namer, std::string fuser)
+    : outputs_(outputs), inputs_(inputs), namer_(std::move(namer)), fuser_(std::move(fuser)) {
   const char* dir = std::getenv("KILN_DUMP");
   if (!dir || !*dir) return;
   auto stem = claim_stem(dir);
-  auto written = stem ? write_plan_files(dir, *stem, outputs, inputs, plan, namer)
-                      : Expected<std::vector<std::string>>(std::unexpected(stem.error()));
+  if (!stem) {
+    fmt::print(stderr, "kiln: warning: KILN_DUMP: {}\n", stem.error().message);
+    return;
+  }
+  dir_ = dir;
+  stem_ = *stem;
+  write(stem_ + ".kg", ir::print_kg(standalone_graph(outputs_, inputs_, namer_)));
+  std::error_code ec;
+  std::filesystem::create_directory(std::filesystem::path(dir_) / (stem_ + ".steps"), ec);
+  if (ec) {
+    fmt::print(stderr, "kiln: warning: KILN_DUMP: cannot create '{}.steps': {}\n", stem_,
+               ec.message());
+    stem_.clear();
+  }
+}
+
+void PlanDump::write(const std::string& file, const std::string& text) {
+  if (!active()) return;
+  if (auto w = write_file(std::filesystem::path(dir_) / file, text); !w) {
+    fmt::print(stderr, "kiln: warning: KILN_DUMP: {}\n", w.error().message);
+    stem_.clear();  // the rest would fail the same way
+  }
+}
+
+void PlanDump::lowering_step(int number, const passes::LoweringStep& step,
+                             const passes::Lowering& ir) {
+  if (!active()) return;
+  last_step_ = number;
+  ValueNamer namer = rewritten_namer(ir.outputs, outputs_, namer_);
+  std::string file = fmt::format("{}.steps/{:02}-{}", stem_, number, step.name);
+  switch (step.produces) {
+    case passes::IrLevel::graph:
+      write(file + ".kg", ir::print_kg(standalone_graph(ir.outputs, inputs_, namer)));
+      break;
+    case passes::IrLevel::groups: {
+      passes::CostModel model(passes::DeviceRates::reference_cpu());
+      write(file + ".txt", fusion_text(ir.fusion, fuser_, {}, namer, model, /*why=*/true));
+      break;
+    }
+    case passes::IrLevel::kernels: {
+      std::string text =
+          fmt::format("# {} kernel{}\n", ir.kernels.size(), ir.kernels.size() == 1 ? "" : "s");
+      for (size_t k = 0; k < ir.kernels.size(); ++k) {
+        text += kernel_block(ir.kernels[k].kernel, group_values(ir.fusion.groups[k], namer));
+      }
+      write(file + ".txt", text);
+      break;
+    }
+  }
+}
+
+void PlanDump::executor_step(std::string_view name, std::string_view extension,
+                             const std::string& text) {
+  if (!active()) return;
+  write(fmt::format("{}.steps/{:02}-{}.{}", stem_, ++last_step_, name, extension), text);
+}
+
+void PlanDump::finish(const Plan& plan) {
+  if (!active()) return;
+  auto written = write_plan_files(dir_, stem_, outputs_, inputs_, plan, namer_);
   if (!written) fmt::print(stderr, "kiln: warning: KILN_DUMP: {}\n", written.error().message);
 }
 

@@ -1,4 +1,5 @@
-// build_plan: the linear script from a graph to compiled kernels (DESIGN.md §2).
+// build_plan: the lowering script (passes/pipeline.h), then the target's steps: compile each kernel
+// with its schedule, wire the buffer slots (DESIGN.md §2).
 #include "runtime/planner.h"
 
 #include <algorithm>
@@ -6,10 +7,10 @@
 #include <fmt/format.h>
 #include <set>
 
-#include "passes/lower.h"
-#include "passes/passes.h"
-#include "runtime/persistent_cache.h"
+#include "passes/pipeline.h"
+#include "runtime/dump_text.h"
 #include "runtime/dump_writer.h"
+#include "runtime/persistent_cache.h"
 
 namespace kiln::runtime {
 
@@ -18,24 +19,6 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-const passes::Fuser& default_fuser() {
-  static const std::unique_ptr<passes::Fuser> fuser = passes::make_first_fuser();
-  return *fuser;
-}
-
-// The values a group computes, in topological order, sources and views left out of the op count.
-void describe_group(const passes::FusedGroup& group, const ValueNamer& namer, PlanStep& step) {
-  std::set<const ir::Node*, bool (*)(const ir::Node*, const ir::Node*)> nodes(
-      [](const ir::Node* a, const ir::Node* b) { return a->id < b->id; });
-  nodes.insert(group.nodes.begin(), group.nodes.end());
-  nodes.insert(group.outputs.begin(), group.outputs.end());
-  for (const ir::Node* n : nodes) {
-    if (n->op == ir::Op::Input || n->op == ir::Op::Full) continue;
-    step.values.push_back(namer(n));
-    ir::OpKind kind = ir::op_kind(n->op);
-    if (kind != ir::OpKind::Movement && kind != ir::OpKind::Source) ++step.num_ops;
-  }
-}
 }  // namespace
 
 std::string default_value_name(const ir::Node* n) {
@@ -98,40 +81,48 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
                                            const PlannerOptions& options) {
   auto t0 = std::chrono::steady_clock::now();
   auto plan = std::make_shared<Plan>();
+  plan->fuser = options.fuser ? std::string(options.fuser->name()) : "first";
+  PlanDump dump(outputs, inputs, options.namer, plan->fuser);  // KILN_DUMP=<dir>
+
+  // Optimized outputs keep the names of the values they replace.
+  ValueNamer namer = [&](const ir::Node* n) {
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (i < plan->optimized_outputs.size() && plan->optimized_outputs[i] == n)
+        return options.namer ? options.namer(outputs[i]) : default_value_name(outputs[i]);
+    return options.namer ? options.namer(n) : default_value_name(n);
+  };
+  passes::LoweringOptions script;
+  script.fuser = options.fuser;
+  script.verify = options.verify_ir;
+  // Parameters carry the names every dump and message uses (labels are not part of any key).
+  script.label = [&](const ir::Node* n) { return namer(n); };
+  script.observe = [&](int number, const passes::LoweringStep& step, const passes::Lowering& ir) {
+    plan->optimized_outputs = ir.outputs;  // the namer's view of the outputs so far
+    dump.lowering_step(number, step, ir);
+  };
+  auto lowered = passes::run_lowering(g, outputs, script);
+  if (!lowered) return std::unexpected(lowered.error());
+  plan->optimized_outputs = lowered->outputs;
+  plan->fusion = std::move(lowered->fusion);
+  const passes::FusionPlan& fusion = plan->fusion;
+
+  // Compile: each kernel with its schedule (the autotuner's winner), through the kernel cache.
   std::unordered_map<const ir::Node*, int> slot_of;
   auto new_slot = [&](const ir::Node* n, int input_index) {
     plan->slots.push_back(Slot{n->dtype, n->shape, input_index});
     return slot_of[n] = static_cast<int>(plan->slots.size()) - 1;
   };
   for (size_t i = 0; i < inputs.size(); ++i) new_slot(inputs[i], static_cast<int>(i));
-
-  plan->optimized_outputs = passes::optimize(g, outputs);
-  const passes::Fuser& fuser = options.fuser ? *options.fuser : default_fuser();
-  plan->fusion = fuser.fuse(plan->optimized_outputs);
-  plan->fuser = std::string(fuser.name());
-  const passes::FusionPlan& fusion = plan->fusion;
-
-  // Optimized outputs keep the names of the values they replace.
-  ValueNamer namer = [&](const ir::Node* n) {
-    for (size_t i = 0; i < outputs.size(); ++i)
-      if (plan->optimized_outputs[i] == n) return options.namer ? options.namer(outputs[i]) : default_value_name(outputs[i]);
-    return options.namer ? options.namer(n) : default_value_name(n);
-  };
   std::vector<int> last_reader;
   for (size_t k = 0; k < fusion.groups.size(); ++k) {
-    const passes::FusedGroup& group = fusion.groups[k];
-    auto lowered = passes::lower_group(group, fmt::format("k{}", k));
-    if (!lowered) return std::unexpected(lowered.error());
+    passes::LoweredKernel& kernel = lowered->kernels[k];
     PlanStep step;
-    for (const ir::Node* p : lowered->params) {
+    for (const ir::Node* p : kernel.params) {
       auto it = slot_of.find(p);
       step.args.push_back(it != slot_of.end() ? it->second : new_slot(p, -1));
     }
-    describe_group(group, namer, step);
-    step.kernel = std::move(lowered->kernel);
-    // Parameters carry the names every dump and message uses (labels are not part of any key).
-    for (size_t p = 0; p < lowered->params.size(); ++p)
-      step.kernel.params[p].label = namer(lowered->params[p]);
+    step.values = group_values(fusion.groups[k], namer, &step.num_ops);
+    step.kernel = std::move(kernel.kernel);
     if (options.kernels) {
       codegen::TuneParams params;
       if (options.tune) {
@@ -157,20 +148,23 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
       if (!step.kernel.params[i].output) last_reader[step.args[i]] = static_cast<int>(k);
     plan->steps.push_back(std::move(step));
   }
+  if (options.kernels && dump.active()) dump.executor_step("compile", "ll", source_text(*plan));
 
+  // Slots: outputs, and each temporary released after its last reader (unless it is an output
+  // or a plan input).
   for (const ir::Node* o : plan->optimized_outputs) {
     auto it = slot_of.find(o);
     KILN_CHECK(it != slot_of.end()) << "output %t" << o->id << " is computed by no kernel";
     plan->output_slots.push_back(it->second);
   }
-  // A temporary is released after its last reader, unless it is an output or a plan input.
   last_reader.resize(plan->slots.size(), -1);
   std::set<int> keep(plan->output_slots.begin(), plan->output_slots.end());
   for (size_t s = 0; s < plan->slots.size(); ++s)
     if (plan->slots[s].input_index < 0 && !keep.count(static_cast<int>(s)) && last_reader[s] >= 0)
       plan->steps[last_reader[s]].release_after.push_back(static_cast<int>(s));
+  if (dump.active()) dump.executor_step("slots", "txt", slots_text(*plan));
   plan->plan_ms = ms_since(t0);
-  write_plan_dump(outputs, inputs, *plan, options.namer);  // KILN_DUMP=<dir>; a no-op otherwise
+  dump.finish(*plan);
   return plan;
 }
 

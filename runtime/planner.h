@@ -12,6 +12,7 @@
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "passes/fuser.h"
+#include "passes/pipeline.h"
 #include "runtime/plan.h"
 
 namespace kiln::runtime {
@@ -55,6 +56,8 @@ struct PlannerOptions {
   ValueNamer namer;                      // null: %t<id> for every value
   // The schedule each kernel is compiled with (the autotuner's winner); null: TuneParams{}.
   std::function<Expected<codegen::TuneParams>(const kir::Kernel&)> tune;
+  // Verify the IR after every step of the lowering script (passes/pipeline.h).
+  bool verify_ir = passes::kVerifyIrByDefault;
 };
 
 // `inputs` are the plan's inputs in position order (StructuralKey::inputs).

@@ -17,10 +17,10 @@
 #include "codegen/cpu/alu_lowering.h"
 #include "codegen/cpu/bounds_checks.h"
 #include "codegen/cpu/dtype_lowering.h"
-#include "codegen/cpu/loop_split.h"
 #include "codegen/cpu/matmul_emitter.h"
 #include "codegen/cpu/reduce_lowering.h"
-#include "codegen/cpu/row_reuse.h"
+#include "ir/loop_split.h"
+#include "ir/row_reuse.h"
 
 namespace kiln::codegen::cpu {
 
@@ -28,6 +28,8 @@ namespace {
 
 using kir::Expr;
 using kir::ExprKind;
+using kir::LoopSplit;
+using kir::RowReuse;
 using llvm::BasicBlock;
 using llvm::Value;
 
@@ -189,7 +191,7 @@ Scope* KernelEmitter::open_loop(Scope* parent, Value* start, Value* end, const s
 
 Expected<Scope*> KernelEmitter::scope_for(const Expr* e) {
   Scope* best = scopes_[0].get();
-  for (int32_t v : free_vars_.at(e)) {
+  for (int32_t v : free_vars_.of(e)) {
     auto it = var_scope_.find(v);
     if (it == var_scope_.end())
       return std::unexpected(error(fmt::format("loop variable v{} is used outside its loop", v)));
@@ -231,7 +233,7 @@ Expected<Value*> KernelEmitter::emit_uncached(const Expr* e, Scope* s) {
       return emit_reduce(e, s);
     case ExprKind::Alu: {
       if (auto w = split_.wraps.find(e); w != split_.wraps.end()) {
-        const int64_t q = wrap_quotient(w->second, piece_lo_);
+        const int64_t q = kir::wrap_quotient(w->second, piece_lo_);
         if (e->alu == kir::Alu::IDiv) return b_.getInt64(q);
         Expected<Value*> a = emit(e->args[0]);
         if (!a) return a;
@@ -415,8 +417,8 @@ void KernelEmitter::add_loop_metadata() {
 
 Expected<llvm::Function*> KernelEmitter::run() {
   if (Expected<void> ok = check_kernel(); !ok) return std::unexpected(ok.error());
-  free_vars_ = kir::free_vars(k_);
-  reuse_ = find_row_reuse(k_);
+  free_vars_ = kir::FreeVars(k_);
+  reuse_ = kir::find_row_reuse(k_);
   for (const RowReuse& r : reuse_) {
     row_fills_[r.reduce].push_back(r.body_value);
     row_reads_[r.point_value] = &r;
@@ -425,7 +427,7 @@ Expected<llvm::Function*> KernelEmitter::run() {
   // An empty inner axis means no point runs; hoisted loads must not run either.
   for (size_t d = 1; d < k_.domain.size(); ++d)
     if (k_.domain[d] == 0) return fn_;
-  split_ = split_innermost(k_);
+  split_ = kir::split_innermost(k_);
   const size_t rank = std::max<size_t>(k_.domain.size(), 1);
   Scope* s = scopes_[0].get();
   for (size_t d = 0; d + 1 < rank; ++d) {

@@ -19,26 +19,6 @@ struct CExprEmitter::Scope {
   bool closed = false;
 };
 
-FreeVars::FreeVars(const kir::Kernel& k) {
-  for (const Expr* e : kir::kernel_exprs(k)) {  // operands first
-    std::vector<int32_t> vars;
-    if (e->kind == ExprKind::Var) vars.push_back(e->var);
-    for (const Expr* a : e->args) {
-      const auto& av = vars_.at(a);
-      vars.insert(vars.end(), av.begin(), av.end());
-    }
-    if (e->kind == ExprKind::Reduce)
-      std::erase_if(vars, [&](int32_t v) { return std::ranges::count(e->rvars, v) > 0; });
-    std::ranges::sort(vars);
-    vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
-    vars_[e] = std::move(vars);
-  }
-}
-
-bool FreeVars::uses(const Expr* e, int32_t var) const {
-  return std::ranges::binary_search(of(e), var);
-}
-
 CExprEmitter::CExprEmitter(const kir::Kernel& k, DialectText& d, CheckMode check,
                            const FreeVars& fv)
     : k_(k), d_(d), check_(check), fv_(fv) {

@@ -16,17 +16,7 @@
 
 namespace kiln::codegen::gpu {
 
-// Free loop variables of every expression of a kernel (a reduction's own variables are bound
-// inside it), sorted.
-class FreeVars {
- public:
-  explicit FreeVars(const kir::Kernel& k);
-  const std::vector<int32_t>& of(const kir::Expr* e) const { return vars_.at(e); }
-  bool uses(const kir::Expr* e, int32_t var) const;
-
- private:
-  std::unordered_map<const kir::Expr*, std::vector<int32_t>> vars_;
-};
+using kir::FreeVars;
 
 class CExprEmitter {
  public:

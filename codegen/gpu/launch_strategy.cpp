@@ -16,9 +16,8 @@ using kir::ExprKind;
 
 namespace {
 
-// The shortest reduction worth a workgroup per row, and the smallest matmul side worth a tile.
+// The shortest reduction worth a workgroup per row.
 constexpr int64_t kMinRowReduce = 32;
-constexpr int64_t kMinMatmulSide = 8;
 // A workgroup per point (each reduction strided over the group) reads columns uncoalesced: only
 // worth it when one thread per point leaves the device mostly idle.
 constexpr int64_t kMaxPointsForGroupPerPoint = 2048;
@@ -35,27 +34,6 @@ int64_t product(const std::vector<int64_t>& v) {
 }
 
 int64_t reduce_size(const Expr* r) { return product(r->rextents); }
-
-bool has_reduce(const Expr* e) {
-  if (e->kind == ExprKind::Reduce) return true;
-  return std::ranges::any_of(e->args, has_reduce);
-}
-
-void collect_reduces(const Expr* e, std::unordered_set<const Expr*>& seen, std::vector<const Expr*>& out) {
-  if (!seen.insert(e).second) return;
-  if (e->kind == ExprKind::Reduce) {
-    out.push_back(e);
-    return;
-  }
-  for (const Expr* a : e->args) collect_reduces(a, seen, out);
-}
-
-bool reads_only(const FreeVars& fv, const Expr* e, int32_t rank, int32_t excluded, int32_t extra) {
-  if (has_reduce(e)) return false;
-  return std::ranges::all_of(fv.of(e), [&](int32_t v) {
-    return v == extra || (v >= 0 && v < rank && v != excluded);
-  });
-}
 
 }  // namespace
 
@@ -105,40 +83,13 @@ int heuristic_columns(const kir::Kernel& k, const FreeVars& fv,
       std::min<int64_t>(kMaxColumns, std::bit_ceil(static_cast<uint64_t>(k.domain.back()))));
 }
 
-std::optional<MatmulShape> recognize_matmul(const kir::Kernel& k, const FreeVars& fv) {
+std::optional<kir::MatmulPattern> recognize_matmul(const kir::Kernel& k, const FreeVars& fv) {
   const auto rank = static_cast<int32_t>(k.domain.size());
-  if (rank < 2 || k.stores.empty()) return std::nullopt;
-  if (k.domain[rank - 1] < kMinMatmulSide || k.domain[rank - 2] < kMinMatmulSide) return std::nullopt;
-  std::vector<const Expr*> reduces;
-  std::unordered_set<const Expr*> seen;
-  for (const kir::Store& st : k.stores) {
-    if (has_reduce(st.index)) return std::nullopt;
-    collect_reduces(st.value, seen, reduces);
-  }
-  if (reduces.size() != 1) return std::nullopt;
-  const Expr* r = reduces[0];
-  if (r->reduce_op != kir::ReduceOp::Sum || r->dtype != DType::f32 || r->rvars.size() != 1 ||
-      r->rextents[0] < 1)
+  if (rank < 2 || k.domain[rank - 1] < kMinMatmulSide || k.domain[rank - 2] < kMinMatmulSide)
     return std::nullopt;
-  const Expr* body = r->args[0];
-  if (body->kind != ExprKind::Alu || body->alu != kir::Alu::Mul || body->dtype != DType::f32)
-    return std::nullopt;
-  for (const kir::Store& st : k.stores)
-    for (const Expr* e : {st.index, st.value})
-      if (!std::ranges::all_of(fv.of(e), [&](int32_t v) { return v >= 0 && v < rank; }))
-        return std::nullopt;
-  MatmulShape m{.reduce = r, .k_var = r->rvars[0], .k_extent = r->rextents[0]};
-  if (m.k_var < rank) return std::nullopt;
-  const Expr* x = body->args[0];
-  const Expr* y = body->args[1];
-  for (int swap = 0; swap < 2; ++swap, std::swap(x, y)) {
-    if (reads_only(fv, x, rank, rank - 1, m.k_var) && reads_only(fv, y, rank, rank - 2, m.k_var)) {
-      m.a = x;
-      m.b = y;
-      return m;
-    }
-  }
-  return std::nullopt;
+  std::optional<kir::MatmulPattern> m = kir::recognize_matmul(k, fv);
+  if (m && m->k_extent < 1) return std::nullopt;
+  return m;
 }
 
 int64_t row_count(const kir::Kernel& k, const Strategy& st) {
@@ -157,7 +108,7 @@ std::string splits_blocker(const kir::Kernel& k, const Strategy& st) {
   for (const Expr* r : st.row_reduces) {
     std::unordered_set<const Expr*> seen;
     std::vector<const Expr*> inner;
-    collect_reduces(r->args[0], seen, inner);
+    kir::collect_reduces(r->args[0], seen, inner);
     for (const Expr* i : inner)
       if (row.contains(i))
         return "a row reduction reads another one (the whole row's result is needed first)";
@@ -180,7 +131,7 @@ int heuristic_splits(const kir::Kernel& k, const Strategy& st) {
 
 Strategy choose_strategy(const kir::Kernel& k, const FreeVars& fv) {
   Strategy s;
-  if (auto m = recognize_matmul(k, fv)) {
+  if (auto m = gpu::recognize_matmul(k, fv)) {
     s.kind = Strategy::Kind::matmul_tiled;
     s.matmul = *m;
     return s;

@@ -9,19 +9,10 @@
 #include <vector>
 
 #include "codegen/gpu/c_expr_emitter.h"
+#include "ir/kernel_analysis.h"
 #include "ir/kernel_ir.h"
 
 namespace kiln::codegen::gpu {
-
-// Every store reads parallel variables and the one reduction R = sum over k of a * b (f32), with
-// `a` free of the column variable j (last domain axis) and `b` free of the row variable i.
-struct MatmulShape {
-  const kir::Expr* reduce = nullptr;
-  const kir::Expr* a = nullptr;
-  const kir::Expr* b = nullptr;
-  int32_t k_var = -1;
-  int64_t k_extent = 0;
-};
 
 struct Strategy {
   enum class Kind { elementwise, row_reduce, matmul_tiled } kind = Kind::elementwise;
@@ -41,7 +32,7 @@ struct Strategy {
   // so that a warp's loads are consecutive in memory.
   int cols = 1;
   std::vector<const kir::Expr*> row_reduces;
-  MatmulShape matmul;
+  kir::MatmulPattern matmul;
 };
 
 const char* strategy_name(Strategy::Kind k);
@@ -78,7 +69,10 @@ inline constexpr int kMaxColumns = 32;
 int heuristic_columns(const kir::Kernel& k, const FreeVars& fv,
                       const std::vector<const kir::Expr*>& reduces);
 
-std::optional<MatmulShape> recognize_matmul(const kir::Kernel& k, const FreeVars& fv);
+// kir::recognize_matmul (ir/kernel_analysis.h) with both output sides at least kMinMatmulSide
+// and K >= 1: smaller ones are not worth a tile.
+inline constexpr int64_t kMinMatmulSide = 8;
+std::optional<kir::MatmulPattern> recognize_matmul(const kir::Kernel& k, const FreeVars& fv);
 Strategy choose_strategy(const kir::Kernel& k, const FreeVars& fv);
 
 }  // namespace kiln::codegen::gpu

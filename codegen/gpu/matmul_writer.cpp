@@ -66,8 +66,9 @@ void write_products(CExprEmitter& em, Scope* ks, const Tiling& t) {
 
 }  // namespace
 
-Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k, const MatmulShape& m,
-                                   int tile_side, std::string& shared) {
+Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k,
+                                   const kir::MatmulPattern& m, int tile_side,
+                                   std::string& shared) {
   DialectText& d = em.dialect();
   const size_t rank = k.domain.size();
   const int64_t M = k.domain[rank - 2], N = k.domain[rank - 1];

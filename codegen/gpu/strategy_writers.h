@@ -64,7 +64,7 @@ Expected<LaunchShape> write_row_reduce(CExprEmitter& em, const kir::Kernel& k, c
 
 // The tiled matmul (codegen/gpu/matmul_writer.cpp) with `tile` x `tile` output tiles (16, 32, 64
 // or 128; 0: 64 when both sides reach 64, else 16); `shared` receives its shared arrays.
-Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k, const MatmulShape& m,
-                                   int tile, std::string& shared);
+Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k,
+                                   const kir::MatmulPattern& m, int tile, std::string& shared);
 
 }  // namespace kiln::codegen::gpu

@@ -1,4 +1,4 @@
-// Wrap-around indices in the innermost loop (codegen/cpu/loop_split.h): where the loop is cut,
+// Wrap-around indices in the innermost loop (ir/loop_split.h): where the loop is cut,
 // when it is left whole, and rolled / wrapped kernels against a plain loop (run_kernel also calls
 // them in uneven chunks, which for rank-1 kernels cut across the pieces).
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <array>
 
-#include "codegen/cpu/loop_split.h"
+#include "ir/loop_split.h"
 #include "tests/codegen/cpu_test_support.h"
 
 namespace kiln::codegen::testing {
@@ -46,25 +46,25 @@ kir::Kernel roll1d(const Wrapped& w, int64_t n, int64_t c1, int64_t c2, int64_t 
 TEST(CpuLoopSplit, CutsWhereTheIndicesWrap) {
   Wrapped w;
   kir::Kernel k = roll1d(w, 100, 1, 99, 30);
-  cpu::LoopSplit s = cpu::split_innermost(k);
+  kir::LoopSplit s = kir::split_innermost(k);
   EXPECT_EQ(s.bounds, (std::vector<int64_t>{0, 1, 70, 99, 100}));
   EXPECT_EQ(s.wraps.size(), 3u);
   const Expr* m1 = w.mod(w.p_plus(0, 1), 100);
   ASSERT_TRUE(s.wraps.count(m1));
-  EXPECT_EQ(cpu::wrap_quotient(s.wraps.at(m1), 0), 0);
-  EXPECT_EQ(cpu::wrap_quotient(s.wraps.at(m1), 99), 1);
+  EXPECT_EQ(kir::wrap_quotient(s.wraps.at(m1), 0), 0);
+  EXPECT_EQ(kir::wrap_quotient(s.wraps.at(m1), 99), 1);
   // A divisor with more than kMaxLoopPieces pieces, and an index that is not p + c: left whole.
   Wrapped w2;
   kir::Kernel many = roll1d(w2, 100, 1, 99, 0);
   many.stores[0].value = w2.a->alu(Alu::Cast, DType::f32, {w2.mod(w2.p_plus(0, 0), 7)});
-  EXPECT_EQ(cpu::split_innermost(many).bounds, (std::vector<int64_t>{0, 100}));
+  EXPECT_EQ(kir::split_innermost(many).bounds, (std::vector<int64_t>{0, 100}));
   Wrapped w3;
   const Expr* twice = w3.a->alu(Alu::Mul, DType::i64, {w3.a->var(0), w3.a->index(2)});
   kir::Kernel scaled =
       make_kernel("scaled", {in_param(DType::f32, {64}), out_param(DType::f32, {64})}, {64}, w3.a,
                   {{1, w3.a->var(0), w3.a->load(0, DType::f32, w3.mod(twice, 64))}});
-  EXPECT_EQ(cpu::split_innermost(scaled).bounds, (std::vector<int64_t>{0, 64}));
-  EXPECT_TRUE(cpu::split_innermost(scaled).wraps.empty());
+  EXPECT_EQ(kir::split_innermost(scaled).bounds, (std::vector<int64_t>{0, 64}));
+  EXPECT_TRUE(kir::split_innermost(scaled).wraps.empty());
 }
 
 TEST(CpuLoopSplit, RolledOneAxisKernelsMatchTheLoop) {
@@ -103,7 +103,7 @@ TEST(CpuLoopSplit, WrapAroundStencilMatchesTheLoop) {
   kir::Kernel k = make_kernel(
       "stencil", {in_param(DType::f32, {rows, cols}), out_param(DType::f32, {rows, cols})},
       {rows, cols}, w.a, {{1, out, sum}});
-  EXPECT_EQ(cpu::split_innermost(k).bounds, (std::vector<int64_t>{0, 1, 44, 45}));
+  EXPECT_EQ(kir::split_innermost(k).bounds, (std::vector<int64_t>{0, 1, 44, 45}));
   std::vector<double> x;
   for (int64_t i = 0; i < rows * cols; ++i) x.push_back(static_cast<double>((i * 7) % 11));
   auto res = run_kernel(k, {Buffer(DType::f32, x)});

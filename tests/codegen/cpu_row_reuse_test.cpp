@@ -1,11 +1,11 @@
-// Row reuse (codegen/cpu/row_reuse.h): which store expressions are read back from a row that a
+// Row reuse (ir/row_reuse.h): which store expressions are read back from a row that a
 // reduction filled, which are not, and kernels using it against a double-precision loop.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
-#include "codegen/cpu/row_reuse.h"
+#include "ir/row_reuse.h"
 #include "tests/codegen/cpu_test_support.h"
 
 namespace kiln::codegen::testing {
@@ -43,8 +43,8 @@ TEST(CpuRowReuse, SoftmaxReadsItsExponentialsBack) {
   const Expr* mx = k.reduce(ReduceOp::Max, k.x(2), 2, k.cols);
   auto shifted_exp = [&](int32_t v) { return k.un(Alu::Exp, k.bin(Alu::Sub, k.x(v), mx)); };
   const Expr* sum = k.reduce(ReduceOp::Sum, shifted_exp(3), 3, k.cols);
-  const std::vector<cpu::RowReuse> found =
-      cpu::find_row_reuse(k.kernel(k.bin(Alu::Div, shifted_exp(1), sum)));
+  const std::vector<kir::RowReuse> found =
+      kir::find_row_reuse(k.kernel(k.bin(Alu::Div, shifted_exp(1), sum)));
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].reduce, sum);
   EXPECT_EQ(found[0].body_value, shifted_exp(3));
@@ -69,20 +69,20 @@ TEST(CpuRowReuse, OnlyTheSameCostlyValueOverTheSameRow) {
   const Expr* reads_p = k.reduce(ReduceOp::Sum, k.bin(Alu::Mul, e3, k.x(1)), 3, 19);
   const Expr* cheap = k.reduce(ReduceOp::Sum, k.bin(Alu::Mul, k.x(3), k.x(3)), 3, 19);
   const Expr* e1 = k.un(Alu::Exp, k.x(1));
-  EXPECT_TRUE(cpu::find_row_reuse(k.kernel(k.bin(Alu::Mul, e1, shorter))).empty());
+  EXPECT_TRUE(kir::find_row_reuse(k.kernel(k.bin(Alu::Mul, e1, shorter))).empty());
   EXPECT_TRUE(
-      cpu::find_row_reuse(k.kernel(k.bin(Alu::Mul, flipped, k.reduce(ReduceOp::Sum, e3, 3, 19))))
+      kir::find_row_reuse(k.kernel(k.bin(Alu::Mul, flipped, k.reduce(ReduceOp::Sum, e3, 3, 19))))
           .empty());
-  EXPECT_TRUE(cpu::find_row_reuse(k.kernel(k.bin(Alu::Mul, e1, reads_p))).empty());
-  EXPECT_TRUE(cpu::find_row_reuse(k.kernel(k.bin(Alu::Mul, k.bin(Alu::Mul, k.x(1), k.x(1)), cheap)))
+  EXPECT_TRUE(kir::find_row_reuse(k.kernel(k.bin(Alu::Mul, e1, reads_p))).empty());
+  EXPECT_TRUE(kir::find_row_reuse(k.kernel(k.bin(Alu::Mul, k.bin(Alu::Mul, k.x(1), k.x(1)), cheap)))
                   .empty());
   EXPECT_EQ(
-      cpu::find_row_reuse(k.kernel(k.bin(Alu::Mul, e1, k.reduce(ReduceOp::Sum, e3, 3, 19)))).size(),
+      kir::find_row_reuse(k.kernel(k.bin(Alu::Mul, e1, k.reduce(ReduceOp::Sum, e3, 3, 19)))).size(),
       1u);
   // A row longer than kMaxRowReuseBytes is not kept.
-  RowKernel wide{1, cpu::kMaxRowReuseBytes / 4 + 1};
+  RowKernel wide{1, kir::kMaxRowReuseBytes / 4 + 1};
   const Expr* we = wide.reduce(ReduceOp::Sum, wide.un(Alu::Exp, wide.x(3)), 3, wide.cols);
-  EXPECT_TRUE(cpu::find_row_reuse(wide.kernel(wide.bin(Alu::Div, wide.un(Alu::Exp, wide.x(1)), we)))
+  EXPECT_TRUE(kir::find_row_reuse(wide.kernel(wide.bin(Alu::Div, wide.un(Alu::Exp, wide.x(1)), we)))
                   .empty());
 }
 
@@ -99,7 +99,7 @@ TEST(CpuRowReuse, TwoReusedValuesMatchTheLoop) {
     const Expr* value = k.bin(Alu::Add, k.bin(Alu::Div, shifted_exp(1), sum),
                               k.bin(Alu::Mul, k.un(Alu::Tanh, k.x(1)), tsum));
     kir::Kernel kernel = k.kernel(value);
-    ASSERT_EQ(cpu::find_row_reuse(kernel).size(), 2u);
+    ASSERT_EQ(kir::find_row_reuse(kernel).size(), 2u);
     std::vector<double> x;
     for (int64_t j = 0; j < k.rows * k.cols; ++j)
       x.push_back(static_cast<float>(std::sin(j * 0.7) * 3 + (j / k.cols)));

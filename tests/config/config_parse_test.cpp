@@ -25,6 +25,7 @@ level = "full"
 targets = ["stdout", "log", { file = "autotune.log" }]
 [compilation]
 check_mode = "validate"
+verify_ir = true
 cache = { file = "/var/kiln/cache.db" }
 [compilation.logger]
 level = "disabled"
@@ -66,6 +67,7 @@ TEST(ConfigParse, EmptyFileGivesTheDesignDefaults) {
   EXPECT_EQ(c.autotune_level, "balanced");
   EXPECT_EQ(c.autotune_cache.kind, "target");
   EXPECT_EQ(c.check_mode, "auto");
+  EXPECT_EQ(c.verify_ir, passes::kVerifyIrByDefault);
   EXPECT_EQ(c.compilation_cache.kind, "target");
   EXPECT_EQ(c.cpu_target, "native");
   EXPECT_EQ(c.max_streams, 8);
@@ -75,7 +77,7 @@ TEST(ConfigParse, EmptyFileGivesTheDesignDefaults) {
   EXPECT_EQ(c.memory_logger.level, "disabled");
   EXPECT_EQ(c.file, "/proj/kiln.toml");
   EXPECT_EQ(c.project_root, "/proj");
-  EXPECT_EQ(c.sources.size(), 22u);
+  EXPECT_EQ(c.sources.size(), 23u);
   for (const auto& [key, source] : c.sources) EXPECT_EQ(source, "default") << key;
   EXPECT_TRUE(r->warnings.empty());
 }
@@ -96,6 +98,7 @@ TEST(ConfigParse, EveryKeyIsRead) {
   EXPECT_EQ(c.autotune_logger.targets,
             (std::vector<LogTarget>{{"stdout", ""}, {"log", ""}, {"file", "/proj/autotune.log"}}));
   EXPECT_EQ(c.check_mode, "validate");
+  EXPECT_TRUE(c.verify_ir);
   EXPECT_EQ(c.compilation_cache.kind, "file");
   EXPECT_EQ(c.compilation_cache.path, "/var/kiln/cache.db");
   EXPECT_EQ(c.compilation_logger.level, "disabled");
@@ -111,7 +114,7 @@ TEST(ConfigParse, EveryKeyIsRead) {
   EXPECT_EQ(c.cache_logger.targets, (std::vector<LogTarget>{{"file", "/proj/logs/cache.log"}}));
   EXPECT_EQ(c.sources.at("fusion.enabled"), "/proj/kiln.toml:2");
   EXPECT_EQ(c.sources.at("autotune.logger.targets"), "/proj/kiln.toml:14");
-  EXPECT_EQ(c.sources.at("cache.logger.targets"), "/proj/kiln.toml:32");
+  EXPECT_EQ(c.sources.at("cache.logger.targets"), "/proj/kiln.toml:33");
   EXPECT_EQ(c.sources.at("compilation.logger.targets"), "default");
 }
 

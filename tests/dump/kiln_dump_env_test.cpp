@@ -1,7 +1,12 @@
 // KILN_DUMP=<dir> with the real `kiln run`: the files it writes, and that the reproducer re-runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <regex>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tests/dump/run_kiln.h"
 
@@ -46,6 +51,43 @@ TEST_F(KilnDumpEnv, RunWritesReproducerAndDumpsThatRunAgain) {
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_EQ(launched(again.out), launched(r.out)) << r.out << "\n---\n" << again.out;
   EXPECT_EQ(run_kiln("dump " + repro + " --stage groups").code, 0);
+}
+
+// The IR after every step, numbered in running order: the lowering script's steps, then compile
+// and slots; the last graph step is the optimized graph, `fuse` the groups, `lower` the kernels.
+TEST_F(KilnDumpEnv, RunWritesTheIrAfterEveryStep) {
+  fs::path out = dir_ / "steps";
+  Result r = run_kiln("run " KILN_SOURCE_DIR "/examples/attention.kg --random-inputs",
+                      "KILN_DUMP=" + out.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(out / "graph-0001.steps"))
+    files.push_back(e.path().filename());
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 7u);
+  std::vector<std::string> steps;
+  for (size_t i = 0; i < files.size(); ++i) {
+    EXPECT_EQ(files[i].substr(0, 3), fmt::format("{:02}-", i + 1)) << files[i];
+    steps.push_back(files[i].substr(3));
+  }
+  std::vector<std::string> graph_steps(steps.begin(), steps.end() - 4);
+  ASSERT_EQ(graph_steps.size() % 3, 0u) << fmt::format("{}", fmt::join(steps, " "));
+  for (size_t i = 0; i < graph_steps.size(); ++i)
+    EXPECT_EQ(graph_steps[i],
+              (std::vector<std::string>{"fold_literals.kg", "fold_views.kg", "cse.kg"}[i % 3]));
+  EXPECT_EQ(std::vector<std::string>(steps.end() - 4, steps.end()),
+            (std::vector<std::string>{"fuse.txt", "lower.txt", "compile.ll", "slots.txt"}));
+  fs::path dir = out / "graph-0001.steps";
+  EXPECT_EQ(read_text(dir / files[files.size() - 5]), read_text(out / "graph-0001.optimized.kg"));
+  EXPECT_EQ(read_text(dir / files[files.size() - 4]), read_text(out / "graph-0001.groups.txt"));
+  EXPECT_EQ(read_text(dir / files[files.size() - 3]), read_text(out / "graph-0001.kernels.txt"));
+  EXPECT_EQ(read_text(dir / files[files.size() - 2]), read_text(out / "graph-0001.source.ll"));
+  std::string slots = read_text(dir / files.back());
+  EXPECT_NE(slots.find("s0: f32[2,8,1024,64] input 0"), std::string::npos) << slots;
+  EXPECT_NE(slots.find("\noutputs: s"), std::string::npos) << slots;
+  // Each graph step's IR is a graph kiln runs.
+  Result first = run_kiln("run " + (dir / files[0]).string() + " --random-inputs");
+  EXPECT_EQ(first.code, 0) << first.err;
 }
 
 TEST_F(KilnDumpEnv, SecondProcessTakesTheNextNumber) {

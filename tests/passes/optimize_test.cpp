@@ -158,7 +158,7 @@ TEST(Optimize, MergesStructurallyEqualValuesAndDropsDeadNodes) {
 TEST(Optimize, FoldOffOnlyRunsCse) {
   Fixture f;
   const Node* a = f.bin(Op::Mul, f.x, f.lit(1));
-  EXPECT_EQ(optimize(f.g, {a}, OptimizeOptions{.fold = false}), Outputs{a});
+  EXPECT_EQ(optimize(f.g, {a}, OptimizeOptions{.fold = false, .after_step = {}}), Outputs{a});
   EXPECT_EQ(optimize(f.g, {a}), Outputs{f.x});
 }
 

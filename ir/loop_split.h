@@ -10,7 +10,7 @@
 
 #include "ir/kernel_ir.h"
 
-namespace kiln::codegen::cpu {
+namespace kiln::kir {
 
 struct Wrap {
   int64_t c = 0;  // offset added to p
@@ -34,4 +34,4 @@ inline int64_t wrap_quotient(const Wrap& w, int64_t lo) {
   return (lo + w.c) / w.n;
 }
 
-}  // namespace kiln::codegen::cpu
+}  // namespace kiln::kir

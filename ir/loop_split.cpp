@@ -1,11 +1,11 @@
 // Finds `(p + c) mod n` / `(p + c) div n` over the innermost variable p and the points where
 // they wrap.
-#include "codegen/cpu/loop_split.h"
+#include "ir/loop_split.h"
 
 #include <algorithm>
 #include <optional>
 
-namespace kiln::codegen::cpu {
+namespace kiln::kir {
 
 namespace {
 
@@ -60,4 +60,4 @@ LoopSplit split_innermost(const kir::Kernel& k) {
   return split;
 }
 
-}  // namespace kiln::codegen::cpu
+}  // namespace kiln::kir

@@ -1,7 +1,7 @@
 // Row reuse analysis: top-level single-variable reductions over the innermost axis's extent, their
 // costly body expressions, and the store expressions equal to one of them with the reduction's
 // variable renamed to the innermost parallel variable.
-#include "codegen/cpu/row_reuse.h"
+#include "ir/row_reuse.h"
 
 #include <algorithm>
 #include <map>
@@ -9,7 +9,7 @@
 #include <unordered_set>
 #include <utility>
 
-namespace kiln::codegen::cpu {
+namespace kiln::kir {
 
 namespace {
 
@@ -18,11 +18,13 @@ using kir::Expr;
 using kir::ExprKind;
 
 // A division, a root or a transcendental function (ir/ops.def's cost).
-bool costly_op(Alu a) { return kir::alu_cost(a) >= 4; }
+bool costly_op(Alu a) {
+  return kir::alu_cost(a) >= 4;
+}
 
 class Analysis {
  public:
-  explicit Analysis(const kir::Kernel& k) : k_(k), vars_(kir::free_vars(k)) {
+  explicit Analysis(const kir::Kernel& k) : k_(k), vars_(k) {
     for (const Expr* e : kir::kernel_exprs(k)) {  // operands first
       bool costly = e->kind == ExprKind::Alu && costly_op(e->alu);
       if (e->kind != ExprKind::Reduce)
@@ -44,7 +46,7 @@ class Analysis {
   }
 
  private:
-  bool reads(const Expr* e, int32_t var) const { return std::ranges::count(vars_.at(e), var) > 0; }
+  bool reads(const Expr* e, int32_t var) const { return vars_.uses(e, var); }
 
   // Top-level reductions that qualify, and their costly body expressions that read r.
   void collect_reductions(const Expr* e, std::unordered_set<const Expr*>& seen) {
@@ -124,4 +126,4 @@ std::vector<RowReuse> find_row_reuse(const kir::Kernel& kernel) {
   return Analysis(kernel).run();
 }
 
-}  // namespace kiln::codegen::cpu
+}  // namespace kiln::kir

@@ -10,7 +10,7 @@
 
 #include "ir/kernel_ir.h"
 
-namespace kiln::codegen::cpu {
+namespace kiln::kir {
 
 struct RowReuse {
   const kir::Expr* reduce = nullptr;       // R: one variable r over the innermost axis's extent
@@ -26,4 +26,4 @@ constexpr int64_t kMaxRowReuseBytes = 64 * 1024;
 // largest such match on its path from a store. Empty when nothing qualifies.
 std::vector<RowReuse> find_row_reuse(const kir::Kernel& kernel);
 
-}  // namespace kiln::codegen::cpu
+}  // namespace kiln::kir

@@ -1,0 +1,159 @@
+// The lowering script: its steps in order, the verifier between them, every example through it.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "ir/kg.h"
+#include "passes/cost_model.h"
+#include "passes/pipeline.h"
+#include "tests/passes/test_support.h"
+
+namespace kiln::passes {
+namespace {
+
+using ir::DType;
+using ir::Op;
+using testing::GraphFixture;
+using testing::must;
+
+struct Seen {
+  int number;
+  std::string step;
+  size_t kernels;
+};
+
+LoweringOptions with(const Fuser* fuser, bool fold = true, bool verify = true) {
+  LoweringOptions o;
+  o.fuser = fuser;
+  o.fold = fold;
+  o.verify = verify;
+  return o;
+}
+
+FusionPlan groups(std::vector<FusedGroup> gs) {
+  FusionPlan plan;
+  plan.groups = std::move(gs);
+  return plan;
+}
+
+std::vector<Seen> run_observed(ir::Graph& g, const Outputs& outputs, LoweringOptions options = {}) {
+  std::vector<Seen> seen;
+  options.verify = true;
+  options.observe = [&](int number, const LoweringStep& step, const Lowering& ir) {
+    seen.push_back({number, std::string(step.name), ir.kernels.size()});
+  };
+  auto lowered = run_lowering(g, outputs, options);
+  EXPECT_TRUE(lowered.has_value()) << lowered.error().message;
+  return seen;
+}
+
+TEST(LoweringScript, StepsRunInOrderAndAreNumbered) {
+  std::vector<std::string> names;
+  for (const LoweringStep& s : lowering_steps()) names.emplace_back(s.name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"fold_literals", "fold_views", "cse", "fuse", "lower"}));
+
+  GraphFixture f;
+  const ir::Node* x = f.g.input(DType::f32, {4, 8}, "x");
+  // x * 1 folds in the first round, so a second round runs and changes nothing.
+  const ir::Node* y = must(f.b.softmax(f.bin(Op::Mul, x, f.lit(1)), 1));
+  std::vector<Seen> seen = run_observed(f.g, {y});
+  std::vector<std::string> order;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].number, static_cast<int>(i) + 1);
+    order.push_back(seen[i].step);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"fold_literals", "fold_views", "cse", "fold_literals",
+                                             "fold_views", "cse", "fuse", "lower"}));
+  EXPECT_EQ(seen.back().kernels, 3u);  // the first fuser: max, sum and the normalized values
+  EXPECT_EQ(seen[seen.size() - 2].kernels, 0u) << "fuse runs before lower";
+}
+
+TEST(LoweringScript, WithoutFoldingOnlyCseRuns) {
+  GraphFixture f;
+  const ir::Node* x = f.g.input(DType::f32, {4}, "x");
+  std::vector<Seen> seen =
+      run_observed(f.g, {f.bin(Op::Mul, x, f.lit(1))}, with(nullptr, /*fold=*/false));
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].step, "cse");
+  EXPECT_EQ(seen[1].step, "fuse");
+}
+
+// A fuser that forgets the first output: the verifier after `fuse` names it.
+class ForgetfulFuser final : public Fuser {
+ public:
+  std::string_view name() const override { return "forgetful"; }
+  FusionPlan fuse(const Outputs& outputs) const override {
+    FusionPlan plan = make_first_fuser()->fuse(outputs);
+    plan.groups.erase(plan.groups.begin());
+    return plan;
+  }
+};
+
+TEST(LoweringScript, TheVerifierNamesTheStepThatBrokeTheIr) {
+  GraphFixture f;
+  const ir::Node* x = f.g.input(DType::f32, {4}, "x");
+  const ir::Node* y = f.un(Op::Exp, x);
+  ForgetfulFuser forgetful;
+  auto broken = run_lowering(f.g, {y}, with(&forgetful));
+  ASSERT_FALSE(broken.has_value());
+  EXPECT_EQ(
+      broken.error().message,
+      fmt::format("after step 4, fuse: the IR is malformed: no group writes the output %t{} (Exp)",
+                  y->id));
+  // Unverified, the same script goes on and lowers nothing.
+  auto unchecked = run_lowering(f.g, {y}, with(&forgetful, true, /*verify=*/false));
+  ASSERT_TRUE(unchecked.has_value());
+  EXPECT_TRUE(unchecked->kernels.empty());
+}
+
+TEST(VerifyFusion, FindsUnsoundPlans) {
+  GraphFixture f;
+  const ir::Node* x = f.g.input(DType::f32, {4}, "x");
+  const ir::Node* a = f.un(Op::Exp, x);
+  const ir::Node* b = f.un(Op::Log, a);
+  FusionPlan twice = groups({{{a}, {a}, {x}}, {{a}, {a}, {x}}});
+  EXPECT_EQ(verify_fusion({a}, twice).error().message,
+            fmt::format("groups 0 and 1 both write %t{} (Exp)", a->id));
+  FusionPlan unready = groups({{{b}, {b}, {a}}, {{a}, {a}, {x}}});
+  EXPECT_EQ(verify_fusion({b}, unready).error().message,
+            fmt::format("group 0 reads %t{} (Exp), which no earlier group writes", a->id));
+  FusionPlan unread = groups({{{b}, {b}, {x}}});
+  EXPECT_EQ(verify_fusion({b}, unread).error().message,
+            fmt::format(
+                "group 0 computes %t{} (Log) from %t{} (Exp), which it neither computes nor reads",
+                b->id, a->id));
+  FusionPlan foreign = groups({{{a}, {b}, {x}}});
+  EXPECT_EQ(verify_fusion({b}, foreign).error().message,
+            fmt::format("group 0 writes %t{} (Log), which it does not compute", b->id));
+  FusionPlan sound = groups({{{a}, {a}, {x}}, {{b}, {b}, {a}}});
+  EXPECT_TRUE(verify_fusion({b}, sound).has_value());
+}
+
+// Every example graph goes through the script with the verifier after every step, with the first
+// fuser and the beam fuser.
+TEST(LoweringScript, EveryExampleVerifiesAfterEveryStep) {
+  CostModel model(DeviceRates::reference_cpu());
+  auto beam = make_beam_fuser(model);
+  auto first = make_first_fuser();
+  int graphs = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(KILN_SOURCE_DIR "/examples")) {
+    if (entry.path().extension() != ".kg") continue;
+    for (const Fuser* fuser : {first.get(), beam.get()}) {
+      ir::Graph g;
+      auto kg = ir::read_kg_file(g, entry.path().string());
+      ASSERT_TRUE(kg.has_value()) << kg.error().message;
+      Outputs outputs;
+      for (const auto& [name, node] : kg->outputs) outputs.push_back(node);
+      std::vector<Seen> seen = run_observed(g, outputs, with(fuser));
+      ASSERT_FALSE(seen.empty()) << entry.path();
+      EXPECT_EQ(seen.back().step, "lower") << entry.path();
+    }
+    ++graphs;
+  }
+  EXPECT_GE(graphs, 10);
+}
+
+}  // namespace
+}  // namespace kiln::passes
