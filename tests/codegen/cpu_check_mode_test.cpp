@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "codegen/check_mode.h"
+#include "tests/codegen/check_mode_kernels.h"
 #include "tests/codegen/cpu_test_support.h"
 
 namespace kiln::codegen::testing {
@@ -63,28 +64,8 @@ std::vector<float> iota(int64_t n, float base) {
   return v;
 }
 
-const Expr* shifted(kir::ExprArena& a, int64_t by) {
-  return a.alu(Alu::Add, DType::i64, {a.var(0), a.index(by)});
-}
-
-// out[i] = x[i + shift] over [0, 8), both 8 elements.
-kir::Kernel shifted_load(int64_t shift) {
-  auto a = std::make_shared<kir::ExprArena>();
-  kir::Param x = in_param(DType::f32, {8}), out = out_param(DType::f32, {8});
-  x.label = "x";
-  out.label = "y";
-  return make_kernel("k0", {x, out}, {8}, a,
-                     {{1, a->var(0), a->load(0, DType::f32, shifted(*a, shift))}});
-}
-
-// out[i + shift] = x[i] over [0, 8), both 8 elements.
-kir::Kernel shifted_store(int64_t shift) {
-  auto a = std::make_shared<kir::ExprArena>();
-  kir::Param x = in_param(DType::f32, {8}), out = out_param(DType::f32, {8});
-  out.label = "out";
-  return make_kernel("k3", {x, out}, {8}, a,
-                     {{1, shifted(*a, shift), a->load(0, DType::f32, a->var(0))}});
-}
+using kiln::testing::shifted_load;
+using kiln::testing::shifted_store;
 
 TEST(CpuCheckMode, EnforceClampsLoads) {
   for (int64_t shift : {3, -2}) {

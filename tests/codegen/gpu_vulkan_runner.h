@@ -156,6 +156,62 @@ inline Runner& runner() {
   return r;
 }
 
+// Runs `k` on vulkan:0 over `tensors` (one per parameter: inputs filled, outputs as they start,
+// read back after the launch). With validate, `slot` receives the error slot (kCheckSlotWords
+// words, zeroed before the launch); `strategy`, when given, the source's strategy name.
+inline void run_on_vulkan(const kir::Kernel& k, std::vector<ir::HostTensor>& tensors,
+                          CheckMode check, const TuneParams& params = {},
+                          std::vector<int64_t>* slot = nullptr, std::string* strategy = nullptr) {
+  Runner& r = runner();
+  auto src = emit_source(k, params, Dialect::glsl, check);
+  ASSERT_TRUE(src.has_value()) << src.error().message;
+  if (params.vector_loads == kLanes && check == CheckMode::none) {
+    EXPECT_NE(src->text.find("v.d[uint("), std::string::npos) << "no vector access\n" << src->text;
+  }
+  if (strategy) *strategy = src->strategy;
+  auto bin = r.gpu->compile(*src, k.name);
+  ASSERT_TRUE(bin.has_value()) << bin.error().message;
+  auto prog = r.gpu->load(*src, *bin);
+  ASSERT_TRUE(prog.has_value()) << prog.error().message;
+  auto stream = r.gpu->create_stream();
+  ASSERT_TRUE(stream.has_value()) << stream.error().message;
+  std::vector<std::shared_ptr<runtime::DeviceMemory>> mem;
+  std::vector<runtime::DeviceMemory*> args;
+  for (auto& t : tensors) {
+    auto m = r.gpu->allocate(std::max<size_t>(t.bytes.size(), 4));
+    ASSERT_TRUE(m.has_value()) << m.error().message;
+    if (!t.bytes.empty()) {
+      ASSERT_TRUE((*stream)->upload(**m, t.data(), t.bytes.size()).has_value());
+    }
+    mem.push_back(*m);
+    args.push_back(m->get());
+  }
+  std::vector<int64_t> words(kCheckSlotWords, 0);
+  if (check == CheckMode::validate) {
+    auto m = r.gpu->allocate(words.size() * 8);
+    ASSERT_TRUE(m.has_value());
+    ASSERT_TRUE((*stream)->upload(**m, words.data(), words.size() * 8).has_value());
+    mem.push_back(*m);
+    args.push_back(m->get());
+  }
+  auto scratch = runtime::make_scratch(*r.gpu, **stream, *src);
+  ASSERT_TRUE(scratch.has_value()) << scratch.error().message;
+  if (*scratch) args.push_back(scratch->get());
+  ASSERT_TRUE((*stream)->launch(**prog, args).has_value());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (k.params[i].output && !tensors[i].bytes.empty()) {
+      ASSERT_TRUE(
+          (*stream)->download(*mem[i], tensors[i].data(), tensors[i].bytes.size()).has_value());
+    }
+  }
+  if (check == CheckMode::validate) {
+    ASSERT_TRUE(
+        (*stream)->download(*mem[tensors.size()], words.data(), words.size() * 8).has_value());
+  }
+  ASSERT_TRUE((*stream)->synchronize().has_value());
+  if (slot) *slot = words;
+}
+
 // Runs `k` on both devices with `inputs` (one tensor per input parameter, in order); compares
 // every output (`bits`: floats bit for bit). `gpu_out`, when given, receives vulkan:0's tensors
 // (one per parameter).
@@ -176,53 +232,15 @@ inline void run_both_on(const kir::Kernel& k, const std::vector<ir::HostTensor>&
   std::vector<void*> ptrs;
   for (auto& t : cpu_t) ptrs.push_back(t.data());
   (*artifact)->fn(ptrs.data(), 0, (*artifact)->outer_extent);
-
-  auto src = emit_source(k, params, Dialect::glsl, check);
-  ASSERT_TRUE(src.has_value()) << src.error().message;
-  if (params.vector_loads == kLanes && check == CheckMode::none) {
-    EXPECT_NE(src->text.find("v.d[uint("), std::string::npos) << "no vector access\n" << src->text;
-  }
-  auto bin = r.gpu->compile(*src, k.name);
-  ASSERT_TRUE(bin.has_value()) << bin.error().message;
-  auto prog = r.gpu->load(*src, *bin);
-  ASSERT_TRUE(prog.has_value()) << prog.error().message;
-  auto stream = r.gpu->create_stream();
-  ASSERT_TRUE(stream.has_value()) << stream.error().message;
-  std::vector<std::shared_ptr<runtime::DeviceMemory>> mem;
-  std::vector<runtime::DeviceMemory*> args;
-  for (auto& t : gpu_t) {
-    auto m = r.gpu->allocate(std::max<size_t>(t.bytes.size(), 4));
-    ASSERT_TRUE(m.has_value()) << m.error().message;
-    if (!t.bytes.empty()) {
-      ASSERT_TRUE((*stream)->upload(**m, t.data(), t.bytes.size()).has_value());
-    }
-    mem.push_back(*m);
-    args.push_back(m->get());
-  }
-  std::vector<int64_t> slot(kCheckSlotWords, 0);
+  std::vector<int64_t> slot;
+  std::string strategy;
+  run_on_vulkan(k, gpu_t, check, params, &slot, &strategy);
+  if (::testing::Test::HasFatalFailure()) return;
   if (check == CheckMode::validate) {
-    auto m = r.gpu->allocate(slot.size() * 8);
-    ASSERT_TRUE(m.has_value());
-    ASSERT_TRUE((*stream)->upload(**m, slot.data(), slot.size() * 8).has_value());
-    mem.push_back(*m);
-    args.push_back(m->get());
+    EXPECT_EQ(slot[kCheckFlag], 0) << k.name << ": an in-range kernel reported a bad access";
   }
-  auto scratch = runtime::make_scratch(*r.gpu, **stream, *src);
-  ASSERT_TRUE(scratch.has_value()) << scratch.error().message;
-  if (*scratch) args.push_back(scratch->get());
-  ASSERT_TRUE((*stream)->launch(**prog, args).has_value());
-  for (size_t i = 0; i < gpu_t.size(); ++i) {
-    if (k.params[i].output && !gpu_t[i].bytes.empty()) {
-      ASSERT_TRUE((*stream)->download(*mem[i], gpu_t[i].data(), gpu_t[i].bytes.size()).has_value());
-    }
-  }
-  if (check == CheckMode::validate) {
-    ASSERT_TRUE((*stream)->download(*mem.back(), slot.data(), slot.size() * 8).has_value());
-  }
-  ASSERT_TRUE((*stream)->synchronize().has_value());
-  EXPECT_EQ(slot[kCheckFlag], 0) << k.name << ": an in-range kernel reported a bad access";
   const std::string what =
-      fmt::format("[{} {} {}]", src->strategy, check_mode_name(check), params.str());
+      fmt::format("[{} {} {}]", strategy, check_mode_name(check), params.str());
   for (size_t i = 0; i < gpu_t.size(); ++i)
     if (k.params[i].output) expect_same(k, static_cast<int>(i), gpu_t[i], cpu_t[i], what, bits);
   if (gpu_out) *gpu_out = std::move(gpu_t);
