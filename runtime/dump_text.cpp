@@ -146,6 +146,81 @@ std::string reason_line(const passes::FusionReason& r, const ValueNamer& namer) 
   return fmt::format("{} -> {}: {}", name_of(r.producer, namer), name_of(r.consumer, namer), r.reason);
 }
 
+namespace {
+
+// `group` computing `extra` too (each node once, by id), writing `outputs`; it reads what its
+// nodes take from outside (sources are recomputed, as the fusers do).
+passes::FusedGroup with_nodes(const passes::FusedGroup& group,
+                              const std::vector<const ir::Node*>& extra,
+                              std::vector<const ir::Node*> outputs) {
+  std::set<const ir::Node*, bool (*)(const ir::Node*, const ir::Node*)> nodes(
+      [](const ir::Node* a, const ir::Node* b) { return a->id < b->id; });
+  nodes.insert(group.nodes.begin(), group.nodes.end());
+  nodes.insert(extra.begin(), extra.end());
+  passes::FusedGroup g;
+  g.outputs = std::move(outputs);
+  std::unordered_set<const ir::Node*> read;
+  for (const ir::Node* n : nodes)
+    for (const ir::Node* in : n->inputs)
+      if (!nodes.contains(in) && ir::op_kind(in->op) != ir::OpKind::Source &&
+          read.insert(in).second)
+        g.inputs.push_back(in);
+  g.nodes.assign(nodes.begin(), nodes.end());
+  return g;
+}
+
+// The nodes of `group` that `n` is computed from, `n` included.
+std::vector<const ir::Node*> computed_from(const ir::Node* n, const passes::FusedGroup& group) {
+  const std::unordered_set<const ir::Node*> inside(group.nodes.begin(), group.nodes.end());
+  std::vector<const ir::Node*> out, stack{n};
+  std::unordered_set<const ir::Node*> seen{n};
+  while (!stack.empty()) {
+    const ir::Node* x = stack.back();
+    stack.pop_back();
+    out.push_back(x);
+    for (const ir::Node* in : x->inputs)
+      if (inside.contains(in) && seen.insert(in).second) stack.push_back(in);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string boundary_estimates(const passes::FusionReason& r, const passes::FusionPlan& fusion,
+                               const passes::CostModel& model, const ValueNamer& namer) {
+  int producer = -1, consumer = -1;
+  for (size_t k = 0; k < fusion.groups.size(); ++k) {
+    const passes::FusedGroup& g = fusion.groups[k];
+    if (producer < 0 && std::ranges::count(g.outputs, r.producer)) producer = static_cast<int>(k);
+    if (consumer < 0 && std::ranges::count(g.nodes, r.consumer) &&
+        std::ranges::count(g.inputs, r.producer))
+      consumer = static_cast<int>(k);
+  }
+  if (producer < 0 || consumer < 0 || producer == consumer) return "";
+  const passes::FusedGroup& p = fusion.groups[producer];
+  const passes::FusedGroup& c = fusion.groups[consumer];
+  const double apart_p = model.estimate(p).seconds, apart_c = model.estimate(c).seconds;
+  if (p.outputs[0]->shape == c.outputs[0]->shape) {
+    std::vector<const ir::Node*> outputs = p.outputs;
+    outputs.insert(outputs.end(), c.outputs.begin(), c.outputs.end());
+    const double one = model.estimate(with_nodes(c, p.nodes, outputs)).seconds;
+    return fmt::format("apart: k{} {} + k{} {} = {}; as one kernel: {}", producer,
+                       format_micros(apart_p), consumer, format_micros(apart_c),
+                       format_micros(apart_p + apart_c), format_micros(one));
+  }
+  // Kernels of different shapes cannot merge: the alternative is recomputing the value.
+  const double again =
+      model.estimate(with_nodes(c, computed_from(r.producer, p), c.outputs)).seconds;
+  return fmt::format("k{} reading {}: {}; recomputing it there: {}", consumer,
+                     name_of(r.producer, namer), format_micros(apart_c), format_micros(again));
+}
+
+std::string reason_line(const passes::FusionReason& r, const ValueNamer& namer,
+                        const passes::FusionPlan& fusion, const passes::CostModel& model) {
+  std::string estimates = boundary_estimates(r, fusion, model, namer);
+  return reason_line(r, namer) + (estimates.empty() ? "" : " (" + estimates + ")");
+}
+
 std::string format_micros(double seconds) { return fmt::format("{:.3f} µs", seconds * 1e6); }
 
 std::string groups_text(const Plan& plan, const ValueNamer& namer, const passes::CostModel& model,
@@ -177,7 +252,8 @@ std::string fusion_text(const passes::FusionPlan& fusion, std::string_view fuser
     std::vector<passes::FusionReason> reasons = boundary_reasons(fusion);
     out += fmt::format("\nwhy ({} kernel boundar{}):\n", reasons.size(),
                        reasons.size() == 1 ? "y" : "ies");
-    for (const passes::FusionReason& r : reasons) out += reason_line(r, namer) + "\n";
+    for (const passes::FusionReason& r : reasons)
+      out += reason_line(r, namer, fusion, model) + "\n";
   }
   return out;
 }

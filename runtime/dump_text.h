@@ -46,6 +46,15 @@ bool is_shown_op(const ir::Node* n);
 std::string node_statement(const ir::Node* n, const ValueNamer& namer);
 // "%producer -> %consumer: reason".
 std::string reason_line(const passes::FusionReason& r, const ValueNamer& namer);
+// The two estimates behind a boundary, by `model`: where the producer's and the consumer's kernels
+// have one shape, "apart: k0 A + k1 B = S; as one kernel: T" (one kernel computing both groups,
+// writing both groups' outputs); else "k1 reading %p: B; recomputing it there: T" (the consumer's
+// kernel computing the producer's value itself). "" when the reason names no two kernels.
+std::string boundary_estimates(const passes::FusionReason& r, const passes::FusionPlan& fusion,
+                               const passes::CostModel& model, const ValueNamer& namer);
+// reason_line with the estimates in parentheses: "%h -> %y0: matmul operand (apart: ...)".
+std::string reason_line(const passes::FusionReason& r, const ValueNamer& namer,
+                        const passes::FusionPlan& fusion, const passes::CostModel& model);
 // "12.345 µs"
 std::string format_micros(double seconds);
 

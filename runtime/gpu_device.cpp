@@ -232,10 +232,11 @@ Expected<std::shared_ptr<Plan>> GpuDevice::lower(ir::Graph& g,
   return build_plan(g, outputs, key.inputs, po);
 }
 
-Expected<int> GpuDevice::warm(ir::Graph& g, const std::vector<const ir::Node*>& outputs) {
+Expected<GpuDevice::Warmed> GpuDevice::warm(ir::Graph& g,
+                                            const std::vector<const ir::Node*>& outputs) {
   if (!store_) return make_error(name_ + ": no persistent cache to warm");
   const cache::KeyParts disk_key = plan_key(structural_key(outputs));
-  if (stored_plan(disk_key)) return 0;
+  if (stored_plan(disk_key)) return Warmed{};
   auto plan = lower(g, outputs);
   if (!plan) return std::unexpected(plan.error());
   int compiled = 0, tuned = 0;
@@ -247,7 +248,7 @@ Expected<int> GpuDevice::warm(ir::Graph& g, const std::vector<const ir::Node*>& 
     step.kernel_digest = kernels_.key(step.kernel, params).digest();
   }
   store_plan(disk_key, **plan);
-  return compiled;
+  return Warmed{.compiled = compiled, .tuned = tuned};
 }
 
 Expected<std::vector<CacheEntryRef>> GpuDevice::cache_entries(ir::Graph& g,

@@ -46,9 +46,13 @@ class GpuDevice final : public Device {
   // `kiln warm`: lowers the graph and compiles every kernel into the persistent cache without
   // loading or running anything (a compile-only backend works), then stores the plan record.
   // Returns the kernels compiled (those already cached are skipped; nothing when the stored plan
-  // and all its kernels are there). With DeviceOptions::autotune, each kernel is tuned first
-  // (on the device: a compile-only backend cannot tune) and compiled with its winner.
-  Expected<int> warm(ir::Graph& g, const std::vector<const ir::Node*>& outputs);
+  // and all its kernels are there) and tuned. With DeviceOptions::autotune, each kernel is tuned
+  // first (on the device: a compile-only backend cannot tune) and compiled with its winner.
+  struct Warmed {
+    int compiled = 0;
+    int tuned = 0;
+  };
+  Expected<Warmed> warm(ir::Graph& g, const std::vector<const ir::Node*>& outputs);
   // The persistent-cache entries a realize of `outputs` reads, marked present or not: the plan,
   // then with a stored plan its kernels (a run reads nothing else); without one, each kernel of
   // the lowered plan (each digest once), with autotune each kernel's decision before it and the

@@ -129,8 +129,12 @@ Expected<void> prepare(const DumpOptions& o, DumpInput& in) {
 Expected<std::string> render(const DumpOptions& o, const DumpInput& in) {
   runtime::ValueNamer namer = runtime::optimized_namer(*in.plan, in.outputs, make_namer(in.graph));
   if (o.format == "dot") return render_dot(build_dump_graph(*in.plan, namer, *in.model), o.why);
-  if (o.format == "html")
-    return render_html(build_dump_graph(*in.plan, namer, *in.model), *in.plan, namer, o.graph_path);
+  if (o.format == "html") {
+    auto sources = target_kernel_sources(*in.plan, target_options(o));
+    if (!sources) return std::unexpected(sources.error());
+    return render_html(build_dump_graph(*in.plan, namer, *in.model), *in.plan, namer, o.graph_path,
+                       KernelSources{source_language(o.target), std::move(*sources)}, *in.model);
+  }
   if (o.stage == "graph")
     return ir::print_kg(runtime::standalone_graph(in.plan->optimized_outputs, in.key.inputs, namer));
   if (o.stage == "groups") return runtime::groups_text(*in.plan, namer, *in.model, o.why);

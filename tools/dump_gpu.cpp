@@ -101,6 +101,22 @@ Expected<std::string> target_kernels_text(const runtime::Plan& plan, const Targe
   return out;
 }
 
+Expected<std::vector<std::string>> target_kernel_sources(const runtime::Plan& plan,
+                                                         const TargetDumpOptions& o) {
+  NvrtcOnce nvrtc;  // never loaded: sources need no binaries
+  std::vector<std::string> sources;
+  for (const runtime::PlanStep& step : plan.steps) {
+    auto f = forms_of(step, o, /*binaries=*/false, nvrtc);
+    if (!f) return std::unexpected(f.error());
+    sources.push_back(std::move(f->source));
+  }
+  return sources;
+}
+
+std::string source_language(const std::string& target) {
+  return target == "cuda" ? "CUDA C" : target == "vulkan" ? "GLSL" : "LLVM IR";
+}
+
 Expected<std::vector<std::string>> write_kernel_files(const runtime::Plan& plan,
                                                       const TargetDumpOptions& o) {
   std::error_code ec;

@@ -50,8 +50,11 @@ DumpGraph build_dump_graph(const runtime::Plan& plan, const runtime::ValueNamer&
   runtime::PlanCosts costs = runtime::plan_costs(plan, model);
   out.total_seconds = costs.total_seconds;
   std::map<std::pair<uint32_t, uint32_t>, std::string> reasons;
-  for (const passes::FusionReason& r : runtime::boundary_reasons(fusion))
-    reasons.emplace(std::pair{r.producer->id, r.consumer->id}, r.reason);
+  for (const passes::FusionReason& r : runtime::boundary_reasons(fusion)) {
+    std::string estimates = runtime::boundary_estimates(r, fusion, model, namer);
+    reasons.emplace(std::pair{r.producer->id, r.consumer->id},
+                    estimates.empty() ? r.reason : r.reason + " (" + estimates + ")");
+  }
 
   GraphBuilder b(namer, out);
   // Box of each node in each kernel that computes it; the kernel writing a value owns its buffer.

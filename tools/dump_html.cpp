@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "tools/dump_dot.h"
 #include "tools/dump_layout.h"
 
@@ -23,6 +25,7 @@ pre { background: #f6f6f6; padding: 6px; font-size: 11px; overflow-x: auto; }
 .node text.kname { text-anchor: end; fill: #555; }
 .edge { fill: none; stroke: #888; }
 .edge.cross { stroke: #c00; stroke-dasharray: 5 3; }
+.why-label { font: 10px sans-serif; fill: #c00; }
 table td { padding: 1px 8px 1px 0; }
 </style>
 )";
@@ -52,6 +55,13 @@ std::string svg(const DumpGraph& graph) {
                        cross ? " cross" : "", x1, y1, x1, y1 + 30, x2, y2 - 30, x2, y2);
     if (!e.reason.empty()) out += fmt::format("<title>{}</title>", html_escape(e.reason));
     out += "</path>\n";
+    if (cross &&
+        !e.reason.empty()) {  // the fuser's reason beside the boundary (its estimates on hover)
+      std::string shown = e.reason.substr(0, e.reason.find(" ("));
+      out += fmt::format(
+          "<text class=\"why-label\" x=\"{:.1f}\" y=\"{:.1f}\"><title>{}</title>{}</text>\n",
+          (x1 + x2) / 2 + 4, (y1 + y2) / 2, html_escape(e.reason), html_escape(shown));
+    }
   }
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const DumpNode& n = graph.nodes[i];
@@ -74,7 +84,9 @@ std::string svg(const DumpGraph& graph) {
 }
 
 std::string kernel_section(size_t k, const DumpKernel& kernel, const runtime::PlanStep& step,
-                           const passes::FusedGroup& group, const runtime::ValueNamer& namer) {
+                           const passes::FusedGroup& group, const runtime::ValueNamer& namer,
+                           const std::string& boundaries, const std::string& language,
+                           const std::string& source) {
   std::string ops;
   for (const ir::Node* n : group.nodes)
     if (runtime::is_shown_op(n)) ops += runtime::node_statement(n, namer) + "\n";
@@ -86,10 +98,13 @@ std::string kernel_section(size_t k, const DumpKernel& kernel, const runtime::Pl
       "<tr><td>launches</td><td>{}</td></tr><tr><td>flops</td><td>{:.0f}</td></tr></table>\n",
       html_escape(runtime::format_micros(c.seconds)), c.bytes, c.launches, c.flops);
   out += fmt::format("<h3>Ops</h3>\n<pre class=\"ops\">{}</pre>\n", html_escape(ops));
+  out += fmt::format(
+      "<h3>Why it reads from other kernels</h3>\n<pre class=\"why\">{}</pre>\n",
+      html_escape(boundaries.empty() ? "(no value from another kernel)\n" : boundaries));
   out += fmt::format("<h3>Kernel IR</h3>\n<pre class=\"kir\">{}</pre>\n",
                      html_escape(kir::print_kernel(step.kernel)));
-  out += fmt::format("<h3>Source (LLVM IR)</h3>\n<pre class=\"source\">{}</pre>\n</section>\n",
-                     html_escape(step.artifact ? step.artifact->llvm_ir : "(not compiled)"));
+  out += fmt::format("<h3>Source ({})</h3>\n<pre class=\"source\">{}</pre>\n</section>\n",
+                     html_escape(language), html_escape(source));
   return out;
 }
 
@@ -112,7 +127,8 @@ std::string html_escape(const std::string& text) {
 }
 
 std::string render_html(const DumpGraph& graph, const runtime::Plan& plan,
-                        const runtime::ValueNamer& namer, const std::string& title) {
+                        const runtime::ValueNamer& namer, const std::string& title,
+                        const KernelSources& sources, const passes::CostModel& model) {
   std::string out = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   out += fmt::format("<title>kiln dump: {}</title>\n{}</head>\n<body>\n", html_escape(title), kStyle);
   out += fmt::format("<div id=\"graph\">\n{}</div>\n<div id=\"side\">\n", svg(graph));
@@ -124,14 +140,24 @@ std::string render_html(const DumpGraph& graph, const runtime::Plan& plan,
     out += fmt::format("<option value=\"{}\">{} ({})</option>\n", k, html_escape(graph.kernels[k].name),
                        html_escape(runtime::format_micros(graph.kernels[k].cost.seconds)));
   out += "</select></label>\n";
-  for (size_t k = 0; k < graph.kernels.size(); ++k)
-    out += kernel_section(k, graph.kernels[k], plan.steps[k], plan.fusion.groups[k], namer);
+  // Every boundary, and each kernel's own (the boundaries its values come in through).
   std::string why;
-  for (const passes::FusionReason& r : runtime::boundary_reasons(plan.fusion))
-    why += runtime::reason_line(r, namer) + "\n";
-  out += fmt::format("<h3>Why not fused</h3>\n<pre class=\"why\">{}</pre>\n</div>\n",
+  std::vector<std::string> into(plan.fusion.groups.size());
+  for (const passes::FusionReason& r : runtime::boundary_reasons(plan.fusion)) {
+    std::string line = runtime::reason_line(r, namer, plan.fusion, model) + "\n";
+    why += line;
+    for (size_t k = 0; k < plan.fusion.groups.size(); ++k)
+      if (std::ranges::count(plan.fusion.groups[k].nodes, r.consumer) &&
+          std::ranges::count(plan.fusion.groups[k].inputs, r.producer))
+        into[k] += line;
+  }
+  out += fmt::format("<h3>Why not fused</h3>\n<pre class=\"why\">{}</pre>\n",
                      html_escape(why.empty() ? "(one kernel: nothing to explain)\n" : why));
-  return out + kScript + "</body>\n</html>\n";
+  for (size_t k = 0; k < graph.kernels.size(); ++k)
+    out += kernel_section(k, graph.kernels[k], plan.steps[k], plan.fusion.groups[k], namer, into[k],
+                          sources.language,
+                          k < sources.sources.size() ? sources.sources[k] : "(not compiled)");
+  return out + "</div>\n" + kScript + "</body>\n</html>\n";
 }
 
 }  // namespace kiln::tools

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -23,50 +24,64 @@ namespace {
 struct Warmer {
   TargetDevice device;
 
-  // Kernels compiled for one graph, or the misses with --check.
-  Expected<std::pair<int, std::vector<std::string>>> run(ir::Graph& g,
-                                                         const std::vector<const ir::Node*>& outs,
-                                                         bool check) {
-    std::pair<int, std::vector<std::string>> r{0, {}};
+  struct Done {
+    int compiled = 0, tuned = 0;
+    std::vector<std::string> missing;  // with --check
+  };
+  // Kernels compiled and tuned for one graph, or the misses with --check.
+  Expected<Done> run(ir::Graph& g, const std::vector<const ir::Node*>& outs, bool check) {
+    Done r;
     if (check) {
       auto entries = device.cache_entries(g, outs);
       if (!entries) return std::unexpected(entries.error());
-      r.second = runtime::missing_entries(*entries);
+      r.missing = runtime::missing_entries(*entries);
     } else if (device.cpu) {
       auto plan = device.cpu->plan_for(g, outs);
       if (!plan) return std::unexpected(plan.error());
-      r.first = (*plan)->compiled;
+      r.compiled = (*plan)->compiled;
+      r.tuned = (*plan)->tuned;
     } else {
-      auto compiled = device.gpu->warm(g, outs);
-      if (!compiled) return std::unexpected(compiled.error());
-      r.first = *compiled;
+      auto warmed = device.gpu->warm(g, outs);
+      if (!warmed) return std::unexpected(warmed.error());
+      r.compiled = warmed->compiled;
+      r.tuned = warmed->tuned;
     }
     return r;
   }
 };
 
+// On a terminal (stderr), one line redrawn after each graph: a bar, graph i of n, the kernels
+// compiled and tuned so far, the time left at the pace so far, and the graph's name.
 class Progress {
  public:
-  explicit Progress(size_t total) : total_(total), tty_(::isatty(2)) {}
-  void step(const std::string& graph, int compiled) {
+  explicit Progress(size_t total)
+      : total_(total), tty_(::isatty(2)), start_(std::chrono::steady_clock::now()) {}
+  void step(const std::string& graph, int compiled, int tuned) {
     std::lock_guard lock(mu_);
     ++done_;
     compiled_ += compiled;
+    tuned_ += tuned;
     if (!tty_) return;
     constexpr int kWidth = 30;
-    int filled = static_cast<int>(kWidth * done_ / total_);
-    fmt::print(stderr, "\r[{}{}] {}/{} graphs, {} kernels compiled  {:.40}", std::string(filled, '='),
-               std::string(kWidth - filled, ' '), done_, total_, compiled_,
-               fs::path(graph).filename().string());
+    const int filled = static_cast<int>(kWidth * done_ / total_);
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double left = elapsed / static_cast<double>(done_) * static_cast<double>(total_ - done_);
+    fmt::print(stderr,
+               "\r[{}{}] {}/{} graphs, {} kernels compiled, {} tuned, {:.1f} s left  {:.40}",
+               std::string(filled, '='), std::string(kWidth - filled, ' '), done_, total_,
+               compiled_, tuned_, left, fs::path(graph).filename().string());
     if (done_ == total_) fmt::print(stderr, "\n");
   }
   int compiled() const { return compiled_; }
+  int tuned() const { return tuned_; }
 
  private:
   std::mutex mu_;
   size_t total_, done_ = 0;
-  int compiled_ = 0;
+  int compiled_ = 0, tuned_ = 0;
   bool tty_;
+  std::chrono::steady_clock::time_point start_;
 };
 
 }  // namespace
@@ -98,14 +113,14 @@ int warm_command(const WarmOptions& o) {
       const std::string& path = (*graphs)[i];
       ir::Graph g;
       auto graph = read_graph_outputs(g, path);
-      Expected<std::pair<int, std::vector<std::string>>> r = std::unexpected(Error{});
+      Expected<Warmer::Done> r = std::unexpected(Error{});
       if (graph) r = warmer.run(g, *graph, o.check);
       std::lock_guard lock(mu);
       if (!graph) errors.push_back(graph.error().message);
       else if (!r) errors.push_back(path + ": " + r.error().message);
       else
-        for (const std::string& m : r->second) missing.push_back(path + ": " + m);
-      progress.step(path, r ? r->first : 0);
+        for (const std::string& m : r->missing) missing.push_back(path + ": " + m);
+      progress.step(path, r ? r->compiled : 0, r ? r->tuned : 0);
     }
   };
   std::vector<std::thread> threads;
@@ -120,8 +135,9 @@ int warm_command(const WarmOptions& o) {
     fmt::print("{}: {} graphs checked, {} missing\n", cache_path, graphs->size(), missing.size());
     return errors.empty() && missing.empty() ? 0 : 1;
   }
-  fmt::print("{}: {} graphs warmed for {}, {} kernels compiled\n", cache_path, graphs->size(),
-             o.target == "cuda" ? "cuda " + o.arch : o.target, progress.compiled());
+  fmt::print("{}: {} graphs warmed for {}, {} kernels compiled{}\n", cache_path, graphs->size(),
+             o.target == "cuda" ? "cuda " + o.arch : o.target, progress.compiled(),
+             o.autotune ? fmt::format(", {} tuned", progress.tuned()) : "");
   return errors.empty() ? 0 : 1;
 }
 

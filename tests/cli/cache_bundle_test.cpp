@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -372,6 +373,25 @@ TEST_F(CacheBundle, StoreExportsOnlyTheListedDigests) {
   auto all = (*store)->export_bundle(path("all.sqlite"));
   ASSERT_TRUE(all.has_value());
   EXPECT_EQ(*all, 4);
+}
+
+// On a terminal, `kiln warm` redraws one progress line per graph: graph i of n, the kernels
+// compiled and tuned so far, the time left; elsewhere it prints only the summary.
+TEST_F(CacheBundle, WarmShowsProgressOnATerminal) {
+  const std::string graphs = " " + example("small_ops.kg") + " " + example("softmax.kg");
+  Result tty = kiln::testing::run_shell("script -qec '" + std::string(KILN_BINARY) + " warm" +
+                                        graphs + cache("tty.sqlite") + "' /dev/null 2>&1");
+  ASSERT_EQ(tty.code, 0) << tty.out;
+  EXPECT_TRUE(std::regex_search(
+      tty.out, std::regex(R"(\] 1/2 graphs, [1-9]\d* kernels compiled, 0 tuned, [0-9.]+ s left)")))
+      << tty.out;
+  EXPECT_TRUE(std::regex_search(
+      tty.out, std::regex(R"(\] 2/2 graphs, [1-9]\d* kernels compiled, 0 tuned, 0\.0 s left)")))
+      << tty.out;
+  Result plain = kiln("warm" + graphs + cache("plain.sqlite"));
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  EXPECT_EQ(plain.out.find("graphs, "), std::string::npos) << plain.out;
+  EXPECT_NE(plain.out.find(": 2 graphs warmed for cpu, "), std::string::npos) << plain.out;
 }
 
 }  // namespace

@@ -138,6 +138,65 @@ TEST_F(KilnDump, HtmlIsOneSelfContainedPageWithEveryKernel) {
   EXPECT_NE(html.find("define "), std::string::npos) << "the source (LLVM IR) is shown";
 }
 
+// Each boundary's line shows the two estimates behind it: here the consumer's kernel reading the
+// row sums against recomputing them (kernels of two shapes cannot merge).
+TEST_F(KilnDump, WhyLinesShowTheTwoEstimates) {
+  Result r = dump("--stage groups --fuser first --why --rates reference");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::smatch k1, why;
+  ASSERT_TRUE(std::regex_search(
+      r.out, k1, std::regex(R"(kernel k1\n(?:.*\n)*?  estimate: .* flops, ([0-9.]+ µs))")))
+      << r.out;
+  ASSERT_TRUE(std::regex_search(
+      r.out, why,
+      std::regex(
+          R"(%s -> %y: (.+) \(k1 reading %s: ([0-9.]+ µs); recomputing it there: ([0-9.]+) µs\)\n)")))
+      << r.out;
+  EXPECT_EQ(why[2].str(), k1[1].str()) << "the reading side is k1's own estimate";
+  EXPECT_GT(std::stod(why[3].str()), 0);
+}
+
+// Kernels of one shape: the two kernels apart (their sum) against one kernel doing both.
+TEST_F(KilnDump, WhyLinesOfOneShapeCompareApartWithOneKernel) {
+  std::string g = write(
+      "two.kg",
+      "kiln.graph v1\ninput %x : f32[256]\n%a = exp(%x)\n%b = log(%a)\noutput %a\noutput %b\n");
+  Result r = run_kiln("dump " + g + " --stage groups --fuser first --why --rates reference");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.out, m,
+      std::regex(
+          R"(%a -> %b: .+ \(apart: k0 ([0-9.]+) µs \+ k1 ([0-9.]+) µs = ([0-9.]+) µs; as one kernel: ([0-9.]+) µs\))")))
+      << r.out;
+  EXPECT_NEAR(std::stod(m[1].str()) + std::stod(m[2].str()), std::stod(m[3].str()), 0.0015);
+  // One kernel reads x once and writes both: less than the two kernels' bytes and launches.
+  EXPECT_LT(std::stod(m[4].str()), std::stod(m[3].str())) << r.out;
+}
+
+TEST_F(KilnDump, HtmlShowsReasonsBesideTheBoundariesAndTheTargetsSource) {
+  for (const std::string target : {"cpu", "vulkan", "cuda"}) {
+    std::string page = (dir_ / ("g-" + target + ".html")).string();
+    Result r = dump("--format html --fuser first --target " + target + " -o " + page);
+    ASSERT_EQ(r.code, 0) << target << ": " << r.err;
+    std::string html = read_text(page);
+    // The boundary's reason is drawn next to its edge, with the estimates on hover.
+    EXPECT_EQ(count(html, "<text class=\"why-label\""), 1u) << target;
+    EXPECT_NE(html.find("k1 reading %s: "), std::string::npos) << target;
+    // The list of boundaries comes before the kernels; each kernel says why it reads what it reads.
+    EXPECT_LT(html.find("<h3>Why not fused</h3>"), html.find("<section class=\"kernel\""))
+        << target;
+    EXPECT_EQ(count(html, "<h3>Why it reads from other kernels</h3>"), 2u) << target;
+    const char* language = target == "cpu" ? "LLVM IR" : target == "cuda" ? "CUDA C" : "GLSL";
+    const char* marker = target == "cpu" ? "define " : target == "cuda" ? "__global__" : "#version";
+    EXPECT_EQ(count(html, std::string("<h3>Source (") + language + ")</h3>"), 2u) << target;
+    EXPECT_NE(html.find(marker), std::string::npos) << target;
+    if (target != "cpu") {
+      EXPECT_EQ(html.find("define "), std::string::npos) << target << " shows LLVM IR";
+    }
+  }
+}
+
 TEST_F(KilnDump, BadValuesAreOneClearError) {
   for (const std::string bad : {"--stage bogus", "--format svg", "--fuser smart", "--rates fast"}) {
     Result r = dump(bad);
