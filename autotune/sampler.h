@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::autotune {
 

@@ -17,8 +17,8 @@
 #include "autotune/tune_level.h"
 #include "autotune/tune_space.h"
 #include "codegen/tune_params.h"
-#include "ir/error.h"
 #include "ir/kernel_ir.h"
+#include "support/error.h"
 
 namespace kiln::autotune {
 

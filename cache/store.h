@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::cache {
 

@@ -21,8 +21,8 @@
 #include <variant>
 #include <vector>
 
-#include "ir/error.h"
 #include "ir/graph.h"
+#include "support/error.h"
 
 namespace kiln::ir {
 

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/error.h"
 #include "ir/graph.h"
+#include "support/error.h"
 
 namespace kiln::ir::detail {
 

@@ -7,7 +7,7 @@
 #include <functional>
 #include <unordered_set>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::ir {
 

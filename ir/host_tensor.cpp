@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "ir/error.h"
 #include "ir/scalar_semantics.h"
+#include "support/error.h"
 
 namespace kiln::ir {
 

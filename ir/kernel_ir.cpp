@@ -8,7 +8,7 @@
 #include <fmt/ranges.h>
 #include <unordered_map>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::kir {
 

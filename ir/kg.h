@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "ir/error.h"
 #include "ir/graph.h"
+#include "support/error.h"
 
 namespace kiln::ir {
 

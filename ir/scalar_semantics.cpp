@@ -7,7 +7,7 @@
 #include <limits>
 #include <numbers>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::ir {
 

@@ -5,9 +5,9 @@
 
 #include <vector>
 
-#include "ir/error.h"
 #include "ir/graph.h"
 #include "ir/kernel_ir.h"
+#include "support/error.h"
 
 namespace kiln::ir {
 

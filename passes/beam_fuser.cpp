@@ -7,10 +7,10 @@
 #include <string>
 #include <tuple>
 
-#include "ir/error.h"
 #include "passes/beam_search.h"
 #include "passes/cost_model.h"
 #include "passes/fuser.h"
+#include "support/error.h"
 
 namespace kiln::passes {
 

@@ -11,7 +11,7 @@
 
 #include <algorithm>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::passes {
 

@@ -7,7 +7,7 @@
 #include <set>
 #include <tuple>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::passes {
 

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <utility>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::passes {
 

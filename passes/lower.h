@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
 #include "ir/kernel_ir.h"
 #include "passes/fuser.h"
+#include "support/error.h"
 
 namespace kiln::passes {
 

@@ -1,8 +1,8 @@
 // Lowering of movement ops: each view becomes a remapping of the index its reader asks for.
 #include <algorithm>
 
-#include "ir/error.h"
 #include "passes/lower_context.h"
+#include "support/error.h"
 
 namespace kiln::passes {
 

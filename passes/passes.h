@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/error.h"
 #include "ir/graph.h"
+#include "support/error.h"
 
 namespace kiln::passes {
 

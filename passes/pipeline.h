@@ -21,11 +21,11 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/error.h"
 #include "ir/graph.h"
 #include "passes/fuser.h"
 #include "passes/lower.h"
 #include "passes/passes.h"
+#include "support/error.h"
 
 namespace kiln::passes {
 

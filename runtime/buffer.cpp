@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::runtime {
 

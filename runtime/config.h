@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/error.h"
 #include "passes/pipeline.h"
+#include "support/error.h"
 
 namespace kiln::runtime {
 

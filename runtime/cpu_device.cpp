@@ -43,7 +43,8 @@ CpuDevice::CpuDevice(DeviceOptions options, std::unique_ptr<codegen::CpuBackend>
       backend_(std::move(backend)),
       disk_(std::move(disk)),
       kernels_(*backend_, disk_.get(), options_.explain_misses, options_.check_mode),
-      threads_(options_.num_threads > 0 ? options_.num_threads : ThreadPool::default_threads()),
+      threads_(options_.num_threads > 0 ? options_.num_threads
+                                        : support::ThreadPool::default_threads()),
       pool_(BufferPool::create(options_.persistent_memory)) {
   if (options_.autotune && !options_.autotune_cache_path.empty() &&
       options_.autotune_cache_path != options_.cache_path) {

@@ -15,8 +15,8 @@
 #include "runtime/logger.h"
 #include "runtime/persistent_cache.h"
 #include "runtime/structural_key.h"
-#include "runtime/thread_pool.h"
 #include "runtime/tune_decisions.h"
+#include "support/thread_pool.h"
 
 namespace kiln::runtime {
 
@@ -79,7 +79,7 @@ class CpuDevice final : public Device {
   // autotune.cache when it names another file than the kernel cache; else decisions go in disk_.
   std::unique_ptr<cache::Store> tune_store_;
   KernelCache kernels_;
-  ThreadPool threads_;
+  support::ThreadPool threads_;
   std::shared_ptr<BufferPool> pool_;
   std::once_flag fuser_once_;
   std::unique_ptr<passes::CostModel> cost_;

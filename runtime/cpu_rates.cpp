@@ -27,7 +27,7 @@ double median_seconds(int runs, const std::function<void()>& fn) {
   return t[t.size() / 2];
 }
 
-Expected<double> time_on_cpu(codegen::CpuBackend& backend, ThreadPool& threads,
+Expected<double> time_on_cpu(codegen::CpuBackend& backend, support::ThreadPool& threads,
                              const kir::Kernel& k, int runs) {
   auto art = backend.compile(k, {});
   if (!art) return std::unexpected(art.error());
@@ -50,14 +50,15 @@ Expected<double> time_on_cpu(codegen::CpuBackend& backend, ThreadPool& threads,
 
 }  // namespace
 
-Expected<passes::DeviceRates> measure_cpu_rates(codegen::CpuBackend& backend, ThreadPool& threads) {
+Expected<passes::DeviceRates> measure_cpu_rates(codegen::CpuBackend& backend,
+                                                support::ThreadPool& threads) {
   // 64 MiB in and out (well past a 32 MiB L3); the chain on 64 KiB per thread (in L2).
   const RateSizes sizes{.stream = int64_t{16} << 20, .compute = int64_t{16384} * threads.size()};
   return measure_rates(
       [&](const kir::Kernel& k, int runs) { return time_on_cpu(backend, threads, k, runs); }, sizes);
 }
 
-passes::DeviceRates cpu_rates(codegen::CpuBackend& backend, ThreadPool& threads) {
+passes::DeviceRates cpu_rates(codegen::CpuBackend& backend, support::ThreadPool& threads) {
   const char* env = std::getenv("KILN_CPU_RATES");
   if (env && std::string(env) == "reference") return passes::DeviceRates::reference_cpu();
   const size_t h = std::hash<std::string>{}(backend.cpu_name() + backend.cpu_features());

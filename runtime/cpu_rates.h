@@ -6,15 +6,16 @@
 
 #include "codegen/cpu/cpu_backend.h"
 #include "passes/cost_model.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 
 namespace kiln::runtime {
 
 // KILN_CPU_RATES=reference gives passes::DeviceRates::reference_cpu() (deterministic plans).
 // Otherwise: the kept measurement for this CPU, or a new measurement (about 0.3 s) that is kept.
-passes::DeviceRates cpu_rates(codegen::CpuBackend& backend, ThreadPool& threads);
+passes::DeviceRates cpu_rates(codegen::CpuBackend& backend, support::ThreadPool& threads);
 
 // Measures without reading or writing the kept file.
-Expected<passes::DeviceRates> measure_cpu_rates(codegen::CpuBackend& backend, ThreadPool& threads);
+Expected<passes::DeviceRates> measure_cpu_rates(codegen::CpuBackend& backend,
+                                                support::ThreadPool& threads);
 
 }  // namespace kiln::runtime

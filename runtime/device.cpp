@@ -10,11 +10,11 @@
 
 #include "cache/size.h"
 #include "cache/store.h"
+#include "interp/reference.h"
 #include "runtime/config.h"
 #include "runtime/cpu_device.h"
 #include "runtime/gpu_device.h"
 #include "runtime/logger.h"
-#include "runtime/reference.h"
 #include "runtime/reference_device.h"
 
 namespace kiln::runtime {
@@ -206,7 +206,7 @@ Expected<std::vector<std::shared_ptr<Buffer>>> ReferenceDevice::execute(
     std::unordered_map<const ir::Node*, ir::HostTensor> host;
     for (const ir::Node* n : live)
       if (n->op == ir::Op::Input) host.emplace(n, inputs.at(n)->to_host());
-    results = evaluate_reference(outputs, host);
+    results = interp::evaluate_reference(outputs, host);
   } catch (const std::bad_alloc&) {
     return std::unexpected(reference_out_of_memory(live, namer_));
   } catch (const std::length_error&) {

@@ -8,13 +8,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ir/error.h"
 #include "ir/graph.h"
 #include "passes/cost_model.h"
 #include "passes/fuser.h"
 #include "runtime/buffer.h"
 #include "runtime/plan.h"
 #include "runtime/planner.h"
+#include "support/error.h"
 
 namespace kiln::cache {
 class Store;

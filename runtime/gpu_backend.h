@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "codegen/gpu/gpu_source.h"
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::runtime {
 

@@ -11,7 +11,7 @@
 #include <set>
 #include <string>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::runtime {
 

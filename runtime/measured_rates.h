@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
-#include "ir/error.h"
 #include "ir/kernel_ir.h"
 #include "passes/cost_model.h"
+#include "support/error.h"
 
 namespace kiln::runtime {
 

@@ -9,11 +9,11 @@
 #include <unordered_map>
 
 #include "codegen/cpu/cpu_backend.h"
-#include "ir/error.h"
 #include "ir/graph.h"
 #include "passes/fuser.h"
 #include "passes/pipeline.h"
 #include "runtime/plan.h"
+#include "support/error.h"
 
 namespace kiln::runtime {
 

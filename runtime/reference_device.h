@@ -1,4 +1,4 @@
-// The `reference` device: runs graphs through the f64 op-by-op interpreter (runtime/reference.h).
+// The `reference` device: runs graphs through the f64 op-by-op interpreter (interp/reference.h).
 #pragma once
 
 #include "runtime/device.h"

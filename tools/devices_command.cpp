@@ -4,7 +4,7 @@
 
 #include "codegen/cpu/cpu_backend.h"
 #include "runtime/gpu_backend.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 #include "tools/commands.h"
 
 namespace kiln::tools {
@@ -23,7 +23,7 @@ int devices_command() {
   if (auto backend = codegen::CpuBackend::create()) {
     cpu.present = true;
     cpu.properties = {{"cpu", (*backend)->cpu_name()},
-                      {"threads", std::to_string(runtime::ThreadPool::default_threads())},
+                      {"threads", std::to_string(support::ThreadPool::default_threads())},
                       {"llvm", (*backend)->llvm_version()},
                       {"features", (*backend)->cpu_features()}};
   } else {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
 #include "runtime/plan.h"
+#include "support/error.h"
 
 namespace kiln::tools {
 

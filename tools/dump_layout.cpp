@@ -5,7 +5,7 @@
 #include <deque>
 #include <tuple>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::tools {
 

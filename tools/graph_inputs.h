@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
 #include "ir/host_tensor.h"
 #include "ir/kg.h"
+#include "support/error.h"
 
 namespace kiln::tools {
 

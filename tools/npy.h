@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "ir/error.h"
 #include "ir/host_tensor.h"
+#include "support/error.h"
 
 namespace kiln::tools {
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <string_view>
 
-#include "ir/error.h"
 #include "ir/host_tensor.h"
+#include "support/error.h"
 
 namespace kiln::tools::npy {
 

@@ -3,8 +3,8 @@
 
 #include <span>
 
-#include "ir/error.h"
 #include "ir/kernel_ir.h"
+#include "support/error.h"
 
 namespace llvm {
 class IRBuilderBase;

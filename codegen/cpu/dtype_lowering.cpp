@@ -5,7 +5,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::codegen::cpu {
 

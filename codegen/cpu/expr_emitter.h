@@ -7,8 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ir/error.h"
 #include "ir/kernel_ir.h"
+#include "support/error.h"
 
 namespace llvm {
 class IRBuilderBase;

@@ -8,8 +8,8 @@
 
 #include "codegen/check_mode.h"
 #include "codegen/tune_params.h"
-#include "ir/error.h"
 #include "ir/kernel_ir.h"
+#include "support/error.h"
 
 namespace llvm {
 class Function;

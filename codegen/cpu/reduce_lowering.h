@@ -2,8 +2,8 @@
 // and dtype (the loop nest around them is built by the emitter).
 #pragma once
 
-#include "ir/error.h"
 #include "ir/kernel_ir.h"
+#include "support/error.h"
 
 namespace llvm {
 class Constant;

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::codegen::cuda {
 

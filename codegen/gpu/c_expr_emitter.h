@@ -11,8 +11,8 @@
 
 #include "codegen/check_mode.h"
 #include "codegen/gpu/dialect.h"
-#include "ir/error.h"
 #include "ir/kernel_ir.h"
+#include "support/error.h"
 
 namespace kiln::codegen::gpu {
 

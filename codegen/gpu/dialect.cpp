@@ -9,7 +9,7 @@
 #include <cstring>
 #include <limits>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::codegen::gpu {
 

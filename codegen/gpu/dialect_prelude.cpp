@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "codegen/gpu/dialect.h"
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::codegen::gpu {
 

@@ -13,8 +13,8 @@
 #include <utility>
 
 #include "codegen/gpu/c_expr_emitter.h"
-#include "ir/error.h"
 #include "ir/kernel_ir.h"
+#include "support/error.h"
 
 namespace kiln::codegen::gpu {
 

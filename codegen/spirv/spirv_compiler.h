@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::codegen::spirv {
 

@@ -32,9 +32,9 @@
 #include <vector>
 
 #include "ir/dtype.h"
-#include "ir/error.h"
 #include "ir/host_tensor.h"
 #include "ir/shape.h"
+#include "support/error.h"
 
 namespace kiln {
 

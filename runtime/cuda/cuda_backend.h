@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::runtime::cuda {
 

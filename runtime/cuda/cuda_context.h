@@ -5,8 +5,8 @@
 
 #include <memory>
 
-#include "ir/error.h"
 #include "runtime/cuda/cuda_driver.h"
+#include "support/error.h"
 
 namespace kiln::runtime::cuda {
 

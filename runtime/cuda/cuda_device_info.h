@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "ir/error.h"
 #include "runtime/cuda/cuda_driver.h"
+#include "support/error.h"
 
 namespace kiln::runtime::cuda {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::runtime::cuda {
 

@@ -16,9 +16,9 @@
 #include <mutex>
 #include <vector>
 
-#include "ir/error.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/gpu_backend.h"
+#include "support/error.h"
 
 namespace kiln::runtime::cuda {
 

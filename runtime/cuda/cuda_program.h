@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "codegen/gpu/gpu_source.h"
-#include "ir/error.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/gpu_backend.h"
+#include "support/error.h"
 
 namespace kiln::runtime::cuda {
 

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "ir/error.h"
+#include "support/error.h"
 
 namespace kiln::runtime::vulkan {
 

@@ -12,7 +12,7 @@
 #include "runtime/cpu_device.h"
 #include "runtime/cpu_rates.h"
 #include "runtime/structural_key.h"
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 
 namespace kiln::runtime {
 namespace {
@@ -26,7 +26,7 @@ const ir::Node* must(ir::NodeResult r) {
 }
 
 TEST(ThreadPool, ChunksCoverTheRangeExactlyOnce) {
-  ThreadPool pool(3);
+  support::ThreadPool pool(3);
   for (int64_t n : {1, 2, 3, 7, 1000, 100003}) {
     std::vector<std::atomic<int>> hits(n);
     std::atomic<int> calls{0};
@@ -44,7 +44,7 @@ TEST(ThreadPool, ChunksCoverTheRangeExactlyOnce) {
 // while its workers poll or sleep joins them.
 TEST(ThreadPool, BackToBackAndAfterSleepJobsRunEveryChunkOnce) {
   for (int round = 0; round < 3; ++round) {
-    ThreadPool pool(3);
+    support::ThreadPool pool(3);
     int64_t total = 0;
     for (int job = 0; job < 2000; ++job) {
       std::atomic<int64_t> sum{0};
@@ -61,7 +61,7 @@ TEST(ThreadPool, BackToBackAndAfterSleepJobsRunEveryChunkOnce) {
 }
 
 TEST(ThreadPool, MinChunkKeepsSmallRangesOnOneThread) {
-  ThreadPool pool(4);
+  support::ThreadPool pool(4);
   std::atomic<int> calls{0};
   pool.parallel_for(100, 1000, [&](int64_t b, int64_t e) {
     ++calls;
@@ -173,7 +173,7 @@ TEST(CpuPlan, IntermediatesAreReleasedAfterTheirLastReader) {
 TEST(CpuRates, MeasuredOnceAndKeptPerMachine) {
   auto backend = codegen::CpuBackend::create();
   ASSERT_TRUE(backend.has_value()) << backend.error().message;
-  ThreadPool threads(2);
+  support::ThreadPool threads(2);
   auto r = measure_cpu_rates(**backend, threads);
   ASSERT_TRUE(r.has_value()) << r.error().message;
   EXPECT_GT(r->bandwidth, 1e9);   // bytes/s: any machine that runs this suite streams > 1 GB/s

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <set>
 
+#include "interp/reference.h"
 #include "ir/kg.h"
 #include "passes/cost_model.h"
-#include "runtime/reference.h"
 #include "tests/passes/test_support.h"
 
 namespace kiln::passes {

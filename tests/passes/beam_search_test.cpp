@@ -7,9 +7,9 @@
 #include <random>
 #include <unordered_map>
 
+#include "interp/reference.h"
 #include "ir/kg.h"
 #include "passes/cost_model.h"
-#include "runtime/reference.h"
 #include "tests/passes/test_support.h"
 
 namespace kiln::passes {
@@ -42,7 +42,7 @@ void expect_plan_matches_reference(const FusionPlan& plan, const Outputs& output
     tensors.emplace(in, std::move(t));
     buffers.push_back({in, std::move(b)});
   }
-  auto want = runtime::evaluate_reference(outputs, tensors);
+  auto want = interp::evaluate_reference(outputs, tensors);
   ASSERT_TRUE(want) << want.error().message;
   std::vector<testing::Buffer> got = testing::run_fusion_plan(plan, outputs, buffers);
   ASSERT_EQ(got.size(), outputs.size());

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <random>
 
+#include "interp/reference.h"
 #include "passes/cost_model.h"
 #include "passes/passes.h"
-#include "runtime/reference.h"
 #include "tests/passes/test_support.h"
 
 namespace kiln::passes {
@@ -145,7 +145,7 @@ TEST(RandomGraphs, FusedKernelsMatchTheReference) {
       xt.set(i, v);
       xv.push_back(v);
     }
-    auto want = runtime::evaluate_reference({out}, {{x, xt}});
+    auto want = interp::evaluate_reference({out}, {{x, xt}});
     ASSERT_TRUE(want) << want.error().message;
     Outputs optimized = optimize(g, {out});
     for (const auto& fuser : {make_first_fuser(), make_beam_fuser(model),

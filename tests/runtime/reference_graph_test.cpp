@@ -8,11 +8,11 @@ TEST(ReferenceGraph, MissingInputIsAnErrorNamingIt) {
   ir::Graph g;
   const Node* x = g.input(DType::f32, {2, 3}, "x");
   const Node* y = g.make(Op::Neg, DType::f32, {2, 3}, {x}, {});
-  auto r = runtime::evaluate_reference({y}, {});
+  auto r = interp::evaluate_reference({y}, {});
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().message, "reference: input 'x' (slot 0) is not bound (expected f32[2,3])");
   const Node* anon = g.input(DType::i8, {}, "");
-  auto r2 = runtime::evaluate_reference({anon}, {});
+  auto r2 = interp::evaluate_reference({anon}, {});
   ASSERT_FALSE(r2.has_value());
   EXPECT_EQ(r2.error().message, "reference: input slot 1 is not bound (expected i8[])");
 }
@@ -20,17 +20,17 @@ TEST(ReferenceGraph, MissingInputIsAnErrorNamingIt) {
 TEST(ReferenceGraph, InputDtypeOrShapeMismatchIsAnError) {
   ir::Graph g;
   const Node* x = g.input(DType::f32, {2, 3}, "x");
-  auto wrong_dtype = runtime::evaluate_reference({x}, {{x, HostTensor::zeros(DType::f64, {2, 3})}});
+  auto wrong_dtype = interp::evaluate_reference({x}, {{x, HostTensor::zeros(DType::f64, {2, 3})}});
   ASSERT_FALSE(wrong_dtype.has_value());
   EXPECT_EQ(wrong_dtype.error().message,
             "reference: input 'x' (slot 0): expected f32[2,3], given f64[2,3]");
-  auto wrong_shape = runtime::evaluate_reference({x}, {{x, HostTensor::zeros(DType::f32, {3, 2})}});
+  auto wrong_shape = interp::evaluate_reference({x}, {{x, HostTensor::zeros(DType::f32, {3, 2})}});
   ASSERT_FALSE(wrong_shape.has_value());
   EXPECT_EQ(wrong_shape.error().message,
             "reference: input 'x' (slot 0): expected f32[2,3], given f32[3,2]");
   HostTensor short_bytes = HostTensor::zeros(DType::f32, {2, 3});
   short_bytes.bytes.resize(20);
-  auto truncated = runtime::evaluate_reference({x}, {{x, short_bytes}});
+  auto truncated = interp::evaluate_reference({x}, {{x, short_bytes}});
   ASSERT_FALSE(truncated.has_value());
   EXPECT_EQ(truncated.error().message,
             "reference: input 'x' (slot 0): f32[2,3] needs 24 bytes, given 20");
@@ -43,7 +43,7 @@ TEST(ReferenceGraph, SeveralOutputsSharedNodesAndInputsAsOutputs) {
   const Node* plus = r.make(Op::Add, DType::f64, {3}, {sq, x});
   const Node* total = r.make(Op::Sum, DType::f64, {}, {plus},
                              {{AttrKey::axes, std::vector<int64_t>{0}}, {AttrKey::keepdim, false}});
-  auto out = runtime::evaluate_reference({total, sq, x, sq}, r.bound);
+  auto out = interp::evaluate_reference({total, sq, x, sq}, r.bound);
   ASSERT_TRUE(out.has_value()) << out.error().message;
   ASSERT_EQ(out->size(), 4u);
   expect_values(values_of((*out)[0]), {2 + 6 + 12});

@@ -8,9 +8,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "interp/reference.h"
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
-#include "runtime/reference.h"
 
 namespace kiln::testing {
 
@@ -50,7 +50,7 @@ class RefGraph {
   }
   // Evaluates `n`, checks its dtype and shape, and returns its elements.
   std::vector<double> eval(const Node* n) {
-    auto r = runtime::evaluate_reference({n}, bound);
+    auto r = interp::evaluate_reference({n}, bound);
     EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().message);
     if (!r) return {};
     EXPECT_EQ(r->size(), 1u);
@@ -60,7 +60,7 @@ class RefGraph {
   }
   // The error message of evaluating `n` (empty if it succeeded).
   std::string error(const Node* n) {
-    auto r = runtime::evaluate_reference({n}, bound);
+    auto r = interp::evaluate_reference({n}, bound);
     return r ? std::string() : r.error().message;
   }
 

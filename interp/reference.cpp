@@ -1,12 +1,12 @@
 // The reference device: evaluates graph IR nodes one by one in double precision (the oracle).
-#include "runtime/reference.h"
+#include "interp/reference.h"
 
 #include <fmt/format.h>
 
-#include "runtime/reference_ops.h"
-#include "runtime/reference_value.h"
+#include "interp/reference_ops.h"
+#include "interp/reference_value.h"
 
-namespace kiln::runtime {
+namespace kiln::interp {
 
 namespace {
 
@@ -116,4 +116,4 @@ Expected<std::vector<HostTensor>> evaluate_reference(
   return results;
 }
 
-}  // namespace kiln::runtime
+}  // namespace kiln::interp

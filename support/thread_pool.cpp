@@ -1,5 +1,5 @@
 // ThreadPool: a generation counter wakes the workers; each takes its own static chunk.
-#include "runtime/thread_pool.h"
+#include "support/thread_pool.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -9,7 +9,7 @@
 #include <immintrin.h>
 #endif
 
-namespace kiln::runtime {
+namespace kiln::support {
 
 namespace {
 // How long a thread polls for the next job (or the workers' completion) before it sleeps.
@@ -122,4 +122,4 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
   done_.wait(lock, finished);
 }
 
-}  // namespace kiln::runtime
+}  // namespace kiln::support

@@ -1,4 +1,5 @@
-// A fixed pool of worker threads that splits a range into chunks (KILN_NUM_THREADS, default: all cores).
+// A fixed pool of worker threads that splits a range into chunks (KILN_NUM_THREADS, default: all
+// cores).
 #pragma once
 
 #include <atomic>
@@ -9,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-namespace kiln::runtime {
+namespace kiln::support {
 
 class ThreadPool {
  public:
@@ -43,4 +44,4 @@ class ThreadPool {
   std::mutex run_mu_;  // one parallel_for at a time
 };
 
-}  // namespace kiln::runtime
+}  // namespace kiln::support

@@ -5,11 +5,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ir/error.h"
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
+#include "support/error.h"
 
-namespace kiln::runtime {
+namespace kiln::interp {
 
 // Evaluates `outputs`. Every Input node reachable from them must be bound in `inputs` (with its
 // dtype and shape; otherwise an error names the input). Floating values are computed in f64 and
@@ -19,4 +19,4 @@ Expected<std::vector<ir::HostTensor>> evaluate_reference(
     const std::vector<const ir::Node*>& outputs,
     const std::unordered_map<const ir::Node*, ir::HostTensor>& inputs);
 
-}  // namespace kiln::runtime
+}  // namespace kiln::interp

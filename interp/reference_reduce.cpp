@@ -3,10 +3,10 @@
 
 #include <fmt/format.h>
 
+#include "interp/reference_ops.h"
 #include "ir/scalar_semantics.h"
-#include "runtime/reference_ops.h"
 
-namespace kiln::runtime::reference {
+namespace kiln::interp::reference {
 
 namespace {
 
@@ -117,4 +117,4 @@ Expected<Value> eval_reduce(const ir::Node& n, const Value& x) {
   return reduce_axes(n, x);
 }
 
-}  // namespace kiln::runtime::reference
+}  // namespace kiln::interp::reference

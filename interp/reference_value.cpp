@@ -1,11 +1,11 @@
 // Element conversions and index helpers of the reference interpreter.
-#include "runtime/reference_value.h"
+#include "interp/reference_value.h"
 
-#include "ir/error.h"
 #include "ir/host_tensor.h"
 #include "ir/scalar_semantics.h"
+#include "support/error.h"
 
-namespace kiln::runtime::reference {
+namespace kiln::interp::reference {
 
 using ir::DType;
 
@@ -71,4 +71,4 @@ int64_t offset_of(const std::vector<int64_t>& index, const std::vector<int64_t>&
   return off;
 }
 
-}  // namespace kiln::runtime::reference
+}  // namespace kiln::interp::reference

@@ -3,11 +3,11 @@
 
 #include <vector>
 
-#include "ir/error.h"
+#include "interp/reference_value.h"
 #include "ir/graph.h"
-#include "runtime/reference_value.h"
+#include "support/error.h"
 
-namespace kiln::runtime::reference {
+namespace kiln::interp::reference {
 
 using Args = std::vector<const Value*>;
 
@@ -22,4 +22,4 @@ Value eval_movement(const ir::Node& n, const Args& args);
 // Batched matmul with broadcast batch dims.
 Value eval_matmul(const ir::Node& n, const Value& a, const Value& b);
 
-}  // namespace kiln::runtime::reference
+}  // namespace kiln::interp::reference

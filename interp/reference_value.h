@@ -8,7 +8,7 @@
 #include "ir/dtype.h"
 #include "ir/shape.h"
 
-namespace kiln::runtime::reference {
+namespace kiln::interp::reference {
 
 // A tensor as the oracle keeps it: every element as a double, in C order. Integer and bool
 // elements always hold exact values of their dtype (see normalize); float elements keep full
@@ -44,4 +44,4 @@ std::vector<int64_t> broadcast_strides(const ir::Shape& in, const ir::Shape& out
 // sum(index[i] * strides[i]).
 int64_t offset_of(const std::vector<int64_t>& index, const std::vector<int64_t>& strides);
 
-}  // namespace kiln::runtime::reference
+}  // namespace kiln::interp::reference

@@ -1,7 +1,7 @@
 // Reference semantics of matmul: numpy.matmul on rank >= 2 operands with broadcast batch dims.
-#include "runtime/reference_ops.h"
+#include "interp/reference_ops.h"
 
-namespace kiln::runtime::reference {
+namespace kiln::interp::reference {
 
 namespace {
 
@@ -51,4 +51,4 @@ Value eval_matmul(const ir::Node& n, const Value& a, const Value& b) {
   return out;
 }
 
-}  // namespace kiln::runtime::reference
+}  // namespace kiln::interp::reference

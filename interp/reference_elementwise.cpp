@@ -2,10 +2,10 @@
 // numpy broadcasting.
 #include <span>
 
+#include "interp/reference_ops.h"
 #include "ir/scalar_semantics.h"
-#include "runtime/reference_ops.h"
 
-namespace kiln::runtime::reference {
+namespace kiln::interp::reference {
 
 namespace {
 
@@ -41,4 +41,4 @@ Value eval_elementwise(const ir::Node& n, const Args& args) {
   return out;
 }
 
-}  // namespace kiln::runtime::reference
+}  // namespace kiln::interp::reference

@@ -1,7 +1,7 @@
 // Reference semantics of the movement ops: each output element is read from one input index.
-#include "runtime/reference_ops.h"
+#include "interp/reference_ops.h"
 
-namespace kiln::runtime::reference {
+namespace kiln::interp::reference {
 
 namespace {
 
@@ -170,4 +170,4 @@ Value eval_movement(const ir::Node& n, const Args& args) {
   return {};
 }
 
-}  // namespace kiln::runtime::reference
+}  // namespace kiln::interp::reference

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""The dependency arrows of DESIGN.md §1, checked on every #include of kiln's own code.
+
+Each folder may include its own headers, support/, and the folders its row allows. A folder's
+include of another that its row does not allow fails this check (ctest: LayerDependencies),
+unless it is one of the exceptions below, each named with the file that still needs it: the
+debts of issue 14 (tools/ should see the runtime's public interface only). An exception that is
+no longer used also fails, so the list only shrinks.
+
+Usage: layer_check.py SOURCE_DIR
+"""
+import os
+import re
+import sys
+
+ALLOWED = {
+    "support": set(),
+    "ir": set(),
+    "cache": set(),
+    "interp": {"ir"},
+    "passes": {"ir"},
+    "codegen": {"ir"},
+    "autotune": {"ir", "codegen", "cache"},
+    "runtime": {"ir", "interp", "passes", "codegen", "autotune", "cache"},
+    "frontend": {"ir", "runtime", "kiln"},  # kiln/: frontend's own public headers (frontend/kiln/)
+    "tools": {"frontend", "runtime"},
+}
+
+# (file, included folder): includes that cross an arrow today, to be removed.
+EXCEPTIONS = {
+    ("tools/cache_command.cpp", "cache"),    # cache tools open the store directly
+    ("tools/commands.h", "passes"),          # BeamOptions in the dump options
+    ("tools/dump_command.cpp", "passes"),    # dump builds its own fuser and cost model
+    ("tools/dump_command.cpp", "codegen"),
+    ("tools/dump_gpu.cpp", "codegen"),       # dump emits GPU source itself
+    ("tools/devices_command.cpp", "codegen"),
+    ("tools/dump_command.cpp", "ir"),        # .kg reading and printing, graph values
+    ("tools/graph_inputs.h", "ir"),
+    ("tools/graph_namer.h", "ir"),
+    ("tools/npy.h", "ir"),
+    ("tools/npy_header.h", "ir"),
+    ("tools/run_command.cpp", "ir"),
+    ("tools/workload.h", "ir"),
+    ("tools/workload.cpp", "ir"),
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/', re.M)
+
+
+def main() -> int:
+    root = sys.argv[1]
+    errors, used = [], set()
+    for folder, allowed in ALLOWED.items():
+        for base, _, files in os.walk(os.path.join(root, folder)):
+            for name in sorted(files):
+                if not name.endswith((".h", ".cpp", ".def")):
+                    continue
+                path = os.path.join(base, name)
+                rel = os.path.relpath(path, root)
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+                for target in sorted(set(INCLUDE.findall(text))):
+                    if target in (folder, "support") or target in allowed or target not in ALLOWED:
+                        continue
+                    if (rel, target) in EXCEPTIONS:
+                        used.add((rel, target))
+                        continue
+                    errors.append(f"{rel} includes {target}/, which {folder}/ may not depend on "
+                                  f"(DESIGN.md §1: {folder}/ -> {', '.join(sorted(allowed)) or 'nothing else'})")
+    for rel, target in sorted(EXCEPTIONS - used):
+        errors.append(f"layer_check.py: the exception ({rel}, {target}/) is no longer needed: remove it")
+    for e in errors:
+        print(e)
+    print(f"layer check: {len(errors)} problem(s), {len(used)} known exception(s) in use")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
