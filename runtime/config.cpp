@@ -108,6 +108,10 @@ class Reader {
   }
 
   void read_environment() {
+    // The dump and record directories are environment settings only (no kiln.toml key).
+    for (auto [name, field] :
+         {std::pair{"KILN_DUMP", &Config::dump_dir}, std::pair{"KILN_RECORD", &Config::record_dir}})
+      if (const char* dir = std::getenv(name)) config_.*field = dir;
     for (const KeySpec& spec : key_specs()) {
       std::string name = env_name(spec.key);
       const char* text = std::getenv(name.c_str());

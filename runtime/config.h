@@ -57,6 +57,12 @@ struct Config {
   LoggerConfig cache_logger{"minimal", {{"stderr", ""}}};       // disabled | minimal | verbose
   LoggerConfig memory_logger{"disabled", {{"stderr", ""}}};     // disabled | minimal | verbose
 
+  // From the environment only: KILN_DUMP (every plan build writes its IR after every step there:
+  // runtime/dump_writer.h) and KILN_RECORD (each realized graph is recorded there for kiln warm);
+  // "" = off.
+  std::string dump_dir;
+  std::string record_dir;
+
   std::string file;  // the kiln.toml read ("" when none)
   std::string project_root;  // its directory, else the working directory
   // Where each effective value came from: "kiln.toml:12", "env KILN_AUTOTUNE_LEVEL", "default".

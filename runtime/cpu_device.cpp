@@ -139,7 +139,8 @@ Expected<std::vector<CacheEntryRef>> CpuDevice::cache_entries(
                     .kernels = nullptr,
                     .namer = options_.namer,
                     .tune = {},
-                    .verify_ir = options_.verify_ir};
+                    .verify_ir = options_.verify_ir,
+                    .dump_dir = options_.dump_dir};
   auto plan = build_plan(g, outputs, key.inputs, po);
   if (!plan) return std::unexpected(plan.error());
   std::optional<autotune::Level> level;
@@ -198,7 +199,8 @@ Expected<std::shared_ptr<Plan>> CpuDevice::get_plan(ir::Graph& g,
                       .kernels = &kernels_,
                       .namer = options_.namer,
                       .tune = {},
-                      .verify_ir = options_.verify_ir};
+                      .verify_ir = options_.verify_ir,
+                      .dump_dir = options_.dump_dir};
     if (options_.autotune)
       po.tune = [&](const kir::Kernel& k) -> Expected<codegen::TuneParams> { return tuned_params(k, &tuned); };
     auto built = build_plan(g, outputs, key.inputs, po);
@@ -303,7 +305,7 @@ Expected<std::vector<std::shared_ptr<Buffer>>> CpuDevice::execute(
   auto got = get_plan(g, outputs, key, &source);
   if (!got) return std::unexpected(got.error());
   const std::shared_ptr<Plan>& plan = *got;
-  if (source != "memory") record_graph(outputs, key.inputs, options_.namer);  // KILN_RECORD
+  if (source != "memory") record_graph(options_.record_dir, outputs, key.inputs, options_.namer);
   auto t1 = std::chrono::steady_clock::now();
 
   std::vector<std::shared_ptr<Buffer>> slots(plan->slots.size());

@@ -93,6 +93,8 @@ Expected<DeviceOptions> device_options_from_config(const Config& config) {
         config.check_mode));
   }
   o.verify_ir = config.verify_ir;
+  o.dump_dir = config.dump_dir;
+  o.record_dir = config.record_dir;
   o.logger = std::make_shared<const Logger>(Logger::from_config(config));
   o.max_streams = config.max_streams;
   o.autotune_level = config.autotune_level;

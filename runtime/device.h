@@ -72,6 +72,9 @@ struct DeviceOptions {
   // The IR verifier after every step of the lowering script (kiln.toml compilation.verify_ir;
   // on in debug builds and in the tests): a malformed IR fails the realize with the step's name.
   bool verify_ir = passes::kVerifyIrByDefault;
+  // KILN_DUMP and KILN_RECORD (read at the edge, runtime/config.h): "" = off.
+  std::string dump_dir;
+  std::string record_dir;
   // The CPU the cpu device compiles for (kiln.toml compilation.cpu_target, codegen::CpuBackend::
   // create): "native", "x86-64-v3", "x86-64-v4" or an LLVM CPU name. Part of every cache key.
   std::string cpu_target = "native";

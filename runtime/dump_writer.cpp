@@ -75,11 +75,10 @@ Expected<std::vector<std::string>> write_plan_files(const std::string& dir, cons
   return written;
 }
 
-PlanDump::PlanDump(const std::vector<const ir::Node*>& outputs,
+PlanDump::PlanDump(const std::string& dir, const std::vector<const ir::Node*>& outputs,
                    const std::vector<const ir::Node*>& inputs, ValueNamer namer, std::string fuser)
     : outputs_(outputs), inputs_(inputs), namer_(std::move(namer)), fuser_(std::move(fuser)) {
-  const char* dir = std::getenv("KILN_DUMP");
-  if (!dir || !*dir) return;
+  if (dir.empty()) return;
   auto stem = claim_stem(dir);
   if (!stem) {
     fmt::print(stderr, "kiln: warning: KILN_DUMP: {}\n", stem.error().message);
@@ -144,10 +143,9 @@ void PlanDump::finish(const Plan& plan) {
   if (!written) fmt::print(stderr, "kiln: warning: KILN_DUMP: {}\n", written.error().message);
 }
 
-void record_graph(const std::vector<const ir::Node*>& outputs,
+void record_graph(const std::string& dir, const std::vector<const ir::Node*>& outputs,
                   const std::vector<const ir::Node*>& inputs, const ValueNamer& namer) {
-  const char* dir = std::getenv("KILN_RECORD");
-  if (!dir || !*dir) return;
+  if (dir.empty()) return;
   std::string text = ir::print_kg(standalone_graph(outputs, inputs, namer));
   std::string digest = cache::KeyParts{{{"graph", text}}}.digest();
   std::filesystem::path path = std::filesystem::path(dir) / ("graph-" + digest.substr(0, 16) + ".kg");

@@ -27,9 +27,9 @@ namespace kiln::runtime {
 // Failures are warnings on stderr (and end the dump); they never fail the build of the plan.
 class PlanDump {
  public:
-  // Inactive (every call does nothing) unless KILN_DUMP names a directory.
-  PlanDump(const std::vector<const ir::Node*>& outputs, const std::vector<const ir::Node*>& inputs,
-           ValueNamer namer, std::string fuser);
+  // Inactive (every call does nothing) when `dir` is empty.
+  PlanDump(const std::string& dir, const std::vector<const ir::Node*>& outputs,
+           const std::vector<const ir::Node*>& inputs, ValueNamer namer, std::string fuser);
   bool active() const { return !stem_.empty(); }
   // The lowering script's observer (passes::LoweringOptions::observe).
   void lowering_step(int number, const passes::LoweringStep& step, const passes::Lowering& ir);
@@ -49,11 +49,11 @@ class PlanDump {
   int last_step_ = 0;
 };
 
-// KILN_RECORD=<dir>: records a realized graph for `kiln warm` as <dir>/graph-<digest>.kg (the
-// digest of the text, so a graph realized again, by this or another process, is recorded once).
-// Called by the devices the first time a process realizes each graph structure. Failures are
-// warnings on stderr.
-void record_graph(const std::vector<const ir::Node*>& outputs,
+// KILN_RECORD=<dir> (DeviceOptions::record_dir; nothing when empty): records a realized graph for
+// `kiln warm` as <dir>/graph-<digest>.kg (the digest of the text, so a graph realized again, by
+// this or another process, is recorded once). Called by the devices the first time a process
+// realizes each graph structure. Failures are warnings on stderr.
+void record_graph(const std::string& dir, const std::vector<const ir::Node*>& outputs,
                   const std::vector<const ir::Node*>& inputs, const ValueNamer& namer);
 
 // The same files into `dir` under `stem` (e.g. "graph-0001"); returns the paths written, or the

@@ -228,7 +228,8 @@ Expected<std::shared_ptr<Plan>> GpuDevice::lower(ir::Graph& g,
                     .kernels = nullptr,
                     .namer = options_.namer,
                     .tune = {},
-                    .verify_ir = options_.verify_ir};
+                    .verify_ir = options_.verify_ir,
+                    .dump_dir = options_.dump_dir};
   return build_plan(g, outputs, key.inputs, po);
 }
 
@@ -464,7 +465,7 @@ Expected<std::vector<std::shared_ptr<Buffer>>> GpuDevice::execute(
   std::string source;
   auto plan = get_plan(g, outputs, key, &source);
   if (!plan) return std::unexpected(plan.error());
-  if (source != "memory") record_graph(outputs, key.inputs, options_.namer);  // KILN_RECORD
+  if (source != "memory") record_graph(options_.record_dir, outputs, key.inputs, options_.namer);
   auto t1 = std::chrono::steady_clock::now();
   auto stream = acquire_stream();
   if (!stream) return make_error(fmt::format("{}: {}", name_, stream.error().message));

@@ -82,7 +82,7 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
   auto t0 = std::chrono::steady_clock::now();
   auto plan = std::make_shared<Plan>();
   plan->fuser = options.fuser ? std::string(options.fuser->name()) : "first";
-  PlanDump dump(outputs, inputs, options.namer, plan->fuser);  // KILN_DUMP=<dir>
+  PlanDump dump(options.dump_dir, outputs, inputs, options.namer, plan->fuser);
 
   // Optimized outputs keep the names of the values they replace.
   ValueNamer namer = [&](const ir::Node* n) {

@@ -58,6 +58,8 @@ struct PlannerOptions {
   std::function<Expected<codegen::TuneParams>(const kir::Kernel&)> tune;
   // Verify the IR after every step of the lowering script (passes/pipeline.h).
   bool verify_ir = passes::kVerifyIrByDefault;
+  // Where the build writes its dumps (KILN_DUMP, runtime/dump_writer.h): "" = nowhere.
+  std::string dump_dir;
 };
 
 // `inputs` are the plan's inputs in position order (StructuralKey::inputs).

@@ -2,14 +2,17 @@
 // as text, a Graphviz digraph or a self-contained HTML page.
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include <fstream>
 
+#include "codegen/cuda/nvrtc.h"
 #include "ir/kg.h"
 #include "passes/cost_model.h"
-#include "codegen/cuda/nvrtc.h"
+#include "runtime/config.h"
 #include "runtime/cpu_device.h"
-#include "runtime/gpu_device.h"
 #include "runtime/dump_text.h"
+#include "runtime/gpu_device.h"
 #include "runtime/planner.h"
 #include "runtime/structural_key.h"
 #include "tools/commands.h"
@@ -113,7 +116,13 @@ Expected<void> prepare(const DumpOptions& o, DumpInput& in) {
     in.model = in.reference.get();
   }
   in.fuser = make_fuser(o, *in.model);
+  // kiln.toml and the environment, read here at the edge: the verifier and KILN_DUMP.
+  auto loaded = runtime::load_config(std::filesystem::current_path().string());
+  if (!loaded) return std::unexpected(loaded.error());
+  for (const std::string& w : loaded->warnings) fmt::print(stderr, "{}\n", w);
   runtime::PlannerOptions po;
+  po.verify_ir = loaded->config.verify_ir;
+  po.dump_dir = loaded->config.dump_dir;
   po.fuser = in.fuser.get();
   po.namer = make_namer(in.graph);
   if (compile) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/config.h"
+#include "runtime/device.h"
 #include "tests/config/config_test_env.h"
 
 namespace kiln::runtime {
@@ -138,6 +139,24 @@ TEST_F(ConfigLoad, UnknownConfigVariablesWarnButOtherKilnVariablesDoNot) {
                              "KILN_FUSION_BEAM_SEARCH_MAX_BLOCK (did you mean "
                              "KILN_FUSION_BEAM_SEARCH_MAX_BLOCKS?)"}));
   EXPECT_EQ(r->config.max_blocks, 5);
+}
+
+// KILN_DUMP and KILN_RECORD are read here, at the edge, and handed down in the device options.
+TEST_F(ConfigLoad, DumpAndRecordDirectoriesComeFromTheEnvironmentIntoTheDeviceOptions) {
+  {
+    ScopedEnv dump("KILN_DUMP", "/tmp/kiln-dump-dir");
+    ScopedEnv record("KILN_RECORD", "rec/");
+    auto r = load_config(dir_.string());
+    ASSERT_TRUE(r.has_value()) << r.error().message;
+    auto o = device_options_from_config(r->config);
+    ASSERT_TRUE(o.has_value()) << o.error().message;
+    EXPECT_EQ(o->dump_dir, "/tmp/kiln-dump-dir");
+    EXPECT_EQ(o->record_dir, "rec/");
+  }
+  auto unset = load_config(dir_.string());
+  ASSERT_TRUE(unset.has_value());
+  EXPECT_EQ(unset->config.dump_dir, "");
+  EXPECT_EQ(unset->config.record_dir, "");
 }
 
 }  // namespace

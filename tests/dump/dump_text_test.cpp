@@ -84,14 +84,21 @@ TEST(DumpText, NodeStatementPrintsLiteralsAttributesAndType) {
   EXPECT_FALSE(runtime::is_shown_op(x));
 }
 
-TEST(DumpText, EveryPlanBuildWritesIntoKilnDump) {
+// PlannerOptions::dump_dir (DeviceOptions::dump_dir, KILN_DUMP read at the edge): every build
+// writes there; the environment variable alone does not reach a planner built by hand.
+TEST(DumpText, EveryPlanBuildWritesIntoItsDumpDirectory) {
   fs::path dir = fs::temp_directory_path() / ("kiln_dump_api_" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  ::setenv("KILN_DUMP", dir.c_str(), 1);
   Recorded r;
-  auto plan = runtime::build_plan(r.g, {r.y}, {r.a, r.bias}, runtime::PlannerOptions{});
-  auto plan2 = runtime::build_plan(r.g, {r.y}, {r.a, r.bias}, runtime::PlannerOptions{});
+  ::setenv("KILN_DUMP", dir.c_str(), 1);
+  auto unset = runtime::build_plan(r.g, {r.y}, {r.a, r.bias}, runtime::PlannerOptions{});
   ::unsetenv("KILN_DUMP");
+  ASSERT_TRUE(unset.has_value());
+  EXPECT_FALSE(fs::exists(dir)) << "no layer reads the environment";
+  runtime::PlannerOptions options;
+  options.dump_dir = dir.string();
+  auto plan = runtime::build_plan(r.g, {r.y}, {r.a, r.bias}, options);
+  auto plan2 = runtime::build_plan(r.g, {r.y}, {r.a, r.bias}, options);
   ASSERT_TRUE(plan && plan2);
   std::string repro = read_text(dir / "graph-0001.kg");
   EXPECT_EQ(repro.rfind("kiln.graph v1\ninput %in0 : f32[4,8]\ninput %bias : f32[8]\n", 0), 0u) << repro;
