@@ -1,13 +1,39 @@
 // Instance creation, compute-device enumeration and logical-device creation.
 #include "runtime/vulkan/vulkan_context.h"
 
+#include <dlfcn.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <link.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "runtime/vulkan/vulkan_device_info.h"
 
 namespace kiln::runtime::vulkan {
 namespace {
+
+// The loader unloads a driver (ICD) when its last instance is destroyed. kiln keeps every Vulkan
+// driver it has used loaded for the rest of the process instead: opening a device again does not
+// map and initialize an LLVM-based driver such as lavapipe again, and what a driver allocates once
+// (lavapipe: on its first device enumeration) stays reachable from it rather than orphaned by the
+// unload (LeakSanitizer reported it as a leak from an unknown module).
+void keep_drivers_loaded() {
+  std::vector<std::string> drivers;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        std::string_view name = info->dlpi_name ? info->dlpi_name : "";
+        const std::string_view file = name.substr(name.rfind('/') + 1);
+        if (file.starts_with("libvulkan_") || file.starts_with("libGLX_nvidia"))
+          static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+        return 0;
+      },
+      &drivers);
+  // dlopen outside dl_iterate_phdr, which holds the loader's lock.
+  for (const std::string& d : drivers) dlopen(d.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
 
 // The first queue family with compute, or -1.
 int compute_family(const InstanceFunctions& fn, VkPhysicalDevice physical,
@@ -101,6 +127,7 @@ Expected<std::vector<ComputeDevice>> compute_devices(const VulkanInstance& insta
   auto listed = vk_check(fn.vkEnumeratePhysicalDevices(instance.instance, &count, physical.data()),
                          "enumerating physical devices");
   if (!listed) return std::unexpected(listed.error());
+  keep_drivers_loaded();
   std::vector<ComputeDevice> devices;
   for (VkPhysicalDevice p : physical) {
     ComputeDevice d;
