@@ -135,12 +135,7 @@ Expected<std::vector<CacheEntryRef>> CpuDevice::cache_entries(
     return entries;
   }
   add(cache::Table::plans, plan_digest, "plan " + plan_digest, false);
-  PlannerOptions po{.fuser = fuser_.get(),
-                    .kernels = nullptr,
-                    .namer = options_.namer,
-                    .tune = {},
-                    .verify_ir = options_.verify_ir,
-                    .dump_dir = options_.dump_dir};
+  PlannerOptions po = planner_options(options_, fuser_.get(), nullptr);
   auto plan = build_plan(g, outputs, key.inputs, po);
   if (!plan) return std::unexpected(plan.error());
   std::optional<autotune::Level> level;
@@ -195,12 +190,7 @@ Expected<std::shared_ptr<Plan>> CpuDevice::get_plan(ir::Graph& g,
   }
   if (!plan) {
     int tuned = 0;
-    PlannerOptions po{.fuser = fuser_.get(),
-                      .kernels = &kernels_,
-                      .namer = options_.namer,
-                      .tune = {},
-                      .verify_ir = options_.verify_ir,
-                      .dump_dir = options_.dump_dir};
+    PlannerOptions po = planner_options(options_, fuser_.get(), &kernels_);
     if (options_.autotune)
       po.tune = [&](const kir::Kernel& k) -> Expected<codegen::TuneParams> { return tuned_params(k, &tuned); };
     auto built = build_plan(g, outputs, key.inputs, po);

@@ -108,6 +108,17 @@ Expected<DeviceOptions> device_options_from_config(const Config& config) {
   return o;
 }
 
+PlannerOptions planner_options(const DeviceOptions& options, const passes::Fuser* fuser,
+                               KernelCache* kernels) {
+  PlannerOptions po;
+  po.fuser = fuser;
+  po.kernels = kernels;
+  po.namer = options.namer;
+  po.verify_ir = options.verify_ir;
+  po.dump_dir = options.dump_dir;
+  return po;
+}
+
 std::unique_ptr<cache::Store> open_cache_store(const DeviceOptions& options) {
   if (options.cache_path.empty()) return nullptr;
   cache::StoreOptions so;

@@ -114,6 +114,11 @@ class Device {
       RunStats* stats = nullptr) = 0;
 };
 
+// What a device's options ask of the planner: its value names, the verifier, the dump directory;
+// `kernels` null to lower only. (No tuning: the device sets PlannerOptions::tune when it tunes.)
+PlannerOptions planner_options(const DeviceOptions& options, const passes::Fuser* fuser,
+                               KernelCache* kernels);
+
 // The fuser DeviceOptions::fuser names, with `cost` for the beam fuser; and its one-line
 // description (name, options, rates), which is part of plan cache keys.
 std::unique_ptr<passes::Fuser> make_fuser(const DeviceOptions& options, const passes::CostModel& cost);

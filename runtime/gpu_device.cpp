@@ -224,12 +224,7 @@ Expected<std::shared_ptr<GpuPlan>> GpuDevice::build_gpu_plan(ir::Graph& g,
 Expected<std::shared_ptr<Plan>> GpuDevice::lower(ir::Graph& g,
                                                  const std::vector<const ir::Node*>& outputs) {
   StructuralKey key = structural_key(outputs);
-  PlannerOptions po{.fuser = fuser_.get(),
-                    .kernels = nullptr,
-                    .namer = options_.namer,
-                    .tune = {},
-                    .verify_ir = options_.verify_ir,
-                    .dump_dir = options_.dump_dir};
+  PlannerOptions po = planner_options(options_, fuser_.get(), nullptr);
   return build_plan(g, outputs, key.inputs, po);
 }
 
