@@ -81,22 +81,7 @@ KernelBuffers random_buffers(const kir::Kernel& kernel, uint64_t seed) {
 }
 
 double output_tolerance(DType t) {
-  switch (t) {
-    case DType::f32:
-    case DType::f64:
-      return 1e-4;
-    case DType::f16:
-      return 2e-3;
-    case DType::bf16:
-      return 1.6e-2;
-    case DType::i32:  // integers and bools compare exactly
-    case DType::i64:
-    case DType::i8:
-    case DType::u8:
-    case DType::boolean:
-      break;
-  }
-  return 0;
+  return ir::compare_tolerance(t, 1e-4, 1e-4);
 }
 
 std::optional<std::string> compare_outputs(const kir::Kernel& kernel, const KernelBuffers& want,

@@ -39,6 +39,26 @@ int dtype_size(DType t) {
   return 0;
 }
 
+double compare_tolerance(DType t, double f32, double f64) {
+  switch (t) {
+    case DType::f32:
+      return f32;
+    case DType::f64:
+      return f64;
+    case DType::f16:
+      return 2e-3;
+    case DType::bf16:
+      return 1.6e-2;
+    case DType::i32:  // integers and bools compare exactly
+    case DType::i64:
+    case DType::i8:
+    case DType::u8:
+    case DType::boolean:
+      break;
+  }
+  return 0;
+}
+
 bool is_float(DType t) {
   return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
 }

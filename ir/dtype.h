@@ -20,6 +20,12 @@ bool is_float(DType t);
 bool is_int(DType t);  // signed or unsigned integer, not bool
 bool is_signed(DType t);
 
+// The relative error allowed when two computations of one value in dtype `t` are compared (a
+// kernel against the reference, two schedules, two devices): integers and bool exactly (0); f16
+// 2e-3 and bf16 1.6e-2 (two roundings to the format); f32 and f64 what the caller gives, since
+// that depends on the computation (reassociated sums, transcendental functions).
+double compare_tolerance(DType t, double f32, double f64);
+
 // The four kinds of arithmetic a code generator distinguishes: IEEE floats, two's-complement
 // signed and unsigned integers (which differ in division, shifts, comparisons and casts), and bool.
 enum class DTypeClass : uint8_t { floating, signed_int, unsigned_int, boolean };

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/cli/matmul_chain_dir.h"
 #include "tests/support/shell.h"
 #include "tools/npy.h"
 
@@ -20,25 +21,13 @@ using Result = kiln::testing::CommandResult;
 
 Result sh(const std::string& cmd) { return kiln::testing::run_shell(cmd + " 2>&1"); }
 
-class GpuPersistentRun : public ::testing::Test {
+class GpuPersistentRun : public kiln::testing::MatmulChainDir {
  protected:
   void SetUp() override {
     Result devices = sh(std::string(KILN_BINARY) + " devices");
     if (devices.out.find("vulkan:0  present") == std::string::npos)
       GTEST_SKIP() << "no vulkan:0: " << devices.out;
-    dir_ = fs::temp_directory_path() /
-           ("kiln_gpu_prun_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    graph_ = (dir_ / "g.kg").string();
-    // Four chained matmuls (%a/%c and %b/%d are the same kernels) and a softmax.
-    std::ofstream(graph_) << "kiln.graph v1\ninput %x : f32[64,64]\n%a = matmul(%x, %x)\n"
-                             "%b = matmul(%a, %x)\n%c = matmul(%b, %a)\n%d = matmul(%c, %x)\n"
-                             "%y = softmax(%d)\noutput %y\n";
-  }
-  void TearDown() override {
-    if (!dir_.empty()) fs::remove_all(dir_);
+    make_dir("kiln_gpu_prun_");
   }
   Result run(const std::string& out) {
     return sh("KILN_COMPILATION_CACHE=file=" + cache() + " " + KILN_BINARY + " run " + graph_ +
@@ -66,8 +55,6 @@ class GpuPersistentRun : public ::testing::Test {
     size_t at = out.find("kernels: ");
     return at == std::string::npos ? "" : out.substr(at + 9, out.find(' ', at + 9) - at - 9);
   }
-  fs::path dir_;
-  std::string graph_;
 };
 
 TEST_F(GpuPersistentRun, SecondProcessLoadsThePlanFromDisk) {

@@ -2,6 +2,7 @@
 // 16 processes started at once on an empty cache all succeed and the cache verifies.
 #include <gtest/gtest.h>
 
+#include "tests/cli/matmul_chain_dir.h"
 #include "tests/support/shell.h"
 
 #include <filesystem>
@@ -22,28 +23,14 @@ Result sh(const std::string& cmd) {
   return kiln::testing::run_shell(cmd + " 2>&1");
 }
 
-class PersistentRun : public ::testing::Test {
+// On the cpu: five kernels, three distinct (the softmax is fused into the last matmul's epilogue).
+class PersistentRun : public kiln::testing::MatmulChainDir {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("kiln_prun_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    graph_ = (dir_ / "g.kg").string();
-    // Five kernels, three distinct: four chained matmuls (operands are materialized; %b and %d
-    // are the same kernel, and so are %a and %c) and a softmax fused into the last one's epilogue.
-    std::ofstream(graph_) << "kiln.graph v1\ninput %x : f32[64,64]\n%a = matmul(%x, %x)\n"
-                             "%b = matmul(%a, %x)\n%c = matmul(%b, %a)\n%d = matmul(%c, %x)\n"
-                             "%y = softmax(%d)\noutput %y\n";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { make_dir("kiln_prun_"); }
   std::string kiln(const std::string& args) {
     return "KILN_COMPILATION_CACHE=file=" + (dir_ / "cache.sqlite").string() + " " + KILN_BINARY +
            " " + args;
   }
-  fs::path dir_;
-  std::string graph_;
 };
 
 TEST_F(PersistentRun, SecondProcessCompilesNothing) {

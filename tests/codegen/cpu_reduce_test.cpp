@@ -74,24 +74,9 @@ double fold(ReduceOp op, DType t, const std::vector<double>& row) {
   return to_dtype(t, acc);
 }
 
+// f32: reassociated (vectorized) accumulation.
 double sum_tolerance(DType t) {
-  switch (t) {
-    case DType::f32:
-      return 1e-5;  // reassociated (vectorized) f32 accumulation
-    case DType::f64:
-      return 1e-13;
-    case DType::f16:
-      return 2e-3;
-    case DType::bf16:
-      return 1.6e-2;
-    case DType::i32:  // exact
-    case DType::i64:
-    case DType::i8:
-    case DType::u8:
-    case DType::boolean:
-      break;
-  }
-  return 0;
+  return ir::compare_tolerance(t, 1e-5, 1e-13);
 }
 
 TEST(CpuReduce, EveryOpInEveryNumericDtype) {

@@ -96,23 +96,7 @@ inline ir::HostTensor random_input(DType t, const ir::Shape& shape, std::mt19937
 }
 
 inline double tolerance(DType t) {
-  switch (t) {
-    case DType::f64:
-      return 1e-9;
-    case DType::f32:
-      return 3e-5;
-    case DType::f16:
-      return 2e-3;
-    case DType::bf16:
-      return 1.6e-2;
-    case DType::i32:  // integers and bools compare exactly
-    case DType::i64:
-    case DType::i8:
-    case DType::u8:
-    case DType::boolean:
-      break;
-  }
-  return 0;
+  return ir::compare_tolerance(t, 3e-5, 1e-9);
 }
 
 // `bits`: floats must match bit for bit (any NaN matches any NaN: payloads may differ).
