@@ -43,7 +43,7 @@ enum class IrLevel : uint8_t { graph, groups, kernels };
 struct LoweringStep {
   std::string_view name;
   IrLevel produces;
-  std::string_view does;  // one line, for docs and `kiln dump --steps`
+  std::string_view does;  // one line: what the step does, for docs and messages
 };
 // The script's steps in the order they first run (the graph steps repeat in rounds).
 std::span<const LoweringStep> lowering_steps();
