@@ -22,9 +22,9 @@ std::string type_text(DType d, const Shape& s) {
   return fmt::format("{}{}", dtype_name(d), shape_str(s));
 }
 
-// What the builder makes of the node's operands (fresh inputs of their types) and attributes.
-Expected<void> check_against_builder(const Node* n) {
-  Graph scratch;
+// What the builder makes, in `scratch`, of the node's operands (fresh inputs of their types) and
+// attributes.
+Expected<void> check_against_builder(Graph& scratch, const Node* n) {
   Builder b(scratch);
   std::vector<Operand> args;
   for (const Node* in : n->inputs) args.emplace_back(scratch.input(in->dtype, in->shape));
@@ -44,6 +44,7 @@ Expected<void> check_against_builder(const Node* n) {
 Expected<void> verify_graph(const std::vector<const Node*>& outputs) {
   for (const Node* o : outputs)
     if (!o) return make_error("an output of the graph is null");
+  Graph scratch;  // one for the whole check: its inputs are fresh, so no node meets another's
   for (const Node* n : topo_order(outputs)) {
     const int arity = op_arity(n->op);
     if (arity >= 0 ? n->inputs.size() != static_cast<size_t>(arity) : n->inputs.empty())
@@ -73,7 +74,7 @@ Expected<void> verify_graph(const std::vector<const Node*>& outputs) {
       case OpKind::Reduce:
       case OpKind::Movement:
       case OpKind::Matmul:
-        if (auto ok = check_against_builder(n); !ok) return ok;
+        if (auto ok = check_against_builder(scratch, n); !ok) return ok;
         break;
     }
   }

@@ -29,11 +29,6 @@ const LoweringStep& step_named(std::string_view name) {
   return kSteps[0];
 }
 
-const Fuser& default_fuser() {
-  static const std::unique_ptr<Fuser> fuser = make_first_fuser();
-  return *fuser;
-}
-
 // Numbers the steps as they run, verifies what each left and shows it to the observer.
 class Script {
  public:
@@ -82,6 +77,11 @@ bool recomputed(const ir::Node* n) {
 
 std::span<const LoweringStep> lowering_steps() {
   return kSteps;
+}
+
+const Fuser& default_fuser() {
+  static const std::unique_ptr<Fuser> fuser = make_first_fuser();
+  return *fuser;
 }
 
 Expected<void> verify_fusion(const Outputs& outputs, const FusionPlan& fusion) {

@@ -65,6 +65,9 @@ struct LoweringOptions {
   std::function<void(int number, const LoweringStep& step, const Lowering& ir)> observe;
 };
 
+// The fuser the script uses when LoweringOptions::fuser is null: the first fuser.
+const Fuser& default_fuser();
+
 // Runs the script. A verifier's finding is an error naming the step ("after step 4, fuse: ...");
 // so is a group that cannot be lowered.
 Expected<Lowering> run_lowering(ir::Graph& g, const Outputs& outputs,

@@ -81,7 +81,7 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
                                            const PlannerOptions& options) {
   auto t0 = std::chrono::steady_clock::now();
   auto plan = std::make_shared<Plan>();
-  plan->fuser = options.fuser ? std::string(options.fuser->name()) : "first";
+  plan->fuser = std::string((options.fuser ? *options.fuser : passes::default_fuser()).name());
   PlanDump dump(options.dump_dir, outputs, inputs, options.namer, plan->fuser);
 
   // Optimized outputs keep the names of the values they replace.
