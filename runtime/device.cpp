@@ -12,8 +12,10 @@
 #include "cache/store.h"
 #include "interp/reference.h"
 #include "runtime/config.h"
-#include "runtime/cpu_device.h"
-#include "runtime/gpu_device.h"
+#include "codegen/cpu/cpu_backend.h"
+#include "runtime/executor.h"
+#include "support/thread_pool.h"
+#include "runtime/gpu_backend.h"
 #include "runtime/logger.h"
 #include "runtime/reference_device.h"
 
@@ -38,6 +40,24 @@ std::vector<std::string> available_devices() {
   return names;
 }
 
+std::vector<DeviceInfo> list_devices() {
+  DeviceInfo cpu{"cpu", false, {}};
+  if (auto backend = codegen::CpuBackend::create()) {
+    cpu.present = true;
+    cpu.properties = {{"cpu", (*backend)->cpu_name()},
+                      {"threads", std::to_string(support::ThreadPool::default_threads())},
+                      {"llvm", (*backend)->llvm_version()},
+                      {"features", (*backend)->cpu_features()}};
+  } else {
+    cpu.properties = {{"absent", backend.error().message}};
+  }
+  std::vector<DeviceInfo> devices{
+      std::move(cpu), {"reference", true, {{"kind", "op-by-op interpreter in f64 (the test oracle)"}}}};
+  for (auto list : {list_vulkan_devices(), list_cuda_devices()})
+    for (DeviceInfo& d : list) devices.push_back(std::move(d));
+  return devices;
+}
+
 Expected<std::unique_ptr<Device>> open_device(std::string_view name, DeviceOptions options) {
   if (options.fuser != "beam" && options.fuser != "greedy" && options.fuser != "first" &&
       options.fuser != "none")
@@ -46,13 +66,12 @@ Expected<std::unique_ptr<Device>> open_device(std::string_view name, DeviceOptio
   if (options.beam.max_blocks < 1 || options.beam.beam_width < 1)
     return make_error(fmt::format("beam search needs max_blocks >= 1 and beam_width >= 1, got {} and {}",
                                   options.beam.max_blocks, options.beam.beam_width));
-  if (name == "cpu") {
-    auto dev = CpuDevice::create(std::move(options));
+  if (name == "reference") return std::unique_ptr<Device>(new ReferenceDevice(options.namer));
+  if (is_executor_name(name)) {
+    auto dev = open_executor(name, std::move(options));
     if (!dev) return std::unexpected(dev.error());
     return std::unique_ptr<Device>(std::move(*dev));
   }
-  if (name == "reference") return std::unique_ptr<Device>(new ReferenceDevice(options.namer));
-  if (auto gpu = open_gpu_device(name, options)) return std::move(*gpu);
   return make_error(fmt::format("unknown device '{}' (available: {})", name,
                                 fmt::join(available_devices(), ", ")));
 }

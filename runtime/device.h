@@ -1,5 +1,6 @@
-// Devices by name (`cpu`, `reference`): each turns a realize request (outputs + bound inputs)
-// into result buffers. No backend type leaks past this interface.
+// Devices by name (`cpu`, `cuda:N`, `vulkan:N`: the executor over their target; `reference`: the
+// interpreter): each turns a realize request (outputs + bound inputs) into result buffers. No
+// backend type leaks past this interface.
 #pragma once
 
 #include <memory>
@@ -14,6 +15,7 @@
 #include "runtime/buffer.h"
 #include "runtime/plan.h"
 #include "runtime/planner.h"
+#include "runtime/target.h"
 #include "support/error.h"
 
 namespace kiln::cache {
@@ -78,6 +80,10 @@ struct DeviceOptions {
   // The CPU the cpu device compiles for (kiln.toml compilation.cpu_target, codegen::CpuBackend::
   // create): "native", "x86-64-v3", "x86-64-v4" or an LLVM CPU name. Part of every cache key.
   std::string cpu_target = "native";
+  // The rates the cost model plans with (and the autotuner's roofline): measured on this machine
+  // (kept per device), or the target kind's fixed reference rates, for the cpu and for GPUs.
+  RatesSource cpu_rates = RatesSource::measured;
+  RatesSource gpu_rates = RatesSource::measured;
   // kiln.toml's per-component loggers; null: warnings go to stderr, nothing else is logged.
   std::shared_ptr<const Logger> logger;
   // Autotuning (DESIGN.md §9) of every kernel the cpu device compiles, at `autotune_level`
@@ -136,6 +142,9 @@ void fill_run_stats(const Plan& plan, const std::string& source, double plan_ms,
 // "cpu", "reference", "cuda:N" or "vulkan:N"; anything else is an error listing the devices.
 Expected<std::unique_ptr<Device>> open_device(std::string_view name, DeviceOptions options = {});
 std::vector<std::string> available_devices();
+// Every device this machine may offer, as `kiln devices` lists them: cpu, reference, vulkan:N,
+// cuda:N (a GPU API with no usable device is one entry saying why).
+std::vector<DeviceInfo> list_devices();
 
 // Checks that every Input node among `nodes` (other nodes are skipped) is bound with the right
 // dtype and shape.

@@ -316,12 +316,18 @@ std::string parameters_line(const PlanStep& step) {
   return fmt::format("parameters: {}", fmt::join(labels, " "));
 }
 
-std::string source_text(const Plan& plan) {
-  std::string out = fmt::format("; {} kernel{}\n", plan.steps.size(), plan.steps.size() == 1 ? "" : "s");
+std::string_view comment_marker(std::string_view extension) {
+  return extension == "ll" || extension == "spvasm" ? ";" : "//";
+}
+
+std::string source_text(const Plan& plan, std::string_view extension) {
+  const std::string_view c = comment_marker(extension);
+  std::string out =
+      fmt::format("{} {} kernel{}\n", c, plan.steps.size(), plan.steps.size() == 1 ? "" : "s");
   for (const PlanStep& step : plan.steps) {
     KILN_CHECK(step.artifact) << "source_text needs a compiled plan (" << step.kernel.name << ")";
-    out += fmt::format("\n; {}: {}\n; {}\n{}", step.kernel.name, fmt::join(step.values, " "),
-                       parameters_line(step), step.artifact->llvm_ir);
+    out += fmt::format("\n{0} {1}: {2}\n{0} {3}\n{4}", c, step.kernel.name, fmt::join(step.values, " "),
+                       parameters_line(step), step.artifact->source());
   }
   return out;
 }

@@ -78,8 +78,13 @@ std::string kernel_block(const kir::Kernel& kernel, const std::vector<std::strin
 // The plan's buffer wiring: each slot (dtype, shape, input position), each step's slot per
 // parameter and the temporaries released after it, the output slots.
 std::string slots_text(const Plan& plan);
-// The source stage: the generated LLVM IR of every step; the plan must have been compiled.
-std::string source_text(const Plan& plan);
+// The line comment of a source language by its file extension: ";" for LLVM IR ("ll") and SPIR-V
+// assembly ("spvasm"), "//" for CUDA C and GLSL.
+std::string_view comment_marker(std::string_view extension);
+// The source stage: the generated source of every step (the target's: LLVM IR, CUDA C, GLSL,
+// named by its file extension), each headed by its values and parameters; the plan must have been
+// compiled.
+std::string source_text(const Plan& plan, std::string_view extension = "ll");
 // "parameters: %x %W1 %b1 %h": each kernel parameter's value, in parameter order (the source of
 // every target numbers its buffers in this order).
 std::string parameters_line(const PlanStep& step);

@@ -55,7 +55,8 @@ Expected<std::string> claim_stem(const std::filesystem::path& dir) {
 Expected<std::vector<std::string>> write_plan_files(const std::string& dir, const std::string& stem,
                                                     const std::vector<const ir::Node*>& outputs,
                                                     const std::vector<const ir::Node*>& inputs,
-                                                    const Plan& plan, const ValueNamer& namer) {
+                                                    const Plan& plan, const ValueNamer& namer,
+                                                    std::string_view source_extension) {
   ValueNamer opt_namer = optimized_namer(plan, outputs, namer);
   passes::CostModel model(passes::DeviceRates::reference_cpu());
   std::vector<std::pair<std::string, std::string>> files = {
@@ -65,7 +66,8 @@ Expected<std::vector<std::string>> write_plan_files(const std::string& dir, cons
       {".kernels.txt", kernels_text(plan)},
   };
   bool compiled = !plan.steps.empty() && plan.steps.front().artifact;
-  if (compiled) files.emplace_back(".source.ll", source_text(plan));
+  if (compiled)
+    files.emplace_back(fmt::format(".source.{}", source_extension), source_text(plan, source_extension));
   std::vector<std::string> written;
   for (const auto& [suffix, text] : files) {
     std::filesystem::path path = std::filesystem::path(dir) / (stem + suffix);
@@ -137,9 +139,9 @@ void PlanDump::executor_step(std::string_view name, std::string_view extension,
   write(fmt::format("{}.steps/{:02}-{}.{}", stem_, ++last_step_, name, extension), text);
 }
 
-void PlanDump::finish(const Plan& plan) {
+void PlanDump::finish(const Plan& plan, std::string_view source_extension) {
   if (!active()) return;
-  auto written = write_plan_files(dir_, stem_, outputs_, inputs_, plan, namer_);
+  auto written = write_plan_files(dir_, stem_, outputs_, inputs_, plan, namer_, source_extension);
   if (!written) fmt::print(stderr, "kiln: warning: KILN_DUMP: {}\n", written.error().message);
 }
 

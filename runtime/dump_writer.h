@@ -17,13 +17,14 @@ namespace kiln::runtime {
 //   graph-NNNN.steps/        the IR after every step, numbered in running order: the lowering
 //                            script's (passes/pipeline.h) NN-fold_literals.kg, NN-fold_views.kg,
 //                            NN-cse.kg (in rounds), NN-fuse.txt (groups, estimates, reasons),
-//                            NN-lower.txt (kernel IR); then the executor's NN-compile.ll (LLVM IR,
-//                            when the plan was compiled for the cpu) and NN-slots.txt (buffers)
+//                            NN-lower.txt (kernel IR); then the executor's NN-compile.<ext> (the
+//                            target's source: .ll LLVM IR, .cu CUDA C, .comp GLSL) and
+//                            NN-slots.txt (buffers)
 // and at the end:
 //   graph-NNNN.optimized.kg  the optimized graph
 //   graph-NNNN.groups.txt    the fused groups with the fuser's cost estimates, and the reasons
 //   graph-NNNN.kernels.txt   the kernel IR
-//   graph-NNNN.source.ll     the LLVM IR (only when the plan was compiled)
+//   graph-NNNN.source.<ext>  the target's source (only when the plan was compiled)
 // Failures are warnings on stderr (and end the dump); they never fail the build of the plan.
 class PlanDump {
  public:
@@ -35,8 +36,8 @@ class PlanDump {
   void lowering_step(int number, const passes::LoweringStep& step, const passes::Lowering& ir);
   // An executor step after the script, numbered after its last step.
   void executor_step(std::string_view name, std::string_view extension, const std::string& text);
-  // The final files.
-  void finish(const Plan& plan);
+  // The final files; the compiled kernels' source (when there is one) as source.<extension>.
+  void finish(const Plan& plan, std::string_view source_extension);
 
  private:
   void write(const std::string& file, const std::string& text);
@@ -61,6 +62,7 @@ void record_graph(const std::string& dir, const std::vector<const ir::Node*>& ou
 Expected<std::vector<std::string>> write_plan_files(const std::string& dir, const std::string& stem,
                                                     const std::vector<const ir::Node*>& outputs,
                                                     const std::vector<const ir::Node*>& inputs,
-                                                    const Plan& plan, const ValueNamer& namer);
+                                                    const Plan& plan, const ValueNamer& namer,
+                                                    std::string_view source_extension = "ll");
 
 }  // namespace kiln::runtime

@@ -1,6 +1,7 @@
-// The narrow interface a GPU runtime (CUDA driver, Vulkan) gives the generic GPU device
-// (runtime/gpu_device.h): compile generated source, load it, move memory, launch in order on a
-// stream. Everything toolkit-specific stays behind it, in runtime/cuda/ and runtime/vulkan/.
+// The narrow interface a GPU runtime (CUDA driver, Vulkan) gives the GPU target
+// (runtime/gpu_target.h): compile generated source, load it, move memory (DeviceMemory,
+// runtime/target.h), launch in order on a stream. Everything toolkit-specific stays behind it, in
+// runtime/cuda/ and runtime/vulkan/.
 #pragma once
 
 #include <cstddef>
@@ -12,17 +13,10 @@
 #include <vector>
 
 #include "codegen/gpu/gpu_source.h"
+#include "runtime/target.h"
 #include "support/error.h"
 
 namespace kiln::runtime {
-
-// A block of device memory, from the backend's pool; returned to it when destroyed. Destroying
-// it while a stream still uses it is allowed: the pool reuses it only in stream order.
-class DeviceMemory {
- public:
-  virtual ~DeviceMemory() = default;
-  virtual size_t bytes() const = 0;
-};
 
 // A kernel loaded on the device (a CUDA module and function, a Vulkan pipeline).
 class GpuProgram {
@@ -55,7 +49,7 @@ inline size_t device_alloc_bytes(size_t bytes) { return bytes < 16 ? 16 : bytes;
 
 class GpuBackend;
 // The scratch buffer a kernel with source.scratch_bytes > 0 takes as its last argument, its
-// counters zeroed on `stream` (runtime/gpu_device.cpp); null for a kernel without one.
+// counters zeroed on `stream` (runtime/gpu_target.cpp); null for a kernel without one.
 Expected<std::shared_ptr<DeviceMemory>> make_scratch(GpuBackend& backend, GpuStream& stream,
                                                      const codegen::gpu::GpuSource& source);
 
@@ -63,6 +57,9 @@ class GpuBackend {
  public:
   virtual ~GpuBackend() = default;
   virtual std::string name() const = 0;  // "cuda:0", "vulkan:0"
+  // A compiler without a device (open_cuda_compiler, open_vulkan_compiler): load, allocate and
+  // streams are errors.
+  virtual bool compile_only() const { return false; }
   // What `kiln devices` prints: name, driver, memory, compute capability / API version, ...
   virtual std::vector<std::pair<std::string, std::string>> properties() const = 0;
   // Everything about the device and toolchain that changes a compiled artifact (part of cache
@@ -75,6 +72,12 @@ class GpuBackend {
   // Generated source -> device binary (NVRTC / shaderc). Thread-safe. `name` is for messages.
   virtual Expected<std::vector<uint8_t>> compile(const codegen::gpu::GpuSource& source,
                                                  const std::string& name) = 0;
+  // The forms `kiln dump` shows of a compiled kernel besides its source: CUDA: "ptx" (NVRTC's
+  // PTX, also written as .ptx) and "cubin" (the binary, when it is one); Vulkan: "spirv" (the
+  // binary disassembled, shown only) and "spv" (the binary, written as .spv).
+  virtual Expected<std::vector<ArtifactForm>> binary_forms(const codegen::gpu::GpuSource& source,
+                                                           const std::vector<uint8_t>& binary,
+                                                           const std::string& name) const = 0;
   // A binary from compile() (possibly of another process) -> a program ready to launch.
   virtual Expected<std::shared_ptr<const GpuProgram>> load(const codegen::gpu::GpuSource& source,
                                                            const std::vector<uint8_t>& binary) = 0;
@@ -83,21 +86,36 @@ class GpuBackend {
   virtual Expected<std::unique_ptr<GpuStream>> create_stream() = 0;
 };
 
+// A toolchain without a device (open_cuda_compiler, open_vulkan_compiler): it compiles as a
+// device would; load, allocate and streams fail saying there is nothing to run on.
+class GpuCompiler : public GpuBackend {
+ public:
+  bool compile_only() const override { return true; }
+  Expected<std::shared_ptr<const GpuProgram>> load(const codegen::gpu::GpuSource&,
+                                                   const std::vector<uint8_t>&) override {
+    return make_error(no_device());
+  }
+  Expected<std::shared_ptr<DeviceMemory>> allocate(size_t) override { return make_error(no_device()); }
+  Expected<std::unique_ptr<GpuStream>> create_stream() override { return make_error(no_device()); }
+
+ private:
+  std::string no_device() const { return name() + ": no device to run on"; }
+};
+
 // Opens the runtime's device `index`: an error (not a crash) when the driver, loader or device is
 // missing; the message says which.
 Expected<std::unique_ptr<GpuBackend>> open_cuda_backend(int index);
 Expected<std::unique_ptr<GpuBackend>> open_vulkan_backend(int index);
-// Compile-only CUDA for `arch` ("sm_90"), for `kiln warm --target cuda` without a GPU: compile()
-// and fingerprint() are what a device of that architecture gives, so its cache entries are found
-// there; load, allocate and streams are errors.
+// Compile-only CUDA for `arch` ("sm_90"), for `kiln warm --target cuda` and `kiln dump` without a
+// GPU: compile() and fingerprint() are what a device of that architecture gives, so its cache
+// entries are found there; load, allocate and streams are errors.
 Expected<std::unique_ptr<GpuBackend>> open_cuda_compiler(std::string_view arch);
+// Compile-only Vulkan (shaderc and SPIRV-Tools, no device), for `kiln dump --target vulkan` where
+// no Vulkan device is present: its fingerprint names no device, so it shares no cache entries.
+std::unique_ptr<GpuBackend> open_vulkan_compiler();
 // The devices present, as `kiln devices` lists them: one (name, properties) per device, or one
 // entry named e.g. "cuda" whose properties say why none is usable.
-struct GpuDeviceInfo {
-  std::string name;
-  bool present = false;
-  std::vector<std::pair<std::string, std::string>> properties;  // or {"absent", reason}
-};
+using GpuDeviceInfo = DeviceInfo;
 std::vector<GpuDeviceInfo> list_cuda_devices();
 std::vector<GpuDeviceInfo> list_vulkan_devices();
 

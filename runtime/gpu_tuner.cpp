@@ -9,7 +9,7 @@
 #include <numeric>
 #include <thread>
 
-#include "runtime/gpu_device.h"
+#include "runtime/gpu_target.h"
 #include "runtime/measured_rates.h"
 
 namespace kiln::runtime {

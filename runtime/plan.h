@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cpu/cpu_backend.h"
 #include "ir/graph.h"
 #include "ir/kernel_ir.h"
 #include "passes/fuser.h"
+#include "runtime/target.h"
 
 namespace kiln::runtime {
 
@@ -22,7 +22,7 @@ struct Slot {
 
 struct PlanStep {
   kir::Kernel kernel;
-  std::shared_ptr<const codegen::CpuArtifact> artifact;  // null when the plan was not compiled
+  std::shared_ptr<const Artifact> artifact;  // null when the plan was not compiled
   std::vector<int> args;           // slot of each kernel parameter
   std::vector<int> release_after;  // temporary slots whose last reader is this step
   std::vector<std::string> values; // the graph values this kernel computes (for stats and dumps)
@@ -38,7 +38,7 @@ struct Plan {
   passes::FusionPlan fusion;                       // groups, cost estimates, reasons (for dumps)
   std::string fuser;                               // the fuser's name
   int compiled = 0;                                // kernels compiled while building it
-  int loaded = 0;                                  // kernels linked from the persistent cache
+  int loaded = 0;                                  // kernels read from the persistent cache
   int tuned = 0;                                   // kernels autotuned while building it
   std::vector<std::string> miss_reasons;           // persistent-cache misses, when explained
   double compile_ms = 0;                           // codegen time while building it

@@ -10,7 +10,7 @@
 #include "passes/pipeline.h"
 #include "runtime/dump_text.h"
 #include "runtime/dump_writer.h"
-#include "runtime/persistent_cache.h"
+#include "runtime/kernel_cache.h"
 
 namespace kiln::runtime {
 
@@ -37,43 +37,6 @@ std::vector<std::string> slot_names(const Plan& plan, const std::vector<const ir
   for (size_t o = 0; o < plan.output_slots.size() && o < outputs.size(); ++o)
     names[plan.output_slots[o]] = namer ? namer(outputs[o]) : default_value_name(outputs[o]);
   return names;
-}
-
-Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel,
-                                        const codegen::TuneParams& params) {
-  const std::string check(codegen::check_mode_name(check_));
-  std::string key =
-      kir::print_kernel(kernel, /*with_labels=*/false) + params.str() + " check=" + check;
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = kernels_.find(key); it != kernels_.end()) {
-      KernelLookup hit = it->second;
-      hit.source = KernelLookup::Source::memory;
-      hit.miss_reason.clear();  // reported when it was first looked up
-      return hit;
-    }
-  }
-  KernelLookup found;
-  std::optional<cache::KeyParts> disk_key;
-  if (disk_) {
-    disk_key = disk_->kernel_key(kernel, params, check_);
-    found.digest = disk_key->digest();
-    if ((found.artifact = disk_->load_kernel(*disk_key))) {
-      found.source = KernelLookup::Source::disk;
-    } else if (explain_) {
-      found.miss_reason = disk_->explain_miss(cache::Table::kernels, *disk_key);
-    }
-  }
-  if (!found.artifact) {
-    auto compiled = backend_.compile(kernel, params, check_);
-    if (!compiled) return std::unexpected(compiled.error());
-    found.artifact = *compiled;
-    found.source = KernelLookup::Source::compiled;
-    if (disk_) disk_->store_kernel(*disk_key, *found.artifact);
-  }
-  std::lock_guard lock(mu_);
-  kernels_.emplace(std::move(key), found);
-  return found;
 }
 
 Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
@@ -136,7 +99,7 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
       step.kernel_digest = got->digest;
       if (got->source == KernelLookup::Source::compiled) {
         ++plan->compiled;
-        plan->compile_ms += step.artifact->compile_ms;
+        plan->compile_ms += step.artifact->compile_ms();
       } else if (got->source == KernelLookup::Source::disk) {
         ++plan->loaded;
       }
@@ -148,7 +111,8 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
       if (!step.kernel.params[i].output) last_reader[step.args[i]] = static_cast<int>(k);
     plan->steps.push_back(std::move(step));
   }
-  if (options.kernels && dump.active()) dump.executor_step("compile", "ll", source_text(*plan));
+  if (options.kernels && dump.active())
+    dump.executor_step("compile", options.source_extension, source_text(*plan, options.source_extension));
 
   // Slots: outputs, and each temporary released after its last reader (unless it is an output
   // or a plan input).
@@ -164,7 +128,7 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
       plan->steps[last_reader[s]].release_after.push_back(static_cast<int>(s));
   if (dump.active()) dump.executor_step("slots", "txt", slots_text(*plan));
   plan->plan_ms = ms_since(t0);
-  dump.finish(*plan);
+  dump.finish(*plan, options.source_extension);
   return plan;
 }
 

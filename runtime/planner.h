@@ -1,14 +1,13 @@
-// Builds a Plan: optimize the graph, fuse, lower each group, compile each kernel (deduplicated
-// by the kernel's canonical text), and assign buffer slots with their last uses.
+// Builds a Plan: the lowering script (optimize the graph, fuse, lower each group), then compile
+// each kernel through a target's kernel cache (runtime/kernel_cache.h, deduplicated by the
+// kernel's canonical text and schedule), and assign buffer slots with their last uses.
 #pragma once
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 
-#include "codegen/cpu/cpu_backend.h"
+#include "codegen/tune_params.h"
 #include "ir/graph.h"
 #include "passes/fuser.h"
 #include "passes/pipeline.h"
@@ -20,35 +19,7 @@ namespace kiln::runtime {
 // Names graph values for stats and dumps (e.g. from a `.kg` file); unnamed ones print as %t<id>.
 using ValueNamer = std::function<std::string(const ir::Node*)>;
 
-class PersistentCache;
-
-struct KernelLookup {
-  std::shared_ptr<const codegen::CpuArtifact> artifact;
-  enum class Source { memory, disk, compiled } source = Source::compiled;
-  std::string digest;       // the persistent cache key ("" without a persistent cache)
-  std::string miss_reason;  // why the persistent cache missed, when asked to explain
-};
-
-// Compiled kernels of this process, keyed by canonical kernel text + tune params, in front of
-// the persistent cache (object code from earlier processes) when there is one.
-class KernelCache {
- public:
-  // Every kernel is compiled with `check` (codegen/check_mode.h), which is part of both keys.
-  explicit KernelCache(codegen::CpuBackend& backend, PersistentCache* disk = nullptr,
-                       bool explain_misses = false,
-                       codegen::CheckMode check = codegen::CheckMode::none)
-      : backend_(backend), disk_(disk), explain_(explain_misses), check_(check) {}
-  Expected<KernelLookup> get(const kir::Kernel& kernel, const codegen::TuneParams& params);
-  codegen::CheckMode check_mode() const { return check_; }
-
- private:
-  codegen::CpuBackend& backend_;
-  PersistentCache* disk_;
-  bool explain_;
-  codegen::CheckMode check_;
-  std::mutex mu_;
-  std::unordered_map<std::string, KernelLookup> kernels_;
-};
+class KernelCache;
 
 struct PlannerOptions {
   const passes::Fuser* fuser = nullptr;  // null: the first fuser
@@ -60,6 +31,8 @@ struct PlannerOptions {
   bool verify_ir = passes::kVerifyIrByDefault;
   // Where the build writes its dumps (KILN_DUMP, runtime/dump_writer.h): "" = nowhere.
   std::string dump_dir;
+  // The extension of the compiled kernels' source in those dumps (Target::source_extension).
+  std::string source_extension = "ll";
 };
 
 // `inputs` are the plan's inputs in position order (StructuralKey::inputs).

@@ -184,7 +184,8 @@ int export_workload(const CacheOptions& o, const std::string& cache_path) {
   options->autotune = o.autotune;
   options->autotune_cache_path.clear();  // the decisions are bundled from the same store
   // Decisions are looked up, not made: a CUDA compiler gives the same keys as the device.
-  auto device = open_target_device(o.target, o.arch, o.arch_given, false, std::move(*options));
+  auto device = open_target({.target = o.target, .arch = o.arch, .arch_given = o.arch_given},
+                            std::move(*options));
   if (!device) return report_error(device.error().message);
 
   std::vector<std::string> digests, misses, errors;
@@ -197,7 +198,7 @@ int export_workload(const CacheOptions& o, const std::string& cache_path) {
       errors.push_back(outs.error().message);
       continue;
     }
-    auto entries = device->cache_entries(g, *outs);
+    auto entries = (*device)->cache_entries(g, *outs);
     if (!entries) {
       errors.push_back(path + ": " + entries.error().message);
       continue;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "passes/fuser.h"
+#include "runtime/device.h"
 #include "tools/graph_inputs.h"
 
 namespace kiln::tools {
@@ -48,6 +48,7 @@ struct DumpOptions {
   std::string arch = "sm_90";       // cuda: the architecture of ptx (no GPU needed)
   bool arch_given = false;
   std::string out_dir;              // one file per kernel (.ll / .cu .ptx .cubin / .comp .spv)
+  bool autotune = false;            // the schedules `kiln run --autotune` runs (tuning what has none)
 };
 int dump_command(const DumpOptions& options);
 

@@ -6,20 +6,16 @@
 
 #include <fstream>
 
-#include "codegen/cuda/nvrtc.h"
 #include "ir/kg.h"
-#include "passes/cost_model.h"
-#include "runtime/config.h"
-#include "runtime/cpu_device.h"
 #include "runtime/dump_text.h"
-#include "runtime/gpu_device.h"
-#include "runtime/planner.h"
+#include "runtime/executor.h"
 #include "runtime/structural_key.h"
 #include "tools/commands.h"
 #include "tools/dump_dot.h"
-#include "tools/dump_gpu.h"
 #include "tools/dump_html.h"
+#include "tools/dump_target.h"
 #include "tools/graph_namer.h"
+#include "tools/workload.h"
 
 namespace kiln::tools {
 
@@ -47,18 +43,7 @@ Expected<void> check_combination(const DumpOptions& o) {
     return make_error(fmt::format("--stage spirv needs --target vulkan (not {})", o.target));
   if (o.arch_given && o.target != "cuda")
     return make_error(fmt::format("--arch applies to --target cuda, not {}", o.target));
-  if (o.target == "cuda")
-    if (auto arch = codegen::cuda::parse_arch(o.arch); !arch) return std::unexpected(arch.error());
   return {};
-}
-
-TargetDumpOptions target_options(const DumpOptions& o) {
-  return TargetDumpOptions{o.target, o.arch, o.stage == "llvm" ? "source" : o.stage, o.out_dir};
-}
-
-std::unique_ptr<passes::Fuser> make_fuser(const DumpOptions& o, const passes::CostModel& model) {
-  if (o.fusion.fuser == "first") return passes::make_first_fuser();
-  return passes::make_beam_fuser(model, *beam_options(o.fusion));  // checked by check_combination
 }
 
 Expected<void> emit(const std::string& path, const std::string& text) {
@@ -73,19 +58,36 @@ Expected<void> emit(const std::string& path, const std::string& text) {
   return {};
 }
 
-// Everything one dump needs: the graph, its plan, the names and the cost model behind them.
+// Everything one dump needs: the graph, the executor of its target, and the plan that executor
+// runs, with the names and the cost model behind it.
 struct DumpInput {
   ir::Graph g;
   ir::KgGraph graph;
   std::vector<const ir::Node*> outputs;
   runtime::StructuralKey key;
-  std::unique_ptr<runtime::CpuDevice> device;  // when compiling or measuring rates
-  std::unique_ptr<runtime::KernelCache> kernels;
-  std::unique_ptr<passes::CostModel> reference;
-  const passes::CostModel* model = nullptr;
-  std::unique_ptr<passes::Fuser> fuser;
-  std::shared_ptr<runtime::Plan> plan;
+  std::unique_ptr<runtime::Executor> executor;
+  std::shared_ptr<const runtime::Plan> plan;
 };
+
+bool compiles(const DumpOptions& o) {
+  return o.stage == "source" || o.stage == "llvm" || o.stage == "ptx" || o.stage == "spirv" ||
+         o.format == "html" || !o.out_dir.empty();
+}
+
+// kiln.toml and the environment, read here at the edge as `kiln run` reads them, with the
+// command line's fuser, rates and tuning; the cache is read, never written.
+Expected<runtime::DeviceOptions> dump_device_options(const DumpOptions& o, const ir::KgGraph& graph) {
+  auto options = workload_device_options("");
+  if (!options) return std::unexpected(options.error());
+  options->namer = make_namer(graph);
+  if (o.fusion.fuser_given) options->fuser = o.fusion.fuser;
+  if (o.fusion.fuser_given || o.fusion.max_blocks || o.fusion.beam_width)
+    options->beam = *beam_options(o.fusion);  // checked by check_combination
+  if (o.rates == "reference") options->cpu_rates = options->gpu_rates = runtime::RatesSource::reference;
+  options->autotune = o.autotune;
+  options->cache_read_only = true;
+  return options;
+}
 
 Expected<void> prepare(const DumpOptions& o, DumpInput& in) {
   auto graph = ir::read_kg_file(in.g, o.graph_path);
@@ -93,62 +95,33 @@ Expected<void> prepare(const DumpOptions& o, DumpInput& in) {
   in.graph = std::move(*graph);
   for (const auto& [name, node] : in.graph.outputs) in.outputs.push_back(node);
   in.key = runtime::structural_key(in.outputs);
-
-  bool cpu = o.target == "cpu";
-  bool compile = cpu && (o.stage == "source" || o.stage == "llvm" || o.format == "html" ||
-                         !o.out_dir.empty());
-  if (compile || (cpu && o.rates == "measured")) {
-    auto dev = runtime::CpuDevice::create({});
-    if (!dev) return std::unexpected(dev.error());
-    in.device = std::move(*dev);
-  }
-  if (!cpu) {
-    // The rates the GPU device would plan with: vulkan:0's when present, else a GPU's.
-    passes::DeviceRates rates = passes::DeviceRates::reference_gpu();
-    if (o.target == "vulkan" && o.rates == "measured")
-      if (auto backend = runtime::open_vulkan_backend(0)) rates = runtime::gpu_rates(**backend);
-    in.reference = std::make_unique<passes::CostModel>(rates);
-    in.model = in.reference.get();
-  } else if (o.rates == "measured") {
-    in.model = &in.device->cost_model();
-  } else {
-    in.reference = std::make_unique<passes::CostModel>(passes::DeviceRates::reference_cpu());
-    in.model = in.reference.get();
-  }
-  in.fuser = make_fuser(o, *in.model);
-  // kiln.toml and the environment, read here at the edge: the verifier and KILN_DUMP.
-  auto loaded = runtime::load_config(std::filesystem::current_path().string());
-  if (!loaded) return std::unexpected(loaded.error());
-  for (const std::string& w : loaded->warnings) fmt::print(stderr, "{}\n", w);
-  runtime::PlannerOptions po;
-  po.verify_ir = loaded->config.verify_ir;
-  po.dump_dir = loaded->config.dump_dir;
-  po.fuser = in.fuser.get();
-  po.namer = make_namer(in.graph);
-  if (compile) {
-    in.kernels = std::make_unique<runtime::KernelCache>(in.device->backend());
-    po.kernels = in.kernels.get();
-  }
-  auto plan = runtime::build_plan(in.g, in.outputs, in.key.inputs, po);
+  auto options = dump_device_options(o, in.graph);
+  if (!options) return std::unexpected(options.error());
+  auto executor = open_target({.target = o.target, .arch = o.arch, .arch_given = o.arch_given,
+                               .tune = o.autotune, .compile_only_fallback = true},
+                              std::move(*options));
+  if (!executor) return std::unexpected(executor.error());
+  in.executor = std::move(*executor);
+  auto plan = in.executor->inspect(in.g, in.outputs, compiles(o));
   if (!plan) return std::unexpected(plan.error());
   in.plan = *plan;
   return {};
 }
 
-Expected<std::string> render(const DumpOptions& o, const DumpInput& in) {
+Expected<std::string> render(const DumpOptions& o, DumpInput& in) {
+  const passes::CostModel& model = in.executor->cost_model();
   runtime::ValueNamer namer = runtime::optimized_namer(*in.plan, in.outputs, make_namer(in.graph));
-  if (o.format == "dot") return render_dot(build_dump_graph(*in.plan, namer, *in.model), o.why);
-  if (o.format == "html") {
-    auto sources = target_kernel_sources(*in.plan, target_options(o));
-    if (!sources) return std::unexpected(sources.error());
-    return render_html(build_dump_graph(*in.plan, namer, *in.model), *in.plan, namer, o.graph_path,
-                       KernelSources{source_language(o.target), std::move(*sources)}, *in.model);
-  }
+  if (o.format == "dot") return render_dot(build_dump_graph(*in.plan, namer, model), o.why);
+  if (o.format == "html")
+    return render_html(build_dump_graph(*in.plan, namer, model), *in.plan, namer, o.graph_path,
+                       KernelSources{source_language(in.executor->target()),
+                                     target_kernel_sources(*in.plan)},
+                       model);
   if (o.stage == "graph")
     return ir::print_kg(runtime::standalone_graph(in.plan->optimized_outputs, in.key.inputs, namer));
-  if (o.stage == "groups") return runtime::groups_text(*in.plan, namer, *in.model, o.why);
+  if (o.stage == "groups") return runtime::groups_text(*in.plan, namer, model, o.why);
   if (o.stage == "kernels") return runtime::kernels_text(*in.plan);
-  return target_kernels_text(*in.plan, target_options(o));
+  return target_kernels_text(*in.plan, in.executor->target(), o.stage == "llvm" ? "source" : o.stage);
 }
 
 }  // namespace
@@ -160,7 +133,7 @@ int dump_command(const DumpOptions& o) {
   DumpInput in;
   if (auto ok = prepare(o, in); !ok) return report_error(ok.error().message);
   if (!o.out_dir.empty()) {
-    auto written = write_kernel_files(*in.plan, target_options(o));
+    auto written = write_kernel_files(*in.plan, in.executor->target(), o.out_dir);
     if (!written) return report_error(written.error().message);
     fmt::print(stderr, "kiln: wrote {} file{} to {}\n", written->size(), written->size() == 1 ? "" : "s", o.out_dir);
     if (!o.stage_given) return 0;  // --out-dir alone: the files are the output

@@ -10,7 +10,7 @@ namespace kiln::tools {
 namespace {
 
 // A DOT double-quoted string; "\n" in `text` becomes a centred line break.
-std::string quoted(const std::string& text) {
+std::string dot_string(const std::string& text) {
   std::string out = "\"";
   for (char c : text) {
     if (c == '"' || c == '\\') out += '\\';
@@ -24,8 +24,8 @@ std::string node_line(const DumpNode& n) {
   std::string label = fmt::format("{}\n{} {}", n.name, n.op, n.type);
   if (n.kernel < 0)
     return fmt::format("  {} [label={}, shape=ellipse, style=filled, fillcolor=\"#eeeeee\"];\n",
-                       n.id, quoted(label));
-  return fmt::format("    {} [label={}, style=\"filled{}\", fillcolor=\"{}\"];\n", n.id, quoted(label),
+                       n.id, dot_string(label));
+  return fmt::format("    {} [label={}, style=\"filled{}\", fillcolor=\"{}\"];\n", n.id, dot_string(label),
                      n.output ? ",bold" : "", kernel_colour(n.kernel));
 }
 
@@ -43,7 +43,7 @@ std::string render_dot(const DumpGraph& graph, bool why) {
   out += "  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n";
   out += "  edge [fontname=\"monospace\", fontsize=9];\n";
   out += fmt::format("  label={};\n  labelloc=t;\n",
-                     quoted(fmt::format("{} kernel{}, estimated {}", graph.kernels.size(),
+                     dot_string(fmt::format("{} kernel{}, estimated {}", graph.kernels.size(),
                                         graph.kernels.size() == 1 ? "" : "s",
                                         runtime::format_micros(graph.total_seconds))));
   for (const DumpNode& n : graph.nodes)
@@ -52,7 +52,7 @@ std::string render_dot(const DumpGraph& graph, bool why) {
     const DumpKernel& kernel = graph.kernels[k];
     out += fmt::format("  subgraph cluster_{} {{\n", kernel.name);
     out += fmt::format("    label={};\n    style=rounded;\n",
-                       quoted(fmt::format("{}: {}", kernel.name, runtime::format_micros(kernel.cost.seconds))));
+                       dot_string(fmt::format("{}: {}", kernel.name, runtime::format_micros(kernel.cost.seconds))));
     for (const DumpNode& n : graph.nodes)
       if (n.kernel == static_cast<int>(k)) out += node_line(n);
     out += "  }\n";
@@ -61,7 +61,7 @@ std::string render_dot(const DumpGraph& graph, bool why) {
     std::string attrs;
     if (e.crosses && graph.nodes[e.from].kernel >= 0) {
       attrs = " [color=\"#cc0000\"";
-      if (why && !e.reason.empty()) attrs += fmt::format(", label={}, fontcolor=\"#cc0000\"", quoted(e.reason));
+      if (why && !e.reason.empty()) attrs += fmt::format(", label={}, fontcolor=\"#cc0000\"", dot_string(e.reason));
       attrs += "]";
     }
     out += fmt::format("  {} -> {}{};\n", graph.nodes[e.from].id, graph.nodes[e.to].id, attrs);

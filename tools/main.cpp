@@ -46,6 +46,9 @@ void add_dump_options(CLI::App* cmd, DumpOptions& o) {
       ->default_val("text")
       ->check(CLI::IsMember({"text", "dot", "html"}));
   cmd->add_option("-o,--output", o.output, "Write to FILE instead of stdout");
+  cmd->add_flag("--autotune", o.autotune,
+                "Show the kernels as `kiln run --autotune` runs them: tuned schedules from the cache, "
+                "tuning those it lacks on the device");
 }
 void add_cache_options(CLI::App* cmd, CacheOptions& o) {
   cmd->add_option("action", o.action,
@@ -166,6 +169,7 @@ int main(int argc, char** argv) {
     return run_command(run);
   }
   dump.stage_given = dump_cmd->count("--stage") > 0;
+  dump.fusion.fuser_given = dump_cmd->count("--fuser") > 0;
   dump.arch_given = dump_cmd->count("--arch") > 0;
   return dump_command(dump);
 }

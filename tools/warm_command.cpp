@@ -22,7 +22,7 @@ namespace {
 
 // One device that compiles (and, for --check, looks up) every graph's kernels.
 struct Warmer {
-  TargetDevice device;
+  std::unique_ptr<runtime::Executor> device;
 
   struct Done {
     int compiled = 0, tuned = 0;
@@ -32,16 +32,11 @@ struct Warmer {
   Expected<Done> run(ir::Graph& g, const std::vector<const ir::Node*>& outs, bool check) {
     Done r;
     if (check) {
-      auto entries = device.cache_entries(g, outs);
-      if (!entries) return std::unexpected(entries.error());
-      r.missing = runtime::missing_entries(*entries);
-    } else if (device.cpu) {
-      auto plan = device.cpu->plan_for(g, outs);
-      if (!plan) return std::unexpected(plan.error());
-      r.compiled = (*plan)->compiled;
-      r.tuned = (*plan)->tuned;
+      auto missing = device->cache_misses(g, outs);
+      if (!missing) return std::unexpected(missing.error());
+      r.missing = std::move(*missing);
     } else {
-      auto warmed = device.gpu->warm(g, outs);
+      auto warmed = device->warm(g, outs);
       if (!warmed) return std::unexpected(warmed.error());
       r.compiled = warmed->compiled;
       r.tuned = warmed->tuned;
@@ -99,8 +94,9 @@ int warm_command(const WarmOptions& o) {
   options->autotune = o.autotune;
   std::string cache_path = options->cache_path;
   // --check only looks decisions up: a CUDA compiler gives the same keys as the device.
-  auto device = open_target_device(o.target, o.arch, o.arch_given, o.autotune && !o.check,
-                                   std::move(*options));
+  auto device = open_target({.target = o.target, .arch = o.arch, .arch_given = o.arch_given,
+                             .tune = o.autotune && !o.check},
+                            std::move(*options));
   if (!device) return report_error(device.error().message);
   Warmer warmer{std::move(*device)};
 

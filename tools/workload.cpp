@@ -9,6 +9,7 @@
 
 #include "ir/kg.h"
 #include "runtime/config.h"
+#include "runtime/gpu_target.h"
 #include "tools/commands.h"
 
 namespace kiln::tools {
@@ -62,39 +63,31 @@ Expected<runtime::DeviceOptions> workload_device_options(const std::string& scop
   return options;
 }
 
-Expected<std::vector<runtime::CacheEntryRef>> TargetDevice::cache_entries(
-    ir::Graph& g, const std::vector<const ir::Node*>& outs) {
-  return cpu ? cpu->cache_entries(g, outs) : gpu->cache_entries(g, outs);
-}
-
-Expected<TargetDevice> open_target_device(const std::string& target, const std::string& arch,
-                                          bool arch_given, bool tune, runtime::DeviceOptions options) {
-  TargetDevice d;
-  if (target == "cpu") {
-    auto dev = runtime::CpuDevice::create(std::move(options));
-    if (!dev) return std::unexpected(dev.error());
-    d.cpu = std::move(*dev);
-    return d;
+Expected<std::unique_ptr<runtime::Executor>> open_target(const TargetChoice& c,
+                                                         runtime::DeviceOptions options) {
+  if (c.target == "cpu") {
+    return runtime::open_executor("cpu", std::move(options));
   }
-  const bool on_gpu = target == "vulkan" || tune;
-  auto backend = target == "vulkan" ? runtime::open_vulkan_backend(0)
-                 : on_gpu           ? runtime::open_cuda_backend(0)
-                                    : runtime::open_cuda_compiler(arch);
+  const bool on_gpu = c.target == "vulkan" || c.tune;
+  auto backend = c.target == "vulkan" ? runtime::open_vulkan_backend(0)
+                 : on_gpu             ? runtime::open_cuda_backend(0)
+                                      : runtime::open_cuda_compiler(c.arch);
+  if (!backend && c.target == "vulkan" && c.compile_only_fallback && !c.tune)
+    backend = runtime::open_vulkan_compiler();
   if (!backend) {
-    if (target == "cuda" && tune)
+    if (c.target == "cuda" && c.tune)
       return make_error(fmt::format("--autotune measures kernels on the GPU itself: {}",
                                     backend.error().message));
     return std::unexpected(backend.error());
   }
   // A CUDA fingerprint starts with the device's architecture ("sm_90 ...").
   const std::string device_arch = (*backend)->fingerprint().substr(0, (*backend)->fingerprint().find(' '));
-  if (target == "cuda" && tune && arch_given && device_arch != arch)
+  if (c.target == "cuda" && c.tune && c.arch_given && device_arch != c.arch)
     return make_error(fmt::format("--autotune --arch {}: cuda:0 is {}; tuning measures the device itself",
-                                  arch, device_arch));
-  auto dev = runtime::GpuDevice::create(std::move(*backend), std::move(options));
-  if (!dev) return std::unexpected(dev.error());
-  d.gpu = std::move(*dev);
-  return d;
+                                  c.arch, device_arch));
+  const runtime::RatesSource rates = options.gpu_rates;
+  return runtime::Executor::create(std::make_unique<runtime::GpuTarget>(std::move(*backend), rates),
+                                   std::move(options));
 }
 
 }  // namespace kiln::tools

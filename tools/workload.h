@@ -1,6 +1,7 @@
-// A workload of the `kiln` tools (`kiln warm`, `kiln cache export --for`): the .kg graphs named on
-// the command line or recorded in KILN_RECORD directories, and one device of a target (the cpu,
-// vulkan:0, or a CUDA architecture without a GPU) that compiles or looks up their kernels.
+// A workload of the `kiln` tools (`kiln warm`, `kiln cache export --for`, `kiln dump`): the .kg
+// graphs named on the command line or recorded in KILN_RECORD directories, and the executor of a
+// target (the cpu, vulkan:0, or a CUDA architecture without a GPU) that compiles or looks up their
+// kernels exactly as `kiln run` on that target would.
 #pragma once
 
 #include <memory>
@@ -8,10 +9,8 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "runtime/cache_entry_ref.h"
-#include "runtime/cpu_device.h"
 #include "runtime/device.h"
-#include "runtime/gpu_device.h"
+#include "runtime/executor.h"
 
 namespace kiln::tools {
 
@@ -26,19 +25,19 @@ Expected<std::vector<const ir::Node*>> read_graph_outputs(ir::Graph& g, const st
 // autotune decisions all go there (one store to ship).
 Expected<runtime::DeviceOptions> workload_device_options(const std::string& scope);
 
-// The device of a target: exactly one of `cpu` and `gpu` is set.
-struct TargetDevice {
-  std::unique_ptr<runtime::CpuDevice> cpu;
-  std::unique_ptr<runtime::GpuDevice> gpu;
-
-  Expected<std::vector<runtime::CacheEntryRef>> cache_entries(
-      ir::Graph& g, const std::vector<const ir::Node*>& outs);
+// The executor of a target: cpu, cuda (a compiler for `arch`, e.g. sm_90: no GPU needed; its keys
+// are those of a device of that architecture) or vulkan (vulkan:0; with `compile_only_fallback`, a
+// compiler without a device when none is present). With `tune`, kernels are measured on the
+// device itself: for cuda that is cuda:0, which must be present and, when `arch_given`, of
+// architecture `arch`.
+struct TargetChoice {
+  std::string target = "cpu";  // cpu | cuda | vulkan
+  std::string arch = "sm_90";  // cuda
+  bool arch_given = false;
+  bool tune = false;
+  bool compile_only_fallback = false;
 };
-
-// `target` is cpu, cuda (a compiler for `arch`, e.g. sm_90: no GPU needed) or vulkan (vulkan:0).
-// With `tune`, kernels are measured on the device itself: for cuda that is cuda:0, which must be
-// present and, when `arch_given`, of architecture `arch`.
-Expected<TargetDevice> open_target_device(const std::string& target, const std::string& arch,
-                                          bool arch_given, bool tune, runtime::DeviceOptions options);
+Expected<std::unique_ptr<runtime::Executor>> open_target(const TargetChoice& choice,
+                                                         runtime::DeviceOptions options);
 
 }  // namespace kiln::tools

@@ -64,9 +64,33 @@ Expected<std::vector<uint8_t>> compile_for_sm(const NvrtcResult& nvrtc_or_error,
   return ptx;
 }
 
+// The ptx and cubin forms of a kernel compiled for `sm` (GpuBackend::binary_forms): the PTX
+// NVRTC makes for the architecture compile_for_sm chose, and the binary when it is a cubin.
+Expected<std::vector<ArtifactForm>> cuda_binary_forms(const NvrtcResult& nvrtc_or_error, int sm,
+                                                      const codegen::gpu::GpuSource& source,
+                                                      const std::vector<uint8_t>& binary,
+                                                      const std::string& name) {
+  if (!nvrtc_or_error) return std::unexpected(nvrtc_or_error.error());
+  const Nvrtc& nvrtc = **nvrtc_or_error;
+  auto target = choose_compile_target(sm, nvrtc.supported_archs(), nvrtc.version());
+  if (!target) return std::unexpected(target.error());
+  std::vector<ArtifactForm> forms;
+  if (target->cubin) {
+    auto ptx = nvrtc.compile(source.text, name, fmt::format("sm_{}", target->sm), /*cubin=*/false);
+    if (!ptx) return std::unexpected(ptx.error());
+    forms.push_back({"ptx", "ptx", std::move(ptx->ptx)});
+    forms.push_back({"cubin", "cubin", std::string(binary.begin(), binary.end())});
+  } else {  // the binary is the PTX itself, NUL-terminated
+    std::string ptx(binary.begin(), binary.end());
+    while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
+    forms.push_back({"ptx", "ptx", std::move(ptx)});
+  }
+  return forms;
+}
+
 // `kiln warm --target cuda --arch sm_XX` without a GPU: compiles exactly as a device of that
 // architecture would, and has nothing to run on.
-class CudaCompiler final : public GpuBackend {
+class CudaCompiler final : public GpuCompiler {
  public:
   CudaCompiler(int sm, NvrtcResult nvrtc) : sm_(sm), nvrtc_(std::move(nvrtc)) {}
   std::string name() const override { return fmt::format("cuda (sm_{}, compile only)", sm_); }
@@ -80,15 +104,13 @@ class CudaCompiler final : public GpuBackend {
                                          const std::string& name) override {
     return compile_for_sm(nvrtc_, sm_, source, name, this->name());
   }
-  Expected<std::shared_ptr<const GpuProgram>> load(const codegen::gpu::GpuSource&,
-                                                   const std::vector<uint8_t>&) override {
-    return make_error(no_device());
+  Expected<std::vector<ArtifactForm>> binary_forms(const codegen::gpu::GpuSource& source,
+                                                   const std::vector<uint8_t>& binary,
+                                                   const std::string& name) const override {
+    return cuda_binary_forms(nvrtc_, sm_, source, binary, name);
   }
-  Expected<std::shared_ptr<DeviceMemory>> allocate(size_t) override { return make_error(no_device()); }
-  Expected<std::unique_ptr<GpuStream>> create_stream() override { return make_error(no_device()); }
 
  private:
-  std::string no_device() const { return name() + ": no device to run on"; }
   int sm_;
   NvrtcResult nvrtc_;
 };
@@ -115,6 +137,11 @@ class CudaBackend final : public GpuBackend {
 
   Expected<std::vector<uint8_t>> compile(const codegen::gpu::GpuSource& source,
                                          const std::string& name) override;
+  Expected<std::vector<ArtifactForm>> binary_forms(const codegen::gpu::GpuSource& source,
+                                                   const std::vector<uint8_t>& binary,
+                                                   const std::string& name) const override {
+    return cuda_binary_forms(nvrtc_, info_.sm(), source, binary, name);
+  }
   Expected<std::shared_ptr<const GpuProgram>> load(const codegen::gpu::GpuSource& source,
                                                    const std::vector<uint8_t>& binary) override {
     auto program = CudaProgram::load(context_, source, binary);

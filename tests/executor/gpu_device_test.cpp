@@ -12,7 +12,7 @@
 #include "codegen/gpu/gpu_source.h"
 #include "ir/builder.h"
 #include "runtime/device.h"
-#include "runtime/gpu_device.h"
+#include "runtime/gpu_target.h"
 
 namespace kiln::runtime {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "ir/builder.h"
 #include "runtime/device.h"
-#include "runtime/gpu_device.h"
+#include "runtime/gpu_target.h"
 #include "runtime/gpu_tuner.h"
 #include "tests/autotune/tune_test_kernels.h"
 

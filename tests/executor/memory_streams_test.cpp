@@ -9,7 +9,7 @@
 #include "ir/builder.h"
 #include "runtime/buffer.h"
 #include "runtime/config.h"
-#include "runtime/cpu_device.h"
+#include "runtime/executor.h"
 
 namespace kiln::runtime {
 namespace {
@@ -56,7 +56,7 @@ TEST(PersistentMemory, CpuDeviceReturnsPersistentResultsWhenEnforced) {
   for (auto mode : {PersistentMemory::enabled, PersistentMemory::enforced}) {
     DeviceOptions o;
     o.persistent_memory = mode;
-    auto dev = CpuDevice::create(o);
+    auto dev = open_executor("cpu", o);
     ASSERT_TRUE(dev.has_value()) << dev.error().message;
     ir::Graph g;
     ir::Builder b(g);
@@ -77,7 +77,7 @@ TEST(MaxStreams, CpuDeviceRunsAtMostThatManyRealizesAtOnce) {
     DeviceOptions o;
     o.max_streams = limit;
     o.num_threads = 1;
-    auto dev = CpuDevice::create(o);
+    auto dev = open_executor("cpu", o);
     ASSERT_TRUE(dev.has_value()) << dev.error().message;
     ir::Graph g;
     ir::Builder b(g);

@@ -9,7 +9,7 @@
 
 #include "ir/builder.h"
 #include "runtime/buffer.h"
-#include "runtime/cpu_device.h"
+#include "runtime/executor.h"
 #include "runtime/cpu_rates.h"
 #include "runtime/structural_key.h"
 #include "support/thread_pool.h"
@@ -142,7 +142,7 @@ TEST(StructuralKey, LargeSubgraphsAndFreshThreads) {
 }
 
 TEST(CpuPlan, IntermediatesAreReleasedAfterTheirLastReader) {
-  auto dev = CpuDevice::create({});
+  auto dev = open_executor("cpu", {});
   ASSERT_TRUE(dev.has_value()) << dev.error().message;
   ir::Graph g;
   ir::Builder b(g);

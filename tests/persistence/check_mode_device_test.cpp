@@ -8,8 +8,9 @@
 
 #include "ir/builder.h"
 #include "runtime/config.h"
-#include "runtime/cpu_device.h"
-#include "runtime/persistent_cache.h"
+#include "runtime/executor.h"
+#include "runtime/cpu_target.h"
+#include "runtime/kernel_cache.h"
 
 namespace kiln::runtime {
 namespace {
@@ -48,11 +49,11 @@ ir::HostTensor filled(ir::Shape shape, int salt) {
   return t;
 }
 
-std::unique_ptr<CpuDevice> device(CheckMode mode, const std::string& cache = "") {
+std::unique_ptr<Executor> device(CheckMode mode, const std::string& cache = "") {
   DeviceOptions o;
   o.check_mode = mode;
   o.cache_path = cache;
-  auto d = CpuDevice::create(o);
+  auto d = open_executor("cpu", o);
   KILN_CHECK(d.has_value()) << d.error().message;
   return std::move(*d);
 }
@@ -72,7 +73,7 @@ void expect_same(const Outputs& got, const Outputs& want, const std::string& wha
         << what << " " << i;
 }
 
-Outputs run(CpuDevice& dev, RunStats* stats = nullptr) {
+Outputs run(Executor& dev, RunStats* stats = nullptr) {
   Graph gr;
   Bindings b{{gr.x, dev.pool()->from_host(filled({19, 24}, 1)).value()},
              {gr.w, dev.pool()->from_host(filled({24, 33}, 2)).value()},
@@ -112,14 +113,15 @@ TEST(CheckModeDevice, ValidateFailsTheRunWithTheFirstBadAccess) {
   auto plan = dev->plan_for(g, {y});
   ASSERT_TRUE(plan.has_value()) << plan.error().message;
   ASSERT_EQ((*plan)->steps.size(), 1u);
-  PlanStep& step = (*plan)->steps[0];
+  // Planting the bad kernel in the executor's own cached plan (never done outside tests).
+  PlanStep& step = std::const_pointer_cast<Plan>(*plan)->steps[0];
   kir::Kernel bad = step.kernel;
   ASSERT_EQ(bad.params.size(), 2u);
   const int in = bad.params[0].output ? 1 : 0, out = 1 - in;
   kir::ExprArena& a = *bad.arena;
   const kir::Expr* past = a.alu(kir::Alu::Add, DType::i64, {a.var(0), a.index(7)});
   bad.stores = {{out, a.var(0), a.load(in, DType::f32, past)}};
-  auto art = dev->backend().compile(bad, codegen::TuneParams{}, CheckMode::validate);
+  auto art = dev->target().compile(bad, codegen::TuneParams{}, CheckMode::validate, /*load=*/true);
   ASSERT_TRUE(art.has_value()) << art.error().message;
   step.artifact = *art;  // the plan is the device's cached one: the next run uses it
 
@@ -172,11 +174,10 @@ class CheckModeCacheTest : public ::testing::Test {
 };
 
 TEST_F(CheckModeCacheTest, KernelDigestsDifferPerMode) {
-  auto backend = codegen::CpuBackend::create();
-  ASSERT_TRUE(backend.has_value());
+  auto target = CpuTarget::create({});
+  ASSERT_TRUE(target.has_value()) << target.error().message;
   auto store = cache::Store::open(cache());
   ASSERT_TRUE(store.has_value()) << store.error().message;
-  PersistentCache disk(std::move(*store), **backend);
   auto a = std::make_shared<kir::ExprArena>();
   kir::Kernel k;
   k.name = "k0";
@@ -186,12 +187,12 @@ TEST_F(CheckModeCacheTest, KernelDigestsDifferPerMode) {
   k.stores = {{1, a->var(0), a->load(0, DType::f32, a->var(0))}};
   std::set<std::string> digests;
   for (CheckMode mode : {CheckMode::none, CheckMode::enforce, CheckMode::validate}) {
-    KernelCache kernels(**backend, &disk, false, mode);
+    KernelCache kernels(**target, store->get(), false, mode);
     auto got = kernels.get(k, codegen::TuneParams{});
     ASSERT_TRUE(got.has_value()) << got.error().message;
     EXPECT_EQ(got->source, KernelLookup::Source::compiled) << codegen::check_mode_name(mode);
     digests.insert(got->digest);
-    auto again = KernelCache(**backend, &disk, false, mode).get(k, codegen::TuneParams{});
+    auto again = KernelCache(**target, store->get(), false, mode).get(k, codegen::TuneParams{});
     ASSERT_TRUE(again.has_value());
     EXPECT_EQ(again->source, KernelLookup::Source::disk);
     EXPECT_EQ(again->digest, got->digest);

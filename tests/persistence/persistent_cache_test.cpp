@@ -10,7 +10,7 @@
 #include "cache/store.h"
 #include "ir/builder.h"
 #include "runtime/config.h"
-#include "runtime/cpu_device.h"
+#include "runtime/executor.h"
 #include "runtime/logger.h"
 
 namespace kiln::runtime {
@@ -49,18 +49,18 @@ class PersistentCacheTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  std::unique_ptr<CpuDevice> device(bool read_only = false) {
+  std::unique_ptr<Executor> device(bool read_only = false) {
     DeviceOptions o;
     o.cache_path = (dir_ / "cache.sqlite").string();
     o.cache_read_only = read_only;
     o.explain_misses = true;
-    auto d = CpuDevice::create(o);
+    auto d = open_executor("cpu", o);
     KILN_CHECK(d.has_value()) << d.error().message;
     return std::move(*d);
   }
 
   // Runs the chain on `dev`; returns the output and the stats.
-  std::pair<ir::HostTensor, RunStats> run(CpuDevice& dev) {
+  std::pair<ir::HostTensor, RunStats> run(Executor& dev) {
     ChainGraph c;
     ir::HostTensor in = ir::HostTensor::zeros(DType::f32, {48, 48});
     for (int64_t i = 0; i < in.numel(); ++i) in.set(i, (i % 7) * 0.25 - 0.5);
@@ -170,7 +170,7 @@ TEST_F(PersistentCacheTest, ComponentLoggersReportThroughTheLogCallback) {
   });
   auto options = device_options_from_config(parsed->config);
   ASSERT_TRUE(options.has_value()) << options.error().message;
-  auto dev = CpuDevice::create(*options);
+  auto dev = open_executor("cpu", *options);
   ASSERT_TRUE(dev.has_value());
   run(**dev);
   set_log_callback(nullptr);
@@ -180,7 +180,7 @@ TEST_F(PersistentCacheTest, ComponentLoggersReportThroughTheLogCallback) {
   EXPECT_TRUE(has("fusion: 5 kernels by beam")) << ::testing::PrintToString(lines);
   EXPECT_TRUE(has("fusion: %t")) << "the reasons";
   EXPECT_TRUE(has("compilation: compiled 3 kernels"));
-  EXPECT_TRUE(has("cache: 0 kernels linked from the cache, 3 compiled"));
+  EXPECT_TRUE(has("cache: 0 kernels loaded from the cache, 3 compiled for cpu"));
   EXPECT_TRUE(has("cache: miss k0: no stored entry"));
   EXPECT_TRUE(has("memory: allocated a new"));
 }

@@ -1,0 +1,41 @@
+// The parts of kernel, plan and autotune keys.
+#include "runtime/cache_keys.h"
+
+namespace kiln::runtime {
+
+namespace {
+void add_identity(cache::KeyParts& key, const Target& target) {
+  for (auto& part : target.identity()) key.parts.push_back(std::move(part));
+}
+}  // namespace
+
+cache::KeyParts kernel_key(const Target& target, const kir::Kernel& kernel,
+                           const codegen::TuneParams& params, codegen::CheckMode check) {
+  cache::KeyParts key{{{"kernel", kir::print_kernel(kernel, /*with_labels=*/false)},
+                       {"tune", params.str()}}};
+  add_identity(key, target);
+  key.parts.emplace_back("schema", kCacheKeySchema);
+  key.parts.emplace_back("check", std::string(codegen::check_mode_name(check)));
+  return key;
+}
+
+cache::KeyParts plan_key(const Target& target, const std::string& structure,
+                         const std::string& fuser, codegen::CheckMode check,
+                         const std::string& autotune) {
+  cache::KeyParts key{{{"graph", cache::KeyParts{{{"structure", structure}}}.digest()},
+                       {"fuser", fuser}}};
+  add_identity(key, target);
+  key.parts.emplace_back("schema", kCacheKeySchema);
+  key.parts.emplace_back("check", std::string(codegen::check_mode_name(check)));
+  key.parts.emplace_back("autotune", autotune);
+  return key;
+}
+
+cache::KeyParts autotune_key(const Target& target, const kir::Kernel& kernel, autotune::Level level) {
+  cache::KeyParts key{{{"kernel", kir::print_kernel(kernel, /*with_labels=*/false)}}};
+  add_identity(key, target);
+  key.parts.emplace_back("autotune", std::string(autotune::level_name(level)));
+  return key;
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,37 @@
+// The keys of the persistent cache (DESIGN.md §8), for every target alike: a key holds everything
+// that can change what is stored under it, and keeps its parts so that a miss can be explained
+// (`kiln cache explain`). The target's identity (Target::identity) names the CPU and LLVM, or the
+// GPU and its toolchain, and the code generator's version.
+#pragma once
+
+#include <string>
+
+#include "autotune/tune_level.h"
+#include "cache/store.h"
+#include "codegen/check_mode.h"
+#include "codegen/tune_params.h"
+#include "ir/kernel_ir.h"
+#include "runtime/target.h"
+
+namespace kiln::runtime {
+
+// Bumped when the parts of these keys, or the entries stored under them, change meaning.
+inline constexpr const char* kCacheKeySchema = "3";
+
+// A compiled kernel: {kernel (canonical text, no labels), tune, identity..., schema, check}.
+// Checked and unchecked code of one kernel differ (and so does its calling convention).
+cache::KeyParts kernel_key(const Target& target, const kir::Kernel& kernel,
+                           const codegen::TuneParams& params, codegen::CheckMode check);
+
+// A plan record: {graph (digest of the structural key), fuser (its name, options and rates),
+// identity..., schema, check, autotune (the level, or "off")}: the record names kernels keyed
+// with the same check mode and schedules.
+cache::KeyParts plan_key(const Target& target, const std::string& structure,
+                         const std::string& fuser, codegen::CheckMode check,
+                         const std::string& autotune);
+
+// An autotune decision: {kernel, identity..., autotune (the level)}: what the measurements
+// depend on.
+cache::KeyParts autotune_key(const Target& target, const kir::Kernel& kernel, autotune::Level level);
+
+}  // namespace kiln::runtime

@@ -1,0 +1,209 @@
+// CpuTarget: artifacts are linked object code with its LLVM IR; entries hold the object code, the
+// IR and a checksum; a stream runs each launch over the thread pool, synchronously.
+#include "runtime/cpu_target.h"
+
+#include <chrono>
+#include <cstring>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "autotune/roofline.h"
+#include "autotune/runner.h"
+#include "runtime/cpu_rates.h"
+
+namespace kiln::runtime {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Points of the parallel domain per thread chunk below which waking a thread costs more than it saves.
+constexpr int64_t kMinPointsPerChunk = 1 << 14;
+
+class CpuKernel final : public Artifact {
+ public:
+  CpuKernel(std::shared_ptr<const codegen::CpuArtifact> code, int64_t min_chunk)
+      : code(std::move(code)), min_chunk(min_chunk) {}
+  const std::string& source() const override { return code->llvm_ir; }
+  double compile_ms() const override { return code->compile_ms; }
+  bool loaded() const override { return code->fn != nullptr; }
+
+  std::shared_ptr<const codegen::CpuArtifact> code;
+  int64_t min_chunk;  // outer indices per thread chunk, at least
+};
+
+// The smallest chunk of the outer axis worth a thread: kMinPointsPerChunk points of the domain.
+int64_t min_chunk_of(const kir::Kernel& kernel) {
+  int64_t inner = 1;
+  for (size_t d = 1; d < kernel.domain.size(); ++d) inner *= kernel.domain[d];
+  return std::max<int64_t>(1, kMinPointsPerChunk / std::max<int64_t>(1, inner));
+}
+
+// Object code is checked against this before linking: flipped bytes inside machine code would
+// link and run wrong code, and nothing else catches them.
+std::string object_checksum(const std::vector<uint8_t>& object) {
+  return cache::KeyParts{{{"object", std::string(object.begin(), object.end())}}}.digest();
+}
+
+class HostMemory final : public DeviceMemory {
+ public:
+  explicit HostMemory(std::shared_ptr<Buffer> buffer) : buffer_(std::move(buffer)) {}
+  size_t bytes() const override { return buffer_->nbytes(); }
+  std::shared_ptr<Buffer> host() const override { return buffer_; }
+  std::byte* data() const { return buffer_->data(); }
+
+ private:
+  std::shared_ptr<Buffer> buffer_;
+};
+
+// Runs each launch at once over the pool: synchronize() has nothing to wait for.
+class CpuStream final : public Stream {
+ public:
+  explicit CpuStream(support::ThreadPool& threads) : threads_(threads) {}
+  Expected<void> upload(DeviceMemory& dst, const void* src, size_t bytes) override {
+    std::memcpy(static_cast<HostMemory&>(dst).data(), src, bytes);
+    return {};
+  }
+  Expected<void> download(const DeviceMemory& src, void* dst, size_t bytes) override {
+    std::memcpy(dst, static_cast<const HostMemory&>(src).data(), bytes);
+    return {};
+  }
+  Expected<void> launch(const Artifact& artifact, const std::vector<DeviceMemory*>& args,
+                        bool timed) override {
+    const auto& k = static_cast<const CpuKernel&>(artifact);
+    if (!k.loaded()) return make_error("cpu: a kernel that was compiled but not linked cannot run");
+    pointers_.clear();
+    for (DeviceMemory* m : args) pointers_.push_back(static_cast<HostMemory*>(m)->data());
+    const auto t0 = std::chrono::steady_clock::now();
+    const codegen::CpuKernelFn fn = k.code->fn;
+    void* const* argv = pointers_.data();
+    threads_.parallel_for(k.code->outer_extent, k.min_chunk,
+                          [&](int64_t b, int64_t e) { fn(argv, b, e); });
+    if (timed)
+      times_.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    return {};
+  }
+  Expected<void> synchronize() override {
+    last_times_ = std::move(times_);
+    times_.clear();
+    return {};
+  }
+  std::vector<double> launch_times_ms() const override { return last_times_; }
+
+ private:
+  support::ThreadPool& threads_;
+  std::vector<void*> pointers_;
+  std::vector<double> times_, last_times_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<CpuTarget>> CpuTarget::create(const CpuTargetOptions& options) {
+  auto backend = codegen::CpuBackend::create(options.cpu_target);
+  if (!backend) return std::unexpected(backend.error());
+  return std::unique_ptr<CpuTarget>(new CpuTarget(std::move(*backend), options));
+}
+
+CpuTarget::CpuTarget(std::unique_ptr<codegen::CpuBackend> backend, const CpuTargetOptions& options)
+    : backend_(std::move(backend)),
+      threads_(options.num_threads > 0 ? options.num_threads : support::ThreadPool::default_threads()),
+      rates_source_(options.rates),
+      scratch_(BufferPool::create(PersistentMemory::disabled)) {}
+
+std::vector<std::pair<std::string, std::string>> CpuTarget::identity() const {
+  return {{"target", "cpu"},
+          {"cpu", backend_->cpu_name()},
+          {"features", backend_->cpu_features()},
+          {"llvm", backend_->llvm_version()},
+          {"codegen", codegen::CpuBackend::kCodegenVersion}};
+}
+
+passes::DeviceRates CpuTarget::planning_rates() {
+  std::call_once(rates_once_, [&] {
+    rates_ = rates_source_ == RatesSource::reference ? passes::DeviceRates::reference_cpu()
+                                                     : cpu_rates(*backend_, threads_);
+  });
+  return rates_;
+}
+
+Expected<std::shared_ptr<const Artifact>> CpuTarget::compile(const kir::Kernel& kernel,
+                                                             const codegen::TuneParams& params,
+                                                             codegen::CheckMode check, bool) {
+  // Compiling links too: a cpu artifact is always ready to run.
+  auto code = backend_->compile(kernel, params, check);
+  if (!code) return std::unexpected(code.error());
+  return std::make_shared<const CpuKernel>(std::move(*code), min_chunk_of(kernel));
+}
+
+std::optional<cache::Entry> CpuTarget::to_entry(const Artifact& artifact) const {
+  const codegen::CpuArtifact& a = *static_cast<const CpuKernel&>(artifact).code;
+  if (a.object.empty()) return std::nullopt;
+  cache::Entry e;
+  e.value = a.object;
+  e.source = a.llvm_ir;
+  e.metadata = json{{"symbol", a.symbol},
+                    {"outer_extent", a.outer_extent},
+                    {"min_chunk", static_cast<const CpuKernel&>(artifact).min_chunk},
+                    {"compile_ms", a.compile_ms},
+                    {"checksum", object_checksum(a.object)}}
+                   .dump();
+  return e;
+}
+
+std::shared_ptr<const Artifact> CpuTarget::from_entry(const cache::Entry& e, bool load) {
+  json meta = json::parse(e.metadata, nullptr, /*allow_exceptions=*/false);
+  try {
+    if (!meta.is_object() || meta.at("checksum").get<std::string>() != object_checksum(e.value))
+      return nullptr;
+    const std::string symbol = meta.at("symbol").get<std::string>();
+    const int64_t outer_extent = meta.at("outer_extent").get<int64_t>();
+    const int64_t min_chunk = meta.at("min_chunk").get<int64_t>();
+    if (outer_extent < 0 || min_chunk < 1) return nullptr;
+    std::shared_ptr<codegen::CpuArtifact> code;
+    if (load) {
+      auto linked = backend_->load(e.value, symbol, outer_extent);
+      if (!linked) return nullptr;
+      code = std::make_shared<codegen::CpuArtifact>(**linked);
+    } else {
+      code = std::make_shared<codegen::CpuArtifact>();
+      code->symbol = symbol;
+      code->outer_extent = outer_extent;
+    }
+    code->llvm_ir = e.source;
+    code->compile_ms = 0;
+    return std::make_shared<const CpuKernel>(std::move(code), min_chunk);
+  } catch (const json::exception&) {
+    return nullptr;  // an entry of an older writer, or damaged metadata: compile again
+  }
+}
+
+Expected<std::vector<ArtifactForm>> CpuTarget::forms(const Artifact& artifact, const std::string&) {
+  return std::vector<ArtifactForm>{{"source", "ll", artifact.source()}};
+}
+
+Expected<autotune::TuneDecision> CpuTarget::tune(const kir::Kernel& kernel, autotune::Level level) {
+  const passes::DeviceRates rates = planning_rates();
+  autotune::ParallelFor pf = [this](int64_t n, const std::function<void(int64_t, int64_t)>& chunk) {
+    threads_.parallel_for(n, 1, chunk);
+  };
+  return autotune::tune_cpu_kernel(*backend_, pf, kernel, level,
+                                   autotune::roofline_ms(kernel, rates.bandwidth, rates.compute_rate));
+}
+
+std::shared_ptr<DeviceMemory> CpuTarget::wrap(std::shared_ptr<Buffer> buffer) {
+  return std::make_shared<HostMemory>(std::move(buffer));
+}
+
+Expected<std::shared_ptr<DeviceMemory>> CpuTarget::allocate(size_t bytes) {
+  auto buffer = scratch_->allocate(ir::DType::u8, {static_cast<int64_t>(std::max<size_t>(bytes, 1))},
+                                   "a kernel buffer");
+  if (!buffer) return std::unexpected(buffer.error());
+  return wrap(std::move(*buffer));
+}
+
+Expected<std::unique_ptr<Stream>> CpuTarget::create_stream() {
+  return std::unique_ptr<Stream>(std::make_unique<CpuStream>(threads_));
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,58 @@
+// The `cpu` target: kernels JIT-compiled by the cpu backend (codegen/cpu), object code in the
+// persistent cache, launches split over a thread pool, kernels reading and writing host buffers
+// in place (host_memory: the executor never copies).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "codegen/cpu/cpu_backend.h"
+#include "runtime/target.h"
+#include "support/thread_pool.h"
+
+namespace kiln::runtime {
+
+struct CpuTargetOptions {
+  // kiln.toml compilation.cpu_target (codegen::CpuBackend::create): "native", "x86-64-v3", ...
+  std::string cpu_target = "native";
+  int num_threads = 0;  // 0: support::ThreadPool::default_threads()
+  RatesSource rates = RatesSource::measured;
+};
+
+class CpuTarget final : public Target {
+ public:
+  static Expected<std::unique_ptr<CpuTarget>> create(const CpuTargetOptions& options);
+
+  std::string name() const override { return "cpu"; }
+  bool can_run() const override { return true; }
+  std::string source_extension() const override { return "ll"; }
+  std::vector<std::pair<std::string, std::string>> identity() const override;
+  passes::DeviceRates planning_rates() override;
+  Expected<std::shared_ptr<const Artifact>> compile(const kir::Kernel& kernel,
+                                                    const codegen::TuneParams& params,
+                                                    codegen::CheckMode check, bool load) override;
+  std::optional<cache::Entry> to_entry(const Artifact& artifact) const override;
+  std::shared_ptr<const Artifact> from_entry(const cache::Entry& entry, bool load) override;
+  Expected<std::vector<ArtifactForm>> forms(const Artifact& artifact, const std::string& name) override;
+  Expected<autotune::TuneDecision> tune(const kir::Kernel& kernel, autotune::Level level) override;
+  bool host_memory() const override { return true; }
+  std::shared_ptr<DeviceMemory> wrap(std::shared_ptr<Buffer> buffer) override;
+  Expected<std::shared_ptr<DeviceMemory>> allocate(size_t bytes) override;
+  Expected<std::unique_ptr<Stream>> create_stream() override;
+
+  codegen::CpuBackend& backend() { return *backend_; }
+  support::ThreadPool& threads() { return threads_; }
+
+ private:
+  CpuTarget(std::unique_ptr<codegen::CpuBackend> backend, const CpuTargetOptions& options);
+  std::unique_ptr<codegen::CpuBackend> backend_;
+  support::ThreadPool threads_;
+  RatesSource rates_source_;
+  std::once_flag rates_once_;
+  passes::DeviceRates rates_;
+  std::shared_ptr<BufferPool> scratch_;  // allocate()'s buffers (tuning, the check slot)
+};
+
+}  // namespace kiln::runtime

@@ -1,0 +1,266 @@
+// Executor: options, the fuser and its cost model, plans (this process's, stored, or built), the
+// stream pool, and execute().
+#include "runtime/executor.h"
+
+#include <chrono>
+#include <fmt/format.h>
+
+#include "runtime/cache_keys.h"
+#include "runtime/cpu_target.h"
+#include "runtime/dump_writer.h"
+#include "runtime/gpu_target.h"
+#include "runtime/planner.h"
+
+namespace kiln::runtime {
+
+namespace {
+double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+}  // namespace
+
+Expected<std::unique_ptr<Executor>> Executor::create(std::unique_ptr<Target> target,
+                                                     DeviceOptions options) {
+  std::unique_ptr<cache::Store> store = open_cache_store(options);
+  return std::unique_ptr<Executor>(new Executor(std::move(target), std::move(options), std::move(store)));
+}
+
+Executor::Executor(std::unique_ptr<Target> target, DeviceOptions options,
+                   std::unique_ptr<cache::Store> store)
+    : target_(std::move(target)),
+      options_(std::move(options)),
+      name_(target_->name()),
+      store_(std::move(store)),
+      kernels_(*target_, store_.get(), options_.explain_misses, options_.check_mode,
+               target_->can_run()),
+      pool_(BufferPool::create(options_.persistent_memory,
+                               target_->host_memory() ? name_ : "host memory of " + name_)) {
+  if (options_.autotune) {
+    if (!options_.autotune_cache_path.empty() && options_.autotune_cache_path != options_.cache_path) {
+      DeviceOptions tune = options_;
+      tune.cache_path = options_.autotune_cache_path;
+      tune_store_ = open_cache_store(tune);
+    }
+    decisions_ = std::make_unique<TuneDecisions>(tune_store(), options_.logger, options_.autotune_level);
+  }
+  if (options_.logger && options_.logger->enabled(LogComponent::memory, LogLevel::verbose))
+    pool_->set_fresh_allocation_observer([logger = options_.logger](size_t bytes) {
+      logger->log(LogComponent::memory, LogLevel::verbose,
+                  fmt::format("allocated a new {} byte buffer", bytes));
+    });
+}
+
+// Streams, artifacts and device memory go before the target that made them (members are
+// destroyed after this body, the target last).
+Executor::~Executor() {
+  persistent_.clear();
+  idle_streams_.clear();
+  plans_.clear();
+}
+
+const passes::Fuser& Executor::fuser() {
+  std::call_once(fuser_once_, [this] {
+    cost_ = std::make_unique<passes::CostModel>(target_->planning_rates());
+    fuser_ = make_fuser(options_, *cost_);
+    fuser_description_ = describe_fuser(options_, *fuser_, *cost_);
+  });
+  return *fuser_;
+}
+
+const passes::CostModel& Executor::cost_model() {
+  fuser();
+  return *cost_;
+}
+
+cache::KeyParts Executor::stored_plan_key(const StructuralKey& key) {
+  fuser();
+  return plan_key(*target_, key.key, fuser_description_, options_.check_mode,
+                  options_.autotune ? options_.autotune_level : "off");
+}
+
+codegen::TuneParams Executor::schedule(const kir::Kernel& kernel, int* tuned) {
+  if (!decisions_) return {};
+  const auto level = autotune::parse_level(options_.autotune_level);
+  if (!level) return {};  // device_options_from_config checked it; a bad DeviceOptions tunes nothing
+  return decisions_->winner(kernel.name, autotune_key(*target_, kernel, *level),
+                            [&] { return target_->tune(kernel, *level); }, tuned);
+}
+
+Expected<std::shared_ptr<Plan>> Executor::lower(ir::Graph& g,
+                                                const std::vector<const ir::Node*>& outputs,
+                                                const std::vector<const ir::Node*>& inputs) {
+  PlannerOptions po = planner_options(options_, &fuser(), nullptr);
+  return build_plan(g, outputs, inputs, po);
+}
+
+Expected<std::shared_ptr<Plan>> Executor::build(ir::Graph& g,
+                                                const std::vector<const ir::Node*>& outputs,
+                                                const std::vector<const ir::Node*>& inputs,
+                                                KernelCache& kernels) {
+  int tuned = 0;
+  PlannerOptions po = planner_options(options_, &fuser(), &kernels);
+  po.source_extension = target_->source_extension();
+  if (decisions_)
+    po.tune = [&](const kir::Kernel& k) -> Expected<codegen::TuneParams> { return schedule(k, &tuned); };
+  auto plan = build_plan(g, outputs, inputs, po);
+  if (!plan) return make_error(fmt::format("{}: {}", name_, plan.error().message));
+  (*plan)->tuned = tuned;
+  return plan;
+}
+
+Expected<std::shared_ptr<const Plan>> Executor::plan_for(ir::Graph& g,
+                                                         const std::vector<const ir::Node*>& outputs,
+                                                         bool* cache_hit) {
+  std::string source;
+  auto plan = get_plan(g, outputs, structural_key(outputs), &source);
+  if (cache_hit) *cache_hit = source == "memory";
+  return plan;
+}
+
+Expected<std::shared_ptr<const Plan>> Executor::inspect(ir::Graph& g,
+                                                        const std::vector<const ir::Node*>& outputs,
+                                                        bool compile) {
+  const StructuralKey key = structural_key(outputs);
+  auto plan = compile ? build(g, outputs, key.inputs, kernels_) : lower(g, outputs, key.inputs);
+  if (!plan) return std::unexpected(plan.error());
+  return std::shared_ptr<const Plan>(std::move(*plan));
+}
+
+Expected<std::shared_ptr<const Plan>> Executor::get_plan(ir::Graph& g,
+                                                         const std::vector<const ir::Node*>& outputs,
+                                                         const StructuralKey& key, std::string* source) {
+  {
+    std::lock_guard lock(plans_mu_);
+    if (auto it = plans_.find(key.key); it != plans_.end()) {
+      *source = "memory";
+      return it->second;
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::optional<cache::KeyParts> disk_key;
+  std::shared_ptr<Plan> plan;
+  if (store_) {
+    disk_key = stored_plan_key(key);
+    if ((plan = stored_plan(*disk_key, /*load=*/true))) {
+      *source = "disk";
+      log(LogComponent::cache, fmt::format("plan {} from the cache: {} kernels, {} loaded for {}",
+                                           disk_key->digest(), plan->steps.size(), plan->loaded, name_));
+    }
+  }
+  if (!plan) {
+    auto built = build(g, outputs, key.inputs, kernels_);
+    if (!built) return std::unexpected(built.error());
+    plan = std::move(*built);
+    *source = "built";
+    log_built_plan(*plan);
+    if (store_) store_plan(*disk_key, *plan);
+  }
+  plan->plan_ms = ms_between(t0, std::chrono::steady_clock::now());
+  std::lock_guard lock(plans_mu_);
+  // Two realizes that built the same plan at once keep the first.
+  return plans_.emplace(key.key, std::move(plan)).first->second;
+}
+
+void Executor::log(LogComponent component, const std::string& message) const {
+  if (options_.logger) options_.logger->log(component, LogLevel::verbose, message);
+}
+
+void Executor::log_built_plan(const Plan& plan) const {
+  if (!options_.logger) return;
+  log(LogComponent::fusion,
+      fmt::format("{} kernels by {} for {}, estimated {:.1f} µs, planned in {:.2f} ms",
+                  plan.steps.size(), plan.fuser, name_, plan.fusion.total_seconds * 1e6, plan.plan_ms));
+  for (const passes::FusionReason& r : plan.fusion.reasons)
+    log(LogComponent::fusion, fmt::format("%t{} -> %t{}: {}", r.producer->id, r.consumer->id, r.reason));
+  if (plan.compiled > 0)
+    log(LogComponent::compilation, fmt::format("compiled {} kernels for {} in {:.1f} ms",
+                                               plan.compiled, name_, plan.compile_ms));
+  if (store_)
+    log(LogComponent::cache, fmt::format("{} kernels loaded from the cache, {} compiled for {}",
+                                         plan.loaded, plan.compiled, name_));
+  // Each reason reads "k0: closest stored entry ... differs in ...".
+  for (const std::string& why : plan.miss_reasons) log(LogComponent::cache, "miss " + why);
+}
+
+Expected<std::unique_ptr<Stream>> Executor::acquire_stream() {
+  std::unique_lock lock(streams_mu_);
+  const int limit = std::max(1, options_.max_streams);
+  stream_free_.wait(lock, [&] { return !idle_streams_.empty() || streams_out_ < limit; });
+  if (++active_ > peak_active_.load()) peak_active_.store(active_);
+  if (!idle_streams_.empty()) {
+    std::unique_ptr<Stream> s = std::move(idle_streams_.back());
+    idle_streams_.pop_back();
+    return s;
+  }
+  ++streams_out_;
+  lock.unlock();
+  auto s = target_->create_stream();
+  if (!s) release_stream(nullptr, false);
+  return s;
+}
+
+void Executor::release_stream(std::unique_ptr<Stream> stream, bool reusable) {
+  {
+    std::lock_guard lock(streams_mu_);
+    --active_;
+    if (reusable && stream) {
+      idle_streams_.push_back(std::move(stream));
+    } else {
+      --streams_out_;  // dropped: a batch that failed may have left it half recorded
+    }
+  }
+  stream_free_.notify_one();
+}
+
+Expected<std::vector<std::shared_ptr<Buffer>>> Executor::execute(
+    ir::Graph& g, const std::vector<const ir::Node*>& outputs, const Bindings& inputs,
+    RunStats* stats) {
+  const auto t0 = std::chrono::steady_clock::now();
+  // One walk of the graph: the structural key also lists every Input node to check.
+  const StructuralKey key = structural_key(outputs);
+  if (auto ok = check_bindings(key.inputs, inputs); !ok) return std::unexpected(ok.error());
+  std::string source;
+  auto plan = get_plan(g, outputs, key, &source);
+  if (!plan) return std::unexpected(plan.error());
+  if (source != "memory") record_graph(options_.record_dir, outputs, key.inputs, options_.namer);
+  const auto t1 = std::chrono::steady_clock::now();
+  auto stream = acquire_stream();
+  if (!stream) return make_error(fmt::format("{}: {}", name_, stream.error().message));
+  Realize r;
+  r.time_kernels = stats != nullptr && options_.time_kernels;
+  auto results = run_plan(**plan, key, outputs, inputs, **stream, r);
+  release_stream(std::move(*stream), results.has_value());
+  if (!results) return results;
+  fill_run_stats(**plan, source, ms_between(t0, t1), ms_between(t1, std::chrono::steady_clock::now()),
+                 stats);
+  if (stats) {
+    stats->upload_bytes = r.up;
+    stats->download_bytes = r.down;
+    stats->device_ms = r.kernel_ms;
+  }
+  return results;
+}
+
+bool is_executor_name(std::string_view name) {
+  const std::string_view api = name.substr(0, name.find(':'));
+  return name == "cpu" || api == "cuda" || api == "vulkan";
+}
+
+Expected<std::unique_ptr<Executor>> open_executor(std::string_view name, DeviceOptions options) {
+  std::unique_ptr<Target> target;
+  if (name == "cpu") {
+    auto cpu = CpuTarget::create({.cpu_target = options.cpu_target,
+                                  .num_threads = options.num_threads,
+                                  .rates = options.cpu_rates});
+    if (!cpu) return std::unexpected(cpu.error());
+    target = std::move(*cpu);
+  } else {
+    auto backend = open_gpu_backend(name);
+    if (!backend) return make_error(fmt::format("'{}' is not a device kiln compiles for", name));
+    if (!*backend) return std::unexpected(backend->error());
+    target = std::make_unique<GpuTarget>(std::move(**backend), options.gpu_rates);
+  }
+  return Executor::create(std::move(target), std::move(options));
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,178 @@
+// The one executor (DESIGN.md §2, §7): every compiling device (`cpu`, `cuda:N`, `vulkan:N`) is an
+// Executor over its Target (runtime/target.h). Written once here: the plan cache (this process's
+// plans by structural key, and plan records in the persistent cache, so that a new process with a
+// warm cache skips fusion and compilation on every target), the kernel cache, autotune decisions,
+// stats, dumps, and a realize: inputs bound (or uploaded), kernels launched in plan order on one
+// stream, temporaries released after their last reader, results returned (or downloaded).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "passes/cost_model.h"
+#include "runtime/cache_entry_ref.h"
+#include "runtime/device.h"
+#include "runtime/kernel_cache.h"
+#include "runtime/logger.h"
+#include "runtime/structural_key.h"
+#include "runtime/target.h"
+#include "runtime/tune_decisions.h"
+
+namespace kiln::runtime {
+
+class Executor final : public Device {
+ public:
+  static Expected<std::unique_ptr<Executor>> create(std::unique_ptr<Target> target,
+                                                    DeviceOptions options);
+  ~Executor() override;
+
+  std::string_view name() const override { return name_; }
+  const std::shared_ptr<BufferPool>& pool() const override { return pool_; }
+  Expected<std::vector<std::shared_ptr<Buffer>>> execute(ir::Graph& g,
+                                                         const std::vector<const ir::Node*>& outputs,
+                                                         const Bindings& inputs,
+                                                         RunStats* stats) override;
+
+  // The plan a realize of `outputs` runs (from this process's plans, the persistent cache, or
+  // built now); *cache_hit says whether it was this process's.
+  Expected<std::shared_ptr<const Plan>> plan_for(ir::Graph& g,
+                                                 const std::vector<const ir::Node*>& outputs,
+                                                 bool* cache_hit = nullptr);
+  // The plan a realize of `outputs` runs, built now with its fusion record and optimized graph
+  // (which stored plans do not keep); with `compile`, its kernels from the kernel cache or
+  // compiled, each with the schedule a realize uses (tuned with DeviceOptions::autotune): what
+  // `kiln dump` shows. Kernels are loaded only where the target can run them. Not added to the
+  // plan cache.
+  Expected<std::shared_ptr<const Plan>> inspect(ir::Graph& g,
+                                                const std::vector<const ir::Node*>& outputs,
+                                                bool compile = true);
+
+  // `kiln warm`: lowers the graph and compiles every kernel into the persistent cache without
+  // loading or running anything (a compile-only target works), then stores the plan record.
+  // Returns the kernels compiled (those already cached are skipped; nothing when the stored plan
+  // and all its kernels are there) and tuned (with DeviceOptions::autotune, each kernel is tuned
+  // first, on the device, and compiled with its winner).
+  struct Warmed {
+    int compiled = 0;
+    int tuned = 0;
+  };
+  Expected<Warmed> warm(ir::Graph& g, const std::vector<const ir::Node*>& outputs);
+  // The persistent-cache entries a realize of `outputs` reads, marked present or not: the plan,
+  // then with a stored plan whose kernels are intact its kernels (a run reads nothing else);
+  // without one, each kernel of the lowered plan (each digest once), with autotune each kernel's
+  // decision before it and the kernel keyed with the stored winner. Compiles and tunes nothing.
+  Expected<std::vector<CacheEntryRef>> cache_entries(ir::Graph& g,
+                                                     const std::vector<const ir::Node*>& outputs);
+  // `kiln warm --check`: the `what` of each entry cache_entries finds missing.
+  Expected<std::vector<std::string>> cache_misses(ir::Graph& g,
+                                                  const std::vector<const ir::Node*>& outputs);
+
+  // The cost model the fuser plans with (the target's rates).
+  const passes::CostModel& cost_model();
+  Target& target() { return *target_; }
+  const DeviceOptions& options() const { return options_; }
+  // The most realizes that have run at once (bounded by DeviceOptions::max_streams).
+  int peak_running_realizes() const { return peak_active_.load(); }
+
+ private:
+  Executor(std::unique_ptr<Target> target, DeviceOptions options,
+           std::unique_ptr<cache::Store> store);
+  // What one realize moved and measured.
+  struct Realize {
+    int64_t up = 0, down = 0;   // bytes copied to and from the device
+    bool time_kernels = false;  // launch each kernel timed (RunStats::device_ms)
+    double kernel_ms = 0;       // sum of the timed launches' times
+  };
+  // The fuser (made with the target's rates on first use), and its description for plan keys.
+  const passes::Fuser& fuser();
+  cache::KeyParts stored_plan_key(const StructuralKey& key);
+  cache::Store* tune_store() { return tune_store_ ? tune_store_.get() : store_.get(); }
+  // The schedule a kernel runs with: TuneParams{} without autotune, else the tuned winner (tuned
+  // now if need be, counted in *tuned).
+  codegen::TuneParams schedule(const kir::Kernel& kernel, int* tuned);
+  // The schedule a run would take from the decisions already stored (autotune), else TuneParams{};
+  // adds each decision's entry to `entries`.
+  codegen::TuneParams stored_schedule(const kir::Kernel& kernel, std::vector<CacheEntryRef>& entries);
+  // Lowering only (no kernels compiled).
+  Expected<std::shared_ptr<Plan>> lower(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
+                                        const std::vector<const ir::Node*>& inputs);
+  // Lowered, tuned and compiled (or loaded) through the kernel cache.
+  Expected<std::shared_ptr<Plan>> build(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
+                                        const std::vector<const ir::Node*>& inputs,
+                                        KernelCache& kernels);
+  // *source: "memory" (this process), "disk" (a stored plan record) or "built".
+  Expected<std::shared_ptr<const Plan>> get_plan(ir::Graph& g,
+                                                 const std::vector<const ir::Node*>& outputs,
+                                                 const StructuralKey& key, std::string* source);
+  // A stored plan record whose kernels are all intact in the store; with `load`, each kernel's
+  // artifact loaded. nullopt when a run would rebuild the plan.
+  std::shared_ptr<Plan> stored_plan(const cache::KeyParts& key, bool load);
+  void store_plan(const cache::KeyParts& key, const Plan& plan);
+  void log(LogComponent component, const std::string& message) const;
+  void log_built_plan(const Plan& plan) const;
+
+  // A realize on `stream`: inputs bound or uploaded, kernels launched, results returned or
+  // downloaded; `outputs` name the results in messages (DeviceOptions::namer).
+  Expected<std::vector<std::shared_ptr<Buffer>>> run_plan(const Plan& plan, const StructuralKey& key,
+                                                          const std::vector<const ir::Node*>& outputs,
+                                                          const Bindings& inputs, Stream& stream,
+                                                          Realize& r);
+  // The memory a kernel reads a bound input from: the host buffer itself (host memory), or its
+  // device copy: uploaded on `stream` for this run, or (persistent_memory) kept from an earlier
+  // run of the same host buffer.
+  Expected<std::shared_ptr<DeviceMemory>> input_memory(const std::shared_ptr<Buffer>& host,
+                                                       Stream& stream, Realize& r);
+  // The memory of a slot a kernel writes; a host result is allocated as one (allocate_result).
+  Expected<std::shared_ptr<DeviceMemory>> slot_memory(const Slot& slot, const std::string& name,
+                                                      bool result);
+  // Up to options_.max_streams streams; execute() holds one while it runs.
+  Expected<std::unique_ptr<Stream>> acquire_stream();
+  void release_stream(std::unique_ptr<Stream> stream, bool reusable);
+
+  std::unique_ptr<Target> target_;
+  DeviceOptions options_;
+  std::string name_;
+  std::unique_ptr<cache::Store> store_;  // null without a persistent cache
+  // autotune.cache when it names another file than the kernel cache; else decisions go in store_.
+  std::unique_ptr<cache::Store> tune_store_;
+  KernelCache kernels_;
+  std::unique_ptr<TuneDecisions> decisions_;  // with DeviceOptions::autotune
+  std::shared_ptr<BufferPool> pool_;          // host buffers: results (and all memory on the cpu)
+  std::once_flag fuser_once_;
+  std::unique_ptr<passes::CostModel> cost_;
+  std::unique_ptr<passes::Fuser> fuser_;
+  std::string fuser_description_;
+
+  std::mutex plans_mu_;
+  std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;
+
+  std::mutex streams_mu_;
+  std::condition_variable stream_free_;
+  std::vector<std::unique_ptr<Stream>> idle_streams_;
+  int streams_out_ = 0;  // streams made and not dropped (idle or held by a realize)
+  int active_ = 0;       // realizes holding a stream
+  std::atomic<int> peak_active_{0};
+
+  // Device copies of persistent host buffers (targets without host memory).
+  struct PersistentCopy {
+    std::weak_ptr<Buffer> host;
+    std::shared_ptr<DeviceMemory> device;
+  };
+  std::mutex persistent_mu_;
+  std::unordered_map<const Buffer*, PersistentCopy> persistent_;
+};
+
+// Whether `name` names an executor's device: "cpu", or a GPU API ("cuda", "vulkan") with or
+// without an index.
+bool is_executor_name(std::string_view name);
+// Opens the executor of a device name: "cpu", "cuda:N" or "vulkan:N"; an error for other names,
+// a malformed index, or a device that cannot be opened (the message says why).
+Expected<std::unique_ptr<Executor>> open_executor(std::string_view name, DeviceOptions options);
+
+}  // namespace kiln::runtime

@@ -1,0 +1,114 @@
+// The executor's persistent side: plan records (stored and read back with their kernels linked by
+// digest), `kiln warm` and what a run would read from the cache (`kiln warm --check`, bundles).
+#include <fmt/format.h>
+
+#include <unordered_set>
+
+#include "runtime/cache_keys.h"
+#include "runtime/executor.h"
+#include "runtime/plan_record.h"
+#include "runtime/planner.h"
+
+namespace kiln::runtime {
+
+std::shared_ptr<Plan> Executor::stored_plan(const cache::KeyParts& key, bool load) {
+  // A use (a hit) only when the plan is run; looking for --check or warm is not one.
+  std::optional<cache::Entry> e = load ? store_->get(cache::Table::plans, key) : store_->show(key.digest());
+  if (!e || e->table != cache::Table::plans) return nullptr;
+  std::optional<Plan> record = plan_from_entry(*e);
+  if (!record) return nullptr;  // a damaged record or one of an incompatible writer: rebuild
+  auto plan = std::make_shared<Plan>(std::move(*record));
+  std::unordered_set<std::string> distinct;
+  for (PlanStep& step : plan->steps) {
+    distinct.insert(step.kernel_digest);
+    if (!load) {
+      if (!kernels_.has_entry(step.kernel_digest)) return nullptr;  // evicted or damaged: rebuild
+    } else if (!(step.artifact = kernels_.load(step.kernel_digest))) {
+      return nullptr;
+    }
+  }
+  plan->loaded = static_cast<int>(distinct.size());
+  return plan;
+}
+
+void Executor::store_plan(const cache::KeyParts& key, const Plan& plan) {
+  if (!store_ || store_->read_only()) return;
+  std::vector<std::string> digests;
+  for (const PlanStep& step : plan.steps) digests.push_back(step.kernel_digest);
+  if (std::optional<cache::Entry> e = plan_record_entry(plan, digests))
+    store_->put(cache::Table::plans, key, *e);
+}
+
+Expected<Executor::Warmed> Executor::warm(ir::Graph& g, const std::vector<const ir::Node*>& outputs) {
+  if (!store_) return make_error(name_ + ": no persistent cache to warm");
+  const StructuralKey key = structural_key(outputs);
+  const cache::KeyParts disk_key = stored_plan_key(key);
+  if (stored_plan(disk_key, /*load=*/false)) return Warmed{};
+  auto plan = lower(g, outputs, key.inputs);
+  if (!plan) return std::unexpected(plan.error());
+  Warmed done;
+  for (PlanStep& step : (*plan)->steps) {
+    const codegen::TuneParams params = schedule(step.kernel, &done.tuned);
+    auto compiled = kernels_.warm(step.kernel, params);
+    if (!compiled)
+      return make_error(fmt::format("{}: kernel {}: {}", name_, step.kernel.name, compiled.error().message));
+    done.compiled += *compiled ? 1 : 0;
+    step.kernel_digest = kernels_.key(step.kernel, params).digest();
+  }
+  store_plan(disk_key, **plan);
+  return done;
+}
+
+codegen::TuneParams Executor::stored_schedule(const kir::Kernel& kernel,
+                                              std::vector<CacheEntryRef>& entries) {
+  const auto level = autotune::parse_level(options_.autotune_level);
+  if (!decisions_ || !level) return {};
+  const cache::KeyParts key = autotune_key(*target_, kernel, *level);
+  const std::optional<codegen::TuneParams> won = stored_winner(*tune_store(), key);
+  const std::string digest = key.digest();
+  entries.push_back({cache::Table::autotune, digest, fmt::format("autotune {} {}", kernel.name, digest),
+                     won.has_value()});
+  return won.value_or(codegen::TuneParams{});
+}
+
+Expected<std::vector<CacheEntryRef>> Executor::cache_entries(ir::Graph& g,
+                                                             const std::vector<const ir::Node*>& outputs) {
+  if (!store_) return make_error(name_ + ": no persistent cache to check");
+  std::vector<CacheEntryRef> entries;
+  std::unordered_set<std::string> listed;  // steps running the same kernel read one entry
+  const auto add = [&](CacheEntryRef e) {
+    if (listed.insert(e.digest).second) entries.push_back(std::move(e));
+  };
+  const StructuralKey key = structural_key(outputs);
+  const cache::KeyParts disk_key = stored_plan_key(key);
+  const std::string plan_digest = disk_key.digest();
+  // A stored plan whose kernels are all intact names every entry a run reads (and no decision).
+  if (std::shared_ptr<Plan> stored = stored_plan(disk_key, /*load=*/false)) {
+    add({cache::Table::plans, plan_digest, "plan " + plan_digest, true});
+    for (const PlanStep& step : stored->steps)
+      add({cache::Table::kernels, step.kernel_digest,
+           fmt::format("kernel {} {}", step.kernel.name, step.kernel_digest), true});
+    return entries;
+  }
+  add({cache::Table::plans, plan_digest, "plan " + plan_digest, false});
+  auto plan = lower(g, outputs, key.inputs);
+  if (!plan) return std::unexpected(plan.error());
+  for (const PlanStep& step : (*plan)->steps) {
+    std::vector<CacheEntryRef> decision;
+    const codegen::TuneParams params = stored_schedule(step.kernel, decision);
+    for (CacheEntryRef& d : decision) add(std::move(d));
+    const std::string digest = kernels_.key(step.kernel, params).digest();
+    add({cache::Table::kernels, digest, fmt::format("kernel {} {}", step.kernel.name, digest),
+         kernels_.has_entry(digest)});
+  }
+  return entries;
+}
+
+Expected<std::vector<std::string>> Executor::cache_misses(ir::Graph& g,
+                                                          const std::vector<const ir::Node*>& outputs) {
+  auto entries = cache_entries(g, outputs);
+  if (!entries) return std::unexpected(entries.error());
+  return missing_entries(*entries);
+}
+
+}  // namespace kiln::runtime

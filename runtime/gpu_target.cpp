@@ -1,0 +1,233 @@
+// GpuTarget: emit -> compile -> load, entries holding the binary beside the source and launch
+// shape it was compiled from, and streams that give each launch its scratch buffer.
+#include "runtime/gpu_target.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <thread>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "autotune/roofline.h"
+#include "codegen/gpu/launch_strategy.h"
+#include "runtime/gpu_tuner.h"
+
+namespace kiln::runtime {
+
+namespace {
+
+using json = nlohmann::json;
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Flipped bytes inside a binary or its source would load and launch wrong code (or a wrong
+// launch shape): an entry is checked against this before it is loaded.
+std::string entry_checksum(const std::vector<uint8_t>& binary, const std::string& source) {
+  return cache::KeyParts{{{"binary", std::string(binary.begin(), binary.end())}, {"source", source}}}
+      .digest();
+}
+
+// The source and launch shape of a stored entry, when the entry is intact and holds a
+// `binary_kind` binary; nullopt for entries of older writers (no scratch sizes, no checksum).
+std::optional<codegen::gpu::GpuSource> stored_source(const cache::Entry& e,
+                                                     const std::string& binary_kind) {
+  json meta = json::parse(e.metadata, nullptr, /*allow_exceptions=*/false);
+  if (!meta.is_object()) return std::nullopt;
+  try {
+    if (meta.at("binary").get<std::string>() != binary_kind ||
+        meta.at("checksum").get<std::string>() != entry_checksum(e.value, e.source))
+      return std::nullopt;
+    codegen::gpu::GpuSource source;
+    source.text = e.source;
+    source.entry = meta.at("entry").get<std::string>();
+    source.strategy = meta.at("strategy").get<std::string>();
+    source.launch.groups = meta.at("groups").get<int64_t>();
+    source.launch.group_size = meta.at("group_size").get<int>();
+    source.scratch_bytes = meta.at("scratch_bytes").get<int64_t>();
+    source.scratch_zero_bytes = meta.at("scratch_zero_bytes").get<int64_t>();
+    if (source.launch.groups < 1 || source.launch.group_size < 1 || source.scratch_bytes < 0 ||
+        source.scratch_zero_bytes < 0 || source.scratch_zero_bytes > source.scratch_bytes)
+      return std::nullopt;
+    return source;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+// A backend's stream, with each launch's scratch buffer made on it.
+class GpuTargetStream final : public Stream {
+ public:
+  GpuTargetStream(GpuBackend& backend, std::unique_ptr<GpuStream> stream)
+      : backend_(backend), stream_(std::move(stream)) {}
+  Expected<void> upload(DeviceMemory& dst, const void* src, size_t bytes) override {
+    return stream_->upload(dst, src, bytes);
+  }
+  Expected<void> download(const DeviceMemory& src, void* dst, size_t bytes) override {
+    return stream_->download(src, dst, bytes);
+  }
+  Expected<void> launch(const Artifact& artifact, const std::vector<DeviceMemory*>& args,
+                        bool timed) override {
+    const auto& k = static_cast<const GpuKernel&>(artifact);
+    if (!k.program) return make_error(backend_.name() + ": a kernel that was compiled but not loaded cannot run");
+    auto scratch = make_scratch(backend_, *stream_, k.gpu_source);
+    if (!scratch) return std::unexpected(scratch.error());
+    if (!*scratch) return stream_->launch(*k.program, args, timed);
+    std::vector<DeviceMemory*> with_scratch = args;
+    with_scratch.push_back(scratch->get());
+    return stream_->launch(*k.program, with_scratch, timed);
+  }
+  Expected<void> synchronize() override { return stream_->synchronize(); }
+  std::vector<double> launch_times_ms() const override { return stream_->launch_times_ms(); }
+
+ private:
+  GpuBackend& backend_;
+  std::unique_ptr<GpuStream> stream_;
+};
+
+}  // namespace
+
+Expected<std::shared_ptr<DeviceMemory>> make_scratch(GpuBackend& backend, GpuStream& stream,
+                                                     const codegen::gpu::GpuSource& source) {
+  if (source.scratch_bytes <= 0) return nullptr;
+  // Counters cover at most kMaxSplitRows rows: a static block of zeros outlives every stream.
+  static const std::vector<uint8_t> zeros(codegen::gpu::kMaxSplitRows * sizeof(uint32_t) + 8);
+  if (source.scratch_zero_bytes < 0 || static_cast<size_t>(source.scratch_zero_bytes) > zeros.size())
+    return make_error(fmt::format("kernel scratch counters of {} bytes (at most {})", source.scratch_zero_bytes, zeros.size()));
+  auto mem = backend.allocate(device_alloc_bytes(static_cast<size_t>(source.scratch_bytes)));
+  if (!mem) return std::unexpected(mem.error());
+  if (source.scratch_zero_bytes > 0)
+    if (auto up = stream.upload(**mem, zeros.data(), static_cast<size_t>(source.scratch_zero_bytes)); !up)
+      return std::unexpected(up.error());
+  return *mem;
+}
+
+passes::DeviceRates gpu_rates(const GpuBackend& backend) {
+  for (const auto& [key, value] : backend.properties())
+    if (key == "type" && value.find("cpu") != std::string::npos)
+      return passes::DeviceRates::reference_cpu();
+  return passes::DeviceRates::reference_gpu();
+}
+
+GpuTarget::GpuTarget(std::unique_ptr<GpuBackend> backend, RatesSource rates)
+    : backend_(std::move(backend)), rates_source_(rates) {}
+
+GpuTarget::~GpuTarget() = default;
+
+std::vector<std::pair<std::string, std::string>> GpuTarget::identity() const {
+  return {{"target", backend_->binary_kind()},
+          {"device", backend_->fingerprint()},
+          {"codegen", codegen::gpu::kGpuCodegenVersion}};
+}
+
+passes::DeviceRates GpuTarget::planning_rates() { return gpu_rates(*backend_); }
+
+std::string GpuTarget::source_extension() const {
+  return backend_->dialect() == codegen::gpu::Dialect::cuda ? "cu" : "comp";
+}
+
+Expected<std::shared_ptr<const Artifact>> GpuTarget::compile(const kir::Kernel& kernel,
+                                                             const codegen::TuneParams& params,
+                                                             codegen::CheckMode check, bool load) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto source = codegen::gpu::emit_source(kernel, params, backend_->dialect(), check);
+  if (!source) return std::unexpected(source.error());
+  auto binary = backend_->compile(*source, kernel.name);
+  if (!binary) return std::unexpected(binary.error());
+  auto k = std::make_shared<GpuKernel>();
+  k->gpu_source = std::move(*source);
+  k->binary = std::move(*binary);
+  k->ms = ms_since(t0);
+  if (load) {
+    auto program = backend_->load(k->gpu_source, k->binary);
+    if (!program) return std::unexpected(program.error());
+    k->program = std::move(*program);
+  }
+  return std::shared_ptr<const Artifact>(std::move(k));
+}
+
+// The stored entry: the binary as value, the generated source as source, the launch shape and a
+// checksum of both in the metadata.
+std::optional<cache::Entry> GpuTarget::to_entry(const Artifact& artifact) const {
+  const auto& k = static_cast<const GpuKernel&>(artifact);
+  cache::Entry e;
+  e.value = k.binary;
+  e.source = k.gpu_source.text;
+  e.metadata = json{{"entry", k.gpu_source.entry},
+                    {"strategy", k.gpu_source.strategy},
+                    {"groups", k.gpu_source.launch.groups},
+                    {"group_size", k.gpu_source.launch.group_size},
+                    {"scratch_bytes", k.gpu_source.scratch_bytes},
+                    {"scratch_zero_bytes", k.gpu_source.scratch_zero_bytes},
+                    {"binary", backend_->binary_kind()},
+                    {"compile_ms", k.ms},
+                    {"checksum", entry_checksum(k.binary, k.gpu_source.text)}}
+                   .dump();
+  return e;
+}
+
+std::shared_ptr<const Artifact> GpuTarget::from_entry(const cache::Entry& entry, bool load) {
+  std::optional<codegen::gpu::GpuSource> source = stored_source(entry, backend_->binary_kind());
+  if (!source) return nullptr;  // a stale or damaged entry: rebuild
+  auto k = std::make_shared<GpuKernel>();
+  k->gpu_source = std::move(*source);
+  k->binary = entry.value;
+  if (load) {
+    auto program = backend_->load(k->gpu_source, k->binary);
+    if (!program) return nullptr;
+    k->program = std::move(*program);
+  }
+  return k;
+}
+
+Expected<std::vector<ArtifactForm>> GpuTarget::forms(const Artifact& artifact, const std::string& name) {
+  const auto& k = static_cast<const GpuKernel&>(artifact);
+  std::vector<ArtifactForm> forms{{"source", source_extension(), k.gpu_source.text}};
+  auto binary = backend_->binary_forms(k.gpu_source, k.binary, name);
+  if (!binary) return std::unexpected(binary.error());
+  for (ArtifactForm& f : *binary) forms.push_back(std::move(f));
+  return forms;
+}
+
+Expected<autotune::TuneDecision> GpuTarget::tune(const kir::Kernel& kernel, autotune::Level level) {
+  std::call_once(measured_once_, [&] {
+    measured_ = rates_source_ == RatesSource::reference ? gpu_rates(*backend_)
+                                                        : measured_gpu_rates(*backend_);
+  });
+  const double bound = autotune::roofline_ms(kernel, measured_.bandwidth, measured_.compute_rate);
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return tune_gpu_kernel(*backend_, kernel, level, bound, threads);
+}
+
+std::shared_ptr<DeviceMemory> GpuTarget::wrap(std::shared_ptr<Buffer>) {
+  KILN_CHECK(false) << backend_->name() << ": device memory is not host memory";
+  return nullptr;
+}
+
+Expected<std::shared_ptr<DeviceMemory>> GpuTarget::allocate(size_t bytes) {
+  return backend_->allocate(device_alloc_bytes(bytes));
+}
+
+Expected<std::unique_ptr<Stream>> GpuTarget::create_stream() {
+  auto stream = backend_->create_stream();
+  if (!stream) return std::unexpected(stream.error());
+  return std::unique_ptr<Stream>(std::make_unique<GpuTargetStream>(*backend_, std::move(*stream)));
+}
+
+std::optional<Expected<std::unique_ptr<GpuBackend>>> open_gpu_backend(std::string_view name) {
+  size_t colon = name.find(':');
+  std::string_view api = name.substr(0, colon);
+  if (api != "cuda" && api != "vulkan") return std::nullopt;
+  int index = 0;
+  if (colon != std::string_view::npos) {
+    std::string_view digits = name.substr(colon + 1);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+    if (ec != std::errc() || end != digits.data() + digits.size() || digits.empty() || index < 0)
+      return make_error(fmt::format("bad device name '{}' (expected {}:N, e.g. {}:0)", name, api, api));
+  }
+  return api == "cuda" ? open_cuda_backend(index) : open_vulkan_backend(index);
+}
+
+}  // namespace kiln::runtime

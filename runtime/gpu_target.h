@@ -1,0 +1,70 @@
+// The GPU targets (`cuda:N`, `vulkan:N`, and compile-only CUDA for an sm_XX): kernels become CUDA
+// C or GLSL (codegen/gpu), then a cubin, PTX or SPIR-V through the GpuBackend's toolchain, loaded
+// as a CUDA module or a Vulkan pipeline; memory is the device's own, reached by copies on the
+// backend's streams.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "runtime/gpu_backend.h"
+#include "runtime/target.h"
+
+namespace kiln::runtime {
+
+// A compiled GPU kernel: its source and launch shape, its binary, and (once loaded) its program.
+class GpuKernel final : public Artifact {
+ public:
+  const std::string& source() const override { return gpu_source.text; }
+  double compile_ms() const override { return ms; }
+  bool loaded() const override { return program != nullptr; }
+
+  codegen::gpu::GpuSource gpu_source;
+  std::vector<uint8_t> binary;  // GpuBackend::binary_kind()
+  std::shared_ptr<const GpuProgram> program;
+  double ms = 0;
+};
+
+class GpuTarget final : public Target {
+ public:
+  GpuTarget(std::unique_ptr<GpuBackend> backend, RatesSource rates);
+  ~GpuTarget() override;
+
+  std::string name() const override { return backend_->name(); }
+  bool can_run() const override { return !backend_->compile_only(); }
+  std::string source_extension() const override;
+  std::vector<std::pair<std::string, std::string>> identity() const override;
+  passes::DeviceRates planning_rates() override;
+  Expected<std::shared_ptr<const Artifact>> compile(const kir::Kernel& kernel,
+                                                    const codegen::TuneParams& params,
+                                                    codegen::CheckMode check, bool load) override;
+  std::optional<cache::Entry> to_entry(const Artifact& artifact) const override;
+  std::shared_ptr<const Artifact> from_entry(const cache::Entry& entry, bool load) override;
+  Expected<std::vector<ArtifactForm>> forms(const Artifact& artifact, const std::string& name) override;
+  Expected<autotune::TuneDecision> tune(const kir::Kernel& kernel, autotune::Level level) override;
+  bool host_memory() const override { return false; }
+  std::shared_ptr<DeviceMemory> wrap(std::shared_ptr<Buffer> buffer) override;
+  Expected<std::shared_ptr<DeviceMemory>> allocate(size_t bytes) override;
+  Expected<std::unique_ptr<Stream>> create_stream() override;
+
+  GpuBackend& backend() { return *backend_; }
+
+ private:
+  std::unique_ptr<GpuBackend> backend_;
+  RatesSource rates_source_;
+  std::once_flag measured_once_;
+  passes::DeviceRates measured_;  // the roofline's, measured on the device once
+};
+
+// Rates for the fuser's cost model: a device that is really the CPU (lavapipe, property
+// type = cpu) gets the cpu's reference rates; others DeviceRates::reference_gpu().
+passes::DeviceRates gpu_rates(const GpuBackend& backend);
+
+// "cuda:N" / "vulkan:N" -> the backend's device N; nullopt for names of no GPU API; an error for
+// a malformed index or a device that cannot be opened (the message says why).
+std::optional<Expected<std::unique_ptr<GpuBackend>>> open_gpu_backend(std::string_view name);
+
+}  // namespace kiln::runtime

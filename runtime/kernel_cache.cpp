@@ -1,0 +1,95 @@
+// KernelCache: memory, then the persistent store (by key, or by digest for plan records), then
+// the target's compiler; what is compiled is stored.
+#include "runtime/kernel_cache.h"
+
+#include "runtime/cache_keys.h"
+
+namespace kiln::runtime {
+
+std::string explain_miss(cache::Store& store, cache::Table table, const cache::KeyParts& key) {
+  cache::Explanation x = store.explain(table, key);
+  // The entry is there but could not be used.
+  if (x.hit) return "the stored entry is damaged or of an incompatible writer";
+  std::string text = x.text();
+  constexpr std::string_view kPrefix = "miss: ";
+  return text.starts_with(kPrefix) ? text.substr(kPrefix.size()) : text;
+}
+
+cache::KeyParts KernelCache::key(const kir::Kernel& kernel, const codegen::TuneParams& params) const {
+  return kernel_key(target_, kernel, params, check_);
+}
+
+void KernelCache::put(const cache::KeyParts& key, const Artifact& artifact) {
+  if (!store_ || store_->read_only()) return;
+  if (std::optional<cache::Entry> e = target_.to_entry(artifact))
+    store_->put(cache::Table::kernels, key, *e);
+}
+
+Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel, const codegen::TuneParams& params) {
+  const std::string text = kir::print_kernel(kernel, /*with_labels=*/false) + "\n" + params.str();
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = kernels_.find(text); it != kernels_.end()) {
+      KernelLookup hit = it->second;
+      hit.source = KernelLookup::Source::memory;
+      hit.miss_reason.clear();  // reported when it was first looked up
+      return hit;
+    }
+  }
+  KernelLookup found;
+  std::optional<cache::KeyParts> disk_key;
+  if (store_) {
+    disk_key = key(kernel, params);
+    found.digest = disk_key->digest();
+    if (std::optional<cache::Entry> e = store_->get(cache::Table::kernels, *disk_key))
+      found.artifact = target_.from_entry(*e, load_);
+    if (found.artifact) {
+      found.source = KernelLookup::Source::disk;
+    } else if (explain_) {
+      found.miss_reason = explain_miss(*store_, cache::Table::kernels, *disk_key);
+    }
+  }
+  if (!found.artifact) {
+    auto compiled = target_.compile(kernel, params, check_, load_);
+    if (!compiled) return std::unexpected(compiled.error());
+    found.artifact = std::move(*compiled);
+    found.source = KernelLookup::Source::compiled;
+    if (disk_key) put(*disk_key, *found.artifact);  // overwrites a damaged entry
+  }
+  std::lock_guard lock(mu_);
+  if (!found.digest.empty()) by_digest_.emplace(found.digest, found.artifact);
+  auto [it, inserted] = kernels_.emplace(text, found);
+  return inserted ? found : it->second;
+}
+
+Expected<bool> KernelCache::warm(const kir::Kernel& kernel, const codegen::TuneParams& params) {
+  if (!store_) return make_error("no persistent cache to warm");
+  const cache::KeyParts k = key(kernel, params);
+  if (has_entry(k.digest())) return false;
+  auto compiled = target_.compile(kernel, params, check_, /*load=*/false);
+  if (!compiled) return std::unexpected(compiled.error());
+  put(k, **compiled);
+  return true;
+}
+
+std::shared_ptr<const Artifact> KernelCache::load(const std::string& digest) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = by_digest_.find(digest); it != by_digest_.end()) return it->second;
+  }
+  if (!store_) return nullptr;
+  std::optional<cache::Entry> e = store_->show(digest);
+  if (!e || e->table != cache::Table::kernels) return nullptr;
+  std::shared_ptr<const Artifact> artifact = target_.from_entry(*e, load_);
+  if (!artifact) return nullptr;
+  std::lock_guard lock(mu_);
+  return by_digest_.emplace(digest, std::move(artifact)).first->second;
+}
+
+bool KernelCache::has_entry(const std::string& digest) const {
+  if (!store_) return false;
+  std::optional<cache::Entry> e = store_->show(digest);
+  return e && e->table == cache::Table::kernels && target_.from_entry(*e, /*load=*/false);
+}
+
+}  // namespace kiln::runtime

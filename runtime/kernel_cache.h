@@ -1,0 +1,68 @@
+// The compiled kernels of one target: this process's, in front of the persistent kernel cache
+// (DESIGN.md §8) when there is one, whose key holds everything the artifact depends on (the
+// kernel's canonical text, its schedule, the target's identity, the check mode), so object code,
+// cubins and SPIR-V never cross CPUs, devices or toolchains. An entry holds everything a launch
+// needs, so a plan record names it by digest and a later process loads it without the kernel IR.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "cache/store.h"
+#include "codegen/check_mode.h"
+#include "codegen/tune_params.h"
+#include "ir/kernel_ir.h"
+#include "runtime/target.h"
+
+namespace kiln::runtime {
+
+struct KernelLookup {
+  std::shared_ptr<const Artifact> artifact;
+  enum class Source { memory, disk, compiled } source = Source::compiled;
+  std::string digest;       // the persistent cache key ("" without a persistent cache)
+  std::string miss_reason;  // with explain: why the persistent cache missed
+};
+
+// Why a lookup of `key` in `table` missed, for --stats at the verbose cache level: the closest
+// stored entry with the same identity and each part that differs.
+std::string explain_miss(cache::Store& store, cache::Table table, const cache::KeyParts& key);
+
+class KernelCache {
+ public:
+  // `store` may be null (no persistent cache). Every kernel is compiled with `check`, which is
+  // part of both keys. With `load` false (a compile-only target), artifacts are compiled and
+  // read from the store without being loaded.
+  KernelCache(Target& target, cache::Store* store, bool explain, codegen::CheckMode check,
+              bool load = true)
+      : target_(target), store_(store), explain_(explain), check_(check), load_(load) {}
+
+  // From this process, the persistent cache, or compiled now (and stored).
+  Expected<KernelLookup> get(const kir::Kernel& kernel, const codegen::TuneParams& params);
+  // `kiln warm`: compiles the kernel into the persistent cache unless it holds it intact; true
+  // when it compiled. Loads nothing, so a compile-only target works.
+  Expected<bool> warm(const kir::Kernel& kernel, const codegen::TuneParams& params);
+
+  // kernel_key (runtime/cache_keys.h) with this cache's check mode.
+  cache::KeyParts key(const kir::Kernel& kernel, const codegen::TuneParams& params) const;
+  // The artifact a plan record names by digest, loaded; null when the entry is missing, from an
+  // older writer, or damaged. Steps of one plan that run the same kernel share one artifact.
+  std::shared_ptr<const Artifact> load(const std::string& digest);
+  // Whether `digest` names an intact kernel entry of this target (loads nothing).
+  bool has_entry(const std::string& digest) const;
+  codegen::CheckMode check_mode() const { return check_; }
+
+ private:
+  void put(const cache::KeyParts& key, const Artifact& artifact);
+  Target& target_;
+  cache::Store* store_;
+  bool explain_;
+  codegen::CheckMode check_;
+  bool load_;
+  std::mutex mu_;
+  std::unordered_map<std::string, KernelLookup> kernels_;       // by kernel text + schedule
+  std::unordered_map<std::string, std::shared_ptr<const Artifact>> by_digest_;
+};
+
+}  // namespace kiln::runtime
