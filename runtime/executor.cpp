@@ -215,6 +215,8 @@ void Executor::release_stream(std::unique_ptr<Stream> stream, bool reusable) {
 Expected<std::vector<std::shared_ptr<Buffer>>> Executor::execute(
     ir::Graph& g, const std::vector<const ir::Node*>& outputs, const Bindings& inputs,
     RunStats* stats) {
+  if (!target_->can_run())
+    return make_error(name_ + ": this target only compiles; it has no device to run kernels on");
   const auto t0 = std::chrono::steady_clock::now();
   // One walk of the graph: the structural key also lists every Input node to check.
   const StructuralKey key = structural_key(outputs);

@@ -1,0 +1,152 @@
+// The one executor over its targets: what `kiln dump` inspects is what a realize runs (the same
+// schedules, tuned ones included), a compile-only target compiles and shows kernels but refuses to
+// run them with a clear error, and one key scheme names a kernel the same way for every reader.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "ir/builder.h"
+#include "runtime/cache_keys.h"
+#include "runtime/executor.h"
+#include "runtime/gpu_target.h"
+
+namespace kiln::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using ir::DType;
+
+// softmax over rows, then a scaled copy: two kernels on the cpu's reference rates.
+struct TwoKernels {
+  ir::Graph g;
+  ir::Builder b{g};
+  const ir::Node* x = g.input(DType::f32, {64, 200}, "x");
+  const ir::Node* y;
+  TwoKernels() {
+    const ir::Node* m = *b.reduce(ir::Op::ReduceMax, x, std::vector<int64_t>{1}, true);
+    const ir::Node* e = *b.unary(ir::Op::Exp, *b.binary(ir::Op::Sub, x, m));
+    const ir::Node* s = *b.binary(ir::Op::Div, e, *b.reduce(ir::Op::Sum, e, std::vector<int64_t>{1}, true));
+    y = *b.matmul(s, *b.permute(x, {1, 0}));
+  }
+};
+
+class ExecutorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) /
+           ("kiln_exec_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  DeviceOptions options() const {
+    DeviceOptions o;
+    o.cpu_rates = o.gpu_rates = RatesSource::reference;
+    o.cache_path = (dir_ / "cache.sqlite").string();
+    return o;
+  }
+  fs::path dir_;
+};
+
+// A decision planted in the cache with a schedule the tuner would not pick by default: a tuned
+// realize and an inspection (kiln dump --autotune) both run every kernel with it, tune nothing,
+// and name the same kernel entries.
+TEST_F(ExecutorTest, InspectShowsTheSchedulesARealizeRuns) {
+  DeviceOptions o = options();
+  o.autotune = true;
+  o.autotune_level = "minimal";
+  codegen::TuneParams planted;
+  planted.vector_width = 4;
+  planted.unroll = 2;
+  {
+    auto store = cache::Store::open(o.cache_path);
+    ASSERT_TRUE(store.has_value());
+    auto dev = open_executor("cpu", o);
+    ASSERT_TRUE(dev.has_value()) << dev.error().message;
+    TwoKernels t;
+    auto lowered = (*dev)->inspect(t.g, {t.y}, /*compile=*/false);
+    ASSERT_TRUE(lowered.has_value()) << lowered.error().message;
+    ASSERT_EQ((*lowered)->steps.size(), 2u);
+    for (const PlanStep& step : (*lowered)->steps) {
+      autotune::TuneDecision d;
+      d.winner = planted;
+      d.level = autotune::Level::minimal;
+      autotune::CandidateResult winner;
+      winner.params = planted;
+      winner.samples = {1.0};
+      winner.score = 1.0;
+      d.candidates.push_back(winner);
+      cache::Entry e;
+      const std::string json = d.to_json().dump();
+      e.value.assign(json.begin(), json.end());
+      ASSERT_TRUE((*store)->put(cache::Table::autotune,
+                                autotune_key((*dev)->target(), step.kernel, autotune::Level::minimal), e));
+    }
+  }
+  auto run_dev = open_executor("cpu", o);
+  auto dump_dev = open_executor("cpu", o);
+  ASSERT_TRUE(run_dev && dump_dev);
+  TwoKernels t;
+  Bindings in{{t.x, (*run_dev)->pool()->from_host(ir::HostTensor::zeros(DType::f32, {64, 200})).value()}};
+  RunStats stats;
+  ASSERT_TRUE((*run_dev)->execute(t.g, {t.y}, in, &stats).has_value());
+  EXPECT_EQ(stats.tuned, 0);
+  auto ran = (*run_dev)->plan_for(t.g, {t.y});
+  auto shown = (*dump_dev)->inspect(t.g, {t.y});
+  ASSERT_TRUE(ran && shown);
+  ASSERT_EQ((*shown)->steps.size(), (*ran)->steps.size());
+  for (size_t i = 0; i < (*ran)->steps.size(); ++i) {
+    const PlanStep& step = (*shown)->steps[i];
+    EXPECT_EQ(step.kernel_digest,
+              kernel_key((*dump_dev)->target(), step.kernel, planted, codegen::CheckMode::none).digest())
+        << step.kernel.name << ": inspected with the planted schedule";
+    EXPECT_EQ(step.kernel_digest, (*ran)->steps[i].kernel_digest) << step.kernel.name;
+    ASSERT_TRUE(step.artifact);
+    EXPECT_EQ(step.artifact->source(), (*ran)->steps[i].artifact->source()) << step.kernel.name;
+  }
+  EXPECT_EQ((*shown)->tuned, 0);
+}
+
+// Without autotune a realize runs the default schedule, whatever decisions the cache holds.
+TEST_F(ExecutorTest, WithoutAutotuneTheDefaultScheduleRuns) {
+  auto dev = open_executor("cpu", options());
+  ASSERT_TRUE(dev.has_value());
+  TwoKernels t;
+  auto plan = (*dev)->inspect(t.g, {t.y});
+  ASSERT_TRUE(plan.has_value());
+  for (const PlanStep& step : (*plan)->steps)
+    EXPECT_EQ(step.kernel_digest,
+              kernel_key((*dev)->target(), step.kernel, {}, codegen::CheckMode::none).digest());
+}
+
+// CUDA for sm_90 without a GPU: kernels compile (and are shown) but are not loaded, and a realize
+// fails with one message naming the target rather than crashing.
+TEST_F(ExecutorTest, ACompileOnlyTargetShowsKernelsAndRefusesToRun) {
+  auto compiler = open_cuda_compiler("sm_90");
+  if (!compiler) GTEST_SKIP() << compiler.error().message;
+  auto dev = Executor::create(std::make_unique<GpuTarget>(std::move(*compiler), RatesSource::reference),
+                              options());
+  ASSERT_TRUE(dev.has_value());
+  EXPECT_FALSE((*dev)->target().can_run());
+  TwoKernels t;
+  auto plan = (*dev)->inspect(t.g, {t.y});
+  ASSERT_TRUE(plan.has_value()) << plan.error().message;
+  for (const PlanStep& step : (*plan)->steps) {
+    ASSERT_TRUE(step.artifact);
+    EXPECT_FALSE(step.artifact->loaded());
+    EXPECT_NE(step.artifact->source().find("extern \"C\" __global__"), std::string::npos);
+    auto forms = (*dev)->target().forms(*step.artifact, step.kernel.name);
+    ASSERT_TRUE(forms.has_value()) << forms.error().message;
+    ASSERT_GE(forms->size(), 2u);
+    EXPECT_EQ((*forms)[1].stage, "ptx");
+    EXPECT_NE((*forms)[1].bytes.find(".target sm_90"), std::string::npos);
+  }
+  Bindings in{{t.x, (*dev)->pool()->from_host(ir::HostTensor::zeros(DType::f32, {64, 200})).value()}};
+  auto out = (*dev)->execute(t.g, {t.y}, in, nullptr);
+  ASSERT_FALSE(out.has_value());
+  EXPECT_EQ(out.error().message.find("cuda (sm_90, compile only)"), 0u) << out.error().message;
+}
+
+}  // namespace
+}  // namespace kiln::runtime
