@@ -227,4 +227,38 @@ std::unique_ptr<Fuser> make_beam_fuser(const CostModel& cost, BeamOptions option
   return std::make_unique<BeamFuser>(cost, options);
 }
 
+std::string_view fuser_kind_name(FuserKind kind) {
+  switch (kind) {
+    case FuserKind::beam:
+      return "beam";
+    case FuserKind::greedy:
+      return "greedy";
+    case FuserKind::first:
+      return "first";
+    case FuserKind::none:
+      return "none";
+  }
+  return "?";
+}
+
+std::optional<FuserKind> parse_fuser_kind(std::string_view name) {
+  for (FuserKind k : {FuserKind::beam, FuserKind::greedy, FuserKind::first, FuserKind::none})
+    if (fuser_kind_name(k) == name) return k;
+  return std::nullopt;
+}
+
+std::unique_ptr<Fuser> make_fuser(FuserKind kind, const CostModel& cost, BeamOptions beam) {
+  switch (kind) {
+    case FuserKind::beam:
+      return make_beam_fuser(cost, beam);
+    case FuserKind::greedy:
+      return make_beam_fuser(cost, BeamOptions{1, 1});
+    case FuserKind::first:
+      return make_first_fuser();
+    case FuserKind::none:
+      return make_unfused();
+  }
+  return make_first_fuser();
+}
+
 }  // namespace kiln::passes

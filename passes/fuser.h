@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -84,5 +85,14 @@ struct BeamOptions {
 // lower. Fills costs, total_seconds and one reason per edge between groups; deterministic.
 // name() is "greedy" for max_blocks = beam_width = 1, else "beam". `cost` must outlive the fuser.
 std::unique_ptr<Fuser> make_beam_fuser(const CostModel& cost, BeamOptions options = {});
+
+// The fusers a device can be configured with: the beam search (with its BeamOptions), greedy
+// (the beam search with 1 block and width 1), the first fuser, or none (kiln.toml
+// `fusion.enabled = false`).
+enum class FuserKind { beam, greedy, first, none };
+std::string_view fuser_kind_name(FuserKind kind);  // "beam", "greedy", "first", "none"
+std::optional<FuserKind> parse_fuser_kind(std::string_view name);
+// The fuser of `kind`; `cost` (which must outlive it) and `beam` are the beam search's.
+std::unique_ptr<Fuser> make_fuser(FuserKind kind, const CostModel& cost, BeamOptions beam);
 
 }  // namespace kiln::passes

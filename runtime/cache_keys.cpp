@@ -38,4 +38,11 @@ cache::KeyParts autotune_key(const Target& target, const kir::Kernel& kernel, au
   return key;
 }
 
+cache::KeyParts rates_key(const Target& target) {
+  cache::KeyParts key{{{"rates", "kiln-rates-1"}}};
+  add_identity(key, target);
+  key.parts.emplace_back("setup", target.rates_setup());
+  return key;
+}
+
 }  // namespace kiln::runtime

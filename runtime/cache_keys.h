@@ -34,4 +34,8 @@ cache::KeyParts plan_key(const Target& target, const std::string& structure,
 // depend on.
 cache::KeyParts autotune_key(const Target& target, const kir::Kernel& kernel, autotune::Level level);
 
+// A measurement of the target's rates: {rates (the rate kernels' version), identity..., setup
+// (Target::rates_setup: the thread count on the cpu)}.
+cache::KeyParts rates_key(const Target& target);
+
 }  // namespace kiln::runtime

@@ -107,11 +107,37 @@ class Reader {
     }
   }
 
+  // Settings of the environment only (no kiln.toml key): directories, the thread count, the rates'
+  // source and the NVRTC library. A bad value is an error naming the variable.
+  void read_environment_settings() {
+    for (auto [name, field] : {std::pair{"KILN_DUMP", &Config::dump_dir},
+                               std::pair{"KILN_RECORD", &Config::record_dir},
+                               std::pair{"KILN_NVRTC_LIBRARY", &Config::nvrtc_library},
+                               std::pair{"CUDA_HOME", &Config::cuda_home}})
+      if (const char* text = std::getenv(name)) config_.*field = text;
+    if (const char* text = std::getenv("KILN_NUM_THREADS")) {
+      char* end = nullptr;
+      const long v = std::strtol(text, &end, 10);
+      if (end == text || *end != '\0' || v < 1 || v > 1024)
+        errors_.push_back({kAfterFile, fmt::format("env KILN_NUM_THREADS: error: expected a thread "
+                                                   "count from 1 to 1024, got \"{}\"", text)});
+      else
+        config_.num_threads = static_cast<int>(v);
+    }
+    for (auto [name, field] : {std::pair{"KILN_CPU_RATES", &Config::cpu_rates},
+                               std::pair{"KILN_GPU_RATES", &Config::gpu_rates}}) {
+      const char* text = std::getenv(name);
+      if (!text) continue;
+      if (std::string_view(text) == "measured" || std::string_view(text) == "reference")
+        config_.*field = text;
+      else
+        errors_.push_back({kAfterFile, fmt::format("env {}: error: expected measured or reference, "
+                                                   "got \"{}\"", name, text)});
+    }
+  }
+
   void read_environment() {
-    // The dump and record directories are environment settings only (no kiln.toml key).
-    for (auto [name, field] :
-         {std::pair{"KILN_DUMP", &Config::dump_dir}, std::pair{"KILN_RECORD", &Config::record_dir}})
-      if (const char* dir = std::getenv(name)) config_.*field = dir;
+    read_environment_settings();
     for (const KeySpec& spec : key_specs()) {
       std::string name = env_name(spec.key);
       const char* text = std::getenv(name.c_str());

@@ -62,6 +62,15 @@ struct Config {
   // "" = off.
   std::string dump_dir;
   std::string record_dir;
+  // From the environment only, read here so that no layer below reads it: KILN_NUM_THREADS (the
+  // cpu's threads; 0 = every core), KILN_CPU_RATES and KILN_GPU_RATES (measured | reference: the
+  // cost model's rates, runtime/target.h RatesSource) and KILN_NVRTC_LIBRARY (the libnvrtc to
+  // load first; "" = the loader's path, then /usr/local/cuda) and CUDA_HOME.
+  int num_threads = 0;
+  std::string cpu_rates = "measured";
+  std::string gpu_rates = "measured";
+  std::string nvrtc_library;
+  std::string cuda_home;  // CUDA_HOME: another toolkit whose lib64 holds libnvrtc
 
   std::string file;  // the kiln.toml read ("" when none)
   std::string project_root;  // its directory, else the working directory

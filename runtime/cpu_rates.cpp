@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <fmt/format.h>
 #include <functional>
 
@@ -56,15 +55,6 @@ Expected<passes::DeviceRates> measure_cpu_rates(codegen::CpuBackend& backend,
   const RateSizes sizes{.stream = int64_t{16} << 20, .compute = int64_t{16384} * threads.size()};
   return measure_rates(
       [&](const kir::Kernel& k, int runs) { return time_on_cpu(backend, threads, k, runs); }, sizes);
-}
-
-passes::DeviceRates cpu_rates(codegen::CpuBackend& backend, support::ThreadPool& threads) {
-  const char* env = std::getenv("KILN_CPU_RATES");
-  if (env && std::string(env) == "reference") return passes::DeviceRates::reference_cpu();
-  const size_t h = std::hash<std::string>{}(backend.cpu_name() + backend.cpu_features());
-  return kept_rates(fmt::format("cpu-rates-{}-{:016x}-t{}", backend.cpu_name(), h, threads.size()),
-                    [&] { return measure_cpu_rates(backend, threads); },
-                    passes::DeviceRates::reference_cpu(), "cpu");
 }
 
 }  // namespace kiln::runtime

@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "autotune/roofline.h"
 #include "autotune/runner.h"
 #include "runtime/cpu_rates.h"
 
@@ -108,7 +107,6 @@ Expected<std::unique_ptr<CpuTarget>> CpuTarget::create(const CpuTargetOptions& o
 CpuTarget::CpuTarget(std::unique_ptr<codegen::CpuBackend> backend, const CpuTargetOptions& options)
     : backend_(std::move(backend)),
       threads_(options.num_threads > 0 ? options.num_threads : support::ThreadPool::default_threads()),
-      rates_source_(options.rates),
       scratch_(BufferPool::create(PersistentMemory::disabled)) {}
 
 std::vector<std::pair<std::string, std::string>> CpuTarget::identity() const {
@@ -119,13 +117,9 @@ std::vector<std::pair<std::string, std::string>> CpuTarget::identity() const {
           {"codegen", codegen::CpuBackend::kCodegenVersion}};
 }
 
-passes::DeviceRates CpuTarget::planning_rates() {
-  std::call_once(rates_once_, [&] {
-    rates_ = rates_source_ == RatesSource::reference ? passes::DeviceRates::reference_cpu()
-                                                     : cpu_rates(*backend_, threads_);
-  });
-  return rates_;
-}
+Expected<passes::DeviceRates> CpuTarget::measure_rates() { return measure_cpu_rates(*backend_, threads_); }
+
+std::string CpuTarget::rates_setup() const { return fmt::format("threads={}", threads_.size()); }
 
 Expected<std::shared_ptr<const Artifact>> CpuTarget::compile(const kir::Kernel& kernel,
                                                              const codegen::TuneParams& params,
@@ -182,13 +176,12 @@ Expected<std::vector<ArtifactForm>> CpuTarget::forms(const Artifact& artifact, c
   return std::vector<ArtifactForm>{{"source", "ll", artifact.source()}};
 }
 
-Expected<autotune::TuneDecision> CpuTarget::tune(const kir::Kernel& kernel, autotune::Level level) {
-  const passes::DeviceRates rates = planning_rates();
+Expected<autotune::TuneDecision> CpuTarget::tune(const kir::Kernel& kernel, autotune::Level level,
+                                                 double roofline_ms) {
   autotune::ParallelFor pf = [this](int64_t n, const std::function<void(int64_t, int64_t)>& chunk) {
     threads_.parallel_for(n, 1, chunk);
   };
-  return autotune::tune_cpu_kernel(*backend_, pf, kernel, level,
-                                   autotune::roofline_ms(kernel, rates.bandwidth, rates.compute_rate));
+  return autotune::tune_cpu_kernel(*backend_, pf, kernel, level, roofline_ms);
 }
 
 std::shared_ptr<DeviceMemory> CpuTarget::wrap(std::shared_ptr<Buffer> buffer) {

@@ -18,7 +18,6 @@ struct CpuTargetOptions {
   // kiln.toml compilation.cpu_target (codegen::CpuBackend::create): "native", "x86-64-v3", ...
   std::string cpu_target = "native";
   int num_threads = 0;  // 0: support::ThreadPool::default_threads()
-  RatesSource rates = RatesSource::measured;
 };
 
 class CpuTarget final : public Target {
@@ -29,14 +28,18 @@ class CpuTarget final : public Target {
   bool can_run() const override { return true; }
   std::string source_extension() const override { return "ll"; }
   std::vector<std::pair<std::string, std::string>> identity() const override;
-  passes::DeviceRates planning_rates() override;
+  passes::DeviceRates reference_rates() const override { return passes::DeviceRates::reference_cpu(); }
+  Expected<passes::DeviceRates> measure_rates() override;
+  std::string rates_setup() const override;
+  bool plans_with_measured_rates() const override { return true; }
   Expected<std::shared_ptr<const Artifact>> compile(const kir::Kernel& kernel,
                                                     const codegen::TuneParams& params,
                                                     codegen::CheckMode check, bool load) override;
   std::optional<cache::Entry> to_entry(const Artifact& artifact) const override;
   std::shared_ptr<const Artifact> from_entry(const cache::Entry& entry, bool load) override;
   Expected<std::vector<ArtifactForm>> forms(const Artifact& artifact, const std::string& name) override;
-  Expected<autotune::TuneDecision> tune(const kir::Kernel& kernel, autotune::Level level) override;
+  Expected<autotune::TuneDecision> tune(const kir::Kernel& kernel, autotune::Level level,
+                                        double roofline_ms) override;
   bool host_memory() const override { return true; }
   std::shared_ptr<DeviceMemory> wrap(std::shared_ptr<Buffer> buffer) override;
   Expected<std::shared_ptr<DeviceMemory>> allocate(size_t bytes) override;
@@ -49,9 +52,6 @@ class CpuTarget final : public Target {
   CpuTarget(std::unique_ptr<codegen::CpuBackend> backend, const CpuTargetOptions& options);
   std::unique_ptr<codegen::CpuBackend> backend_;
   support::ThreadPool threads_;
-  RatesSource rates_source_;
-  std::once_flag rates_once_;
-  passes::DeviceRates rates_;
   std::shared_ptr<BufferPool> scratch_;  // allocate()'s buffers (tuning, the check slot)
 };
 

@@ -40,12 +40,13 @@ std::vector<std::string> available_devices() {
   return names;
 }
 
-std::vector<DeviceInfo> list_devices() {
+std::vector<DeviceInfo> list_devices(int cpu_threads, const codegen::cuda::NvrtcSearch& nvrtc) {
   DeviceInfo cpu{"cpu", false, {}};
   if (auto backend = codegen::CpuBackend::create()) {
     cpu.present = true;
     cpu.properties = {{"cpu", (*backend)->cpu_name()},
-                      {"threads", std::to_string(support::ThreadPool::default_threads())},
+                      {"threads", std::to_string(cpu_threads > 0 ? cpu_threads
+                                                                 : support::ThreadPool::default_threads())},
                       {"llvm", (*backend)->llvm_version()},
                       {"features", (*backend)->cpu_features()}};
   } else {
@@ -53,16 +54,12 @@ std::vector<DeviceInfo> list_devices() {
   }
   std::vector<DeviceInfo> devices{
       std::move(cpu), {"reference", true, {{"kind", "op-by-op interpreter in f64 (the test oracle)"}}}};
-  for (auto list : {list_vulkan_devices(), list_cuda_devices()})
+  for (auto list : {list_vulkan_devices(), list_cuda_devices(nvrtc)})
     for (DeviceInfo& d : list) devices.push_back(std::move(d));
   return devices;
 }
 
 Expected<std::unique_ptr<Device>> open_device(std::string_view name, DeviceOptions options) {
-  if (options.fuser != "beam" && options.fuser != "greedy" && options.fuser != "first" &&
-      options.fuser != "none")
-    return make_error(
-        fmt::format("unknown fuser '{}' (expected beam, greedy, first or none)", options.fuser));
   if (options.beam.max_blocks < 1 || options.beam.beam_width < 1)
     return make_error(fmt::format("beam search needs max_blocks >= 1 and beam_width >= 1, got {} and {}",
                                   options.beam.max_blocks, options.beam.beam_width));
@@ -78,7 +75,7 @@ Expected<std::unique_ptr<Device>> open_device(std::string_view name, DeviceOptio
 
 Expected<DeviceOptions> device_options_from_config(const Config& config) {
   DeviceOptions o;
-  o.fuser = config.fusion_enabled ? "beam" : "none";
+  o.fuser = config.fusion_enabled ? passes::FuserKind::beam : passes::FuserKind::none;
   o.beam = passes::BeamOptions{config.max_blocks, config.beam_width};
   // "none": no persistent cache ("").
   auto scope_path = [&](const CacheScope& scope) -> std::string {
@@ -113,10 +110,19 @@ Expected<DeviceOptions> device_options_from_config(const Config& config) {
   }
   o.verify_ir = config.verify_ir;
   o.dump_dir = config.dump_dir;
+  o.num_threads = config.num_threads;
+  o.cpu_rates = config.cpu_rates == "reference" ? RatesSource::reference : RatesSource::measured;
+  o.gpu_rates = config.gpu_rates == "reference" ? RatesSource::reference : RatesSource::measured;
+  o.nvrtc = {config.nvrtc_library, config.cuda_home};
   o.record_dir = config.record_dir;
   o.logger = std::make_shared<const Logger>(Logger::from_config(config));
   o.max_streams = config.max_streams;
-  o.autotune_level = config.autotune_level;
+  auto level = autotune::parse_level(config.autotune_level);
+  if (!level)
+    return make_error(fmt::format(
+        "autotune.level: unknown level '{}' (expected minimal, balanced, extensive or full)",
+        config.autotune_level));
+  o.autotune_level = *level;
   if (config.persistent_memory == "enabled") o.persistent_memory = PersistentMemory::enabled;
   else if (config.persistent_memory == "disabled") o.persistent_memory = PersistentMemory::disabled;
   else if (config.persistent_memory == "enforced") o.persistent_memory = PersistentMemory::enforced;
@@ -155,16 +161,20 @@ std::unique_ptr<cache::Store> open_cache_store(const DeviceOptions& options) {
 }
 
 std::unique_ptr<passes::Fuser> make_fuser(const DeviceOptions& options, const passes::CostModel& cost) {
-  if (options.fuser == "first") return passes::make_first_fuser();
-  if (options.fuser == "none") return passes::make_unfused();
-  passes::BeamOptions beam = options.fuser == "greedy" ? passes::BeamOptions{1, 1} : options.beam;
-  return passes::make_beam_fuser(cost, beam);
+  return passes::make_fuser(options.fuser, cost, options.beam);
 }
 
 std::string describe_fuser(const DeviceOptions& options, const passes::Fuser& fuser,
                            const passes::CostModel& cost) {
-  if (options.fuser == "first" || options.fuser == "none") return std::string(fuser.name());
-  bool greedy = options.fuser == "greedy";
+  switch (options.fuser) {
+    case passes::FuserKind::first:
+    case passes::FuserKind::none:
+      return std::string(fuser.name());
+    case passes::FuserKind::beam:
+    case passes::FuserKind::greedy:
+      break;
+  }
+  const bool greedy = options.fuser == passes::FuserKind::greedy;
   return fmt::format("{} max_blocks={} beam_width={} {}", fuser.name(),
                      greedy ? 1 : options.beam.max_blocks, greedy ? 1 : options.beam.beam_width,
                      cost.rates().str());

@@ -11,6 +11,8 @@
 
 #include "ir/graph.h"
 #include "passes/cost_model.h"
+#include "autotune/tune_level.h"
+#include "codegen/cuda/nvrtc.h"
 #include "passes/fuser.h"
 #include "runtime/buffer.h"
 #include "runtime/plan.h"
@@ -57,11 +59,11 @@ struct RunStats {
 };
 
 struct DeviceOptions {
-  int num_threads = 0;  // 0: ThreadPool::default_threads() (KILN_NUM_THREADS, else all cores)
+  int num_threads = 0;  // the cpu's threads; 0: every core (KILN_NUM_THREADS, read at the edge)
   ValueNamer namer;     // names for stats; null: %t<id>
-  // The fuser: "beam" (DESIGN.md §5, with `beam`), "greedy" (beam with 1 block, width 1) or
-  // "first" (the rule-based first fuser).
-  std::string fuser = "beam";
+  // The fuser: the beam search (DESIGN.md §5, with `beam`), greedy (beam with 1 block, width 1),
+  // the rule-based first fuser, or none (every op its own kernel).
+  passes::FuserKind fuser = passes::FuserKind::beam;
   passes::BeamOptions beam;
   // The persistent kernel and plan cache (DESIGN.md §8): "" = none.
   std::string cache_path;
@@ -84,13 +86,15 @@ struct DeviceOptions {
   // (kept per device), or the target kind's fixed reference rates, for the cpu and for GPUs.
   RatesSource cpu_rates = RatesSource::measured;
   RatesSource gpu_rates = RatesSource::measured;
+  // Where CUDA targets find NVRTC (KILN_NVRTC_LIBRARY and CUDA_HOME, read at the edge).
+  codegen::cuda::NvrtcSearch nvrtc;
   // kiln.toml's per-component loggers; null: warnings go to stderr, nothing else is logged.
   std::shared_ptr<const Logger> logger;
   // Autotuning (DESIGN.md §9) of every kernel the cpu device compiles, at `autotune_level`
   // (kiln.toml autotune.level): decisions are kept in the persistent cache, so a kernel is tuned
   // once per machine. Off unless asked for (`kiln run --autotune`, `kiln warm --autotune`).
   bool autotune = false;
-  std::string autotune_level = "balanced";
+  autotune::Level autotune_level = autotune::Level::balanced;
   // Where decisions are kept (kiln.toml autotune.cache): "" = in the kernel cache (cache_path).
   std::string autotune_cache_path;
   // streaming.max_streams: GPU devices keep up to this many streams, one per realize running at
@@ -144,7 +148,8 @@ Expected<std::unique_ptr<Device>> open_device(std::string_view name, DeviceOptio
 std::vector<std::string> available_devices();
 // Every device this machine may offer, as `kiln devices` lists them: cpu, reference, vulkan:N,
 // cuda:N (a GPU API with no usable device is one entry saying why).
-std::vector<DeviceInfo> list_devices();
+// `cpu_threads` and `nvrtc` as in DeviceOptions.
+std::vector<DeviceInfo> list_devices(int cpu_threads = 0, const codegen::cuda::NvrtcSearch& nvrtc = {});
 
 // Checks that every Input node among `nodes` (other nodes are skipped) is bound with the right
 // dtype and shape.

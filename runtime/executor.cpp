@@ -5,10 +5,12 @@
 #include <chrono>
 #include <fmt/format.h>
 
+#include "autotune/roofline.h"
 #include "runtime/cache_keys.h"
 #include "runtime/cpu_target.h"
 #include "runtime/dump_writer.h"
 #include "runtime/gpu_target.h"
+#include "runtime/measured_rates.h"
 #include "runtime/planner.h"
 
 namespace kiln::runtime {
@@ -41,7 +43,8 @@ Executor::Executor(std::unique_ptr<Target> target, DeviceOptions options,
       tune.cache_path = options_.autotune_cache_path;
       tune_store_ = open_cache_store(tune);
     }
-    decisions_ = std::make_unique<TuneDecisions>(tune_store(), options_.logger, options_.autotune_level);
+    decisions_ = std::make_unique<TuneDecisions>(tune_store(), options_.logger,
+                                                 std::string(autotune::level_name(options_.autotune_level)));
   }
   if (options_.logger && options_.logger->enabled(LogComponent::memory, LogLevel::verbose))
     pool_->set_fresh_allocation_observer([logger = options_.logger](size_t bytes) {
@@ -58,9 +61,37 @@ Executor::~Executor() {
   plans_.clear();
 }
 
+const passes::DeviceRates& Executor::device_rates() {
+  std::call_once(rates_once_, [this] {
+    // A target with host memory is the cpu.
+    const RatesSource source = target_->host_memory() ? options_.cpu_rates : options_.gpu_rates;
+    rates_ = target_->reference_rates();
+    if (source == RatesSource::reference) return;
+    cache::Store* store = tune_store();
+    const cache::KeyParts key = rates_key(*target_);
+    if (store)
+      if (std::optional<cache::Entry> e = store->get(cache::Table::autotune, key))
+        if (std::optional<passes::DeviceRates> kept = rates_from_entry(*e)) {
+          rates_ = *kept;
+          return;
+        }
+    auto measured = target_->measure_rates();
+    if (!measured) {
+      fmt::print(stderr, "kiln: warning: measuring the rates of {} failed ({}); using reference rates\n",
+                 name_, measured.error().message);
+      return;
+    }
+    rates_ = *measured;
+    log(LogComponent::autotune, fmt::format("measured the rates of {}: {}", name_, rates_.str()));
+    if (store && !store->read_only()) store->put(cache::Table::autotune, key, rates_entry(rates_));
+  });
+  return rates_;
+}
+
 const passes::Fuser& Executor::fuser() {
   std::call_once(fuser_once_, [this] {
-    cost_ = std::make_unique<passes::CostModel>(target_->planning_rates());
+    cost_ = std::make_unique<passes::CostModel>(
+        target_->plans_with_measured_rates() ? device_rates() : target_->reference_rates());
     fuser_ = make_fuser(options_, *cost_);
     fuser_description_ = describe_fuser(options_, *fuser_, *cost_);
   });
@@ -75,15 +106,16 @@ const passes::CostModel& Executor::cost_model() {
 cache::KeyParts Executor::stored_plan_key(const StructuralKey& key) {
   fuser();
   return plan_key(*target_, key.key, fuser_description_, options_.check_mode,
-                  options_.autotune ? options_.autotune_level : "off");
+                  options_.autotune ? std::string(autotune::level_name(options_.autotune_level)) : "off");
 }
 
 codegen::TuneParams Executor::schedule(const kir::Kernel& kernel, int* tuned) {
   if (!decisions_) return {};
-  const auto level = autotune::parse_level(options_.autotune_level);
-  if (!level) return {};  // device_options_from_config checked it; a bad DeviceOptions tunes nothing
-  return decisions_->winner(kernel.name, autotune_key(*target_, kernel, *level),
-                            [&] { return target_->tune(kernel, *level); }, tuned);
+  const autotune::Level level = options_.autotune_level;
+  return decisions_->winner(kernel.name, autotune_key(*target_, kernel, level), [&] {
+    const passes::DeviceRates& rates = device_rates();
+    return target_->tune(kernel, level, autotune::roofline_ms(kernel, rates.bandwidth, rates.compute_rate));
+  }, tuned);
 }
 
 Expected<std::shared_ptr<Plan>> Executor::lower(ir::Graph& g,
@@ -251,16 +283,14 @@ bool is_executor_name(std::string_view name) {
 Expected<std::unique_ptr<Executor>> open_executor(std::string_view name, DeviceOptions options) {
   std::unique_ptr<Target> target;
   if (name == "cpu") {
-    auto cpu = CpuTarget::create({.cpu_target = options.cpu_target,
-                                  .num_threads = options.num_threads,
-                                  .rates = options.cpu_rates});
+    auto cpu = CpuTarget::create({.cpu_target = options.cpu_target, .num_threads = options.num_threads});
     if (!cpu) return std::unexpected(cpu.error());
     target = std::move(*cpu);
   } else {
-    auto backend = open_gpu_backend(name);
+    auto backend = open_gpu_backend(name, options.nvrtc);
     if (!backend) return make_error(fmt::format("'{}' is not a device kiln compiles for", name));
     if (!*backend) return std::unexpected(backend->error());
-    target = std::make_unique<GpuTarget>(std::move(**backend), options.gpu_rates);
+    target = std::make_unique<GpuTarget>(std::move(**backend));
   }
   return Executor::create(std::move(target), std::move(options));
 }

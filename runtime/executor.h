@@ -73,8 +73,13 @@ class Executor final : public Device {
   Expected<std::vector<std::string>> cache_misses(ir::Graph& g,
                                                   const std::vector<const ir::Node*>& outputs);
 
-  // The cost model the fuser plans with (the target's rates).
+  // The cost model the fuser plans with: the measured rates on targets that plan with them (the
+  // cpu), else the target's reference rates.
   const passes::CostModel& cost_model();
+  // This device's rates (the autotuner's roofline, and the cpu's plans): the reference rates with
+  // RatesSource::reference; else measured once per machine and kept in the persistent cache
+  // (the autotune table, under rates_key), measured again only where no cache holds them.
+  const passes::DeviceRates& device_rates();
   Target& target() { return *target_; }
   const DeviceOptions& options() const { return options_; }
   // The most realizes that have run at once (bounded by DeviceOptions::max_streams).
@@ -144,6 +149,8 @@ class Executor final : public Device {
   KernelCache kernels_;
   std::unique_ptr<TuneDecisions> decisions_;  // with DeviceOptions::autotune
   std::shared_ptr<BufferPool> pool_;          // host buffers: results (and all memory on the cpu)
+  std::once_flag rates_once_;
+  passes::DeviceRates rates_;
   std::once_flag fuser_once_;
   std::unique_ptr<passes::CostModel> cost_;
   std::unique_ptr<passes::Fuser> fuser_;

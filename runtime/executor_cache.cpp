@@ -6,6 +6,7 @@
 
 #include "runtime/cache_keys.h"
 #include "runtime/executor.h"
+#include "runtime/measured_rates.h"
 #include "runtime/plan_record.h"
 #include "runtime/planner.h"
 
@@ -61,9 +62,8 @@ Expected<Executor::Warmed> Executor::warm(ir::Graph& g, const std::vector<const 
 
 codegen::TuneParams Executor::stored_schedule(const kir::Kernel& kernel,
                                               std::vector<CacheEntryRef>& entries) {
-  const auto level = autotune::parse_level(options_.autotune_level);
-  if (!decisions_ || !level) return {};
-  const cache::KeyParts key = autotune_key(*target_, kernel, *level);
+  if (!decisions_) return {};
+  const cache::KeyParts key = autotune_key(*target_, kernel, options_.autotune_level);
   const std::optional<codegen::TuneParams> won = stored_winner(*tune_store(), key);
   const std::string digest = key.digest();
   entries.push_back({cache::Table::autotune, digest, fmt::format("autotune {} {}", kernel.name, digest),
@@ -82,6 +82,14 @@ Expected<std::vector<CacheEntryRef>> Executor::cache_entries(ir::Graph& g,
   const StructuralKey key = structural_key(outputs);
   const cache::KeyParts disk_key = stored_plan_key(key);
   const std::string plan_digest = disk_key.digest();
+  // A plan's key holds the rates it was planned with: the measurement a run plans with is read too.
+  if (target_->plans_with_measured_rates() &&
+      (target_->host_memory() ? options_.cpu_rates : options_.gpu_rates) == RatesSource::measured) {
+    const std::string digest = rates_key(*target_).digest();
+    std::optional<cache::Entry> kept = tune_store()->show(digest);
+    add({cache::Table::autotune, digest, "rates " + name_,
+         kept && kept->table == cache::Table::autotune && rates_from_entry(*kept).has_value()});
+  }
   // A stored plan whose kernels are all intact names every entry a run reads (and no decision).
   if (std::shared_ptr<Plan> stored = stored_plan(disk_key, /*load=*/false)) {
     add({cache::Table::plans, plan_digest, "plan " + plan_digest, true});

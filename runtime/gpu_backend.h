@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "codegen/cuda/nvrtc.h"
 #include "codegen/gpu/gpu_source.h"
 #include "runtime/target.h"
 #include "support/error.h"
@@ -104,19 +105,22 @@ class GpuCompiler : public GpuBackend {
 
 // Opens the runtime's device `index`: an error (not a crash) when the driver, loader or device is
 // missing; the message says which.
-Expected<std::unique_ptr<GpuBackend>> open_cuda_backend(int index);
+// CUDA targets look for NVRTC where `nvrtc` says (KILN_NVRTC_LIBRARY, CUDA_HOME, read at the edge).
+Expected<std::unique_ptr<GpuBackend>> open_cuda_backend(int index,
+                                                        const codegen::cuda::NvrtcSearch& nvrtc = {});
 Expected<std::unique_ptr<GpuBackend>> open_vulkan_backend(int index);
 // Compile-only CUDA for `arch` ("sm_90"), for `kiln warm --target cuda` and `kiln dump` without a
 // GPU: compile() and fingerprint() are what a device of that architecture gives, so its cache
 // entries are found there; load, allocate and streams are errors.
-Expected<std::unique_ptr<GpuBackend>> open_cuda_compiler(std::string_view arch);
+Expected<std::unique_ptr<GpuBackend>> open_cuda_compiler(std::string_view arch,
+                                                         const codegen::cuda::NvrtcSearch& nvrtc = {});
 // Compile-only Vulkan (shaderc and SPIRV-Tools, no device), for `kiln dump --target vulkan` where
 // no Vulkan device is present: its fingerprint names no device, so it shares no cache entries.
 std::unique_ptr<GpuBackend> open_vulkan_compiler();
 // The devices present, as `kiln devices` lists them: one (name, properties) per device, or one
 // entry named e.g. "cuda" whose properties say why none is usable.
 using GpuDeviceInfo = DeviceInfo;
-std::vector<GpuDeviceInfo> list_cuda_devices();
+std::vector<GpuDeviceInfo> list_cuda_devices(const codegen::cuda::NvrtcSearch& nvrtc = {});
 std::vector<GpuDeviceInfo> list_vulkan_devices();
 
 }  // namespace kiln::runtime

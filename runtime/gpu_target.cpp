@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "autotune/roofline.h"
 #include "codegen/gpu/launch_strategy.h"
 #include "runtime/gpu_tuner.h"
 
@@ -111,8 +110,7 @@ passes::DeviceRates gpu_rates(const GpuBackend& backend) {
   return passes::DeviceRates::reference_gpu();
 }
 
-GpuTarget::GpuTarget(std::unique_ptr<GpuBackend> backend, RatesSource rates)
-    : backend_(std::move(backend)), rates_source_(rates) {}
+GpuTarget::GpuTarget(std::unique_ptr<GpuBackend> backend) : backend_(std::move(backend)) {}
 
 GpuTarget::~GpuTarget() = default;
 
@@ -122,7 +120,7 @@ std::vector<std::pair<std::string, std::string>> GpuTarget::identity() const {
           {"codegen", codegen::gpu::kGpuCodegenVersion}};
 }
 
-passes::DeviceRates GpuTarget::planning_rates() { return gpu_rates(*backend_); }
+Expected<passes::DeviceRates> GpuTarget::measure_rates() { return measure_gpu_rates(*backend_); }
 
 std::string GpuTarget::source_extension() const {
   return backend_->dialect() == codegen::gpu::Dialect::cuda ? "cu" : "comp";
@@ -191,14 +189,10 @@ Expected<std::vector<ArtifactForm>> GpuTarget::forms(const Artifact& artifact, c
   return forms;
 }
 
-Expected<autotune::TuneDecision> GpuTarget::tune(const kir::Kernel& kernel, autotune::Level level) {
-  std::call_once(measured_once_, [&] {
-    measured_ = rates_source_ == RatesSource::reference ? gpu_rates(*backend_)
-                                                        : measured_gpu_rates(*backend_);
-  });
-  const double bound = autotune::roofline_ms(kernel, measured_.bandwidth, measured_.compute_rate);
+Expected<autotune::TuneDecision> GpuTarget::tune(const kir::Kernel& kernel, autotune::Level level,
+                                                 double roofline_ms) {
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return tune_gpu_kernel(*backend_, kernel, level, bound, threads);
+  return tune_gpu_kernel(*backend_, kernel, level, roofline_ms, threads);
 }
 
 std::shared_ptr<DeviceMemory> GpuTarget::wrap(std::shared_ptr<Buffer>) {
@@ -216,7 +210,8 @@ Expected<std::unique_ptr<Stream>> GpuTarget::create_stream() {
   return std::unique_ptr<Stream>(std::make_unique<GpuTargetStream>(*backend_, std::move(*stream)));
 }
 
-std::optional<Expected<std::unique_ptr<GpuBackend>>> open_gpu_backend(std::string_view name) {
+std::optional<Expected<std::unique_ptr<GpuBackend>>> open_gpu_backend(
+    std::string_view name, const codegen::cuda::NvrtcSearch& nvrtc) {
   size_t colon = name.find(':');
   std::string_view api = name.substr(0, colon);
   if (api != "cuda" && api != "vulkan") return std::nullopt;
@@ -227,7 +222,7 @@ std::optional<Expected<std::unique_ptr<GpuBackend>>> open_gpu_backend(std::strin
     if (ec != std::errc() || end != digits.data() + digits.size() || digits.empty() || index < 0)
       return make_error(fmt::format("bad device name '{}' (expected {}:N, e.g. {}:0)", name, api, api));
   }
-  return api == "cuda" ? open_cuda_backend(index) : open_vulkan_backend(index);
+  return api == "cuda" ? open_cuda_backend(index, nvrtc) : open_vulkan_backend(index);
 }
 
 }  // namespace kiln::runtime

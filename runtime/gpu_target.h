@@ -15,6 +15,10 @@
 
 namespace kiln::runtime {
 
+// Rates for the fuser's cost model: a device that is really the CPU (lavapipe, property
+// type = cpu) gets the cpu's reference rates; others DeviceRates::reference_gpu().
+passes::DeviceRates gpu_rates(const GpuBackend& backend);
+
 // A compiled GPU kernel: its source and launch shape, its binary, and (once loaded) its program.
 class GpuKernel final : public Artifact {
  public:
@@ -30,21 +34,26 @@ class GpuKernel final : public Artifact {
 
 class GpuTarget final : public Target {
  public:
-  GpuTarget(std::unique_ptr<GpuBackend> backend, RatesSource rates);
+  explicit GpuTarget(std::unique_ptr<GpuBackend> backend);
   ~GpuTarget() override;
 
   std::string name() const override { return backend_->name(); }
   bool can_run() const override { return !backend_->compile_only(); }
   std::string source_extension() const override;
   std::vector<std::pair<std::string, std::string>> identity() const override;
-  passes::DeviceRates planning_rates() override;
+  passes::DeviceRates reference_rates() const override { return gpu_rates(*backend_); }
+  Expected<passes::DeviceRates> measure_rates() override;
+  // The rate kernels are generated code: a new code generator measures again.
+  std::string rates_setup() const override { return ""; }
+  bool plans_with_measured_rates() const override { return false; }
   Expected<std::shared_ptr<const Artifact>> compile(const kir::Kernel& kernel,
                                                     const codegen::TuneParams& params,
                                                     codegen::CheckMode check, bool load) override;
   std::optional<cache::Entry> to_entry(const Artifact& artifact) const override;
   std::shared_ptr<const Artifact> from_entry(const cache::Entry& entry, bool load) override;
   Expected<std::vector<ArtifactForm>> forms(const Artifact& artifact, const std::string& name) override;
-  Expected<autotune::TuneDecision> tune(const kir::Kernel& kernel, autotune::Level level) override;
+  Expected<autotune::TuneDecision> tune(const kir::Kernel& kernel, autotune::Level level,
+                                        double roofline_ms) override;
   bool host_memory() const override { return false; }
   std::shared_ptr<DeviceMemory> wrap(std::shared_ptr<Buffer> buffer) override;
   Expected<std::shared_ptr<DeviceMemory>> allocate(size_t bytes) override;
@@ -54,17 +63,11 @@ class GpuTarget final : public Target {
 
  private:
   std::unique_ptr<GpuBackend> backend_;
-  RatesSource rates_source_;
-  std::once_flag measured_once_;
-  passes::DeviceRates measured_;  // the roofline's, measured on the device once
 };
-
-// Rates for the fuser's cost model: a device that is really the CPU (lavapipe, property
-// type = cpu) gets the cpu's reference rates; others DeviceRates::reference_gpu().
-passes::DeviceRates gpu_rates(const GpuBackend& backend);
 
 // "cuda:N" / "vulkan:N" -> the backend's device N; nullopt for names of no GPU API; an error for
 // a malformed index or a device that cannot be opened (the message says why).
-std::optional<Expected<std::unique_ptr<GpuBackend>>> open_gpu_backend(std::string_view name);
+std::optional<Expected<std::unique_ptr<GpuBackend>>> open_gpu_backend(
+    std::string_view name, const codegen::cuda::NvrtcSearch& nvrtc = {});
 
 }  // namespace kiln::runtime

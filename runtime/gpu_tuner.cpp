@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <functional>
 #include <numeric>
 #include <thread>
@@ -177,20 +176,11 @@ Expected<autotune::TuneDecision> tune_gpu_kernel(GpuBackend& backend, const kir:
                                thread_parallel_for(compile_threads), options);
 }
 
-passes::DeviceRates measured_gpu_rates(GpuBackend& backend) {
-  const char* env = std::getenv("KILN_GPU_RATES");
-  if (env && std::string(env) == "reference") return gpu_rates(backend);
-  // The rate kernels are generated code: a codegen change measures again.
-  const size_t h = std::hash<std::string>{}(backend.fingerprint() + " " + codegen::gpu::kGpuCodegenVersion);
+Expected<passes::DeviceRates> measure_gpu_rates(GpuBackend& backend) {
   // 128 MiB streamed; the chain over 4 Mi elements (512 Mi flops: well above launch overhead).
   const RateSizes sizes{.stream = int64_t{16} << 20, .compute = int64_t{4} << 20};
-  return kept_rates(fmt::format("gpu-rates-{:016x}", h),
-                    [&] {
-                      return measure_rates(
-                          [&](const kir::Kernel& k, int runs) { return time_on_device(backend, k, runs); },
-                          sizes);
-                    },
-                    gpu_rates(backend), backend.name());
+  return measure_rates([&](const kir::Kernel& k, int runs) { return time_on_device(backend, k, runs); },
+                       sizes);
 }
 
 }  // namespace kiln::runtime

@@ -17,10 +17,8 @@ Expected<autotune::TuneDecision> tune_gpu_kernel(GpuBackend& backend, const kir:
                                                  const autotune::TuneOptions& options = {});
 
 // Bandwidth, launch overhead and compute rate of the device, measured with the rate kernels of
-// runtime/measured_rates.h timed on the device; kept per device fingerprint and GPU codegen
-// version (the rate kernels are generated code), so measured once.
-// KILN_GPU_RATES=reference gives the reference rates of gpu_rates() instead.
-passes::DeviceRates measured_gpu_rates(GpuBackend& backend);
+// runtime/measured_rates.h timed on the device (the executor keeps them in the persistent cache).
+Expected<passes::DeviceRates> measure_gpu_rates(GpuBackend& backend);
 
 // Runs chunk(begin, end) over [0, n) on up to `threads` threads (the caller's among them).
 autotune::ParallelFor thread_parallel_for(int threads);

@@ -1,13 +1,11 @@
-// The rate kernels and the kept measurement file.
+// The rate kernels, timed by the target that measures.
 #include "runtime/measured_rates.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
+#include <cmath>
+#include <nlohmann/json.hpp>
 
 namespace kiln::runtime {
 
@@ -26,14 +24,6 @@ kir::Kernel unary_kernel(int64_t n, const std::function<const kir::Expr*(kir::Ex
   const kir::Expr* i = k.arena->var(0);
   k.stores = {{1, i, chain(*k.arena, k.arena->load(0, DType::f32, i))}};
   return k;
-}
-
-std::filesystem::path rates_dir() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  return xdg && *xdg    ? std::filesystem::path(xdg) / "kiln"
-         : home && *home ? std::filesystem::path(home) / ".cache" / "kiln"
-                         : std::filesystem::path();
 }
 
 }  // namespace
@@ -68,39 +58,30 @@ Expected<passes::DeviceRates> measure_rates(const KernelTimer& time, const RateS
   return r;
 }
 
-passes::DeviceRates kept_rates(const std::string& file_stem,
-                               const std::function<Expected<passes::DeviceRates>()>& measure,
-                               const passes::DeviceRates& fallback, std::string_view what) {
-  const std::filesystem::path dir = rates_dir();
-  const std::filesystem::path path = dir.empty() ? dir : dir / (file_stem + ".txt");
+cache::Entry rates_entry(const passes::DeviceRates& rates) {
+  const std::string json = nlohmann::json{{"bandwidth", rates.bandwidth},
+                                          {"launch_overhead", rates.launch_overhead},
+                                          {"compute_rate", rates.compute_rate}}
+                               .dump();
+  cache::Entry e;
+  e.value.assign(json.begin(), json.end());
+  e.source = rates.str();
+  e.metadata = R"({"kind":"measured rates"})";
+  return e;
+}
+
+std::optional<passes::DeviceRates> rates_from_entry(const cache::Entry& entry) {
+  const auto j = nlohmann::json::parse(entry.value.begin(), entry.value.end(), nullptr, false);
+  if (!j.is_object()) return std::nullopt;
   passes::DeviceRates r;
-  if (!path.empty()) {
-    std::ifstream in(path);
-    if (in >> r.bandwidth >> r.launch_overhead >> r.compute_rate && r.bandwidth > 0 &&
-        r.launch_overhead > 0 && r.compute_rate > 0)
-      return r;
+  for (auto [name, field] : {std::pair{"bandwidth", &r.bandwidth},
+                             std::pair{"launch_overhead", &r.launch_overhead},
+                             std::pair{"compute_rate", &r.compute_rate}}) {
+    if (!j.contains(name) || !j[name].is_number()) return std::nullopt;
+    *field = j[name].get<double>();
+    if (!std::isfinite(*field) || *field <= 0) return std::nullopt;
   }
-  auto measured = measure();
-  if (!measured) {
-    fmt::print(stderr, "kiln: warning: measuring {} rates failed ({}); using reference rates\n",
-               what, measured.error().message);
-    return fallback;
-  }
-  if (!path.empty()) {
-    // Kept best-effort: an unwritable cache directory only costs a re-measurement next time.
-    std::error_code ec;
-    std::filesystem::create_directories(path.parent_path(), ec);
-    std::filesystem::path tmp = path;
-    tmp += fmt::format(".tmp{}", static_cast<long>(::getpid()));
-    {
-      std::ofstream out(tmp);
-      out << fmt::format("{:.17g} {:.17g} {:.17g}\n", measured->bandwidth, measured->launch_overhead,
-                         measured->compute_rate);
-    }
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) std::filesystem::remove(tmp, ec);
-  }
-  return *measured;
+  return r;
 }
 
 }  // namespace kiln::runtime

@@ -1,14 +1,16 @@
 // Measuring a device's rates for the cost model and the autotuner's roofline, with three
 // generated kernels: a stream (bandwidth), a one-element launch (launch overhead) and an
-// arithmetic chain (compute rate). A measurement is kept in $XDG_CACHE_HOME/kiln/ (else
-// ~/.cache/kiln/) under a name per device, so that it is taken once per machine and device.
+// arithmetic chain (compute rate). The executor keeps a measurement in the persistent cache
+// (runtime/executor.h), so that it is taken once per machine and device.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <string_view>
 
+#include <optional>
+
+#include "cache/store.h"
 #include "ir/kernel_ir.h"
 #include "passes/cost_model.h"
 #include "support/error.h"
@@ -26,11 +28,9 @@ struct RateSizes {
 
 Expected<passes::DeviceRates> measure_rates(const KernelTimer& time, const RateSizes& sizes);
 
-// The kept measurement named `file_stem` (e.g. "cpu-rates-<cpu>-<hash>-t2"), or a new one from
-// `measure`, kept best-effort. A failed measurement warns on stderr (naming `what`) and gives
-// `fallback`.
-passes::DeviceRates kept_rates(const std::string& file_stem,
-                               const std::function<Expected<passes::DeviceRates>()>& measure,
-                               const passes::DeviceRates& fallback, std::string_view what);
+// A measurement as the persistent cache keeps it (an autotune-table entry, JSON), and back;
+// nullopt for an entry that is not an intact measurement (a rate missing, zero or not finite).
+cache::Entry rates_entry(const passes::DeviceRates& rates);
+std::optional<passes::DeviceRates> rates_from_entry(const cache::Entry& entry);
 
 }  // namespace kiln::runtime

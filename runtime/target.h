@@ -86,8 +86,9 @@ struct DeviceInfo {
   std::vector<std::pair<std::string, std::string>> properties;
 };
 
-// Where a target's rates come from (DeviceOptions): measured on this machine and kept per device,
-// or the fixed reference rates of the target's kind (deterministic plans for tests and goldens).
+// Where a device's rates come from (DeviceOptions): measured on this machine and kept in the
+// persistent cache per device, or the fixed reference rates of the target's kind (deterministic
+// plans for tests and goldens).
 enum class RatesSource { measured, reference };
 
 class Target {
@@ -105,9 +106,15 @@ class Target {
   // equal parts share cache entries (a compile-only CUDA target and a device of its sm_XX).
   virtual std::vector<std::pair<std::string, std::string>> identity() const = 0;
 
-  // The rates the fuser's cost model plans with (measured once, or the reference rates, as the
-  // target was opened with).
-  virtual passes::DeviceRates planning_rates() = 0;
+  // The fixed rates of the target's kind (deterministic plans), and its rates measured now with
+  // the rate kernels (runtime/measured_rates.h; the executor keeps a measurement in the cache).
+  virtual passes::DeviceRates reference_rates() const = 0;
+  virtual Expected<passes::DeviceRates> measure_rates() = 0;
+  // What a measurement depends on besides the target's identity ("threads=2" on the cpu).
+  virtual std::string rates_setup() const = 0;
+  // Whether the fuser plans with the measured rates (the cpu) or the reference rates (GPUs, whose
+  // measured rates serve the autotuner's roofline only).
+  virtual bool plans_with_measured_rates() const = 0;
   // Compiles `kernel` with `params` (and bounds checks by `check`); with `load`, ready to launch.
   // Thread-safe.
   virtual Expected<std::shared_ptr<const Artifact>> compile(const kir::Kernel& kernel,
@@ -123,8 +130,9 @@ class Target {
   virtual Expected<std::vector<ArtifactForm>> forms(const Artifact& artifact,
                                                     const std::string& name) = 0;
   // Tunes `kernel`'s schedule by measuring candidates on this target (autotune/tune_loop.h),
-  // stopping early at a fraction of the kernel's roofline bound under this target's rates.
-  virtual Expected<autotune::TuneDecision> tune(const kir::Kernel& kernel, autotune::Level level) = 0;
+  // stopping early at a fraction of `roofline_ms` (0: no early stop).
+  virtual Expected<autotune::TuneDecision> tune(const kir::Kernel& kernel, autotune::Level level,
+                                                double roofline_ms) = 0;
 
   // Where kernels read and write. true (the cpu): in host buffers, so the executor binds inputs
   // and allocates results as host buffers and wraps them (no copy). false (a GPU): in the device's

@@ -40,11 +40,6 @@ std::pair<int64_t, int64_t> chunk_range(int64_t n, int chunks, int index) {
 }  // namespace
 
 int ThreadPool::default_threads() {
-  if (const char* env = std::getenv("KILN_NUM_THREADS")) {
-    char* end = nullptr;
-    long v = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && v > 0 && v <= 1024) return static_cast<int>(v);
-  }
   unsigned hc = std::thread::hardware_concurrency();
   return hc == 0 ? 1 : static_cast<int>(hc);
 }

@@ -1,5 +1,4 @@
-// A fixed pool of worker threads that splits a range into chunks (KILN_NUM_THREADS, default: all
-// cores).
+// A fixed pool of worker threads that splits a range into chunks.
 #pragma once
 
 #include <atomic>
@@ -24,7 +23,8 @@ class ThreadPool {
   // `min_chunk` avoids waking threads for tiny ranges. Returns when every chunk is done.
   void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
 
-  // The thread count from KILN_NUM_THREADS, else std::thread::hardware_concurrency().
+  // Every core: std::thread::hardware_concurrency() (at least 1). KILN_NUM_THREADS is read at
+  // the edge, with the configuration (runtime/config.h), and passed down as a thread count.
   static int default_threads();
 
  private:

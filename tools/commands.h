@@ -41,7 +41,7 @@ struct DumpOptions {
   bool stage_given = false;       // --stage was on the command line
   bool why = false;               // groups: list why each kernel boundary did not fuse
   FuserFlags fusion;
-  std::string rates = "measured";  // measured (this machine, as `kiln run`) | reference (fixed)
+  std::string rates;  // measured | reference; "": as `kiln run` (KILN_CPU_RATES, KILN_GPU_RATES)
   std::string format = "text";      // text | dot | html
   std::string output;               // empty: stdout
   std::string target = "cpu";       // cpu | cuda | vulkan: whose kernels `source` shows

@@ -80,10 +80,12 @@ Expected<runtime::DeviceOptions> dump_device_options(const DumpOptions& o, const
   auto options = workload_device_options("");
   if (!options) return std::unexpected(options.error());
   options->namer = make_namer(graph);
-  if (o.fusion.fuser_given) options->fuser = o.fusion.fuser;
+  if (o.fusion.fuser_given) options->fuser = *passes::parse_fuser_kind(o.fusion.fuser);  // CLI11 checked it
   if (o.fusion.fuser_given || o.fusion.max_blocks || o.fusion.beam_width)
     options->beam = *beam_options(o.fusion);  // checked by check_combination
-  if (o.rates == "reference") options->cpu_rates = options->gpu_rates = runtime::RatesSource::reference;
+  if (!o.rates.empty())
+    options->cpu_rates = options->gpu_rates =
+        o.rates == "reference" ? runtime::RatesSource::reference : runtime::RatesSource::measured;
   options->autotune = o.autotune;
   options->cache_read_only = true;
   return options;

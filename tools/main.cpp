@@ -39,8 +39,8 @@ void add_dump_options(CLI::App* cmd, DumpOptions& o) {
   cmd->add_flag("--why", o.why, "With the groups: why each kernel boundary did not fuse");
   add_fuser_options(cmd, o.fusion);
   cmd->add_option("--rates", o.rates,
-                  "Cost model rates: measured (this machine, as `kiln run` uses) | reference (fixed)")
-      ->default_val("measured")
+                  "Cost model rates: measured (this machine's, kept in the cache, as `kiln run` "
+                  "uses) | reference (fixed). Default: KILN_CPU_RATES / KILN_GPU_RATES, else measured")
       ->check(CLI::IsMember({"reference", "measured"}));
   cmd->add_option("--format", o.format, "text | dot (Graphviz) | html (one self-contained page)")
       ->default_val("text")

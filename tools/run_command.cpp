@@ -96,7 +96,7 @@ int run_command(const RunOptions& o) {
   options->autotune = o.autotune;
   options->time_kernels = o.stats || !o.stats_json.empty();
   // Command-line fuser flags win over kiln.toml.
-  if (o.fusion.fuser_given) options->fuser = o.fusion.fuser;
+  if (o.fusion.fuser_given) options->fuser = *passes::parse_fuser_kind(o.fusion.fuser);  // CLI11 checked it
   if (o.fusion.fuser_given || o.fusion.max_blocks || o.fusion.beam_width) options->beam = *beam;
   auto device = runtime::open_device(o.device, std::move(*options));
   if (!device) return report_error(device.error().message);

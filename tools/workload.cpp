@@ -70,8 +70,8 @@ Expected<std::unique_ptr<runtime::Executor>> open_target(const TargetChoice& c,
   }
   const bool on_gpu = c.target == "vulkan" || c.tune;
   auto backend = c.target == "vulkan" ? runtime::open_vulkan_backend(0)
-                 : on_gpu             ? runtime::open_cuda_backend(0)
-                                      : runtime::open_cuda_compiler(c.arch);
+                 : on_gpu             ? runtime::open_cuda_backend(0, options.nvrtc)
+                                      : runtime::open_cuda_compiler(c.arch, options.nvrtc);
   if (!backend && c.target == "vulkan" && c.compile_only_fallback && !c.tune)
     backend = runtime::open_vulkan_compiler();
   if (!backend) {
@@ -85,8 +85,7 @@ Expected<std::unique_ptr<runtime::Executor>> open_target(const TargetChoice& c,
   if (c.target == "cuda" && c.tune && c.arch_given && device_arch != c.arch)
     return make_error(fmt::format("--autotune --arch {}: cuda:0 is {}; tuning measures the device itself",
                                   c.arch, device_arch));
-  const runtime::RatesSource rates = options.gpu_rates;
-  return runtime::Executor::create(std::make_unique<runtime::GpuTarget>(std::move(*backend), rates),
+  return runtime::Executor::create(std::make_unique<runtime::GpuTarget>(std::move(*backend)),
                                    std::move(options));
 }
 

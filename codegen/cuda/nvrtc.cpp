@@ -28,14 +28,13 @@ struct LibraryCloser {
 using LibraryHandle = std::unique_ptr<void, LibraryCloser>;
 
 // Where libnvrtc may be, in the order tried.
-std::vector<std::string> candidate_paths() {
+std::vector<std::string> candidate_paths(const NvrtcSearch& search) {
   std::vector<std::string> paths;
-  if (const char* env = std::getenv("KILN_NVRTC_LIBRARY"); env && *env) paths.emplace_back(env);
+  if (!search.library.empty()) paths.push_back(search.library);
   for (const char* soname : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"})
     paths.emplace_back(soname);
   std::vector<std::filesystem::path> dirs = {"/usr/local/cuda/lib64"};
-  if (const char* home = std::getenv("CUDA_HOME"); home && *home)
-    dirs.push_back(std::filesystem::path(home) / "lib64");
+  if (!search.cuda_home.empty()) dirs.push_back(std::filesystem::path(search.cuda_home) / "lib64");
   for (const auto& dir : dirs) {
     std::error_code ec;
     std::vector<std::string> found;
@@ -126,9 +125,9 @@ struct Nvrtc::Api : NvrtcFunctions {
   LibraryHandle library;
 };
 
-Expected<std::shared_ptr<const Nvrtc>> Nvrtc::load() {
+Expected<std::shared_ptr<const Nvrtc>> Nvrtc::load(const NvrtcSearch& search) {
   std::string tried;
-  for (const std::string& path : candidate_paths()) {
+  for (const std::string& path : candidate_paths(search)) {
     LibraryHandle lib(dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL));
     if (!lib) {
       const char* why = dlerror();

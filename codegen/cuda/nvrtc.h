@@ -19,11 +19,18 @@ struct CudaBinary {
   std::string log;             // NVRTC's program log (warnings)
 };
 
+// Where to look for libnvrtc besides the loader's path and /usr/local/cuda/lib64, as the
+// environment says at the edge (runtime/config.h).
+struct NvrtcSearch {
+  std::string library;    // tried first (KILN_NVRTC_LIBRARY)
+  std::string cuda_home;  // its lib64 is searched last (CUDA_HOME)
+};
+
 class Nvrtc {
  public:
-  // Finds libnvrtc.so.<major> (KILN_NVRTC_LIBRARY, the loader's path, /usr/local/cuda/lib64);
-  // the error says where it looked.
-  static Expected<std::shared_ptr<const Nvrtc>> load();
+  // Finds libnvrtc.so.<major>: search.library, the loader's path, /usr/local/cuda/lib64, then
+  // search.cuda_home/lib64; the error says where it looked.
+  static Expected<std::shared_ptr<const Nvrtc>> load(const NvrtcSearch& search = {});
   ~Nvrtc();
   Nvrtc(const Nvrtc&) = delete;
   Nvrtc& operator=(const Nvrtc&) = delete;

@@ -187,15 +187,17 @@ Expected<std::pair<const CudaDriver*, int>> driver_and_count() {
 
 namespace kiln::runtime {
 
-Expected<std::unique_ptr<GpuBackend>> open_cuda_compiler(std::string_view arch) {
+Expected<std::unique_ptr<GpuBackend>> open_cuda_compiler(std::string_view arch,
+                                                         const codegen::cuda::NvrtcSearch& search) {
   auto sm = codegen::cuda::parse_arch(arch);
   if (!sm) return std::unexpected(sm.error());
-  auto nvrtc = codegen::cuda::Nvrtc::load();
+  auto nvrtc = codegen::cuda::Nvrtc::load(search);
   if (!nvrtc) return make_error("cuda: cannot compile for " + std::string(arch) + ": " + nvrtc.error().message);
   return std::unique_ptr<GpuBackend>(new cuda::CudaCompiler(*sm, std::move(nvrtc)));
 }
 
-Expected<std::unique_ptr<GpuBackend>> open_cuda_backend(int index) {
+Expected<std::unique_ptr<GpuBackend>> open_cuda_backend(int index,
+                                                        const codegen::cuda::NvrtcSearch& search) {
   using namespace cuda;
   auto found = driver_and_count();
   if (!found) return std::unexpected(found.error());
@@ -212,16 +214,16 @@ Expected<std::unique_ptr<GpuBackend>> open_cuda_backend(int index) {
   auto context = CudaContext::retain(*driver, index);
   if (!context) return std::unexpected(context.error());
   return std::unique_ptr<GpuBackend>(
-      new CudaBackend(std::move(*context), std::move(*info), *version, Nvrtc::load()));
+      new CudaBackend(std::move(*context), std::move(*info), *version, Nvrtc::load(search)));
 }
 
-std::vector<GpuDeviceInfo> list_cuda_devices() {
+std::vector<GpuDeviceInfo> list_cuda_devices(const codegen::cuda::NvrtcSearch& search) {
   using namespace cuda;
   auto found = driver_and_count();
   if (!found) return {GpuDeviceInfo{"cuda", false, {{"absent", found.error().message}}}};
   const auto [driver, count] = *found;
   const std::string version = driver_version(*driver).value_or("unknown");
-  const std::string nvrtc = nvrtc_label(Nvrtc::load());
+  const std::string nvrtc = nvrtc_label(Nvrtc::load(search));
   std::vector<GpuDeviceInfo> devices;
   for (int i = 0; i < count; ++i) {
     const std::string name = fmt::format("cuda:{}", i);

@@ -123,11 +123,12 @@ TEST_F(NvrtcTest, SupportedArchsIncludeSm90) {
   EXPECT_TRUE(std::is_sorted(archs.begin(), archs.end()));
 }
 
-TEST(NvrtcLoad, MissingLibraryNamedByEnvironmentIsReportedOrFallsBack) {
-  // A bad KILN_NVRTC_LIBRARY is tried first and listed in the error if nothing else loads.
-  setenv("KILN_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so.99", 1);
-  auto loaded = Nvrtc::load();
-  unsetenv("KILN_NVRTC_LIBRARY");
+TEST(NvrtcLoad, MissingLibraryNamedByTheSearchIsReportedOrFallsBack) {
+  // A bad KILN_NVRTC_LIBRARY (handed down from the edge) is tried first and listed in the error
+  // if nothing else loads.
+  NvrtcSearch search;
+  search.library = "/nonexistent/libnvrtc.so.99";
+  auto loaded = Nvrtc::load(search);
   if (loaded) {
     EXPECT_NE((*loaded)->library_path(), "/nonexistent/libnvrtc.so.99");
   } else {

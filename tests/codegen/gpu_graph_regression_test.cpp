@@ -88,7 +88,9 @@ ir::HostTensor normal_input(ir::DType t, const ir::Shape& shape, uint32_t seed) 
 TEST(GpuGraphRegressions, GraphsRunOnVulkanLikeTheCpuDevice) {
   auto vulkan = runtime::open_device("vulkan:0");
   if (!vulkan) GTEST_SKIP() << "vulkan:0 is not available: " << vulkan.error().message;
-  auto cpu = runtime::open_device("cpu");
+  runtime::DeviceOptions reference_rates;
+  reference_rates.cpu_rates = runtime::RatesSource::reference;
+  auto cpu = runtime::open_device("cpu", reference_rates);
   ASSERT_TRUE(cpu.has_value()) << cpu.error().message;
   const auto graphs = regression_graphs();
   ASSERT_GE(graphs.size(), 10u);

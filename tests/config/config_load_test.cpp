@@ -159,5 +159,41 @@ TEST_F(ConfigLoad, DumpAndRecordDirectoriesComeFromTheEnvironmentIntoTheDeviceOp
   EXPECT_EQ(unset->config.record_dir, "");
 }
 
+// The environment-only settings are read here too, mapped into the device options, and a bad
+// value is an error naming the variable (the layers below never read them).
+TEST_F(ConfigLoad, ThreadsRatesAndNvrtcComeFromTheEnvironmentIntoTheDeviceOptions) {
+  {
+    ScopedEnv threads("KILN_NUM_THREADS", "3");
+    ScopedEnv cpu("KILN_CPU_RATES", "reference");
+    ScopedEnv gpu("KILN_GPU_RATES", "measured");
+    ScopedEnv nvrtc("KILN_NVRTC_LIBRARY", "/opt/nvrtc/libnvrtc.so.13");
+    ScopedEnv home("CUDA_HOME", "/opt/cuda");
+    auto r = load_config(dir_.string());
+    ASSERT_TRUE(r.has_value()) << r.error().message;
+    auto o = device_options_from_config(r->config);
+    ASSERT_TRUE(o.has_value()) << o.error().message;
+    EXPECT_EQ(o->num_threads, 3);
+    EXPECT_EQ(o->cpu_rates, RatesSource::reference);
+    EXPECT_EQ(o->gpu_rates, RatesSource::measured);
+    EXPECT_EQ(o->nvrtc.library, "/opt/nvrtc/libnvrtc.so.13");
+    EXPECT_EQ(o->nvrtc.cuda_home, "/opt/cuda");
+  }
+  const std::tuple<const char*, const char*, const char*> cases[] = {
+      {"KILN_NUM_THREADS", "many",
+       "env KILN_NUM_THREADS: error: expected a thread count from 1 to 1024, got \"many\""},
+      {"KILN_NUM_THREADS", "0",
+       "env KILN_NUM_THREADS: error: expected a thread count from 1 to 1024, got \"0\""},
+      {"KILN_CPU_RATES", "fast", "env KILN_CPU_RATES: error: expected measured or reference, got \"fast\""},
+      {"KILN_GPU_RATES", "", "env KILN_GPU_RATES: error: expected measured or reference, got \"\""},
+  };
+  for (const auto& [name, value, message] : cases) {
+    ScopedEnv cpu("KILN_CPU_RATES", std::nullopt);
+    ScopedEnv env(name, value);
+    auto r = load_config(dir_.string());
+    ASSERT_FALSE(r.has_value()) << name << "=" << value;
+    EXPECT_EQ(r.error().message, message);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::runtime

@@ -49,7 +49,7 @@ bool special_arithmetic(const std::string& device) {
 // The device under test with fusion off: every op its own kernel.
 runtime::Device* unfused_device() {
   static Expected<std::unique_ptr<runtime::Device>> dev =
-      open_device_under_test([](runtime::DeviceOptions& o) { o.fuser = "none"; });
+      open_device_under_test([](runtime::DeviceOptions& o) { o.fuser = passes::FuserKind::none; });
   return dev ? dev->get() : nullptr;
 }
 

@@ -66,6 +66,7 @@ struct SmallGraph {
 void check_device(const std::string& name) {
   HugeGraph huge;
   DeviceOptions options;
+  options.cpu_rates = options.gpu_rates = RatesSource::reference;
   options.namer = [y = huge.y](const ir::Node* n) { return n == y ? "%y" : default_value_name(n); };
   auto dev = open_device(name, options);
   if (!dev && name.starts_with("vulkan")) GTEST_SKIP() << dev.error().message;

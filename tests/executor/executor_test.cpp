@@ -55,7 +55,7 @@ class ExecutorTest : public ::testing::Test {
 TEST_F(ExecutorTest, InspectShowsTheSchedulesARealizeRuns) {
   DeviceOptions o = options();
   o.autotune = true;
-  o.autotune_level = "minimal";
+  o.autotune_level = autotune::Level::minimal;
   codegen::TuneParams planted;
   planted.vector_width = 4;
   planted.unroll = 2;
@@ -125,7 +125,7 @@ TEST_F(ExecutorTest, WithoutAutotuneTheDefaultScheduleRuns) {
 TEST_F(ExecutorTest, ACompileOnlyTargetShowsKernelsAndRefusesToRun) {
   auto compiler = open_cuda_compiler("sm_90");
   if (!compiler) GTEST_SKIP() << compiler.error().message;
-  auto dev = Executor::create(std::make_unique<GpuTarget>(std::move(*compiler), RatesSource::reference),
+  auto dev = Executor::create(std::make_unique<GpuTarget>(std::move(*compiler)),
                               options());
   ASSERT_TRUE(dev.has_value());
   EXPECT_FALSE((*dev)->target().can_run());

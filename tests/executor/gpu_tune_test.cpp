@@ -9,7 +9,10 @@
 #include "ir/builder.h"
 #include "runtime/device.h"
 #include "runtime/gpu_target.h"
+#include "runtime/cache_keys.h"
+#include "runtime/executor.h"
 #include "runtime/gpu_tuner.h"
+#include "runtime/measured_rates.h"
 #include "tests/autotune/tune_test_kernels.h"
 
 namespace kiln::runtime {
@@ -90,25 +93,43 @@ TEST(GpuTune, AFailedCompileIsDisqualifiedAndTheRunGoesOn) {
   EXPECT_EQ(d->winner_index, 0);
 }
 
-TEST(GpuTune, RatesAreMeasuredOnceAndKept) {
+// vulkan:0's rates are measured on the device, kept in the persistent cache, and read back by the
+// next executor (a planted measurement is what it uses: it measured nothing).
+TEST(GpuTune, RatesAreMeasuredOnceAndKeptInTheCache) {
   auto backend = vulkan();
   ASSERT_TRUE(backend);
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "kiln-gpu-rates-test";
-  std::filesystem::remove_all(dir);
-  ::setenv("XDG_CACHE_HOME", dir.c_str(), 1);
-  const passes::DeviceRates r = measured_gpu_rates(*backend);
-  EXPECT_GT(r.bandwidth, 1e8);
-  EXPECT_GT(r.compute_rate, 1e8);
-  EXPECT_GT(r.launch_overhead, 0);
-  size_t kept = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir / "kiln"))
-    kept += e.path().filename().string().starts_with("gpu-rates-") ? 1 : 0;
-  EXPECT_EQ(kept, 1u);
-  const passes::DeviceRates again = measured_gpu_rates(*backend);  // read back, not measured
-  EXPECT_EQ(again.bandwidth, r.bandwidth);
-  EXPECT_EQ(again.compute_rate, r.compute_rate);
-  ::unsetenv("XDG_CACHE_HOME");
-  std::filesystem::remove_all(dir);
+  auto r = measure_gpu_rates(*backend);
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_GT(r->bandwidth, 1e8);
+  EXPECT_GT(r->compute_rate, 1e8);
+  EXPECT_GT(r->launch_overhead, 0);
+  const std::filesystem::path cache = std::filesystem::temp_directory_path() /
+                                      ("kiln-gpu-rates-" + std::to_string(::getpid()) + ".sqlite");
+  std::filesystem::remove(cache);
+  DeviceOptions o;
+  o.cache_path = cache.string();
+  {
+    auto dev = open_executor("vulkan:0", o);
+    ASSERT_TRUE(dev.has_value()) << dev.error().message;
+    const passes::DeviceRates measured = (*dev)->device_rates();
+    EXPECT_GT(measured.bandwidth, 1e8);
+    auto store = cache::Store::open(o.cache_path);
+    ASSERT_TRUE(store.has_value());
+    auto kept = (*store)->get(cache::Table::autotune, rates_key((*dev)->target()));
+    ASSERT_TRUE(kept.has_value());
+    EXPECT_EQ(rates_from_entry(*kept)->bandwidth, measured.bandwidth);
+    ASSERT_TRUE((*store)->put(cache::Table::autotune, rates_key((*dev)->target()),
+                              rates_entry({123e9, 7e-6, 456e9})));
+  }
+  auto next = open_executor("vulkan:0", o);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ((*next)->device_rates().bandwidth, 123e9);
+  EXPECT_EQ((*next)->device_rates().compute_rate, 456e9);
+  o.gpu_rates = RatesSource::reference;
+  auto reference = open_executor("vulkan:0", o);
+  ASSERT_TRUE(reference.has_value());
+  EXPECT_EQ((*reference)->device_rates().bandwidth, gpu_rates(*backend).bandwidth);
+  std::filesystem::remove(cache);
 }
 
 // softmax over rows of x: max, exp, sum, divide (one row-reduce kernel on the GPU).
@@ -134,11 +155,11 @@ ir::HostTensor ramp(int64_t rows, int64_t cols) {
 TEST(GpuTune, TheDeviceKeepsDecisionsForTheNextProcess) {
   const std::filesystem::path cache = std::filesystem::temp_directory_path() / "kiln-gpu-tune-test.sqlite";
   std::filesystem::remove(cache);
-  ::setenv("KILN_GPU_RATES", "reference", 1);
   DeviceOptions o;
+  o.gpu_rates = RatesSource::reference;
   o.cache_path = cache.string();
   o.autotune = true;
-  o.autotune_level = "minimal";
+  o.autotune_level = Level::minimal;
   Softmax s(32, 300);
   std::vector<double> first_values;
   for (int process = 0; process < 2; ++process) {
@@ -163,7 +184,6 @@ TEST(GpuTune, TheDeviceKeepsDecisionsForTheNextProcess) {
       for (int64_t i = 0; i < r.numel(); i += 97) EXPECT_EQ(r.get(i), first_values[v++]) << i;
     }
   }
-  ::unsetenv("KILN_GPU_RATES");
   std::filesystem::remove(cache);
 }
 

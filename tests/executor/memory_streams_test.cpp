@@ -55,6 +55,7 @@ TEST(PersistentMemory, EnforcedMakesResultsPersistentToo) {
 TEST(PersistentMemory, CpuDeviceReturnsPersistentResultsWhenEnforced) {
   for (auto mode : {PersistentMemory::enabled, PersistentMemory::enforced}) {
     DeviceOptions o;
+    o.cpu_rates = RatesSource::reference;
     o.persistent_memory = mode;
     auto dev = open_executor("cpu", o);
     ASSERT_TRUE(dev.has_value()) << dev.error().message;
@@ -75,6 +76,7 @@ TEST(PersistentMemory, CpuDeviceReturnsPersistentResultsWhenEnforced) {
 TEST(MaxStreams, CpuDeviceRunsAtMostThatManyRealizesAtOnce) {
   for (int limit : {1, 2}) {
     DeviceOptions o;
+    o.cpu_rates = RatesSource::reference;
     o.max_streams = limit;
     o.num_threads = 1;
     auto dev = open_executor("cpu", o);

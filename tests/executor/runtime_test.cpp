@@ -9,6 +9,8 @@
 
 #include "ir/builder.h"
 #include "runtime/buffer.h"
+#include "runtime/cache_keys.h"
+#include "runtime/measured_rates.h"
 #include "runtime/executor.h"
 #include "runtime/cpu_rates.h"
 #include "runtime/structural_key.h"
@@ -142,7 +144,9 @@ TEST(StructuralKey, LargeSubgraphsAndFreshThreads) {
 }
 
 TEST(CpuPlan, IntermediatesAreReleasedAfterTheirLastReader) {
-  auto dev = open_executor("cpu", {});
+  DeviceOptions o;
+  o.cpu_rates = RatesSource::reference;
+  auto dev = open_executor("cpu", o);
   ASSERT_TRUE(dev.has_value()) << dev.error().message;
   ir::Graph g;
   ir::Builder b(g);
@@ -170,7 +174,7 @@ TEST(CpuPlan, IntermediatesAreReleasedAfterTheirLastReader) {
   EXPECT_EQ(again->get(), plan->get());
 }
 
-TEST(CpuRates, MeasuredOnceAndKeptPerMachine) {
+TEST(CpuRates, MeasuredOnRealKernels) {
   auto backend = codegen::CpuBackend::create();
   ASSERT_TRUE(backend.has_value()) << backend.error().message;
   support::ThreadPool threads(2);
@@ -181,20 +185,53 @@ TEST(CpuRates, MeasuredOnceAndKeptPerMachine) {
   EXPECT_GT(r->launch_overhead, 0);
   EXPECT_LT(r->launch_overhead, 1e-2);
   EXPECT_GT(r->compute_rate, 1e8);
-  // Kept in $XDG_CACHE_HOME/kiln: a second call reads the file instead of measuring.
-  std::string dir = ::testing::TempDir() + "kiln_rates_" + std::to_string(::getpid());
-  ::setenv("XDG_CACHE_HOME", dir.c_str(), 1);
-  ::unsetenv("KILN_CPU_RATES");
-  passes::DeviceRates first = cpu_rates(**backend, threads);
-  int files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir + "/kiln")) files += e.is_regular_file();
-  EXPECT_EQ(files, 1);
-  passes::DeviceRates second = cpu_rates(**backend, threads);
-  EXPECT_EQ(second.bandwidth, first.bandwidth);
-  EXPECT_EQ(second.compute_rate, first.compute_rate);
-  ::setenv("KILN_CPU_RATES", "reference", 1);
-  EXPECT_EQ(cpu_rates(**backend, threads).bandwidth, passes::DeviceRates::reference_cpu().bandwidth);
-  std::filesystem::remove_all(dir);
+}
+
+// The cpu's measured rates are kept in the persistent cache per CPU and thread count: the next
+// executor plans with what is stored (a planted measurement), a damaged entry is measured again
+// and replaced, and reference rates ignore the store.
+TEST(CpuRates, KeptInThePersistentCacheAndPlannedWith) {
+  const std::filesystem::path cache = std::filesystem::path(::testing::TempDir()) /
+                                      ("kiln_rates_" + std::to_string(::getpid()) + ".sqlite");
+  std::filesystem::remove(cache);
+  DeviceOptions o;
+  o.cache_path = cache.string();
+  o.num_threads = 2;
+  cache::KeyParts key;
+  {
+    auto dev = open_executor("cpu", o);
+    ASSERT_TRUE(dev.has_value()) << dev.error().message;
+    const passes::DeviceRates measured = (*dev)->cost_model().rates();
+    EXPECT_GT(measured.bandwidth, 1e9);
+    key = rates_key((*dev)->target());
+    EXPECT_NE(std::find(key.parts.begin(), key.parts.end(), std::pair<std::string, std::string>{"setup", "threads=2"}),
+              key.parts.end());
+  }
+  auto store = cache::Store::open(o.cache_path);
+  ASSERT_TRUE(store.has_value());
+  ASSERT_TRUE((*store)->get(cache::Table::autotune, key).has_value());
+  ASSERT_TRUE((*store)->put(cache::Table::autotune, key, rates_entry({11e9, 3e-6, 22e9})));
+  {
+    auto dev = open_executor("cpu", o);
+    ASSERT_TRUE(dev.has_value());
+    EXPECT_EQ((*dev)->cost_model().rates().bandwidth, 11e9);
+    EXPECT_EQ((*dev)->cost_model().rates().compute_rate, 22e9);
+  }
+  ASSERT_TRUE((*store)->put(cache::Table::autotune, key, rates_entry({0, 3e-6, 22e9})));  // damaged
+  {
+    auto dev = open_executor("cpu", o);
+    ASSERT_TRUE(dev.has_value());
+    EXPECT_GT((*dev)->cost_model().rates().bandwidth, 1e9);
+    EXPECT_NE((*dev)->cost_model().rates().bandwidth, 11e9);
+    auto replaced = (*store)->get(cache::Table::autotune, key);
+    ASSERT_TRUE(replaced.has_value());
+    EXPECT_EQ(rates_from_entry(*replaced)->bandwidth, (*dev)->cost_model().rates().bandwidth);
+  }
+  o.cpu_rates = RatesSource::reference;
+  auto reference = open_executor("cpu", o);
+  ASSERT_TRUE(reference.has_value());
+  EXPECT_EQ((*reference)->cost_model().rates().bandwidth, passes::DeviceRates::reference_cpu().bandwidth);
+  std::filesystem::remove(cache);
 }
 
 TEST(BufferPool, ReusesReleasedBlocks) {

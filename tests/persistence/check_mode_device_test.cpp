@@ -51,6 +51,7 @@ ir::HostTensor filled(ir::Shape shape, int salt) {
 
 std::unique_ptr<Executor> device(CheckMode mode, const std::string& cache = "") {
   DeviceOptions o;
+  o.cpu_rates = RatesSource::reference;
   o.check_mode = mode;
   o.cache_path = cache;
   auto d = open_executor("cpu", o);

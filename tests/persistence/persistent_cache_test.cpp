@@ -51,6 +51,7 @@ class PersistentCacheTest : public ::testing::Test {
 
   std::unique_ptr<Executor> device(bool read_only = false) {
     DeviceOptions o;
+    o.cpu_rates = RatesSource::reference;  // the fusion (and so the kernel counts) of every machine
     o.cache_path = (dir_ / "cache.sqlite").string();
     o.cache_read_only = read_only;
     o.explain_misses = true;
