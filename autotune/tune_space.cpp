@@ -170,7 +170,8 @@ std::vector<TuneCandidate> capped(std::vector<TuneCandidate> all, Level level) {
 }  // namespace
 
 std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel) {
-  return with_default(codegen::cpu::recognize_matmul(kernel) ? matmul_space() : loop_space(kernel));
+  return with_default(codegen::cpu::matmul_of(kir::analyze_kernel(kernel)) ? matmul_space()
+                                                                          : loop_space(kernel));
 }
 
 std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel, Level level) {
@@ -178,8 +179,7 @@ std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel, Level level
 }
 
 std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel) {
-  const codegen::gpu::FreeVars fv(kernel);
-  const codegen::gpu::Strategy st = codegen::gpu::choose_strategy(kernel, fv);
+  const codegen::gpu::Strategy st = codegen::gpu::choose_strategy(kernel, kir::analyze_kernel(kernel));
   switch (st.kind) {
     case codegen::gpu::Strategy::Kind::matmul_tiled: return with_default(gpu_matmul_space(kernel));
     case codegen::gpu::Strategy::Kind::row_reduce: return with_default(gpu_row_space(kernel, st));

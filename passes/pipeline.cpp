@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/kernel_facts.h"
 #include "ir/verify.h"
 
 namespace kiln::passes {
@@ -20,6 +21,8 @@ constexpr LoweringStep kSteps[] = {
     {"cse", IrLevel::graph, "structurally equal subgraphs merge"},
     {"fuse", IrLevel::groups, "the fuser partitions the graph into groups, one per kernel"},
     {"lower", IrLevel::kernels, "each group becomes a kernel: loads, ALU ops, reductions, stores"},
+    {"analyze", IrLevel::facts,
+     "what backends ask of each kernel: free variables, matmul pattern, row reuse, loop cuts"},
 };
 
 const LoweringStep& step_named(std::string_view name) {
@@ -55,6 +58,12 @@ class Script {
       case IrLevel::kernels:
         for (const LoweredKernel& k : ir_.kernels)
           if (auto ok = kir::verify_kernel(k.kernel); !ok) return ok;
+        return {};
+      case IrLevel::facts:
+        for (const LoweredKernel& k : ir_.kernels) {
+          if (!k.facts) return make_error(fmt::format("kernel {} has no facts", k.kernel.name));
+          if (auto ok = kir::verify_facts(k.kernel, *k.facts); !ok) return ok;
+        }
         return {};
     }
     return {};
@@ -152,6 +161,11 @@ Expected<Lowering> run_lowering(ir::Graph& g, const Outputs& outputs,
     ir.kernels.push_back(std::move(*lowered));
   }
   if (auto ok = script.after("lower"); !ok) return std::unexpected(ok.error());
+
+  // What backends ask of each kernel, once, for codegen and the dumps.
+  for (LoweredKernel& k : ir.kernels)
+    k.facts = std::make_shared<const kir::KernelFacts>(kir::analyze_kernel(k.kernel));
+  if (auto ok = script.after("analyze"); !ok) return std::unexpected(ok.error());
   return ir;
 }
 

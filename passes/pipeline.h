@@ -9,6 +9,9 @@
 //                 ... the three repeat until a round changes nothing
 //   fused groups  fuse            the device's fuser partitions the graph (fuser.h)
 //   kernel IR     lower           one kernel per group                    (lower.h)
+//   facts         analyze         what backends ask of each kernel: free   (ir/kernel_facts.h)
+//                                 variables, matmul pattern, row reuse,
+//                                 loop cuts; handed to codegen with it
 //
 // The executor then takes the kernels to its target (runtime/planner.h): compile each with its
 // tuned schedule, then wire the buffer slots.
@@ -38,7 +41,7 @@ inline constexpr bool kVerifyIrByDefault = true;
 #endif
 
 // The IR a step produces.
-enum class IrLevel : uint8_t { graph, groups, kernels };
+enum class IrLevel : uint8_t { graph, groups, kernels, facts };
 
 struct LoweringStep {
   std::string_view name;
@@ -52,7 +55,8 @@ std::span<const LoweringStep> lowering_steps();
 struct Lowering {
   Outputs outputs;                     // graph IR: the outputs after the graph steps that ran
   FusionPlan fusion;                   // after `fuse`
-  std::vector<LoweredKernel> kernels;  // after `lower`: kernels[k] computes fusion.groups[k]
+  std::vector<LoweredKernel> kernels;  // after `lower`: kernels[k] computes fusion.groups[k];
+                                       // after `analyze`, each with its facts
 };
 
 struct LoweringOptions {

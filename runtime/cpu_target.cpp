@@ -122,10 +122,11 @@ Expected<passes::DeviceRates> CpuTarget::measure_rates() { return measure_cpu_ra
 std::string CpuTarget::rates_setup() const { return fmt::format("threads={}", threads_.size()); }
 
 Expected<std::shared_ptr<const Artifact>> CpuTarget::compile(const kir::Kernel& kernel,
+                                                             const kir::KernelFacts& facts,
                                                              const codegen::TuneParams& params,
                                                              codegen::CheckMode check, bool) {
   // Compiling links too: a cpu artifact is always ready to run.
-  auto code = backend_->compile(kernel, params, check);
+  auto code = backend_->compile(kernel, params, check, &facts);
   if (!code) return std::unexpected(code.error());
   return std::make_shared<const CpuKernel>(std::move(*code), min_chunk_of(kernel));
 }

@@ -33,6 +33,7 @@ class CpuTarget final : public Target {
   std::string rates_setup() const override;
   bool plans_with_measured_rates() const override { return true; }
   Expected<std::shared_ptr<const Artifact>> compile(const kir::Kernel& kernel,
+                                                    const kir::KernelFacts& facts,
                                                     const codegen::TuneParams& params,
                                                     codegen::CheckMode check, bool load) override;
   std::optional<cache::Entry> to_entry(const Artifact& artifact) const override;

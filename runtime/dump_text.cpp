@@ -280,6 +280,15 @@ std::string kernels_text(const Plan& plan) {
   return out;
 }
 
+std::string facts_text(const Plan& plan) {
+  std::string out =
+      fmt::format("# {} kernel{}\n", plan.steps.size(), plan.steps.size() == 1 ? "" : "s");
+  for (const PlanStep& step : plan.steps)
+    out += fmt::format("\n# {}: {}\n{}", step.kernel.name, fmt::join(step.values, " "),
+                       step.facts ? kir::facts_text(step.kernel, *step.facts) : "");
+  return out;
+}
+
 std::string kernel_block(const kir::Kernel& kernel, const std::vector<std::string>& values) {
   return fmt::format("\n# {}: {}\n{}", kernel.name, fmt::join(values, " "),
                      kir::print_kernel(kernel));

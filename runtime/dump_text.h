@@ -73,6 +73,9 @@ std::vector<std::string> group_values(const passes::FusedGroup& group, const Val
                                       int* num_ops = nullptr);
 // The kernels stage: the kernel IR of every step.
 std::string kernels_text(const Plan& plan);
+// The analyze stage: what codegen is told of each kernel (ir/kernel_facts.h), headed like the
+// kernels stage; "" for a kernel without its facts (a plan read back from its record).
+std::string facts_text(const Plan& plan);
 // One kernel of it: "# k0: %y %h" (the values it computes), then its kernel IR.
 std::string kernel_block(const kir::Kernel& kernel, const std::vector<std::string>& values);
 // The plan's buffer wiring: each slot (dtype, shape, input position), each step's slot per

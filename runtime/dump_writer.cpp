@@ -130,6 +130,13 @@ void PlanDump::lowering_step(int number, const passes::LoweringStep& step,
       write(file + ".txt", text);
       break;
     }
+    case passes::IrLevel::facts: {
+      std::string text;
+      for (const passes::LoweredKernel& k : ir.kernels)
+        text += fmt::format("# {}\n{}\n", k.kernel.name, k.facts ? kir::facts_text(k.kernel, *k.facts) : "");
+      write(file + ".txt", text);
+      break;
+    }
   }
 }
 

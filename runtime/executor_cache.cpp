@@ -50,7 +50,7 @@ Expected<Executor::Warmed> Executor::warm(ir::Graph& g, const std::vector<const 
   Warmed done;
   for (PlanStep& step : (*plan)->steps) {
     const codegen::TuneParams params = schedule(step.kernel, &done.tuned);
-    auto compiled = kernels_.warm(step.kernel, params);
+    auto compiled = kernels_.warm(step.kernel, *step.facts, params);
     if (!compiled)
       return make_error(fmt::format("{}: kernel {}: {}", name_, step.kernel.name, compiled.error().message));
     done.compiled += *compiled ? 1 : 0;

@@ -127,10 +127,11 @@ std::string GpuTarget::source_extension() const {
 }
 
 Expected<std::shared_ptr<const Artifact>> GpuTarget::compile(const kir::Kernel& kernel,
+                                                             const kir::KernelFacts& facts,
                                                              const codegen::TuneParams& params,
                                                              codegen::CheckMode check, bool load) {
   auto t0 = std::chrono::steady_clock::now();
-  auto source = codegen::gpu::emit_source(kernel, params, backend_->dialect(), check);
+  auto source = codegen::gpu::emit_source(kernel, params, backend_->dialect(), check, &facts);
   if (!source) return std::unexpected(source.error());
   auto binary = backend_->compile(*source, kernel.name);
   if (!binary) return std::unexpected(binary.error());

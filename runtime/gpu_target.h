@@ -47,6 +47,7 @@ class GpuTarget final : public Target {
   std::string rates_setup() const override { return ""; }
   bool plans_with_measured_rates() const override { return false; }
   Expected<std::shared_ptr<const Artifact>> compile(const kir::Kernel& kernel,
+                                                    const kir::KernelFacts& facts,
                                                     const codegen::TuneParams& params,
                                                     codegen::CheckMode check, bool load) override;
   std::optional<cache::Entry> to_entry(const Artifact& artifact) const override;

@@ -25,7 +25,8 @@ void KernelCache::put(const cache::KeyParts& key, const Artifact& artifact) {
     store_->put(cache::Table::kernels, key, *e);
 }
 
-Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel, const codegen::TuneParams& params) {
+Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                                        const codegen::TuneParams& params) {
   const std::string text = kir::print_kernel(kernel, /*with_labels=*/false) + "\n" + params.str();
   {
     std::lock_guard lock(mu_);
@@ -50,7 +51,7 @@ Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel, const codegen
     }
   }
   if (!found.artifact) {
-    auto compiled = target_.compile(kernel, params, check_, load_);
+    auto compiled = target_.compile(kernel, facts, params, check_, load_);
     if (!compiled) return std::unexpected(compiled.error());
     found.artifact = std::move(*compiled);
     found.source = KernelLookup::Source::compiled;
@@ -62,11 +63,12 @@ Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel, const codegen
   return inserted ? found : it->second;
 }
 
-Expected<bool> KernelCache::warm(const kir::Kernel& kernel, const codegen::TuneParams& params) {
+Expected<bool> KernelCache::warm(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                                 const codegen::TuneParams& params) {
   if (!store_) return make_error("no persistent cache to warm");
   const cache::KeyParts k = key(kernel, params);
   if (has_entry(k.digest())) return false;
-  auto compiled = target_.compile(kernel, params, check_, /*load=*/false);
+  auto compiled = target_.compile(kernel, facts, params, check_, /*load=*/false);
   if (!compiled) return std::unexpected(compiled.error());
   put(k, **compiled);
   return true;

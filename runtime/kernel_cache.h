@@ -39,10 +39,12 @@ class KernelCache {
       : target_(target), store_(store), explain_(explain), check_(check), load_(load) {}
 
   // From this process, the persistent cache, or compiled now (and stored).
-  Expected<KernelLookup> get(const kir::Kernel& kernel, const codegen::TuneParams& params);
+  Expected<KernelLookup> get(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                             const codegen::TuneParams& params);
   // `kiln warm`: compiles the kernel into the persistent cache unless it holds it intact; true
   // when it compiled. Loads nothing, so a compile-only target works.
-  Expected<bool> warm(const kir::Kernel& kernel, const codegen::TuneParams& params);
+  Expected<bool> warm(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                      const codegen::TuneParams& params);
 
   // kernel_key (runtime/cache_keys.h) with this cache's check mode.
   cache::KeyParts key(const kir::Kernel& kernel, const codegen::TuneParams& params) const;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/kernel_facts.h"
 #include "ir/kernel_ir.h"
 #include "passes/fuser.h"
 #include "runtime/target.h"
@@ -22,6 +23,9 @@ struct Slot {
 
 struct PlanStep {
   kir::Kernel kernel;
+  // What the backends ask of the kernel (the lowering script's `analyze`), handed to codegen;
+  // null in a plan read back from its record (its kernels are compiled already).
+  std::shared_ptr<const kir::KernelFacts> facts;
   std::shared_ptr<const Artifact> artifact;  // null when the plan was not compiled
   std::vector<int> args;           // slot of each kernel parameter
   std::vector<int> release_after;  // temporary slots whose last reader is this step

@@ -86,6 +86,7 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
     }
     step.values = group_values(fusion.groups[k], namer, &step.num_ops);
     step.kernel = std::move(kernel.kernel);
+    step.facts = std::move(kernel.facts);
     if (options.kernels) {
       codegen::TuneParams params;
       if (options.tune) {
@@ -93,7 +94,7 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
         if (!tuned) return std::unexpected(tuned.error());
         params = *tuned;
       }
-      auto got = options.kernels->get(step.kernel, params);
+      auto got = options.kernels->get(step.kernel, *step.facts, params);
       if (!got) return std::unexpected(got.error());
       step.artifact = got->artifact;
       step.kernel_digest = got->digest;

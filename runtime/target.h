@@ -19,6 +19,7 @@
 #include "cache/store.h"
 #include "codegen/check_mode.h"
 #include "codegen/tune_params.h"
+#include "ir/kernel_facts.h"
 #include "ir/kernel_ir.h"
 #include "passes/cost_model.h"
 #include "runtime/buffer.h"
@@ -115,9 +116,10 @@ class Target {
   // Whether the fuser plans with the measured rates (the cpu) or the reference rates (GPUs, whose
   // measured rates serve the autotuner's roofline only).
   virtual bool plans_with_measured_rates() const = 0;
-  // Compiles `kernel` with `params` (and bounds checks by `check`); with `load`, ready to launch.
-  // Thread-safe.
+  // Compiles `kernel` (whose analyses are `facts`: ir/kernel_facts.h) with `params` (and bounds
+  // checks by `check`); with `load`, ready to launch. Thread-safe.
   virtual Expected<std::shared_ptr<const Artifact>> compile(const kir::Kernel& kernel,
+                                                            const kir::KernelFacts& facts,
                                                             const codegen::TuneParams& params,
                                                             codegen::CheckMode check, bool load) = 0;
   // The persistent-cache entry of an artifact: binary, source, and metadata with a checksum;

@@ -25,10 +25,11 @@ void add_fuser_options(CLI::App* cmd, FuserFlags& o) {
 void add_dump_options(CLI::App* cmd, DumpOptions& o) {
   cmd->add_option("graph", o.graph_path, "The .kg graph file")->required();
   cmd->add_option("--stage", o.stage,
-                  "graph | groups | kernels | source (the target's: LLVM IR, CUDA C, GLSL; llvm: "
-                  "alias) | ptx (cuda) | spirv (vulkan, disassembled)")
+                  "graph | groups | kernels | analyze (what codegen is told of each kernel: matmul "
+                  "pattern, row reuse, loop cuts) | source (the target's: LLVM IR, CUDA C, GLSL; "
+                  "llvm: alias) | ptx (cuda) | spirv (vulkan, disassembled)")
       ->default_val("kernels")
-      ->check(CLI::IsMember({"graph", "groups", "kernels", "source", "llvm", "ptx", "spirv"}));
+      ->check(CLI::IsMember({"graph", "groups", "kernels", "analyze", "source", "llvm", "ptx", "spirv"}));
   cmd->add_option("--target", o.target, "cpu | cuda | vulkan: the backend whose source is shown")
       ->default_val("cpu")
       ->check(CLI::IsMember({"cpu", "cuda", "vulkan"}));

@@ -223,8 +223,11 @@ std::string CpuBackend::cpu_features() const {
 
 Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kernel& kernel,
                                                                  const TuneParams& params,
-                                                                 CheckMode mode) {
+                                                                 CheckMode mode,
+                                                                 const kir::KernelFacts* facts) {
   const auto start = std::chrono::steady_clock::now();
+  std::optional<kir::KernelFacts> computed;
+  if (!facts) facts = &computed.emplace(kir::analyze_kernel(kernel));
   auto art = std::make_shared<CpuArtifact>();
   {
     std::lock_guard lock(impl_->mu);
@@ -239,7 +242,7 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   auto module = std::make_unique<llvm::Module>(art->symbol, *ctx);
   module->setDataLayout(impl_->data_layout);
   module->setTargetTriple(impl_->triple.str());
-  cpu::EmitOptions options{art->symbol, impl_->cpu, cpu_features(), params, mode};
+  cpu::EmitOptions options{art->symbol, impl_->cpu, cpu_features(), params, mode, facts};
   art->outer_extent = cpu::parallel_extent(kernel, options);
   if (Expected<llvm::Function*> fn = cpu::emit_kernel(kernel, options, *module); !fn)
     return std::unexpected(fn.error());

@@ -10,6 +10,7 @@
 
 #include "codegen/check_mode.h"
 #include "codegen/tune_params.h"
+#include "ir/kernel_facts.h"
 #include "ir/kernel_ir.h"
 #include "support/error.h"
 
@@ -55,9 +56,12 @@ class CpuBackend {
   // Compiles one kernel; the artifact lives as long as the backend. With CheckMode::validate the
   // function takes one more buffer after the parameters: the error slot (codegen/check_mode.h),
   // which the caller zeroes before and reads after each launch.
+  // `facts` are the kernel's analyses (ir/kernel_facts.h) as the lowering script recorded them;
+  // null: computed here.
   Expected<std::shared_ptr<const CpuArtifact>> compile(const kir::Kernel& kernel,
                                                        const TuneParams& params,
-                                                       CheckMode mode = CheckMode::none);
+                                                       CheckMode mode = CheckMode::none,
+                                                       const kir::KernelFacts* facts = nullptr);
   // Links object code from compile() (possibly of another process) without running LLVM's
   // code generation: no IR, no optimization. `symbol` is the artifact's symbol; loading the same
   // object several times, or next to compiled kernels, never clashes.

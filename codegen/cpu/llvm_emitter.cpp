@@ -91,7 +91,6 @@ class KernelEmitter {
   llvm::Function* fn_ = nullptr;
   std::vector<Value*> buffers_;
   Value* check_slot_ = nullptr;  // CheckMode::validate: the error slot after the parameters
-  kir::FreeVars free_vars_;
   std::unordered_map<int32_t, Scope*> var_scope_;
   std::unordered_map<int32_t, Value*> var_value_;
   std::vector<std::unique_ptr<Scope>> scopes_;
@@ -101,10 +100,8 @@ class KernelEmitter {
   std::unordered_map<const Expr*, std::vector<const Expr*>> row_fills_;  // R -> its Fs
   std::unordered_map<const Expr*, const RowReuse*> row_reads_;           // E -> its reuse
   std::unordered_map<const Expr*, llvm::AllocaInst*> rows_;              // F -> its row
-  std::vector<RowReuse> reuse_;
-  // Wrap-around indices (loop_split.h): the innermost loop runs as pieces; piece_lo_ is where the
-  // piece being emitted starts.
-  LoopSplit split_;
+  // Wrap-around indices (the facts' loop cuts): the innermost loop runs as pieces; piece_lo_ is
+  // where the piece being emitted starts.
   int64_t piece_lo_ = 0;
 };
 
@@ -191,7 +188,7 @@ Scope* KernelEmitter::open_loop(Scope* parent, Value* start, Value* end, const s
 
 Expected<Scope*> KernelEmitter::scope_for(const Expr* e) {
   Scope* best = scopes_[0].get();
-  for (int32_t v : free_vars_.of(e)) {
+  for (int32_t v : opt_.facts->free_vars.of(e)) {
     auto it = var_scope_.find(v);
     if (it == var_scope_.end())
       return std::unexpected(error(fmt::format("loop variable v{} is used outside its loop", v)));
@@ -232,7 +229,7 @@ Expected<Value*> KernelEmitter::emit_uncached(const Expr* e, Scope* s) {
     case ExprKind::Reduce:
       return emit_reduce(e, s);
     case ExprKind::Alu: {
-      if (auto w = split_.wraps.find(e); w != split_.wraps.end()) {
+      if (auto w = opt_.facts->loop_split.wraps.find(e); w != opt_.facts->loop_split.wraps.end()) {
         const int64_t q = kir::wrap_quotient(w->second, piece_lo_);
         if (e->alu == kir::Alu::IDiv) return b_.getInt64(q);
         Expected<Value*> a = emit(e->args[0]);
@@ -417,9 +414,8 @@ void KernelEmitter::add_loop_metadata() {
 
 Expected<llvm::Function*> KernelEmitter::run() {
   if (Expected<void> ok = check_kernel(); !ok) return std::unexpected(ok.error());
-  free_vars_ = kir::FreeVars(k_);
-  reuse_ = kir::find_row_reuse(k_);
-  for (const RowReuse& r : reuse_) {
+  const kir::KernelFacts& facts = *opt_.facts;
+  for (const RowReuse& r : facts.row_reuse) {
     row_fills_[r.reduce].push_back(r.body_value);
     row_reads_[r.point_value] = &r;
   }
@@ -427,7 +423,6 @@ Expected<llvm::Function*> KernelEmitter::run() {
   // An empty inner axis means no point runs; hoisted loads must not run either.
   for (size_t d = 1; d < k_.domain.size(); ++d)
     if (k_.domain[d] == 0) return fn_;
-  split_ = kir::split_innermost(k_);
   const size_t rank = std::max<size_t>(k_.domain.size(), 1);
   Scope* s = scopes_[0].get();
   for (size_t d = 0; d + 1 < rank; ++d) {
@@ -439,21 +434,21 @@ Expected<llvm::Function*> KernelEmitter::run() {
   // The innermost axis, piece by piece (one piece unless it has wrap-around indices); the
   // outermost axis is the caller's [begin, end).
   const int32_t last = static_cast<int32_t>(rank) - 1;
-  for (size_t piece = 0; piece + 1 < split_.bounds.size(); ++piece) {
-    Value* lo = b_.getInt64(split_.bounds[piece]);
-    Value* hi = b_.getInt64(split_.bounds[piece + 1]);
+  for (size_t piece = 0; piece + 1 < opt_.facts->loop_split.bounds.size(); ++piece) {
+    Value* lo = b_.getInt64(opt_.facts->loop_split.bounds[piece]);
+    Value* hi = b_.getInt64(opt_.facts->loop_split.bounds[piece + 1]);
     if (last == 0) {
       insert_at(s);
-      lo = split_.bounds.size() == 2
+      lo = opt_.facts->loop_split.bounds.size() == 2
                ? fn_->getArg(1)
                : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, fn_->getArg(1), lo);
-      hi = split_.bounds.size() == 2
+      hi = opt_.facts->loop_split.bounds.size() == 2
                ? fn_->getArg(2)
                : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, fn_->getArg(2), hi);
     }
-    piece_lo_ = split_.bounds[piece];
+    piece_lo_ = opt_.facts->loop_split.bounds[piece];
     const std::string name =
-        split_.bounds.size() == 2 ? fmt::format("p{}", last) : fmt::format("p{}.{}", last, piece);
+        opt_.facts->loop_split.bounds.size() == 2 ? fmt::format("p{}", last) : fmt::format("p{}.{}", last, piece);
     Scope* inner = open_loop(s, lo, hi, name);
     var_scope_[last] = inner;
     var_value_[last] = inner->iv;
@@ -536,15 +531,17 @@ llvm::Function* create_kernel_function(llvm::Module& module, const EmitOptions& 
 
 Expected<llvm::Function*> emit_kernel(const kir::Kernel& kernel, const EmitOptions& options,
                                       llvm::Module& module) {
+  KILN_CHECK(options.facts) << "emit_kernel needs the kernel's facts (" << kernel.name << ")";
   if (options.check == CheckMode::none)
-    if (std::optional<MatmulPattern> mm = recognize_matmul(kernel))
+    if (std::optional<MatmulPattern> mm = matmul_of(*options.facts))
       return emit_matmul_kernel(kernel, *mm, options, module);
   return KernelEmitter(kernel, options, module).run();
 }
 
 int64_t parallel_extent(const kir::Kernel& kernel, const EmitOptions& options) {
+  KILN_CHECK(options.facts) << "parallel_extent needs the kernel's facts (" << kernel.name << ")";
   if (options.check == CheckMode::none)
-    if (std::optional<MatmulPattern> mm = recognize_matmul(kernel))
+    if (std::optional<MatmulPattern> mm = matmul_of(*options.facts))
       if (std::optional<int64_t> blocks = gemv_column_blocks(kernel, *mm)) return *blocks;
   return kernel.outer_extent();
 }

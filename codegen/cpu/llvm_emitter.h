@@ -8,6 +8,7 @@
 
 #include "codegen/check_mode.h"
 #include "codegen/tune_params.h"
+#include "ir/kernel_facts.h"
 #include "ir/kernel_ir.h"
 #include "support/error.h"
 
@@ -27,6 +28,9 @@ struct EmitOptions {
   std::string features;  // "target-features" attribute
   TuneParams params;     // vector_width / unroll > 0 become llvm.loop metadata
   CheckMode check = CheckMode::none;  // bounds checks on every load and store index
+  // The kernel's analyses (ir/kernel_facts.h): free variables, matmul pattern, row reuse, loop
+  // cuts. Never null when emitting.
+  const kir::KernelFacts* facts = nullptr;
 };
 
 // Declares the kernel entry point `void SYMBOL(ptr buffers, i64 begin, i64 end)` in `module`

@@ -3,8 +3,8 @@
 
 namespace kiln::codegen::cpu {
 
-std::optional<MatmulPattern> recognize_matmul(const kir::Kernel& k) {
-  std::optional<MatmulPattern> p = kir::recognize_matmul(k, kir::FreeVars(k));
+std::optional<MatmulPattern> matmul_of(const kir::KernelFacts& facts) {
+  const std::optional<MatmulPattern>& p = facts.matmul;
   // The packed operands take K * 256 bytes and more per call: past kMaxMatmulK the generic loop
   // nest is safer.
   if (p && p->k_extent > kMaxMatmulK) return std::nullopt;

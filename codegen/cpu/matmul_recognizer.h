@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "ir/kernel_analysis.h"
+#include "ir/kernel_facts.h"
 #include "ir/kernel_ir.h"
 
 namespace kiln::codegen::cpu {
@@ -16,7 +16,8 @@ using kir::MatmulPattern;
 // The longest reduction the matmul emitter takes (its scratch grows with K).
 constexpr int64_t kMaxMatmulK = int64_t{1} << 16;
 
-// kir::recognize_matmul with K <= kMaxMatmulK; nullopt for anything else.
-std::optional<MatmulPattern> recognize_matmul(const kir::Kernel& kernel);
+// The kernel's matmul pattern (kir::KernelFacts::matmul) with K <= kMaxMatmulK; nullopt for
+// anything else.
+std::optional<MatmulPattern> matmul_of(const kir::KernelFacts& facts);
 
 }  // namespace kiln::codegen::cpu

@@ -80,13 +80,14 @@ bool power_of_two_in(int v, int lo, int hi) { return v >= lo && v <= hi && (v & 
 
 // The heuristic strategy with the schedule of `p` applied; an error names a field that does not
 // apply to this kernel (the tuning space offers only fields that do).
-Expected<Strategy> scheduled_strategy(const kir::Kernel& k, const FreeVars& fv, const TuneParams& p,
-                                      CheckMode check) {
+Expected<Strategy> scheduled_strategy(const kir::Kernel& k, const kir::KernelFacts& facts,
+                                      const TuneParams& p, CheckMode check) {
+  const FreeVars& fv = facts.free_vars;
   const auto bad = [&](const std::string& why) {
     return std::unexpected(kiln::Error{fmt::format("gpu codegen: kernel {}: {} ({})", k.name, why, p.str())});
   };
   if (p.vector_width != 0 || p.unroll != 0) return bad("vector_width and unroll are cpu schedule fields");
-  Strategy st = choose_strategy(k, fv);
+  Strategy st = choose_strategy(k, facts);
   if (p.reduce == GpuReduce::thread) {
     if (!has_reduce(k)) return bad("reduce=thread: the kernel has no reduction");
     st = Strategy{};  // one thread per point, reductions as loops in the thread
@@ -130,11 +131,13 @@ Expected<Strategy> scheduled_strategy(const kir::Kernel& k, const FreeVars& fv, 
 }  // namespace
 
 Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& params,
-                                Dialect dialect, CheckMode check) {
+                                Dialect dialect, CheckMode check, const kir::KernelFacts* facts) {
   for (int64_t e : kernel.domain)
     if (e < 0) return std::unexpected(kiln::Error{fmt::format("gpu codegen: kernel {}: negative domain extent {}", kernel.name, e)});
-  const FreeVars fv(kernel);
-  Expected<Strategy> st = scheduled_strategy(kernel, fv, params, check);
+  std::optional<kir::KernelFacts> computed;
+  if (!facts) facts = &computed.emplace(kir::analyze_kernel(kernel));
+  const FreeVars& fv = facts->free_vars;
+  Expected<Strategy> st = scheduled_strategy(kernel, *facts, params, check);
   if (!st) return std::unexpected(st.error());
   DialectText d(dialect, index_math_fits_i32(kernel));
   CExprEmitter em(kernel, d, check, fv);

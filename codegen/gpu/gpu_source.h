@@ -19,6 +19,7 @@
 
 #include "codegen/check_mode.h"
 #include "codegen/tune_params.h"
+#include "ir/kernel_facts.h"
 #include "ir/kernel_ir.h"
 #include "support/error.h"
 
@@ -43,9 +44,11 @@ struct GpuSource {
   int64_t scratch_zero_bytes = 0;
 };
 
-// Deterministic: the same kernel, params and dialect give byte-identical text.
+// Deterministic: the same kernel, params and dialect give byte-identical text. `facts` are the
+// kernel's analyses (ir/kernel_facts.h) as the lowering script recorded them; null: computed here.
 Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& params, Dialect dialect,
-                                CheckMode check = CheckMode::none);
+                                CheckMode check = CheckMode::none,
+                                const kir::KernelFacts* facts = nullptr);
 
 // Bump when the emitted text changes for the same kernel (part of GPU cache keys).
 inline constexpr const char* kGpuCodegenVersion = "kiln-gpu-4";

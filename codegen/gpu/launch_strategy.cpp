@@ -83,11 +83,11 @@ int heuristic_columns(const kir::Kernel& k, const FreeVars& fv,
       std::min<int64_t>(kMaxColumns, std::bit_ceil(static_cast<uint64_t>(k.domain.back()))));
 }
 
-std::optional<kir::MatmulPattern> recognize_matmul(const kir::Kernel& k, const FreeVars& fv) {
+std::optional<kir::MatmulPattern> matmul_of(const kir::Kernel& k, const kir::KernelFacts& facts) {
   const auto rank = static_cast<int32_t>(k.domain.size());
   if (rank < 2 || k.domain[rank - 1] < kMinMatmulSide || k.domain[rank - 2] < kMinMatmulSide)
     return std::nullopt;
-  std::optional<kir::MatmulPattern> m = kir::recognize_matmul(k, fv);
+  const std::optional<kir::MatmulPattern>& m = facts.matmul;
   if (m && m->k_extent < 1) return std::nullopt;
   return m;
 }
@@ -129,9 +129,10 @@ int heuristic_splits(const kir::Kernel& k, const Strategy& st) {
   return splits;
 }
 
-Strategy choose_strategy(const kir::Kernel& k, const FreeVars& fv) {
+Strategy choose_strategy(const kir::Kernel& k, const kir::KernelFacts& facts) {
+  const FreeVars& fv = facts.free_vars;
   Strategy s;
-  if (auto m = gpu::recognize_matmul(k, fv)) {
+  if (auto m = gpu::matmul_of(k, facts)) {
     s.kind = Strategy::Kind::matmul_tiled;
     s.matmul = *m;
     return s;

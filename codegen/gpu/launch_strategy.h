@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "codegen/gpu/c_expr_emitter.h"
-#include "ir/kernel_analysis.h"
+#include "ir/kernel_facts.h"
 #include "ir/kernel_ir.h"
 
 namespace kiln::codegen::gpu {
@@ -69,10 +69,10 @@ inline constexpr int kMaxColumns = 32;
 int heuristic_columns(const kir::Kernel& k, const FreeVars& fv,
                       const std::vector<const kir::Expr*>& reduces);
 
-// kir::recognize_matmul (ir/kernel_analysis.h) with both output sides at least kMinMatmulSide
-// and K >= 1: smaller ones are not worth a tile.
+// The kernel's matmul pattern (kir::KernelFacts::matmul) with both output sides at least
+// kMinMatmulSide and K >= 1: smaller ones are not worth a tile.
 inline constexpr int64_t kMinMatmulSide = 8;
-std::optional<kir::MatmulPattern> recognize_matmul(const kir::Kernel& k, const FreeVars& fv);
-Strategy choose_strategy(const kir::Kernel& k, const FreeVars& fv);
+std::optional<kir::MatmulPattern> matmul_of(const kir::Kernel& k, const kir::KernelFacts& facts);
+Strategy choose_strategy(const kir::Kernel& k, const kir::KernelFacts& facts);
 
 }  // namespace kiln::codegen::gpu

@@ -81,7 +81,7 @@ std::vector<double> ref_matmul(const std::vector<double>& a, const Shape& as,
 // buffers; also checks which emitter compiled it (the tiled path mallocs its B panel).
 std::vector<Buffer> run_matmul(const kir::Kernel& k, const std::vector<std::vector<double>>& in,
                                bool expect_tiled = true, const TuneParams& params = {}) {
-  const std::optional<cpu::MatmulPattern> pattern = cpu::recognize_matmul(k);
+  const std::optional<cpu::MatmulPattern> pattern = cpu::matmul_of(kir::analyze_kernel(k));
   EXPECT_EQ(pattern.has_value(), expect_tiled) << kir::print_kernel(k);
   // With K = 0 the optimizer rightly drops the unused panel.
   const bool panel = expect_tiled && pattern && pattern->k_extent > 0;
@@ -336,10 +336,10 @@ TEST(CpuMatmulRecognizer, RejectsOtherReductions) {
   const Node* sq = must(f.b.binary(Op::Mul, x, x));
   const Node* max_sq = must(f.b.reduce(Op::ReduceMax, sq, std::vector<int64_t>{1}, false));
   const Node* mm_sum = must(f.b.reduce(Op::Sum, mm, std::vector<int64_t>{1}, false));
-  EXPECT_FALSE(cpu::recognize_matmul(lower({row_sum}, {x})));
-  EXPECT_FALSE(cpu::recognize_matmul(lower({max_sq}, {x})));
-  EXPECT_FALSE(cpu::recognize_matmul(lower({mm_sum}, {x, w})));
-  EXPECT_TRUE(cpu::recognize_matmul(lower({mm}, {x, w})));
+  EXPECT_FALSE(cpu::matmul_of(kir::analyze_kernel(lower({row_sum}, {x}))));
+  EXPECT_FALSE(cpu::matmul_of(kir::analyze_kernel(lower({max_sq}, {x}))));
+  EXPECT_FALSE(cpu::matmul_of(kir::analyze_kernel(lower({mm_sum}, {x, w}))));
+  EXPECT_TRUE(cpu::matmul_of(kir::analyze_kernel(lower({mm}, {x, w}))));
 }
 
 TEST(CpuMatmulRecognizer, RejectsOperandsReadingTheWrongAxis) {
@@ -360,10 +360,10 @@ TEST(CpuMatmulRecognizer, RejectsOperandsReadingTheWrongAxis) {
     return make_kernel("k", {in_param(ir::DType::f32, {8, 8}), out_param(ir::DType::f32, {8, 8})},
                        {8, 8}, arena, {{1, idx(0, 1), v}});
   };
-  EXPECT_TRUE(cpu::recognize_matmul(kernel(sum(ld(0, 2), ld(1, 2)))));   // a @ a^T
-  EXPECT_TRUE(cpu::recognize_matmul(kernel(sum(ld(2, 1), ld(0, 2)))));   // factors swapped
-  EXPECT_FALSE(cpu::recognize_matmul(kernel(sum(ld(0, 2), ld(0, 1)))));  // both read i
-  EXPECT_FALSE(cpu::recognize_matmul(kernel(sum(ld(1, 2), ld(2, 1)))));  // both read j
+  EXPECT_TRUE(cpu::matmul_of(kir::analyze_kernel(kernel(sum(ld(0, 2), ld(1, 2))))));   // a @ a^T
+  EXPECT_TRUE(cpu::matmul_of(kir::analyze_kernel(kernel(sum(ld(2, 1), ld(0, 2))))));   // factors swapped
+  EXPECT_FALSE(cpu::matmul_of(kir::analyze_kernel(kernel(sum(ld(0, 2), ld(0, 1))))));  // both read i
+  EXPECT_FALSE(cpu::matmul_of(kir::analyze_kernel(kernel(sum(ld(1, 2), ld(2, 1))))));  // both read j
 }
 
 TEST(CpuMatmulRecognizer, RejectsReductionsTooLongForItsScratch) {
@@ -371,7 +371,7 @@ TEST(CpuMatmulRecognizer, RejectsReductionsTooLongForItsScratch) {
     Graph f;
     const Node* a = f.in({2, k}, "a");
     const Node* b = f.in({k, 3}, "b");
-    EXPECT_EQ(cpu::recognize_matmul(lower({must(f.b.matmul(a, b))}, {a, b})).has_value(),
+    EXPECT_EQ(cpu::matmul_of(kir::analyze_kernel(lower({must(f.b.matmul(a, b))}, {a, b}))).has_value(),
               k <= cpu::kMaxMatmulK);
   }
 }

@@ -140,7 +140,7 @@ TEST(CpuObject, TiledMatmulLoads) {
   std::unique_ptr<CpuBackend> other = fresh_backend();
   for (auto [m, k, n] : {std::tuple{37, 29, 53}, std::tuple{130, 300, 97}}) {
     const kir::Kernel kernel = matmul(m, k, n);
-    ASSERT_TRUE(cpu::recognize_matmul(kernel).has_value()) << kir::print_kernel(kernel);
+    ASSERT_TRUE(cpu::matmul_of(kir::analyze_kernel(kernel)).has_value()) << kir::print_kernel(kernel);
     auto compiled = must(backend().compile(kernel, {}));
     ASSERT_NE(compiled->llvm_ir.find("@malloc"), std::string::npos);
     expect_loaded_runs_like_compiled(kernel, *other);

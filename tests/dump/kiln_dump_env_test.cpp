@@ -70,17 +70,21 @@ TEST_F(KilnDumpEnv, RunWritesTheIrAfterEveryStep) {
     EXPECT_EQ(files[i].substr(0, 3), fmt::format("{:02}-", i + 1)) << files[i];
     steps.push_back(files[i].substr(3));
   }
-  std::vector<std::string> graph_steps(steps.begin(), steps.end() - 4);
+  std::vector<std::string> graph_steps(steps.begin(), steps.end() - 5);
   ASSERT_EQ(graph_steps.size() % 3, 0u) << fmt::format("{}", fmt::join(steps, " "));
   for (size_t i = 0; i < graph_steps.size(); ++i)
     EXPECT_EQ(graph_steps[i],
               (std::vector<std::string>{"fold_literals.kg", "fold_views.kg", "cse.kg"}[i % 3]));
-  EXPECT_EQ(std::vector<std::string>(steps.end() - 4, steps.end()),
-            (std::vector<std::string>{"fuse.txt", "lower.txt", "compile.ll", "slots.txt"}));
+  EXPECT_EQ(std::vector<std::string>(steps.end() - 5, steps.end()),
+            (std::vector<std::string>{"fuse.txt", "lower.txt", "analyze.txt", "compile.ll", "slots.txt"}));
   fs::path dir = out / "graph-0001.steps";
-  EXPECT_EQ(read_text(dir / files[files.size() - 5]), read_text(out / "graph-0001.optimized.kg"));
-  EXPECT_EQ(read_text(dir / files[files.size() - 4]), read_text(out / "graph-0001.groups.txt"));
-  EXPECT_EQ(read_text(dir / files[files.size() - 3]), read_text(out / "graph-0001.kernels.txt"));
+  EXPECT_EQ(read_text(dir / files[files.size() - 6]), read_text(out / "graph-0001.optimized.kg"));
+  EXPECT_EQ(read_text(dir / files[files.size() - 5]), read_text(out / "graph-0001.groups.txt"));
+  EXPECT_EQ(read_text(dir / files[files.size() - 4]), read_text(out / "graph-0001.kernels.txt"));
+  // What codegen was given for attention's kernels: the scores' softmax reuses its exponentials.
+  const std::string facts = read_text(dir / files[files.size() - 3]);
+  EXPECT_NE(facts.find("row reuse: $"), std::string::npos) << facts;
+  EXPECT_NE(facts.find("matmul: $"), std::string::npos) << facts;
   EXPECT_EQ(read_text(dir / files[files.size() - 2]), read_text(out / "graph-0001.source.ll"));
   std::string slots = read_text(dir / files.back());
   EXPECT_NE(slots.find("s0: f32[2,8,1024,64] input 0"), std::string::npos) << slots;

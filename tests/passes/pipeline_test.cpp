@@ -52,7 +52,7 @@ TEST(LoweringScript, StepsRunInOrderAndAreNumbered) {
   std::vector<std::string> names;
   for (const LoweringStep& s : lowering_steps()) names.emplace_back(s.name);
   EXPECT_EQ(names,
-            (std::vector<std::string>{"fold_literals", "fold_views", "cse", "fuse", "lower"}));
+            (std::vector<std::string>{"fold_literals", "fold_views", "cse", "fuse", "lower", "analyze"}));
 
   GraphFixture f;
   const ir::Node* x = f.g.input(DType::f32, {4, 8}, "x");
@@ -65,9 +65,9 @@ TEST(LoweringScript, StepsRunInOrderAndAreNumbered) {
     order.push_back(seen[i].step);
   }
   EXPECT_EQ(order, (std::vector<std::string>{"fold_literals", "fold_views", "cse", "fold_literals",
-                                             "fold_views", "cse", "fuse", "lower"}));
+                                             "fold_views", "cse", "fuse", "lower", "analyze"}));
   EXPECT_EQ(seen.back().kernels, 3u);  // the first fuser: max, sum and the normalized values
-  EXPECT_EQ(seen[seen.size() - 2].kernels, 0u) << "fuse runs before lower";
+  EXPECT_EQ(seen[seen.size() - 3].kernels, 0u) << "fuse runs before lower";
 }
 
 TEST(LoweringScript, WithoutFoldingOnlyCseRuns) {
@@ -75,9 +75,10 @@ TEST(LoweringScript, WithoutFoldingOnlyCseRuns) {
   const ir::Node* x = f.g.input(DType::f32, {4}, "x");
   std::vector<Seen> seen =
       run_observed(f.g, {f.bin(Op::Mul, x, f.lit(1))}, with(nullptr, /*fold=*/false));
-  ASSERT_EQ(seen.size(), 3u);
+  ASSERT_EQ(seen.size(), 4u);
   EXPECT_EQ(seen[0].step, "cse");
   EXPECT_EQ(seen[1].step, "fuse");
+  EXPECT_EQ(seen[3].step, "analyze");
 }
 
 // A fuser that forgets the first output: the verifier after `fuse` names it.
@@ -148,7 +149,7 @@ TEST(LoweringScript, EveryExampleVerifiesAfterEveryStep) {
       for (const auto& [name, node] : kg->outputs) outputs.push_back(node);
       std::vector<Seen> seen = run_observed(g, outputs, with(fuser));
       ASSERT_FALSE(seen.empty()) << entry.path();
-      EXPECT_EQ(seen.back().step, "lower") << entry.path();
+      EXPECT_EQ(seen.back().step, "analyze") << entry.path();
     }
     ++graphs;
   }

@@ -122,7 +122,8 @@ TEST(CheckModeDevice, ValidateFailsTheRunWithTheFirstBadAccess) {
   kir::ExprArena& a = *bad.arena;
   const kir::Expr* past = a.alu(kir::Alu::Add, DType::i64, {a.var(0), a.index(7)});
   bad.stores = {{out, a.var(0), a.load(in, DType::f32, past)}};
-  auto art = dev->target().compile(bad, codegen::TuneParams{}, CheckMode::validate, /*load=*/true);
+  auto art = dev->target().compile(bad, kir::analyze_kernel(bad), codegen::TuneParams{},
+                                   CheckMode::validate, /*load=*/true);
   ASSERT_TRUE(art.has_value()) << art.error().message;
   step.artifact = *art;  // the plan is the device's cached one: the next run uses it
 
@@ -189,11 +190,11 @@ TEST_F(CheckModeCacheTest, KernelDigestsDifferPerMode) {
   std::set<std::string> digests;
   for (CheckMode mode : {CheckMode::none, CheckMode::enforce, CheckMode::validate}) {
     KernelCache kernels(**target, store->get(), false, mode);
-    auto got = kernels.get(k, codegen::TuneParams{});
+    auto got = kernels.get(k, kir::analyze_kernel(k), codegen::TuneParams{});
     ASSERT_TRUE(got.has_value()) << got.error().message;
     EXPECT_EQ(got->source, KernelLookup::Source::compiled) << codegen::check_mode_name(mode);
     digests.insert(got->digest);
-    auto again = KernelCache(**target, store->get(), false, mode).get(k, codegen::TuneParams{});
+    auto again = KernelCache(**target, store->get(), false, mode).get(k, kir::analyze_kernel(k), codegen::TuneParams{});
     ASSERT_TRUE(again.has_value());
     EXPECT_EQ(again->source, KernelLookup::Source::disk);
     EXPECT_EQ(again->digest, got->digest);

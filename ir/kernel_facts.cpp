@@ -1,0 +1,120 @@
+// analyze_kernel: the shared analyses in one record; its verifier and its text.
+#include "ir/kernel_facts.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <unordered_map>
+#include <unordered_set>
+
+namespace kiln::kir {
+
+namespace {
+
+// print_kernel's names: $N for computed expressions in print order, vN for variables.
+class ExprNames {
+ public:
+  explicit ExprNames(const Kernel& k) {
+    int next = 0;
+    for (const Expr* e : kernel_exprs(k))
+      if (e->kind != ExprKind::Const && e->kind != ExprKind::Var) names_[e] = fmt::format("${}", next++);
+  }
+  std::string operator()(const Expr* e) const {
+    if (e->kind == ExprKind::Var) return fmt::format("v{}", e->var);
+    auto it = names_.find(e);
+    return it != names_.end() ? it->second : "(not in the kernel)";
+  }
+  bool contains(const Expr* e) const { return e->kind == ExprKind::Var || names_.contains(e); }
+
+ private:
+  std::unordered_map<const Expr*, std::string> names_;
+};
+
+bool same_matmul(const std::optional<MatmulPattern>& a, const std::optional<MatmulPattern>& b) {
+  if (a.has_value() != b.has_value()) return false;
+  if (!a) return true;
+  return a->reduce == b->reduce && a->a == b->a && a->b == b->b && a->k_var == b->k_var &&
+         a->k_extent == b->k_extent && a->i_var == b->i_var && a->j_var == b->j_var;
+}
+
+bool same_reuse(const std::vector<RowReuse>& a, const std::vector<RowReuse>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].reduce != b[i].reduce || a[i].body_value != b[i].body_value ||
+        a[i].point_value != b[i].point_value)
+      return false;
+  return true;
+}
+
+bool same_split(const LoopSplit& a, const LoopSplit& b) {
+  if (a.bounds != b.bounds || a.wraps.size() != b.wraps.size()) return false;
+  for (const auto& [e, w] : a.wraps) {
+    auto it = b.wraps.find(e);
+    if (it == b.wraps.end() || it->second.c != w.c || it->second.n != w.n) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+KernelFacts analyze_kernel(const Kernel& kernel) {
+  KernelFacts f;
+  f.free_vars = FreeVars(kernel);
+  f.matmul = recognize_matmul(kernel, f.free_vars);
+  f.row_reuse = find_row_reuse(kernel);
+  f.loop_split = split_innermost(kernel);
+  return f;
+}
+
+Expected<void> verify_facts(const Kernel& kernel, const KernelFacts& facts) {
+  const ExprNames names(kernel);
+  const auto foreign = [&](const Expr* e, const char* fact) -> Expected<void> {
+    if (e && !names.contains(e))
+      return make_error(fmt::format("kernel {}: its {} names an expression of another kernel",
+                                    kernel.name, fact));
+    return {};
+  };
+  if (facts.matmul)
+    for (const Expr* e : {facts.matmul->reduce, facts.matmul->a, facts.matmul->b})
+      if (auto ok = foreign(e, "matmul pattern"); !ok) return ok;
+  for (const RowReuse& r : facts.row_reuse)
+    for (const Expr* e : {r.reduce, r.body_value, r.point_value})
+      if (auto ok = foreign(e, "row reuse"); !ok) return ok;
+  for (const auto& [e, w] : facts.loop_split.wraps)
+    if (auto ok = foreign(e, "loop cuts"); !ok) return ok;
+  const KernelFacts now = analyze_kernel(kernel);
+  if (!same_matmul(facts.matmul, now.matmul))
+    return make_error(fmt::format("kernel {}: its matmul pattern is not the kernel's", kernel.name));
+  if (!same_reuse(facts.row_reuse, now.row_reuse))
+    return make_error(fmt::format("kernel {}: its row reuse is not the kernel's", kernel.name));
+  if (!same_split(facts.loop_split, now.loop_split))
+    return make_error(fmt::format("kernel {}: its loop cuts are not the kernel's", kernel.name));
+  return {};
+}
+
+std::string facts_text(const Kernel& kernel, const KernelFacts& facts) {
+  const ExprNames name(kernel);
+  std::string out;
+  if (const auto& m = facts.matmul)
+    out += fmt::format("matmul: {} = reduce over v{}<{}>, rows v{}, columns v{}\n", name(m->reduce),
+                       m->k_var, m->k_extent, m->i_var, m->j_var);
+  else
+    out += "matmul: no\n";
+  if (facts.row_reuse.empty()) out += "row reuse: no\n";
+  for (const RowReuse& r : facts.row_reuse)
+    out += fmt::format("row reuse: {} kept per row of {}, read back as {}\n", name(r.body_value),
+                       name(r.reduce), name(r.point_value));
+  const std::vector<int64_t>& b = facts.loop_split.bounds;
+  if (b.size() <= 2) {
+    out += "loop cuts: no\n";
+  } else {
+    std::vector<std::string> pieces;
+    for (size_t i = 0; i + 1 < b.size(); ++i) pieces.push_back(fmt::format("[{},{})", b[i], b[i + 1]));
+    out += fmt::format("loop cuts: innermost axis in {} pieces {}, {} wrapping index{}\n",
+                       pieces.size(), fmt::join(pieces, " "), facts.loop_split.wraps.size(),
+                       facts.loop_split.wraps.size() == 1 ? "" : "es");
+  }
+  return out;
+}
+
+}  // namespace kiln::kir
