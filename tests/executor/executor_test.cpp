@@ -9,11 +9,11 @@
 #include "runtime/cache_keys.h"
 #include "runtime/executor.h"
 #include "runtime/gpu_target.h"
+#include "tests/cache/temp_dir.h"
 
 namespace kiln::runtime {
 namespace {
 
-namespace fs = std::filesystem;
 using ir::DType;
 
 // softmax over rows, then a scaled copy: two kernels on the cpu's reference rates.
@@ -30,23 +30,14 @@ struct TwoKernels {
   }
 };
 
-class ExecutorTest : public ::testing::Test {
+class ExecutorTest : public cache::testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("kiln_exec_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   DeviceOptions options() const {
     DeviceOptions o;
     o.cpu_rates = o.gpu_rates = RatesSource::reference;
-    o.cache_path = (dir_ / "cache.sqlite").string();
+    o.cache_path = path("cache.sqlite");
     return o;
   }
-  fs::path dir_;
 };
 
 // A decision planted in the cache with a schedule the tuner would not pick by default: a tuned
