@@ -78,7 +78,7 @@ struct CacheOptions {
 };
 int cache_command(const CacheOptions& options);
 
-// `kiln warm PATH...`: compiles every kernel (and, on the cpu, every plan) of .kg graphs or
+// `kiln warm PATH...`: compiles every kernel and stores every plan (any target) of .kg graphs or
 // KILN_RECORD directories into a kernel cache; --check lists what would miss instead.
 struct WarmOptions {
   std::vector<std::string> paths;
