@@ -32,12 +32,10 @@ std::string target_scope_path() {
   return (dir / "kiln-cache.sqlite").string();
 }
 
-std::string global_scope_path() {
+std::string global_scope_path(std::string_view xdg_cache_home, std::string_view home) {
   // The XDG base directory spec: a relative XDG_CACHE_HOME is invalid and must be ignored.
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg && *xdg == '/') return (fs::path(xdg) / "kiln" / "cache.sqlite").string();
-  const char* home = std::getenv("HOME");
-  std::string home_dir = home && *home ? home : "";
+  if (xdg_cache_home.starts_with('/')) return (fs::path(xdg_cache_home) / "kiln" / "cache.sqlite").string();
+  std::string home_dir(home);
   if (home_dir.empty())
     if (const passwd* pw = ::getpwuid(::getuid()); pw && pw->pw_dir) home_dir = pw->pw_dir;
   if (home_dir.empty()) home_dir = fs::temp_directory_path().string();

@@ -119,6 +119,8 @@ std::string local_scope_path(const std::string& project_root);
 // The directory holding kiln.toml, searched upward from `start`; else `start` itself.
 std::string find_project_root(const std::string& start);
 std::string target_scope_path();
-std::string global_scope_path();
+// `xdg_cache_home` and `home` are $XDG_CACHE_HOME and $HOME as the edge read them ("" when unset;
+// a relative XDG_CACHE_HOME is ignored, as the XDG spec says; without HOME, the passwd entry's).
+std::string global_scope_path(std::string_view xdg_cache_home, std::string_view home);
 
 }  // namespace kiln::cache

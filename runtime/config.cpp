@@ -113,7 +113,9 @@ class Reader {
     for (auto [name, field] : {std::pair{"KILN_DUMP", &Config::dump_dir},
                                std::pair{"KILN_RECORD", &Config::record_dir},
                                std::pair{"KILN_NVRTC_LIBRARY", &Config::nvrtc_library},
-                               std::pair{"CUDA_HOME", &Config::cuda_home}})
+                               std::pair{"CUDA_HOME", &Config::cuda_home},
+                               std::pair{"XDG_CACHE_HOME", &Config::xdg_cache_home},
+                               std::pair{"HOME", &Config::home}})
       if (const char* text = std::getenv(name)) config_.*field = text;
     if (const char* text = std::getenv("KILN_NUM_THREADS")) {
       char* end = nullptr;

@@ -71,6 +71,9 @@ struct Config {
   std::string gpu_rates = "measured";
   std::string nvrtc_library;
   std::string cuda_home;  // CUDA_HOME: another toolkit whose lib64 holds libnvrtc
+  // XDG_CACHE_HOME and HOME: where the global cache scope is (cache::global_scope_path).
+  std::string xdg_cache_home;
+  std::string home;
 
   std::string file;  // the kiln.toml read ("" when none)
   std::string project_root;  // its directory, else the working directory

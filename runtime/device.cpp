@@ -81,7 +81,7 @@ Expected<DeviceOptions> device_options_from_config(const Config& config) {
   auto scope_path = [&](const CacheScope& scope) -> std::string {
     if (scope.kind == "local") return cache::local_scope_path(config.project_root);
     if (scope.kind == "target") return cache::target_scope_path();
-    if (scope.kind == "global") return cache::global_scope_path();
+    if (scope.kind == "global") return cache::global_scope_path(config.xdg_cache_home, config.home);
     if (scope.kind == "file") return scope.path;
     return "";
   };

@@ -24,7 +24,11 @@ constexpr const char* kDefaultMaxSize = "2GiB";  // the [cache] max_size default
 }  // namespace
 
 Expected<std::string> cache_scope_path(const std::string& scope) {
-  if (scope == "global") return cache::global_scope_path();
+  if (scope == "global") {  // the kiln program is an edge: it reads the environment here
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    const char* home = std::getenv("HOME");
+    return cache::global_scope_path(xdg ? xdg : "", home ? home : "");
+  }
   if (scope == "target") return cache::target_scope_path();
   if (scope == "local")
     return cache::local_scope_path(

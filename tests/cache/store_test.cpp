@@ -217,13 +217,9 @@ class ScopeTest : public ::testing::Test {
 };
 
 TEST_F(ScopeTest, GlobalHonoursXdgCacheHomeThenHome) {
-  ::setenv("XDG_CACHE_HOME", "/tmp/xdg-here", 1);
-  ::setenv("HOME", "/home/someone", 1);
-  EXPECT_EQ(global_scope_path(), "/tmp/xdg-here/kiln/cache.sqlite");
-  ::setenv("XDG_CACHE_HOME", "relative/ignored", 1);
-  EXPECT_EQ(global_scope_path(), "/home/someone/.cache/kiln/cache.sqlite");
-  ::unsetenv("XDG_CACHE_HOME");
-  EXPECT_EQ(global_scope_path(), "/home/someone/.cache/kiln/cache.sqlite");
+  EXPECT_EQ(global_scope_path("/tmp/xdg-here", "/home/someone"), "/tmp/xdg-here/kiln/cache.sqlite");
+  EXPECT_EQ(global_scope_path("relative/ignored", "/home/someone"), "/home/someone/.cache/kiln/cache.sqlite");
+  EXPECT_EQ(global_scope_path("", "/home/someone"), "/home/someone/.cache/kiln/cache.sqlite");
 }
 
 TEST_F(ScopeTest, LocalAndTargetScopes) {
