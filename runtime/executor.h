@@ -6,6 +6,7 @@
 // stream, temporaries released after their last reader, results returned (or downloaded).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <memory>
@@ -93,6 +94,8 @@ class Executor final : public Device {
     int64_t up = 0, down = 0;   // bytes copied to and from the device
     bool time_kernels = false;  // launch each kernel timed (RunStats::device_ms)
     double kernel_ms = 0;       // sum of the timed launches' times
+    // With validate: each step's error slot, read back once the stream completes.
+    std::vector<std::array<int64_t, codegen::kCheckSlotWords>> checks;
   };
   // The fuser (made with the target's rates on first use), and its description for plan keys.
   const passes::Fuser& fuser();
@@ -128,6 +131,18 @@ class Executor final : public Device {
                                                           const std::vector<const ir::Node*>& outputs,
                                                           const Bindings& inputs, Stream& stream,
                                                           Realize& r);
+  // The steps launched in order on `stream`: each output slot allocated when first written
+  // (named by `names`), temporaries released after their last reader, with validate each
+  // launch's zeroed error slot downloaded into r.checks.
+  Expected<void> launch_steps(const Plan& plan, const std::vector<std::string>& names,
+                              std::vector<std::shared_ptr<DeviceMemory>>& slots, Stream& stream,
+                              Realize& r);
+  // The output slots as results: an input as it is, host memory as it is, device memory
+  // downloaded into a host result (complete once the stream is synchronized).
+  Expected<std::vector<std::shared_ptr<Buffer>>> collect_results(
+      const Plan& plan, const StructuralKey& key, const Bindings& inputs,
+      const std::vector<std::string>& names, const std::vector<std::shared_ptr<DeviceMemory>>& slots,
+      Stream& stream, Realize& r);
   // The memory a kernel reads a bound input from: the host buffer itself (host memory), or its
   // device copy: uploaded on `stream` for this run, or (persistent_memory) kept from an earlier
   // run of the same host buffer.

@@ -67,24 +67,15 @@ Expected<std::shared_ptr<DeviceMemory>> Executor::slot_memory(const Slot& slot, 
   return *mem;
 }
 
-Expected<std::vector<std::shared_ptr<Buffer>>> Executor::run_plan(
-    const Plan& plan, const StructuralKey& key, const std::vector<const ir::Node*>& outputs,
-    const Bindings& inputs, Stream& stream, Realize& r) {
-  const std::vector<std::string> names = slot_names(plan, outputs, options_.namer);
+Expected<void> Executor::launch_steps(const Plan& plan, const std::vector<std::string>& names,
+                                      std::vector<std::shared_ptr<DeviceMemory>>& slots,
+                                      Stream& stream, Realize& r) {
   std::vector<bool> is_result(plan.slots.size(), false);
   for (int s : plan.output_slots) is_result[s] = true;
-  std::vector<std::shared_ptr<DeviceMemory>> slots(plan.slots.size());
-  for (size_t s = 0; s < plan.slots.size(); ++s) {
-    if (plan.slots[s].input_index < 0) continue;
-    auto mem = input_memory(inputs.at(key.inputs[plan.slots[s].input_index]), stream, r);
-    if (!mem) return std::unexpected(mem.error());
-    slots[s] = std::move(*mem);
-  }
   const bool validate = options_.check_mode == codegen::CheckMode::validate;
   static const std::array<int64_t, codegen::kCheckSlotWords> kZero{};
-  std::vector<std::shared_ptr<DeviceMemory>> check_mem;
-  std::vector<std::array<int64_t, codegen::kCheckSlotWords>> check_host(validate ? plan.steps.size() : 0);
-
+  r.checks.assign(validate ? plan.steps.size() : 0, {});
+  std::vector<std::shared_ptr<DeviceMemory>> check_slots;  // alive until the batch is recorded
   std::vector<DeviceMemory*> args;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& step = plan.steps[i];
@@ -98,21 +89,27 @@ Expected<std::vector<std::shared_ptr<Buffer>>> Executor::run_plan(
       }
       args.push_back(slots[s].get());
     }
+    DeviceMemory* check = nullptr;
     if (validate) {
       auto mem = target_->allocate(kCheckSlotBytes);
       if (!mem) return std::unexpected(mem.error());
-      if (auto up = stream.upload(**mem, kZero.data(), kCheckSlotBytes); !up) return std::unexpected(up.error());
-      check_mem.push_back(*mem);
-      args.push_back(mem->get());
+      check = check_slots.emplace_back(std::move(*mem)).get();
+      if (auto up = stream.upload(*check, kZero.data(), kCheckSlotBytes); !up) return up;
+      args.push_back(check);
     }
     if (auto ran = stream.launch(*step.artifact, args, r.time_kernels); !ran)
       return make_error(fmt::format("{}: kernel {}: {}", name_, step.kernel.name, ran.error().message));
     if (validate)
-      if (auto down = stream.download(*check_mem.back(), check_host[i].data(), kCheckSlotBytes); !down)
-        return std::unexpected(down.error());
+      if (auto down = stream.download(*check, r.checks[i].data(), kCheckSlotBytes); !down) return down;
     for (int s : step.release_after) slots[s].reset();
   }
+  return {};
+}
 
+Expected<std::vector<std::shared_ptr<Buffer>>> Executor::collect_results(
+    const Plan& plan, const StructuralKey& key, const Bindings& inputs,
+    const std::vector<std::string>& names, const std::vector<std::shared_ptr<DeviceMemory>>& slots,
+    Stream& stream, Realize& r) {
   std::vector<std::shared_ptr<Buffer>> results;
   for (int s : plan.output_slots) {
     const Slot& slot = plan.slots[s];
@@ -130,19 +127,36 @@ Expected<std::vector<std::shared_ptr<Buffer>>> Executor::run_plan(
       results.push_back(std::move(*made));
     }
   }
+  return results;
+}
+
+Expected<std::vector<std::shared_ptr<Buffer>>> Executor::run_plan(
+    const Plan& plan, const StructuralKey& key, const std::vector<const ir::Node*>& outputs,
+    const Bindings& inputs, Stream& stream, Realize& r) {
+  const std::vector<std::string> names = slot_names(plan, outputs, options_.namer);
+  std::vector<std::shared_ptr<DeviceMemory>> slots(plan.slots.size());
+  for (size_t s = 0; s < plan.slots.size(); ++s) {
+    if (plan.slots[s].input_index < 0) continue;
+    auto mem = input_memory(inputs.at(key.inputs[plan.slots[s].input_index]), stream, r);
+    if (!mem) return std::unexpected(mem.error());
+    slots[s] = std::move(*mem);
+  }
+  if (auto ran = launch_steps(plan, names, slots, stream, r); !ran) return std::unexpected(ran.error());
+  auto results = collect_results(plan, key, inputs, names, slots, stream, r);
+  if (!results) return results;
   if (auto done = stream.synchronize(); !done)
     return make_error(fmt::format("{}: {}", name_, done.error().message));
   if (r.time_kernels)
     for (double ms : stream.launch_times_ms()) r.kernel_ms += ms;
-  for (size_t i = 0; i < check_host.size(); ++i)
-    if (auto bad = codegen::describe_check_failure(plan.steps[i].kernel, check_host[i].data()))
+  for (size_t i = 0; i < r.checks.size(); ++i)
+    if (auto bad = codegen::describe_check_failure(plan.steps[i].kernel, r.checks[i].data()))
       return make_error(*bad);
   // Results a later realize may read back as inputs keep their device copy (enforced mode).
   if (options_.persistent_memory == PersistentMemory::enforced && !target_->host_memory()) {
     std::lock_guard lock(persistent_mu_);
-    for (size_t o = 0; o < results.size(); ++o)
-      if (results[o]->persistent() && plan.slots[plan.output_slots[o]].input_index < 0)
-        persistent_[results[o].get()] = PersistentCopy{results[o], slots[plan.output_slots[o]]};
+    for (size_t o = 0; o < results->size(); ++o)
+      if ((*results)[o]->persistent() && plan.slots[plan.output_slots[o]].input_index < 0)
+        persistent_[(*results)[o].get()] = PersistentCopy{(*results)[o], slots[plan.output_slots[o]]};
   }
   return results;
 }

@@ -19,6 +19,44 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The step's kernel with its schedule (the autotuner's winner), through the kernel cache.
+Expected<void> compile_step(PlanStep& step, Plan& plan, const PlannerOptions& options) {
+  codegen::TuneParams params;
+  if (options.tune) {
+    auto tuned = options.tune(step.kernel);
+    if (!tuned) return std::unexpected(tuned.error());
+    params = *tuned;
+  }
+  auto got = options.kernels->get(step.kernel, *step.facts, params);
+  if (!got) return std::unexpected(got.error());
+  step.artifact = got->artifact;
+  step.kernel_digest = got->digest;
+  if (got->source == KernelLookup::Source::compiled) {
+    ++plan.compiled;
+    plan.compile_ms += step.artifact->compile_ms();
+  } else if (got->source == KernelLookup::Source::disk) {
+    ++plan.loaded;
+  }
+  if (!got->miss_reason.empty()) plan.miss_reasons.push_back(step.kernel.name + ": " + got->miss_reason);
+  return {};
+}
+
+// The output slots, and each temporary released after its last reader (unless it is an output or
+// a plan input).
+void wire_outputs(Plan& plan, const std::unordered_map<const ir::Node*, int>& slot_of,
+                  std::vector<int>& last_reader) {
+  for (const ir::Node* o : plan.optimized_outputs) {
+    auto it = slot_of.find(o);
+    KILN_CHECK(it != slot_of.end()) << "output %t" << o->id << " is computed by no kernel";
+    plan.output_slots.push_back(it->second);
+  }
+  last_reader.resize(plan.slots.size(), -1);
+  const std::set<int> keep(plan.output_slots.begin(), plan.output_slots.end());
+  for (size_t s = 0; s < plan.slots.size(); ++s)
+    if (plan.slots[s].input_index < 0 && !keep.count(static_cast<int>(s)) && last_reader[s] >= 0)
+      plan.steps[last_reader[s]].release_after.push_back(static_cast<int>(s));
+}
+
 }  // namespace
 
 std::string default_value_name(const ir::Node* n) {
@@ -87,26 +125,8 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
     step.values = group_values(fusion.groups[k], namer, &step.num_ops);
     step.kernel = std::move(kernel.kernel);
     step.facts = std::move(kernel.facts);
-    if (options.kernels) {
-      codegen::TuneParams params;
-      if (options.tune) {
-        auto tuned = options.tune(step.kernel);
-        if (!tuned) return std::unexpected(tuned.error());
-        params = *tuned;
-      }
-      auto got = options.kernels->get(step.kernel, *step.facts, params);
-      if (!got) return std::unexpected(got.error());
-      step.artifact = got->artifact;
-      step.kernel_digest = got->digest;
-      if (got->source == KernelLookup::Source::compiled) {
-        ++plan->compiled;
-        plan->compile_ms += step.artifact->compile_ms();
-      } else if (got->source == KernelLookup::Source::disk) {
-        ++plan->loaded;
-      }
-      if (!got->miss_reason.empty())
-        plan->miss_reasons.push_back(step.kernel.name + ": " + got->miss_reason);
-    }
+    if (options.kernels)
+      if (auto ok = compile_step(step, *plan, options); !ok) return std::unexpected(ok.error());
     last_reader.resize(plan->slots.size(), -1);
     for (size_t i = 0; i < step.args.size(); ++i)
       if (!step.kernel.params[i].output) last_reader[step.args[i]] = static_cast<int>(k);
@@ -115,18 +135,7 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
   if (options.kernels && dump.active())
     dump.executor_step("compile", options.source_extension, source_text(*plan, options.source_extension));
 
-  // Slots: outputs, and each temporary released after its last reader (unless it is an output
-  // or a plan input).
-  for (const ir::Node* o : plan->optimized_outputs) {
-    auto it = slot_of.find(o);
-    KILN_CHECK(it != slot_of.end()) << "output %t" << o->id << " is computed by no kernel";
-    plan->output_slots.push_back(it->second);
-  }
-  last_reader.resize(plan->slots.size(), -1);
-  std::set<int> keep(plan->output_slots.begin(), plan->output_slots.end());
-  for (size_t s = 0; s < plan->slots.size(); ++s)
-    if (plan->slots[s].input_index < 0 && !keep.count(static_cast<int>(s)) && last_reader[s] >= 0)
-      plan->steps[last_reader[s]].release_after.push_back(static_cast<int>(s));
+  wire_outputs(*plan, slot_of, last_reader);
   if (dump.active()) dump.executor_step("slots", "txt", slots_text(*plan));
   plan->plan_ms = ms_since(t0);
   dump.finish(*plan, options.source_extension);
