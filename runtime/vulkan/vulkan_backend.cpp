@@ -27,27 +27,35 @@ std::vector<uint8_t> spirv_bytes(const std::vector<uint32_t>& words) {
   return bytes;
 }
 
-Expected<std::vector<uint8_t>> compile_spirv(const codegen::gpu::GpuSource& source,
-                                             const std::string& name) {
-  auto words = codegen::spirv::compile_glsl(source.text, name);
-  if (!words) return std::unexpected(words.error());
-  return spirv_bytes(*words);
-}
-
-// The binary disassembled (shown by `kiln dump --stage spirv`) and as is (written as .spv).
-Expected<std::vector<ArtifactForm>> spirv_forms(const std::vector<uint8_t>& binary) {
-  if (binary.size() % sizeof(uint32_t) != 0)
-    return make_error(fmt::format("a SPIR-V binary of {} bytes is not whole words", binary.size()));
-  std::vector<uint32_t> words(binary.size() / sizeof(uint32_t));
-  std::memcpy(words.data(), binary.data(), binary.size());
-  auto text = codegen::spirv::disassemble(words);
-  if (!text) return std::unexpected(text.error());
-  return std::vector<ArtifactForm>{{"spirv", "", std::move(*text)},
-                                   {"spv", "spv", std::string(binary.begin(), binary.end())}};
-}
+// What every Vulkan backend compiles the same way: GLSL to SPIR-V through shaderc, and the binary
+// disassembled (shown by `kiln dump --stage spirv`) and as is (written as .spv).
+template <class Base>
+class SpirvToolchain : public Base {
+ public:
+  codegen::gpu::Dialect dialect() const override { return codegen::gpu::Dialect::glsl; }
+  std::string binary_kind() const override { return "spirv"; }
+  Expected<std::vector<uint8_t>> compile(const codegen::gpu::GpuSource& source,
+                                         const std::string& name) override {
+    auto words = codegen::spirv::compile_glsl(source.text, name);
+    if (!words) return std::unexpected(words.error());
+    return spirv_bytes(*words);
+  }
+  Expected<std::vector<ArtifactForm>> binary_forms(const codegen::gpu::GpuSource&,
+                                                   const std::vector<uint8_t>& binary,
+                                                   const std::string&) const override {
+    if (binary.size() % sizeof(uint32_t) != 0)
+      return make_error(fmt::format("a SPIR-V binary of {} bytes is not whole words", binary.size()));
+    std::vector<uint32_t> words(binary.size() / sizeof(uint32_t));
+    std::memcpy(words.data(), binary.data(), binary.size());
+    auto text = codegen::spirv::disassemble(words);
+    if (!text) return std::unexpected(text.error());
+    return std::vector<ArtifactForm>{{"spirv", "", std::move(*text)},
+                                     {"spv", "spv", std::string(binary.begin(), binary.end())}};
+  }
+};
 
 // No device: compiles as a Vulkan device would, names none, runs nothing.
-class VulkanCompiler final : public GpuCompiler {
+class VulkanCompiler final : public SpirvToolchain<GpuCompiler> {
  public:
   std::string name() const override { return "vulkan (compile only)"; }
   std::vector<std::pair<std::string, std::string>> properties() const override {
@@ -56,20 +64,9 @@ class VulkanCompiler final : public GpuCompiler {
   std::string fingerprint() const override {
     return "no device / " + codegen::spirv::toolchain_version();
   }
-  codegen::gpu::Dialect dialect() const override { return codegen::gpu::Dialect::glsl; }
-  std::string binary_kind() const override { return "spirv"; }
-  Expected<std::vector<uint8_t>> compile(const codegen::gpu::GpuSource& source,
-                                         const std::string& name) override {
-    return compile_spirv(source, name);
-  }
-  Expected<std::vector<ArtifactForm>> binary_forms(const codegen::gpu::GpuSource&,
-                                                   const std::vector<uint8_t>& binary,
-                                                   const std::string&) const override {
-    return spirv_forms(binary);
-  }
 };
 
-class VulkanBackend : public GpuBackend {
+class VulkanBackend : public SpirvToolchain<GpuBackend> {
  public:
   VulkanBackend(std::shared_ptr<VulkanContext> ctx, const VulkanBackendOptions& options)
       : ctx_(std::move(ctx)),
@@ -97,19 +94,6 @@ class VulkanBackend : public GpuBackend {
     return fmt::format("{} / pipeline cache {} / driver 0x{:08x} / {}", p.deviceName,
                        hex(p.pipelineCacheUUID, VK_UUID_SIZE), p.driverVersion,
                        codegen::spirv::toolchain_version());
-  }
-
-  codegen::gpu::Dialect dialect() const override { return codegen::gpu::Dialect::glsl; }
-  std::string binary_kind() const override { return "spirv"; }
-
-  Expected<std::vector<uint8_t>> compile(const codegen::gpu::GpuSource& source,
-                                         const std::string& name) override {
-    return compile_spirv(source, name);
-  }
-  Expected<std::vector<ArtifactForm>> binary_forms(const codegen::gpu::GpuSource&,
-                                                   const std::vector<uint8_t>& binary,
-                                                   const std::string&) const override {
-    return spirv_forms(binary);
   }
 
   Expected<std::shared_ptr<const GpuProgram>> load(const codegen::gpu::GpuSource& source,
