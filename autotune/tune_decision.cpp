@@ -40,6 +40,13 @@ codegen::TuneParams params_from(const json& j) {
   p.tile = j.value("tile", 0);
   p.vector_loads = j.value("vector_loads", 0);
   p.splits = j.value("splits", 0);
+  // A stored decision is untrusted input: every field within what the code generators take.
+  const auto pow2_in = [](int v, int lo, int hi) { return v == 0 || (v >= lo && v <= hi && (v & (v - 1)) == 0); };
+  if (!pow2_in(p.vector_width, 1, 64) || p.unroll < 0 || p.unroll > 16 ||
+      !pow2_in(p.block_size, 32, 1024) || !pow2_in(p.items_per_thread, 1, 8) ||
+      !pow2_in(p.tile, 16, 128) || (p.vector_loads != 0 && p.vector_loads != 1 && p.vector_loads != 4) ||
+      !pow2_in(p.splits, 1, 256))
+    throw std::invalid_argument(fmt::format("tune parameters out of range: {}", p.str()));
   return p;
 }
 

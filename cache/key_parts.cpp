@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <memory>
+
 namespace kiln::cache {
 namespace {
 
@@ -43,6 +45,14 @@ size_t first_difference(const std::string& a, const std::string& b) {
   return i;
 }
 
+std::string hex_of(XXH128_hash_t hash) {
+  XXH128_canonical_t canonical;
+  XXH128_canonicalFromHash(&canonical, hash);
+  std::string hex;
+  for (unsigned char b : canonical.digest) hex += fmt::format("{:02x}", b);
+  return hex;
+}
+
 }  // namespace
 
 std::string KeyParts::digest() const {
@@ -52,11 +62,26 @@ std::string KeyParts::digest() const {
     append_field(bytes, name);
     append_field(bytes, value);
   }
-  XXH128_canonical_t canonical;
-  XXH128_canonicalFromHash(&canonical, XXH3_128bits(bytes.data(), bytes.size()));
-  std::string hex;
-  for (unsigned char b : canonical.digest) hex += fmt::format("{:02x}", b);
-  return hex;
+  return hex_of(XXH3_128bits(bytes.data(), bytes.size()));
+}
+
+std::string entry_seal(std::string_view key, std::string_view parts, std::span<const uint8_t> value,
+                       std::string_view source, std::string_view metadata) {
+  // Streamed, length-prefixed: a large value is hashed in place, and no two entries share a stream.
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), XXH3_freeState);
+  XXH3_128bits_reset(state.get());
+  const auto field = [&](const void* data, size_t n) {
+    std::string length;
+    append_length(length, n);
+    XXH3_128bits_update(state.get(), length.data(), length.size());
+    XXH3_128bits_update(state.get(), data, n);
+  };
+  field(key.data(), key.size());
+  field(parts.data(), parts.size());
+  field(value.data(), value.size());
+  field(source.data(), source.size());
+  field(metadata.data(), metadata.size());
+  return hex_of(XXH3_128bits_digest(state.get()));
 }
 
 std::string identity_digest(const KeyParts& key) {
@@ -107,6 +132,9 @@ std::vector<std::tuple<std::string, std::string, std::string>> differing_parts(
 
 std::string Explanation::text() const {
   if (hit) return fmt::format("hit: {}", closest_key);
+  if (damaged)
+    return fmt::format("miss: stored entry {} is damaged (its contents do not match its checksum)",
+                       closest_key);
   if (closest_key.empty()) return "miss: no stored entry has the same identity (first key part)";
   if (differing.empty())
     return fmt::format("miss: stored entry {} has the same parts in another order", closest_key);

@@ -2,8 +2,11 @@
 // identity digest that finds the entries a missed key should be explained against.
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -20,6 +23,12 @@ std::optional<PartList> parts_from_json(const std::string& json);
 
 // The digest of the identity part alone (name and value), indexed per table.
 std::string identity_digest(const KeyParts& key);
+
+// The seal of a stored entry: the digest of everything a reader trusts (key, parts, value, source
+// and metadata), kept in the entry's `checksum` column and checked on every read, so that a flipped
+// byte anywhere in an entry is a miss and never a wrong artifact.
+std::string entry_seal(std::string_view key, std::string_view parts, std::span<const uint8_t> value,
+                       std::string_view source, std::string_view metadata);
 
 // The parts of `stored` and `wanted` that differ, by name, in `wanted`'s order and then the
 // stored-only names; a missing part reads as "(absent)".

@@ -145,6 +145,10 @@ bool is_corrupt(int rc) {
   return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB;
 }
 
+bool is_full(int rc) {
+  return (rc & 0xff) == SQLITE_FULL;
+}
+
 std::string describe(int rc) {
   return sqlite3_errstr(rc);
 }

@@ -69,6 +69,7 @@ class Stmt {
 
 bool is_busy(int rc);          // SQLITE_BUSY or SQLITE_LOCKED (any extended code)
 bool is_corrupt(int rc);       // SQLITE_CORRUPT or SQLITE_NOTADB (any extended code)
+bool is_full(int rc);          // SQLITE_FULL: the disk (or a quota) is full
 std::string describe(int rc);  // sqlite3_errstr
 
 // Runs a single-column query and returns its rows as text ({} on error, with *rc set).

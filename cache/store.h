@@ -70,10 +70,22 @@ struct Stats {
   std::string problem;       // why the file is unusable (read-only stores cannot rebuild it)
 };
 
-// Why a lookup missed: "no entry with this identity" or, for the closest stored entry with the
-// same identity, each part that differs with both values.
+// What prune did: the bytes of the entries it evicted, and the file's size afterwards (after the
+// WAL is folded back into it).
+struct Pruned {
+  int64_t freed = 0;
+  int64_t bytes = 0;
+};
+
+// A check of one entry's contents by its reader (the runtime knows what a plan or a kernel must
+// hold): "" when the entry is sound, else what is wrong with it.
+using EntryCheck = std::function<std::string(const Entry&)>;
+
+// Why a lookup missed: the entry is damaged, "no entry with this identity" or, for the closest
+// stored entry with the same identity, each part that differs with both values.
 struct Explanation {
   bool hit = false;
+  bool damaged = false;  // the entry is stored under this key, but fails its checksum
   std::string closest_key;
   std::vector<std::tuple<std::string, std::string, std::string>> differing;  // part, stored, wanted
   std::string text() const;
@@ -86,21 +98,29 @@ class Store {
   static Expected<std::unique_ptr<Store>> open(const std::string& path, StoreOptions options = {});
   ~Store();
 
+  // Every entry read with its value is checked against its seal (cache::entry_seal): a damaged
+  // entry is a miss, with a warning. A statement that finds the file corrupt moves it aside and
+  // starts a new one (with a warning saying what was lost).
   std::optional<Entry> get(Table t, const KeyParts& key);  // a hit bumps last_used and hits
   bool put(Table t, const KeyParts& key, const Entry& e);  // false: not stored (read-only, error)
   Explanation explain(Table t, const KeyParts& key);
   std::optional<Entry> show(const std::string& digest);  // any table
   std::vector<Entry> list(Table t);                      // without values
   Stats stats();
-  int64_t prune(int64_t max_size);  // LRU eviction; returns bytes freed
-  Expected<void> verify();          // integrity check + every digest matches its parts
+  // Evicts least-recently-used entries of every table until the file (with its WAL) takes at
+  // most `max_size` bytes; an error says why it could not (read-only, disk full, busy readers).
+  Expected<Pruned> prune(int64_t max_size);
+  // The integrity check, every key against its parts, every entry against its seal, and
+  // `check` (when given) on every intact entry; the error lists each problem by table and key.
+  Expected<void> verify(const EntryCheck& check = nullptr);
   // A standalone SQLite file holding every entry, or (with `digests`) only the entries of any
   // table whose digest is listed (digests not stored are skipped); returns the entries written.
   Expected<int64_t> export_bundle(const std::string& file,
                                   const std::vector<std::string>* digests = nullptr);
   Expected<int64_t> import_bundle(const std::string& file);  // entries added
-  void clear();
+  Expected<void> clear();  // every entry deleted and the file shrunk, or an error saying why not
   const std::string& path() const;
+  void warn(const std::string& message) const;  // through StoreOptions::warn (else stderr)
   bool read_only() const;
 
   struct Impl;  // internal: cache/store_impl.h

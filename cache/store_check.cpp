@@ -19,6 +19,20 @@ Explanation Store::explain(Table t, const KeyParts& key) {
   Explanation out;
   if (!s.db || key.parts.empty()) return out;
   std::string digest = key.digest();
+  {
+    // The exact entry, when it is there but damaged, is a miss for that reason.
+    sql::Stmt exact(s.db, fmt::format("SELECT key, parts, value, source, metadata, checksum FROM {}"
+                                      " WHERE key = ?",
+                                      table_name(t)));
+    exact.bind(1, digest);
+    if (exact.step() == SQLITE_ROW &&
+        entry_seal(exact.text(0), exact.text(1), exact.blob(2), exact.text(3), exact.text(4)) !=
+            exact.text(5)) {
+      out.closest_key = digest;
+      out.damaged = true;
+      return out;
+    }
+  }
   sql::Stmt st(s.db, fmt::format("SELECT key, parts FROM {} WHERE identity = ? ORDER BY key",
                                  table_name(t)));
   st.bind(1, identity_digest(key));
@@ -42,7 +56,7 @@ Explanation Store::explain(Table t, const KeyParts& key) {
   return out;
 }
 
-Expected<void> Store::verify() {
+Expected<void> Store::verify(const EntryCheck& check) {
   Impl& s = *impl_;
   std::lock_guard lock(s.mutex);
   if (!s.db) {
@@ -58,16 +72,30 @@ Expected<void> Store::verify() {
   if (rows != std::vector<std::string>{"ok"})
     for (const auto& row : rows) problems.push_back("integrity check: " + row);
   for (Table t : kAllTables) {
-    sql::Stmt st(s.db, fmt::format("SELECT key, identity, parts FROM {}", table_name(t)));
+    sql::Stmt st(s.db, fmt::format("SELECT key, identity, parts, value, source, metadata, checksum"
+                                   " FROM {} ORDER BY tick",
+                                   table_name(t)));
     while ((rc = st.step()) == SQLITE_ROW) {
+      Entry e;
+      e.table = t;
+      e.key = st.text(0);
+      e.value = st.blob(3);
+      e.source = st.text(4);
+      e.metadata = st.text(5);
       auto parts = parts_from_json(st.text(2));
-      std::string where = fmt::format("{} entry {}", table_name(t), st.text(0));
+      std::string where = fmt::format("{} entry {}", table_name(t), e.key);
       if (!parts || parts->empty())
         problems.push_back(where + ": its key parts cannot be read");
-      else if (KeyParts{*parts}.digest() != st.text(0))
+      else if (KeyParts{*parts}.digest() != e.key)
         problems.push_back(where + ": the key is not the digest of its parts");
       else if (identity_digest(KeyParts{*parts}) != st.text(1))
         problems.push_back(where + ": the identity is not the digest of its first part");
+      else if (entry_seal(e.key, st.text(2), e.value, e.source, e.metadata) != st.text(6))
+        problems.push_back(where + ": its contents do not match its checksum");
+      else if (check) {
+        e.parts = std::move(*parts);
+        if (std::string why = check(e); !why.empty()) problems.push_back(where + ": " + why);
+      }
     }
     if (rc != SQLITE_DONE)
       problems.push_back(fmt::format("reading {}: {}", table_name(t), sql::describe(rc)));
@@ -75,7 +103,7 @@ Expected<void> Store::verify() {
   if (problems.empty()) return {};
   std::string message = fmt::format("cache {}: {} problem{}", s.path, problems.size(),
                                     problems.size() == 1 ? "" : "s");
-  for (size_t i = 0; i < problems.size() && i < 5; ++i) message += "; " + problems[i];
+  for (const std::string& p : problems) message += "\n  " + p;
   return make_error(message);
 }
 
@@ -107,10 +135,9 @@ int64_t Store::Impl::copy_from(const std::string& src_uri, bool replace,
           // Copied entries count as used before every local one (their ticks go first).
           std::string copy = fmt::format(
               "INSERT OR {0} INTO main.{1} ({2}) SELECT key, identity, parts, value, source, "
-              "metadata,"
-              " size, created, last_used, tick - (SELECT coalesce(max(tick), 0) FROM src.{1}), hits"
+              "metadata, size, created, last_used, tick - {4}, hits, checksum"
               " FROM src.{1}{3} ORDER BY tick",
-              replace ? "REPLACE" : "IGNORE", table_name(t), kColumns, filter);
+              replace ? "REPLACE" : "IGNORE", table_name(t), kColumns, filter, next_tick("src"));
           if (int r = db.exec(copy); r != SQLITE_OK) return r;
           added += sqlite3_changes(db.get());
         }

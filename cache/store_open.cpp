@@ -4,10 +4,14 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -29,6 +33,41 @@ int64_t file_size_or_zero(const std::string& path) {
   return ec ? 0 : static_cast<int64_t>(size);
 }
 
+uint32_t big_endian(const unsigned char* p, int bytes) {
+  uint32_t v = 0;
+  for (int i = 0; i < bytes; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+// Why a database file is cut short, read from its header ("" when it is whole). SQLite writes
+// whole pages, so a size that is not a whole number of pages is a truncated file; and with no WAL
+// beside it (nothing newer than the file), the page count in a current header must fit in it.
+// SQLite itself reads the missing tail as zeros, which quick_check does not always notice.
+std::string truncation(const std::string& path, int64_t file_size) {
+  if (file_size == 0) return "";
+  std::array<unsigned char, 100> header{};
+  std::ifstream in(path, std::ios::binary);
+  if (!in.read(reinterpret_cast<char*>(header.data()), header.size()))
+    return fmt::format("truncated: {} bytes is shorter than a database header", file_size);
+  if (std::string_view(reinterpret_cast<const char*>(header.data()), 16) !=
+      std::string_view("SQLite format 3\0", 16))
+    return "";  // not a database at all: inspect() says so
+  uint32_t page_size = big_endian(&header[16], 2);
+  if (page_size == 1) page_size = 65536;
+  if (page_size < 512 || (page_size & (page_size - 1)) != 0) return "";  // inspect() says so
+  if (file_size % page_size != 0)
+    return fmt::format("truncated: {} bytes is not a whole number of {}-byte pages", file_size,
+                       page_size);
+  std::error_code ec;
+  const bool wal = fs::exists(path + "-wal", ec) && fs::file_size(path + "-wal", ec) > 0;
+  const uint32_t pages = big_endian(&header[28], 4);
+  const bool current = big_endian(&header[92], 4) == big_endian(&header[24], 4);
+  if (!wal && current && static_cast<int64_t>(pages) * page_size > file_size)
+    return fmt::format("truncated: {} bytes hold {} of its {} pages", file_size,
+                       file_size / page_size, pages);
+  return "";
+}
+
 // A failed query: only SQLite's verdict of corruption condemns the file.
 Inspection failed(int rc) {
   return {sql::is_corrupt(rc) ? Inspection::bad : Inspection::unavailable, sql::describe(rc)};
@@ -39,8 +78,14 @@ Inspection inspect_once(sql::Db& db, int64_t file_size, int* rc) {
   if (file_size <= kQuickCheckLimit) {
     auto rows = sql::column(db, "PRAGMA quick_check", rc);
     if (*rc != SQLITE_OK) return failed(*rc);
-    if (rows != std::vector<std::string>{"ok"})
-      return {Inspection::bad, "quick_check: " + (rows.empty() ? "no result" : rows.front())};
+    if (rows != std::vector<std::string>{"ok"}) {
+      // SQLite lists every finding, one per line: the first says what is wrong, in one line.
+      std::string first = rows.empty() ? "no result" : rows.front();
+      const size_t findings = std::count(first.begin(), first.end(), '\n') + rows.size();
+      first = first.substr(0, first.find('\n'));
+      return {Inspection::bad, fmt::format("quick_check: {}{}", first,
+                                           findings > 1 ? fmt::format(" (and {} more findings)", findings - 1) : "")};
+    }
   }
   auto app = sql::column(db, "PRAGMA application_id", rc);
   if (*rc != SQLITE_OK || app.empty()) return failed(*rc);
@@ -114,7 +159,17 @@ std::string set_up(Store::Impl& s, Inspection* found) {
     *found = {Inspection::unavailable, sql::describe(rc)};
     return fmt::format("cannot open cache {}: {}; running without it", s.path, found->reason);
   }
-  *found = inspect(s.db, file_size_or_zero(s.path), s.deadline_ms());
+  struct stat st {};
+  if (::stat(s.path.c_str(), &st) == 0) {
+    s.device = st.st_dev;
+    s.inode = st.st_ino;
+  }
+  const int64_t size = file_size_or_zero(s.path);
+  if (std::string cut = truncation(s.path, size); !cut.empty()) {
+    *found = {Inspection::bad, cut};
+    return "";
+  }
+  *found = inspect(s.db, size, s.deadline_ms());
   if (found->kind == Inspection::bad) return "";
   if (found->kind == Inspection::unavailable)
     return fmt::format("cannot use cache {}: {}; running without it", s.path, found->reason);
@@ -174,7 +229,9 @@ void open_read_only(Store::Impl& s) {
     s.problem = sql::describe(rc);
   } else {
     s.db.set_busy_timeout(s.options.busy_timeout_ms);
-    Inspection found = inspect(s.db, file_size_or_zero(s.path), s.deadline_ms());
+    const int64_t size = file_size_or_zero(s.path);
+    const std::string cut = truncation(s.path, size);
+    Inspection found = cut.empty() ? inspect(s.db, size, s.deadline_ms()) : Inspection{Inspection::bad, cut};
     if (found.kind == Inspection::fresh) {
       s.db.close();  // an empty file: no tables to read
       return;
@@ -214,7 +271,7 @@ int create_schema(sql::Db& db, int deadline_ms) {
         "CREATE TABLE IF NOT EXISTS {0} (key TEXT PRIMARY KEY, identity TEXT NOT NULL,"
         " parts TEXT NOT NULL, value BLOB NOT NULL, source TEXT NOT NULL, metadata TEXT NOT NULL,"
         " size INTEGER NOT NULL, created INTEGER NOT NULL, last_used INTEGER NOT NULL,"
-        " tick INTEGER NOT NULL, hits INTEGER NOT NULL);"
+        " tick INTEGER NOT NULL, hits INTEGER NOT NULL, checksum TEXT NOT NULL);"
         "CREATE INDEX IF NOT EXISTS {0}_identity ON {0} (identity);"
         "CREATE INDEX IF NOT EXISTS {0}_tick ON {0} (tick);",
         n);
@@ -238,7 +295,59 @@ void Store::Impl::warn(const std::string& message) const {
 void Store::Impl::warn_failure(const std::string& what, int rc) {
   if (warned_failure) return;
   warned_failure = true;
-  warn(fmt::format("cache {}: {} failed: {} ({})", path, what, sql::describe(rc), db.message()));
+  // The connection's message can be newer than the failure (a rollback resets it): add it only
+  // when it says more than the result code.
+  std::string message = db.message(), described = sql::describe(rc);
+  const bool adds = message != described && message != sql::describe(SQLITE_OK) && message != "not open";
+  warn(fmt::format("cache {}: {} failed: {}{}", path, what, described,
+                   adds ? fmt::format(" ({})", message) : ""));
+}
+
+bool Store::Impl::failed(const std::string& what, int rc) {
+  if (sql::is_corrupt(rc) && !options.read_only)
+    return recover(fmt::format("{} failed: {}", what, sql::describe(rc)));
+  warn_failure(what, rc);
+  return false;
+}
+
+bool Store::Impl::recover(const std::string& reason) {
+  // What the file held, where it can still be counted.
+  std::string lost;
+  for (Table t : kAllTables) {
+    int rc = 0;
+    auto n = sql::column(db, fmt::format("SELECT count(*) FROM {}", table_name(t)), &rc);
+    if (rc != SQLITE_OK || n.empty()) {
+      lost.clear();
+      break;
+    }
+    lost += fmt::format("{}{} {}", lost.empty() ? "" : ", ", n.front(), table_name(t));
+  }
+  db.close();
+  const std::string dir = parent_directory(path);
+  DirectoryLock exclusive(dir, LOCK_EX);
+  // Another process may have moved this file aside and started a new one: that one is used.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && st.st_dev == device && st.st_ino == inode) {
+    const std::string aside = move_aside(path);
+    warn(fmt::format("cache {} is damaged ({}); moved it aside to {} and started a new one; lost: {}",
+                     path, reason, aside,
+                     lost.empty() ? "every entry (they are rebuilt as they are needed)"
+                                  : lost + " entries (rebuilt as they are needed)"));
+  }
+  Inspection found;
+  std::string problem = set_up(*this, &found);
+  if (problem.empty() && found.kind == Inspection::bad)
+    problem = fmt::format("cannot use cache {}: {}; running without it", path, found.reason);
+  if (!problem.empty()) {
+    warn(problem);
+    db.close();
+    return false;
+  }
+  return true;
+}
+
+void Store::Impl::damaged(Table t, const std::string& key, const std::string& why) const {
+  warn(fmt::format("cache {}: {} entry {} is damaged ({}); it is rebuilt", path, table_name(t), key, why));
 }
 
 Store::Store() : impl_(std::make_unique<Impl>()) {}

@@ -22,6 +22,8 @@ Expected<void> need_float(std::string_view op, DType t) {
 NodeResult Builder::softmax(const Node* x, int64_t axis) {
   KILN_IR_OK(need_float("softmax", x->dtype));
   KILN_IR_TRY(int64_t a, detail::normalize_one_axis("softmax", axis, x->shape));
+  // Over an empty axis there is nothing to normalize: the result is as empty as x (numpy, torch).
+  if (x->shape[a] == 0) return x;
   // m = max(x, keepdim); e = exp(x - m); s = sum(e, keepdim); y = e / s
   KILN_IR_TRY(const Node* m, reduce(Op::ReduceMax, x, std::vector<int64_t>{a}, true));
   KILN_IR_TRY(const Node* d, binary(Op::Sub, x, m));
@@ -33,6 +35,8 @@ NodeResult Builder::softmax(const Node* x, int64_t axis) {
 NodeResult Builder::log_softmax(const Node* x, int64_t axis) {
   KILN_IR_OK(need_float("log_softmax", x->dtype));
   KILN_IR_TRY(int64_t a, detail::normalize_one_axis("log_softmax", axis, x->shape));
+  // Over an empty axis there is nothing to normalize: the result is as empty as x (numpy, torch).
+  if (x->shape[a] == 0) return x;
   // y = (x - m) - log(sum(exp(x - m), keepdim))
   KILN_IR_TRY(const Node* m, reduce(Op::ReduceMax, x, std::vector<int64_t>{a}, true));
   KILN_IR_TRY(const Node* d, binary(Op::Sub, x, m));

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "cache/size.h"
+#include "cache/store.h"
 #include "runtime/config_keys.h"
 
 extern char** environ;
@@ -294,6 +295,21 @@ Expected<std::uint64_t> parse_byte_size(const std::string& text) {
     return make_error(fmt::format(
         "cache.max_size: expected a size such as \"512MiB\" or \"2GiB\", got \"{}\"", text));
   return static_cast<std::uint64_t>(*bytes);
+}
+
+std::string cache_scope_path(const CacheScope& scope, const Config& config) {
+  if (scope.kind == "local") return cache::local_scope_path(config.project_root);
+  if (scope.kind == "target") return cache::target_scope_path();
+  if (scope.kind == "global") return cache::global_scope_path(config.xdg_cache_home, config.home);
+  if (scope.kind == "file") return scope.path;
+  return "";  // none
+}
+
+Expected<CacheScope> parse_cache_scope(std::string_view text) {
+  if (text == "local" || text == "target" || text == "global" || text == "none")
+    return CacheScope{std::string(text), ""};
+  if (text.starts_with("file=") && text.size() > 5) return CacheScope{"file", std::string(text.substr(5))};
+  return make_error(fmt::format("'{}' is not a cache scope; expected local, target, global or file=PATH", text));
 }
 
 }  // namespace kiln::runtime

@@ -107,4 +107,11 @@ std::string print_config(const Config& c);
 // A [cache] max_size in bytes: "2GiB", "512MiB", "100MB", "64KiB", "4096" (bytes).
 Expected<std::uint64_t> parse_byte_size(const std::string& text);
 
+// The one rule for where a cache scope's store is (DESIGN.md §8), for the library, `kiln run`,
+// `kiln warm` and `kiln cache` alike: local beside kiln.toml, target beside the executable,
+// global under XDG_CACHE_HOME (as the configuration read it), file as given; "" for none.
+std::string cache_scope_path(const CacheScope& scope, const Config& config);
+// "local", "target", "global", "none" or "file=PATH" (a --cache option) -> the scope.
+Expected<CacheScope> parse_cache_scope(std::string_view text);
+
 }  // namespace kiln::runtime

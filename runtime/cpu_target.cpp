@@ -38,12 +38,6 @@ int64_t min_chunk_of(const kir::Kernel& kernel) {
   return std::max<int64_t>(1, kMinPointsPerChunk / std::max<int64_t>(1, inner));
 }
 
-// Object code is checked against this before linking: flipped bytes inside machine code would
-// link and run wrong code, and nothing else catches them.
-std::string object_checksum(const std::vector<uint8_t>& object) {
-  return cache::KeyParts{{{"object", std::string(object.begin(), object.end())}}}.digest();
-}
-
 class HostMemory final : public DeviceMemory {
  public:
   explicit HostMemory(std::shared_ptr<Buffer> buffer) : buffer_(std::move(buffer)) {}
@@ -140,37 +134,43 @@ std::optional<cache::Entry> CpuTarget::to_entry(const Artifact& artifact) const 
   e.metadata = json{{"symbol", a.symbol},
                     {"outer_extent", a.outer_extent},
                     {"min_chunk", static_cast<const CpuKernel&>(artifact).min_chunk},
-                    {"compile_ms", a.compile_ms},
-                    {"checksum", object_checksum(a.object)}}
+                    {"compile_ms", a.compile_ms}}
                    .dump();
   return e;
 }
 
-std::shared_ptr<const Artifact> CpuTarget::from_entry(const cache::Entry& e, bool load) {
+Expected<CpuEntry> read_cpu_entry(const cache::Entry& e) {
   json meta = json::parse(e.metadata, nullptr, /*allow_exceptions=*/false);
+  if (!meta.is_object()) return make_error("its metadata is not a JSON object");
   try {
-    if (!meta.is_object() || meta.at("checksum").get<std::string>() != object_checksum(e.value))
-      return nullptr;
-    const std::string symbol = meta.at("symbol").get<std::string>();
-    const int64_t outer_extent = meta.at("outer_extent").get<int64_t>();
-    const int64_t min_chunk = meta.at("min_chunk").get<int64_t>();
-    if (outer_extent < 0 || min_chunk < 1) return nullptr;
-    std::shared_ptr<codegen::CpuArtifact> code;
-    if (load) {
-      auto linked = backend_->load(e.value, symbol, outer_extent);
-      if (!linked) return nullptr;
-      code = std::make_shared<codegen::CpuArtifact>(**linked);
-    } else {
-      code = std::make_shared<codegen::CpuArtifact>();
-      code->symbol = symbol;
-      code->outer_extent = outer_extent;
-    }
-    code->llvm_ir = e.source;
-    code->compile_ms = 0;
-    return std::make_shared<const CpuKernel>(std::move(code), min_chunk);
-  } catch (const json::exception&) {
-    return nullptr;  // an entry of an older writer, or damaged metadata: compile again
+    CpuEntry out{meta.at("symbol").get<std::string>(), meta.at("outer_extent").get<int64_t>(),
+                 meta.at("min_chunk").get<int64_t>()};
+    if (out.symbol.empty()) return make_error("its symbol is empty");
+    if (out.outer_extent < 0) return make_error(fmt::format("its outer extent is {}", out.outer_extent));
+    if (out.min_chunk < 1) return make_error(fmt::format("its chunk is {}", out.min_chunk));
+    if (e.value.empty()) return make_error("it holds no object code");
+    return out;
+  } catch (const json::exception& x) {
+    return make_error(fmt::format("its metadata is not a cpu kernel's ({})", x.what()));
   }
+}
+
+Expected<std::shared_ptr<const Artifact>> CpuTarget::from_entry(const cache::Entry& e, bool load) {
+  auto stored = read_cpu_entry(e);
+  if (!stored) return std::unexpected(stored.error());
+  std::shared_ptr<codegen::CpuArtifact> code;
+  if (load) {
+    auto linked = backend_->load(e.value, stored->symbol, stored->outer_extent);
+    if (!linked) return make_error("its object code does not link: " + linked.error().message);
+    code = std::make_shared<codegen::CpuArtifact>(**linked);
+  } else {
+    code = std::make_shared<codegen::CpuArtifact>();
+    code->symbol = stored->symbol;
+    code->outer_extent = stored->outer_extent;
+  }
+  code->llvm_ir = e.source;
+  code->compile_ms = 0;
+  return std::make_shared<const CpuKernel>(std::move(code), stored->min_chunk);
 }
 
 Expected<std::vector<ArtifactForm>> CpuTarget::forms(const Artifact& artifact, const std::string&) {

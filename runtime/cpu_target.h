@@ -20,6 +20,15 @@ struct CpuTargetOptions {
   int num_threads = 0;  // 0: support::ThreadPool::default_threads()
 };
 
+// What a cpu kernel entry holds besides its object code (the metadata), read and checked: the
+// symbol to link, the range of the outer loop, the smallest chunk of it worth a thread.
+struct CpuEntry {
+  std::string symbol;
+  int64_t outer_extent = 0;
+  int64_t min_chunk = 1;
+};
+Expected<CpuEntry> read_cpu_entry(const cache::Entry& entry);
+
 class CpuTarget final : public Target {
  public:
   static Expected<std::unique_ptr<CpuTarget>> create(const CpuTargetOptions& options);
@@ -37,7 +46,7 @@ class CpuTarget final : public Target {
                                                     const codegen::TuneParams& params,
                                                     codegen::CheckMode check, bool load) override;
   std::optional<cache::Entry> to_entry(const Artifact& artifact) const override;
-  std::shared_ptr<const Artifact> from_entry(const cache::Entry& entry, bool load) override;
+  Expected<std::shared_ptr<const Artifact>> from_entry(const cache::Entry& entry, bool load) override;
   Expected<std::vector<ArtifactForm>> forms(const Artifact& artifact, const std::string& name) override;
   Expected<autotune::TuneDecision> tune(const kir::Kernel& kernel, autotune::Level level,
                                         double roofline_ms) override;

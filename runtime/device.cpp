@@ -77,16 +77,8 @@ Expected<DeviceOptions> device_options_from_config(const Config& config) {
   DeviceOptions o;
   o.fuser = config.fusion_enabled ? passes::FuserKind::beam : passes::FuserKind::none;
   o.beam = passes::BeamOptions{config.max_blocks, config.beam_width};
-  // "none": no persistent cache ("").
-  auto scope_path = [&](const CacheScope& scope) -> std::string {
-    if (scope.kind == "local") return cache::local_scope_path(config.project_root);
-    if (scope.kind == "target") return cache::target_scope_path();
-    if (scope.kind == "global") return cache::global_scope_path(config.xdg_cache_home, config.home);
-    if (scope.kind == "file") return scope.path;
-    return "";
-  };
-  o.cache_path = scope_path(config.compilation_cache);
-  o.autotune_cache_path = scope_path(config.autotune_cache);
+  o.cache_path = cache_scope_path(config.compilation_cache, config);
+  o.autotune_cache_path = cache_scope_path(config.autotune_cache, config);
   o.cache_read_only = config.cache_read_only;
   auto size = cache::parse_size(config.cache_max_size);
   if (!size) return std::unexpected(size.error());

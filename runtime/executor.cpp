@@ -173,7 +173,7 @@ Expected<std::shared_ptr<const Plan>> Executor::get_plan(ir::Graph& g,
   std::shared_ptr<Plan> plan;
   if (store_) {
     disk_key = stored_plan_key(key);
-    if ((plan = stored_plan(*disk_key, /*load=*/true))) {
+    if ((plan = stored_plan(*disk_key, key, outputs, /*load=*/true))) {
       *source = "disk";
       log(LogComponent::cache, fmt::format("plan {} from the cache: {} kernels, {} loaded for {}",
                                            disk_key->digest(), plan->steps.size(), plan->loaded, name_));

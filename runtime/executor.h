@@ -118,9 +118,11 @@ class Executor final : public Device {
   Expected<std::shared_ptr<const Plan>> get_plan(ir::Graph& g,
                                                  const std::vector<const ir::Node*>& outputs,
                                                  const StructuralKey& key, std::string* source);
-  // A stored plan record whose kernels are all intact in the store; with `load`, each kernel's
-  // artifact loaded. nullopt when a run would rebuild the plan.
-  std::shared_ptr<Plan> stored_plan(const cache::KeyParts& key, bool load);
+  // The plan stored under `disk_key` when it decodes, fits the graph of `key` and `outputs`, and
+  // its kernels are all intact in the store; with `load`, each kernel's artifact loaded. null
+  // (with a warning for an unusable record) when a run would rebuild the plan.
+  std::shared_ptr<Plan> stored_plan(const cache::KeyParts& disk_key, const StructuralKey& key,
+                                    const std::vector<const ir::Node*>& outputs, bool load);
   void store_plan(const cache::KeyParts& key, const Plan& plan);
   void log(LogComponent component, const std::string& message) const;
   void log_built_plan(const Plan& plan) const;

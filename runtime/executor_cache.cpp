@@ -12,12 +12,19 @@
 
 namespace kiln::runtime {
 
-std::shared_ptr<Plan> Executor::stored_plan(const cache::KeyParts& key, bool load) {
+std::shared_ptr<Plan> Executor::stored_plan(const cache::KeyParts& disk_key, const StructuralKey& key,
+                                            const std::vector<const ir::Node*>& outputs, bool load) {
   // A use (a hit) only when the plan is run; looking for --check or warm is not one.
-  std::optional<cache::Entry> e = load ? store_->get(cache::Table::plans, key) : store_->show(key.digest());
+  std::optional<cache::Entry> e = load ? store_->get(cache::Table::plans, disk_key) : store_->show(disk_key.digest());
   if (!e || e->table != cache::Table::plans) return nullptr;
-  std::optional<Plan> record = plan_from_entry(*e);
-  if (!record) return nullptr;  // a damaged record or one of an incompatible writer: rebuild
+  // A stored plan is untrusted input: it must decode to a consistent wiring that fits this graph.
+  Expected<Plan> record = plan_from_entry(*e);
+  Expected<void> fits = record ? check_plan_fits(*record, key.inputs, outputs) : Expected<void>{};
+  if (!record || !fits) {
+    store_->warn(fmt::format("cache {}: plans entry {} is unusable ({}); it is rebuilt", store_->path(),
+                             e->key, (!record ? record.error() : fits.error()).message));
+    return nullptr;
+  }
   auto plan = std::make_shared<Plan>(std::move(*record));
   std::unordered_set<std::string> distinct;
   for (PlanStep& step : plan->steps) {
@@ -44,7 +51,7 @@ Expected<Executor::Warmed> Executor::warm(ir::Graph& g, const std::vector<const 
   if (!store_) return make_error(name_ + ": no persistent cache to warm");
   const StructuralKey key = structural_key(outputs);
   const cache::KeyParts disk_key = stored_plan_key(key);
-  if (stored_plan(disk_key, /*load=*/false)) return Warmed{};
+  if (stored_plan(disk_key, key, outputs, /*load=*/false)) return Warmed{};
   auto plan = lower(g, outputs, key.inputs);
   if (!plan) return std::unexpected(plan.error());
   Warmed done;
@@ -91,7 +98,7 @@ Expected<std::vector<CacheEntryRef>> Executor::cache_entries(ir::Graph& g,
          kept && kept->table == cache::Table::autotune && rates_from_entry(*kept).has_value()});
   }
   // A stored plan whose kernels are all intact names every entry a run reads (and no decision).
-  if (std::shared_ptr<Plan> stored = stored_plan(disk_key, /*load=*/false)) {
+  if (std::shared_ptr<Plan> stored = stored_plan(disk_key, key, outputs, /*load=*/false)) {
     add({cache::Table::plans, plan_digest, "plan " + plan_digest, true});
     for (const PlanStep& step : stored->steps)
       add({cache::Table::kernels, step.kernel_digest,

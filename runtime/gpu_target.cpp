@@ -22,23 +22,15 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Flipped bytes inside a binary or its source would load and launch wrong code (or a wrong
-// launch shape): an entry is checked against this before it is loaded.
-std::string entry_checksum(const std::vector<uint8_t>& binary, const std::string& source) {
-  return cache::KeyParts{{{"binary", std::string(binary.begin(), binary.end())}, {"source", source}}}
-      .digest();
-}
+}  // namespace
 
-// The source and launch shape of a stored entry, when the entry is intact and holds a
-// `binary_kind` binary; nullopt for entries of older writers (no scratch sizes, no checksum).
-std::optional<codegen::gpu::GpuSource> stored_source(const cache::Entry& e,
-                                                     const std::string& binary_kind) {
+Expected<codegen::gpu::GpuSource> read_gpu_entry(const cache::Entry& e, std::string_view binary_kind) {
   json meta = json::parse(e.metadata, nullptr, /*allow_exceptions=*/false);
-  if (!meta.is_object()) return std::nullopt;
+  if (!meta.is_object()) return make_error("its metadata is not a JSON object");
   try {
-    if (meta.at("binary").get<std::string>() != binary_kind ||
-        meta.at("checksum").get<std::string>() != entry_checksum(e.value, e.source))
-      return std::nullopt;
+    const std::string kind = meta.at("binary").get<std::string>();
+    if (!binary_kind.empty() && kind != binary_kind)
+      return make_error(fmt::format("it holds {}, not {}", kind, binary_kind));
     codegen::gpu::GpuSource source;
     source.text = e.source;
     source.entry = meta.at("entry").get<std::string>();
@@ -49,12 +41,18 @@ std::optional<codegen::gpu::GpuSource> stored_source(const cache::Entry& e,
     source.scratch_zero_bytes = meta.at("scratch_zero_bytes").get<int64_t>();
     if (source.launch.groups < 1 || source.launch.group_size < 1 || source.scratch_bytes < 0 ||
         source.scratch_zero_bytes < 0 || source.scratch_zero_bytes > source.scratch_bytes)
-      return std::nullopt;
+      return make_error(fmt::format("its launch shape is not one ({} groups of {}, scratch {} of {} zeroed)",
+                                    source.launch.groups, source.launch.group_size,
+                                    source.scratch_zero_bytes, source.scratch_bytes));
+    if (e.value.empty() || source.text.empty() || source.entry.empty())
+      return make_error("it lacks its binary, source or entry point");
     return source;
-  } catch (const json::exception&) {
-    return std::nullopt;
+  } catch (const json::exception& x) {
+    return make_error(fmt::format("its metadata is not a GPU kernel's ({})", x.what()));
   }
 }
+
+namespace {
 
 // A backend's stream, with each launch's scratch buffer made on it.
 class GpuTargetStream final : public Stream {
@@ -147,8 +145,8 @@ Expected<std::shared_ptr<const Artifact>> GpuTarget::compile(const kir::Kernel& 
   return std::shared_ptr<const Artifact>(std::move(k));
 }
 
-// The stored entry: the binary as value, the generated source as source, the launch shape and a
-// checksum of both in the metadata.
+// The stored entry: the binary as value, the generated source as source, the launch shape in the
+// metadata.
 std::optional<cache::Entry> GpuTarget::to_entry(const Artifact& artifact) const {
   const auto& k = static_cast<const GpuKernel&>(artifact);
   cache::Entry e;
@@ -161,24 +159,23 @@ std::optional<cache::Entry> GpuTarget::to_entry(const Artifact& artifact) const 
                     {"scratch_bytes", k.gpu_source.scratch_bytes},
                     {"scratch_zero_bytes", k.gpu_source.scratch_zero_bytes},
                     {"binary", backend_->binary_kind()},
-                    {"compile_ms", k.ms},
-                    {"checksum", entry_checksum(k.binary, k.gpu_source.text)}}
+                    {"compile_ms", k.ms}}
                    .dump();
   return e;
 }
 
-std::shared_ptr<const Artifact> GpuTarget::from_entry(const cache::Entry& entry, bool load) {
-  std::optional<codegen::gpu::GpuSource> source = stored_source(entry, backend_->binary_kind());
-  if (!source) return nullptr;  // a stale or damaged entry: rebuild
+Expected<std::shared_ptr<const Artifact>> GpuTarget::from_entry(const cache::Entry& entry, bool load) {
+  auto source = read_gpu_entry(entry, backend_->binary_kind());
+  if (!source) return std::unexpected(source.error());
   auto k = std::make_shared<GpuKernel>();
   k->gpu_source = std::move(*source);
   k->binary = entry.value;
   if (load) {
     auto program = backend_->load(k->gpu_source, k->binary);
-    if (!program) return nullptr;
+    if (!program) return make_error("its binary does not load: " + program.error().message);
     k->program = std::move(*program);
   }
-  return k;
+  return std::shared_ptr<const Artifact>(std::move(k));
 }
 
 Expected<std::vector<ArtifactForm>> GpuTarget::forms(const Artifact& artifact, const std::string& name) {

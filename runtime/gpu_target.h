@@ -32,6 +32,10 @@ class GpuKernel final : public Artifact {
   double ms = 0;
 };
 
+// The source and launch shape a GPU kernel entry holds beside its binary, read and checked; an
+// error when they are not one, or (with a non-empty `binary_kind`) the binary is of another kind.
+Expected<codegen::gpu::GpuSource> read_gpu_entry(const cache::Entry& entry, std::string_view binary_kind);
+
 class GpuTarget final : public Target {
  public:
   explicit GpuTarget(std::unique_ptr<GpuBackend> backend);
@@ -51,7 +55,7 @@ class GpuTarget final : public Target {
                                                     const codegen::TuneParams& params,
                                                     codegen::CheckMode check, bool load) override;
   std::optional<cache::Entry> to_entry(const Artifact& artifact) const override;
-  std::shared_ptr<const Artifact> from_entry(const cache::Entry& entry, bool load) override;
+  Expected<std::shared_ptr<const Artifact>> from_entry(const cache::Entry& entry, bool load) override;
   Expected<std::vector<ArtifactForm>> forms(const Artifact& artifact, const std::string& name) override;
   Expected<autotune::TuneDecision> tune(const kir::Kernel& kernel, autotune::Level level,
                                         double roofline_ms) override;

@@ -2,14 +2,16 @@
 // the target's compiler; what is compiled is stored.
 #include "runtime/kernel_cache.h"
 
+#include <fmt/format.h>
+
 #include "runtime/cache_keys.h"
 
 namespace kiln::runtime {
 
 std::string explain_miss(cache::Store& store, cache::Table table, const cache::KeyParts& key) {
   cache::Explanation x = store.explain(table, key);
-  // The entry is there but could not be used.
-  if (x.hit) return "the stored entry is damaged or of an incompatible writer";
+  // The entry is there and intact, but does not hold what this target reads (warned about).
+  if (x.hit) return "the stored entry is not usable by this target";
   std::string text = x.text();
   constexpr std::string_view kPrefix = "miss: ";
   return text.starts_with(kPrefix) ? text.substr(kPrefix.size()) : text;
@@ -43,7 +45,7 @@ Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel, const kir::Ke
     disk_key = key(kernel, params);
     found.digest = disk_key->digest();
     if (std::optional<cache::Entry> e = store_->get(cache::Table::kernels, *disk_key))
-      found.artifact = target_.from_entry(*e, load_);
+      found.artifact = usable(*e, load_);
     if (found.artifact) {
       found.source = KernelLookup::Source::disk;
     } else if (explain_) {
@@ -82,7 +84,7 @@ std::shared_ptr<const Artifact> KernelCache::load(const std::string& digest) {
   if (!store_) return nullptr;
   std::optional<cache::Entry> e = store_->show(digest);
   if (!e || e->table != cache::Table::kernels) return nullptr;
-  std::shared_ptr<const Artifact> artifact = target_.from_entry(*e, load_);
+  std::shared_ptr<const Artifact> artifact = usable(*e, load_);
   if (!artifact) return nullptr;
   std::lock_guard lock(mu_);
   return by_digest_.emplace(digest, std::move(artifact)).first->second;
@@ -91,7 +93,15 @@ std::shared_ptr<const Artifact> KernelCache::load(const std::string& digest) {
 bool KernelCache::has_entry(const std::string& digest) const {
   if (!store_) return false;
   std::optional<cache::Entry> e = store_->show(digest);
-  return e && e->table == cache::Table::kernels && target_.from_entry(*e, /*load=*/false);
+  return e && e->table == cache::Table::kernels && usable(*e, /*load=*/false);
+}
+
+std::shared_ptr<const Artifact> KernelCache::usable(const cache::Entry& e, bool load) const {
+  auto artifact = target_.from_entry(e, load);
+  if (artifact) return *artifact;
+  store_->warn(fmt::format("cache {}: kernels entry {} is unusable ({}); it is compiled again",
+                           store_->path(), e.key, artifact.error().message));
+  return nullptr;
 }
 
 }  // namespace kiln::runtime

@@ -57,6 +57,8 @@ class KernelCache {
 
  private:
   void put(const cache::KeyParts& key, const Artifact& artifact);
+  // The artifact of a stored entry; null, with a warning saying why, when the target cannot use it.
+  std::shared_ptr<const Artifact> usable(const cache::Entry& e, bool load) const;
   Target& target_;
   cache::Store* store_;
   bool explain_;

@@ -1,6 +1,9 @@
 // Plan records: a Plan's wiring <-> CBOR (nlohmann::json), checked on the way back in.
 #include "runtime/plan_record.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
@@ -8,12 +11,6 @@ namespace kiln::runtime {
 
 namespace {
 using nlohmann::json;
-
-// A record is checked against this before it is decoded: a flipped byte inside an index could
-// still decode, and would wire a kernel to the wrong buffer.
-std::string record_checksum(const std::vector<uint8_t>& record) {
-  return cache::KeyParts{{{"record", std::string(record.begin(), record.end())}}}.digest();
-}
 
 json kernel_shape_json(const kir::Kernel& k) {
   json params = json::array();
@@ -23,24 +20,38 @@ json kernel_shape_json(const kir::Kernel& k) {
   return {{"name", k.name}, {"domain", k.domain}, {"params", params}};
 }
 
+// A shape a buffer can have: no negative dimension, and an element count that 64-bit byte offsets
+// of any dtype can address.
 bool valid_shape(const ir::Shape& shape) {
-  for (int64_t d : shape)
+  int64_t n = 1;
+  for (int64_t d : shape) {
     if (d < 0) return false;
+    if (d > 0 && n > (int64_t{1} << 59) / d) return false;
+    n *= d;
+  }
   return true;
 }
 
+std::string shape_text(ir::DType dtype, const ir::Shape& shape) {
+  return fmt::format("{}[{}]", ir::dtype_name(dtype), fmt::join(shape, ","));
+}
+
 // The part of a kernel the executor needs (names, params, domain): a run never reads the body.
-std::optional<kir::Kernel> kernel_shape_from_json(const json& j) {
+Expected<kir::Kernel> kernel_shape_from_json(const json& j) {
   kir::Kernel k;
   k.name = j.at("name").get<std::string>();
   k.domain = j.at("domain").get<std::vector<int64_t>>();
-  if (!valid_shape(k.domain)) return std::nullopt;
+  if (!valid_shape(k.domain))
+    return make_error(fmt::format("kernel {}: domain [{}] is not a valid extent", k.name, fmt::join(k.domain, ",")));
   for (const json& p : j.at("params")) {
-    auto dt = ir::parse_dtype(p.at("dtype").get<std::string>());
-    if (!dt) return std::nullopt;
+    const std::string dtype = p.at("dtype").get<std::string>();
+    auto dt = ir::parse_dtype(dtype);
+    if (!dt) return make_error(fmt::format("kernel {}: unknown dtype '{}'", k.name, dtype));
     k.params.push_back(kir::Param{*dt, p.at("shape").get<ir::Shape>(), p.at("output").get<bool>(),
                                   p.at("label").get<std::string>()});
-    if (!valid_shape(k.params.back().shape)) return std::nullopt;
+    if (!valid_shape(k.params.back().shape))
+      return make_error(fmt::format("kernel {}: parameter {} has an invalid shape", k.name,
+                                    k.params.size() - 1));
   }
   k.arena = std::make_shared<kir::ExprArena>();
   return k;
@@ -48,39 +59,89 @@ std::optional<kir::Kernel> kernel_shape_from_json(const json& j) {
 
 bool in_range(int index, size_t size) { return index >= 0 && static_cast<size_t>(index) < size; }
 
-// Every index the executor follows stays inside the plan: a step's arguments name slots, one per
-// kernel param; releases and outputs name slots; plan inputs are numbered once each.
-bool wiring_is_consistent(const Plan& plan) {
+// Every index the executor follows stays inside the plan, and every buffer a kernel touches is
+// the one its parameter describes: a step's arguments name slots, one per kernel parameter, of
+// the parameter's dtype and shape; a kernel writes only temporaries, each once, and reads only
+// inputs and temporaries written before and not yet released; releases free temporaries only;
+// outputs are inputs or written; plan inputs are numbered once each.
+Expected<void> check_wiring(const Plan& plan) {
+  const size_t n = plan.slots.size();
   std::unordered_set<int> inputs;
-  for (const Slot& s : plan.slots) {
-    if (!valid_shape(s.shape) || s.input_index < -1) return false;
-    if (s.input_index >= 0 && !inputs.insert(s.input_index).second) return false;
+  for (size_t i = 0; i < n; ++i) {
+    const Slot& s = plan.slots[i];
+    if (!valid_shape(s.shape)) return make_error(fmt::format("slot {} has an invalid shape", i));
+    if (s.input_index < -1) return make_error(fmt::format("slot {} has input index {}", i, s.input_index));
+    if (s.input_index >= 0 && !inputs.insert(s.input_index).second)
+      return make_error(fmt::format("two slots are bound to input {}", s.input_index));
   }
-  for (const PlanStep& step : plan.steps) {
-    if (step.kernel_digest.empty() || step.num_ops < 0 ||
-        step.args.size() != step.kernel.params.size())
-      return false;
-    for (int a : step.args)
-      if (!in_range(a, plan.slots.size())) return false;
-    for (int r : step.release_after)
-      if (!in_range(r, plan.slots.size())) return false;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs.count(static_cast<int>(i)))
+      return make_error(fmt::format("no slot is bound to input {} of {}", i, inputs.size()));
+  std::vector<bool> is_output(n, false);
+  for (int o : plan.output_slots) {
+    if (!in_range(o, n)) return make_error(fmt::format("output slot {} of {} slots", o, n));
+    is_output[o] = true;
+  }
+  enum class State { unwritten, live, released };
+  std::vector<State> state(n, State::unwritten);
+  for (size_t i = 0; i < n; ++i)
+    if (plan.slots[i].input_index >= 0) state[i] = State::live;
+  for (size_t st = 0; st < plan.steps.size(); ++st) {
+    const PlanStep& step = plan.steps[st];
+    const std::string where = fmt::format("step {} (kernel {})", st, step.kernel.name);
+    if (step.kernel_digest.empty()) return make_error(where + ": no kernel digest");
+    if (step.num_ops < 0) return make_error(where + ": a negative op count");
+    if (step.args.size() != step.kernel.params.size())
+      return make_error(fmt::format("{}: {} arguments for {} parameters", where, step.args.size(),
+                                    step.kernel.params.size()));
+    for (size_t p = 0; p < step.args.size(); ++p) {
+      const int a = step.args[p];
+      const kir::Param& param = step.kernel.params[p];
+      if (!in_range(a, n)) return make_error(fmt::format("{}: argument {} names slot {} of {}", where, p, a, n));
+      const Slot& slot = plan.slots[a];
+      if (slot.dtype != param.dtype || slot.shape != param.shape)
+        return make_error(fmt::format("{}: parameter {} is {} but its slot {} is {}", where, p,
+                                      shape_text(param.dtype, param.shape), a,
+                                      shape_text(slot.dtype, slot.shape)));
+      if (!param.output && state[a] != State::live)
+        return make_error(fmt::format("{}: parameter {} reads slot {}, which is {}", where, p, a,
+                                      state[a] == State::released ? "released" : "not written yet"));
+    }
+    for (size_t p = 0; p < step.args.size(); ++p) {
+      if (!step.kernel.params[p].output) continue;
+      const int a = step.args[p];
+      if (plan.slots[a].input_index >= 0)
+        return make_error(fmt::format("{}: parameter {} writes slot {}, a plan input", where, p, a));
+      if (state[a] != State::unwritten)
+        return make_error(fmt::format("{}: parameter {} writes slot {} a second time", where, p, a));
+      state[a] = State::live;
+    }
+    for (int r : step.release_after) {
+      if (!in_range(r, n)) return make_error(fmt::format("{}: releases slot {} of {}", where, r, n));
+      if (plan.slots[r].input_index >= 0 || is_output[r] || state[r] != State::live)
+        return make_error(fmt::format("{}: releases slot {}, which is not a live temporary", where, r));
+      state[r] = State::released;
+    }
   }
   for (int o : plan.output_slots)
-    if (!in_range(o, plan.slots.size())) return false;
-  return true;
+    if (state[o] != State::live) return make_error(fmt::format("output slot {} is never written", o));
+  return {};
 }
 
-std::optional<Plan> plan_from_json(const json& j) {
-  if (j.contains("version") && j.at("version").get<int>() != kPlanRecordVersion) return std::nullopt;
+Expected<Plan> plan_from_json(const json& j) {
+  if (j.contains("version") && j.at("version").get<int>() != kPlanRecordVersion)
+    return make_error(fmt::format("a record of version {}, expected {}", j.at("version").dump(),
+                                  kPlanRecordVersion));
   Plan plan;
   for (const json& s : j.at("slots")) {
-    auto dt = ir::parse_dtype(s.at("dtype").get<std::string>());
-    if (!dt) return std::nullopt;
+    const std::string dtype = s.at("dtype").get<std::string>();
+    auto dt = ir::parse_dtype(dtype);
+    if (!dt) return make_error(fmt::format("slot {}: unknown dtype '{}'", plan.slots.size(), dtype));
     plan.slots.push_back(Slot{*dt, s.at("shape").get<ir::Shape>(), s.at("input").get<int>()});
   }
   for (const json& s : j.at("steps")) {
     auto kernel = kernel_shape_from_json(s.at("kernel"));
-    if (!kernel) return std::nullopt;
+    if (!kernel) return std::unexpected(kernel.error());
     PlanStep step;
     step.kernel = std::move(*kernel);
     step.kernel_digest = s.at("digest").get<std::string>();
@@ -92,7 +153,7 @@ std::optional<Plan> plan_from_json(const json& j) {
   }
   plan.output_slots = j.at("outputs").get<std::vector<int>>();
   plan.fuser = j.at("fuser").get<std::string>();
-  if (!wiring_is_consistent(plan)) return std::nullopt;
+  if (auto ok = check_wiring(plan); !ok) return std::unexpected(ok.error());
   return plan;
 }
 }  // namespace
@@ -116,14 +177,14 @@ std::optional<std::vector<uint8_t>> encode_plan_record(const Plan& plan,
   return json::to_cbor(j);
 }
 
-std::optional<Plan> decode_plan_record(std::span<const uint8_t> bytes) {
+Expected<Plan> decode_plan_record(std::span<const uint8_t> bytes) {
   // The parser throws on some damage even without exceptions (an array length past max_size).
   try {
     json j = json::from_cbor(bytes.begin(), bytes.end(), true, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) return std::nullopt;
+    if (j.is_discarded() || !j.is_object()) return make_error("not a CBOR plan record");
     return plan_from_json(j);
-  } catch (const json::exception&) {
-    return std::nullopt;  // a damaged record or one of an incompatible writer: rebuild
+  } catch (const json::exception& e) {
+    return make_error(fmt::format("a field is missing or of the wrong type ({})", e.what()));
   }
 }
 
@@ -132,18 +193,42 @@ std::optional<cache::Entry> plan_record_entry(const Plan& plan,
   std::optional<std::vector<uint8_t>> record = encode_plan_record(plan, kernel_digests);
   if (!record) return std::nullopt;
   cache::Entry e;
-  e.metadata = json{{"kernels", plan.steps.size()}, {"checksum", record_checksum(*record)}}.dump();
+  e.metadata = json{{"kernels", plan.steps.size()}}.dump();
   e.value = std::move(*record);
   return e;
 }
 
-std::optional<Plan> plan_from_entry(const cache::Entry& entry) {
-  json meta = json::parse(entry.metadata, nullptr, /*allow_exceptions=*/false);
-  if (meta.is_object() && meta.contains("checksum")) {
-    const json& sum = meta["checksum"];
-    if (!sum.is_string() || sum.get<std::string>() != record_checksum(entry.value))
-      return std::nullopt;
+Expected<void> check_plan_fits(const Plan& plan, const std::vector<const ir::Node*>& inputs,
+                               const std::vector<const ir::Node*>& outputs) {
+  size_t bound = 0;
+  for (size_t i = 0; i < plan.slots.size(); ++i) {
+    const Slot& s = plan.slots[i];
+    if (s.input_index < 0) continue;
+    ++bound;
+    if (static_cast<size_t>(s.input_index) >= inputs.size())
+      return make_error(fmt::format("slot {} is bound to input {}, but the graph has {} inputs", i,
+                                    s.input_index, inputs.size()));
+    const ir::Node* in = inputs[s.input_index];
+    if (s.dtype != in->dtype || s.shape != in->shape)
+      return make_error(fmt::format("input {} is {} in the plan but {} in the graph", s.input_index,
+                                    shape_text(s.dtype, s.shape), shape_text(in->dtype, in->shape)));
   }
+  if (bound != inputs.size())
+    return make_error(fmt::format("the plan binds {} inputs, the graph has {}", bound, inputs.size()));
+  if (plan.output_slots.size() != outputs.size())
+    return make_error(fmt::format("the plan has {} outputs, the graph asks for {}",
+                                  plan.output_slots.size(), outputs.size()));
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const Slot& s = plan.slots[plan.output_slots[o]];
+    if (s.dtype != outputs[o]->dtype || s.shape != outputs[o]->shape)
+      return make_error(fmt::format("output {} is {} in the plan but {} in the graph", o,
+                                    shape_text(s.dtype, s.shape),
+                                    shape_text(outputs[o]->dtype, outputs[o]->shape)));
+  }
+  return {};
+}
+
+Expected<Plan> plan_from_entry(const cache::Entry& entry) {
   return decode_plan_record(entry.value);
 }
 

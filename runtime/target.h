@@ -122,12 +122,13 @@ class Target {
                                                             const kir::KernelFacts& facts,
                                                             const codegen::TuneParams& params,
                                                             codegen::CheckMode check, bool load) = 0;
-  // The persistent-cache entry of an artifact: binary, source, and metadata with a checksum;
-  // nullopt when there is nothing to store.
+  // The persistent-cache entry of an artifact: binary, source, and metadata (the launch shape);
+  // nullopt when there is nothing to store. (The store seals every entry against damage.)
   virtual std::optional<cache::Entry> to_entry(const Artifact& artifact) const = 0;
-  // The artifact of a stored entry (of another process, perhaps), loaded with `load`; null when
-  // the entry is not intact or not this target's: a damaged entry only costs a compile.
-  virtual std::shared_ptr<const Artifact> from_entry(const cache::Entry& entry, bool load) = 0;
+  // The artifact of a stored entry (of another process, perhaps), loaded with `load`; an error
+  // saying why when the entry is not this target's or does not hold what it must (a bad entry
+  // only costs a compile).
+  virtual Expected<std::shared_ptr<const Artifact>> from_entry(const cache::Entry& entry, bool load) = 0;
   // The forms `kiln dump` shows of an artifact, its source first.
   virtual Expected<std::vector<ArtifactForm>> forms(const Artifact& artifact,
                                                     const std::string& name) = 0;

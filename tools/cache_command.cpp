@@ -13,6 +13,9 @@
 #include "cache/key_parts.h"
 #include "cache/size.h"
 #include "cache/store.h"
+#include "runtime/config.h"
+#include "runtime/device.h"
+#include "runtime/entry_check.h"
 #include "tools/commands.h"
 #include "tools/workload.h"
 
@@ -24,18 +27,21 @@ constexpr const char* kDefaultMaxSize = "2GiB";  // the [cache] max_size default
 }  // namespace
 
 Expected<std::string> cache_scope_path(const std::string& scope) {
-  if (scope == "global") {  // the kiln program is an edge: it reads the environment here
-    const char* xdg = std::getenv("XDG_CACHE_HOME");
-    const char* home = std::getenv("HOME");
-    return cache::global_scope_path(xdg ? xdg : "", home ? home : "");
+  // The configuration (kiln.toml, KILN_COMPILATION_CACHE, XDG_CACHE_HOME) as `kiln run` reads it.
+  auto config = runtime::load_config(std::filesystem::current_path().string());
+  if (!config) return std::unexpected(config.error());
+  if (scope.empty()) {
+    const std::string path = runtime::cache_scope_path(config->config.compilation_cache, config->config);
+    if (path.empty())
+      return make_error(
+          "no cache: compilation.cache is none (kiln.toml or KILN_COMPILATION_CACHE); name one with --cache");
+    return path;
   }
-  if (scope == "target") return cache::target_scope_path();
-  if (scope == "local")
-    return cache::local_scope_path(
-        cache::find_project_root(std::filesystem::current_path().string()));
-  if (scope.starts_with("file=") && scope.size() > 5) return scope.substr(5);
-  return make_error(fmt::format(
-      "--cache: '{}' is not a cache scope; expected local, target, global or file=PATH", scope));
+  auto parsed = runtime::parse_cache_scope(scope);
+  if (!parsed || parsed->kind == "none")
+    return make_error(fmt::format(
+        "--cache: '{}' is not a cache scope; expected local, target, global or file=PATH", scope));
+  return runtime::cache_scope_path(*parsed, config->config);
 }
 
 namespace {
@@ -125,9 +131,10 @@ int explain(cache::Store& store, const CacheOptions& o) {
 }
 
 int prune(cache::Store& store, int64_t max_size) {
-  int64_t freed = store.prune(max_size);
-  fmt::print("freed {} ({} bytes); cache {} is now {}\n", cache::format_size(freed), freed,
-             store.path(), cache::format_size(store.stats().bytes));
+  auto pruned = store.prune(max_size);
+  if (!pruned) return report_error(pruned.error().message);
+  fmt::print("freed {} ({} bytes); cache {} is now {} ({} bytes)\n", cache::format_size(pruned->freed),
+             pruned->freed, store.path(), cache::format_size(pruned->bytes), pruned->bytes);
   return 0;
 }
 
@@ -255,7 +262,7 @@ int run_action(cache::Store& store, const CacheOptions& o) {
     return prune(store, *max_size);
   }
   if (o.action == "verify") {
-    auto ok = store.verify();
+    auto ok = store.verify(runtime::cache_entry_problem);
     if (!ok) return report_error(ok.error().message);
     cache::Stats s = store.stats();
     fmt::print("ok: {} ({} entries)\n", store.path(), s.kernels + s.plans + s.autotune);
@@ -270,7 +277,7 @@ int run_action(cache::Store& store, const CacheOptions& o) {
     return 0;
   }
   if (o.action == "clear") {
-    store.clear();
+    if (auto cleared = store.clear(); !cleared) return report_error(cleared.error().message);
     fmt::print("cleared {}\n", store.path());
     return 0;
   }

@@ -63,7 +63,7 @@ struct CacheOptions {
   // stats | list | show | explain | prune | verify | export | import | clear
   std::string action;
   std::string argument;          // show: the KEY; export, import: the FILE
-  std::string scope = "global";  // local | target | global | file=PATH
+  std::string scope;  // local | target | global | file=PATH; empty: kiln.toml's compilation.cache
   std::string max_size;          // prune: the cap (512MiB, 2GiB, 1000000); empty: 2GiB
   std::string key_parts;         // explain: a JSON file of [name, value] pairs
   std::string table = "kernels"; // explain: kernels | plans | autotune
@@ -92,7 +92,8 @@ struct WarmOptions {
 };
 int warm_command(const WarmOptions& options);
 
-// --cache SCOPE (local | target | global | file=PATH) -> the store's path.
+// --cache SCOPE (local | target | global | file=PATH) -> the store's path; an empty SCOPE is the
+// configuration's compilation.cache, the store `kiln run` uses (an error when that is none).
 Expected<std::string> cache_scope_path(const std::string& scope);
 
 // Prints "kiln: error: MESSAGE" (MESSAGE as is when it already carries a location) and returns 1.

@@ -59,7 +59,8 @@ void add_cache_options(CLI::App* cmd, CacheOptions& o) {
       ->check(CLI::IsMember(
           {"stats", "list", "show", "explain", "prune", "verify", "export", "import", "clear"}));
   cmd->add_option("argument", o.argument, "show: the KEY; export, import: the bundle FILE");
-  cmd->add_option("--cache", o.scope, "local | target | global | file=PATH")->default_val("global");
+  cmd->add_option("--cache", o.scope,
+                  "local | target | global | file=PATH (default: kiln.toml compilation.cache, as kiln run)");
   cmd->add_option("--max-size", o.max_size,
                   "prune: the size cap, e.g. 512MiB, 2GiB, 1000000 (default 2GiB)");
   cmd->add_option("--key-parts", o.key_parts,

@@ -115,8 +115,10 @@ class Parser {
       const size_t begin = pos_;
       int64_t v = 0;
       while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
-        if (v > (INT64_MAX - 9) / 10) return fail("a dimension below 2^63");
-        v = v * 10 + (s_[pos_++] - '0');
+        const int digit = s_[pos_] - '0';
+        if (v > (INT64_MAX - digit) / 10) return fail("a dimension of at most 2^63 - 1");
+        v = v * 10 + digit;
+        ++pos_;
       }
       if (pos_ == begin) return fail("a non-negative integer dimension");
       eat('L');

@@ -1,4 +1,6 @@
 // `kiln cache` as a user runs it: the real binary on cache files filled through the store API.
+#include <nlohmann/json.hpp>
+
 #include "tests/cache/temp_dir.h"
 #include "tests/support/shell.h"
 
@@ -43,7 +45,7 @@ TEST_F(CacheCli, StatsListShowVerify) {
   ASSERT_EQ(stats.code, 0) << stats.out;
   EXPECT_NE(stats.out.find("entries: 2 kernels, 1 plans, 0 autotune"), std::string::npos)
       << stats.out;
-  EXPECT_NE(stats.out.find("journal wal, schema 1"), std::string::npos) << stats.out;
+  EXPECT_NE(stats.out.find("journal wal, schema 2"), std::string::npos) << stats.out;
 
   Result list = run_kiln("cache list" + scope);
   ASSERT_EQ(list.code, 0) << list.out;
@@ -58,9 +60,54 @@ TEST_F(CacheCli, StatsListShowVerify) {
   EXPECT_NE(show.out.find("  features: +avx2"), std::string::npos) << show.out;
   EXPECT_NE(show.out.find("define void @k1()"), std::string::npos) << show.out;
 
+  // The entries are sound to the store but hold nothing kiln can run: verify names each by key.
   Result verify = run_kiln("cache verify" + scope);
-  EXPECT_EQ(verify.code, 0) << verify.out;
-  EXPECT_NE(verify.out.find("ok: " + file + " (3 entries)"), std::string::npos) << verify.out;
+  EXPECT_EQ(verify.code, 1) << verify.out;
+  EXPECT_NE(verify.out.find("3 problems"), std::string::npos) << verify.out;
+  EXPECT_NE(verify.out.find("kernels entry " + kernel_key("kernel one").digest() +
+                            ": its metadata is not a cpu kernel's"),
+            std::string::npos)
+      << verify.out;
+  EXPECT_NE(verify.out.find("its plan record is unusable"), std::string::npos) << verify.out;
+}
+
+// A cache kiln itself filled verifies clean; a plan record that no longer fits its graph (sealed
+// again, as a bug or a hand edit would) is refused by a run, named by key, and rebuilt.
+TEST_F(CacheCli, VerifyPassesOnWhatKilnStoredAndARunRefusesAPlanThatDoesNotFit) {
+  const std::string file = path("cache.sqlite");
+  const std::string env = "KILN_COMPILATION_CACHE=file=" + file + " ";
+  const std::string graph = std::string(KILN_SOURCE_DIR) + "/examples/mlp.kg";
+  Result first = run_kiln("run " + graph + " --random-inputs --stats", env);
+  ASSERT_EQ(first.code, 0) << first.out;
+  Result verify = run_kiln("cache verify --cache file=" + file);
+  ASSERT_EQ(verify.code, 0) << verify.out;
+  EXPECT_NE(verify.out.find("ok: " + file), std::string::npos) << verify.out;
+
+  std::string plan_key;
+  {
+    auto store = Store::open(file);
+    ASSERT_TRUE(store.has_value());
+    std::vector<Entry> plans = (*store)->list(Table::plans);
+    ASSERT_EQ(plans.size(), 1u);
+    plan_key = plans[0].key;
+    std::optional<Entry> e = (*store)->show(plan_key);
+    ASSERT_TRUE(e.has_value());
+    auto record = nlohmann::json::from_cbor(e->value);
+    // The output becomes the bias %b1 (f32[1024]), an input slot of another shape.
+    int b1 = -1;
+    for (size_t i = 0; i < record["slots"].size(); ++i)
+      if (record["slots"][i]["shape"] == nlohmann::json::array({1024})) b1 = static_cast<int>(i);
+    ASSERT_GE(b1, 0) << record.dump();
+    record["outputs"] = nlohmann::json::array({b1});
+    e->value = nlohmann::json::to_cbor(record);
+    ASSERT_TRUE((*store)->put(Table::plans, KeyParts{e->parts}, *e));
+  }
+  // The record alone is consistent (an input may be an output): the graph that asks for it is not.
+  Result again = run_kiln("run " + graph + " --random-inputs --stats", env);
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_NE(again.out.find("plans entry " + plan_key + " is unusable"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("plan built"), std::string::npos) << again.out;
+  EXPECT_EQ(run_kiln("cache verify --cache file=" + file).code, 0);
 }
 
 TEST_F(CacheCli, ExplainNamesTheDifferingPart) {
@@ -88,9 +135,16 @@ TEST_F(CacheCli, ExplainNamesTheDifferingPart) {
 TEST_F(CacheCli, PruneExportImportClear) {
   std::string file = filled();
   std::string scope = " --cache file=" + file;
-  Result prune = run_kiln("cache prune --max-size 1KiB" + scope);
+  // An empty cache file takes 60 KiB: a size below that cannot be met, and prune says so.
+  Result impossible = run_kiln("cache prune --max-size 1KiB" + scope);
+  EXPECT_EQ(impossible.code, 1) << impossible.out;
+  EXPECT_NE(impossible.out.find("kiln: error: cannot prune cache " + file + " to 1024 bytes"),
+            std::string::npos)
+      << impossible.out;
+  Result prune = run_kiln("cache prune --max-size 62KiB" + scope);
   ASSERT_EQ(prune.code, 0) << prune.out;
   EXPECT_NE(prune.out.find("(5002 bytes)"), std::string::npos) << prune.out;  // "kernel two" went
+  EXPECT_NE(prune.out.find("is now 60.0 KiB (61440 bytes)"), std::string::npos) << prune.out;
   EXPECT_EQ(count_lines(run_kiln("cache list" + scope).out), 2);
 
   Result exported = run_kiln("cache export " + path("bundle.sqlite") + scope);
@@ -142,7 +196,7 @@ TEST_F(CacheCli, ErrorsAreOneLine) {
 }
 
 TEST_F(CacheCli, GlobalAndLocalScopes) {
-  Result global = run_kiln("cache clear", "XDG_CACHE_HOME=" + path("xdg") + " ");
+  Result global = run_kiln("cache clear --cache global", "XDG_CACHE_HOME=" + path("xdg") + " ");
   ASSERT_EQ(global.code, 0) << global.out;
   EXPECT_EQ(global.out, "cleared " + path("xdg/kiln/cache.sqlite") + "\n");
   EXPECT_TRUE(std::filesystem::exists(path("xdg/kiln/cache.sqlite")));
@@ -152,6 +206,22 @@ TEST_F(CacheCli, GlobalAndLocalScopes) {
   Result local = run_kiln("cache clear --cache local", "cd " + path("proj/src") + " && ");
   ASSERT_EQ(local.code, 0) << local.out;
   EXPECT_EQ(local.out, "cleared " + path("proj/.kiln/cache.sqlite") + "\n");
+}
+
+// Without --cache, kiln cache looks at the cache kiln run uses: kiln.toml's compilation.cache,
+// KILN_COMPILATION_CACHE over it; with none configured, it says so.
+TEST_F(CacheCli, TheDefaultCacheIsTheOneKilnRunUses) {
+  const std::string file = path("run.sqlite");
+  const std::string graph = std::string(KILN_SOURCE_DIR) + "/examples/small_ops.kg";
+  ASSERT_EQ(run_kiln("run " + graph + " --random-inputs", "KILN_COMPILATION_CACHE=file=" + file + " ").code, 0);
+  Result stats = run_kiln("cache stats", "KILN_COMPILATION_CACHE=file=" + file + " ");
+  ASSERT_EQ(stats.code, 0) << stats.out;
+  EXPECT_NE(stats.out.find("cache: " + file), std::string::npos) << stats.out;
+  EXPECT_NE(stats.out.find("1 plans"), std::string::npos) << stats.out;
+  // The test tree's kiln.toml says compilation.cache = "none".
+  Result none = run_kiln("cache stats");
+  EXPECT_EQ(none.code, 1) << none.out;
+  EXPECT_NE(none.out.find("no cache: compilation.cache is none"), std::string::npos) << none.out;
 }
 
 }  // namespace

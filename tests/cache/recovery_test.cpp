@@ -30,8 +30,9 @@ class RecoveryTest : public testing::TempDirTest {
   std::vector<fs::path> moved_aside(const std::string& file) const {
     std::vector<fs::path> out;
     for (const auto& e : fs::directory_iterator(dir_))
-      if (e.path().filename().string().starts_with(fs::path(file).filename().string() +
-                                                   ".corrupt-"))
+      if (const std::string name = e.path().filename().string();
+          name.starts_with(fs::path(file).filename().string() + ".corrupt-") &&
+          !name.ends_with("-wal") && !name.ends_with("-shm"))
         out.push_back(e.path());
     return out;
   }
@@ -69,8 +70,10 @@ TEST_F(RecoveryTest, ReadOnlyServesHitsAndWritesNothing) {
       EXPECT_EQ(value_text(*got), "object");
     }
     EXPECT_FALSE(store->put(Table::kernels, kernel_key("new"), entry("x")));
-    store->clear();
-    EXPECT_EQ(store->prune(1), 0);
+    auto cleared = store->clear();
+    ASSERT_FALSE(cleared.has_value());
+    EXPECT_NE(cleared.error().message.find("read-only"), std::string::npos) << cleared.error().message;
+    EXPECT_FALSE(store->prune(1).has_value());
     EXPECT_FALSE(store->import_bundle(file).has_value());
     EXPECT_EQ(store->show(kernel_key("k").digest())->hits, 0);  // hits are not counted
     EXPECT_EQ(store->stats().kernels, 1);
@@ -187,6 +190,147 @@ TEST_F(RecoveryTest, VerifyFindsAKeyThatDoesNotMatchItsParts) {
   EXPECT_NE(result.error().message.find("the key is not the digest of its parts"),
             std::string::npos)
       << result.error().message;
+}
+
+// A file cut short by less than a page passes quick_check (SQLite reads the missing tail as
+// zeros), then fails every later write: it is caught on open and rebuilt, at any cut.
+TEST_F(RecoveryTest, AFileCutShortByPartOfAPageIsMovedAsideOnOpen) {
+  for (int64_t cut : {1, 100, 2048, 4095}) {
+    SCOPED_TRACE(cut);
+    std::string file = path("cut" + std::to_string(cut) + ".sqlite");
+    {
+      auto store = open(file);
+      for (int i = 0; i < 20; ++i)
+        ASSERT_TRUE(store->put(Table::kernels, kernel_key("k" + std::to_string(i)), entry(std::string(3000, 'o'))));
+    }
+    ASSERT_FALSE(fs::exists(file + "-wal"));
+    const std::string whole = read_bytes(file);
+    fs::resize_file(file, whole.size() - cut);
+    warnings_.clear();
+    expect_rebuilt(file, whole.substr(0, whole.size() - cut));
+    EXPECT_NE(warnings_[0].find("truncated"), std::string::npos) << warnings_[0];
+  }
+}
+
+// Whole pages missing from the end (the header still counts them) are caught the same way.
+TEST_F(RecoveryTest, AFileMissingWholePagesIsMovedAsideOnOpen) {
+  std::string file = path("cache.sqlite");
+  {
+    auto store = open(file);
+    for (int i = 0; i < 20; ++i)
+      ASSERT_TRUE(store->put(Table::kernels, kernel_key("k" + std::to_string(i)), entry(std::string(3000, 'o'))));
+  }
+  const std::string whole = read_bytes(file);
+  fs::resize_file(file, whole.size() - 3 * 4096);
+  expect_rebuilt(file, whole.substr(0, whole.size() - 3 * 4096));
+  EXPECT_NE(warnings_[0].find("truncated"), std::string::npos) << warnings_[0];
+  EXPECT_NE(warnings_[0].find("of its"), std::string::npos) << warnings_[0];
+}
+
+// A flipped byte inside an entry (value, source, metadata) fails its seal: a miss with a warning
+// naming the entry, explained as damaged, reported by verify; storing it again mends it.
+TEST_F(RecoveryTest, ADamagedEntryIsAMissWithAWarning) {
+  std::string file = path("cache.sqlite");
+  for (const char* column : {"value", "source", "metadata"}) {
+    SCOPED_TRACE(column);
+    {
+      auto store = open(file);
+      ASSERT_TRUE(store->put(Table::kernels, kernel_key("k"), entry("object code", "source", R"({"outer":4})")));
+    }
+    const std::string flip = std::string(column) == "value"    ? "UPDATE kernels SET value = CAST('object codE' AS BLOB)"
+                             : std::string(column) == "source" ? "UPDATE kernels SET source = 'sourcE'"
+                                                               : R"(UPDATE kernels SET metadata = '{"outer":0}')";
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, flip.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+    warnings_.clear();
+    auto store = open(file);
+    EXPECT_FALSE(store->get(Table::kernels, kernel_key("k")).has_value());
+    ASSERT_EQ(warnings_.size(), 1u);
+    EXPECT_NE(warnings_[0].find("kernels entry " + kernel_key("k").digest() + " is damaged"), std::string::npos)
+        << warnings_[0];
+    EXPECT_FALSE(store->show(kernel_key("k").digest()).has_value());
+    Explanation why = store->explain(Table::kernels, kernel_key("k"));
+    EXPECT_FALSE(why.hit);
+    EXPECT_NE(why.text().find("is damaged"), std::string::npos) << why.text();
+    auto verified = store->verify();
+    ASSERT_FALSE(verified.has_value());
+    EXPECT_NE(verified.error().message.find("kernels entry " + kernel_key("k").digest() +
+                                            ": its contents do not match its checksum"),
+              std::string::npos)
+        << verified.error().message;
+  }
+}
+
+// Over 64 MiB the startup check is skipped: a damaged page is found by the first statement that
+// reads it, and the file is moved aside then (not on every later run), saying what was lost.
+TEST_F(RecoveryTest, ADamagedPageInALargeFileIsMovedAsideAtTheFirstFailedStatement) {
+  std::string file = path("cache.sqlite");
+  int64_t root = 0;
+  {
+    auto store = open(file);
+    ASSERT_TRUE(store->put(Table::autotune, KeyParts{{{"pad", "65 MiB"}}}, entry(std::string(65 << 20, 'p'))));
+    for (int i = 0; i < 10; ++i)
+      ASSERT_TRUE(store->put(Table::kernels, kernel_key("k" + std::to_string(i)), entry("object")));
+  }
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_master WHERE name = 'kernels'", -1, &st, nullptr);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    root = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+  }
+  ASSERT_GT(static_cast<int64_t>(fs::file_size(file)), 64 << 20);
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp((root - 1) * 4096);
+    const std::string zeros(4096, '\0');
+    f.write(zeros.data(), zeros.size());
+  }
+  auto store = open(file);
+  EXPECT_TRUE(warnings_.empty());  // too large for the startup check
+  EXPECT_FALSE(store->get(Table::kernels, kernel_key("k3")).has_value());
+  ASSERT_EQ(warnings_.size(), 1u);
+  EXPECT_NE(warnings_[0].find("is damaged"), std::string::npos) << warnings_[0];
+  EXPECT_NE(warnings_[0].find("moved it aside"), std::string::npos) << warnings_[0];
+  EXPECT_NE(warnings_[0].find("lost:"), std::string::npos) << warnings_[0];
+  EXPECT_EQ(moved_aside(file).size(), 1u);
+  ASSERT_TRUE(store->put(Table::kernels, kernel_key("k3"), entry("again")));
+  EXPECT_EQ(value_text(*store->get(Table::kernels, kernel_key("k3"))), "again");
+  store.reset();
+  warnings_.clear();
+  auto next = open(file);  // the next run finds a sound file
+  EXPECT_EQ(value_text(*next->get(Table::kernels, kernel_key("k3"))), "again");
+  EXPECT_TRUE(warnings_.empty());
+}
+
+// A failure that is not damage (a write to a file made read-only under the store) says what
+// failed without SQLite's "not an error".
+TEST_F(RecoveryTest, AFailedWriteSaysWhatFailed) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root writes read-only files";
+  std::string file = path("cache.sqlite");
+  auto store = open(file);
+  ASSERT_TRUE(store->put(Table::kernels, kernel_key("k"), entry("v")));
+  store.reset();
+  fs::permissions(file, fs::perms::owner_read);
+  store = open(file);
+  EXPECT_FALSE(store->put(Table::kernels, kernel_key("k2"), entry("v")));
+  ASSERT_FALSE(warnings_.empty());
+  EXPECT_NE(warnings_.back().find("storing an entry failed"), std::string::npos) << warnings_.back();
+  EXPECT_EQ(warnings_.back().find("not an error"), std::string::npos) << warnings_.back();
+  auto cleared = store->clear();
+  ASSERT_FALSE(cleared.has_value());
+  EXPECT_NE(cleared.error().message.find("cannot clear cache " + file), std::string::npos)
+      << cleared.error().message;
+  auto pruned = store->prune(1 << 30);
+  ASSERT_FALSE(pruned.has_value());
+  EXPECT_NE(pruned.error().message.find("cannot prune cache " + file), std::string::npos)
+      << pruned.error().message;
+  fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write);
 }
 
 TEST(FileSystemTest, NetworkFileSystemsAreRecognized) {

@@ -46,7 +46,7 @@ TEST_F(StoreTest, RoundTripEveryTable) {
   EXPECT_EQ(s.kernels, 1);
   EXPECT_EQ(s.plans, 1);
   EXPECT_EQ(s.autotune, 1);
-  EXPECT_EQ(s.schema_version, 1);
+  EXPECT_EQ(s.schema_version, 2);
   EXPECT_EQ(s.journal_mode, "wal");
   EXPECT_TRUE(warnings_.empty());
 }
@@ -142,12 +142,60 @@ TEST_F(StoreTest, EvictsLeastRecentlyUsedKernelsUnderTheCap) {
   EXPECT_TRUE(store->get(Table::kernels, kernel_key("d")));
   EXPECT_EQ(store->stats().kernels, 3);
 
-  // prune to a smaller cap: the two least recently used of a, c, d go (c then a).
-  EXPECT_EQ(store->prune(150), 200);
-  EXPECT_FALSE(store->get(Table::kernels, kernel_key("c")));
-  EXPECT_FALSE(store->get(Table::kernels, kernel_key("a")));
-  EXPECT_TRUE(store->get(Table::kernels, kernel_key("d")));
-  EXPECT_EQ(store->prune(150), 0);
+}
+
+// The cap of kiln.toml counts every table: a plan or a decision used long ago goes before a
+// kernel used just now.
+TEST_F(StoreTest, TheCapEvictsTheLeastRecentlyUsedEntryOfAnyTable) {
+  StoreOptions capped;
+  capped.max_size = 300;
+  auto store = open(capped);
+  std::string hundred(100, 'x');
+  const KeyParts plan{{{"graph", "g"}}}, decision{{{"kernel", "k"}, {"level", "fast"}}};
+  ASSERT_TRUE(store->put(Table::plans, plan, entry(hundred, "", "")));
+  ASSERT_TRUE(store->put(Table::autotune, decision, entry(hundred, "", "")));
+  ASSERT_TRUE(store->put(Table::kernels, kernel_key("a"), entry(hundred, "", "")));
+  ASSERT_TRUE(store->get(Table::plans, plan));  // the plan is now more recent than the decision
+  ASSERT_TRUE(store->put(Table::kernels, kernel_key("b"), entry(hundred, "", "")));
+  EXPECT_FALSE(store->get(Table::autotune, decision));
+  EXPECT_TRUE(store->get(Table::plans, plan));
+  EXPECT_TRUE(store->get(Table::kernels, kernel_key("a")));
+  EXPECT_TRUE(store->get(Table::kernels, kernel_key("b")));
+}
+
+// prune leaves the file itself (with its WAL) under the size asked for, evicting from every
+// table, least recently used first, and reports the size after the WAL is folded back.
+TEST_F(StoreTest, PruneLeavesTheFileUnderTheSizeAskedFor) {
+  auto store = open();
+  const std::string blob(50 << 10, 'p');
+  std::vector<std::pair<Table, KeyParts>> keys;
+  for (int i = 0; i < 60; ++i) {
+    const Table t = kAllTables[i % 3];
+    keys.emplace_back(t, KeyParts{{{"what", "entry " + std::to_string(i)}}});
+    ASSERT_TRUE(store->put(t, keys.back().second, entry(blob + std::to_string(i), "", "")));
+  }
+  ASSERT_GT(store->stats().bytes, 3 << 20);
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(store->get(keys[i].first, keys[i].second));  // used last
+  auto pruned = store->prune(1 << 20);
+  ASSERT_TRUE(pruned.has_value()) << pruned.error().message;
+  EXPECT_LE(pruned->bytes, 1 << 20);
+  EXPECT_EQ(pruned->bytes, store->stats().bytes);
+  EXPECT_GT(pruned->freed, 2 << 20);
+  std::error_code ec;
+  EXPECT_LE(static_cast<int64_t>(std::filesystem::file_size(path("cache.sqlite"))) +
+                static_cast<int64_t>(std::filesystem::file_size(path("cache.sqlite-wal"), ec)),
+            1 << 20);
+  for (int i = 0; i < 6; ++i) EXPECT_TRUE(store->get(keys[i].first, keys[i].second)) << i;
+  for (int i = 6; i < 40; ++i) EXPECT_FALSE(store->get(keys[i].first, keys[i].second)) << i;
+  const Stats left = store->stats();
+  EXPECT_GE(left.kernels, 2);
+  EXPECT_GE(left.plans, 2);
+  EXPECT_GE(left.autotune, 2);
+  // A size an empty cache file does not fit in is an error, not a success.
+  auto impossible = store->prune(1);
+  ASSERT_FALSE(impossible.has_value());
+  EXPECT_NE(impossible.error().message.find("with every entry evicted"), std::string::npos)
+      << impossible.error().message;
 }
 
 TEST_F(StoreTest, ExportImportRoundTrip) {
@@ -186,7 +234,7 @@ TEST_F(StoreTest, ClearRemovesEverything) {
   auto store = open();
   ASSERT_TRUE(store->put(Table::kernels, kernel_key("k"), entry("v")));
   ASSERT_TRUE(store->put(Table::autotune, kernel_key("k"), entry("best")));
-  store->clear();
+  ASSERT_TRUE(store->clear().has_value());
   EXPECT_EQ(store->stats().kernels, 0);
   EXPECT_EQ(store->stats().autotune, 0);
   EXPECT_FALSE(store->get(Table::kernels, kernel_key("k")));

@@ -280,7 +280,7 @@ TEST_F(CacheBundle, FlagErrorsAreOneLine) {
            {"cache export --for " + record_ + " " + b,
             "kiln: error: cache export: expected a FILE before --for PATH... (which takes every "
             "path after it)\n"},
-           {"cache export " + b + " --for " + path("nowhere"),
+           {"cache export " + b + " --cache file=" + path("c.sqlite") + " --for " + path("nowhere"),
             "kiln: error: '" + path("nowhere") + "' does not exist\n"},
        }) {
     Result r = kiln(c.args);

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ir/graph.h"
 #include "runtime/plan_record.h"
 
 namespace kiln::runtime {
@@ -109,7 +110,7 @@ TEST(PlanRecord, GarbageTruncatedAndFlippedRecordsNeverCrash) {
     for (uint8_t mask : {0x01, 0x80, 0xff}) {
       std::vector<uint8_t> flipped = bytes;
       flipped[i] ^= mask;
-      std::optional<Plan> plan = decode_plan_record(flipped);
+      Expected<Plan> plan = decode_plan_record(flipped);
       for (const PlanStep& s : plan ? plan->steps : std::vector<PlanStep>{})
         EXPECT_EQ(s.args.size(), s.kernel.params.size());
     }
@@ -152,25 +153,71 @@ TEST(PlanRecord, ARecordOfAnotherVersionDoesNotDecode) {
   EXPECT_FALSE(decode_plan_record(json::to_cbor(j)).has_value());
 }
 
-TEST(PlanRecord, AnEntryIsCheckedAgainstItsChecksum) {
-  std::optional<cache::Entry> e = plan_record_entry(two_step_plan(), kDigests);
-  ASSERT_TRUE(e.has_value());
-  EXPECT_NE(e->metadata.find("\"checksum\""), std::string::npos) << e->metadata;
-  EXPECT_TRUE(plan_from_entry(*e).has_value());
-  // A change the decoder cannot see (a label) is caught by the checksum.
-  cache::Entry damaged = *e;
-  const std::string label = "%t3";
-  auto at = std::search(damaged.value.begin(), damaged.value.end(), label.begin(), label.end());
-  ASSERT_NE(at, damaged.value.end());
-  at[1] = 'u';
-  EXPECT_TRUE(decode_plan_record(damaged.value).has_value());
-  EXPECT_FALSE(plan_from_entry(damaged).has_value());
-  // Entries of writers before the checksum are decoded as they are.
-  cache::Entry older = damaged;
-  older.metadata = R"({"kernels":2})";
-  EXPECT_TRUE(plan_from_entry(older).has_value());
-  older.metadata = "not json";
-  EXPECT_TRUE(plan_from_entry(older).has_value());
+// Wiring that stays inside the plan but hands a kernel the wrong buffer: each is refused with a
+// reason (a stored plan is untrusted input; kiln cache verify reports the reason by key).
+TEST(PlanRecord, WiringThatWouldMisuseABufferDoesNotDecode) {
+  const auto reason = [](Plan plan) -> std::string {
+    auto bytes = encode_plan_record(
+        plan, std::vector<std::string>(kDigests.begin(), kDigests.begin() + plan.steps.size()));
+    if (!bytes) return "not encoded";
+    auto back = decode_plan_record(*bytes);
+    return back ? "" : back.error().message;
+  };
+  EXPECT_EQ(reason(two_step_plan()), "");
+  Plan p = two_step_plan();
+  p.steps[0].args = {0, 0};  // the kernel would write its own input
+  EXPECT_NE(reason(p).find("parameter 1 writes slot 0, a plan input"), std::string::npos) << reason(p);
+  p = two_step_plan();
+  p.slots[3].shape = {127};  // the output slot is not the buffer the kernel writes
+  EXPECT_NE(reason(p).find("parameter 2 is f32[4] but its slot 3 is f32[127]"), std::string::npos)
+      << reason(p);
+  p = two_step_plan();
+  p.steps[1].args = {1, 0, 3};  // i32[8] parameter bound to an f32[4,8] slot
+  EXPECT_NE(reason(p).find("parameter 1 is i32[8] but its slot 0 is f32[4,8]"), std::string::npos)
+      << reason(p);
+  p = two_step_plan();
+  std::swap(p.steps[0], p.steps[1]);  // k1 would read the temporary before k0 writes it
+  EXPECT_NE(reason(p).find("reads slot 1, which is not written yet"), std::string::npos) << reason(p);
+  p = two_step_plan();
+  p.steps[0].release_after = {1};  // released before k1 reads it
+  EXPECT_NE(reason(p).find("reads slot 1, which is released"), std::string::npos) << reason(p);
+  p = two_step_plan();
+  p.steps[1].release_after = {3};  // the output itself
+  EXPECT_NE(reason(p).find("releases slot 3"), std::string::npos) << reason(p);
+  p = two_step_plan();
+  p.steps[1].kernel.params[2].shape = {4};
+  p.steps[1].args[2] = 1;  // written twice... and of another shape
+  EXPECT_FALSE(reason(p).empty());
+  p = two_step_plan();
+  p.steps.pop_back();  // nothing writes the output
+  EXPECT_NE(reason(p).find("output slot 3 is never written"), std::string::npos) << reason(p);
+  p = two_step_plan();
+  p.slots[1].shape = {int64_t{1} << 40, int64_t{1} << 40};  // no 64-bit offset reaches it
+  p.steps[0].kernel.params[1].shape = p.slots[1].shape;
+  EXPECT_NE(reason(p).find("invalid shape"), std::string::npos) << reason(p);
+}
+
+// A plan that decodes is still checked against the graph that asked for it.
+TEST(PlanRecord, APlanMustFitTheGraphThatAsksForIt) {
+  ir::Graph g;
+  const ir::Node* x = g.input(DType::f32, {4, 8}, "x");
+  const ir::Node* i = g.input(DType::i32, {8}, "i");
+  const ir::Node* y = g.input(DType::f32, {4}, "y");  // stands for an output of that dtype and shape
+  const Plan plan = two_step_plan();
+  EXPECT_TRUE(check_plan_fits(plan, {x, i}, {y}).has_value());
+  const ir::Node* wide = g.input(DType::f32, {127}, "w");
+  auto out = check_plan_fits(plan, {x, i}, {wide});
+  ASSERT_FALSE(out.has_value());
+  EXPECT_NE(out.error().message.find("output 0 is f32[4] in the plan but f32[127] in the graph"),
+            std::string::npos)
+      << out.error().message;
+  auto in = check_plan_fits(plan, {i, x}, {y});
+  ASSERT_FALSE(in.has_value());
+  EXPECT_NE(in.error().message.find("input 0 is f32[4,8] in the plan but i32[8] in the graph"),
+            std::string::npos)
+      << in.error().message;
+  EXPECT_FALSE(check_plan_fits(plan, {x}, {y}).has_value());
+  EXPECT_FALSE(check_plan_fits(plan, {x, i}, {y, y}).has_value());
 }
 
 }  // namespace
