@@ -12,6 +12,7 @@
 #include "ir/builder.h"
 #include "passes/lower.h"
 #include "tests/codegen/cpu_test_support.h"
+#include "tests/support/must.h"
 
 namespace kiln::codegen::testing {
 namespace {
@@ -20,10 +21,7 @@ using ir::Node;
 using ir::Op;
 using ir::Shape;
 
-const Node* must(ir::NodeResult r) {
-  KILN_CHECK(r.has_value()) << r.error().message;
-  return *r;
-}
+using kiln::tests::must;
 
 // Multiples of 1/8 in [-1, 1]: products and their sums are exact in f32, so any wrong term shows.
 std::vector<double> values(int64_t n, int seed) {

@@ -15,6 +15,7 @@
 #include "runtime/cpu_rates.h"
 #include "runtime/structural_key.h"
 #include "support/thread_pool.h"
+#include "tests/support/must.h"
 
 namespace kiln::runtime {
 namespace {
@@ -22,10 +23,7 @@ namespace {
 using ir::DType;
 using ir::Op;
 
-const ir::Node* must(ir::NodeResult r) {
-  KILN_CHECK(r.has_value()) << r.error().message;
-  return *r;
-}
+using kiln::tests::must;
 
 TEST(ThreadPool, ChunksCoverTheRangeExactlyOnce) {
   support::ThreadPool pool(3);

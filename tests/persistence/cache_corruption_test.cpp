@@ -19,6 +19,7 @@
 
 #include "ir/builder.h"
 #include "runtime/executor.h"
+#include "tests/support/must.h"
 
 namespace kiln::runtime {
 namespace {
@@ -26,10 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using ir::DType;
 
-const ir::Node* must(ir::NodeResult r) {
-  KILN_CHECK(r.has_value()) << r.error().message;
-  return *r;
-}
+using kiln::tests::must;
 
 // The graphs whose plans and kernels fill the cache: the reproducer (add over f32[4]), a
 // softmax (reductions), and a matmul with an epilogue (the matmul code path).

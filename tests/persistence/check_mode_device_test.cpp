@@ -11,6 +11,7 @@
 #include "runtime/executor.h"
 #include "runtime/cpu_target.h"
 #include "runtime/kernel_cache.h"
+#include "tests/support/must.h"
 
 namespace kiln::runtime {
 namespace {
@@ -19,10 +20,7 @@ namespace fs = std::filesystem;
 using codegen::CheckMode;
 using ir::DType;
 
-const ir::Node* must(ir::NodeResult r) {
-  KILN_CHECK(r.has_value()) << r.error().message;
-  return *r;
-}
+using kiln::tests::must;
 
 // relu(x @ w + b) and a row sum of x: a matmul with an epilogue, broadcasting and a reduction.
 struct Graph {

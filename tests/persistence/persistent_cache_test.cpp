@@ -12,6 +12,7 @@
 #include "runtime/config.h"
 #include "runtime/executor.h"
 #include "runtime/logger.h"
+#include "tests/support/must.h"
 
 namespace kiln::runtime {
 namespace {
@@ -19,10 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 using ir::DType;
 
-const ir::Node* must(ir::NodeResult r) {
-  KILN_CHECK(r.has_value()) << r.error().message;
-  return *r;
-}
+using kiln::tests::must;
 
 // Five matmuls in a chain (each product is the next one's operand, so five kernels, the last
 // with a scale+relu epilogue); the middle ones are the same kernel: three distinct kernels.
