@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "cache/sqlite_db.h"
@@ -31,6 +32,7 @@ struct Store::Impl {
   std::string journal_mode;  // as SQLite reports it
   std::string problem;       // read-only: why the file is not used
   bool warned_failure = false;
+  mutable std::unordered_set<std::string> warned_damaged;  // keys warned about (once each)
   uint64_t device = 0, inode = 0;  // the file opened (a recovery moves only that one aside)
   // A transaction is several calls on one connection: threads sharing a Store take turns.
   std::mutex mutex;
@@ -53,7 +55,7 @@ struct Store::Impl {
   Expected<void> writable(const std::string& action) const;
   // VACUUM, then (WAL) a truncating checkpoint, so that the file is the size of what it holds.
   Expected<void> compact(const std::string& action);
-  // A damaged entry read: warned about, and a miss.
+  // A damaged entry read: warned about (once per key), and a miss.
   void damaged(Table t, const std::string& key, const std::string& why) const;
   // Copies every entry of the database at `src_uri` into this one (INSERT OR IGNORE/REPLACE),
   // or only those whose key is in `keys` when it is not null; returns the number of rows added,

@@ -347,6 +347,7 @@ bool Store::Impl::recover(const std::string& reason) {
 }
 
 void Store::Impl::damaged(Table t, const std::string& key, const std::string& why) const {
+  if (!warned_damaged.insert(key).second) return;
   warn(fmt::format("cache {}: {} entry {} is damaged ({}); it is rebuilt", path, table_name(t), key, why));
 }
 
