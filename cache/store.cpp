@@ -3,11 +3,13 @@
 #include "cache/store.h"
 
 #include <sqlite3.h>
+#include <sys/statvfs.h>
 
 #include <filesystem>
 
 #include <fmt/format.h>
 
+#include "cache/file_system.h"
 #include "cache/key_parts.h"
 #include "cache/store_impl.h"
 
@@ -253,9 +255,14 @@ Stats Store::stats() {
 Expected<void> Store::Impl::writable(const std::string& action) const {
   if (options.read_only)
     return make_error(fmt::format("cannot {} cache {}: it is opened read-only", action, path));
-  if (!db)
-    return make_error(fmt::format("cannot {} cache {}: {}", action, path,
-                                  problem.empty() ? "the file could not be opened" : problem));
+  if (!db) {
+    // SQLite reports a full disk met while opening (creating the WAL's index) as an I/O error.
+    struct statvfs fs {};
+    const bool full = ::statvfs(parent_directory(path).c_str(), &fs) == 0 && fs.f_bavail == 0;
+    return make_error(fmt::format("cannot {} cache {}: {}{}", action, path,
+                                  problem.empty() ? "the file could not be opened" : problem,
+                                  full ? " (its file system is full)" : ""));
+  }
   return {};
 }
 

@@ -217,6 +217,7 @@ void open_writable(Store::Impl& s) {
   if (!problem.empty()) {
     s.warn(problem);
     s.db.close();
+    s.problem = found.reason.empty() ? problem : found.reason;
   }
 }
 
