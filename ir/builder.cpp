@@ -48,8 +48,9 @@ Expected<void> check_numel(std::string_view op, const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return op_error(op, "negative dimension in shape {}", shape_str(shape));
-    if (__builtin_mul_overflow(n, d, &n))
-      return op_error(op, "shape {} has too many elements", shape_str(shape));
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxNumel)
+      return op_error(op, "shape {} has too many elements (kiln indexes at most 2^59)",
+                      shape_str(shape));
   }
   return {};
 }
@@ -188,8 +189,9 @@ NodeResult Builder::arange(int64_t start, int64_t end, int64_t step, DType dtype
   __int128 span = static_cast<__int128>(end) - start;
   __int128 len = step > 0 ? (span + step - 1) / step : (span + step + 1) / step;
   if (len < 0) len = 0;
-  if (len > std::numeric_limits<int64_t>::max())
-    return op_error("arange", "range [{}, {}) step {} is too long", start, end, step);
+  if (len > kMaxNumel)
+    return op_error("arange", "range [{}, {}) step {} is too long (kiln indexes at most 2^59 elements)",
+                    start, end, step);
   // The values lie between start and the last element, so checking both ends suffices.
   int64_t last = start + static_cast<int64_t>(len - 1) * step;
   if (len > 0 && is_int(dtype) && dtype != DType::i64 &&

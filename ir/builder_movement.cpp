@@ -48,8 +48,9 @@ NodeResult Builder::reshape(const Node* x, std::vector<int64_t> shape) {
       inferred = i;
     } else if (shape[i] < 0) {
       return op_error("reshape", "invalid dimension {} in shape {}", shape[i], ints_str(shape));
-    } else if (__builtin_mul_overflow(known, shape[i], &known)) {
-      return op_error("reshape", "shape {} has too many elements", ints_str(shape));
+    } else if (__builtin_mul_overflow(known, shape[i], &known) || known > kMaxNumel) {
+      return op_error("reshape", "shape {} has too many elements (kiln indexes at most 2^59)",
+                      ints_str(shape));
     }
   }
   int64_t n = x->numel();

@@ -39,14 +39,20 @@ bool reads_only(const FreeVars& fv, const Expr* e, int32_t limit, int32_t exclud
 
 }  // namespace
 
-void collect_reduces(const Expr* e, std::unordered_set<const Expr*>& seen,
+// Pre-order, operands left to right, on an explicit stack.
+void collect_reduces(const Expr* root, std::unordered_set<const Expr*>& seen,
                      std::vector<const Expr*>& out) {
-  if (!seen.insert(e).second) return;
-  if (e->kind == ExprKind::Reduce) {
-    out.push_back(e);
-    return;
+  std::vector<const Expr*> stack{root};
+  while (!stack.empty()) {
+    const Expr* e = stack.back();
+    stack.pop_back();
+    if (!seen.insert(e).second) continue;
+    if (e->kind == ExprKind::Reduce) {
+      out.push_back(e);
+      continue;
+    }
+    stack.insert(stack.end(), e->args.rbegin(), e->args.rend());
   }
-  for (const Expr* a : e->args) collect_reduces(a, seen, out);
 }
 
 bool has_reduce(const Expr* e) {

@@ -10,6 +10,11 @@ namespace kiln::ir {
 
 using Shape = std::vector<int64_t>;
 
+// The most elements a tensor may have. Kernels index with 64-bit integers: at 2^59 elements the
+// byte offset of an 8-byte element, a loop bound rounded up to whole blocks or vectors, and an
+// index plus a stride all stay far below 2^63, so no index arithmetic can wrap.
+inline constexpr int64_t kMaxNumel = int64_t{1} << 59;
+
 int64_t shape_numel(const Shape& s);
 // "[8192,1024]"; "[]" for a scalar.
 std::string shape_str(const Shape& s);

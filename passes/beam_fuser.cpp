@@ -77,7 +77,12 @@ class PlanBuilder {
       if (s_.group_of[static_cast<size_t>(n)] == group && s_.materialized[static_cast<size_t>(n)])
         out.outputs.push_back(g_[n].node);
     if (out.outputs.empty()) return out;  // every value it computed is recomputed elsewhere
-    std::vector<uint8_t> seen(g_.nodes().size(), 0);
+    // Visited marks stamped with this walk's number: a cleared array per group would cost the
+    // graph's size for each of its (possibly thousands of) groups.
+    if (seen_stamp_.empty()) seen_stamp_.assign(g_.nodes().size(), 0);
+    const uint32_t stamp = ++walks_;
+    auto seen = [&](int32_t i) -> bool { return seen_stamp_[static_cast<size_t>(i)] == stamp; };
+    auto mark = [&](int32_t i) { seen_stamp_[static_cast<size_t>(i)] = stamp; };
     struct Frame {
       int32_t node;
       size_t next;
@@ -86,8 +91,8 @@ class PlanBuilder {
     std::vector<Frame> stack;
     for (const Node* o : out.outputs) {
       int32_t oi = g_.index_of(o);
-      if (seen[static_cast<size_t>(oi)]) continue;
-      seen[static_cast<size_t>(oi)] = 1;
+      if (seen(oi)) continue;
+      mark(oi);
       out.nodes.push_back(o);
       stack.push_back({oi, 0, oi});
       while (!stack.empty()) {
@@ -101,12 +106,12 @@ class PlanBuilder {
         int32_t owner = f.owner;
         if (is_buffer(group, in)) {
           if (g_[in].role == Role::Placed) edges.push_back({in, n, owner});
-          if (!seen[static_cast<size_t>(in)]) out.inputs.push_back(g_[in].node);
-        } else if (!seen[static_cast<size_t>(in)]) {
+          if (!seen(in)) out.inputs.push_back(g_[in].node);
+        } else if (!seen(in)) {
           out.nodes.push_back(g_[in].node);
           stack.push_back({in, 0, g_[in].role == Role::Placed ? in : owner});
         }
-        seen[static_cast<size_t>(in)] = 1;
+        mark(in);
       }
     }
     std::sort(out.nodes.begin(), out.nodes.end(),
@@ -183,6 +188,7 @@ class PlanBuilder {
       if ((a[f / 64] >> (f % 64)) & 1) return "would create a cycle";
     }
     if (s_.closed_at[f] <= e.owner) return "max_blocks reached";
+    if (members_[f].size() >= static_cast<size_t>(kMaxGroupNodes)) return "kernel size limit";
     return "cheaper to materialize";
   }
 
@@ -190,6 +196,8 @@ class PlanBuilder {
   const SearchState& s_;
   const CostModel& cost_;
   std::vector<std::vector<int32_t>> members_;  // per group: sorted node indices computed there
+  mutable std::vector<uint32_t> seen_stamp_;    // collect(): per node, the walk that last saw it
+  mutable uint32_t walks_ = 0;
 };
 
 class BeamFuser final : public Fuser {

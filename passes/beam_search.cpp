@@ -66,6 +66,10 @@ class Planner {
     Placement p;
     p.slot = slot_;
     const FusionNode& fn = g_[n];
+    if (slot_ >= 0 && s_.open[static_cast<size_t>(slot_)].size >= kMaxGroupNodes) {
+      fail(p);
+      return p;
+    }
     if (slot_ < 0) p.delta += cost_.seconds(0, 1, 0);
     if (fn.forced && !fix_shape(p, target_, n)) return p;
     p.delta += cost_.seconds(fn.forced ? fn.bytes : 0, 0, fn.flops);
@@ -181,7 +185,9 @@ class Planner {
     bool buffered = materialize(p, b);
     double buffered_delta = p.delta;
     rollback(p, start);
-    bool copied = recompute(p, b, f * r.extra, buffered ? budget : SIZE_MAX);
+    // Without a buffer, a new group must copy whatever it takes; an existing group only tries
+    // (the copies run back through the producer's kernel, up to its size for every placement).
+    bool copied = recompute(p, b, f * r.extra, buffered || slot_ >= 0 ? budget : SIZE_MAX);
     if (copied && (!buffered || p.delta < buffered_delta)) return true;
     rollback(p, start);
     if (!buffered) return fail(p);
@@ -258,7 +264,7 @@ void apply(SearchState& s, const FusionGraph& g, int32_t n, int32_t step, const 
       s.open.erase(s.open.begin());
     }
     s.open.push_back(
-        OpenGroup{.id = id, .copies = {}, .inputs = {}, .desc = {}, .has_matmul = false});
+        OpenGroup{.id = id, .copies = {}, .inputs = {}, .desc = {}, .has_matmul = false, .size = 0});
     slot = static_cast<int>(s.open.size()) - 1;
   }
   OpenGroup& target = s.open[static_cast<size_t>(slot)];
@@ -267,6 +273,7 @@ void apply(SearchState& s, const FusionGraph& g, int32_t n, int32_t step, const 
     return v[static_cast<size_t>(i)];
   };
   at(s.group_of, n) = tid;
+  target.size += 1 + static_cast<int32_t>(p.recompute.size());
   if (g[n].node->op == ir::Op::Matmul) target.has_matmul = true;
   at(s.factor, n) = 1;
   s.signature ^= mix(1, static_cast<uint64_t>(n), static_cast<uint64_t>(tid));

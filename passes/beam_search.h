@@ -19,7 +19,14 @@ struct OpenGroup {
   std::vector<int32_t> inputs;  // sorted: nodes it reads from buffers
   std::vector<int32_t> desc;    // sorted: groups that read it, directly or transitively
   bool has_matmul = false;      // computes a matmul (home node)
+  int32_t size = 0;             // nodes it computes: homes and copies
 };
+
+// The most nodes one group computes. Compile time of a kernel grows faster than linearly with its
+// size (instruction scheduling and register allocation over one loop body), and the planner's
+// work per placement with the target group's size, so a longer run of fusable nodes is cut into
+// kernels of this size: compile time stays linear in the graph's size.
+inline constexpr int32_t kMaxGroupNodes = 1024;
 
 // A partial (after the last node: complete) assignment. Costs are kept as running totals of the
 // cost model's terms: every change a placement makes is local to the groups it touches.

@@ -170,20 +170,33 @@ class ReadWalker {
   ReadWalker(const Node* reader, const std::function<bool(const Node*)>& stop)
       : extents_(loop_extents(reader)), stop_(stop) {}
 
-  void visit(const Node* m, const AxisMasks& masks, const Node* view, const Node* reader) {
-    if (stop_(m)) {
-      Mask used = 0;
-      for (size_t k = 0; k < m->shape.size(); ++k)
-        if (m->shape[k] != 1) used |= masks[k];
-      if (!seen_.insert({m->id, view->id, used}).second) return;
-      reads_.push_back({m, reader, view, extra(m, used)});
-      return;
-    }
-    if (!ir::is_movement(m->op)) return;  // an inlined source reads nothing
-    bool single = m->inputs.size() == 1;
-    for (size_t j = 0; j < m->inputs.size(); ++j) {
-      const Node* in = m->inputs[j];
-      visit(in, movement_masks(m, j, masks), single ? view : in, m);
+  // Depth-first through movement ops, inputs left to right, on an explicit stack.
+  void visit(const Node* m0, const AxisMasks& masks0, const Node* view0, const Node* reader0) {
+    struct Visit {
+      const Node* m;
+      AxisMasks masks;
+      const Node* view;
+      const Node* reader;
+    };
+    std::vector<Visit> stack{{m0, masks0, view0, reader0}};
+    while (!stack.empty()) {
+      Visit v = std::move(stack.back());
+      stack.pop_back();
+      const Node* m = v.m;
+      if (stop_(m)) {
+        Mask used = 0;
+        for (size_t k = 0; k < m->shape.size(); ++k)
+          if (m->shape[k] != 1) used |= v.masks[k];
+        if (!seen_.insert({m->id, v.view->id, used}).second) continue;
+        reads_.push_back({m, v.reader, v.view, extra(m, used)});
+        continue;
+      }
+      if (!ir::is_movement(m->op)) continue;  // an inlined source reads nothing
+      bool single = m->inputs.size() == 1;
+      for (size_t j = m->inputs.size(); j-- > 0;) {
+        const Node* in = m->inputs[j];
+        stack.push_back({in, movement_masks(m, j, v.masks), single ? v.view : in, m});
+      }
     }
   }
 

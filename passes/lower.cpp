@@ -58,32 +58,62 @@ Index broadcast_index(IndexBuilder& ib, const Index& idx, const ir::Shape& from)
   return out;
 }
 
-const Expr* LowerContext::emit(const Node* n, const Index& idx) {
+const Expr* LowerContext::known(const Node* n, const Index& idx) {
   // An empty tensor has no element to read: this expression sits in a loop of extent 0 and never
   // runs. Returning early keeps zero strides out of the index arithmetic.
   if (n->numel() == 0) return arena().constant(n->dtype, 0);
-  auto key = std::make_pair(n, idx);
-  if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-  const Expr* e = emit_uncached(n, idx);
-  memo_.emplace(std::move(key), e);
-  return e;
+  auto it = memo_.find(std::make_pair(n, idx));
+  return it == memo_.end() ? nullptr : it->second;
 }
 
-const Expr* LowerContext::emit_uncached(const Node* n, const Index& idx) {
+// Depth-first over the needs, on an explicit stack: a frame builds its value once every value it
+// needs is known. Children are planned in the order the needs list them, so variables and
+// expressions are created in the order a recursive descent would create them.
+const Expr* LowerContext::emit(const Node* n, const Index& idx) {
+  if (const Expr* e = known(n, idx)) return e;
+  struct Frame {
+    const Node* n;
+    Index idx;
+    NodeLowering l;
+    size_t next = 0;
+  };
+  std::vector<Frame> stack;
+  stack.push_back(Frame{n, idx, plan(n, idx)});
+  while (true) {
+    Frame& f = stack.back();
+    if (f.next < f.l.needs.size()) {
+      const auto& [c, ci] = f.l.needs[f.next++];
+      if (!known(c, ci)) {
+        NodeLowering l = plan(c, ci);  // before the push: `f`, `c` and `ci` refer into the stack
+        stack.push_back(Frame{c, ci, std::move(l)});
+      }
+      continue;
+    }
+    std::vector<const Expr*> values;
+    values.reserve(f.l.needs.size());
+    for (const auto& [c, ci] : f.l.needs) values.push_back(known(c, ci));
+    const Expr* e = f.l.build(values);
+    memo_.emplace(std::make_pair(f.n, std::move(f.idx)), e);
+    stack.pop_back();
+    if (stack.empty()) return e;
+  }
+}
+
+NodeLowering LowerContext::plan(const Node* n, const Index& idx) {
   if (auto it = buffers_.find(n); it != buffers_.end())
-    return arena().load(it->second, n->dtype, linearize(ib_, idx, n->shape));
+    return lowered(arena().load(it->second, n->dtype, linearize(ib_, idx, n->shape)));
   switch (ir::op_kind(n->op)) {
     case ir::OpKind::Elementwise:
-      return emit_elementwise(n, idx);
+      return plan_elementwise(n, idx);
     case ir::OpKind::Movement:
-      return emit_movement(*this, n, idx);
+      return plan_movement(*this, n, idx);
     case ir::OpKind::Reduce:
-      return n->op == Op::ArgMax || n->op == Op::ArgMin ? emit_arg_reduce(n, idx)
-                                                        : emit_reduce(n, idx);
+      return n->op == Op::ArgMax || n->op == Op::ArgMin ? plan_arg_reduce(n, idx)
+                                                        : plan_reduce(n, idx);
     case ir::OpKind::Matmul:
-      return emit_matmul(n, idx);
+      return plan_matmul(n, idx);
     case ir::OpKind::Source:
-      return emit_source(n, idx);
+      return lowered(emit_source(n, idx));
     case ir::OpKind::Input:
       break;
   }
@@ -91,14 +121,17 @@ const Expr* LowerContext::emit_uncached(const Node* n, const Index& idx) {
       fmt::format("lower_group: graph input {} ({}{}) is read by the group but is not one of "
                   "its inputs",
                   node_label(n), ir::dtype_name(n->dtype), ir::shape_str(n->shape)));
-  return arena().constant(n->dtype, 0);
+  return lowered(arena().constant(n->dtype, 0));
 }
 
-const Expr* LowerContext::emit_elementwise(const Node* n, const Index& idx) {
-  std::vector<const Expr*> args;
-  args.reserve(n->inputs.size());
-  for (const Node* in : n->inputs) args.push_back(emit(in, broadcast_index(ib_, idx, in->shape)));
-  return arena().alu(alu_of(n->op), n->dtype, std::move(args));
+NodeLowering LowerContext::plan_elementwise(const Node* n, const Index& idx) {
+  NodeLowering l;
+  l.needs.reserve(n->inputs.size());
+  for (const Node* in : n->inputs) l.needs.emplace_back(in, broadcast_index(ib_, idx, in->shape));
+  l.build = [this, n](const std::vector<const Expr*>& v) {
+    return arena().alu(alu_of(n->op), n->dtype, v);
+  };
+  return l;
 }
 
 // The operand index of a reduction over `axes`: kept axes come from `idx`, reduced axes get
@@ -123,30 +156,38 @@ static Index reduce_operand_index(IndexBuilder& ib, const Index& idx, const ir::
   return in;
 }
 
-const Expr* LowerContext::emit_reduce(const Node* n, const Index& idx) {
+NodeLowering LowerContext::plan_reduce(const Node* n, const Index& idx) {
   const Node* x = n->inputs[0];
   std::vector<int32_t> rvars;
   std::vector<int64_t> rextents;
   Index in = reduce_operand_index(ib_, idx, x->shape, n->attrs.ints(AttrKey::axes),
                                   n->attrs.b(AttrKey::keepdim), rvars, rextents);
-  const Expr* body = emit(x, in);
+  NodeLowering l = forward(x, std::move(in));
   // A reduction over no axes (of a scalar) leaves every element as it is.
-  if (rvars.empty()) return body;
-  return arena().reduce(reduce_op_of(n->op), n->dtype, body, std::move(rvars), std::move(rextents));
+  if (rvars.empty()) return l;
+  l.build = [this, n, rvars = std::move(rvars),
+             rextents = std::move(rextents)](const std::vector<const Expr*>& v) {
+    return arena().reduce(reduce_op_of(n->op), n->dtype, v[0], rvars, rextents);
+  };
+  return l;
 }
 
-const Expr* LowerContext::emit_arg_reduce(const Node* n, const Index& idx) {
+NodeLowering LowerContext::plan_arg_reduce(const Node* n, const Index& idx) {
   const Node* x = n->inputs[0];
   std::vector<int32_t> rvars;
   std::vector<int64_t> rextents;
   Index in = reduce_operand_index(ib_, idx, x->shape, {n->attrs.i(AttrKey::axis)},
                                   n->attrs.b(AttrKey::keepdim), rvars, rextents);
-  return arena().reduce(reduce_op_of(n->op), n->dtype, emit(x, in), std::move(rvars),
-                        std::move(rextents));
+  NodeLowering l = forward(x, std::move(in));
+  l.build = [this, n, rvars = std::move(rvars),
+             rextents = std::move(rextents)](const std::vector<const Expr*>& v) {
+    return arena().reduce(reduce_op_of(n->op), n->dtype, v[0], rvars, rextents);
+  };
+  return l;
 }
 
 // out[b..., m, n] = sum_k a[b..., m, k] * b[b..., k, n], batch axes broadcast like elementwise.
-const Expr* LowerContext::emit_matmul(const Node* n, const Index& idx) {
+NodeLowering LowerContext::plan_matmul(const Node* n, const Index& idx) {
   const Node* a = n->inputs[0];
   const Node* b = n->inputs[1];
   size_t ra = a->shape.size(), ro = n->shape.size();
@@ -160,8 +201,14 @@ const Expr* LowerContext::emit_matmul(const Node* n, const Index& idx) {
   Index bi = broadcast_index(ib_, batch, ir::Shape(b->shape.begin(), b->shape.end() - 2));
   bi.push_back(kv);
   bi.push_back(idx[ro - 1]);
-  const Expr* body = arena().alu(kir::Alu::Mul, n->dtype, {emit(a, ai), emit(b, bi)});
-  return arena().reduce(kir::ReduceOp::Sum, n->dtype, body, {k}, {k_extent});
+  NodeLowering l;
+  l.needs.emplace_back(a, std::move(ai));
+  l.needs.emplace_back(b, std::move(bi));
+  l.build = [this, n, k, k_extent](const std::vector<const Expr*>& v) {
+    const Expr* body = arena().alu(kir::Alu::Mul, n->dtype, {v[0], v[1]});
+    return arena().reduce(kir::ReduceOp::Sum, n->dtype, body, {k}, {k_extent});
+  };
+  return l;
 }
 
 const Expr* LowerContext::emit_source(const Node* n, const Index& idx) {

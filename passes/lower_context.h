@@ -1,6 +1,7 @@
 // Internal to lowering: the emission context shared by the value and the movement-op lowerings.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -15,6 +16,25 @@ namespace kiln::passes {
 // One i64 index expression per axis of a node's shape.
 using Index = std::vector<const kir::Expr*>;
 
+// How one (node, index) lowers: the values it needs, each a node at an index, and how its own
+// value is built from them. NodeLowering runs these on an explicit stack, so a graph of any depth
+// lowers in constant native stack.
+struct NodeLowering {
+  std::vector<std::pair<const ir::Node*, Index>> needs;
+  std::function<const kir::Expr*(const std::vector<const kir::Expr*>& values)> build;
+};
+// A lowering that needs nothing.
+inline NodeLowering lowered(const kir::Expr* e) {
+  return NodeLowering{{}, [e](const std::vector<const kir::Expr*>&) { return e; }};
+}
+// A lowering whose value is the value of `x` at `idx`.
+inline NodeLowering forward(const ir::Node* x, Index idx) {
+  NodeLowering l;
+  l.needs.emplace_back(x, std::move(idx));
+  l.build = [](const std::vector<const kir::Expr*>& v) { return v[0]; };
+  return l;
+}
+
 class LowerContext {
  public:
   LowerContext(kir::ExprArena& arena, std::vector<int64_t> domain,
@@ -25,6 +45,8 @@ class LowerContext {
   kir::ExprArena& arena() { return ib_.arena(); }
   // The value of node `n` at element `idx`, memoized on (node, index).
   const kir::Expr* emit(const ir::Node* n, const Index& idx);
+  // The value of `n` at `idx` if it is already known, else nullptr.
+  const kir::Expr* known(const ir::Node* n, const Index& idx);
   // The first error met while emitting (empty when none); emission goes on with a placeholder.
   const std::string& error() const { return error_; }
   void fail(std::string message) {
@@ -32,11 +54,11 @@ class LowerContext {
   }
 
  private:
-  const kir::Expr* emit_uncached(const ir::Node* n, const Index& idx);
-  const kir::Expr* emit_elementwise(const ir::Node* n, const Index& idx);
-  const kir::Expr* emit_reduce(const ir::Node* n, const Index& idx);
-  const kir::Expr* emit_arg_reduce(const ir::Node* n, const Index& idx);
-  const kir::Expr* emit_matmul(const ir::Node* n, const Index& idx);
+  NodeLowering plan(const ir::Node* n, const Index& idx);
+  NodeLowering plan_elementwise(const ir::Node* n, const Index& idx);
+  NodeLowering plan_reduce(const ir::Node* n, const Index& idx);
+  NodeLowering plan_arg_reduce(const ir::Node* n, const Index& idx);
+  NodeLowering plan_matmul(const ir::Node* n, const Index& idx);
   const kir::Expr* emit_source(const ir::Node* n, const Index& idx);
 
   IndexBuilder ib_;
@@ -61,6 +83,6 @@ Index delinearize(IndexBuilder& ib, const kir::Expr* flat, const ir::Shape& shap
 Index broadcast_index(IndexBuilder& ib, const Index& idx, const ir::Shape& from);
 
 // A movement op as index remapping (with guarded selects for pad and concat).
-const kir::Expr* emit_movement(LowerContext& cx, const ir::Node* n, const Index& idx);
+NodeLowering plan_movement(LowerContext& cx, const ir::Node* n, const Index& idx);
 
 }  // namespace kiln::passes

@@ -1,4 +1,4 @@
-// Lowering of movement ops: each view becomes a remapping of the index its reader asks for.
+// NodeLowering of movement ops: each view becomes a remapping of the index its reader asks for.
 #include <algorithm>
 
 #include "passes/lower_context.h"
@@ -39,7 +39,7 @@ const Expr* in_bounds(LowerContext& cx, const Expr* e, int64_t n) {
   return cond;
 }
 
-const Expr* emit_pad(LowerContext& cx, const Node* n, const Index& idx) {
+NodeLowering plan_pad(LowerContext& cx, const Node* n, const Index& idx) {
   const Node* x = n->inputs[0];
   const std::vector<int64_t>& before = n->attrs.ints(AttrKey::before);
   const Expr* padding = cx.arena().constant(n->dtype, n->attrs.f(AttrKey::value));
@@ -49,18 +49,21 @@ const Expr* emit_pad(LowerContext& cx, const Node* n, const Index& idx) {
     int64_t len = x->shape[a];
     const Expr* j = cx.ib().add(idx[a], cx.ib().constant(-before[a]));
     IndexRange r = cx.ib().range(j);
-    if (len == 0 || r.hi < 0 || r.lo >= len) return padding;  // only padding is read here
+    if (len == 0 || r.hi < 0 || r.lo >= len) return lowered(padding);  // only padding is read here
     if (const Expr* c = in_bounds(cx, j, len))
       cond = cond ? cx.arena().alu(Alu::And, DType::boolean, {cond, c}) : c;
     in[a] = clamp_index(cx, j, len);
   }
-  const Expr* value = cx.emit(x, in);
-  if (!cond) return value;
-  return cx.arena().alu(Alu::Where, n->dtype, {cond, value, padding});
+  NodeLowering l = forward(x, std::move(in));
+  if (!cond) return l;
+  l.build = [&cx, n, cond, padding](const std::vector<const Expr*>& v) {
+    return cx.arena().alu(Alu::Where, n->dtype, {cond, v[0], padding});
+  };
+  return l;
 }
 
 // A chain of selects over the pieces the index can reach, last piece innermost.
-const Expr* emit_concat(LowerContext& cx, const Node* n, const Index& idx) {
+NodeLowering plan_concat(LowerContext& cx, const Node* n, const Index& idx) {
   size_t axis = axis_attr(n, AttrKey::axis);
   IndexRange r = cx.ib().range(idx[axis]);
   struct Piece {
@@ -74,23 +77,28 @@ const Expr* emit_concat(LowerContext& cx, const Node* n, const Index& idx) {
     if (len > 0 && offset <= r.hi && offset + len - 1 >= r.lo) reachable.push_back({x, offset});
     offset += len;
   }
-  if (reachable.empty()) return cx.arena().constant(n->dtype, 0);  // an empty domain never runs
-  const Expr* result = nullptr;
+  if (reachable.empty()) return lowered(cx.arena().constant(n->dtype, 0));  // an empty domain never runs
+  // needs[q] is piece reachable.size() - 1 - q; conds[q] selects it over the pieces after it.
+  NodeLowering l;
+  std::vector<const Expr*> conds;
   for (size_t p = reachable.size(); p-- > 0;) {
     const Piece& piece = reachable[p];
     Index in = idx;
     in[axis] = clamp_index(cx, cx.ib().add(idx[axis], cx.ib().constant(-piece.offset)),
                            piece.x->shape[axis]);
-    const Expr* value = cx.emit(piece.x, in);
-    if (!result) {
-      result = value;
-      continue;
-    }
+    l.needs.emplace_back(piece.x, std::move(in));
     int64_t end = piece.offset + piece.x->shape[axis];
-    const Expr* cond = cx.arena().alu(Alu::Lt, DType::boolean, {idx[axis], cx.ib().constant(end)});
-    result = cx.arena().alu(Alu::Where, n->dtype, {cond, value, result});
+    conds.push_back(p + 1 == reachable.size()
+                        ? nullptr
+                        : cx.arena().alu(Alu::Lt, DType::boolean, {idx[axis], cx.ib().constant(end)}));
   }
-  return result;
+  l.build = [&cx, n, conds = std::move(conds)](const std::vector<const Expr*>& v) {
+    const Expr* result = v[0];
+    for (size_t q = 1; q < v.size(); ++q)
+      result = cx.arena().alu(Alu::Where, n->dtype, {conds[q], v[q], result});
+    return result;
+  };
+  return l;
 }
 
 Index permute_index(const Node* n, const Index& idx) {
@@ -140,32 +148,32 @@ Index slice_index(IndexBuilder& ib, const Node* n, const Index& idx) {
 
 }  // namespace
 
-const Expr* emit_movement(LowerContext& cx, const Node* n, const Index& idx) {
+NodeLowering plan_movement(LowerContext& cx, const Node* n, const Index& idx) {
   IndexBuilder& ib = cx.ib();
   const Node* x = n->inputs[0];
   const std::optional<ir::Movement> m = ir::movement_of(n->op);
   KILN_CHECK(m) << "not a movement op: " << ir::op_enum_name(n->op);
   switch (*m) {
     case ir::Movement::Reshape:
-      return cx.emit(x, delinearize(ib, linearize(ib, idx, n->shape), x->shape));
+      return forward(x, delinearize(ib, linearize(ib, idx, n->shape), x->shape));
     case ir::Movement::Permute:
-      return cx.emit(x, permute_index(n, idx));
+      return forward(x, permute_index(n, idx));
     case ir::Movement::Expand:
-      return cx.emit(x, broadcast_index(ib, idx, x->shape));
+      return forward(x, broadcast_index(ib, idx, x->shape));
     case ir::Movement::Slice:
-      return cx.emit(x, slice_index(ib, n, idx));
+      return forward(x, slice_index(ib, n, idx));
     case ir::Movement::Pad:
-      return emit_pad(cx, n, idx);
+      return plan_pad(cx, n, idx);
     case ir::Movement::Concat:
-      return emit_concat(cx, n, idx);
+      return plan_concat(cx, n, idx);
     case ir::Movement::Flip:
-      return cx.emit(x, flip_index(ib, n, idx));
+      return forward(x, flip_index(ib, n, idx));
     case ir::Movement::Roll:
-      return cx.emit(x, roll_index(ib, n, idx));
+      return forward(x, roll_index(ib, n, idx));
     case ir::Movement::Unfold:
-      return cx.emit(x, unfold_index(ib, n, idx));
+      return forward(x, unfold_index(ib, n, idx));
   }
-  return nullptr;
+  return lowered(cx.arena().constant(n->dtype, 0));
 }
 
 }  // namespace kiln::passes

@@ -15,8 +15,9 @@
 
 namespace kiln::runtime {
 
-// Bumped when the parts of these keys, or the entries stored under them, change meaning.
-inline constexpr const char* kCacheKeySchema = "3";
+// Bumped when the parts of these keys, or the entries stored under them, change meaning, or when
+// code generated for the same key changes its results (4: long float sums fold in blocks).
+inline constexpr const char* kCacheKeySchema = "4";
 
 // A compiled kernel: {kernel (canonical text, no labels), tune, identity..., schema, check}.
 // Checked and unchecked code of one kernel differ (and so does its calling convention).

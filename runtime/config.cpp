@@ -10,7 +10,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
 #include "cache/size.h"
 #include "cache/store.h"
@@ -206,9 +209,61 @@ class Reader {
   std::vector<Message> warnings_, errors_;
 };
 
+// toml++ parses nested tables, arrays and dotted keys recursively: a table header of 50 000 dotted
+// parts overflowed its stack. kiln's settings nest two deep, so text nesting deeper than this is
+// refused before it reaches the parser.
+constexpr int kMaxTomlDepth = 64;
+
+// The first line whose nesting (dotted key parts, plus the arrays and inline tables around them)
+// passes kMaxTomlDepth, with that depth. Dots inside strings and comments, and between digits
+// (1.5, times), are not key separators.
+std::optional<std::pair<int, int>> too_deep(std::string_view text) {
+  int line = 1, brackets = 0, dots = 0;
+  auto digit = [&](size_t i) { return i < text.size() && text[i] >= '0' && text[i] <= '9'; };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '"' || c == '\'') {  // a string: basic or literal, single- or multi-line
+      const bool triple = text.substr(i, 3) == std::string(3, c);
+      const std::string_view end = triple ? text.substr(i, 3) : text.substr(i, 1);
+      size_t j = i + end.size();
+      while (j < text.size() && text.substr(j, end.size()) != end) {
+        if (text[j] == '\n') ++line;
+        if (c == '"' && text[j] == '\\') ++j;  // an escape
+        ++j;
+      }
+      i = std::min(text.size(), j + end.size()) - 1;
+      continue;
+    }
+    if (c == '#') {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+      continue;
+    }
+    if (c == '\n') {
+      ++line;
+      dots = 0;
+    } else if (c == ',') {
+      dots = 0;
+    } else if (c == '[' || c == '{') {
+      ++brackets;
+    } else if ((c == ']' || c == '}') && brackets > 0) {
+      --brackets;
+    } else if (c == '.' && !(i > 0 && digit(i - 1) && digit(i + 1))) {
+      ++dots;
+    }
+    if (brackets + dots > kMaxTomlDepth) return std::pair{line, brackets + dots};
+  }
+  return std::nullopt;
+}
+
 Expected<LoadedConfig> read(const std::optional<std::string>& text, const std::string& file,
                             const fs::path& root) {
   Reader reader(file, root);
+  if (text)
+    if (std::optional<std::pair<int, int>> deep = too_deep(*text))
+      return make_error(fmt::format(
+          "{}:{}: error: nesting deeper than {} levels (tables, dotted keys, arrays); kiln's "
+          "settings are at most 2 deep, as in [compilation] cache = \"local\"",
+          file, deep->first, kMaxTomlDepth));
   if (text) {
     try {
       toml::table table = toml::parse(*text, file);

@@ -133,6 +133,8 @@ PlannerOptions planner_options(const DeviceOptions& options, const passes::Fuser
   po.namer = options.namer;
   po.verify_ir = options.verify_ir;
   po.dump_dir = options.dump_dir;
+  // Compiles use the cores the cpu's kernels would (compilation runs before any kernel does).
+  po.compile_threads = options.num_threads > 0 ? options.num_threads : support::ThreadPool::default_threads();
   return po;
 }
 

@@ -26,7 +26,7 @@ bool valid_shape(const ir::Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return false;
-    if (d > 0 && n > (int64_t{1} << 59) / d) return false;
+    if (d > 0 && n > ir::kMaxNumel / d) return false;
     n *= d;
   }
   return true;

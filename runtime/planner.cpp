@@ -2,10 +2,15 @@
 // with its schedule, wire the buffer slots (DESIGN.md §2).
 #include "runtime/planner.h"
 
-#include <algorithm>
-#include <chrono>
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <optional>
 #include <set>
+#include <thread>
+#include <unordered_set>
 
 #include "passes/pipeline.h"
 #include "runtime/dump_text.h"
@@ -20,7 +25,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // The step's kernel with its schedule (the autotuner's winner), through the kernel cache.
-Expected<void> compile_step(PlanStep& step, Plan& plan, const PlannerOptions& options) {
+Expected<KernelLookup> compile_step(PlanStep& step, const PlannerOptions& options) {
   codegen::TuneParams params;
   if (options.tune) {
     auto tuned = options.tune(step.kernel);
@@ -31,13 +36,46 @@ Expected<void> compile_step(PlanStep& step, Plan& plan, const PlannerOptions& op
   if (!got) return std::unexpected(got.error());
   step.artifact = got->artifact;
   step.kernel_digest = got->digest;
-  if (got->source == KernelLookup::Source::compiled) {
-    ++plan.compiled;
-    plan.compile_ms += step.artifact->compile_ms();
-  } else if (got->source == KernelLookup::Source::disk) {
-    ++plan.loaded;
+  return got;
+}
+
+// Every step's kernel. Without a tuner (which measures, one kernel at a time), the first step of
+// each distinct kernel compiles on up to compile_threads threads (Target::compile is thread-safe),
+// and the steps repeating a kernel then find it in memory; counts and errors are taken in step
+// order, so they do not depend on the thread count.
+Expected<void> compile_steps(Plan& plan, const PlannerOptions& options) {
+  std::vector<std::optional<Expected<KernelLookup>>> got(plan.steps.size());
+  const int threads = options.tune ? 1 : std::max(1, options.compile_threads);
+  if (threads > 1 && plan.steps.size() > 1) {
+    std::vector<size_t> firsts;
+    std::unordered_set<std::string> seen;
+    for (size_t k = 0; k < plan.steps.size(); ++k)
+      if (seen.insert(kir::print_kernel(plan.steps[k].kernel, /*with_labels=*/false)).second)
+        firsts.push_back(k);
+    std::atomic<size_t> next = 0;
+    auto work = [&] {
+      for (size_t i = next++; i < firsts.size(); i = next++)
+        got[firsts[i]] = compile_step(plan.steps[firsts[i]], options);
+    };
+    std::vector<std::thread> workers;
+    const size_t extra = std::min(firsts.size(), static_cast<size_t>(threads)) - 1;  // >= 1 first
+    for (size_t t = 0; t < extra; ++t) workers.emplace_back(work);
+    work();
+    for (std::thread& w : workers) w.join();
   }
-  if (!got->miss_reason.empty()) plan.miss_reasons.push_back(step.kernel.name + ": " + got->miss_reason);
+  for (size_t k = 0; k < plan.steps.size(); ++k) {
+    if (!got[k]) got[k] = compile_step(plan.steps[k], options);
+    if (!*got[k]) return std::unexpected(got[k]->error());
+    const KernelLookup& lookup = **got[k];
+    if (lookup.source == KernelLookup::Source::compiled) {
+      ++plan.compiled;
+      plan.compile_ms += lookup.artifact->compile_ms();
+    } else if (lookup.source == KernelLookup::Source::disk) {
+      ++plan.loaded;
+    }
+    if (!lookup.miss_reason.empty())
+      plan.miss_reasons.push_back(plan.steps[k].kernel.name + ": " + lookup.miss_reason);
+  }
   return {};
 }
 
@@ -125,13 +163,13 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
     step.values = group_values(fusion.groups[k], namer, &step.num_ops);
     step.kernel = std::move(kernel.kernel);
     step.facts = std::move(kernel.facts);
-    if (options.kernels)
-      if (auto ok = compile_step(step, *plan, options); !ok) return std::unexpected(ok.error());
     last_reader.resize(plan->slots.size(), -1);
     for (size_t i = 0; i < step.args.size(); ++i)
       if (!step.kernel.params[i].output) last_reader[step.args[i]] = static_cast<int>(k);
     plan->steps.push_back(std::move(step));
   }
+  if (options.kernels)
+    if (auto ok = compile_steps(*plan, options); !ok) return std::unexpected(ok.error());
   if (options.kernels && dump.active())
     dump.executor_step("compile", options.source_extension, source_text(*plan, options.source_extension));
 

@@ -27,6 +27,8 @@ struct PlannerOptions {
   ValueNamer namer;                      // null: %t<id> for every value
   // The schedule each kernel is compiled with (the autotuner's winner); null: TuneParams{}.
   std::function<Expected<codegen::TuneParams>(const kir::Kernel&)> tune;
+  // Kernels compiled at once when there is no tuner (runtime/planner.cpp: compile_steps).
+  int compile_threads = 1;
   // Verify the IR after every step of the lowering script (passes/pipeline.h).
   bool verify_ir = passes::kVerifyIrByDefault;
   // Where the build writes its dumps (KILN_DUMP, runtime/dump_writer.h): "" = nowhere.

@@ -152,8 +152,9 @@ Expected<ir::HostTensor> read_npy(const std::string& path) {
 
   int64_t numel = 1;
   for (int64_t d : header->shape) {
-    if (d != 0 && numel > INT64_MAX / 8 / d)
-      return npy_error(path, fmt::format("shape {} is too large", ir::shape_str(header->shape)));
+    if (d != 0 && numel > ir::kMaxNumel / d)
+      return npy_error(path, fmt::format("shape {} is too large (kiln indexes at most 2^59 elements)",
+                                         ir::shape_str(header->shape)));
     numel *= d;
   }
   const auto expected = static_cast<size_t>(numel * ir::dtype_size(header->dtype));

@@ -8,6 +8,7 @@
 
 #include "codegen/cpu/alu_lowering.h"
 #include "codegen/cpu/dtype_lowering.h"
+#include "ir/post_order.h"
 
 namespace kiln::codegen::cpu {
 
@@ -19,7 +20,18 @@ kiln::Error ExprEmitter::error(const std::string& what) const {
   return kiln::Error{fmt::format("cpu backend: kernel '{}': {}", k_.name, what)};
 }
 
-Expected<Value*> ExprEmitter::emit(const Expr* e) {
+// Operands first, on an explicit stack (ir/post_order.h): emit_one recurses one level deep.
+Expected<Value*> ExprEmitter::emit(const Expr* root) {
+  auto operands = [](const Expr* e, std::vector<const Expr*>& out) {
+    out.clear();
+    if (e->kind == ExprKind::Load || e->kind == ExprKind::Alu) out.assign(e->args.begin(), e->args.end());
+  };
+  return ir::post_order(
+      root, operands, [&](const Expr* e) { return memo_.count(e) > 0; },
+      [&](const Expr* e) { return emit_one(e); });
+}
+
+Expected<Value*> ExprEmitter::emit_one(const Expr* e) {
   if (auto it = memo_.find(e); it != memo_.end()) return it->second;
   Value* v = nullptr;
   switch (e->kind) {

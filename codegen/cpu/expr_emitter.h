@@ -35,6 +35,7 @@ class ExprEmitter {
   Expected<llvm::Value*> emit(const kir::Expr* e);
 
  private:
+  Expected<llvm::Value*> emit_one(const kir::Expr* e);
   kiln::Error error(const std::string& what) const;
 
   llvm::IRBuilderBase& b_;

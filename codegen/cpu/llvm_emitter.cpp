@@ -19,7 +19,9 @@
 #include "codegen/cpu/dtype_lowering.h"
 #include "codegen/cpu/matmul_emitter.h"
 #include "codegen/cpu/reduce_lowering.h"
+#include "codegen/sum_blocks.h"
 #include "ir/loop_split.h"
+#include "ir/post_order.h"
 #include "ir/row_reuse.h"
 
 namespace kiln::codegen::cpu {
@@ -66,7 +68,13 @@ class KernelEmitter {
   Scope* open_loop(Scope* parent, Value* start, Value* end, const std::string& name);
   Expected<Scope*> scope_for(const Expr* e);
   void insert_at(Scope* s) { b_.SetInsertPoint(s->cursor->getTerminator()); }
+  // The value of `e`. Its operands are emitted first, in post-order on an explicit stack, so the
+  // recursion in emit_one is one level deep whatever the expression's depth.
   Expected<Value*> emit(const Expr* e);
+  Expected<Value*> emit_one(const Expr* e);
+  // The operands emit_one(e) emits (not a reduction's body: that runs inside its loops).
+  void operands(const Expr* e, std::vector<const Expr*>& out) const;
+  bool emitted(const Expr* e);
   Expected<Value*> emit_uncached(const Expr* e, Scope* s);
   Expected<Value*> emit_load(const Expr* e, Scope* s);
   Expected<Value*> emit_reduce(const Expr* e, Scope* s);
@@ -197,7 +205,42 @@ Expected<Scope*> KernelEmitter::scope_for(const Expr* e) {
   return best;
 }
 
-Expected<Value*> KernelEmitter::emit(const Expr* e) {
+void KernelEmitter::operands(const Expr* e, std::vector<const Expr*>& out) const {
+  out.clear();
+  if (auto reuse = row_reads_.find(e); reuse != row_reads_.end()) {
+    out.push_back(reuse->second->reduce);
+    return;
+  }
+  switch (e->kind) {
+    case ExprKind::Const:
+    case ExprKind::Var:
+    case ExprKind::Reduce:
+      return;
+    case ExprKind::Load:
+      out.push_back(e->args[0]);
+      return;
+    case ExprKind::Alu:
+      if (auto w = opt_.facts->loop_split.wraps.find(e); w != opt_.facts->loop_split.wraps.end()) {
+        if (e->alu != kir::Alu::IDiv) out.push_back(e->args[0]);
+        return;
+      }
+      out.assign(e->args.begin(), e->args.end());
+      return;
+  }
+}
+
+bool KernelEmitter::emitted(const Expr* e) {
+  Expected<Scope*> s = scope_for(e);
+  return s && (*s)->memo.count(e) > 0;
+}
+
+Expected<Value*> KernelEmitter::emit(const Expr* root) {
+  return ir::post_order(
+      root, [&](const Expr* e, std::vector<const Expr*>& out) { operands(e, out); },
+      [&](const Expr* e) { return emitted(e); }, [&](const Expr* e) { return emit_one(e); });
+}
+
+Expected<Value*> KernelEmitter::emit_one(const Expr* e) {
   Expected<Scope*> s = scope_for(e);
   if (!s) return std::unexpected(s.error());
   if (auto it = (*s)->memo.find(e); it != (*s)->memo.end()) return it->second;
@@ -338,16 +381,42 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
       e->reduce_op == kir::ReduceOp::ArgMax || e->reduce_op == kir::ReduceOp::ArgMin;
   Expected<llvm::Constant*> init = reduce_init(ctx_, e->reduce_op, bt);
   if (!init) return std::unexpected(error(init.error().message));
-  llvm::AllocaInst* acc = entry_alloca(register_type(ctx_, bt));
+  llvm::Type* body_ty = register_type(ctx_, bt);
+  llvm::AllocaInst* acc = entry_alloca(body_ty);
   llvm::AllocaInst* idx = is_arg ? entry_alloca(b_.getInt32Ty()) : nullptr;
+  // A long float sum folds blocks (codegen/sum_blocks.h): `acc` sums one block, `total` (f64) the
+  // blocks' sums.
+  const SumBlocks blocks = e->reduce_op == kir::ReduceOp::Sum && ir::is_float(bt)
+                               ? sum_blocks(e->rextents)
+                               : SumBlocks{};
+  llvm::AllocaInst* total = blocks.level >= 0 ? entry_alloca(b_.getDoubleTy()) : nullptr;
   insert_at(s);
-  b_.CreateStore(*init, acc);
+  if (total)
+    b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), 0.0), total);
+  else
+    b_.CreateStore(*init, acc);
   if (idx) b_.CreateStore(b_.getInt32(0), idx);
   std::vector<Scope*> opened;
   Scope* inner = s;
+  Scope* block_scope = nullptr;  // the loop over blocks
+  Scope* first_in_block = nullptr;
   for (size_t r = 0; r < e->rvars.size(); ++r) {
-    inner = open_loop(inner, b_.getInt64(0), b_.getInt64(e->rextents[r]),
-                      fmt::format("r{}", e->rvars[r]));
+    Value* start = b_.getInt64(0);
+    Value* end = b_.getInt64(e->rextents[r]);
+    if (static_cast<int>(r) == blocks.level) {
+      const int64_t n_blocks = (e->rextents[r] + blocks.block - 1) / blocks.block;
+      block_scope = open_loop(inner, b_.getInt64(0), b_.getInt64(n_blocks),
+                              fmt::format("r{}.block", e->rvars[r]));
+      opened.push_back(block_scope);
+      insert_at(block_scope);
+      b_.CreateStore(*init, acc);
+      start = b_.CreateNSWMul(block_scope->iv, b_.getInt64(blocks.block));
+      end = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin,
+                                     b_.CreateNSWAdd(start, b_.getInt64(blocks.block)), end);
+      inner = block_scope;
+    }
+    inner = open_loop(inner, start, end, fmt::format("r{}", e->rvars[r]));
+    if (block_scope && inner->parent == block_scope) first_in_block = inner;
     var_scope_[e->rvars[r]] = inner;
     var_value_[e->rvars[r]] = inner->iv;
     opened.push_back(inner);
@@ -377,11 +446,19 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
     var_scope_.erase(rv);
     var_value_.erase(rv);
   }
+  if (block_scope) {  // after the block's loops: total += the block's sum
+    block_scope->cursor = loops_[first_in_block->loop].exit;
+    insert_at(block_scope);
+    Value* part = b_.CreateFPExt(b_.CreateLoad(body_ty, acc), b_.getDoubleTy());
+    b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(b_.getDoubleTy(), total), part), total);
+  }
   s->cursor = loops_[opened.front()->loop].exit;
   for (Scope* o : opened) o->memo.clear();
   insert_at(s);
   if (is_arg) return b_.CreateLoad(b_.getInt32Ty(), idx);
-  Value* result = b_.CreateLoad(acc->getAllocatedType(), acc);
+  Value* result =
+      total ? b_.CreateFPTrunc(b_.CreateLoad(b_.getDoubleTy(), total), body_ty)
+            : static_cast<Value*>(b_.CreateLoad(body_ty, acc));
   return emit_cast(b_, result, bt, e->dtype);
 }
 
@@ -464,7 +541,10 @@ Expected<llvm::Function*> KernelEmitter::run() {
 }  // namespace
 
 void add_buffer_alias_scopes(llvm::Function& fn, const std::vector<llvm::Value*>& buffers) {
-  if (buffers.size() < 2) return;
+  // Each access lists every other buffer's scope, and LLVM's scheduler and vectorizer compare
+  // those lists pairwise: past a few dozen buffers that costs seconds per kernel. Kernels with
+  // that many buffers (wide fused groups) are compiled without the scopes.
+  if (buffers.size() < 2 || buffers.size() > kMaxScopedBuffers) return;
   llvm::LLVMContext& ctx = fn.getContext();
   llvm::MDBuilder mdb(ctx);
   llvm::MDNode* domain = mdb.createAnonymousAliasScopeDomain("kiln.buffers");

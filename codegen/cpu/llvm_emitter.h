@@ -37,6 +37,9 @@ struct EmitOptions {
 // with the host attributes of `options`, shared by every kernel kind's emitter.
 llvm::Function* create_kernel_function(llvm::Module& module, const EmitOptions& options);
 
+// The most buffers a kernel gets alias scopes for (see add_buffer_alias_scopes).
+inline constexpr size_t kMaxScopedBuffers = 16;
+
 // Marks every load and store of `fn` whose address derives from buffers[i] as not aliasing any
 // other buffer's (scoped noalias metadata). The runtime never passes one allocation as two
 // parameters that a kernel both writes and reads, so loops need no runtime overlap checks (which

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 
+#include "codegen/sum_blocks.h"
+#include "ir/post_order.h"
+
 namespace kiln::codegen::gpu {
 
 using kir::Expr;
@@ -63,11 +66,26 @@ CExprEmitter::Scope* CExprEmitter::bound_floor(const Expr* e) {
   if (bound_.empty()) return nullptr;
   if (auto it = bound_.find(e); it != bound_.end()) return it->second.first;
   if (auto it = floor_.find(e); it != floor_.end()) return it->second;
-  Scope* best = nullptr;
-  for (const Expr* a : e->args)  // through reductions too: their loops read the bound value
-    if (Scope* s = bound_floor(a); s && (!best || s->depth > best->depth)) best = s;
-  floor_[e] = best;
-  return best;
+  // Operands first on an explicit stack (ir/post_order.h), through reductions too: their loops
+  // read the bound value.
+  auto floor_of = [&](const Expr* x) -> Scope* {
+    if (auto it = bound_.find(x); it != bound_.end()) return it->second.first;
+    return floor_.at(x);
+  };
+  auto operands = [&](const Expr* x, std::vector<const Expr*>& out) {
+    out.clear();
+    if (!bound_.count(x)) out.assign(x->args.begin(), x->args.end());
+  };
+  auto done = [&](const Expr* x) { return bound_.count(x) > 0 || floor_.count(x) > 0; };
+  ir::post_order(e, operands, done, [&](const Expr* x) {
+    if (done(x)) return true;
+    Scope* best = nullptr;
+    for (const Expr* a : x->args)
+      if (Scope* s = floor_of(a); s && (!best || s->depth > best->depth)) best = s;
+    floor_[x] = best;
+    return true;
+  });
+  return floor_.at(e);
 }
 
 void CExprEmitter::append(Scope* s, const std::string& line) {
@@ -104,7 +122,22 @@ Expected<CExprEmitter::Scope*> CExprEmitter::scope_for(const Expr* e) {
   return best;
 }
 
-Expected<std::string> CExprEmitter::emit(const Expr* e) {
+// Operands first, on an explicit stack (ir/post_order.h): emit_one recurses one level deep.
+Expected<std::string> CExprEmitter::emit(const Expr* root) {
+  auto operands = [&](const Expr* e, std::vector<const Expr*>& out) {
+    out.clear();
+    if (bound_.count(e)) return;
+    if (e->kind == ExprKind::Load || e->kind == ExprKind::Alu) out.assign(e->args.begin(), e->args.end());
+  };
+  auto done = [&](const Expr* e) {
+    if (bound_.count(e)) return true;
+    Expected<Scope*> s = scope_for(e);
+    return s && (*s)->memo.count(e) > 0;
+  };
+  return ir::post_order(root, operands, done, [&](const Expr* e) { return emit_one(e); });
+}
+
+Expected<std::string> CExprEmitter::emit_one(const Expr* e) {
   // A bound expression (a cooperative reduction's result) wins wherever it was bound.
   if (auto it = bound_.find(e); it != bound_.end()) return it->second.second;
   Expected<Scope*> s = scope_for(e);
@@ -199,6 +232,55 @@ Expected<void> CExprEmitter::emit_store(Scope* s, const kir::Store& st) {
   return {};
 }
 
+CExprEmitter::ReduceLoops CExprEmitter::open_reduce_loops(const Expr* e, Scope* s,
+                                                          const std::vector<std::string>& accs,
+                                                          const std::string& init) {
+  const DType bt = e->args[0]->dtype;
+  const SumBlocks blocks =
+      e->reduce_op == kir::ReduceOp::Sum && ir::is_float(bt) ? sum_blocks(e->rextents) : SumBlocks{};
+  ReduceLoops l;
+  l.steps = accs;
+  Scope* inner = s;
+  for (size_t r = 0; r < e->rvars.size(); ++r) {
+    const std::string v = fmt::format("v{}", e->rvars[r]);
+    std::string start = d_.i64_lit(0), cond = fmt::format("{} < {}", v, d_.i64_lit(e->rextents[r]));
+    if (static_cast<int>(r) == blocks.level) {
+      const std::string bk = fresh("block");
+      const int64_t n_blocks = (e->rextents[r] + blocks.block - 1) / blocks.block;
+      l.block = open(inner, fmt::format("for ({0} {1} = {2}; {1} < {3}; ++{1})", d_.i64_type(), bk,
+                                        d_.i64_lit(0), d_.i64_lit(n_blocks)));
+      l.opened.push_back(l.block);
+      for (std::string& step : l.steps) {
+        step = fresh("part");
+        append(l.block, fmt::format("{} {} = {};", d_.reg_type(bt), step, init));
+      }
+      start = fmt::format("{} * {}", bk, d_.i64_lit(blocks.block));
+      cond += fmt::format(" && {} < {} + {}", v, start, d_.i64_lit(blocks.block));
+      inner = l.block;
+    }
+    inner = open(inner, fmt::format("for ({0} {1} = {2}; {3}; ++{1})", d_.i64_type(), v, start, cond));
+    if (l.block && inner->parent == l.block) l.first_in_block = inner;
+    bind_var(inner, e->rvars[r], v);
+    l.opened.push_back(inner);
+  }
+  l.inner = inner;
+  return l;
+}
+
+void CExprEmitter::close_reduce_loops(const ReduceLoops& l, const Expr* e,
+                                      const std::vector<std::string>& accs,
+                                      const std::function<void(Scope*)>& closed) {
+  const DType bt = e->args[0]->dtype;
+  for (auto it = l.opened.rbegin(); it != l.opened.rend(); ++it) {
+    if (*it == l.block)
+      for (size_t a = 0; a < accs.size(); ++a)
+        append(l.block, fmt::format("{} = {};", accs[a],
+                                    reduce_step_text(d_, kir::ReduceOp::Sum, bt, accs[a], l.steps[a])));
+    close(*it);
+    if (closed) closed(*it);
+  }
+}
+
 // The accumulator is declared in the reduction's scope; one loop per variable, outer to inner.
 Expected<std::string> CExprEmitter::emit_reduce(const Expr* e, Scope* s) {
   if (e->args.size() != 1 || e->rvars.size() != e->rextents.size())
@@ -211,24 +293,17 @@ Expected<std::string> CExprEmitter::emit_reduce(const Expr* e, Scope* s) {
   const std::string acc = fresh("acc"), idx = fresh("idx");
   append(s, fmt::format("{} {} = {};", d_.reg_type(bt), acc, *init));
   if (is_arg) append(s, fmt::format("int {} = 0;", idx));
-  Scope* inner = s;
-  std::vector<Scope*> opened;
-  for (size_t r = 0; r < e->rvars.size(); ++r) {
-    const std::string v = fmt::format("v{}", e->rvars[r]);
-    inner = open(inner, fmt::format("for ({0} {1} = {2}; {1} < {3}; ++{1})", d_.i64_type(), v,
-                                    d_.i64_lit(0), d_.i64_lit(e->rextents[r])));
-    bind_var(inner, e->rvars[r], v);
-    opened.push_back(inner);
-  }
+  const ReduceLoops loops = open_reduce_loops(e, s, {acc}, *init);
   Expected<std::string> v = emit(e->args[0]);
   if (!v) return v;
   if (is_arg) {
-    append(inner, fmt::format("if ({}) {{ {} = {}; {} = int(v{}); }}",
-                              arg_take_text(d_, e->reduce_op, bt, *v, acc), acc, *v, idx, e->rvars[0]));
+    append(loops.inner, fmt::format("if ({}) {{ {} = {}; {} = int(v{}); }}",
+                                    arg_take_text(d_, e->reduce_op, bt, *v, acc), acc, *v, idx, e->rvars[0]));
   } else {
-    append(inner, fmt::format("{} = {};", acc, reduce_step_text(d_, e->reduce_op, bt, acc, *v)));
+    const std::string& to = loops.steps[0];
+    append(loops.inner, fmt::format("{} = {};", to, reduce_step_text(d_, e->reduce_op, bt, to, *v)));
   }
-  for (auto it = opened.rbegin(); it != opened.rend(); ++it) close(*it);
+  close_reduce_loops(loops, e, {acc});
   if (is_arg) return idx;
   return define(s, e->dtype, cast_text(d_, acc, bt, e->dtype));
 }

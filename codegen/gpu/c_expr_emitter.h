@@ -4,6 +4,7 @@
 // before the loop; a scope's text joins its parent's when it closes.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -38,6 +39,24 @@ class CExprEmitter {
   void append(Scope* s, const std::string& line);
   std::string fresh(const std::string& stem);
 
+  // The loops of reduction `e`, outer to inner, opened in `s` with its variables bound. A long
+  // float sum runs in blocks (codegen/sum_blocks.h): in the loop over blocks each accumulator of
+  // `accs` gets a fresh block accumulator; `steps` names what the body folds into (the block
+  // accumulators, or `accs` themselves), and close_reduce_loops adds each block's sums to `accs`.
+  struct ReduceLoops {
+    std::vector<Scope*> opened;  // outer to inner, the loop over blocks included
+    Scope* inner = nullptr;
+    Scope* block = nullptr;
+    Scope* first_in_block = nullptr;
+    std::vector<std::string> steps;
+  };
+  ReduceLoops open_reduce_loops(const kir::Expr* e, Scope* s, const std::vector<std::string>& accs,
+                                const std::string& init);
+  // Closes the loops inner to outer, calling `closed` on each after it closes.
+  void close_reduce_loops(const ReduceLoops& l, const kir::Expr* e,
+                          const std::vector<std::string>& accs,
+                          const std::function<void(Scope*)>& closed = {});
+
   Expected<std::string> emit(const kir::Expr* e);
   Expected<void> emit_store(Scope* s, const kir::Store& st);
   // The scope `e` belongs to.
@@ -48,6 +67,7 @@ class CExprEmitter {
   const FreeVars& free_vars() const { return fv_; }
 
  private:
+  Expected<std::string> emit_one(const kir::Expr* e);
   Expected<std::string> emit_uncached(const kir::Expr* e, Scope* s);
   Expected<std::string> emit_load(const kir::Expr* e, Scope* s);
   Expected<std::string> emit_reduce(const kir::Expr* e, Scope* s);

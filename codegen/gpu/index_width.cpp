@@ -6,6 +6,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include "ir/post_order.h"
+
 namespace kiln::codegen::gpu {
 
 namespace {
@@ -92,8 +94,24 @@ class Analysis {
         extent_[e->rvars[i]] = e->rextents[i];
   }
 
-  // The value range of an integer expression; nullopt when unbounded or not integer.
-  Maybe range(const Expr* e) {
+  // The value range of an integer expression; nullopt when unbounded or not integer. Operands
+  // first, on an explicit stack (ir/post_order.h), so range_one recurses one level deep.
+  Maybe range(const Expr* root) {
+    auto operands = [](const Expr* e, std::vector<const Expr*>& out) {
+      out.clear();
+      if (!ir::is_float(e->dtype)) out.assign(e->args.begin(), e->args.end());
+    };
+    ir::post_order(
+        root, operands, [&](const Expr* e) { return memo_.count(e) > 0; },
+        [&](const Expr* e) {
+          range_one(e);
+          return true;
+        });
+    return memo_.at(root);
+  }
+
+ private:
+  Maybe range_one(const Expr* e) {
     if (auto it = memo_.find(e); it != memo_.end()) return it->second;
     Maybe r = compute(e);
     // Every expression of a narrow kernel must stay in range, whatever its dtype's width.
@@ -106,7 +124,6 @@ class Analysis {
     return r;
   }
 
- private:
   Maybe compute(const Expr* e) {
     if (ir::is_float(e->dtype)) return std::nullopt;
     switch (e->kind) {

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <numeric>
 
+#include "ir/post_order.h"
+
 namespace kiln::codegen::gpu {
 
 using kir::Alu;
@@ -114,7 +116,25 @@ std::string LaneEmitter::define(Scope* s, DType t, const std::string& value) {
   return name;
 }
 
-Expected<LaneEmitter::Lanes> LaneEmitter::lanes(const Expr* e) {
+// Operands first, on an explicit stack (ir/post_order.h): lanes_one recurses one level deep.
+Expected<LaneEmitter::Lanes> LaneEmitter::lanes(const Expr* root) {
+  auto operands = [&](const Expr* e, std::vector<const Expr*>& out) {
+    out.clear();
+    if (!varying(e)) return;  // emitted once, by the expression emitter
+    const bool vector_load = e->kind == ExprKind::Load &&
+                             vector_load_ok(k_, fv_, e->buf, e->args[0]);
+    if ((e->kind == ExprKind::Load && !vector_load) || e->kind == ExprKind::Alu)
+      out.assign(e->args.begin(), e->args.end());
+  };
+  auto done = [&](const Expr* e) {
+    if (!varying(e)) return false;
+    Expected<Scope*> s = em_.scope_for(e);
+    return s && memo_.count({*s, e}) > 0;
+  };
+  return ir::post_order(root, operands, done, [&](const Expr* e) { return lanes_one(e); });
+}
+
+Expected<LaneEmitter::Lanes> LaneEmitter::lanes_one(const Expr* e) {
   if (!varying(e)) {
     Expected<std::string> v = em_.emit(e);
     if (!v) return std::unexpected(v.error());
@@ -205,29 +225,23 @@ Expected<LaneEmitter::Lanes> LaneEmitter::reduce_lanes(const Expr* e, Scope* s) 
       em_.append(s, fmt::format("int {} = 0;", idx[l]));
     }
   }
-  Scope* inner = s;
-  std::vector<Scope*> opened;
-  for (size_t r = 0; r < e->rvars.size(); ++r) {
-    const std::string v = fmt::format("v{}", e->rvars[r]);
-    inner = em_.open(inner, fmt::format("for ({0} {1} = {2}; {1} < {3}; ++{1})", d.i64_type(), v,
-                                        d.i64_lit(0), d.i64_lit(e->rextents[r])));
-    em_.bind_var(inner, e->rvars[r], v);
-    opened.push_back(inner);
-  }
+  const std::vector<std::string> accs(acc.begin(), acc.end());
+  const CExprEmitter::ReduceLoops loops = em_.open_reduce_loops(e, s, accs, *init);
+  Scope* inner = loops.inner;
   Expected<Lanes> body = lanes(e->args[0]);
   if (!body) return body;
   for (int l = 0; l < kLanes; ++l) {
     const std::string& v = (*body)[l];
+    const std::string& to = loops.steps[static_cast<size_t>(l)];
     if (is_arg)
       em_.append(inner, fmt::format("if ({}) {{ {} = {}; {} = int(v{}); }}",
                                     arg_take_text(d, e->reduce_op, bt, v, acc[l]), acc[l], v, idx[l], e->rvars[0]));
     else
-      em_.append(inner, fmt::format("{} = {};", acc[l], reduce_step_text(d, e->reduce_op, bt, acc[l], v)));
+      em_.append(inner, fmt::format("{} = {};", to, reduce_step_text(d, e->reduce_op, bt, to, v)));
   }
-  for (auto it = opened.rbegin(); it != opened.rend(); ++it) {
-    em_.close(*it);
-    std::erase_if(memo_, [&](const auto& kv) { return kv.first.first == *it; });
-  }
+  em_.close_reduce_loops(loops, e, accs, [&](Scope* closed) {
+    std::erase_if(memo_, [&](const auto& kv) { return kv.first.first == closed; });
+  });
   if (is_arg) return idx;
   Lanes out;
   for (int l = 0; l < kLanes; ++l) out[l] = define(s, e->dtype, cast_text(d, acc[l], bt, e->dtype));

@@ -56,6 +56,7 @@ class LaneEmitter {
  private:
   bool varying(const kir::Expr* e) const { return fv_.uses(e, var_); }
   Expected<Lanes> lanes(const kir::Expr* e);
+  Expected<Lanes> lanes_one(const kir::Expr* e);
   Expected<Lanes> lanes_uncached(const kir::Expr* e, Scope* s);
   Expected<Lanes> load_lanes(const kir::Expr* e, Scope* s);
   Expected<Lanes> reduce_lanes(const kir::Expr* e, Scope* s);

@@ -54,11 +54,17 @@ int heuristic_elementwise_block(int64_t points) {
 
 int heuristic_matmul_tile(int64_t rows, int64_t cols) { return rows >= 64 && cols >= 64 ? 64 : 16; }
 
-void collect_loads(const Expr* e, std::unordered_set<const Expr*>& seen,
+// Pre-order, operands left to right, on an explicit stack.
+void collect_loads(const Expr* root, std::unordered_set<const Expr*>& seen,
                    std::vector<const Expr*>& out) {
-  if (!seen.insert(e).second) return;
-  if (e->kind == ExprKind::Load) out.push_back(e);
-  for (const Expr* a : e->args) collect_loads(a, seen, out);
+  std::vector<const Expr*> stack{root};
+  while (!stack.empty()) {
+    const Expr* e = stack.back();
+    stack.pop_back();
+    if (!seen.insert(e).second) continue;
+    if (e->kind == ExprKind::Load) out.push_back(e);
+    stack.insert(stack.end(), e->args.rbegin(), e->args.rend());
+  }
 }
 
 int heuristic_columns(const kir::Kernel& k, const FreeVars& fv,

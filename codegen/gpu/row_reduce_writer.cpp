@@ -26,6 +26,7 @@
 #include <unordered_set>
 
 #include "codegen/gpu/strategy_writers.h"
+#include "codegen/sum_blocks.h"
 
 namespace kiln::codegen::gpu {
 
@@ -277,9 +278,28 @@ Expected<Partial> RowReduceWriter::fold(Scope* row, const kir::Expr* r, const st
   const std::string first = cols_ == 1 ? "lid" : d_.cast(d_.i64_type(), "kiln_slice");
   const std::string start =
       part.empty() ? first : fmt::format("{} * {} + lid", part, d_.i64_lit(g_));
-  Scope* coop = em_.open(
-      row, fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += {4})", d_.i64_type(), f, start,
-                       d_.i64_lit(n), d_.i64_lit(int64_t{g_ / cols_} * st_.splits)));
+  const int64_t stride = int64_t{g_ / cols_} * st_.splits;
+  // A thread's share of a long float sum folds in blocks of kSumBlock terms (codegen/sum_blocks.h).
+  // Blocks engage only when a share outgrows one (n > stride * kSumBlock), so with 32-bit
+  // indices (n < 2^30) the block bound below stays under 2^31.
+  const bool blocked = r->reduce_op == kir::ReduceOp::Sum && ir::is_float(bt) &&
+                       n / stride > kSumBlock;
+  Scope* block = nullptr;
+  std::string into = acc.value, from = start, bound = fmt::format("{} < {}", f, d_.i64_lit(n));
+  if (blocked) {
+    const std::string fb = em_.fresh("fb"), span = d_.i64_lit(stride * kSumBlock);
+    block = em_.open(row, fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += {4})", d_.i64_type(), fb,
+                                      start, d_.i64_lit(n), span));
+    into = em_.fresh("part");
+    Expected<std::string> init = reduce_init_text(d_, r->reduce_op, bt);
+    if (!init) return std::unexpected(init.error());
+    em_.append(block, fmt::format("{} {} = {};", d_.reg_type(bt), into, *init));
+    from = fb;
+    bound += fmt::format(" && {} < {} + {}", f, fb, span);
+  }
+  Scope* coop = em_.open(block ? block : row,
+                         fmt::format("for ({0} {1} = {2}; {3}; {1} += {4})", d_.i64_type(), f, from,
+                                     bound, d_.i64_lit(stride)));
   bind_flat(em_, coop, r->rextents, r->rvars, f);
   if (r->rvars.size() == 1) bind_stages(coop, r->rvars[0]);
   Expected<std::string> v = em_.emit(r->args[0]);
@@ -288,8 +308,13 @@ Expected<Partial> RowReduceWriter::fold(Scope* row, const kir::Expr* r, const st
     em_.append(coop, fmt::format("if ({}) {{ {} = {}; {} = int({}); }}",
                                  arg_take_text(d_, r->reduce_op, bt, *v, acc.value), acc.value, *v, acc.index, f));
   else
-    em_.append(coop, fmt::format("{} = {};", acc.value, reduce_step_text(d_, r->reduce_op, bt, acc.value, *v)));
+    em_.append(coop, fmt::format("{} = {};", into, reduce_step_text(d_, r->reduce_op, bt, into, *v)));
   em_.close(coop);
+  if (block) {
+    em_.append(block, fmt::format("{} = {};", acc.value,
+                                  reduce_step_text(d_, r->reduce_op, bt, acc.value, into)));
+    em_.close(block);
+  }
   return combine(row, r, acc);
 }
 

@@ -173,6 +173,30 @@ TEST(ConfigParse, SyntaxErrorNamesFileLineAndColumn) {
   EXPECT_TRUE(error_of("[fusion\n").starts_with("kiln.toml:1:8: error: ")) << error_of("[fusion\n");
 }
 
+// toml++ parses nesting recursively: deep text is refused before it reaches it (issue 15: a
+// header of 50 000 dotted parts crashed every command).
+TEST(ConfigParse, NestingPastSixtyFourLevelsIsRefusedBeforeParsing) {
+  auto dotted = [](int parts) {
+    std::string h = "[a";
+    for (int i = 1; i < parts; ++i) h += ".a";
+    return h + "]\n";
+  };
+  const std::string expected =
+      "kiln.toml:2: error: nesting deeper than 64 levels (tables, dotted keys, arrays); kiln's "
+      "settings are at most 2 deep, as in [compilation] cache = \"local\"";
+  EXPECT_EQ(error_of("# deep\n" + dotted(50'000)), expected);
+  EXPECT_EQ(error_of("# deep\nx = " + std::string(50'000, '[') + std::string(50'000, ']')),
+            expected);
+  EXPECT_EQ(error_of("# deep\nx = " + std::string(50'000, '{')), expected);
+  // At the limit it parses (and warns about the unknown section); dots in strings, comments and
+  // numbers are not nesting.
+  EXPECT_EQ(error_of(dotted(64)), "(no error)");
+  EXPECT_EQ(error_of("# " + std::string(100, '.') + "\n[compilation]\ncache = \"none\" # a.b.c\n"
+                     "[fusion.beam_search]\nmax_blocks = 5\n"),
+            "(no error)");
+  EXPECT_EQ(error_of("x = \"" + std::string(1000, '.') + "\"\ny = 1.5\n"), "(no error)");
+}
+
 TEST(ConfigParse, UnknownKeysWarnWithTheClosestValidKey) {
   EXPECT_EQ(warnings_of("[fusion]\nenabled = true\n[fusion.beam_search]\nmax_blocks = 5\n\n\n"
                         "max_block = 3\n"),

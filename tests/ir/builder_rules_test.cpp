@@ -44,9 +44,9 @@ TEST_F(BuilderRules, BroadcastFailureNamesOpAndShapes) {
 TEST_F(BuilderRules, ElementCountsMustFitInt64) {
   const int64_t big = int64_t{1} << 32;
   EXPECT_EQ(err(b.binary(Op::Add, in(DType::f32, {big, 1}), in(DType::f32, {1, big}))),
-            "add: shape [4294967296,4294967296] has too many elements");
+            "add: shape [4294967296,4294967296] has too many elements (kiln indexes at most 2^59)");
   EXPECT_EQ(err(b.full({big, big}, 0, DType::f32)),
-            "full: shape [4294967296,4294967296] has too many elements");
+            "full: shape [4294967296,4294967296] has too many elements (kiln indexes at most 2^59)");
 }
 
 TEST_F(BuilderRules, OperandDtypesMustMatch) {

@@ -39,7 +39,7 @@ const ErrorCase kCases[] = {
     {kHead + "input %i : f32[2,-1]\n",
      "g.kg:3:18: error: expected a non-negative integer dimension, got '-1'"},
     {kHead + "input %h : f32[4294967296,4294967296]\n",
-     "g.kg:3:7: error: input: shape [4294967296,4294967296] has too many elements"},
+     "g.kg:3:7: error: input: shape [4294967296,4294967296] has too many elements (kiln indexes at most 2^59)"},
     {kHead + "%y = sum(%x, axes=[1.5])\n",
      "g.kg:3:20: error: expected an integer in the list, got '1.5'"},
     {kHead + "%y = sum(%x, axes=[1], axes=[0])\n",

@@ -8,6 +8,7 @@
 
 #include "interp/reference.h"
 #include "ir/kg.h"
+#include "passes/beam_search.h"
 #include "passes/cost_model.h"
 #include "tests/passes/test_support.h"
 
@@ -257,6 +258,25 @@ TEST(BeamFuser, GreedyClosesTheOnlyOpenGroupWhereTheBeamKeepsTwo) {
   EXPECT_EQ(reason_of(greedy, x->inputs[0], x), "max_blocks reached");
   expect_reasons_complete(greedy);
   expect_reasons_complete(beam);
+}
+
+// A kernel computes at most kMaxGroupNodes ops: compile time grows faster than linearly in a
+// kernel's size, so a longer chain is cut, and the cut says why.
+TEST(BeamFuser, ALongChainIsCutIntoKernelsOfBoundedSize) {
+  Fixture f;
+  const Node* x = f.g.input(DType::f32, {16}, "x");
+  std::vector<const Node*> chain;
+  for (int i = 0; i < 2500; ++i) chain.push_back(x = f.un(i % 2 ? Op::Tanh : Op::Sin, x));
+  FusionPlan plan = f.fuse({x});
+  ASSERT_EQ(plan.groups.size(), 3u);
+  size_t total = 0;
+  for (const FusedGroup& grp : plan.groups) {
+    EXPECT_LE(grp.nodes.size(), static_cast<size_t>(kMaxGroupNodes));
+    total += grp.nodes.size();
+  }
+  EXPECT_EQ(total, chain.size()) << "each op computed once";
+  EXPECT_EQ(reason_of(plan, chain[kMaxGroupNodes - 1], chain[kMaxGroupNodes]), "kernel size limit");
+  expect_reasons_complete(plan);
 }
 
 TEST(BeamFuser, ConsumerOfTwoDependentGroupsCannotJoinTheFirst) {
