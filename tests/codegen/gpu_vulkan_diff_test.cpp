@@ -4,6 +4,7 @@
 // floats within the dtype's tolerance. Checked modes must not change in-range results.
 #include <gtest/gtest.h>
 
+#include "codegen/sum_blocks.h"
 #include "tests/codegen/gpu_test_kernels.h"
 #include "tests/codegen/gpu_vulkan_runner.h"
 
@@ -96,6 +97,50 @@ TEST(GpuVulkanDiffTest, SplitRowsMatchTheCpuBackend) {
   run_both(centered_kernel(3, 1000), CheckMode::none, seed++, TuneParams{.splits = 16});
   run_both(centered_kernel(3, 1000), CheckMode::validate, seed++, TuneParams{.splits = 2});
   run_both(reduce_kernel(DType::i32, 2, 5000), CheckMode::enforce, seed++, TuneParams{.splits = 64});
+}
+
+// out[row] = sum over v < extent of x[row * extent + v], in f32.
+kir::Kernel long_sum_kernel(int64_t rows, int64_t extent) {
+  kir::Kernel k;
+  k.name = fmt::format("longsum_{}x{}", rows, extent);
+  k.arena = std::make_shared<kir::ExprArena>();
+  kir::ExprArena& a = *k.arena;
+  const int32_t rv = rows > 0 ? 1 : 0;
+  if (rows > 0) k.domain = {rows};
+  const kir::Expr* row = rows > 0 ? a.var(0) : a.index(0);
+  const int64_t n = std::max<int64_t>(rows, 1);
+  k.params = {{DType::f32, {n * extent}, false, "x"}, {DType::f32, {n}, true, "s"}};
+  const kir::Expr* idx = a.alu(kir::Alu::Add, DType::i64,
+                               {a.alu(kir::Alu::Mul, DType::i64, {row, a.index(extent)}), a.var(rv)});
+  k.stores.push_back(
+      {1, row, a.reduce(kir::ReduceOp::Sum, DType::f32, a.load(0, DType::f32, idx), {rv}, {extent})});
+  return k;
+}
+
+// Float sums longer than codegen/sum_blocks.h's block fold blocks on the GPU too, in each
+// strategy's own loop: a thread's whole row (reduce=thread), and a workgroup thread's strided
+// share of one very long row. The source shows the block accumulators; the results match the cpu
+// backend's (which adds its blocks in f64) within f32 tolerance.
+TEST(GpuVulkanDiffTest, LongSumsFoldInBlocksAndMatchTheCpuBackend) {
+  if (!runner().gpu) GTEST_SKIP() << "vulkan:0 is not available";
+  ASSERT_TRUE(runner().cpu);
+  const kir::Kernel per_thread = long_sum_kernel(2, 3 * kSumBlock + 5);
+  const TuneParams thread{.reduce = GpuReduce::thread};
+  auto src = emit_source(per_thread, thread, Dialect::glsl);
+  ASSERT_TRUE(src.has_value()) << src.error().message;
+  EXPECT_NE(src->text.find("part"), std::string::npos) << src->text;
+  run_both(per_thread, CheckMode::none, 900, thread);
+  const kir::Kernel long_row = long_sum_kernel(0, 2 * 256 * kSumBlock + 7);
+  const TuneParams one_group{.splits = 1};
+  src = emit_source(long_row, one_group, Dialect::glsl);
+  ASSERT_TRUE(src.has_value()) << src.error().message;
+  EXPECT_NE(src->text.find(" fb"), std::string::npos) << src->text;  // the loop over blocks
+  EXPECT_EQ(src->text.find("kiln_part"), std::string::npos) << "one workgroup, no splits";
+  run_both(long_row, CheckMode::none, 901, one_group);
+  // Short sums keep one accumulator.
+  src = emit_source(long_sum_kernel(2, kSumBlock), thread, Dialect::glsl);
+  ASSERT_TRUE(src.has_value()) << src.error().message;
+  EXPECT_EQ(src->text.find("part"), std::string::npos) << src->text;
 }
 
 // Column reductions (a workgroup per 32 consecutive output points, its threads folding slices
