@@ -9,6 +9,7 @@
 #include <chrono>
 #include <optional>
 #include <set>
+#include <system_error>
 #include <thread>
 #include <unordered_set>
 
@@ -58,8 +59,12 @@ Expected<void> compile_steps(Plan& plan, const PlannerOptions& options) {
         got[firsts[i]] = compile_step(plan.steps[firsts[i]], options);
     };
     std::vector<std::thread> workers;
-    const size_t extra = std::min(firsts.size(), static_cast<size_t>(threads)) - 1;  // >= 1 first
-    for (size_t t = 0; t < extra; ++t) workers.emplace_back(work);
+    const size_t extra = std::min(firsts.size(), static_cast<size_t>(threads)) - 1;  // firsts >= 1
+    try {
+      for (size_t t = 0; t < extra; ++t) workers.emplace_back(work);
+    } catch (const std::system_error&) {
+      // No more threads to be had: the ones started and this one share the work.
+    }
     work();
     for (std::thread& w : workers) w.join();
   }
