@@ -1,6 +1,8 @@
 // The beam-search fuser (DESIGN.md §5): search (passes/beam_search.cpp), then turn the cheapest
 // assignment into ordered groups with their costs and, for every edge between two groups, why.
 #include <algorithm>
+#include <array>
+#include <optional>
 #include <functional>
 #include <queue>
 #include <set>
@@ -36,26 +38,37 @@ class PlanBuilder {
     for (auto& m : members_) std::sort(m.begin(), m.end());
   }
 
-  FusionPlan build() {
-    std::vector<FusedGroup> groups(members_.size());
-    std::vector<std::vector<Boundary>> edges(members_.size());
+  // Collects the groups and prices them: the sum a search state is judged by.
+  double price() {
+    groups_.resize(members_.size());
+    edges_.resize(members_.size());
     for (size_t gi = 0; gi < members_.size(); ++gi)
-      groups[gi] = collect(static_cast<int32_t>(gi), edges[gi]);
-    std::vector<int32_t> order = group_order(groups);
-    FusionPlan plan;
-    std::vector<std::vector<uint64_t>> anc = ancestors(groups, order);
-    std::set<std::pair<uint32_t, uint32_t>> explained;
-    for (int32_t gi : order) {
-      auto i = static_cast<size_t>(gi);
-      for (const Boundary& e : edges[i]) {
-        if (!explained.insert({g_[e.producer].node->id, e.reader->id}).second) continue;
-        plan.reasons.push_back(
-            FusionReason{g_[e.producer].node, e.reader, reason(gi, e, groups, anc)});
-      }
-      plan.costs.push_back(cost_.estimate(groups[i]));
-      plan.total_seconds += plan.costs.back().seconds;
-      plan.groups.push_back(groups[i]);  // copied: reasons still read earlier groups
+      groups_[gi] = collect(static_cast<int32_t>(gi), edges_[gi]);
+    order_ = group_order(groups_);
+    for (int32_t gi : order_) {
+      costs_.push_back(cost_.estimate(groups_[static_cast<size_t>(gi)]));
+      total_ += costs_.back().seconds;
     }
+    return total_;
+  }
+  double total() const { return total_; }
+
+  // The plan of the priced state, with a reason for every edge between two groups. Only the
+  // winning state's plan is built: the reasons cost more than the pricing.
+  FusionPlan build() && {
+    FusionPlan plan;
+    const std::vector<std::string> reasons = edge_reasons();
+    size_t next = 0;
+    std::set<std::pair<uint32_t, uint32_t>> explained;
+    for (int32_t gi : order_)
+      for (const Boundary& e : edges_[static_cast<size_t>(gi)]) {
+        const std::string& why = reasons[next++];
+        if (!explained.insert({g_[e.producer].node->id, e.reader->id}).second) continue;
+        plan.reasons.push_back(FusionReason{g_[e.producer].node, e.reader, why});
+      }
+    plan.costs = std::move(costs_);
+    plan.total_seconds = total_;
+    for (int32_t gi : order_) plan.groups.push_back(std::move(groups_[static_cast<size_t>(gi)]));
     return plan;
   }
 
@@ -149,47 +162,112 @@ class PlanBuilder {
     return order;
   }
 
-  // anc[g]: bitset of the groups g reads from, directly or transitively.
-  std::vector<std::vector<uint64_t>> ancestors(const std::vector<FusedGroup>& groups,
-                                               const std::vector<int32_t>& order) const {
-    size_t words = (groups.size() + 63) / 64;
-    std::vector<std::vector<uint64_t>> anc(groups.size(), std::vector<uint64_t>(words, 0));
-    for (int32_t gi : order) {
-      auto& mine = anc[static_cast<size_t>(gi)];
-      for (const Node* in : groups[static_cast<size_t>(gi)].inputs) {
-        if (in->op == ir::Op::Input) continue;
-        auto d = static_cast<size_t>(home(in));
-        mine[d / 64] |= uint64_t{1} << (d % 64);
-        for (size_t w = 0; w < words; ++w) mine[w] |= anc[d][w];
+  // An edge whose reason depends on the other paths between its two groups.
+  struct Query {
+    size_t index;       // its reason's index in edge_reasons()
+    const Boundary* e;
+    int32_t from;       // the producer's group
+    int32_t group;      // the reader's group
+  };
+
+  // One reason per boundary edge, in the order build() visits them (groups in order_, each
+  // group's edges in collect order).
+  std::vector<std::string> edge_reasons() const {
+    std::vector<std::string> out;
+    std::vector<Query> open;
+    for (int32_t gi : order_)
+      for (const Boundary& e : edges_[static_cast<size_t>(gi)]) {
+        std::string why = direct_reason(gi, e);
+        if (why.empty())
+          open.push_back({out.size(), &e, s_.group_of[static_cast<size_t>(e.producer)], gi});
+        out.push_back(std::move(why));
       }
+    const std::vector<bool> cycle = other_paths(open);
+    for (size_t q = 0; q < open.size(); ++q) {
+      const Query& query = open[q];
+      auto f = static_cast<size_t>(query.from);
+      out[query.index] =
+          cycle[q]                                                    ? "would create a cycle"
+          : s_.closed_at[f] <= query.e->owner                         ? "max_blocks reached"
+          : members_[f].size() >= static_cast<size_t>(kMaxGroupNodes) ? "kernel size limit"
+                                                                      : "cheaper to materialize";
     }
-    return anc;
+    return out;
   }
 
-  // Why `e.owner` (in `group`) reads its producer from a buffer instead of computing it.
-  std::string reason(int32_t group, const Boundary& e, const std::vector<FusedGroup>& groups,
-                     const std::vector<std::vector<uint64_t>>& anc) const {
+  // Why `e.owner` (in `group`) reads its producer from a buffer, when the edge alone tells;
+  // empty when it depends on the other paths between the two groups.
+  std::string direct_reason(int32_t group, const Boundary& e) const {
     const FusionNode& p = g_[e.producer];
     if (g_[e.owner].node->op == ir::Op::Matmul) return "matmul operand";
     // Written because readers view it several ways; a direct reader sits with the viewers.
     if (p.multi_view) return "read through several views";
     int32_t from = s_.group_of[static_cast<size_t>(e.producer)];
-    const FusedGroup& mine = groups[static_cast<size_t>(group)];
-    const FusedGroup& theirs = groups[static_cast<size_t>(from)];
+    const FusedGroup& mine = groups_[static_cast<size_t>(group)];
+    const FusedGroup& theirs = groups_[static_cast<size_t>(from)];
     if (mine.outputs[0]->shape != theirs.outputs[0]->shape) {
       // The consumer cannot join the producer's kernel; a value that need not be written could
       // still have been recomputed here, and the cost model preferred the buffer.
       return p.forced ? "shape mismatch" : "cheaper to materialize";
     }
-    auto f = static_cast<size_t>(from);
-    for (const Node* in : mine.inputs) {
-      if (in->op == ir::Op::Input || home(in) == from) continue;
-      const auto& a = anc[static_cast<size_t>(home(in))];
-      if ((a[f / 64] >> (f % 64)) & 1) return "would create a cycle";
+    return "";
+  }
+
+  // For each query: does its group read, through another group, a value of `from` (so that
+  // joining the two would make a cycle)? That is: is `from` an ancestor of a group the reader
+  // reads from (a group is never its own ancestor). The producers asked about get bits, up to
+  // kBatch at a time; one pass over the groups in order per batch tracks, for each group, which
+  // of them it descends from. Memory stays linear in the number of groups.
+  std::vector<bool> other_paths(const std::vector<Query>& queries) const {
+    constexpr size_t kWords = 16, kBatch = kWords * 64;
+    std::vector<bool> answer(queries.size(), false);
+    std::vector<int32_t> bit_of(groups_.size(), -1);
+    std::vector<int32_t> producers;  // each once, in first-asked order
+    std::vector<bool> asked(groups_.size(), false);
+    for (const Query& q : queries)
+      if (!asked[static_cast<size_t>(q.from)]) {
+        asked[static_cast<size_t>(q.from)] = true;
+        producers.push_back(q.from);
+      }
+    // Each group's distinct source groups (graph inputs have none).
+    std::vector<std::vector<int32_t>> sources(groups_.size());
+    for (int32_t gi : order_) {
+      std::vector<int32_t>& mine = sources[static_cast<size_t>(gi)];
+      for (const Node* in : groups_[static_cast<size_t>(gi)].inputs)
+        if (in->op != ir::Op::Input) mine.push_back(home(in));
+      std::sort(mine.begin(), mine.end());
+      mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
     }
-    if (s_.closed_at[f] <= e.owner) return "max_blocks reached";
-    if (members_[f].size() >= static_cast<size_t>(kMaxGroupNodes)) return "kernel size limit";
-    return "cheaper to materialize";
+    using Bits = std::array<uint64_t, kWords>;
+    // Per group, of the batch's producers: those it reads through another group (`through`),
+    // and all it descends from (`above`: `through` plus the sources themselves).
+    std::vector<Bits> through(groups_.size()), above(groups_.size());
+    for (size_t first = 0; first < producers.size(); first += kBatch) {
+      const size_t last = std::min(producers.size(), first + kBatch);
+      for (size_t i = first; i < last; ++i)
+        bit_of[static_cast<size_t>(producers[i])] = static_cast<int32_t>(i - first);
+      for (int32_t gi : order_) {
+        Bits& ind = through[static_cast<size_t>(gi)];
+        ind.fill(0);
+        for (int32_t src : sources[static_cast<size_t>(gi)]) {
+          const Bits& theirs = above[static_cast<size_t>(src)];
+          for (size_t w = 0; w < kWords; ++w) ind[w] |= theirs[w];
+        }
+        Bits& all = above[static_cast<size_t>(gi)];
+        all = ind;
+        for (int32_t src : sources[static_cast<size_t>(gi)])
+          if (int32_t bit = bit_of[static_cast<size_t>(src)]; bit >= 0)
+            all[static_cast<size_t>(bit) / 64] |= uint64_t{1} << (static_cast<size_t>(bit) % 64);
+      }
+      for (size_t q = 0; q < queries.size(); ++q) {
+        const int32_t bit = bit_of[static_cast<size_t>(queries[q].from)];
+        if (bit < 0) continue;  // another batch's
+        const Bits& ind = through[static_cast<size_t>(queries[q].group)];
+        answer[q] = (ind[static_cast<size_t>(bit) / 64] >> (static_cast<size_t>(bit) % 64)) & 1;
+      }
+      for (size_t i = first; i < last; ++i) bit_of[static_cast<size_t>(producers[i])] = -1;
+    }
+    return answer;
   }
 
   const FusionGraph& g_;
@@ -198,6 +276,13 @@ class PlanBuilder {
   std::vector<std::vector<int32_t>> members_;  // per group: sorted node indices computed there
   mutable std::vector<uint32_t> seen_stamp_;    // collect(): per node, the walk that last saw it
   mutable uint32_t walks_ = 0;
+  // Filled by price(): groups by id with their boundary edges, the order they run in, and the
+  // costs in that order.
+  std::vector<FusedGroup> groups_;
+  std::vector<std::vector<Boundary>> edges_;
+  std::vector<int32_t> order_;
+  std::vector<GroupCost> costs_;
+  double total_ = 0;
 };
 
 class BeamFuser final : public Fuser {
@@ -212,15 +297,16 @@ class BeamFuser final : public Fuser {
     FusionGraph graph(outputs);
     // The running estimate of the search approximates what a value's readers will need; the
     // finished plans are priced exactly, and the cheapest wins (the first on a tie).
-    FusionPlan best;
-    bool first = true;
-    for (const SearchState& s :
-         beam_search(graph, cost_, {options_.max_blocks, options_.beam_width})) {
-      FusionPlan plan = PlanBuilder(graph, s, cost_).build();
-      if (first || plan.total_seconds < best.total_seconds) best = std::move(plan);
-      first = false;
+    std::vector<SearchState> states =
+        beam_search(graph, cost_, {options_.max_blocks, options_.beam_width});
+    std::optional<PlanBuilder> best;
+    for (const SearchState& s : states) {
+      PlanBuilder candidate(graph, s, cost_);
+      const double total = candidate.price();
+      if (!best || total < best->total()) best.emplace(std::move(candidate));
     }
-    return best;
+    if (!best) return {};
+    return std::move(*best).build();
   }
 
  private:

@@ -26,7 +26,7 @@ struct OpenGroup {
 // size (instruction scheduling and register allocation over one loop body), and the planner's
 // work per placement with the target group's size, so a longer run of fusable nodes is cut into
 // kernels of this size: compile time stays linear in the graph's size.
-inline constexpr int32_t kMaxGroupNodes = 1024;
+inline constexpr int32_t kMaxGroupNodes = 512;
 
 // A partial (after the last node: complete) assignment. Costs are kept as running totals of the
 // cost model's terms: every change a placement makes is local to the groups it touches.

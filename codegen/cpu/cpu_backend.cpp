@@ -256,7 +256,9 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   module->print(ir_stream, nullptr);
   ir_stream.flush();
 
-  auto object = cpu::emit_object(*module, **tm);
+  cpu::CodegenOptions codegen;
+  codegen.hoist_invariants = kir::kernel_exprs(kernel).size() <= cpu::kMaxHoistedKernelSize;
+  auto object = cpu::emit_object(*module, **tm, codegen);
   if (!object) return std::unexpected(object.error());
   art->object = std::move(*object);
   {

@@ -53,7 +53,13 @@ struct Loop {
   llvm::BranchInst* latch = nullptr;
   BasicBlock* exit = nullptr;
   bool has_inner_loop = false;
+  int64_t max_trips = -1;  // the most iterations it can run, when known
 };
+
+// Innermost loops that run fewer iterations than this are not vectorized: no vector body could
+// be filled, and each vector body and epilogue LLVM adds repeats the whole loop body in the
+// object code (thousands of instructions for a large fused kernel over a short axis).
+constexpr int64_t kMinVectorTrips = 8;
 
 class KernelEmitter {
  public:
@@ -65,7 +71,9 @@ class KernelEmitter {
  private:
   Expected<void> check_kernel() const;
   void create_function();
-  Scope* open_loop(Scope* parent, Value* start, Value* end, const std::string& name);
+  // max_trips: the most iterations, when start and end are not both constants.
+  Scope* open_loop(Scope* parent, Value* start, Value* end, const std::string& name,
+                   int64_t max_trips = -1);
   Expected<Scope*> scope_for(const Expr* e);
   void insert_at(Scope* s) { b_.SetInsertPoint(s->cursor->getTerminator()); }
   // The value of `e`. Its operands are emitted first, in post-order on an explicit stack, so the
@@ -163,7 +171,12 @@ void KernelEmitter::create_function() {
 // Builds `for (i = start; i < end; ++i)` before the terminator of parent's cursor. The parent
 // keeps inserting before the loop (its values must dominate the body); the caller moves the
 // parent's cursor to the loop's exit when code after the loop needs the loop's results.
-Scope* KernelEmitter::open_loop(Scope* parent, Value* start, Value* end, const std::string& name) {
+Scope* KernelEmitter::open_loop(Scope* parent, Value* start, Value* end, const std::string& name,
+                                int64_t max_trips) {
+  const auto* first = llvm::dyn_cast<llvm::ConstantInt>(start);
+  const auto* bound = llvm::dyn_cast<llvm::ConstantInt>(end);
+  if (max_trips < 0 && first && bound)
+    max_trips = std::max<int64_t>(0, bound->getSExtValue() - first->getSExtValue());
   BasicBlock* pre = parent->cursor;
   BasicBlock* exit = pre->splitBasicBlock(pre->getTerminator(), name + ".exit");
   pre->getTerminator()->eraseFromParent();
@@ -183,7 +196,7 @@ Scope* KernelEmitter::open_loop(Scope* parent, Value* start, Value* end, const s
   llvm::BranchInst* back = b_.CreateBr(header);
   i->addIncoming(next, latch);
   if (parent->loop >= 0) loops_[parent->loop].has_inner_loop = true;
-  loops_.push_back(Loop{back, exit, false});
+  loops_.push_back(Loop{back, exit, false, max_trips});
   auto child = std::make_unique<Scope>();
   child->parent = parent;
   child->depth = parent->depth + 1;
@@ -483,10 +496,13 @@ Expected<void> KernelEmitter::emit_store(const kir::Store& st, Scope* s) {
 // considers; metadata on outer loops would only produce "not vectorized" remarks).
 void KernelEmitter::add_loop_metadata() {
   const TuneParams& p = opt_.params;
-  for (const Loop& loop : loops_)
-    if (!loop.has_inner_loop)
-      if (llvm::MDNode* md = vectorize_hints(ctx_, p.vector_width, p.unroll))
-        loop.latch->setMetadata(llvm::LLVMContext::MD_loop, md);
+  for (const Loop& loop : loops_) {
+    if (loop.has_inner_loop) continue;
+    const bool is_short = loop.max_trips >= 0 && loop.max_trips < kMinVectorTrips;
+    if (llvm::MDNode* md = is_short ? no_vectorize_hint(ctx_)
+                                    : vectorize_hints(ctx_, p.vector_width, p.unroll))
+      loop.latch->setMetadata(llvm::LLVMContext::MD_loop, md);
+  }
 }
 
 Expected<llvm::Function*> KernelEmitter::run() {
@@ -503,7 +519,7 @@ Expected<llvm::Function*> KernelEmitter::run() {
   const size_t rank = std::max<size_t>(k_.domain.size(), 1);
   Scope* s = scopes_[0].get();
   for (size_t d = 0; d + 1 < rank; ++d) {
-    s = d == 0 ? open_loop(s, fn_->getArg(1), fn_->getArg(2), "p0")
+    s = d == 0 ? open_loop(s, fn_->getArg(1), fn_->getArg(2), "p0", k_.outer_extent())
                : open_loop(s, b_.getInt64(0), b_.getInt64(k_.domain[d]), fmt::format("p{}", d));
     var_scope_[static_cast<int32_t>(d)] = s;
     var_value_[static_cast<int32_t>(d)] = s->iv;
@@ -526,7 +542,9 @@ Expected<llvm::Function*> KernelEmitter::run() {
     piece_lo_ = opt_.facts->loop_split.bounds[piece];
     const std::string name =
         opt_.facts->loop_split.bounds.size() == 2 ? fmt::format("p{}", last) : fmt::format("p{}.{}", last, piece);
-    Scope* inner = open_loop(s, lo, hi, name);
+    Scope* inner =
+        open_loop(s, lo, hi, name,
+                  opt_.facts->loop_split.bounds[piece + 1] - opt_.facts->loop_split.bounds[piece]);
     var_scope_[last] = inner;
     var_value_[last] = inner->iv;
     for (const kir::Store& st : k_.stores)
@@ -589,6 +607,14 @@ llvm::MDNode* vectorize_hints(llvm::LLVMContext& ctx, int vector_width, int inte
   }
   if (interleave > 0) hint("llvm.loop.interleave.count", i32(interleave));
   llvm::MDNode* md = llvm::MDNode::getDistinct(ctx, ops);
+  md->replaceOperandWith(0, md);
+  return md;
+}
+
+llvm::MDNode* no_vectorize_hint(llvm::LLVMContext& ctx) {
+  llvm::Metadata* off[] = {llvm::MDString::get(ctx, "llvm.loop.vectorize.enable"),
+                           llvm::ConstantAsMetadata::get(llvm::ConstantInt::getFalse(ctx))};
+  llvm::MDNode* md = llvm::MDNode::getDistinct(ctx, {nullptr, llvm::MDNode::get(ctx, off)});
   md->replaceOperandWith(0, md);
   return md;
 }

@@ -49,6 +49,8 @@ void add_buffer_alias_scopes(llvm::Function& fn, const std::vector<llvm::Value*>
 // llvm.loop metadata asking the vectorizer for `vector_width` lanes and `interleave` copies (each
 // ignored when <= 0) for a loop with no loop inside; null when both are <= 0.
 llvm::MDNode* vectorize_hints(llvm::LLVMContext& ctx, int vector_width, int interleave);
+// Loop metadata that keeps the loop vectorizer (and its interleaving) off the loop.
+llvm::MDNode* no_vectorize_hint(llvm::LLVMContext& ctx);
 
 // Emits `kernel` into `module` (whose data layout and triple the caller has set). Errors name the
 // kernel and what in it could not be lowered; the module is then left incomplete. Checked kernels

@@ -4,10 +4,15 @@
 
 #include <fmt/format.h>
 
-#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
+#include <llvm/CodeGen/MachineFunction.h>
+#include <llvm/CodeGen/MachineModuleInfo.h>
+#include <llvm/CodeGen/Passes.h>
+#include <llvm/CodeGen/TargetPassConfig.h>
+#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Object/ObjectFile.h>
 #include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Triple.h>
 
@@ -58,14 +63,38 @@ Expected<bool> check_symbols(const llvm::object::ObjectFile& obj, const std::str
 
 }  // namespace
 
-Expected<std::vector<uint8_t>> emit_object(llvm::Module& module, llvm::TargetMachine& tm) {
-  llvm::orc::SimpleCompiler compiler(tm);
-  auto buffer = compiler(module);
-  if (!buffer)
+// LLVMTargetMachine::addPassesToEmitFile, with the standard pipeline's passes switched as
+// `options` asks (TargetPassConfig takes changes only before its passes are added, and
+// addPassesToEmitFile offers no way in).
+Expected<std::vector<uint8_t>> emit_object(llvm::Module& module, llvm::TargetMachine& tm,
+                                           const CodegenOptions& options) {
+  auto fail = [&](const std::string& why) {
     return make_error(fmt::format("cpu backend: code generation of '{}' failed: {}",
-                                  module.getName().str(), llvm::toString(buffer.takeError())));
-  const llvm::StringRef bytes = (*buffer)->getBuffer();
-  return std::vector<uint8_t>(bytes.bytes_begin(), bytes.bytes_end());
+                                  module.getName().str(), why));
+  };
+  auto* target = dynamic_cast<llvm::LLVMTargetMachine*>(&tm);
+  if (!target) return fail("the target machine has no code generator");
+  llvm::SmallVector<char, 0> bytes;
+  {
+    llvm::raw_svector_ostream out(bytes);
+    llvm::legacy::PassManager passes;
+    // Both are owned by `passes` once added.
+    auto* machine_info = new llvm::MachineModuleInfoWrapperPass(target);
+    llvm::TargetPassConfig* config = target->createPassConfig(passes);
+    config->setDisableVerify(true);
+    if (!options.hoist_invariants) config->disablePass(&llvm::EarlyMachineLICMID);
+    passes.add(config);
+    passes.add(machine_info);
+    if (config->addISelPasses()) return fail("instruction selection could not be set up");
+    config->addMachinePasses();
+    config->setInitialized();
+    if (target->addAsmPrinter(passes, out, nullptr, llvm::CodeGenFileType::ObjectFile,
+                              machine_info->getMMI().getContext()))
+      return fail("the target cannot emit object files");
+    passes.add(llvm::createFreeMachineFunctionPass());
+    passes.run(module);
+  }
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
 Expected<bool> check_object(const std::vector<uint8_t>& object, const std::string& symbol,

@@ -16,9 +16,23 @@ class Triple;
 
 namespace kiln::codegen::cpu {
 
+// How code generation treats a kernel.
+struct CodegenOptions {
+  // Early machine LICM: hoists loop-invariant machine instructions (constants among them) out of
+  // loops before register allocation. Worth it for small loop bodies; in a body of thousands
+  // of operations with hundreds of distinct constants every hoisted value is spilled again, and
+  // register allocation over those long live ranges dominates the compile.
+  bool hoist_invariants = true;
+};
+
+// Kernels with more operations than this (kir expressions) are compiled without early machine
+// LICM (CodegenOptions::hoist_invariants).
+inline constexpr size_t kMaxHoistedKernelSize = 256;
+
 // Runs code generation of `tm` over the (optimized) `module`; the module is changed by codegen's
 // IR passes, so print it first.
-Expected<std::vector<uint8_t>> emit_object(llvm::Module& module, llvm::TargetMachine& tm);
+Expected<std::vector<uint8_t>> emit_object(llvm::Module& module, llvm::TargetMachine& tm,
+                                           const CodegenOptions& options = {});
 
 // Parses `object` fully enough that linking cannot read past it: a well-formed object file for
 // `triple`'s architecture whose sections and symbols lie inside the bytes, and which defines the

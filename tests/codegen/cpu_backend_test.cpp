@@ -10,6 +10,7 @@
 #include <latch>
 #include <thread>
 
+#include "codegen/cpu/object_code.h"
 #include "tests/codegen/cpu_test_support.h"
 
 namespace kiln::codegen::testing {
@@ -175,6 +176,53 @@ TEST(CpuBackend, TuneParamsBecomeLoopMetadata) {
   ASSERT_EQ(r1.size(), 3u);
   ASSERT_EQ(r2.size(), 3u);
   EXPECT_EQ(r1[2].bytes, r2[2].bytes);
+}
+
+// A loop of fewer iterations than a vector holds gets no vector body, epilogue or overlap
+// checks (each a copy of the whole body: a large fused kernel over [4] compiled three times
+// over), even when the tuner asks for lanes; longer loops still vectorize. Results are the same.
+TEST(CpuBackend, LoopsShorterThanAVectorAreNotVectorized) {
+  for (TuneParams params : {TuneParams{}, TuneParams{.vector_width = 16, .unroll = 2}}) {
+    auto short_loop = backend().compile(elementwise_f32(4, Alu::Relu), params);
+    ASSERT_TRUE(short_loop.has_value()) << short_loop.error().message;
+    EXPECT_EQ((*short_loop)->llvm_ir.find("vector.body"), std::string::npos)
+        << (*short_loop)->llvm_ir;
+    auto long_loop = backend().compile(elementwise_f32(64, Alu::Relu), params);
+    ASSERT_TRUE(long_loop.has_value()) << long_loop.error().message;
+    EXPECT_NE((*long_loop)->llvm_ir.find("vector.body"), std::string::npos)
+        << (*long_loop)->llvm_ir;
+  }
+  const std::vector<double> x{-2, 0.5, -0.25, 3}, y{4, -1, 2, 0.5};
+  auto out = run_kernel(elementwise_f32(4, Alu::Relu), {Buffer(DType::f32, x), Buffer(DType::f32, y)});
+  ASSERT_EQ(out.size(), 3u);
+  const std::vector<double> want{1, 0.5, 1, 2.5};  // relu(x) * y + 1
+  EXPECT_EQ(out[2].bytes, Buffer(DType::f32, want).bytes);
+}
+
+// Past cpu::kMaxHoistedKernelSize operations a kernel is compiled without early machine LICM
+// (hundreds of hoisted constants would only be spilled again); it computes the same values.
+TEST(CpuBackend, LargeKernelsCompileWithoutHoistingAndComputeTheSame) {
+  constexpr int64_t n = 100;
+  auto a = std::make_shared<kir::ExprArena>();
+  const kir::Expr* i = a->var(0);
+  const kir::Expr* v = a->load(0, DType::f32, i);
+  double added = 0;
+  for (int op = 0; op < 300; ++op) {  // distinct small integer constants: exact in f32
+    const double c = op % 2 ? -(op % 11) : op % 13;
+    added += c;
+    v = a->alu(Alu::Add, DType::f32, {v, a->constant(DType::f32, c)});
+  }
+  kir::Kernel k = make_kernel("long", {in_param(DType::f32, {n}), out_param(DType::f32, {n})}, {n},
+                              a, {{1, i, v}});
+  ASSERT_GT(kir::kernel_exprs(k).size(), cpu::kMaxHoistedKernelSize);
+  std::vector<double> x, want;
+  for (int64_t j = 0; j < n; ++j) {
+    x.push_back(static_cast<double>(j - 50));
+    want.push_back(static_cast<double>(j - 50) + added);
+  }
+  auto out = run_kernel(k, {Buffer(DType::f32, x)});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].bytes, Buffer(DType::f32, want).bytes);
 }
 
 TEST(CpuBackend, ArtifactsHaveUniqueSymbolsAndStayValid) {
