@@ -251,13 +251,24 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   if (llvm::verifyModule(*module, &problem_stream))
     return make_error(fmt::format("cpu backend: invalid LLVM IR for kernel '{}': {}\n{}",
                                   kernel.name, problems, kir::print_kernel(kernel)));
-  cpu::optimize_module(*module, **tm);
+  // A large kernel keeps its IR as emitted: optimized, each of its hundreds of constants is a
+  // vector splat in up to three copies of the loop body, megabytes of text whose printing cost
+  // more than its optimization.
+  const size_t ops = kir::kernel_exprs(kernel).size();
+  const bool large = ops > cpu::kLargeKernelOps;
   llvm::raw_string_ostream ir_stream(art->llvm_ir);
-  module->print(ir_stream, nullptr);
+  if (large) {
+    ir_stream << fmt::format(
+        "; kiln: a kernel of {} operations (more than {}): its LLVM IR before optimization\n", ops,
+        cpu::kLargeKernelOps);
+    module->print(ir_stream, nullptr);
+  }
+  cpu::optimize_module(*module, **tm);
+  if (!large) module->print(ir_stream, nullptr);
   ir_stream.flush();
 
   cpu::CodegenOptions codegen;
-  codegen.hoist_invariants = kir::kernel_exprs(kernel).size() <= cpu::kMaxHoistedKernelSize;
+  codegen.hoist_invariants = !large;
   auto object = cpu::emit_object(*module, **tm, codegen);
   if (!object) return std::unexpected(object.error());
   art->object = std::move(*object);

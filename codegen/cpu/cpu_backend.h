@@ -24,7 +24,9 @@ using CpuKernelFn = void (*)(void* const* buffers, int64_t begin, int64_t end);
 struct CpuArtifact {
   CpuKernelFn fn = nullptr;
   std::string symbol;
-  std::string llvm_ir;  // the optimized module, for `kiln dump --stage llvm`
+  // The optimized module, for `kiln dump --stage llvm`; for a kernel of more than
+  // cpu::kLargeKernelOps operations, the module as emitted (a comment line first says so).
+  std::string llvm_ir;
   int64_t outer_extent = 1;  // fn's range: cpu::parallel_extent (rows, or a gemv's column blocks)
   double compile_ms = 0;
   // The relocatable object code of the kernel's module (what the persistent cache stores): a

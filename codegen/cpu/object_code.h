@@ -25,9 +25,10 @@ struct CodegenOptions {
   bool hoist_invariants = true;
 };
 
-// Kernels with more operations than this (kir expressions) are compiled without early machine
-// LICM (CodegenOptions::hoist_invariants).
-inline constexpr size_t kMaxHoistedKernelSize = 256;
+// Kernels with more operations than this (kir expressions) are large: compiled without early
+// machine LICM (CodegenOptions::hoist_invariants), and their source text is the IR before
+// optimization (CpuArtifact::llvm_ir).
+inline constexpr size_t kLargeKernelOps = 256;
 
 // Runs code generation of `tm` over the (optimized) `module`; the module is changed by codegen's
 // IR passes, so print it first.

@@ -199,8 +199,9 @@ TEST(CpuBackend, LoopsShorterThanAVectorAreNotVectorized) {
   EXPECT_EQ(out[2].bytes, Buffer(DType::f32, want).bytes);
 }
 
-// Past cpu::kMaxHoistedKernelSize operations a kernel is compiled without early machine LICM
-// (hundreds of hoisted constants would only be spilled again); it computes the same values.
+// Past cpu::kLargeKernelOps operations a kernel is compiled without early machine LICM
+// (hundreds of hoisted constants would only be spilled again) and keeps its IR as emitted; it
+// computes the same values.
 TEST(CpuBackend, LargeKernelsCompileWithoutHoistingAndComputeTheSame) {
   constexpr int64_t n = 100;
   auto a = std::make_shared<kir::ExprArena>();
@@ -214,7 +215,11 @@ TEST(CpuBackend, LargeKernelsCompileWithoutHoistingAndComputeTheSame) {
   }
   kir::Kernel k = make_kernel("long", {in_param(DType::f32, {n}), out_param(DType::f32, {n})}, {n},
                               a, {{1, i, v}});
-  ASSERT_GT(kir::kernel_exprs(k).size(), cpu::kMaxHoistedKernelSize);
+  ASSERT_GT(kir::kernel_exprs(k).size(), cpu::kLargeKernelOps);
+  auto art = backend().compile(k, {});
+  ASSERT_TRUE(art.has_value()) << art.error().message;
+  EXPECT_EQ((*art)->llvm_ir.rfind("; kiln: a kernel of ", 0), 0u) << (*art)->llvm_ir.substr(0, 200);
+  EXPECT_EQ((*art)->llvm_ir.find("vector.body"), std::string::npos);  // not yet vectorized
   std::vector<double> x, want;
   for (int64_t j = 0; j < n; ++j) {
     x.push_back(static_cast<double>(j - 50));
