@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 
 #include "passes/beam_search.h"
 #include "passes/cost_model.h"
@@ -27,6 +28,16 @@ struct Boundary {
   int32_t owner;       // the placed node that reads it (the reader, or inlines the reader)
 };
 
+// One group as collect() finds it, with its cost: the beam's final states differ mostly in
+// their last decisions, so most groups recur in all of them and are collected and priced once.
+struct PricedGroup {
+  std::vector<int32_t> key;  // per member (sorted): 2 * node, plus 1 where the group writes it
+  FusedGroup group;
+  std::vector<Boundary> edges;
+  GroupCost cost;
+};
+using GroupCache = std::unordered_map<uint64_t, std::vector<PricedGroup>>;
+
 class PlanBuilder {
  public:
   PlanBuilder(const FusionGraph& g, const SearchState& s, const CostModel& cost)
@@ -38,15 +49,39 @@ class PlanBuilder {
     for (auto& m : members_) std::sort(m.begin(), m.end());
   }
 
-  // Collects the groups and prices them: the sum a search state is judged by.
-  double price() {
+  // Collects the groups and prices them: the sum a search state is judged by. A group equal to
+  // one in `cache` (same members, same ones written) is taken from there.
+  double price(GroupCache& cache) {
     groups_.resize(members_.size());
     edges_.resize(members_.size());
-    for (size_t gi = 0; gi < members_.size(); ++gi)
-      groups_[gi] = collect(static_cast<int32_t>(gi), edges_[gi]);
+    std::vector<GroupCost> costs(members_.size());
+    std::vector<int32_t> key;
+    for (size_t gi = 0; gi < members_.size(); ++gi) {
+      const auto group = static_cast<int32_t>(gi);
+      key.clear();
+      uint64_t hash = 0x9e3779b97f4a7c15ULL;
+      for (int32_t n : members_[gi]) {
+        const auto i = static_cast<size_t>(n);
+        const bool written = s_.group_of[i] == group && s_.materialized[i];
+        key.push_back(2 * n + (written ? 1 : 0));
+        hash = (hash ^ static_cast<uint64_t>(key.back())) * 0x100000001b3ULL;
+      }
+      std::vector<PricedGroup>& bucket = cache[hash];
+      auto same = std::find_if(bucket.begin(), bucket.end(),
+                               [&](const PricedGroup& p) { return p.key == key; });
+      if (same == bucket.end()) {
+        PricedGroup priced{key, collect(group, edges_[gi]), edges_[gi], {}};
+        if (!priced.group.outputs.empty()) priced.cost = cost_.estimate(priced.group);
+        bucket.push_back(std::move(priced));
+        same = bucket.end() - 1;
+      }
+      groups_[gi] = same->group;
+      edges_[gi] = same->edges;
+      costs[gi] = same->cost;
+    }
     order_ = group_order(groups_);
     for (int32_t gi : order_) {
-      costs_.push_back(cost_.estimate(groups_[static_cast<size_t>(gi)]));
+      costs_.push_back(costs[static_cast<size_t>(gi)]);
       total_ += costs_.back().seconds;
     }
     return total_;
@@ -300,9 +335,10 @@ class BeamFuser final : public Fuser {
     std::vector<SearchState> states =
         beam_search(graph, cost_, {options_.max_blocks, options_.beam_width});
     std::optional<PlanBuilder> best;
+    GroupCache cache;
     for (const SearchState& s : states) {
       PlanBuilder candidate(graph, s, cost_);
-      const double total = candidate.price();
+      const double total = candidate.price(cache);
       if (!best || total < best->total()) best.emplace(std::move(candidate));
     }
     if (!best) return {};
