@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "ir/post_order.h"
+
 namespace kiln::kir {
 
 namespace {
@@ -39,20 +41,13 @@ bool reads_only(const FreeVars& fv, const Expr* e, int32_t limit, int32_t exclud
 
 }  // namespace
 
-// Pre-order, operands left to right, on an explicit stack.
 void collect_reduces(const Expr* root, std::unordered_set<const Expr*>& seen,
                      std::vector<const Expr*>& out) {
-  std::vector<const Expr*> stack{root};
-  while (!stack.empty()) {
-    const Expr* e = stack.back();
-    stack.pop_back();
-    if (!seen.insert(e).second) continue;
-    if (e->kind == ExprKind::Reduce) {
-      out.push_back(e);
-      continue;
-    }
-    stack.insert(stack.end(), e->args.rbegin(), e->args.rend());
-  }
+  ir::pre_order(root, seen, [&](const Expr* e) {
+    if (e->kind != ExprKind::Reduce) return true;
+    out.push_back(e);
+    return false;  // not into the reduction's body
+  });
 }
 
 bool has_reduce(const Expr* e) {

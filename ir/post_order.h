@@ -41,4 +41,18 @@ auto post_order(const Node* root, Operands&& operands, Done&& done, Eval&& eval)
   }
 }
 
+// Pre-order over a DAG whose nodes list their operands in `args`: operands left to right, each
+// node once (`seen` gains every node visited), on an explicit stack. `visit(x)` returns whether
+// the walk goes on into x's operands.
+template <class Node, class Seen, class Visit>
+void pre_order(const Node* root, Seen& seen, Visit&& visit) {
+  std::vector<const Node*> stack{root};
+  while (!stack.empty()) {
+    const Node* x = stack.back();
+    stack.pop_back();
+    if (!seen.insert(x).second) continue;
+    if (visit(x)) stack.insert(stack.end(), x->args.rbegin(), x->args.rend());
+  }
+}
+
 }  // namespace kiln::ir

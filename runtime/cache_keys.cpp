@@ -11,8 +11,12 @@ void add_identity(cache::KeyParts& key, const Target& target) {
 
 cache::KeyParts kernel_key(const Target& target, const kir::Kernel& kernel,
                            const codegen::TuneParams& params, codegen::CheckMode check) {
-  cache::KeyParts key{{{"kernel", kir::print_kernel(kernel, /*with_labels=*/false)},
-                       {"tune", params.str()}}};
+  return kernel_key(target, kir::print_kernel(kernel, /*with_labels=*/false), params, check);
+}
+
+cache::KeyParts kernel_key(const Target& target, std::string kernel_text,
+                           const codegen::TuneParams& params, codegen::CheckMode check) {
+  cache::KeyParts key{{{"kernel", std::move(kernel_text)}, {"tune", params.str()}}};
   add_identity(key, target);
   key.parts.emplace_back("schema", kCacheKeySchema);
   key.parts.emplace_back("check", std::string(codegen::check_mode_name(check)));

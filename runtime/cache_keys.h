@@ -23,6 +23,10 @@ inline constexpr const char* kCacheKeySchema = "4";
 // Checked and unchecked code of one kernel differ (and so does its calling convention).
 cache::KeyParts kernel_key(const Target& target, const kir::Kernel& kernel,
                            const codegen::TuneParams& params, codegen::CheckMode check);
+// The same, from the kernel's canonical text (kir::print_kernel(kernel, false)) when the caller
+// has printed it already.
+cache::KeyParts kernel_key(const Target& target, std::string kernel_text,
+                           const codegen::TuneParams& params, codegen::CheckMode check);
 
 // A plan record: {graph (digest of the structural key), fuser (its name, options and rates),
 // identity..., schema, check, autotune (the level, or "off")}: the record names kernels keyed

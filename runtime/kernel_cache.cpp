@@ -28,8 +28,13 @@ void KernelCache::put(const cache::KeyParts& key, const Artifact& artifact) {
 }
 
 Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel, const kir::KernelFacts& facts,
-                                        const codegen::TuneParams& params) {
-  const std::string text = kir::print_kernel(kernel, /*with_labels=*/false) + "\n" + params.str();
+                                        const codegen::TuneParams& params,
+                                        const std::string* kernel_text) {
+  // A kernel of hundreds of ops prints to tens of KB: once per lookup, for both keys.
+  const std::string printed =
+      kernel_text ? std::string() : kir::print_kernel(kernel, /*with_labels=*/false);
+  const std::string& canonical = kernel_text ? *kernel_text : printed;
+  const std::string text = canonical + "\n" + params.str();
   {
     std::lock_guard lock(mu_);
     if (auto it = kernels_.find(text); it != kernels_.end()) {
@@ -42,7 +47,7 @@ Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel, const kir::Ke
   KernelLookup found;
   std::optional<cache::KeyParts> disk_key;
   if (store_) {
-    disk_key = key(kernel, params);
+    disk_key = kernel_key(target_, canonical, params, check_);
     found.digest = disk_key->digest();
     if (std::optional<cache::Entry> e = store_->get(cache::Table::kernels, *disk_key))
       found.artifact = usable(*e, load_);

@@ -38,9 +38,11 @@ class KernelCache {
               bool load = true)
       : target_(target), store_(store), explain_(explain), check_(check), load_(load) {}
 
-  // From this process, the persistent cache, or compiled now (and stored).
+  // From this process, the persistent cache, or compiled now (and stored). `kernel_text`: the
+  // kernel's kir::print_kernel(kernel, false), when the caller has it (printed here otherwise).
   Expected<KernelLookup> get(const kir::Kernel& kernel, const kir::KernelFacts& facts,
-                             const codegen::TuneParams& params);
+                             const codegen::TuneParams& params,
+                             const std::string* kernel_text = nullptr);
   // `kiln warm`: compiles the kernel into the persistent cache unless it holds it intact; true
   // when it compiled. Loads nothing, so a compile-only target works.
   Expected<bool> warm(const kir::Kernel& kernel, const kir::KernelFacts& facts,

@@ -26,14 +26,16 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // The step's kernel with its schedule (the autotuner's winner), through the kernel cache.
-Expected<KernelLookup> compile_step(PlanStep& step, const PlannerOptions& options) {
+// `kernel_text`: its canonical text, when printed already.
+Expected<KernelLookup> compile_step(PlanStep& step, const PlannerOptions& options,
+                                    const std::string* kernel_text = nullptr) {
   codegen::TuneParams params;
   if (options.tune) {
     auto tuned = options.tune(step.kernel);
     if (!tuned) return std::unexpected(tuned.error());
     params = *tuned;
   }
-  auto got = options.kernels->get(step.kernel, *step.facts, params);
+  auto got = options.kernels->get(step.kernel, *step.facts, params, kernel_text);
   if (!got) return std::unexpected(got.error());
   step.artifact = got->artifact;
   step.kernel_digest = got->digest;
@@ -49,14 +51,17 @@ Expected<void> compile_steps(Plan& plan, const PlannerOptions& options) {
   const int threads = options.tune ? 1 : std::max(1, options.compile_threads);
   if (threads > 1 && plan.steps.size() > 1) {
     std::vector<size_t> firsts;
+    std::vector<const std::string*> texts;  // firsts' canonical texts, printed once here
     std::unordered_set<std::string> seen;
     for (size_t k = 0; k < plan.steps.size(); ++k)
-      if (seen.insert(kir::print_kernel(plan.steps[k].kernel, /*with_labels=*/false)).second)
+      if (auto [at, fresh] = seen.insert(kir::print_kernel(plan.steps[k].kernel, false)); fresh) {
         firsts.push_back(k);
+        texts.push_back(&*at);
+      }
     std::atomic<size_t> next = 0;
     auto work = [&] {
       for (size_t i = next++; i < firsts.size(); i = next++)
-        got[firsts[i]] = compile_step(plan.steps[firsts[i]], options);
+        got[firsts[i]] = compile_step(plan.steps[firsts[i]], options, texts[i]);
     };
     std::vector<std::thread> workers;
     const size_t extra = std::min(firsts.size(), static_cast<size_t>(threads)) - 1;  // firsts >= 1

@@ -8,6 +8,7 @@
 
 #include <unordered_set>
 #include "codegen/gpu/lane_emitter.h"
+#include "ir/post_order.h"
 
 namespace kiln::codegen::gpu {
 
@@ -54,17 +55,12 @@ int heuristic_elementwise_block(int64_t points) {
 
 int heuristic_matmul_tile(int64_t rows, int64_t cols) { return rows >= 64 && cols >= 64 ? 64 : 16; }
 
-// Pre-order, operands left to right, on an explicit stack.
 void collect_loads(const Expr* root, std::unordered_set<const Expr*>& seen,
                    std::vector<const Expr*>& out) {
-  std::vector<const Expr*> stack{root};
-  while (!stack.empty()) {
-    const Expr* e = stack.back();
-    stack.pop_back();
-    if (!seen.insert(e).second) continue;
+  ir::pre_order(root, seen, [&](const Expr* e) {
     if (e->kind == ExprKind::Load) out.push_back(e);
-    stack.insert(stack.end(), e->args.rbegin(), e->args.rend());
-  }
+    return true;
+  });
 }
 
 int heuristic_columns(const kir::Kernel& k, const FreeVars& fv,
