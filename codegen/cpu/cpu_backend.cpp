@@ -254,7 +254,8 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   // A large kernel keeps its IR as emitted: optimized, each of its hundreds of constants is a
   // vector splat in up to three copies of the loop body, megabytes of text whose printing cost
   // more than its optimization.
-  const size_t ops = kir::kernel_exprs(kernel).size();
+  const std::vector<const kir::Expr*> exprs = kir::kernel_exprs(kernel);
+  const size_t ops = exprs.size();
   const bool large = ops > cpu::kLargeKernelOps;
   llvm::raw_string_ostream ir_stream(art->llvm_ir);
   if (large) {
@@ -268,7 +269,7 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   ir_stream.flush();
 
   cpu::CodegenOptions codegen;
-  codegen.hoist_invariants = !large;
+  codegen.hoist_invariants = cpu::distinct_constants(exprs) <= cpu::kMaxHoistedConstants;
   auto object = cpu::emit_object(*module, **tm, codegen);
   if (!object) return std::unexpected(object.error());
   art->object = std::move(*object);

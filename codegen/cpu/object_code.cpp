@@ -4,6 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <bit>
+#include <set>
+#include <tuple>
+
 #include <llvm/CodeGen/MachineFunction.h>
 #include <llvm/CodeGen/MachineModuleInfo.h>
 #include <llvm/CodeGen/Passes.h>
@@ -95,6 +99,14 @@ Expected<std::vector<uint8_t>> emit_object(llvm::Module& module, llvm::TargetMac
     passes.run(module);
   }
   return std::vector<uint8_t>(bytes.begin(), bytes.end());
+}
+
+size_t distinct_constants(const std::vector<const kir::Expr*>& exprs) {
+  std::set<std::tuple<ir::DType, uint64_t, int64_t>> seen;
+  for (const kir::Expr* e : exprs)
+    if (e->kind == kir::ExprKind::Const)
+      seen.emplace(e->dtype, std::bit_cast<uint64_t>(e->fval), e->ival);
+  return seen.size();
 }
 
 Expected<bool> check_object(const std::vector<uint8_t>& object, const std::string& symbol,

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/kernel_ir.h"
 #include "support/error.h"
 
 namespace llvm {
@@ -19,16 +20,21 @@ namespace kiln::codegen::cpu {
 // How code generation treats a kernel.
 struct CodegenOptions {
   // Early machine LICM: hoists loop-invariant machine instructions (constants among them) out of
-  // loops before register allocation. Worth it for small loop bodies; in a body of thousands
-  // of operations with hundreds of distinct constants every hoisted value is spilled again, and
-  // register allocation over those long live ranges dominates the compile.
+  // loops before register allocation. Worth it for a few constants; with hundreds of distinct
+  // constants every hoisted value is spilled again, and register allocation over those long
+  // live ranges dominated the compile of large fused kernels.
   bool hoist_invariants = true;
 };
 
-// Kernels with more operations than this (kir expressions) are large: compiled without early
-// machine LICM (CodegenOptions::hoist_invariants), and their source text is the IR before
-// optimization (CpuArtifact::llvm_ir).
+// Kernels with more operations than this (kir expressions) are large: their source text is the
+// IR before optimization (CpuArtifact::llvm_ir).
 inline constexpr size_t kLargeKernelOps = 256;
+
+// Kernels with more distinct constants than this compile without early machine LICM
+// (CodegenOptions::hoist_invariants): there are not that many vector registers to keep them in.
+inline constexpr size_t kMaxHoistedConstants = 32;
+// The distinct constants (dtype and value) among `exprs`.
+size_t distinct_constants(const std::vector<const kir::Expr*>& exprs);
 
 // Runs code generation of `tm` over the (optimized) `module`; the module is changed by codegen's
 // IR passes, so print it first.
