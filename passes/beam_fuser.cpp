@@ -2,8 +2,8 @@
 // assignment into ordered groups with their costs and, for every edge between two groups, why.
 #include <algorithm>
 #include <array>
-#include <optional>
 #include <functional>
+#include <optional>
 #include <queue>
 #include <set>
 #include <string>
@@ -13,7 +13,7 @@
 #include "passes/beam_search.h"
 #include "passes/cost_model.h"
 #include "passes/fuser.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::passes {
 
@@ -70,7 +70,8 @@ class PlanBuilder {
       auto same = std::find_if(bucket.begin(), bucket.end(),
                                [&](const PricedGroup& p) { return p.key == key; });
       if (same == bucket.end()) {
-        PricedGroup priced{key, collect(group, edges_[gi]), edges_[gi], {}};
+        PricedGroup priced{key, {}, {}, {}};
+        priced.group = collect(group, priced.edges);
         if (!priced.group.outputs.empty()) priced.cost = cost_.estimate(priced.group);
         bucket.push_back(std::move(priced));
         same = bucket.end() - 1;
