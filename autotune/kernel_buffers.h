@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/host_tensor.h"
+#include "kiln/host_tensor.h"
 #include "ir/kernel_ir.h"
 
 namespace kiln::autotune {

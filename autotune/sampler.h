@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::autotune {
 

@@ -10,7 +10,7 @@
 #include "autotune/sampler.h"
 #include "autotune/tune_level.h"
 #include "codegen/tune_params.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::autotune {
 

@@ -18,7 +18,7 @@
 #include "autotune/tune_space.h"
 #include "codegen/tune_params.h"
 #include "ir/kernel_ir.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::autotune {
 

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::cache {
 

@@ -1,13 +1,15 @@
-// The lazy Tensor: each op records a graph node through ir::Builder; realize() hands the pending
-// subgraph to the device, then turns each result into a graph input bound to its buffer.
+// The lazy Tensor: each op records its builder call (checked on a scratch graph, tensor_impl.h);
+// realize() builds the graph of the pending tensors, hands it to the device, and keeps each
+// result's buffer, which later ops read as a graph input.
 #include "kiln/kiln.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "runtime/config.h"
+#include "runtime/logger.h"
 #include "tensor_impl.h"
 
 namespace kiln {
@@ -15,88 +17,216 @@ namespace kiln {
 namespace detail {
 
 namespace {
-// Rewrites the pending graph so that realized tensors are read from their buffers.
-std::vector<const ir::Node*> substitute(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
-                                        std::unordered_map<const ir::Node*, const ir::Node*>& map) {
-  if (map.empty()) return outputs;
-  for (const ir::Node* n : ir::topo_order(outputs)) {
-    if (map.count(n)) continue;
-    std::vector<const ir::Node*> ins;
-    bool changed = false;
-    for (const ir::Node* in : n->inputs) {
-      auto it = map.find(in);
-      ins.push_back(it == map.end() ? in : it->second);
-      changed |= it != map.end();
+
+// The recording thread's scratch graph, where each op is checked against placeholder inputs of
+// its operands' dtypes and shapes (one per dtype and shape: only the result's dtype, shape or
+// error is read). Started afresh once it holds kScratchNodes nodes, so it stays small however
+// long the program records.
+constexpr size_t kScratchNodes = 4096;
+constexpr size_t kPlaceholders = 16;
+struct Scratch {
+  std::unique_ptr<ir::Graph> graph = std::make_unique<ir::Graph>();
+  std::unique_ptr<ir::Builder> builder = std::make_unique<ir::Builder>(*graph);
+  std::vector<const ir::Node*> placeholders;  // the most recent, round robin
+  size_t next = 0;
+
+  ir::Builder& fresh_enough() {
+    if (graph->size() > kScratchNodes) {
+      builder.reset();
+      placeholders.clear();
+      graph = std::make_unique<ir::Graph>();
+      builder = std::make_unique<ir::Builder>(*graph);
     }
-    if (changed) map[n] = g.make(n->op, n->dtype, n->shape, std::move(ins), n->attrs);
+    return *builder;
   }
-  std::vector<const ir::Node*> out;
-  for (const ir::Node* o : outputs) out.push_back(map.count(o) ? map.at(o) : o);
-  return out;
-}
+  const ir::Node* placeholder(DType dtype, const Shape& shape) {
+    for (const ir::Node* p : placeholders)
+      if (p->dtype == dtype && p->shape == shape) return p;
+    const ir::Node* p = graph->input(dtype, shape);
+    if (placeholders.size() < kPlaceholders) {
+      placeholders.push_back(p);
+    } else {
+      placeholders[next] = p;
+      next = (next + 1) % kPlaceholders;
+    }
+    return p;
+  }
+};
+
 }  // namespace
 
-namespace {
-// The buffers and node rewrites that let `pending` read the realized tensors below them.
-// Caller holds DeviceState::mu, so no realize changes the tensors while this walks them.
-void bind_realized(const std::vector<TensorImpl*>& pending, runtime::Bindings& bindings,
-                   std::unordered_map<const ir::Node*, const ir::Node*>& subst) {
-  std::unordered_set<const TensorImpl*> seen;
-  std::vector<const TensorImpl*> stack(pending.begin(), pending.end());
-  while (!stack.empty()) {
-    const TensorImpl* t = stack.back();
-    stack.pop_back();
-    if (!seen.insert(t).second) continue;
-    if (t->buffer) {
-      bindings[t->node] = t->buffer;
-      if (t->origin != t->node) subst[t->origin] = t->node;
-      continue;
-    }
-    for (const auto& d : t->deps) stack.push_back(d.get());
+Tensor TensorImpl::apply(const std::vector<const Tensor*>& operands, BuildFn build,
+                         std::shared_ptr<DeviceState> source_dev) {
+  std::shared_ptr<DeviceState> dev = std::move(source_dev);
+  std::vector<std::shared_ptr<TensorImpl>> deps;
+  deps.reserve(operands.size());
+  for (const Tensor* t : operands) {
+    if (!t->impl_) return make_error(dev, Error{"operation on an empty kiln::Tensor"});
+    if (t->impl_->error) return make_error(t->impl_->dev, *t->impl_->error);
+    if (dev && dev != t->impl_->dev)
+      return make_error(dev, Error{fmt::format("operands live on different devices ('{}' and '{}')",
+                                               dev->name, t->impl_->dev->name)});
+    dev = t->impl_->dev;
+    deps.push_back(t->impl_);
   }
+  thread_local Scratch scratch;
+  ir::Builder& b = scratch.fresh_enough();
+  Nodes placeholders;
+  placeholders.reserve(deps.size());
+  for (const auto& d : deps) placeholders.push_back(scratch.placeholder(d->dtype, d->shape));
+  ir::NodeResult r = build(b, placeholders);
+  if (!r) return make_error(std::move(dev), r.error());
+  auto t = std::make_shared<TensorImpl>();
+  t->dev = std::move(dev);
+  t->dtype = (*r)->dtype;
+  t->shape = (*r)->shape;
+  t->deps = std::move(deps);
+  t->build = std::move(build);
+  return Tensor(std::move(t));
+}
+
+namespace {
+// The unrealized tensors `roots` depend on (themselves included), operands before users, when
+// none is claimed by another realize; else that realize's claim. Iterative, so a chain of any
+// length fits the stack. Caller holds DeviceState::mu.
+struct Walk {
+  std::vector<TensorImpl*> order;
+  uint64_t blocked_by = 0;
+};
+Walk unrealized(const std::vector<TensorImpl*>& roots, uint64_t stamp) {
+  Walk w;
+  struct Frame {
+    TensorImpl* t;
+    size_t next;
+  };
+  std::vector<Frame> stack;
+  for (TensorImpl* root : roots) {
+    if (root->buffer || root->seen == stamp) continue;
+    root->seen = stamp;
+    stack.push_back({root, 0});
+    while (!stack.empty()) {
+      TensorImpl* t = stack.back().t;
+      if (t->claim != 0) {
+        w.blocked_by = t->claim;
+        return w;
+      }
+      if (size_t& next = stack.back().next; next < t->deps.size()) {
+        TensorImpl* d = t->deps[next++].get();
+        if (!d->buffer && d->seen != stamp) {
+          d->seen = stamp;
+          stack.push_back({d, 0});
+        }
+        continue;
+      }
+      w.order.push_back(t);
+      stack.pop_back();
+    }
+  }
+  return w;
+}
+
+// The graph of the claimed tensors `order` (operands first): a realized operand is an input bound
+// to its buffer, a claimed tensor its builder call. Returns the nodes of `outputs`.
+Expected<Nodes> build_graph(ir::Graph& g, const std::vector<TensorImpl*>& order,
+                            const std::vector<TensorImpl*>& outputs, runtime::Bindings& bindings) {
+  ir::Builder b(g);
+  // Realized operands (shared with other realizes, so not marked): one input each.
+  std::unordered_map<const TensorImpl*, const ir::Node*> input_of;
+  Nodes ins;
+  for (TensorImpl* t : order) {
+    ins.clear();
+    for (const auto& d : t->deps) {
+      if (!d->buffer) {  // claimed by this realize, and built already (operands come first)
+        ins.push_back(d->built);
+        continue;
+      }
+      auto [it, fresh] = input_of.emplace(d.get(), nullptr);
+      if (fresh) {
+        it->second = g.input(d->dtype, d->shape);
+        bindings[it->second] = d->buffer;
+      }
+      ins.push_back(it->second);
+    }
+    ir::NodeResult r = t->build(b, ins);
+    // Checked when recorded, on inputs of the same dtypes and shapes.
+    if (!r) return make_error("realize: an op checked when it was recorded failed: " + r.error().message);
+    t->built = *r;
+  }
+  Nodes nodes;
+  for (TensorImpl* t : outputs) nodes.push_back(t->built);
+  return nodes;
 }
 }  // namespace
 
 Expected<void> TensorImpl::realize(const std::vector<Tensor>& tensors) {
   std::shared_ptr<DeviceState> dev;
+  std::vector<TensorImpl*> roots;
   for (const Tensor& t : tensors) {  // dev and error never change: no lock needed
     if (!t.impl_) return kiln::make_error("realize of an empty kiln::Tensor");
     if (t.impl_->error) return std::unexpected(*t.impl_->error);
     if (dev && dev != t.impl_->dev)
       return kiln::make_error("realize: tensors live on different devices");
     dev = t.impl_->dev;
+    roots.push_back(t.impl_.get());
   }
   if (!dev) return {};
-  // Held throughout: a tensor that another thread is realizing is pending until that realize
-  // ends, and is then found realized here rather than run a second time.
-  std::lock_guard lock(dev->mu);
-  std::vector<TensorImpl*> pending;
-  for (const Tensor& t : tensors)
-    if (!t.impl_->buffer) pending.push_back(t.impl_.get());
-  if (pending.empty()) return {};
-  runtime::Bindings bindings;
-  std::unordered_map<const ir::Node*, const ir::Node*> subst;
-  bind_realized(pending, bindings, subst);
-  std::vector<const ir::Node*> outputs;
-  for (TensorImpl* t : pending) outputs.push_back(t->node);
-  outputs = substitute(dev->graph, outputs, subst);
-  runtime::RunStats stats;
-  auto results = dev->device->execute(dev->graph, outputs, bindings, &stats);
-  if (!results) return std::unexpected(results.error());
-  dev->last = RealizeStats{stats.kernels, stats.compiled, stats.compile_ms, stats.run_ms,
-                           stats.plan_cache_hit};
-  std::vector<const ir::Node*> inputs;
-  for (size_t i = 0; i < pending.size(); ++i)
-    inputs.push_back(dev->graph.input((*results)[i]->dtype(), (*results)[i]->shape()));
-  std::vector<std::shared_ptr<TensorImpl>> released;  // freed after bind_mu is let go
-  std::lock_guard publish(dev->bind_mu);
-  for (size_t i = 0; i < pending.size(); ++i) {
-    TensorImpl* t = pending[i];
-    t->buffer = (*results)[i];
-    t->node = inputs[i];
-    for (auto& d : t->deps) released.push_back(std::move(d));
-    t->deps.clear();
+  // Claim what to compute. A tensor that another thread is realizing is waited for and then
+  // found realized, not run a second time.
+  std::vector<TensorImpl*> order, outputs;
+  uint64_t id = 0;
+  {
+    std::unique_lock lock(dev->mu);
+    for (;;) {
+      Walk w = unrealized(roots, dev->next_walk++);
+      if (w.blocked_by == 0) {
+        order = std::move(w.order);
+        break;
+      }
+      dev->done.wait(lock, [&] { return !dev->running.count(w.blocked_by); });
+    }
+    if (order.empty()) return {};
+    id = dev->next_realize++;
+    dev->running.insert(id);
+    for (TensorImpl* t : order) t->claim = id;
+    for (TensorImpl* t : roots)
+      if (t->claim == id && std::find(outputs.begin(), outputs.end(), t) == outputs.end())
+        outputs.push_back(t);
   }
+  // Gives up the claims (publishing the results when there are some) and wakes the waiters.
+  auto finish = [&](const std::vector<std::shared_ptr<runtime::Buffer>>* results,
+                    const runtime::RunStats* stats) {
+    std::vector<std::shared_ptr<TensorImpl>> released;  // freed after mu is let go
+    std::vector<BuildFn> recipes;
+    {
+      std::lock_guard lock(dev->mu);
+      for (TensorImpl* t : order) t->claim = 0, t->built = nullptr;
+      dev->running.erase(id);
+      if (results) {
+        for (size_t i = 0; i < outputs.size(); ++i) {
+          TensorImpl* t = outputs[i];
+          t->buffer = (*results)[i];
+          for (auto& d : t->deps) released.push_back(std::move(d));
+          t->deps.clear();
+          recipes.push_back(std::move(t->build));
+          t->build = nullptr;
+        }
+        dev->last = RealizeStats{stats->kernels, stats->compiled, stats->compile_ms, stats->run_ms,
+                                 stats->plan_cache_hit};
+      }
+    }
+    dev->done.notify_all();
+  };
+  ir::Graph graph;
+  runtime::Bindings bindings;
+  auto nodes = build_graph(graph, order, outputs, bindings);
+  if (!nodes) {
+    finish(nullptr, nullptr);
+    return std::unexpected(nodes.error());
+  }
+  runtime::RunStats stats;
+  auto results = dev->device->execute(graph, *nodes, bindings, &stats);
+  finish(results ? &*results : nullptr, &stats);
+  if (!results) return std::unexpected(results.error());
   return {};
 }
 
@@ -106,20 +236,44 @@ using detail::TensorImpl;
 
 // ---- Device -----------------------------------------------------------------------------------
 
-Expected<Device> Device::open(std::string_view name) {
-  // kiln.toml (found upward from the working directory, or KILN_CONFIG) and KILN_* overrides.
-  auto loaded = runtime::load_config(std::filesystem::current_path().string());
-  if (!loaded) return std::unexpected(loaded.error());
-  for (const std::string& w : loaded->warnings) fmt::print(stderr, "{}\n", w);
-  auto options = runtime::device_options_from_config(loaded->config);
-  if (!options) return std::unexpected(options.error());
-  auto dev = runtime::open_device(name, std::move(*options));
+namespace {
+Expected<runtime::Config> options_config(const Options& options) {
+  std::error_code ec;
+  const std::string dir = options.config_dir.empty() ? std::filesystem::current_path(ec).string()
+                                                     : options.config_dir;
+  runtime::Config config = runtime::default_config(dir);
+  if (options.use_config) {
+    auto loaded = runtime::load_config(dir);
+    if (!loaded) return std::unexpected(loaded.error());
+    for (const std::string& w : loaded->warnings) fmt::print(stderr, "{}\n", w);
+    config = std::move(loaded->config);
+  }
+  for (const auto& [key, value] : options.settings)
+    if (auto r = runtime::apply_setting(config, key, value); !r) return std::unexpected(r.error());
+  return config;
+}
+}  // namespace
+
+Expected<Device> Device::open(std::string_view name, const Options& options) {
+  auto config = options_config(options);
+  if (!config) return std::unexpected(config.error());
+  auto device_options = runtime::device_options_from_config(*config);
+  if (!device_options) return std::unexpected(device_options.error());
+  auto dev = runtime::open_device(name, std::move(*device_options));
   if (!dev) return std::unexpected(dev.error());
   auto state = std::make_shared<detail::DeviceState>();
   state->name = std::string(name);
   state->device = std::move(*dev);
   return Device(std::move(state));
 }
+Expected<Device> Device::open(std::string_view name) {
+  return open(name, Options{.settings = {}, .use_config = true, .config_dir = ""});
+}
+Expected<void> Device::check_setting(std::string_view key, std::string_view value) {
+  runtime::Config config = runtime::default_config("");
+  return runtime::apply_setting(config, std::string(key), std::string(value));
+}
+void set_log_callback(LogCallback callback) { runtime::set_log_callback(std::move(callback)); }
 std::string Device::name() const { return state_ ? state_->name : ""; }
 RealizeStats Device::last_stats() const {
   if (!state_) return {};
@@ -173,11 +327,15 @@ Tensor Tensor::from_host_bool(const Device& dev, const std::vector<bool>& d, Sha
 
 Tensor Tensor::full(const Device& dev, Shape shape, double value, DType dtype) {
   if (!dev.state_) return TensorImpl::make_error(nullptr, Error{"full: device is not open"});
-  return TensorImpl::from_node(dev.state_, dev.state_->builder.full(shape, value, dtype), {});
+  return TensorImpl::apply(
+      {}, [shape, value, dtype](ir::Builder& b, const detail::Nodes&) { return b.full(shape, value, dtype); },
+      dev.state_);
 }
 Tensor Tensor::arange(const Device& dev, int64_t start, int64_t end, int64_t step, DType dtype) {
   if (!dev.state_) return TensorImpl::make_error(nullptr, Error{"arange: device is not open"});
-  return TensorImpl::from_node(dev.state_, dev.state_->builder.arange(start, end, step, dtype), {});
+  return TensorImpl::apply({}, [=](ir::Builder& b, const detail::Nodes&) {
+    return b.arange(start, end, step, dtype);
+  }, dev.state_);
 }
 
 bool Tensor::ok() const { return impl_ && !impl_->error; }
@@ -186,9 +344,8 @@ const Error* Tensor::error() const {
   if (!impl_) return &kEmpty;
   return impl_->error ? &*impl_->error : nullptr;
 }
-// From `origin`, which never changes: `node` may be swapped by a realize on another thread.
-DType Tensor::dtype() const { return ok() ? impl_->origin->dtype : DType::f32; }
-Shape Tensor::shape() const { return ok() ? impl_->origin->shape : Shape{}; }
+DType Tensor::dtype() const { return ok() ? impl_->dtype : DType::f32; }
+Shape Tensor::shape() const { return ok() ? impl_->shape : Shape{}; }
 int64_t Tensor::numel() const { return ir::shape_numel(shape()); }
 
 Expected<void> Tensor::realize() { return TensorImpl::realize({*this}); }

@@ -7,7 +7,7 @@ using detail::TensorImpl;
 using ir::Builder;
 using ir::NodeResult;
 using ir::Op;
-using Nodes = std::vector<const ir::Node*>;
+using detail::Nodes;
 
 namespace {
 Tensor unary(Op op, const Tensor& x) {
@@ -17,7 +17,7 @@ Tensor binary(Op op, const Tensor& a, const Tensor& c) {
   return TensorImpl::apply({&a, &c},
                            [op](Builder& b, const Nodes& n) { return b.binary(op, n[0], n[1]); });
 }
-// where is the one ternary row of ir/ops.def.
+// where is the one ternary row of kiln/ops.def.
 Tensor ternary(Op op, const Tensor& cond, const Tensor& a, const Tensor& c) {
   KILN_CHECK(op == Op::Where) << ir::op_enum_name(op);
   return TensorImpl::apply({&cond, &a, &c},
@@ -36,13 +36,13 @@ std::optional<std::vector<int64_t>> axes_or_all(std::vector<int64_t> axes) {
   return axes;
 }
 Tensor reduction(Op op, const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
-  return TensorImpl::apply({&x}, [&](Builder& b, const Nodes& n) {
+  return TensorImpl::apply({&x}, [=](Builder& b, const Nodes& n) {
     return b.reduce(op, n[0], axes_or_all(axes), keepdim);
   });
 }
 }  // namespace
 
-// One function per elementwise row of ir/ops.def, named by its `api` column (kiln.h declares
+// One function per elementwise row of kiln/ops.def, named by its `api` column (kiln.h declares
 // them from the same column). KILN_API_* turn the column into "form, name" for KILN_DEFINE_.
 #define KILN_API_unary(fn) unary, fn
 #define KILN_API_binary(fn) binary, fn
@@ -60,7 +60,7 @@ Tensor reduction(Op op, const Tensor& x, std::vector<int64_t> axes, bool keepdim
   }
 #define KILN_DEFINE_member(Enum, fn)  // Tensor::cast, below
 #define KILN_ELEMENTWISE(Enum, name, arity, dtypes, cost, api) KILN_DEFINE(Enum, KILN_API_##api)
-#include "ir/ops.def"
+#include "kiln/ops.def"
 #undef KILN_API_unary
 #undef KILN_API_binary
 #undef KILN_API_ternary
@@ -129,7 +129,7 @@ Tensor Tensor::prod(std::vector<int64_t> axes, bool keepdim) const {
   return reduction(Op::Prod, *this, std::move(axes), keepdim);
 }
 Tensor Tensor::mean(std::vector<int64_t> axes, bool keepdim) const {
-  return TensorImpl::apply({this}, [&](Builder& b, const Nodes& n) {
+  return TensorImpl::apply({this}, [=](Builder& b, const Nodes& n) {
     return b.mean(n[0], axes_or_all(axes), keepdim);
   });
 }
@@ -144,10 +144,10 @@ Tensor Tensor::argmin(int64_t axis, bool keepdim) const {
   });
 }
 Tensor Tensor::reshape(std::vector<int64_t> shape) const {
-  return TensorImpl::apply({this}, [&](Builder& b, const Nodes& n) { return b.reshape(n[0], shape); });
+  return TensorImpl::apply({this}, [=](Builder& b, const Nodes& n) { return b.reshape(n[0], shape); });
 }
 Tensor Tensor::permute(std::vector<int64_t> dims) const {
-  return TensorImpl::apply({this}, [&](Builder& b, const Nodes& n) { return b.permute(n[0], dims); });
+  return TensorImpl::apply({this}, [=](Builder& b, const Nodes& n) { return b.permute(n[0], dims); });
 }
 Tensor Tensor::transpose() const {
   return TensorImpl::apply({this}, [](Builder& b, const Nodes& n) -> NodeResult {
@@ -160,7 +160,7 @@ Tensor Tensor::transpose() const {
   });
 }
 Tensor Tensor::expand(Shape shape) const {
-  return TensorImpl::apply({this}, [&](Builder& b, const Nodes& n) { return b.expand(n[0], shape); });
+  return TensorImpl::apply({this}, [=](Builder& b, const Nodes& n) { return b.expand(n[0], shape); });
 }
 Tensor Tensor::slice(int64_t axis, std::optional<int64_t> start, std::optional<int64_t> end,
                      int64_t step) const {
@@ -169,14 +169,14 @@ Tensor Tensor::slice(int64_t axis, std::optional<int64_t> start, std::optional<i
 }
 Tensor Tensor::pad(std::vector<int64_t> before, std::vector<int64_t> after, double value) const {
   return TensorImpl::apply(
-      {this}, [&](Builder& b, const Nodes& n) { return b.pad(n[0], before, after, value); });
+      {this}, [=](Builder& b, const Nodes& n) { return b.pad(n[0], before, after, value); });
 }
 Tensor Tensor::flip(std::vector<int64_t> axes) const {
-  return TensorImpl::apply({this}, [&](Builder& b, const Nodes& n) { return b.flip(n[0], axes); });
+  return TensorImpl::apply({this}, [=](Builder& b, const Nodes& n) { return b.flip(n[0], axes); });
 }
 Tensor Tensor::roll(std::vector<int64_t> shifts, std::vector<int64_t> axes) const {
   return TensorImpl::apply({this},
-                           [&](Builder& b, const Nodes& n) { return b.roll(n[0], shifts, axes); });
+                           [=](Builder& b, const Nodes& n) { return b.roll(n[0], shifts, axes); });
 }
 Tensor Tensor::unfold(int64_t dim, int64_t size, int64_t step) const {
   return TensorImpl::apply(

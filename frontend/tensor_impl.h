@@ -1,10 +1,23 @@
 // Internal: the state behind kiln::Device and kiln::Tensor, shared by the frontend's files.
+//
+// A tensor is a recipe until it is realized: the builder call that makes its node(s) from its
+// operands' nodes, and the operands themselves. No graph outlives a realize: recording checks the
+// op on a small scratch graph of the recording thread (dtype and shape rules, errors at once), and
+// realize builds one graph of exactly what it computes, hands it to the device, and drops it. So a
+// long-running program holds only what its live tensors need (docs/embedding.md), and recording
+// shares nothing between threads.
 #pragma once
 
 #include <fmt/format.h>
+
+#include <condition_variable>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <unordered_set>
+#include <vector>
 
 #include "ir/builder.h"
 #include "ir/graph.h"
@@ -15,30 +28,47 @@ namespace kiln {
 
 namespace detail {
 
-// Thread safety (the contract is stated in kiln/kiln.h):
-// - A TensorImpl's dev, origin and error never change after it is made.
-// - node, buffer and deps change once, when the tensor is realized. Only realize writes them, and
-//   it holds both DeviceState::mu and DeviceState::bind_mu while it does; it reads them under mu
-//   alone (no other writer can run). Recording reads `node` under bind_mu alone, which is held
-//   only for pointer copies, so recording never waits for a compile or a kernel run.
 struct DeviceState {
   std::string name;
   std::unique_ptr<runtime::Device> device;
-  ir::Graph graph;  // interning is thread-safe (its own lock)
-  ir::Builder builder{graph};
-  std::mutex mu;       // one realize at a time per device; guards `last`
-  std::mutex bind_mu;  // guards node/buffer/deps of this device's tensors (see above)
+  // Realizes run at once, each on the tensors it claimed (TensorImpl::claim): `mu` is held only to
+  // claim and to publish, never while a realize builds, compiles or runs. It guards every
+  // tensor's claim, buffer, deps and build, and `last`; `done` wakes the realizes waiting for
+  // tensors that another realize claimed.
+  std::mutex mu;
+  std::condition_variable done;
+  uint64_t next_realize = 1;
+  uint64_t next_walk = 1;
+  std::unordered_set<uint64_t> running;  // the realizes holding claims
   RealizeStats last;
 };
 
+using Nodes = std::vector<const ir::Node*>;
+// Makes a tensor's node(s) from its operands' nodes. Called once on the recording thread's
+// scratch graph (the check) and once per realize that computes the tensor, so it owns (copies)
+// everything it reads.
+using BuildFn = std::function<ir::NodeResult(ir::Builder&, const Nodes&)>;
+
+// Thread safety (the contract is stated in kiln/kiln.h):
+// - dev, dtype, shape and error never change after the tensor is made; recording reads nothing
+//   else, so it takes no lock.
+// - A realize claims every unrealized tensor it computes (under DeviceState::mu; all of them or,
+//   when another realize holds one, none: it waits for that one and looks again, so no realize
+//   waits while holding claims). Only the claimer reads deps and build, and it publishes the
+//   buffer, clears deps and build and drops the claim under mu.
 struct TensorImpl {
   std::shared_ptr<DeviceState> dev;
-  const ir::Node* origin = nullptr;  // the computation node: dtype and shape are read here
+  DType dtype = DType::f32;
+  Shape shape;
   std::optional<Error> error;
-  // Guarded as described above.
-  const ir::Node* node = nullptr;  // what consumers reference: after realize, an Input node
-  std::shared_ptr<runtime::Buffer> buffer;        // set once realized
+  std::shared_ptr<runtime::Buffer> buffer;        // set once realized (or given: a leaf)
   std::vector<std::shared_ptr<TensorImpl>> deps;  // operands, until realized
+  BuildFn build;                                  // until realized
+  uint64_t claim = 0;                             // the realize computing it now (0: none)
+  // Scratch of realize: the last walk that saw it (written under DeviceState::mu) and its node in
+  // the claiming realize's graph (written by that realize alone).
+  uint64_t seen = 0;
+  const ir::Node* built = nullptr;
 
   static Tensor make_error(std::shared_ptr<DeviceState> dev, Error e) {
     auto t = std::make_shared<TensorImpl>();
@@ -48,51 +78,22 @@ struct TensorImpl {
   }
   static Tensor make_leaf(std::shared_ptr<DeviceState> dev, std::shared_ptr<runtime::Buffer> b) {
     auto t = std::make_shared<TensorImpl>();
-    t->node = t->origin = dev->graph.input(b->dtype(), b->shape());
+    t->dtype = b->dtype();
+    t->shape = b->shape();
     t->buffer = std::move(b);
     t->dev = std::move(dev);
     return Tensor(std::move(t));
   }
-  static Tensor from_node(std::shared_ptr<DeviceState> dev, ir::NodeResult r,
-                          std::vector<std::shared_ptr<TensorImpl>> deps) {
-    if (!r) return make_error(std::move(dev), r.error());
-    auto t = std::make_shared<TensorImpl>();
-    t->dev = std::move(dev);
-    t->node = t->origin = *r;
-    t->deps = std::move(deps);
-    return Tensor(std::move(t));
-  }
 
-  // Records one op over `operands`: checks them, then builds the node(s) with `build`.
-  static Tensor apply(const std::vector<const Tensor*>& operands,
-                      const std::function<ir::NodeResult(ir::Builder&,
-                                                         const std::vector<const ir::Node*>&)>& build) {
-    std::shared_ptr<DeviceState> dev;
-    std::vector<std::shared_ptr<TensorImpl>> deps;
-    for (const Tensor* t : operands) {
-      if (!t->impl_) return make_error(dev, Error{"operation on an empty kiln::Tensor"});
-      if (t->impl_->error) return make_error(t->impl_->dev, *t->impl_->error);
-      if (dev && dev != t->impl_->dev)
-        return make_error(dev, Error{fmt::format("operands live on different devices ('{}' and '{}')",
-                                                 dev->name, t->impl_->dev->name)});
-      dev = t->impl_->dev;
-      deps.push_back(t->impl_);
-    }
-    // A realize on another thread may be swapping `node` for an Input node: either one is right,
-    // since realize maps the old node to the new one for as long as `deps` keeps this operand.
-    std::vector<const ir::Node*> nodes;
-    {
-      std::lock_guard lock(dev->bind_mu);
-      for (const auto& d : deps) nodes.push_back(d->node);
-    }
-    ir::NodeResult r = build(dev->builder, nodes);
-    return from_node(std::move(dev), std::move(r), std::move(deps));
-  }
+  // Records one op over `operands` (none: a source such as full or arange on `source_dev`):
+  // checks them, checks `build` on the scratch graph, and keeps it for realize.
+  static Tensor apply(const std::vector<const Tensor*>& operands, BuildFn build,
+                      std::shared_ptr<DeviceState> source_dev = nullptr);
 
   static Expected<void> realize(const std::vector<Tensor>& tensors);
   // The result buffer once realized (null before), safe while another thread realizes.
   std::shared_ptr<runtime::Buffer> realized_buffer() const {
-    std::lock_guard lock(dev->bind_mu);
+    std::lock_guard lock(dev->mu);
     return buffer;
   }
 };

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "ir/host_tensor.h"
-#include "support/error.h"
+#include "kiln/host_tensor.h"
+#include "kiln/error.h"
 
 namespace kiln::interp {
 

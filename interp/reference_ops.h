@@ -5,13 +5,13 @@
 
 #include "interp/reference_value.h"
 #include "ir/graph.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::interp::reference {
 
 using Args = std::vector<const Value*>;
 
-// Every elementwise op of ir/ops.def (unary, binary, comparisons, logic, where, cast), with
+// Every elementwise op of kiln/ops.def (unary, binary, comparisons, logic, where, cast), with
 // implicit numpy broadcasting of the inputs to the node's shape.
 Value eval_elementwise(const ir::Node& n, const Args& args);
 // Sum, ReduceMax, ReduceMin, Prod, ArgMax, ArgMin. Max, min and arg reductions over an empty

@@ -1,9 +1,9 @@
 // Element conversions and index helpers of the reference interpreter.
 #include "interp/reference_value.h"
 
-#include "ir/host_tensor.h"
+#include "kiln/host_tensor.h"
 #include "ir/scalar_semantics.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::interp::reference {
 

@@ -5,8 +5,8 @@
 #include <functional>
 #include <vector>
 
-#include "ir/dtype.h"
-#include "ir/shape.h"
+#include "kiln/dtype.h"
+#include "kiln/shape.h"
 
 namespace kiln::interp::reference {
 

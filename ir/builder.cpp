@@ -81,7 +81,7 @@ namespace {
 
 using detail::op_error;
 
-// The dtype rule of ir/builder.h for `op` applied to operands of dtype `t` (ir/ops.def's Dtypes).
+// The dtype rule of ir/builder.h for `op` applied to operands of dtype `t` (kiln/ops.def's Dtypes).
 Expected<void> check_dtype(Op op, DType t) {
   switch (op_dtypes(op)) {
     case OpDtypes::Float:

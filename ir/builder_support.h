@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::ir::detail {
 

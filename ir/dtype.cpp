@@ -1,5 +1,5 @@
 // DType names and properties.
-#include "ir/dtype.h"
+#include "kiln/dtype.h"
 
 namespace kiln::ir {
 

@@ -7,7 +7,7 @@
 #include <functional>
 #include <unordered_set>
 
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::ir {
 
@@ -23,7 +23,7 @@ struct OpInfo {
 constexpr OpInfo kOpInfo[] = {
 #define KILN_OP(Enum, name, arity, kind, dtypes, cost) \
   {name, #Enum, arity, OpKind::kind, OpDtypes::dtypes, cost},
-#include "ir/ops.def"
+#include "kiln/ops.def"
 };
 
 constexpr std::string_view kAttrNames[] = {"axes",   "keepdim", "axis", "shape",  "dims",
@@ -72,20 +72,20 @@ namespace {
 constexpr int8_t kReductionIndex[] = {
 #define KILN_OP(...) -1,
 #define KILN_REDUCE(Enum, ...) static_cast<int8_t>(Reduction::Enum),
-#include "ir/ops.def"
+#include "kiln/ops.def"
 };
 constexpr int8_t kMovementIndex[] = {
 #define KILN_OP(...) -1,
 #define KILN_MOVEMENT(Enum, ...) static_cast<int8_t>(Movement::Enum),
-#include "ir/ops.def"
+#include "kiln/ops.def"
 };
 constexpr Op kReductionOps[] = {
 #define KILN_REDUCE(Enum, ...) Op::Enum,
-#include "ir/ops.def"
+#include "kiln/ops.def"
 };
 constexpr Op kMovementOps[] = {
 #define KILN_MOVEMENT(Enum, ...) Op::Enum,
-#include "ir/ops.def"
+#include "kiln/ops.def"
 };
 }  // namespace
 

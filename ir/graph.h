@@ -21,23 +21,23 @@
 #include <variant>
 #include <vector>
 
-#include "ir/dtype.h"
-#include "ir/shape.h"
+#include "kiln/dtype.h"
+#include "kiln/shape.h"
 
 namespace kiln::ir {
 
 enum class Op : uint16_t {
 #define KILN_OP(Enum, name, arity, ...) Enum,
-#include "ir/ops.def"
+#include "kiln/ops.def"
 };
 
 inline constexpr int kOpCount = 0
 #define KILN_OP(...) +1
-#include "ir/ops.def"
+#include "kiln/ops.def"
     ;
 
 enum class OpKind : uint8_t { Elementwise, Reduce, Movement, Matmul, Source, Input };
-// The operand dtypes an op takes (ir/ops.def says what each means).
+// The operand dtypes an op takes (kiln/ops.def says what each means).
 enum class OpDtypes : uint8_t { Any, Numeric, Float, Bool, Compare, Select, None };
 
 std::string_view op_name(Op op);  // the `.kg` name ("max" for both Max and ReduceMax)
@@ -45,7 +45,7 @@ int op_arity(Op op);              // -1 = variadic
 OpKind op_kind(Op op);
 std::string_view op_enum_name(Op op);  // "ReduceMax": unambiguous, for messages and tests
 OpDtypes op_dtypes(Op op);
-// Scalar operations per element (ir/ops.def); 4 or more is a costly op (a division, a root or
+// Scalar operations per element (kiln/ops.def); 4 or more is a costly op (a division, a root or
 // a transcendental function).
 int op_cost(Op op);
 inline bool is_comparison(Op op) { return op_dtypes(op) == OpDtypes::Compare; }
@@ -53,17 +53,17 @@ inline bool is_elementwise(Op op) { return op_kind(op) == OpKind::Elementwise; }
 inline bool is_reduce(Op op) { return op_kind(op) == OpKind::Reduce; }
 inline bool is_movement(Op op) { return op_kind(op) == OpKind::Movement; }
 
-// The reductions and the views as enums of their own (their rows of ir/ops.def, in order): a
+// The reductions and the views as enums of their own (their rows of kiln/ops.def, in order): a
 // switch over one of them names every op of that kind and nothing else, so with -Wswitch-enum
 // a new row is a compile error in each switch that has to handle it. (The elementwise rows are
 // kir::Alu, ir/kernel_ir.h.)
 enum class Reduction : uint8_t {
 #define KILN_REDUCE(Enum, ...) Enum,
-#include "ir/ops.def"
+#include "kiln/ops.def"
 };
 enum class Movement : uint8_t {
 #define KILN_MOVEMENT(Enum, ...) Enum,
-#include "ir/ops.def"
+#include "kiln/ops.def"
 };
 std::optional<Reduction> reduction_of(Op op);  // nullopt for an op of another kind
 std::optional<Movement> movement_of(Op op);

@@ -1,5 +1,5 @@
 // HostTensor element access: conversions between double and every storage dtype.
-#include "ir/host_tensor.h"
+#include "kiln/host_tensor.h"
 
 #include <sys/sysinfo.h>
 
@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "ir/scalar_semantics.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::ir {
 

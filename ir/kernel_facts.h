@@ -13,7 +13,7 @@
 #include "ir/kernel_ir.h"
 #include "ir/loop_split.h"
 #include "ir/row_reuse.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::kir {
 

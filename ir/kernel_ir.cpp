@@ -8,27 +8,27 @@
 #include <fmt/ranges.h>
 #include <unordered_map>
 
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::kir {
 
 namespace {
 constexpr std::string_view kAluNames[] = {
 #define KILN_ELEMENTWISE(Enum, name, ...) name,
-#include "ir/ops.def"
+#include "kiln/ops.def"
     "idiv", "mod"};
 constexpr int kAluArity[] = {
 #define KILN_ELEMENTWISE(Enum, name, arity, ...) arity,
-#include "ir/ops.def"
+#include "kiln/ops.def"
     2, 2};
 constexpr bool kAluIsComparison[] = {
 #define KILN_ELEMENTWISE(Enum, name, arity, dtypes, ...) \
   ir::OpDtypes::dtypes == ir::OpDtypes::Compare,
-#include "ir/ops.def"
+#include "kiln/ops.def"
     false, false};
 constexpr int kAluCost[] = {
 #define KILN_ELEMENTWISE(Enum, name, arity, dtypes, cost, ...) cost,
-#include "ir/ops.def"
+#include "kiln/ops.def"
     1, 1};
 
 inline uint64_t mix(uint64_t h, uint64_t v) {
@@ -48,14 +48,14 @@ namespace {
 constexpr int8_t kAluOfOp[] = {
 #define KILN_OP(...) -1,
 #define KILN_ELEMENTWISE(Enum, ...) static_cast<int8_t>(Alu::Enum),
-#include "ir/ops.def"
+#include "kiln/ops.def"
 };
 }  // namespace
 
 std::optional<ir::Op> op_of(Alu a) {
   static constexpr ir::Op kOps[] = {
 #define KILN_ELEMENTWISE(Enum, ...) ir::Op::Enum,
-#include "ir/ops.def"
+#include "kiln/ops.def"
   };
   const auto i = static_cast<size_t>(a);
   if (i >= std::size(kOps)) return std::nullopt;

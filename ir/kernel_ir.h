@@ -27,9 +27,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "ir/dtype.h"
+#include "kiln/dtype.h"
 #include "ir/graph.h"
-#include "ir/shape.h"
+#include "kiln/shape.h"
 
 namespace kiln::kir {
 
@@ -37,13 +37,13 @@ using ir::DType;
 
 enum class Alu : uint8_t {
 #define KILN_ELEMENTWISE(Enum, ...) Enum,
-#include "ir/ops.def"
+#include "kiln/ops.def"
   IDiv,  // index floor division, operands >= 0, divisor > 0
   Mod,   // index remainder, operands >= 0, divisor > 0
 };
 std::string_view alu_name(Alu a);
 int alu_arity(Alu a);
-// Scalar operations per evaluation: the op's cost in ir/ops.def (IDiv and Mod: 1, as index
+// Scalar operations per evaluation: the op's cost in kiln/ops.def (IDiv and Mod: 1, as index
 // arithmetic by a constant); 4 or more is costly.
 int alu_cost(Alu a);
 // eq ne lt le gt ge: a bool result of two operands of one dtype (ir::is_comparison).

@@ -113,7 +113,7 @@ NodeResult h_attention(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& 
 }
 
 // The `.kg` attributes and constructor of each primitive that is not a plain unary, binary or
-// ternary elementwise op. Names and operand counts come from ir/ops.def.
+// ternary elementwise op. Names and operand counts come from kiln/ops.def.
 struct PrimitiveCall {
   Op op;
   std::span<const KgAttrSpec> attrs;
@@ -132,7 +132,7 @@ constexpr PrimitiveCall kPrimitiveCalls[] = {
     {Op::Arange, kArange, h_arange},
 };
 
-// Every op of ir/ops.def but Input (graph files declare inputs with `input`, not a call).
+// Every op of kiln/ops.def but Input (graph files declare inputs with `input`, not a call).
 KgOpSpec primitive_spec(Op op) {
   const int arity = op_arity(op);
   KgOpSpec s{op_name(op), op, arity < 0 ? 1 : arity, arity, {}, nullptr, true};

@@ -18,7 +18,7 @@ using kir::Alu;
 using kir::Expr;
 using kir::ExprKind;
 
-// A division, a root or a transcendental function (ir/ops.def's cost).
+// A division, a root or a transcendental function (kiln/ops.def's cost).
 bool costly_op(Alu a) {
   return kir::alu_cost(a) >= 4;
 }

@@ -1,5 +1,5 @@
 // The graph IR's elementwise semantics on scalars (see ir/scalar_semantics.h): one
-// `Scalar<Op::Enum>` per elementwise row of ir/ops.def, with `eval` over doubles and, where the
+// `Scalar<Op::Enum>` per elementwise row of kiln/ops.def, with `eval` over doubles and, where the
 // integer meaning differs from the double one, `eval_int` over wrapping int64.
 #include "ir/scalar_semantics.h"
 
@@ -7,7 +7,7 @@
 #include <limits>
 #include <numbers>
 
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::ir {
 
@@ -65,7 +65,7 @@ namespace {
 // and lose the low bits that wrap-around keeps.
 uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
 
-// The scalar function of each elementwise row of ir/ops.def.
+// The scalar function of each elementwise row of kiln/ops.def.
 template <Op>
 struct Scalar;  // a row with no specialization below fails to compile in kSemantics
 
@@ -166,7 +166,7 @@ constexpr Semantics semantics_of() {
 constexpr Semantics kSemantics[] = {
 #define KILN_OP(...) Semantics{},
 #define KILN_ELEMENTWISE(Enum, ...) semantics_of<Scalar<Op::Enum>>(),
-#include "ir/ops.def"
+#include "kiln/ops.def"
 };
 
 }  // namespace

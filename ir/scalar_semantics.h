@@ -1,13 +1,13 @@
 // The graph IR's elementwise semantics (ir/builder.h) on scalars: the one definition that the
 // reference interpreter and compile-time folding both evaluate. Each elementwise row of
-// ir/ops.def has its scalar function here (scalar_semantics.cpp, `Scalar<Op::Enum>`); a row
+// kiln/ops.def has its scalar function here (scalar_semantics.cpp, `Scalar<Op::Enum>`); a row
 // without one does not compile.
 #pragma once
 
 #include <cstdint>
 #include <span>
 
-#include "ir/dtype.h"
+#include "kiln/dtype.h"
 #include "ir/graph.h"
 
 namespace kiln::ir {

@@ -1,5 +1,5 @@
 // Shape helpers.
-#include "ir/shape.h"
+#include "kiln/shape.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

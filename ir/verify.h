@@ -7,7 +7,7 @@
 
 #include "ir/graph.h"
 #include "ir/kernel_ir.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::ir {
 

@@ -11,7 +11,7 @@
 
 #include <algorithm>
 
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::passes {
 

@@ -7,7 +7,7 @@
 #include <set>
 #include <tuple>
 
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::passes {
 

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <utility>
 
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::passes {
 

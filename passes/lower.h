@@ -9,7 +9,7 @@
 #include "ir/kernel_facts.h"
 #include "ir/kernel_ir.h"
 #include "passes/fuser.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::passes {
 

@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "passes/lower_context.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::passes {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::passes {
 

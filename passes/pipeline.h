@@ -28,7 +28,7 @@
 #include "passes/fuser.h"
 #include "passes/lower.h"
 #include "passes/passes.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::passes {
 

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::runtime {
 

@@ -11,10 +11,10 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/dtype.h"
-#include "ir/host_tensor.h"
-#include "ir/shape.h"
-#include "support/error.h"
+#include "kiln/dtype.h"
+#include "kiln/host_tensor.h"
+#include "kiln/shape.h"
+#include "kiln/error.h"
 
 namespace kiln::runtime {
 

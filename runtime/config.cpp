@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -320,6 +321,35 @@ Expected<LoadedConfig> load_config(const std::string& working_dir) {
   auto text = read_file(**found);
   if (!text) return std::unexpected(text.error());
   return read(*text, (*found)->string(), (*found)->parent_path());
+}
+
+Config default_config(const std::string& project_root) {
+  Config c;
+  c.project_root = project_root;
+  for (const KeySpec& s : key_specs()) c.sources[s.key] = "default";
+  return c;
+}
+
+Expected<void> apply_setting(Config& c, const std::string& key, const std::string& value) {
+  if (key == "threads") {
+    int v = -1;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc() || end != value.data() + value.size() || v < 0 || v > 1024)
+      return make_error(fmt::format("option threads: expected a thread count from 0 (every core) "
+                                    "to 1024, got \"{}\"", value));
+    c.num_threads = v;
+    return {};
+  }
+  const KeySpec* spec = find_key(key);
+  if (!spec) {
+    auto same = [](const std::string& s) { return s; };
+    return make_error(fmt::format("option {}: unknown key{}", key, suggestion(key, same, false)));
+  }
+  std::unique_ptr<toml::node> node = env_value(spec->env_shape, value);
+  if (auto reason = spec->apply(*node, c, c.project_root))
+    return make_error(fmt::format("option {}: {}", key, *reason));
+  c.sources[key] = "option";
+  return {};
 }
 
 Expected<LoadedConfig> parse_config(const std::string& text, const std::string& file) {

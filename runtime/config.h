@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "passes/pipeline.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::runtime {
 
@@ -96,6 +96,14 @@ Expected<LoadedConfig> load_config(const std::string& working_dir);
 // Same, from explicit text (tests): `file` names it in messages; env overrides still apply.
 Expected<LoadedConfig> parse_config(const std::string& text, const std::string& file);
 
+// The configuration of kiln's defaults alone: no kiln.toml, no environment (the API's devices
+// without use_config); relative paths in later settings resolve against `project_root`.
+Config default_config(const std::string& project_root);
+// One setting given by an embedder (kiln::Options, kiln_options_set): a kiln.toml key and its
+// value as text, read as the key's environment variable would be ("file=PATH" a file table,
+// "stdout,log" a list of targets), or "threads" (the cpu's threads, 0 = every core). Errors name
+// the key and the values it takes; an unknown key names the closest one.
+Expected<void> apply_setting(Config& c, const std::string& key, const std::string& value);
 // Whether an environment variable is in the config override namespace (KILN_<SECTION>_...): one
 // that names no key is a likely typo. KILN_CONFIG, KILN_DUMP, KILN_NUM_THREADS, KILN_CPU_RATES
 // and the like are not.

@@ -18,7 +18,7 @@
 #include "runtime/plan.h"
 #include "runtime/planner.h"
 #include "runtime/target.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::cache {
 class Store;

@@ -186,6 +186,12 @@ Expected<std::shared_ptr<const Plan>> Executor::get_plan(ir::Graph& g,
     *source = "built";
     log_built_plan(*plan);
     if (store_) store_plan(*disk_key, *plan);
+    // The plan outlives the graph it was built from (the API builds one per realize): what
+    // points into that graph, the optimized outputs and the fusion groups and reasons (this
+    // build's dumps and log are written), goes, as in a plan read back from the cache.
+    plan->optimized_outputs.clear();
+    plan->fusion.groups.clear();
+    plan->fusion.reasons.clear();
   }
   plan->plan_ms = ms_between(t0, std::chrono::steady_clock::now());
   std::lock_guard lock(plans_mu_);

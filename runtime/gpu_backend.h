@@ -15,7 +15,7 @@
 #include "codegen/cuda/nvrtc.h"
 #include "codegen/gpu/gpu_source.h"
 #include "runtime/target.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::runtime {
 

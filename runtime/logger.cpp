@@ -11,7 +11,7 @@
 #include <set>
 #include <string>
 
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::runtime {
 

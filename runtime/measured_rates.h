@@ -13,7 +13,7 @@
 #include "cache/store.h"
 #include "ir/kernel_ir.h"
 #include "passes/cost_model.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::runtime {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "cache/store.h"
-#include "support/error.h"
+#include "kiln/error.h"
 #include "runtime/plan.h"
 
 namespace kiln::runtime {

@@ -12,7 +12,7 @@
 #include "passes/fuser.h"
 #include "passes/pipeline.h"
 #include "runtime/plan.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::runtime {
 

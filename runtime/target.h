@@ -23,7 +23,7 @@
 #include "ir/kernel_ir.h"
 #include "passes/cost_model.h"
 #include "runtime/buffer.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::runtime {
 

@@ -23,7 +23,7 @@ ALLOWED = {
     "codegen": {"ir"},
     "autotune": {"ir", "codegen", "cache"},
     "runtime": {"ir", "interp", "passes", "codegen", "autotune", "cache"},
-    "frontend": {"ir", "runtime", "kiln"},  # kiln/: frontend's own public headers (frontend/kiln/)
+    "frontend": {"ir", "runtime"},
     # The kiln program uses the runtime's interface and the data it speaks (ir: graphs, .kg
     # files, tensors; cache: the store `kiln cache` maintains), never the compiler's internals
     # (passes, codegen, autotune, interp): `kiln dump` shows what the executor builds.
@@ -35,6 +35,9 @@ ALLOWED = {
 EXCEPTIONS = set()
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/', re.M)
+# include/kiln/ holds the public headers: the vocabulary every folder may use (dtypes, shapes,
+# errors, the op table) and the two APIs, which only the frontend (and tests) may include.
+API_HEADER = re.compile(r'^\s*#\s*include\s+[<"]kiln/(kiln|kiln_c)\.h[>"]', re.M)
 
 
 def main() -> int:
@@ -49,6 +52,9 @@ def main() -> int:
                 rel = os.path.relpath(path, root)
                 with open(path, encoding="utf-8") as f:
                     text = f.read()
+                if folder != "frontend" and API_HEADER.search(text):
+                    errors.append(f"{rel} includes kiln's public API (kiln/kiln.h or kiln/kiln_c.h), "
+                                  "which only frontend/ implements and uses (DESIGN.md §1)")
                 for target in sorted(set(INCLUDE.findall(text))):
                     if target in (folder, "support") or target in allowed or target not in ALLOWED:
                         continue

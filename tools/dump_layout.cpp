@@ -5,7 +5,7 @@
 #include <deque>
 #include <tuple>
 
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::tools {
 

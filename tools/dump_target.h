@@ -9,7 +9,7 @@
 
 #include "runtime/plan.h"
 #include "runtime/target.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::tools {
 

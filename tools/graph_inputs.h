@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "ir/host_tensor.h"
+#include "kiln/host_tensor.h"
 #include "ir/kg.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::tools {
 

@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "ir/host_tensor.h"
-#include "support/error.h"
+#include "kiln/host_tensor.h"
+#include "kiln/error.h"
 
 namespace kiln::tools {
 

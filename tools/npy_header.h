@@ -4,8 +4,8 @@
 #include <string>
 #include <string_view>
 
-#include "ir/host_tensor.h"
-#include "support/error.h"
+#include "kiln/host_tensor.h"
+#include "kiln/error.h"
 
 namespace kiln::tools::npy {
 

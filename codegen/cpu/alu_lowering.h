@@ -4,7 +4,7 @@
 #include <span>
 
 #include "ir/kernel_ir.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace llvm {
 class IRBuilderBase;

@@ -5,7 +5,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::codegen::cpu {
 

@@ -2,7 +2,7 @@
 // types, constants, load/store conversions and casts between dtypes.
 #pragma once
 
-#include "ir/dtype.h"
+#include "kiln/dtype.h"
 
 namespace llvm {
 class Constant;

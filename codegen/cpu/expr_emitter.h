@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ir/kernel_ir.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace llvm {
 class IRBuilderBase;

@@ -10,7 +10,7 @@
 #include "codegen/tune_params.h"
 #include "ir/kernel_facts.h"
 #include "ir/kernel_ir.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace llvm {
 class Function;

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "ir/kernel_ir.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace llvm {
 class Constant;

@@ -13,7 +13,7 @@
 #include "codegen/check_mode.h"
 #include "codegen/gpu/dialect.h"
 #include "ir/kernel_ir.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::codegen::gpu {
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <limits>
 
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::codegen::gpu {
 

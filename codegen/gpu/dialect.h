@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "codegen/gpu/gpu_source.h"
-#include "ir/dtype.h"
+#include "kiln/dtype.h"
 #include "ir/kernel_ir.h"
 
 namespace kiln::codegen::gpu {

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "codegen/gpu/dialect.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::codegen::gpu {
 

@@ -14,7 +14,7 @@
 
 #include "codegen/gpu/c_expr_emitter.h"
 #include "ir/kernel_ir.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::codegen::gpu {
 

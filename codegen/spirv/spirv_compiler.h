@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::codegen::spirv {
 

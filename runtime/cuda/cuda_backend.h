@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::runtime::cuda {
 

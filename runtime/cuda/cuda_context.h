@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "runtime/cuda/cuda_driver.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::runtime::cuda {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "runtime/cuda/cuda_driver.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::runtime::cuda {
 

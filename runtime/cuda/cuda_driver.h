@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::runtime::cuda {
 

@@ -18,7 +18,7 @@
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/gpu_backend.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::runtime::cuda {
 

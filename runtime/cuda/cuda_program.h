@@ -10,7 +10,7 @@
 #include "codegen/gpu/gpu_source.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/gpu_backend.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::runtime::cuda {
 

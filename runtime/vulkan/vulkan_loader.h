@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::runtime::vulkan {
 

@@ -44,7 +44,7 @@ std::vector<double> samples(DType t) {
 }
 
 // The ops with looser float tolerances: the transcendental functions (cost 20 or more in
-// ir/ops.def) and rsqrt.
+// kiln/ops.def) and rsqrt.
 bool transcendental(Alu op) {
   return kir::alu_cost(op) >= 20 || op == Alu::Rsqrt;
 }
@@ -273,17 +273,17 @@ void check_op(Alu op, DType t) {
   }
 }
 
-// Every elementwise row of ir/ops.def: the kernel ALU op and the graph op.
+// Every elementwise row of kiln/ops.def: the kernel ALU op and the graph op.
 struct ElementwiseOp {
   Alu alu;
   ir::Op op;
 };
 constexpr ElementwiseOp kAllOps[] = {
 #define KILN_ELEMENTWISE(Enum, ...) {Alu::Enum, ir::Op::Enum},
-#include "ir/ops.def"
+#include "kiln/ops.def"
 };
 
-// The operand dtypes ir/ops.def gives the op (ir::op_dtypes, the builder's rule).
+// The operand dtypes kiln/ops.def gives the op (ir::op_dtypes, the builder's rule).
 bool allowed(ir::Op op, DType t) {
   switch (ir::op_dtypes(op)) {
     case ir::OpDtypes::Numeric:

@@ -13,7 +13,7 @@
 #include "codegen/cpu/cpu_backend.h"
 #include "codegen/gpu/gpu_source.h"
 #include "codegen/gpu/lane_emitter.h"
-#include "ir/host_tensor.h"
+#include "kiln/host_tensor.h"
 #include "runtime/gpu_backend.h"
 
 namespace kiln::codegen::gpu {

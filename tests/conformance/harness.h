@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ir/builder.h"
-#include "ir/host_tensor.h"
+#include "kiln/host_tensor.h"
 #include "runtime/device.h"
 
 namespace kiln::testing {

@@ -1,4 +1,4 @@
-// Conformance: every op of ir/ops.def, in every dtype the builder allows, on cpu vs reference.
+// Conformance: every op of kiln/ops.def, in every dtype the builder allows, on cpu vs reference.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>

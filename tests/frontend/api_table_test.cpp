@@ -1,4 +1,4 @@
-// The C++ API's elementwise functions, generated from the op table (ir/ops.def's `api` column):
+// The C++ API's elementwise functions, generated from the op table (kiln/ops.def's `api` column):
 // each computes its own row's op. Run on the reference device against ir::eval_elementwise, on
 // inputs where every op of one arity gives a different answer.
 #include <gtest/gtest.h>
@@ -82,7 +82,7 @@ TEST(ApiTable, EachElementwiseFunctionComputesItsRow) {
     const Op op = Op::Enum;                                    \
     KILN_API_##api                                             \
   }
-#include "ir/ops.def"
+#include "kiln/ops.def"
 #undef KILN_API_unary
 #undef KILN_API_binary
 #undef KILN_API_ternary

@@ -81,12 +81,12 @@ TEST_F(BuilderRules, DtypeClassErrors) {
             "max: needs a numeric dtype, got bool");
 }
 
-// Every unary and binary elementwise row of ir/ops.def, in every dtype: the builder accepts
+// Every unary and binary elementwise row of kiln/ops.def, in every dtype: the builder accepts
 // exactly the dtypes its Dtypes column allows, and a Compare row gives bool.
 TEST_F(BuilderRules, EachOpTakesTheDtypesOfItsTableRow) {
   const Op ops[] = {
 #define KILN_ELEMENTWISE(Enum, ...) Op::Enum,
-#include "ir/ops.def"
+#include "kiln/ops.def"
   };
   int checked = 0;
   for (Op op : ops) {

@@ -67,7 +67,7 @@ TEST(KgCorpus, CoversEveryOpAndComposite) {
     for (const Node* n : topo_order(roots)) seen.insert(n->op);
   }
 #define KILN_OP(Enum, ...) EXPECT_TRUE(seen.contains(Op::Enum)) << #Enum;
-#include "ir/ops.def"
+#include "kiln/ops.def"
   for (const char* composite : {"mean(", "softmax(", "log_softmax(", "layernorm(", "attention("})
     EXPECT_NE(all_text.find(std::string("= ") + composite), std::string::npos) << composite;
 }

@@ -77,7 +77,7 @@ TEST(ScalarSemantics, ComparisonsAndLogicGiveZeroOrOne) {
   EXPECT_EQ(eval_compare(Op::Or, 0.0, 0.0), 0.0);
 }
 
-// Every elementwise row of ir/ops.def evaluates its arity of operands (a row without scalar
+// Every elementwise row of kiln/ops.def evaluates its arity of operands (a row without scalar
 // semantics does not compile, so this checks the table's arities against the functions).
 TEST(ScalarSemantics, EveryElementwiseRowEvaluates) {
   int rows = 0;

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "ir/host_tensor.h"
+#include "kiln/host_tensor.h"
 
 namespace kiln::ir {
 namespace {

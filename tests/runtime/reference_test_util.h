@@ -10,7 +10,7 @@
 
 #include "interp/reference.h"
 #include "ir/graph.h"
-#include "ir/host_tensor.h"
+#include "kiln/host_tensor.h"
 
 namespace kiln::testing {
 

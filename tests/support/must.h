@@ -3,7 +3,7 @@
 #pragma once
 
 #include "ir/builder.h"
-#include "support/error.h"
+#include "kiln/error.h"
 
 namespace kiln::tests {
 

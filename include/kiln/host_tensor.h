@@ -4,12 +4,13 @@
 #include <cstddef>
 #include <vector>
 
-#include "ir/dtype.h"
-#include "ir/shape.h"
+#include "kiln/dtype.h"
+#include "kiln/export.h"
+#include "kiln/shape.h"
 
 namespace kiln::ir {
 
-struct HostTensor {
+struct KILN_EXPORT HostTensor {
   DType dtype = DType::f32;
   Shape shape;
   std::vector<std::byte> bytes;  // numel * dtype_size, little-endian

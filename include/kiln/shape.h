@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/export.h"
+
 namespace kiln::ir {
 
 using Shape = std::vector<int64_t>;
@@ -15,14 +17,14 @@ using Shape = std::vector<int64_t>;
 // index plus a stride all stay far below 2^63, so no index arithmetic can wrap.
 inline constexpr int64_t kMaxNumel = int64_t{1} << 59;
 
-int64_t shape_numel(const Shape& s);
+KILN_EXPORT int64_t shape_numel(const Shape& s);
 // "[8192,1024]"; "[]" for a scalar.
-std::string shape_str(const Shape& s);
+KILN_EXPORT std::string shape_str(const Shape& s);
 // numpy broadcasting of two shapes; nullopt when incompatible.
-std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
+KILN_EXPORT std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 // Row-major (C order) element strides.
-std::vector<int64_t> contiguous_strides(const Shape& s);
+KILN_EXPORT std::vector<int64_t> contiguous_strides(const Shape& s);
 // Normalizes a possibly negative axis against `rank`; nullopt when out of range.
-std::optional<int64_t> normalize_axis(int64_t axis, int64_t rank);
+KILN_EXPORT std::optional<int64_t> normalize_axis(int64_t axis, int64_t rank);
 
 }  // namespace kiln::ir

@@ -1,4 +1,5 @@
 // kiln's public C++ API: lazy tensors recorded into a graph and realized by a named device.
+// Needs C++23; link libkiln.so (CMake: find_package(kiln) and kiln::kiln; docs/embedding.md).
 //
 //   auto dev = kiln::Device::open("cpu").value();
 //   kiln::Tensor a = kiln::Tensor::from_host(dev, std::vector<float>(n, 1.f), {n});
@@ -12,8 +13,10 @@
 // - One Device or Tensor (and copies of it) may be used from any number of threads at once:
 //   recording ops on it, realize(), to_host()/to_vector(), dtype()/shape(), copying it.
 // - Realizing a tensor that another thread is realizing waits for that realize and returns its
-//   result (the work is done once). Realizes on one device run one at a time; recording on that
-//   device does not wait for them (it takes a lock only for a few pointer copies).
+//   result (the work is done once). Realizes of independent tensors run at the same time, on one
+//   device or several; recording takes no lock and never waits for a realize.
+// - Memory: a tensor holds its operands until it is realized, then only its buffer; no graph
+//   outlives a realize, so a program that keeps realizing holds what its live tensors need.
 // - Device::last_stats() reports the latest realize on the device, from whichever thread.
 // - Not allowed: assigning to, moving from or destroying a Tensor or Device *object* while another
 //   thread uses that same object. Give each thread its own copy (copies are cheap).
@@ -22,19 +25,22 @@
 
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
-#include "ir/dtype.h"
-#include "ir/host_tensor.h"
-#include "ir/shape.h"
-#include "support/error.h"
+#include "kiln/dtype.h"
+#include "kiln/error.h"
+#include "kiln/export.h"
+#include "kiln/host_tensor.h"
+#include "kiln/shape.h"
 
 namespace kiln {
 
@@ -55,22 +61,46 @@ struct RealizeStats {
   bool plan_cache_hit = false;
 };
 
-class Device {
+// The settings a device opens with (docs/embedding.md lists them): every kiln.toml key by its
+// dotted name, with the value written as text as kiln.toml takes it ({"autotune.level",
+// "balanced"}, {"compilation.cache", "file=/var/lib/app/kiln.sqlite"}, {"autotune.enabled",
+// "false"}, {"compilation.logger.targets", "log"}), plus "threads" (the cpu's threads, "0" = every
+// core). Applied in order; a later setting of a key wins.
+struct Options {
+  std::vector<std::pair<std::string, std::string>> settings;
+  // Also read kiln.toml (KILN_CONFIG, else found upward from `config_dir`, "" = the working
+  // directory) and the KILN_* environment, as the `kiln` program does; `settings` apply over them.
+  bool use_config = false;
+  std::string config_dir;
+};
+
+// Where the `log` logger target's lines go, for the whole process: (component, level, message),
+// called from whichever thread logs. An empty function removes it.
+using LogCallback = std::function<void(std::string_view component, std::string_view level,
+                                       std::string_view message)>;
+KILN_EXPORT void set_log_callback(LogCallback callback);
+
+class KILN_EXPORT Device {
  public:
-  // "cpu" or "reference". KILN_NUM_THREADS sets the cpu thread count (default: all cores).
+  // "cpu", "reference" (the f64 interpreter), "vulkan:N" or "cuda:N", with kiln's default
+  // settings under `options`. A bad setting or a device that is not there is an error saying so.
+  static Expected<Device> open(std::string_view name, const Options& options);
+  // Reads kiln.toml and the environment as the `kiln` program does: open(name, {.use_config = true}).
   static Expected<Device> open(std::string_view name);
+  // Checks one setting (key and value) as open() would, without opening anything.
+  static Expected<void> check_setting(std::string_view key, std::string_view value);
   std::string name() const;
   // Statistics of the most recent realize on this device.
   RealizeStats last_stats() const;
 
  private:
   friend class Tensor;
-  friend Expected<void> realize(const std::vector<class Tensor>&);
+  friend KILN_EXPORT Expected<void> realize(const std::vector<class Tensor>&);
   explicit Device(std::shared_ptr<detail::DeviceState> s) : state_(std::move(s)) {}
   std::shared_ptr<detail::DeviceState> state_;
 };
 
-class Tensor {
+class KILN_EXPORT Tensor {
  public:
   Tensor() = default;  // empty: every use reports an error
 
@@ -121,51 +151,51 @@ class Tensor {
 
  private:
   friend struct detail::TensorImpl;
-  friend Expected<void> realize(const std::vector<Tensor>&);
+  friend KILN_EXPORT Expected<void> realize(const std::vector<Tensor>&);
   explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<detail::TensorImpl> impl_;
 };
 
 // Realizes several tensors in one request (one plan, shared intermediates).
-Expected<void> realize(const std::vector<Tensor>& tensors);
+KILN_EXPORT Expected<void> realize(const std::vector<Tensor>& tensors);
 
-// The elementwise ops, one function per elementwise row of the op table (ir/ops.def, its `api`
+// The elementwise ops, one function per elementwise row of the op table (kiln/ops.def, its `api`
 // column): unary neg abs exp log sqrt rsqrt recip sin cos tanh sigmoid relu gelu erf floor ceil
 // sign logical_not as f(x); binary add sub mul div pow maximum minimum eq ne lt le gt ge
 // logical_and logical_or as f(a, b), broadcasting like numpy; where(cond, a, b). Their meaning:
 // docs/graph-format.md. (cast is Tensor::cast.)
-#define KILN_API_unary(fn) Tensor fn(const Tensor& x);
-#define KILN_API_binary(fn) Tensor fn(const Tensor& a, const Tensor& b);
-#define KILN_API_ternary(fn) Tensor fn(const Tensor& cond, const Tensor& a, const Tensor& b);
+#define KILN_API_unary(fn) KILN_EXPORT Tensor fn(const Tensor& x);
+#define KILN_API_binary(fn) KILN_EXPORT Tensor fn(const Tensor& a, const Tensor& b);
+#define KILN_API_ternary(fn) KILN_EXPORT Tensor fn(const Tensor& cond, const Tensor& a, const Tensor& b);
 #define KILN_API_member(fn)
 #define KILN_ELEMENTWISE(Enum, name, arity, dtypes, cost, api) KILN_API_##api
-#include "ir/ops.def"
+#include "kiln/ops.def"
 #undef KILN_API_unary
 #undef KILN_API_binary
 #undef KILN_API_ternary
 #undef KILN_API_member
-Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
-Tensor matmul(const Tensor& a, const Tensor& b);
+KILN_EXPORT Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
+KILN_EXPORT Tensor matmul(const Tensor& a, const Tensor& b);
 // composites, built from primitives
-Tensor softmax(const Tensor& x, int64_t axis = -1);
-Tensor log_softmax(const Tensor& x, int64_t axis = -1);
-Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int64_t axis = -1,
-                 double eps = 1e-5);
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = false,
-                 std::optional<double> scale = std::nullopt);
+KILN_EXPORT Tensor softmax(const Tensor& x, int64_t axis = -1);
+KILN_EXPORT Tensor log_softmax(const Tensor& x, int64_t axis = -1);
+KILN_EXPORT Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                             int64_t axis = -1, double eps = 1e-5);
+KILN_EXPORT Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                             bool causal = false, std::optional<double> scale = std::nullopt);
 
-Tensor operator+(const Tensor& a, const Tensor& b);
-Tensor operator-(const Tensor& a, const Tensor& b);
-Tensor operator*(const Tensor& a, const Tensor& b);
-Tensor operator/(const Tensor& a, const Tensor& b);
-Tensor operator+(const Tensor& a, double b);
-Tensor operator-(const Tensor& a, double b);
-Tensor operator*(const Tensor& a, double b);
-Tensor operator/(const Tensor& a, double b);
-Tensor operator+(double a, const Tensor& b);
-Tensor operator-(double a, const Tensor& b);
-Tensor operator*(double a, const Tensor& b);
-Tensor operator/(double a, const Tensor& b);
+KILN_EXPORT Tensor operator+(const Tensor& a, const Tensor& b);
+KILN_EXPORT Tensor operator-(const Tensor& a, const Tensor& b);
+KILN_EXPORT Tensor operator*(const Tensor& a, const Tensor& b);
+KILN_EXPORT Tensor operator/(const Tensor& a, const Tensor& b);
+KILN_EXPORT Tensor operator+(const Tensor& a, double b);
+KILN_EXPORT Tensor operator-(const Tensor& a, double b);
+KILN_EXPORT Tensor operator*(const Tensor& a, double b);
+KILN_EXPORT Tensor operator/(const Tensor& a, double b);
+KILN_EXPORT Tensor operator+(double a, const Tensor& b);
+KILN_EXPORT Tensor operator-(double a, const Tensor& b);
+KILN_EXPORT Tensor operator*(double a, const Tensor& b);
+KILN_EXPORT Tensor operator/(double a, const Tensor& b);
 
 template <class T>
 Expected<std::vector<T>> Tensor::to_vector() {

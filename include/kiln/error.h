@@ -1,6 +1,12 @@
 // kiln::Error: the user-facing error value returned across every API boundary, and KILN_CHECK.
 #pragma once
 
+// kiln's C++ headers need C++23 (std::expected); CMake's kiln::kiln target asks for it.
+#include <version>
+#if !defined(__cpp_lib_expected) || __cpp_lib_expected < 202202L
+#error "kiln's C++ API needs C++23 (std::expected): compile with -std=c++23 (GCC 12: -std=c++2b), or use the C API, kiln/kiln_c.h"
+#endif
+
 #include <cstdio>
 #include <cstdlib>
 #include <expected>

@@ -1,0 +1,262 @@
+/* kiln's C API: a stable ABI over the lazy tensor API of kiln/kiln.h, for C programs and for
+ * bindings (Python, other languages). Link libkiln.so: `pkg-config --cflags --libs kiln`.
+ *
+ *   kiln_device dev;
+ *   if (kiln_device_open("cpu", NULL, &dev) != KILN_OK) fprintf(stderr, "%s\n", kiln_last_error());
+ *   int64_t shape[] = {4};
+ *   float a[4] = {1, 2, 3, 4}, out[4];
+ *   kiln_tensor x, y;
+ *   kiln_tensor_from_host(dev, KILN_F32, shape, 1, a, sizeof a, &x);
+ *   kiln_exp(x, &y);                         // recorded, nothing runs
+ *   kiln_tensor_to_host(y, out, sizeof out); // fused, compiled, run
+ *   kiln_tensor_release(y); kiln_tensor_release(x); kiln_device_release(dev);
+ *
+ * Conventions.
+ * - Every function that can fail returns kiln_status; KILN_OK is 0. On failure,
+ *   kiln_last_error() returns the message (what failed and why), and every out-parameter is left
+ *   untouched. Results come back through out-parameters, named `out`.
+ * - Handles are opaque. Each kiln_device and kiln_tensor handle a function gives you is yours:
+ *   release it once with kiln_device_release / kiln_tensor_release (NULL is allowed and does
+ *   nothing). Tensors keep their device alive, and a tensor keeps alive what it was computed
+ *   from, so handles may be released in any order. kiln_tensor_retain gives a second handle to
+ *   the same tensor.
+ * - Ops are lazy: they check dtypes and shapes at once (a bad op fails with its message) and
+ *   record the computation; kiln_tensor_realize, kiln_realize, kiln_tensor_to_host and
+ *   kiln_tensor_to_dlpack run it.
+ * - Shapes are arrays of int64_t with a rank; a rank of 0 is a scalar (the pointer may be NULL).
+ * - No C++ type or exception crosses this API.
+ *
+ * Threads. Unless a function says otherwise, it may be called from any thread, at the same time
+ * as any other call, including on the same handles: handles refer to shared, internally locked
+ * state. The exceptions: releasing a handle while another thread still uses that handle, and
+ * kiln_options_* on one kiln_options from two threads at once (an options record is a plain
+ * value; once given to kiln_device_open it is copied and may be freed). kiln_last_error() is per
+ * thread.
+ *
+ * ABI. KILN_C_ABI_VERSION changes only when an existing function or type changes incompatibly;
+ * functions are only ever added within one ABI version. kiln_abi_version() is the version of the
+ * library loaded at run time: a program built against this header can refuse to run on a
+ * library whose ABI differs (docs/embedding.md, "ABI"). */
+#ifndef KILN_KILN_C_H
+#define KILN_KILN_C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_VERSION_MAJOR 0
+#define KILN_VERSION_MINOR 1
+#define KILN_VERSION_PATCH 0
+#define KILN_C_ABI_VERSION 1
+
+/* "0.1.0": the library's version. */
+KILN_EXPORT const char* kiln_version(void);
+/* The KILN_C_ABI_VERSION the library was built with. */
+KILN_EXPORT int kiln_abi_version(void);
+
+typedef enum kiln_status {
+  KILN_OK = 0,
+  /* A null handle or pointer, an unknown enum value, a size that does not match, a bad option. */
+  KILN_ERROR_INVALID_ARGUMENT = 1,
+  /* An op on dtypes or shapes it does not accept (the message names the op and the operands). */
+  KILN_ERROR_INVALID_OPERATION = 2,
+  /* Opening a device, compiling or running failed; an allocation could not be met. */
+  KILN_ERROR_DEVICE = 3,
+  /* A DLPack tensor kiln cannot take: its device, dtype, byte order or layout. */
+  KILN_ERROR_UNSUPPORTED = 4
+} kiln_status;
+
+/* The message of the last failed call on this thread ("" if none has failed); valid until the
+ * next failing call on this thread. */
+KILN_EXPORT const char* kiln_last_error(void);
+/* "KILN_OK", "KILN_ERROR_INVALID_ARGUMENT", ... */
+KILN_EXPORT const char* kiln_status_name(kiln_status status);
+
+/* The element types (kiln/dtype.h); the values are part of the ABI. */
+typedef enum kiln_dtype {
+  KILN_F32 = 0,
+  KILN_F64 = 1,
+  KILN_F16 = 2,
+  KILN_BF16 = 3,
+  KILN_I32 = 4,
+  KILN_I64 = 5,
+  KILN_I8 = 6,
+  KILN_U8 = 7,
+  KILN_BOOL = 8
+} kiln_dtype;
+
+/* "f32", "f64", ... as kiln's graph files spell them; NULL for a value that is no dtype. */
+KILN_EXPORT const char* kiln_dtype_name(kiln_dtype dtype);
+/* Bytes per element; 0 for a value that is no dtype. */
+KILN_EXPORT size_t kiln_dtype_size(kiln_dtype dtype);
+
+/* ---- Options ------------------------------------------------------------------------------ */
+
+/* The settings a device opens with: every kiln.toml key, by its dotted name and with the values
+ * kiln.toml takes written as text ("autotune.level" = "balanced", "compilation.cache" =
+ * "file=/path/kiln.sqlite", "fusion.beam_search.max_blocks" = "5", "autotune.enabled" = "false",
+ * "compilation.logger.targets" = "log,file=kiln.log"), plus "threads" (the cpu's threads; "0"
+ * = every core). Without options, or with a fresh record, a device uses kiln's defaults and
+ * reads neither kiln.toml nor the environment; kiln_options_use_config asks for both, with
+ * settings given here applied over them. docs/embedding.md lists the keys. */
+typedef struct kiln_options_s* kiln_options;
+
+KILN_EXPORT kiln_status kiln_options_create(kiln_options* out);
+KILN_EXPORT void kiln_options_release(kiln_options options);
+/* Checks the key and value at once: an unknown key (with the closest one) or a value the key
+ * does not take is KILN_ERROR_INVALID_ARGUMENT. A later setting of one key replaces the earlier. */
+KILN_EXPORT kiln_status kiln_options_set(kiln_options options, const char* key, const char* value);
+/* Read kiln.toml (KILN_CONFIG, else found upward from `directory`; NULL: the working
+ * directory) and the KILN_* environment variables, as the `kiln` program does, under the
+ * settings given with kiln_options_set. */
+KILN_EXPORT kiln_status kiln_options_use_config(kiln_options options, const char* directory);
+
+/* Where the `log` logger target's lines go, for the whole process (not per device): `component`
+ * is "fusion", "autotune", "compilation", "cache" or "memory", `level` the component's level
+ * name. Called from whichever thread logs, possibly several at once; the strings are valid for
+ * the call only. NULL removes the callback. */
+typedef void (*kiln_log_callback)(const char* component, const char* level, const char* message,
+                                  void* user_data);
+KILN_EXPORT void kiln_set_log_callback(kiln_log_callback callback, void* user_data);
+
+/* ---- Devices ------------------------------------------------------------------------------ */
+
+typedef struct kiln_device_s* kiln_device;
+
+/* `name`: "cpu", "reference" (the f64 interpreter), "vulkan:N" or "cuda:N". `options` may be
+ * NULL (kiln's defaults). A device that is not there is KILN_ERROR_DEVICE, naming those that are. */
+KILN_EXPORT kiln_status kiln_device_open(const char* name, kiln_options options, kiln_device* out);
+KILN_EXPORT void kiln_device_release(kiln_device device);
+/* The name it was opened with; valid while the handle is. */
+KILN_EXPORT const char* kiln_device_name(kiln_device device);
+
+typedef struct kiln_realize_stats {
+  int32_t kernels;        /* kernels launched */
+  int32_t compiled;       /* of them, compiled in this realize (not found in a cache) */
+  double compile_ms;
+  double run_ms;
+  int32_t plan_cache_hit; /* 1 when the whole plan came from a cache */
+} kiln_realize_stats;
+/* Statistics of the latest realize on the device, from whichever thread. */
+KILN_EXPORT kiln_status kiln_device_last_stats(kiln_device device, kiln_realize_stats* out);
+
+/* ---- Tensors ------------------------------------------------------------------------------ */
+
+typedef struct kiln_tensor_s* kiln_tensor;
+
+/* A tensor holding a copy of `bytes` bytes at `data` (C order, little-endian; bool is one byte,
+ * 0 or 1): `bytes` must be the shape's element count times kiln_dtype_size(dtype). */
+KILN_EXPORT kiln_status kiln_tensor_from_host(kiln_device device, kiln_dtype dtype,
+                                              const int64_t* shape, int32_t rank,
+                                              const void* data, size_t bytes, kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_full(kiln_device device, kiln_dtype dtype, const int64_t* shape,
+                                  int32_t rank, double value, kiln_tensor* out);
+/* [start, end) by step, of dtype `dtype` (integer or float). */
+KILN_EXPORT kiln_status kiln_arange(kiln_device device, int64_t start, int64_t end, int64_t step,
+                                    kiln_dtype dtype, kiln_tensor* out);
+/* A second handle to the same tensor (release both). */
+KILN_EXPORT kiln_status kiln_tensor_retain(kiln_tensor tensor, kiln_tensor* out);
+KILN_EXPORT void kiln_tensor_release(kiln_tensor tensor);
+
+KILN_EXPORT kiln_status kiln_tensor_dtype(kiln_tensor tensor, kiln_dtype* out);
+KILN_EXPORT kiln_status kiln_tensor_rank(kiln_tensor tensor, int32_t* out);
+/* Writes the extents into `dims`, which holds `capacity` of them (at least the rank). */
+KILN_EXPORT kiln_status kiln_tensor_shape(kiln_tensor tensor, int64_t* dims, int32_t capacity);
+KILN_EXPORT kiln_status kiln_tensor_numel(kiln_tensor tensor, int64_t* out);
+
+/* Runs what the tensor depends on (once; later ops read the result). Realizing a tensor that
+ * another thread is realizing waits for that realize. */
+KILN_EXPORT kiln_status kiln_tensor_realize(kiln_tensor tensor);
+/* Realizes `count` tensors of one device in one request: one plan, shared intermediates. */
+KILN_EXPORT kiln_status kiln_realize(const kiln_tensor* tensors, size_t count);
+/* Realizes and copies the result into `data`, which holds `bytes` bytes (exactly the tensor's
+ * element count times its dtype's size). */
+KILN_EXPORT kiln_status kiln_tensor_to_host(kiln_tensor tensor, void* data, size_t bytes);
+
+/* ---- Ops: each records one op and returns its result in `out` ------------------------------ */
+
+/* Elementwise, broadcasting like numpy. Unary: neg abs exp log sqrt rsqrt recip sin cos tanh
+ * sigmoid relu gelu erf floor ceil sign logical_not. Binary: add sub mul div pow maximum minimum
+ * eq ne lt le gt ge logical_and logical_or. Ternary: where(cond, a, b). One function per
+ * elementwise row of kiln's op table (kiln/ops.def, its `api` column), named kiln_<name>. */
+#define KILN_API_unary(fn) \
+  KILN_EXPORT kiln_status kiln_##fn(kiln_tensor x, kiln_tensor* out);
+#define KILN_API_binary(fn) \
+  KILN_EXPORT kiln_status kiln_##fn(kiln_tensor a, kiln_tensor b, kiln_tensor* out);
+#define KILN_API_ternary(fn) \
+  KILN_EXPORT kiln_status kiln_##fn(kiln_tensor cond, kiln_tensor a, kiln_tensor b, kiln_tensor* out);
+#define KILN_API_member(fn)
+#define KILN_ELEMENTWISE(Enum, name, arity, dtypes, cost, api) KILN_API_##api
+#include "kiln/ops.def"
+#undef KILN_API_unary
+#undef KILN_API_binary
+#undef KILN_API_ternary
+#undef KILN_API_member
+
+/* A scalar of `x`'s dtype combined with `x`: x + s, x - s, s - x, x * s, x / s, s / x. */
+KILN_EXPORT kiln_status kiln_add_scalar(kiln_tensor x, double s, kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_sub_scalar(kiln_tensor x, double s, kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_rsub_scalar(kiln_tensor x, double s, kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_mul_scalar(kiln_tensor x, double s, kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_div_scalar(kiln_tensor x, double s, kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_rdiv_scalar(kiln_tensor x, double s, kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_cast(kiln_tensor x, kiln_dtype to, kiln_tensor* out);
+
+/* Reductions over `axes` (`count` of them; none: all axes); keepdim 0 or 1. */
+KILN_EXPORT kiln_status kiln_sum(kiln_tensor x, const int64_t* axes, int32_t count, int keepdim,
+                                 kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_mean(kiln_tensor x, const int64_t* axes, int32_t count, int keepdim,
+                                  kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_max(kiln_tensor x, const int64_t* axes, int32_t count, int keepdim,
+                                 kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_min(kiln_tensor x, const int64_t* axes, int32_t count, int keepdim,
+                                 kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_prod(kiln_tensor x, const int64_t* axes, int32_t count, int keepdim,
+                                  kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_argmax(kiln_tensor x, int64_t axis, int keepdim, kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_argmin(kiln_tensor x, int64_t axis, int keepdim, kiln_tensor* out);
+
+/* Views (free: they become index expressions of the loads that read them). */
+KILN_EXPORT kiln_status kiln_reshape(kiln_tensor x, const int64_t* shape, int32_t rank,
+                                     kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_permute(kiln_tensor x, const int64_t* dims, int32_t count,
+                                     kiln_tensor* out);
+/* Swaps the last two axes. */
+KILN_EXPORT kiln_status kiln_transpose(kiln_tensor x, kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_expand(kiln_tensor x, const int64_t* shape, int32_t rank,
+                                    kiln_tensor* out);
+/* x[start:end:step] along `axis`; has_start / has_end 0 leave that end open, as in Python. */
+KILN_EXPORT kiln_status kiln_slice(kiln_tensor x, int64_t axis, int has_start, int64_t start,
+                                   int has_end, int64_t end, int64_t step, kiln_tensor* out);
+/* `count` = x's rank entries in `before` and in `after`. */
+KILN_EXPORT kiln_status kiln_pad(kiln_tensor x, const int64_t* before, const int64_t* after,
+                                 int32_t count, double value, kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_flip(kiln_tensor x, const int64_t* axes, int32_t count,
+                                  kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_roll(kiln_tensor x, const int64_t* shifts, const int64_t* axes,
+                                  int32_t count, kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_unfold(kiln_tensor x, int64_t dim, int64_t size, int64_t step,
+                                    kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_concat(const kiln_tensor* xs, int32_t count, int64_t axis,
+                                    kiln_tensor* out);
+
+KILN_EXPORT kiln_status kiln_matmul(kiln_tensor a, kiln_tensor b, kiln_tensor* out);
+/* Composites, built from the primitives above. */
+KILN_EXPORT kiln_status kiln_softmax(kiln_tensor x, int64_t axis, kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_log_softmax(kiln_tensor x, int64_t axis, kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_layernorm(kiln_tensor x, kiln_tensor gamma, kiln_tensor beta,
+                                       int64_t axis, double eps, kiln_tensor* out);
+/* has_scale 0: 1/sqrt(head dimension). */
+KILN_EXPORT kiln_status kiln_attention(kiln_tensor q, kiln_tensor k, kiln_tensor v, int causal,
+                                       int has_scale, double scale, kiln_tensor* out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_KILN_C_H */

@@ -1,0 +1,307 @@
+// The C API (kiln/kiln_c.h) through libkiln.so: the same results as the C++ API for an MLP forward
+// pass and a training loop, statuses with messages for each kind of failure, options that reach
+// the device, the log callback. The device under test is KILN_TEST_DEVICE (cpu by default;
+// ctest runs the suite again on vulkan:0).
+#include <gtest/gtest.h>
+
+#include <kiln/kiln.h>
+#include <kiln/kiln_c.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+std::string device_name() {
+  const char* name = std::getenv("KILN_TEST_DEVICE");
+  return name ? name : "cpu";
+}
+
+// Options for tests: no persistent cache (the default, `target`, keeps one beside the
+// executable), so every plan is built here.
+kiln_options test_options() {
+  kiln_options o = nullptr;
+  EXPECT_EQ(kiln_options_create(&o), KILN_OK);
+  EXPECT_EQ(kiln_options_set(o, "compilation.cache", "none"), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(kiln_options_set(o, "autotune.cache", "none"), KILN_OK) << kiln_last_error();
+  return o;
+}
+const kiln::Options kCxxTestOptions{
+    .settings = {{"compilation.cache", "none"}, {"autotune.cache", "none"}}, .use_config = false,
+    .config_dir = ""};
+
+// A device of the C API, skipping the test where the device under test is not present.
+struct CDevice {
+  kiln_device dev = nullptr;
+  explicit CDevice(kiln_options options = nullptr) {
+    kiln_options own = options ? nullptr : test_options();
+    kiln_status s = kiln_device_open(device_name().c_str(), options ? options : own, &dev);
+    if (s != KILN_OK) dev = nullptr, error = kiln_last_error();
+    kiln_options_release(own);
+  }
+  ~CDevice() { kiln_device_release(dev); }
+  std::string error;
+};
+#define OPEN_OR_SKIP(d)                                                  \
+  if (!(d).dev) {                                                        \
+    if (device_name() == "cpu") FAIL() << (d).error;                     \
+    GTEST_SKIP() << device_name() << " is not available: " << (d).error; \
+  }
+
+// Owns the handles a test makes.
+struct Handles {
+  std::vector<kiln_tensor> all;
+  kiln_tensor keep(kiln_tensor t) {
+    all.push_back(t);
+    return t;
+  }
+  ~Handles() {
+    for (kiln_tensor t : all) kiln_tensor_release(t);
+  }
+};
+
+#define C_OK(call) ASSERT_EQ((call), KILN_OK) << kiln_last_error()
+
+std::vector<float> ramp(size_t n, float scale, float offset) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>((i * 7) % 13) + offset;
+  return v;
+}
+
+struct Mlp {
+  std::vector<float> x = ramp(8 * 16, 0.1f, -0.6f), w1 = ramp(16 * 32, 0.02f, -0.12f),
+                     b1 = ramp(32, 0.01f, 0.f), w2 = ramp(32 * 4, 0.03f, -0.18f);
+};
+
+TEST(CApi, VersionAndAbi) {
+  EXPECT_EQ(kiln_abi_version(), KILN_C_ABI_VERSION);
+  EXPECT_EQ(std::string(kiln_version()), std::to_string(KILN_VERSION_MAJOR) + "." +
+                                             std::to_string(KILN_VERSION_MINOR) + "." +
+                                             std::to_string(KILN_VERSION_PATCH));
+  EXPECT_STREQ(kiln_dtype_name(KILN_BF16), "bf16");
+  EXPECT_EQ(kiln_dtype_size(KILN_I64), 8u);
+  EXPECT_EQ(kiln_dtype_name(static_cast<kiln_dtype>(42)), nullptr);
+  EXPECT_STREQ(kiln_status_name(KILN_ERROR_UNSUPPORTED), "KILN_ERROR_UNSUPPORTED");
+}
+
+TEST(CApi, MlpForwardMatchesTheCxxApi) {
+  CDevice d;
+  OPEN_OR_SKIP(d);
+  Mlp m;
+  Handles h;
+  auto from = [&](const std::vector<float>& v, std::vector<int64_t> shape) {
+    kiln_tensor t = nullptr;
+    EXPECT_EQ(kiln_tensor_from_host(d.dev, KILN_F32, shape.data(), static_cast<int32_t>(shape.size()),
+                                    v.data(), v.size() * sizeof(float), &t),
+              KILN_OK)
+        << kiln_last_error();
+    return h.keep(t);
+  };
+  kiln_tensor x = from(m.x, {8, 16}), w1 = from(m.w1, {16, 32}), b1 = from(m.b1, {32}),
+              w2 = from(m.w2, {32, 4});
+  kiln_tensor a, z, r, o, y;
+  C_OK(kiln_matmul(x, w1, &a));
+  C_OK(kiln_add(h.keep(a), b1, &z));
+  C_OK(kiln_relu(h.keep(z), &r));
+  C_OK(kiln_matmul(h.keep(r), w2, &o));
+  C_OK(kiln_softmax(h.keep(o), -1, &y));
+  h.keep(y);
+  int32_t rank = 0;
+  int64_t dims[2] = {0, 0};
+  C_OK(kiln_tensor_rank(y, &rank));
+  C_OK(kiln_tensor_shape(y, dims, 2));
+  EXPECT_EQ(rank, 2);
+  EXPECT_EQ(dims[0], 8);
+  EXPECT_EQ(dims[1], 4);
+  std::vector<float> got(32);
+  C_OK(kiln_tensor_to_host(y, got.data(), got.size() * sizeof(float)));
+
+  auto dev = kiln::Device::open(device_name(), kCxxTestOptions).value();
+  auto t = [&](const std::vector<float>& v, kiln::Shape s) {
+    return kiln::Tensor::from_host(dev, std::span<const float>(v), std::move(s));
+  };
+  auto want = kiln::softmax(kiln::matmul(kiln::relu(kiln::matmul(t(m.x, {8, 16}), t(m.w1, {16, 32})) +
+                                                    t(m.b1, {32})),
+                                         t(m.w2, {32, 4})))
+                  .to_vector<float>();
+  ASSERT_TRUE(want.has_value()) << want.error().message;
+  // One engine behind both APIs: the same plan, so the same bits.
+  EXPECT_EQ(got, *want);
+  for (int row = 0; row < 8; ++row)
+    EXPECT_NEAR(got[row * 4] + got[row * 4 + 1] + got[row * 4 + 2] + got[row * 4 + 3], 1.0, 1e-5);
+}
+
+// Linear regression by gradient descent, one realize per step: w -= lr * x^T (x w - y) / n.
+TEST(CApi, TrainingLoopMatchesTheCxxApi) {
+  CDevice d;
+  OPEN_OR_SKIP(d);
+  const std::vector<float> xs = ramp(64 * 8, 0.1f, -0.5f), ys = ramp(64, 0.2f, -1.f);
+  const std::vector<float> w0(8, 0.f);
+  const int steps = 20;
+  const int64_t xshape[2] = {64, 8}, yshape[2] = {64, 1}, wshape[2] = {8, 1};
+
+  kiln_tensor x, y, w;
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, xshape, 2, xs.data(), xs.size() * 4, &x));
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, yshape, 2, ys.data(), ys.size() * 4, &y));
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, wshape, 2, w0.data(), w0.size() * 4, &w));
+  kiln_tensor xt;
+  C_OK(kiln_transpose(x, &xt));
+  for (int step = 0; step < steps; ++step) {
+    Handles h;
+    kiln_tensor p, e, g, gs, next;
+    C_OK(kiln_matmul(x, w, &p));
+    C_OK(kiln_sub(h.keep(p), y, &e));
+    C_OK(kiln_matmul(xt, h.keep(e), &g));
+    C_OK(kiln_mul_scalar(h.keep(g), 0.05 / 64, &gs));
+    C_OK(kiln_sub(w, h.keep(gs), &next));
+    C_OK(kiln_tensor_realize(next));
+    kiln_tensor_release(w);
+    w = next;
+  }
+  std::vector<float> got(8);
+  C_OK(kiln_tensor_to_host(w, got.data(), 32));
+  for (kiln_tensor t : {x, y, w, xt}) kiln_tensor_release(t);
+
+  auto dev = kiln::Device::open(device_name(), kCxxTestOptions).value();
+  auto tx = kiln::Tensor::from_host(dev, std::span<const float>(xs), {64, 8});
+  auto ty = kiln::Tensor::from_host(dev, std::span<const float>(ys), {64, 1});
+  auto tw = kiln::Tensor::from_host(dev, std::span<const float>(w0), {8, 1});
+  for (int step = 0; step < steps; ++step) {
+    tw = tw - kiln::matmul(tx.transpose(), kiln::matmul(tx, tw) - ty) * (0.05 / 64);
+    ASSERT_TRUE(tw.realize().has_value());
+  }
+  auto want = tw.to_vector<float>();
+  ASSERT_TRUE(want.has_value()) << want.error().message;
+  EXPECT_EQ(got, *want);
+  // It learned: the loss fell.
+  auto loss = [&](const std::vector<float>& wv) {
+    double sum = 0;
+    for (int i = 0; i < 64; ++i) {
+      double p = 0;
+      for (int j = 0; j < 8; ++j) p += double{xs[i * 8 + j]} * wv[j];
+      sum += (p - ys[i]) * (p - ys[i]);
+    }
+    return sum;
+  };
+  EXPECT_LT(loss(got), 0.95 * loss(w0));
+}
+
+TEST(CApi, FailuresReturnAStatusAndAMessage) {
+  CDevice d;
+  OPEN_OR_SKIP(d);
+  Handles h;
+  const float three[3] = {1, 2, 3}, four[4] = {1, 2, 3, 4};
+  const int64_t s3 = 3, s4 = 4;
+  kiln_tensor a, b;
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, &s3, 1, three, sizeof three, &a));
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, &s4, 1, four, sizeof four, &b));
+  h.keep(a), h.keep(b);
+
+  kiln_tensor out = reinterpret_cast<kiln_tensor>(0x1);  // untouched on failure
+  EXPECT_EQ(kiln_add(a, b, &out), KILN_ERROR_INVALID_OPERATION);
+  EXPECT_NE(std::string(kiln_last_error()).find("kiln_add"), std::string::npos) << kiln_last_error();
+  EXPECT_NE(std::string(kiln_last_error()).find("[3]"), std::string::npos) << kiln_last_error();
+  EXPECT_EQ(out, reinterpret_cast<kiln_tensor>(0x1));
+
+  EXPECT_EQ(kiln_add(a, nullptr, &out), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("NULL"), std::string::npos);
+  EXPECT_EQ(kiln_exp(a, nullptr), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_tensor_from_host(d.dev, KILN_F32, &s4, 1, three, sizeof three, &out),
+            KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("12 bytes given for f32[4], which takes 16"),
+            std::string::npos)
+      << kiln_last_error();
+  const int64_t negative = -2;
+  EXPECT_EQ(kiln_full(d.dev, KILN_F32, &negative, 1, 0, &out), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_full(d.dev, static_cast<kiln_dtype>(9), &s3, 1, 0, &out), KILN_ERROR_INVALID_ARGUMENT);
+  float small[2];
+  EXPECT_EQ(kiln_tensor_to_host(a, small, sizeof small), KILN_ERROR_INVALID_ARGUMENT);
+  int64_t dims[1];
+  EXPECT_EQ(kiln_tensor_shape(a, dims, 0), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(out, reinterpret_cast<kiln_tensor>(0x1));
+
+  kiln_device none = nullptr;
+  EXPECT_EQ(kiln_device_open("vulkan:99", nullptr, &none), KILN_ERROR_DEVICE);
+  EXPECT_NE(std::string(kiln_last_error()).find("vulkan"), std::string::npos) << kiln_last_error();
+  EXPECT_EQ(none, nullptr);
+
+  // The message is per thread: a failure elsewhere does not replace this thread's.
+  const std::string mine = kiln_last_error();
+  std::thread([] { kiln_tensor t; kiln_exp(nullptr, &t); }).join();
+  EXPECT_EQ(std::string(kiln_last_error()), mine);
+}
+
+TEST(CApi, OptionsAreCheckedWhenSetAndReachTheDevice) {
+  kiln_options o = test_options();
+  EXPECT_EQ(kiln_options_set(o, "autotune.levle", "full"), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("did you mean autotune.level?"), std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(kiln_options_set(o, "autotune.level", "fast"), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("minimal, balanced, extensive, full"), std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(kiln_options_set(o, "threads", "-1"), KILN_ERROR_INVALID_ARGUMENT);
+  C_OK(kiln_options_set(o, "threads", "1"));
+  C_OK(kiln_options_set(o, "fusion.enabled", "false"));
+
+  // Three elementwise ops: one kernel fused, three without fusion.
+  auto kernels = [](kiln_options options) {
+    CDevice d(options);
+    EXPECT_NE(d.dev, nullptr) << d.error;
+    if (!d.dev) return -1;
+    Handles h;
+    const int64_t n = 1000;
+    kiln_tensor x, a, b, c;
+    EXPECT_EQ(kiln_arange(d.dev, 0, n, 1, KILN_F32, &x), KILN_OK);
+    EXPECT_EQ(kiln_exp(h.keep(x), &a), KILN_OK);
+    EXPECT_EQ(kiln_mul(h.keep(a), x, &b), KILN_OK);
+    EXPECT_EQ(kiln_sqrt(h.keep(b), &c), KILN_OK);
+    EXPECT_EQ(kiln_tensor_realize(h.keep(c)), KILN_OK) << kiln_last_error();
+    kiln_realize_stats s{};
+    EXPECT_EQ(kiln_device_last_stats(d.dev, &s), KILN_OK);
+    return s.kernels;
+  };
+  if (device_name() == "cpu") {
+    EXPECT_EQ(kernels(nullptr), 1);
+    EXPECT_EQ(kernels(o), 3);
+  }
+  kiln_options_release(o);
+}
+
+struct Lines {
+  std::mutex mu;
+  std::vector<std::string> seen;
+};
+void collect(const char* component, const char* level, const char* message, void* user) {
+  auto* lines = static_cast<Lines*>(user);
+  std::lock_guard lock(lines->mu);
+  lines->seen.push_back(std::string(component) + "/" + level + ": " + message);
+}
+
+TEST(CApi, TheLogTargetCallsTheCallback) {
+  Lines lines;
+  kiln_set_log_callback(collect, &lines);
+  kiln_options o = test_options();
+  C_OK(kiln_options_set(o, "fusion.beam_search.logger.targets", "log"));
+  C_OK(kiln_options_set(o, "fusion.beam_search.logger.level", "verbose"));
+  {
+    CDevice d(o);
+    OPEN_OR_SKIP(d);
+    kiln_tensor x, y;
+    C_OK(kiln_arange(d.dev, 0, 100, 1, KILN_F32, &x));
+    C_OK(kiln_sin(x, &y));
+    C_OK(kiln_tensor_realize(y));
+    kiln_tensor_release(x), kiln_tensor_release(y);
+  }
+  kiln_set_log_callback(nullptr, nullptr);
+  kiln_options_release(o);
+  std::lock_guard lock(lines.mu);
+  ASSERT_FALSE(lines.seen.empty());
+  EXPECT_EQ(lines.seen[0].rfind("fusion/verbose: 1 kernels by beam for " + device_name(), 0), 0u) << lines.seen[0];
+}
+
+}  // namespace
