@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -69,6 +70,10 @@ class GpuBackend {
   virtual codegen::gpu::Dialect dialect() const = 0;
   // What compile() produces: "cubin" (CUDA, for this device's sm_XX) or "spirv".
   virtual std::string binary_kind() const = 0;
+  // The most loop iterations the driver lets one invocation run, all its loops together
+  // (codegen::gpu::GpuSource::loop_iterations counts them the same way), before it ends them
+  // early without an error; compile() refuses sources over it. nullopt: no such budget.
+  virtual std::optional<int64_t> loop_iteration_limit() const { return std::nullopt; }
 
   // Generated source -> device binary (NVRTC / shaderc). Thread-safe. `name` is for messages.
   virtual Expected<std::vector<uint8_t>> compile(const codegen::gpu::GpuSource& source,

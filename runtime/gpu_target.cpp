@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "autotune/tune_space.h"
 #include "codegen/gpu/launch_strategy.h"
 #include "runtime/gpu_tuner.h"
 
@@ -39,11 +40,16 @@ Expected<codegen::gpu::GpuSource> read_gpu_entry(const cache::Entry& e, std::str
     source.launch.group_size = meta.at("group_size").get<int>();
     source.scratch_bytes = meta.at("scratch_bytes").get<int64_t>();
     source.scratch_zero_bytes = meta.at("scratch_zero_bytes").get<int64_t>();
+    // Entries of kiln-gpu-4 and before (other keys, kept until evicted) have no count.
+    source.loop_iterations = meta.value("loop_iterations", int64_t{0});
     if (source.launch.groups < 1 || source.launch.group_size < 1 || source.scratch_bytes < 0 ||
         source.scratch_zero_bytes < 0 || source.scratch_zero_bytes > source.scratch_bytes)
       return make_error(fmt::format("its launch shape is not one ({} groups of {}, scratch {} of {} zeroed)",
                                     source.launch.groups, source.launch.group_size,
                                     source.scratch_zero_bytes, source.scratch_bytes));
+    if (source.loop_iterations < 0)
+      return make_error(
+          fmt::format("its loop iteration count {} is negative", source.loop_iterations));
     if (e.value.empty() || source.text.empty() || source.entry.empty())
       return make_error("it lacks its binary, source or entry point");
     return source;
@@ -101,6 +107,23 @@ Expected<std::shared_ptr<DeviceMemory>> make_scratch(GpuBackend& backend, GpuStr
   return *mem;
 }
 
+Expected<codegen::gpu::GpuSource> emit_for_device(const GpuBackend& backend,
+                                                  const kir::Kernel& kernel,
+                                                  const codegen::TuneParams& params,
+                                                  codegen::CheckMode check,
+                                                  const kir::KernelFacts* facts) {
+  auto source = codegen::gpu::emit_source(kernel, params, backend.dialect(), check, facts);
+  const std::optional<int64_t> limit = backend.loop_iteration_limit();
+  if (!source || !limit || source->loop_iterations <= *limit || !(params == codegen::TuneParams{}))
+    return source;
+  for (const autotune::TuneCandidate& c : autotune::gpu_tune_space(kernel)) {
+    if (c.params == params) continue;
+    auto other = codegen::gpu::emit_source(kernel, c.params, backend.dialect(), check, facts);
+    if (other && other->loop_iterations <= *limit) return other;
+  }
+  return source;
+}
+
 passes::DeviceRates gpu_rates(const GpuBackend& backend) {
   for (const auto& [key, value] : backend.properties())
     if (key == "type" && value.find("cpu") != std::string::npos)
@@ -129,7 +152,7 @@ Expected<std::shared_ptr<const Artifact>> GpuTarget::compile(const kir::Kernel& 
                                                              const codegen::TuneParams& params,
                                                              codegen::CheckMode check, bool load) {
   auto t0 = std::chrono::steady_clock::now();
-  auto source = codegen::gpu::emit_source(kernel, params, backend_->dialect(), check, &facts);
+  auto source = emit_for_device(*backend_, kernel, params, check, &facts);
   if (!source) return std::unexpected(source.error());
   auto binary = backend_->compile(*source, kernel.name);
   if (!binary) return std::unexpected(binary.error());
@@ -152,15 +175,17 @@ std::optional<cache::Entry> GpuTarget::to_entry(const Artifact& artifact) const 
   cache::Entry e;
   e.value = k.binary;
   e.source = k.gpu_source.text;
-  e.metadata = json{{"entry", k.gpu_source.entry},
-                    {"strategy", k.gpu_source.strategy},
-                    {"groups", k.gpu_source.launch.groups},
-                    {"group_size", k.gpu_source.launch.group_size},
-                    {"scratch_bytes", k.gpu_source.scratch_bytes},
-                    {"scratch_zero_bytes", k.gpu_source.scratch_zero_bytes},
-                    {"binary", backend_->binary_kind()},
-                    {"compile_ms", k.ms}}
-                   .dump();
+  e.metadata = json{
+      {"entry", k.gpu_source.entry},
+      {"strategy", k.gpu_source.strategy},
+      {"groups", k.gpu_source.launch.groups},
+      {"group_size", k.gpu_source.launch.group_size},
+      {"scratch_bytes", k.gpu_source.scratch_bytes},
+      {"scratch_zero_bytes", k.gpu_source.scratch_zero_bytes},
+      {"loop_iterations", k.gpu_source.loop_iterations},
+      {"binary", backend_->binary_kind()},
+      {"compile_ms",
+       k.ms}}.dump();
   return e;
 }
 

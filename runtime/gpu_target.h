@@ -32,6 +32,19 @@ class GpuKernel final : public Artifact {
   double ms = 0;
 };
 
+// The source of `kernel` under `params` in `backend`'s dialect. Where the device has a budget of
+// loop iterations per invocation (GpuBackend::loop_iteration_limit) and the default schedule
+// (TuneParams{}: the heuristics) would run more, the first candidate of the kernel's tuning space
+// (autotune/tune_space.h: nearest the heuristics first) that stays within it is written instead.
+// An explicit schedule is written as asked: the backend's compile() refuses it when it is over,
+// as it does a default with no candidate under the budget, naming the kernel, its bound, the
+// limit and the device.
+Expected<codegen::gpu::GpuSource> emit_for_device(const GpuBackend& backend,
+                                                  const kir::Kernel& kernel,
+                                                  const codegen::TuneParams& params,
+                                                  codegen::CheckMode check,
+                                                  const kir::KernelFacts* facts = nullptr);
+
 // The source and launch shape a GPU kernel entry holds beside its binary, read and checked; an
 // error when they are not one, or (with a non-empty `binary_kind`) the binary is of another kind.
 Expected<codegen::gpu::GpuSource> read_gpu_entry(const cache::Entry& entry, std::string_view binary_kind);

@@ -20,6 +20,7 @@ struct CExprEmitter::Scope {
   std::string text;
   std::unordered_map<const Expr*, std::string> memo;
   bool closed = false;
+  int64_t runs = 1;  // how often its body runs per invocation, at most
 };
 
 CExprEmitter::CExprEmitter(const kir::Kernel& k, DialectText& d, CheckMode check,
@@ -32,13 +33,66 @@ CExprEmitter::CExprEmitter(const kir::Kernel& k, DialectText& d, CheckMode check
 
 CExprEmitter::~CExprEmitter() = default;
 
-CExprEmitter::Scope* CExprEmitter::open(Scope* parent, std::string header) {
+int64_t saturating_mul(int64_t a, int64_t b) {
+  if (a == 0 || b == 0) return 0;
+  return a > kManyLoopIterations / b ? kManyLoopIterations : std::min(a * b, kManyLoopIterations);
+}
+
+int64_t saturating_add(int64_t a, int64_t b) {
+  return std::min(a + b, kManyLoopIterations);
+}
+
+namespace {
+
+// Whether a line of source text holds a loop statement.
+bool has_loop(const std::string& text) {
+  return text.find("for (") != std::string::npos || text.find("while (") != std::string::npos;
+}
+
+}  // namespace
+
+CExprEmitter::Scope* CExprEmitter::open_scope(Scope* parent, std::string header, int64_t runs) {
   auto s = std::make_unique<Scope>();
   s->parent = parent;
   s->depth = parent->depth + 1;
   s->header = std::move(header);
+  s->runs = runs;
   scopes_.push_back(std::move(s));
   return scopes_.back().get();
+}
+
+void CExprEmitter::count(int64_t passes, int64_t text_runs) {
+  loop_iterations_ = saturating_add(
+      loop_iterations_,
+      saturating_add(passes, saturating_mul(text_runs, d_.take_helper_loop_iterations())));
+}
+
+// The body runs `trips` times per run of the parent; the condition is tested once more.
+CExprEmitter::Scope* CExprEmitter::open_loop(Scope* parent, std::string header, int64_t trips) {
+  KILN_CHECK(trips >= 0 && header.find("for (") != std::string::npos)
+      << header << " (" << trips << " trips)";
+  const int64_t passes = saturating_mul(parent->runs, saturating_add(trips, 1));
+  count(passes, passes);
+  return open_scope(parent, std::move(header), saturating_mul(parent->runs, trips));
+}
+
+// Each block's loop ends with one failed test; its iterations add up to the range per walk.
+CExprEmitter::Scope* CExprEmitter::open_block_loop(Scope* blocks, std::string header, int64_t trips,
+                                                   int64_t range) {
+  KILN_CHECK(trips >= 0 && range >= 0 && blocks->parent &&
+             header.find("for (") != std::string::npos)
+      << header << " (" << trips << " trips, range " << range << ")";
+  const int64_t runs =
+      std::min(saturating_mul(blocks->runs, trips), saturating_mul(blocks->parent->runs, range));
+  const int64_t passes = saturating_add(blocks->runs, runs);
+  count(passes, passes);
+  return open_scope(blocks, std::move(header), runs);
+}
+
+CExprEmitter::Scope* CExprEmitter::open_if(Scope* parent, std::string header) {
+  KILN_CHECK(header.starts_with("if (") && !has_loop(header)) << header;
+  count(0, parent->runs);
+  return open_scope(parent, std::move(header), parent->runs);
 }
 
 void CExprEmitter::close(Scope* s) {
@@ -89,6 +143,15 @@ CExprEmitter::Scope* CExprEmitter::bound_floor(const Expr* e) {
 }
 
 void CExprEmitter::append(Scope* s, const std::string& line) {
+  KILN_CHECK(!has_loop(line)) << "a loop appended without its trips (append_loop): " << line;
+  count(0, s->runs);
+  s->text += indent(s) + line + "\n";
+}
+
+void CExprEmitter::append_loop(Scope* s, const std::string& line, int64_t trips) {
+  KILN_CHECK(trips >= 0 && has_loop(line)) << line << " (" << trips << " trips)";
+  const int64_t passes = saturating_mul(s->runs, saturating_add(trips, 1));
+  count(passes, passes);
   s->text += indent(s) + line + "\n";
 }
 
@@ -247,8 +310,10 @@ CExprEmitter::ReduceLoops CExprEmitter::open_reduce_loops(const Expr* e, Scope* 
     if (static_cast<int>(r) == blocks.level) {
       const std::string bk = fresh("block");
       const int64_t n_blocks = (e->rextents[r] + blocks.block - 1) / blocks.block;
-      l.block = open(inner, fmt::format("for ({0} {1} = {2}; {1} < {3}; ++{1})", d_.i64_type(), bk,
-                                        d_.i64_lit(0), d_.i64_lit(n_blocks)));
+      l.block = open_loop(inner,
+                          fmt::format("for ({0} {1} = {2}; {1} < {3}; ++{1})", d_.i64_type(), bk,
+                                      d_.i64_lit(0), d_.i64_lit(n_blocks)),
+                          n_blocks);
       l.opened.push_back(l.block);
       for (std::string& step : l.steps) {
         step = fresh("part");
@@ -258,7 +323,12 @@ CExprEmitter::ReduceLoops CExprEmitter::open_reduce_loops(const Expr* e, Scope* 
       cond += fmt::format(" && {} < {} + {}", v, start, d_.i64_lit(blocks.block));
       inner = l.block;
     }
-    inner = open(inner, fmt::format("for ({0} {1} = {2}; {3}; ++{1})", d_.i64_type(), v, start, cond));
+    std::string header =
+        fmt::format("for ({0} {1} = {2}; {3}; ++{1})", d_.i64_type(), v, start, cond);
+    const int64_t extent = e->rextents[r];
+    inner = inner == l.block
+                ? open_block_loop(inner, std::move(header), std::min(extent, blocks.block), extent)
+                : open_loop(inner, std::move(header), extent);
     if (l.block && inner->parent == l.block) l.first_in_block = inner;
     bind_var(inner, e->rvars[r], v);
     l.opened.push_back(inner);

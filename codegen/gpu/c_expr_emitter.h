@@ -2,6 +2,10 @@
 // GPU launch strategy. Expressions are emitted into a tree of scopes (loop or if bodies): each
 // goes to the deepest scope that binds one of its free variables, so loop-invariant code lands
 // before the loop; a scope's text joins its parent's when it closes.
+//
+// Every loop is opened with its trip count, known when the source is written (shapes and the
+// launch shape are static), so the emitter knows how many loop iterations one invocation runs at
+// most (loop_iterations): some drivers cut loops short past a budget per invocation (GpuSource).
 #pragma once
 
 #include <functional>
@@ -19,6 +23,13 @@ namespace kiln::codegen::gpu {
 
 using kir::FreeVars;
 
+// Where loop counts stop: far above any driver's budget, and safe to add and multiply below
+// INT64_MAX.
+inline constexpr int64_t kManyLoopIterations = int64_t{1} << 60;
+// a * b and a + b (both >= 0), saturated at kManyLoopIterations.
+int64_t saturating_mul(int64_t a, int64_t b);
+int64_t saturating_add(int64_t a, int64_t b);
+
 class CExprEmitter {
  public:
   struct Scope;
@@ -27,8 +38,14 @@ class CExprEmitter {
 
   // The outermost scope: expressions with no free variable go here.
   Scope* root() { return root_; }
-  // A child scope whose text is wrapped as `header { ... }` when closed.
-  Scope* open(Scope* parent, std::string header);
+  // Child scopes, wrapped as `header { ... }` when closed. A loop (`header` a `for`) names the
+  // most iterations any invocation runs each time it reaches the loop: a grid-stride loop over n
+  // points from a start in [0, stride) runs ceil(n / stride).
+  Scope* open_loop(Scope* parent, std::string header, int64_t trips);
+  // A loop over one block of a range that its parent loop walks in blocks (codegen/sum_blocks.h):
+  // at most `trips` iterations per block, `range` over all the blocks of one walk together.
+  Scope* open_block_loop(Scope* blocks, std::string header, int64_t trips, int64_t range);
+  Scope* open_if(Scope* parent, std::string header);  // `header`: `if (...)`
   void close(Scope* s);
   std::string take_root_text();
 
@@ -36,7 +53,10 @@ class CExprEmitter {
   // `e` evaluates to `text` (a variable of scope `s`), e.g. a reduction computed cooperatively,
   // until `s` closes; whatever reads `e` is emitted in `s` or deeper.
   void bind_expr(Scope* s, const kir::Expr* e, std::string text);
+  // A line of `s` (never a loop: append_loop says how often a loop runs).
   void append(Scope* s, const std::string& line);
+  // A line holding one whole loop (no loop inside it) of `trips` iterations.
+  void append_loop(Scope* s, const std::string& line, int64_t trips);
   std::string fresh(const std::string& stem);
 
   // The loops of reduction `e`, outer to inner, opened in `s` with its variables bound. A long
@@ -66,7 +86,17 @@ class CExprEmitter {
   DialectText& dialect() { return d_; }
   const FreeVars& free_vars() const { return fv_; }
 
+  // The most loop iterations one invocation runs, every loop written so far together (the
+  // prelude helpers' loops once per call), counted as Mesa's llvmpipe counts them: each time a
+  // loop is reached, its iterations plus the pass that finds its condition false. Saturates at
+  // kManyLoopIterations.
+  int64_t loop_iterations() const { return loop_iterations_; }
+
  private:
+  Scope* open_scope(Scope* parent, std::string header, int64_t runs);
+  // Adds `passes` loop passes, and those of the helper calls written since the last count
+  // (DialectText::take_helper_loop_iterations) `text_runs` times: both per invocation.
+  void count(int64_t passes, int64_t text_runs);
   Expected<std::string> emit_one(const kir::Expr* e);
   Expected<std::string> emit_uncached(const kir::Expr* e, Scope* s);
   Expected<std::string> emit_load(const kir::Expr* e, Scope* s);
@@ -87,6 +117,7 @@ class CExprEmitter {
   // bound_floor's answers for the current bound_ (cleared whenever bound_ changes).
   std::unordered_map<const kir::Expr*, Scope*> floor_;
   int next_id_ = 0;
+  int64_t loop_iterations_ = 0;
 };
 
 // ALU op and reduction step text on register values (codegen/gpu/alu_text.cpp).

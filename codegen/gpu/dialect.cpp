@@ -245,10 +245,15 @@ std::string DialectText::helper(const std::string& name, DType t) {
   if (t == DType::f16 || t == DType::bf16) t = DType::f32;  // they compute in float registers
   const std::string key = fmt::format("kiln_{}_{}", name, ir::dtype_name(t));
   if (!helpers_.contains(key)) {
+    // The calls in its definition count for each call of it, not for the text being written.
+    const int64_t outer = std::exchange(pending_loop_iterations_, 0);
     std::string def = helper_text(name, t);  // may register the helpers it calls first
+    const int64_t own = !cuda() && t == DType::f64 ? glsl_f64_math_loop_iterations(name) : 0;
+    helper_loop_iterations_[key] = own + std::exchange(pending_loop_iterations_, outer);
     helpers_[key] = def;
     helper_order_.push_back(def);
   }
+  pending_loop_iterations_ += helper_loop_iterations_.at(key);
   return key;
 }
 

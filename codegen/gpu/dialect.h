@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/gpu/gpu_source.h"
@@ -19,6 +20,9 @@ using ir::DType;
 
 // GLSL double exp log sincos tanh erf pow (kiln_<name>_f64), "" for other names.
 std::string glsl_f64_math(const std::string& name);
+// The loop passes one call of glsl_f64_math(name) runs at most, its loops' iterations and their
+// failed tests together (CExprEmitter::loop_iterations).
+int64_t glsl_f64_math_loop_iterations(const std::string& name);
 
 // An array of the scratch buffer (GpuSource::scratch_bytes): `count` elements of `type`.
 struct ScratchArray {
@@ -61,8 +65,12 @@ class DialectText {
   // Math intrinsic `name` (exp log sqrt sin cos floor ceil abs tanh erf pow) on a float register.
   std::string math(const std::string& name, DType t, const std::string& x,
                    const std::string& y = "");
-  // A helper function of the prelude (defined once, on first use): returns its name.
+  // A helper function of the prelude (defined once, on first use): returns its name, for one
+  // call written in the text.
   std::string helper(const std::string& name, DType t);
+  // The loop passes of the helper calls written since the last take (each call's loops and
+  // the helpers it calls), for the scope the text goes in (CExprEmitter::loop_iterations).
+  int64_t take_helper_loop_iterations() { return std::exchange(pending_loop_iterations_, 0); }
 
   std::string buffer_ref(int buf) const;  // the element array of parameter `buf`
   // Four-wide vectors of 4-byte elements (f32, i32; memory and register types agree): the type,
@@ -116,6 +124,8 @@ class DialectText {
   std::vector<ScratchArray> scratch_;  // GLSL: parameters also declared as vec4 arrays
   std::map<std::string, std::string> helpers_;  // name -> definition, in name order
   std::vector<std::string> helper_order_;      // definitions in first-use order (dependencies)
+  std::map<std::string, int64_t> helper_loop_iterations_;  // name -> passes per call
+  int64_t pending_loop_iterations_ = 0;
 };
 
 }  // namespace kiln::codegen::gpu

@@ -28,24 +28,33 @@ Expected<LaunchShape> write_elementwise(CExprEmitter& em, const kir::Kernel& k, 
   const int per = std::max(items, 1);
   const int64_t step = int64_t{g} * per;
   const LaunchShape launch{std::clamp<int64_t>(ceil_div(units, step), 1, kMaxGroups), g};
+  // A thread starts below one grid step (launch.groups * step) and moves a whole step at a time.
+  const int64_t trips = ceil_div(units, launch.groups * step);
   const std::string L = d.i64_type();
   const std::string unit = lanes == 1 ? "point" : "unit";
   Scope* body = nullptr;
   std::vector<Scope*> opened;
   if (per == 1) {
-    body = em.open(em.root(), fmt::format(
-        "for ({0} {6} = {1} * {2} + {3}; {6} < {4}; {6} += {5} * {2})", L, d.group_id(),
-        d.i64_lit(g), d.local_id(), d.i64_lit(units), d.num_groups(), unit));
+    body = em.open_loop(
+        em.root(),
+        fmt::format("for ({0} {6} = {1} * {2} + {3}; {6} < {4}; {6} += {5} * {2})", L, d.group_id(),
+                    d.i64_lit(g), d.local_id(), d.i64_lit(units), d.num_groups(), unit),
+        trips);
     opened.push_back(body);
   } else {
-    Scope* base = em.open(em.root(), fmt::format(
-        "for ({0} base = {1} * {2}; base < {3}; base += {4} * {2})", L, d.group_id(),
-        d.i64_lit(step), d.i64_lit(units), d.num_groups()));
-    Scope* item = em.open(base, fmt::format("{}for (int item = 0; item < {}; ++item)",
-                                            d.cuda() ? "#pragma unroll\n" + em.indent(base) : "", per));
+    Scope* base =
+        em.open_loop(em.root(),
+                     fmt::format("for ({0} base = {1} * {2}; base < {3}; base += {4} * {2})", L,
+                                 d.group_id(), d.i64_lit(step), d.i64_lit(units), d.num_groups()),
+                     trips);
+    Scope* item =
+        em.open_loop(base,
+                     fmt::format("{}for (int item = 0; item < {}; ++item)",
+                                 d.cuda() ? "#pragma unroll\n" + em.indent(base) : "", per),
+                     per);
     em.append(item, fmt::format("{} {} = base + {} * {} + {};", L, unit, d.cast(L, "item"), d.i64_lit(g),
                                 d.local_id()));
-    body = em.open(item, fmt::format("if ({} < {})", unit, d.i64_lit(units)));
+    body = em.open_if(item, fmt::format("if ({} < {})", unit, d.i64_lit(units)));
     opened = {base, item, body};
   }
   if (lanes != 1) em.append(body, fmt::format("{} point = unit * {};", L, d.i64_lit(lanes)));
@@ -160,7 +169,23 @@ Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& par
   out.scratch_bytes = d.scratch_size();
   out.scratch_zero_bytes = d.scratch_zero_bytes();
   out.text = d.translation_unit(kernel, check, out.entry, launch->group_size, shared, em.take_root_text());
+  out.loop_iterations = em.loop_iterations();
+  KILN_CHECK(d.take_helper_loop_iterations() == 0)
+      << kernel.name << ": a helper call outside the text";
   return out;
+}
+
+Expected<void> check_loop_iterations(const GpuSource& source, const std::string& kernel,
+                                     int64_t limit, const std::string& device) {
+  if (source.loop_iterations <= limit) return {};
+  return std::unexpected(kiln::Error{fmt::format(
+      "kernel {}: its {} schedule ({} workgroups of {}) runs up to {} loop iterations per "
+      "invocation, over the {} that {} runs before it ends an invocation's loops early, which "
+      "would give wrong results; the default schedule gives way to one within that budget "
+      "where the kernel's tuning space has one (more threads sharing the work: block_size, "
+      "splits, tile)",
+      kernel, source.strategy, source.launch.groups, source.launch.group_size,
+      source.loop_iterations, limit, device)});
 }
 
 }  // namespace kiln::codegen::gpu

@@ -12,6 +12,11 @@
 //   threads on the x dimension only. groups <= 65535 always, so both APIs accept it; kernels
 //   larger than that loop (grid-stride) inside.
 // - Shapes are static (baked into the text): there are no push constants or scalar arguments.
+// - Every loop's trip count is known when the text is written (shapes and launch shape are
+//   static), so the source says how many loop iterations one invocation runs at most
+//   (loop_iterations). Mesa's llvmpipe (lavapipe) ends all of an invocation's loops early,
+//   without an error, once they have run 65535 iterations in all; a device with such a budget
+//   refuses sources over it (check_loop_iterations).
 #pragma once
 
 #include <cstdint>
@@ -42,6 +47,12 @@ struct GpuSource {
   // zeroed before the launch (the kernel leaves them zero again). 0: no scratch buffer.
   int64_t scratch_bytes = 0;
   int64_t scratch_zero_bytes = 0;
+  // The most loop iterations one invocation runs, all loops together (nested loops' iterations
+  // multiplied by their enclosing loops', a prelude helper's loops once per call written),
+  // counted as llvmpipe counts them: each time a loop is reached, its iterations plus the pass
+  // that finds its condition false. 0: not counted (tests' hand-written shaders, cache entries
+  // written before the count).
+  int64_t loop_iterations = 0;
 };
 
 // Deterministic: the same kernel, params and dialect give byte-identical text. `facts` are the
@@ -50,7 +61,13 @@ Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& par
                                 CheckMode check = CheckMode::none,
                                 const kir::KernelFacts* facts = nullptr);
 
+// An error when `source` (of kernel `kernel`) runs more loop iterations per invocation than
+// `limit`, the budget of `device` (a driver that cuts loops short past it): it names the kernel,
+// its bound, the limit and the device.
+Expected<void> check_loop_iterations(const GpuSource& source, const std::string& kernel,
+                                     int64_t limit, const std::string& device);
+
 // Bump when the emitted text changes for the same kernel (part of GPU cache keys).
-inline constexpr const char* kGpuCodegenVersion = "kiln-gpu-4";
+inline constexpr const char* kGpuCodegenVersion = "kiln-gpu-5";
 
 }  // namespace kiln::codegen::gpu

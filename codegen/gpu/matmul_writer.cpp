@@ -21,6 +21,11 @@ struct Tiling {
   int per;      // R = T / 16
 };
 
+// CUDA unrolls the loops over a thread's outputs and the staged slice: registers for acc[].
+std::string unroll_prefix(CExprEmitter& em, Scope* s) {
+  return em.dialect().cuda() ? "#pragma unroll\n" + em.indent(s) : "";
+}
+
 // Stages one operand slice: element e = lid + 256 q (q < R) of the slice, row-major with
 // `inner` columns, holds `val` at (row var = base_row + e / inner, col var = base_col + e % inner)
 // or 0 outside [0, rows) x [0, cols).
@@ -34,13 +39,14 @@ struct SliceSpec {
 Expected<void> load_slice(CExprEmitter& em, Scope* ks, const SliceSpec& sp, const Tiling& t) {
   DialectText& d = em.dialect();
   const std::string L = d.i64_type();
-  Scope* q = em.open(ks, fmt::format("{}for (int q = 0; q < {}; ++q)", d.cuda() ? "#pragma unroll\n" + em.indent(ks) : "", t.per));
+  Scope* q = em.open_loop(
+      ks, fmt::format("{}for (int q = 0; q < {}; ++q)", unroll_prefix(em, ks), t.per), t.per);
   const std::string e = em.fresh("e"), r = em.fresh("r"), c = em.fresh("c"), v = em.fresh("tv");
   em.append(q, fmt::format("{} {} = lid + {} * {};", L, e, d.i64_lit(kThreads), d.cast(L, "q")));
   em.append(q, fmt::format("{0} {1} = {2} + {3} / {4}; {0} {5} = {6} + {3} % {4};", L, r, sp.row_base, e,
                            d.i64_lit(sp.inner), c, sp.col_base));
   em.append(q, fmt::format("float {} = {};", v, d.float_lit(DType::f32, 0)));
-  Scope* in = em.open(q, fmt::format("if ({} < {} && {} < {})", r, sp.rows, c, sp.cols));
+  Scope* in = em.open_if(q, fmt::format("if ({} < {} && {} < {})", r, sp.rows, c, sp.cols));
   em.bind_var(in, sp.row_var, r);
   em.bind_var(in, sp.col_var, c);
   Expected<std::string> x = em.emit(sp.val);
@@ -54,14 +60,18 @@ Expected<void> load_slice(CExprEmitter& em, Scope* ks, const SliceSpec& sp, cons
 
 // acc[r * R + c] += sA[row r][kk] * sB[kk][col c] over the staged slice (CUDA: fully unrolled).
 void write_products(CExprEmitter& em, Scope* ks, const Tiling& t) {
-  const std::string unroll = em.dialect().cuda() ? "#pragma unroll\n" : "";
-  const std::string in = em.indent(ks);
-  em.append(ks, fmt::format("{}{}for (int kk = 0; kk < {}; ++kk) {{", unroll, unroll.empty() ? "" : in, kDepth));
-  em.append(ks, fmt::format("{}{}for (int r = 0; r < {}; ++r) {{", unroll, unroll.empty() ? "" : in, t.per));
-  em.append(ks, fmt::format("float av = kiln_sa[uint((ty + 16 * r) * {} + kk)];", kDepth));
-  em.append(ks, fmt::format("{}{}for (int c = 0; c < {}; ++c) acc[r * {} + c] += av * kiln_sb[uint(kk * {} + tx + 16 * c)];",
-                            unroll, unroll.empty() ? "" : in, t.per, t.per, t.tile));
-  em.append(ks, "} }");
+  Scope* kk = em.open_loop(
+      ks, fmt::format("{}for (int kk = 0; kk < {}; ++kk)", unroll_prefix(em, ks), kDepth), kDepth);
+  Scope* r = em.open_loop(
+      kk, fmt::format("{}for (int r = 0; r < {}; ++r)", unroll_prefix(em, kk), t.per), t.per);
+  em.append(r, fmt::format("float av = kiln_sa[uint((ty + 16 * r) * {} + kk)];", kDepth));
+  em.append_loop(r,
+                 fmt::format("{}for (int c = 0; c < {}; ++c) acc[r * {} + c] += av * "
+                             "kiln_sb[uint(kk * {} + tx + 16 * c)];",
+                             unroll_prefix(em, r), t.per, t.per, t.tile),
+                 t.per);
+  em.close(r);
+  em.close(kk);
 }
 
 }  // namespace
@@ -82,16 +92,24 @@ Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k,
   Scope* root = em.root();
   em.append(root, fmt::format("{} lid = {};", L, d.local_id()));
   em.append(root, fmt::format("int ty = int(lid) / 16; int tx = int(lid) % 16;"));
-  Scope* tile = em.open(root, fmt::format("for ({0} tile = {1}; tile < {2}; tile += {3})", L,
-                                          d.group_id(), d.i64_lit(total), d.num_groups()));
+  const LaunchShape launch{std::clamp<int64_t>(total, 1, kMaxGroups), kThreads};
+  Scope* tile = em.open_loop(root,
+                             fmt::format("for ({0} tile = {1}; tile < {2}; tile += {3})", L,
+                                         d.group_id(), d.i64_lit(total), d.num_groups()),
+                             ceil_div(total, launch.groups));
   em.append(tile, fmt::format("{0} i0 = (tile / {1}) % {2} * {3}; {0} j0 = tile % {1} * {3};", L,
                               d.i64_lit(tn), d.i64_lit(tm), d.i64_lit(t.tile)));
   em.append(tile, fmt::format("{} bt = tile / {};", L, d.i64_lit(tm * tn)));
   if (rank > 2) bind_flat(em, tile, k.domain, iota_vars(rank - 2), "bt");
   em.append(tile, fmt::format("float acc[{}];", t.per * t.per));
-  em.append(tile, fmt::format("for (int r = 0; r < {}; ++r) acc[r] = {};", t.per * t.per, d.float_lit(DType::f32, 0)));
-  Scope* ks = em.open(tile, fmt::format("for ({0} k0 = {1}; k0 < {2}; k0 += {3})", L, d.i64_lit(0),
-                                        d.i64_lit(m.k_extent), d.i64_lit(kDepth)));
+  em.append_loop(tile,
+                 fmt::format("for (int r = 0; r < {}; ++r) acc[r] = {};", t.per * t.per,
+                             d.float_lit(DType::f32, 0)),
+                 t.per * t.per);
+  Scope* ks = em.open_loop(tile,
+                           fmt::format("for ({0} k0 = {1}; k0 < {2}; k0 += {3})", L, d.i64_lit(0),
+                                       d.i64_lit(m.k_extent), d.i64_lit(kDepth)),
+                           ceil_div(m.k_extent, kDepth));
   const auto iv = static_cast<int32_t>(rank - 2), jv = static_cast<int32_t>(rank - 1);
   const std::string K = d.i64_lit(m.k_extent);
   const SliceSpec a{m.a, iv, m.k_var, "i0", "k0", d.i64_lit(M), K, "kiln_sa", kDepth};
@@ -102,10 +120,12 @@ Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k,
   write_products(em, ks, t);
   em.append(ks, d.barrier());
   em.close(ks);
-  Scope* each = em.open(tile, fmt::format("{}for (int rc = 0; rc < {}; ++rc)",
-                                          d.cuda() ? "#pragma unroll\n" + em.indent(tile) : "", t.per * t.per));
+  Scope* each = em.open_loop(
+      tile,
+      fmt::format("{}for (int rc = 0; rc < {}; ++rc)", unroll_prefix(em, tile), t.per * t.per),
+      t.per * t.per);
   em.append(each, fmt::format("{0} gi = i0 + ty + 16 * (rc / {1}); {0} gj = j0 + tx + 16 * (rc % {1});", L, t.per));
-  Scope* out = em.open(each, fmt::format("if (gi < {} && gj < {})", d.i64_lit(M), d.i64_lit(N)));
+  Scope* out = em.open_if(each, fmt::format("if (gi < {} && gj < {})", d.i64_lit(M), d.i64_lit(N)));
   em.bind_var(out, iv, "gi");
   em.bind_var(out, jv, "gj");
   em.bind_expr(out, m.reduce, "acc[rc]");
@@ -113,7 +133,7 @@ Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k,
   em.close(out);
   em.close(each);
   em.close(tile);
-  return LaunchShape{std::clamp<int64_t>(total, 1, kMaxGroups), kThreads};
+  return launch;
 }
 
 }  // namespace kiln::codegen::gpu

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <tuple>
 #include <unordered_set>
 
@@ -61,8 +62,11 @@ void write_tree(CExprEmitter& em, Scope* row, const kir::Expr* r, int g, int col
     combine = fmt::format("{} = {};", a, reduce_step_text(d, r->reduce_op, bt, a, b));
   }
   em.append(row, d.barrier());
-  em.append(row, fmt::format("for (uint s = {}u; s > 0u; s >>= 1u) {{ if ({} < s) {{ {} }} {} }}",
-                             g / cols / 2, cols == 1 ? "tid" : "kiln_slice", combine, d.barrier()));
+  const int half = g / cols / 2;  // s = half, half / 2, ..., 1
+  em.append_loop(row,
+                 fmt::format("for (uint s = {}u; s > 0u; s >>= 1u) {{ if ({} < s) {{ {} }} {} }}",
+                             half, cols == 1 ? "tid" : "kiln_slice", combine, d.barrier()),
+                 std::bit_width(static_cast<unsigned>(half)));
 }
 
 // Shared memory for staged rows: within CUDA's 48 KiB of static shared memory, and Vulkan's
@@ -109,6 +113,15 @@ class RowReduceWriter {
   Expected<void> write_stages(Scope* row);
   // Binds, in `s`, the staged loads that read along `var` to their shared copies.
   void bind_stages(Scope* s, int32_t var);
+  // `n` workgroup tasks (rows, parts of rows, column tiles): at most kMaxGroups groups, each
+  // taking the tasks group id, + groups, ... in the loop `var`, opened in the root scope.
+  LaunchShape group_launch(int64_t n) const { return {std::clamp<int64_t>(n, 1, kMaxGroups), g_}; }
+  Scope* open_group_loop(const std::string& var, int64_t n) {
+    return em_.open_loop(em_.root(),
+                         fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += {4})", d_.i64_type(),
+                                     var, d_.group_id(), d_.i64_lit(n), d_.num_groups()),
+                         ceil_div(n, group_launch(n).groups));
+  }
   // A staged row's index (GLSL indexes shared arrays with 32-bit integers).
   std::string stage_index(const std::string& i) const { return d_.cuda() ? i : "int(" + i + ")"; }
 
@@ -232,8 +245,10 @@ Expected<void> RowReduceWriter::write_stages(Scope* row) {
   for (const Stage& st : stages_) {
     const std::string i = em_.fresh("si");
     Scope* copy =
-        em_.open(row, fmt::format("for ({0} {1} = lid; {1} < {2}; {1} += {3})", d_.i64_type(), i,
-                                  d_.i64_lit(st.extent), d_.i64_lit(g_)));
+        em_.open_loop(row,
+                      fmt::format("for ({0} {1} = lid; {1} < {2}; {1} += {3})", d_.i64_type(), i,
+                                  d_.i64_lit(st.extent), d_.i64_lit(g_)),
+                      ceil_div(st.extent, g_));
     em_.bind_var(copy, st.sample_var, i);
     Expected<std::string> v = em_.emit(st.sample);
     if (!v) return std::unexpected(v.error());
@@ -284,12 +299,16 @@ Expected<Partial> RowReduceWriter::fold(Scope* row, const kir::Expr* r, const st
   // indices (n < 2^30) the block bound below stays under 2^31.
   const bool blocked = r->reduce_op == kir::ReduceOp::Sum && ir::is_float(bt) &&
                        n / stride > kSumBlock;
+  // Every start is below the stride (a thread's place in its group and its part of the row).
+  const int64_t share = ceil_div(n, stride);
   Scope* block = nullptr;
   std::string into = acc.value, from = start, bound = fmt::format("{} < {}", f, d_.i64_lit(n));
   if (blocked) {
     const std::string fb = em_.fresh("fb"), span = d_.i64_lit(stride * kSumBlock);
-    block = em_.open(row, fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += {4})", d_.i64_type(), fb,
-                                      start, d_.i64_lit(n), span));
+    block = em_.open_loop(row,
+                          fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += {4})", d_.i64_type(),
+                                      fb, start, d_.i64_lit(n), span),
+                          ceil_div(n, stride * kSumBlock));
     into = em_.fresh("part");
     Expected<std::string> init = reduce_init_text(d_, r->reduce_op, bt);
     if (!init) return std::unexpected(init.error());
@@ -297,9 +316,11 @@ Expected<Partial> RowReduceWriter::fold(Scope* row, const kir::Expr* r, const st
     from = fb;
     bound += fmt::format(" && {} < {} + {}", f, fb, span);
   }
-  Scope* coop = em_.open(block ? block : row,
-                         fmt::format("for ({0} {1} = {2}; {3}; {1} += {4})", d_.i64_type(), f, from,
-                                     bound, d_.i64_lit(stride)));
+  std::string header = fmt::format("for ({0} {1} = {2}; {3}; {1} += {4})", d_.i64_type(), f, from,
+                                   bound, d_.i64_lit(stride));
+  Scope* coop =
+      block ? em_.open_block_loop(block, std::move(header), std::min(share, kSumBlock), share)
+            : em_.open_loop(row, std::move(header), share);
   bind_flat(em_, coop, r->rextents, r->rvars, f);
   if (r->rvars.size() == 1) bind_stages(coop, r->rvars[0]);
   Expected<std::string> v = em_.emit(r->args[0]);
@@ -327,10 +348,12 @@ Expected<void> RowReduceWriter::write_points(Scope* row) {
       cols_ == 1 ? fmt::format("lid == {}", d_.i64_lit(0))
                  : fmt::format("kiln_slice == 0u && kiln_col < {}", d_.i64_lit(k_.domain.back()));
   Scope* cols = per_point
-                    ? em_.open(row, fmt::format("if ({})", first))
-                    : em_.open(row, fmt::format("for ({0} v{1} = lid; v{1} < {2}; v{1} += {3})",
+                    ? em_.open_if(row, fmt::format("if ({})", first))
+                    : em_.open_loop(row,
+                                    fmt::format("for ({0} v{1} = lid; v{1} < {2}; v{1} += {3})",
                                                 d_.i64_type(), rank - 1,
-                                                d_.i64_lit(k_.domain.back()), d_.i64_lit(g_)));
+                                                d_.i64_lit(k_.domain.back()), d_.i64_lit(g_)),
+                                    ceil_div(k_.domain.back(), g_));
   if (!per_point) {
     em_.bind_var(cols, static_cast<int32_t>(rank - 1), fmt::format("v{}", rank - 1));
     bind_stages(cols, static_cast<int32_t>(rank - 1));
@@ -345,7 +368,7 @@ Expected<void> RowReduceWriter::write_split_tail(Scope* row, const std::vector<P
   const std::string slot = em_.fresh("slot");
   em_.append(row, fmt::format("{} {} = kiln_row * {} + kiln_part;", d_.i64_type(), slot, d_.i64_lit(st_.splits)));
   const auto at = [&](const std::string& i) { return d_.cuda() ? i : "uint(" + i + ")"; };
-  Scope* publish = em_.open(row, "if (tid == 0u)");
+  Scope* publish = em_.open_if(row, "if (tid == 0u)");
   for (size_t j = 0; j < st_.row_reduces.size(); ++j) {
     const DType bt = st_.row_reduces[j]->args[0]->dtype;
     em_.append(publish, fmt::format("{}[{}] = {};", d_.scratch_ref(fmt::format("part{}", j)), at(slot),
@@ -358,7 +381,7 @@ Expected<void> RowReduceWriter::write_split_tail(Scope* row, const std::vector<P
                                   st_.splits - 1));
   em_.close(publish);
   em_.append(row, d_.barrier());
-  Scope* last = em_.open(row, "if (kiln_last != 0u)");
+  Scope* last = em_.open_if(row, "if (kiln_last != 0u)");
   // The row variables again, so that what reads the row's totals is computed in here.
   for (int32_t v = 0; v < st_.row_vars; ++v) em_.bind_var(last, v, fmt::format("v{}", v));
   em_.append(last, d_.buffer_fence());
@@ -369,7 +392,9 @@ Expected<void> RowReduceWriter::write_split_tail(Scope* row, const std::vector<P
     if (!started) return std::unexpected(started.error());
     const Partial acc = *started;
     const std::string i = em_.fresh("p");
-    Scope* gather = em_.open(last, fmt::format("for (int {0} = int(tid); {0} < {1}; {0} += {2})", i, st_.splits, g_));
+    Scope* gather = em_.open_loop(
+        last, fmt::format("for (int {0} = int(tid); {0} < {1}; {0} += {2})", i, st_.splits, g_),
+        ceil_div(st_.splits, g_));
     const std::string at_i = fmt::format("kiln_row * {} + {}", d_.i64_lit(st_.splits), d_.cast(d_.i64_type(), i));
     const std::string v = em_.fresh("pv");
     em_.append(gather, fmt::format("{} {} = {};", d_.reg_type(bt), v,
@@ -410,9 +435,7 @@ Expected<LaunchShape> RowReduceWriter::write_columns() {
   const int64_t groups = product(k_.domain, 0, rank - 1) * tiles;  // lid and tid: write()
   em_.append(em_.root(), fmt::format("uint kiln_column = tid % {}u;", cols_));
   em_.append(em_.root(), fmt::format("uint kiln_slice = tid / {}u;", cols_));
-  Scope* row =
-      em_.open(em_.root(), fmt::format("for ({0} row = {1}; row < {2}; row += {3})", L,
-                                       d_.group_id(), d_.i64_lit(groups), d_.num_groups()));
+  Scope* row = open_group_loop("row", groups);
   em_.append(row, fmt::format("{} kiln_col = (row % {}) * {} + {};", L, d_.i64_lit(tiles),
                               d_.i64_lit(cols_), d_.cast(L, "kiln_column")));
   if (rank > 1) {
@@ -425,7 +448,7 @@ Expected<LaunchShape> RowReduceWriter::write_columns() {
   em_.bind_var(row, static_cast<int32_t>(rank - 1), last);
   if (Expected<void> w = write_row(row); !w) return std::unexpected(w.error());
   em_.close(row);
-  return LaunchShape{std::clamp<int64_t>(groups, 1, kMaxGroups), g_};
+  return group_launch(groups);
 }
 
 Expected<LaunchShape> RowReduceWriter::write() {
@@ -438,15 +461,14 @@ Expected<LaunchShape> RowReduceWriter::write() {
   if (cols_ > 1) return write_columns();
   if (S == 1) {
     plan_stages();
-    Scope* row = em_.open(em_.root(), fmt::format("for ({0} row = {1}; row < {2}; row += {3})", L,
-                                                  d_.group_id(), d_.i64_lit(rows), d_.num_groups()));
+    Scope* row = open_group_loop("row", rows);
     if (rv > 0) bind_flat(em_, row, k_.domain, iota_vars(rv), "row");
     if (Expected<void> w = write_stages(row); !w) return std::unexpected(w.error());
     if (Expected<void> w = write_row(row); !w) return std::unexpected(w.error());
     // The next row's staging overwrites what slower threads may still read.
     if (!stages_.empty()) em_.append(row, d_.barrier());
     em_.close(row);
-    return LaunchShape{std::clamp<int64_t>(rows, 1, kMaxGroups), g_};
+    return group_launch(rows);
   }
   shared_ += d_.cuda() ? "  __shared__ uint kiln_last;\n" : "shared uint kiln_last;\n";
   std::vector<ScratchArray> scratch{{"count", "uint", rows, 4}};
@@ -456,8 +478,7 @@ Expected<LaunchShape> RowReduceWriter::write() {
     if (is_arg_reduce(st_.row_reduces[j])) scratch.push_back({fmt::format("pidx{}", j), "int", rows * S, 4});
   }
   d_.set_scratch(std::move(scratch));
-  Scope* row = em_.open(em_.root(), fmt::format("for ({0} kiln_wg = {1}; kiln_wg < {2}; kiln_wg += {3})", L,
-                                                d_.group_id(), d_.i64_lit(rows * S), d_.num_groups()));
+  Scope* row = open_group_loop("kiln_wg", rows * S);
   em_.append(row, fmt::format("{} kiln_row = kiln_wg / {};", L, d_.i64_lit(S)));
   em_.append(row, fmt::format("{} kiln_part = kiln_wg % {};", L, d_.i64_lit(S)));
   if (rv > 0) bind_flat(em_, row, k_.domain, iota_vars(rv), "kiln_row");
@@ -469,7 +490,7 @@ Expected<LaunchShape> RowReduceWriter::write() {
   }
   if (Expected<void> w = write_split_tail(row, partials); !w) return std::unexpected(w.error());
   em_.close(row);
-  return LaunchShape{std::clamp<int64_t>(rows * S, 1, kMaxGroups), g_};
+  return group_launch(rows * S);
 }
 
 }  // namespace

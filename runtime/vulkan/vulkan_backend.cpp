@@ -89,6 +89,22 @@ class VulkanBackend : public SpirvToolchain<GpuBackend> {
     return describe_device(ctx_->info.properties, ctx_->info.memory, ctx_->info.features);
   }
 
+  std::optional<int64_t> loop_iteration_limit() const override {
+    return vulkan::loop_iteration_limit(ctx_->info.properties);
+  }
+
+  // Sources that would outrun the driver's loop budget are refused before shaderc runs.
+  Expected<std::vector<uint8_t>> compile(const codegen::gpu::GpuSource& source,
+                                         const std::string& name) override {
+    if (const std::optional<int64_t> limit = loop_iteration_limit()) {
+      const std::string device =
+          fmt::format("{} ({})", this->name(), ctx_->info.properties.deviceName);
+      if (auto ok = codegen::gpu::check_loop_iterations(source, name, *limit, device); !ok)
+        return std::unexpected(ok.error());
+    }
+    return SpirvToolchain<GpuBackend>::compile(source, name);
+  }
+
   std::string fingerprint() const override {
     const VkPhysicalDeviceProperties& p = ctx_->info.properties;
     return fmt::format("{} / pipeline cache {} / driver 0x{:08x} / {}", p.deviceName,

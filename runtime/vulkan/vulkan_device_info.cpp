@@ -77,6 +77,11 @@ std::string ieee_arithmetic(const VkPhysicalDeviceProperties& p) {
   return "yes";
 }
 
+std::optional<int64_t> loop_iteration_limit(const VkPhysicalDeviceProperties& p) {
+  if (std::string_view(p.deviceName).starts_with("llvmpipe")) return kLlvmpipeLoopIterations;
+  return std::nullopt;
+}
+
 std::vector<std::pair<std::string, std::string>> describe_device(
     const VkPhysicalDeviceProperties& p, const VkPhysicalDeviceMemoryProperties& memory,
     const std::vector<std::string>& features) {
@@ -103,6 +108,12 @@ std::vector<std::pair<std::string, std::string>> describe_device(
                    features.empty() ? "none" : fmt::format("{}", fmt::join(features, " ")));
   out.emplace_back("timestamp period", fmt::format("{} ns", l.timestampPeriod));
   out.emplace_back("ieee arithmetic", ieee_arithmetic(p));
+  const std::optional<int64_t> loops = loop_iteration_limit(p);
+  out.emplace_back("loop iteration limit",
+                   loops ? fmt::format("{} per invocation, all loops together; kiln refuses "
+                                       "schedules over it (see docs/graph-format.md)",
+                                       *loops)
+                         : "none");
   return out;
 }
 

@@ -2,6 +2,8 @@
 // and the properties `kiln devices` prints.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,8 +35,16 @@ std::vector<std::string> select_features(const FeatureChain& supported, FeatureC
 // or `precise` turns that off (Mesa 22.3: gallivm's lp_build_mul, lp_build_sub, lp_build_div).
 std::string ieee_arithmetic(const VkPhysicalDeviceProperties& properties);
 
+// The loop iterations one shader invocation may run, all its loops together, before the driver
+// ends them early and silently (runtime/gpu_backend.h): Mesa's llvmpipe (lavapipe) gives each
+// invocation one budget of LP_MAX_TGSI_LOOP_ITERATIONS = 65535, taken by every pass of every loop,
+// nested loops and the pass that leaves a loop included (Mesa 22.3: gallivm's lp_exec_endloop).
+// nullopt for other drivers.
+inline constexpr int64_t kLlvmpipeLoopIterations = 65535;
+std::optional<int64_t> loop_iteration_limit(const VkPhysicalDeviceProperties& properties);
+
 // Name, type, vendor, driver and API versions, limits, memory heaps, features, timestamp period,
-// ieee arithmetic.
+// ieee arithmetic, loop iteration limit.
 std::vector<std::pair<std::string, std::string>> describe_device(
     const VkPhysicalDeviceProperties& properties, const VkPhysicalDeviceMemoryProperties& memory,
     const std::vector<std::string>& features);

@@ -4,9 +4,11 @@
 // argmin reductions (first NaN's index, else the first extreme) with specials first, in the
 // middle, last, alone, tied and everywhere, in every strategy: loops in the thread, a workgroup
 // per row with its shared-memory tree, rows split over workgroups, whole-input reductions and
-// four lanes per thread. The same kernels compile through NVRTC and ptxas.
+// four lanes per thread. The same kernels compile through NVRTC and ptxas. Lines long enough to
+// outrun lavapipe's loop budget with a thread per line are refused there, never wrong.
 #include <gtest/gtest.h>
 
+#include "runtime/gpu_tuner.h"
 #include "tests/codegen/gpu_test_kernels.h"
 #include "tests/codegen/gpu_test_util.h"
 #include "tests/codegen/gpu_vulkan_runner.h"
@@ -256,6 +258,77 @@ TEST_P(GpuNanRulesTest, ReductionsInEveryStrategy) {
 
 INSTANTIATE_TEST_SUITE_P(Floats, GpuNanRulesTest, testing::ValuesIn(kFloats),
                          [](const auto& info) { return std::string(ir::dtype_name(info.param)); });
+
+// Lavapipe gives each invocation one budget of 65535 loop iterations, all its loops together, and
+// past it ends them early without an error. With a thread per line, the four loops over a line
+// of 16384 (max min argmax argmin) went past it: argmin missed the end of the line, where some
+// lines hold their special value. Within the budget a thread per line is right up to its edge;
+// over it the schedule is refused by name, never run, and the default schedule is right.
+class GpuLoopLimitTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (!runner().gpu) GTEST_SKIP() << "vulkan:0 is not available";
+    ASSERT_TRUE(runner().cpu);
+    limit_ = runner().gpu->loop_iteration_limit();
+    if (!limit_) GTEST_SKIP() << "vulkan:0 has no loop budget (not lavapipe)";
+  }
+  std::optional<int64_t> limit_;
+};
+
+TEST_F(GpuLoopLimitTest, AThreadPerLineIsRightWithinTheBudgetAndRefusedOverIt) {
+  const TuneParams thread{.reduce = GpuReduce::thread};
+  for (int64_t n : {16382, 16384, 49157}) {
+    const kir::Kernel k = extremes_kernel(DType::f32, kLines, n, false);
+    const ir::HostTensor x = line_input(DType::f32, kLines, n, false);
+    // One trip of the loop over lines (a thread per line: one group of 64), then four loops
+    // over the line: each loop's trips and one failed test.
+    auto src = emit_source(k, thread, Dialect::glsl);
+    ASSERT_TRUE(src.has_value()) << src.error().message;
+    EXPECT_EQ(src->loop_iterations, 2 + 4 * (n + 1)) << n;
+    EXPECT_EQ(over_loop_limit(k, thread), n != 16382) << n;  // 65534 <= 65535 < 65538
+    std::vector<ir::HostTensor> out;
+    if (over_loop_limit(k, thread)) {
+      expect_loop_limit_refusal(k, thread);
+      run_both_on(k, {x}, CheckMode::none, {}, true, &out);
+    } else {
+      run_both_on(k, {x}, CheckMode::none, thread, true, &out);
+    }
+    if (out.size() == 5) expect_rule(x, n, out);
+  }
+}
+
+// The tuner over the same kernel at 16384: its thread-per-line candidates are disqualified for
+// the budget, not the tuning; the others are checked, and the winner is right.
+TEST_F(GpuLoopLimitTest, TheTunerDisqualifiesCandidatesOverTheBudget) {
+  const int64_t n = 16384;
+  const kir::Kernel k = extremes_kernel(DType::f32, kLines, n, false);
+  Expected<autotune::TuneDecision> d =
+      runtime::tune_gpu_kernel(*runner().gpu, k, autotune::Level::extensive, 0, 2);
+  ASSERT_TRUE(d.has_value()) << d.error().message;
+  int over = 0;
+  for (const autotune::CandidateResult& c : d->candidates) {
+    auto src = emit_source(k, c.params, Dialect::glsl);
+    ASSERT_TRUE(src.has_value()) << c.params.str() << ": " << src.error().message;
+    if (src->loop_iterations > *limit_) {
+      ++over;
+      EXPECT_EQ(c.status, autotune::CandidateStatus::disqualified) << c.params.str();
+      EXPECT_NE(c.reason.find("loop iterations per invocation"), std::string::npos) << c.reason;
+    } else {
+      EXPECT_TRUE(c.output_checked) << c.params.str() << ": " << c.reason;
+    }
+    if (c.params.reduce == GpuReduce::thread) {
+      EXPECT_GT(src->loop_iterations, *limit_) << c.params.str();
+    }
+  }
+  EXPECT_GE(over, 1) << "no candidate over the budget: the space has no thread per line";
+  auto won = emit_source(k, d->winner, Dialect::glsl);
+  ASSERT_TRUE(won.has_value());
+  EXPECT_LE(won->loop_iterations, *limit_) << d->winner.str();
+  const ir::HostTensor x = line_input(DType::f32, kLines, n, false);
+  std::vector<ir::HostTensor> out;
+  run_both_on(k, {x}, CheckMode::none, d->winner, true, &out);
+  if (out.size() == 5) expect_rule(x, n, out);
+}
 
 TEST(GpuNanRulesSourceTest, KernelsCompileAsCuda) {
   if (!test_nvrtc()) GTEST_SKIP() << nvrtc_unavailable();

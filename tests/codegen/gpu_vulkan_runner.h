@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -194,6 +196,31 @@ inline void run_on_vulkan(const kir::Kernel& k, std::vector<ir::HostTensor>& ten
   }
   ASSERT_TRUE((*stream)->synchronize().has_value());
   if (slot) *slot = words;
+}
+
+// Whether vulkan:0 has a loop budget per invocation (lavapipe: GpuBackend::loop_iteration_limit)
+// that `k` under `params` would outrun: it refuses to compile it.
+inline bool over_loop_limit(const kir::Kernel& k, const TuneParams& params) {
+  const std::optional<int64_t> limit = runner().gpu->loop_iteration_limit();
+  auto src = emit_source(k, params, Dialect::glsl);
+  return limit && src && src->loop_iterations > *limit;
+}
+
+// vulkan:0 refuses `k` under `params` with a message naming the kernel, the bound, the limit
+// and the device.
+inline void expect_loop_limit_refusal(const kir::Kernel& k, const TuneParams& params) {
+  auto src = emit_source(k, params, Dialect::glsl);
+  ASSERT_TRUE(src.has_value()) << src.error().message;
+  auto bin = runner().gpu->compile(*src, k.name);
+  ASSERT_FALSE(bin.has_value()) << k.name << " " << params.str() << " (" << src->loop_iterations
+                                << " loop iterations) compiled";
+  const std::string& m = bin.error().message;
+  for (const std::string& part :
+       {"kernel " + k.name + ":",
+        fmt::format("runs up to {} loop iterations per invocation", src->loop_iterations),
+        fmt::format("over the {} that vulkan:0 (llvmpipe", *runner().gpu->loop_iteration_limit()),
+        std::string("ends an invocation's loops early")})
+    EXPECT_NE(m.find(part), std::string::npos) << "no '" << part << "' in: " << m;
 }
 
 // Runs `k` on both devices with `inputs` (one tensor per input parameter, in order); compares

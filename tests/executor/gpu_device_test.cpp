@@ -1,6 +1,7 @@
 // The generic GPU device on vulkan:0 (Mesa's lavapipe here and in CI): realizes, the plan and
 // kernel caches, persistent device copies of inputs (memory.persistent_memory), streams used
-// from several threads at once (streaming.max_streams), bounds checks, and device names.
+// from several threads at once (streaming.max_streams), bounds checks, lavapipe's loop budget,
+// and device names.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -13,6 +14,7 @@
 #include "ir/builder.h"
 #include "runtime/device.h"
 #include "runtime/gpu_target.h"
+#include "tests/autotune/tune_test_kernels.h"
 
 namespace kiln::runtime {
 namespace {
@@ -153,6 +155,82 @@ TEST(GpuDevice, ValidateRecordsTheFirstOutOfRangeAccess) {
   auto failure = codegen::describe_check_failure(k, words.data());
   ASSERT_TRUE(failure.has_value());
   EXPECT_EQ(*failure, "kernel k0: load of param %0 (x) at index 100 is outside its 100 elements");
+}
+
+// Lavapipe ends an invocation's loops early past 65535 iterations in all (GpuBackend::
+// loop_iteration_limit). A matmul over K = 8192 in its default tiles of 64 would run more (16 x 4
+// x 4 products per 16-deep slice, each loop counted); its default gives way to tiles of 16, and
+// the device's result is the cpu's.
+TEST(GpuDevice, DefaultSchedulesOverTheLoopBudgetGiveWayToOnesWithin) {
+  auto backend = open_vulkan_backend(0);
+  ASSERT_TRUE(backend.has_value()) << backend.error().message;
+  const std::optional<int64_t> limit = (*backend)->loop_iteration_limit();
+  if (!limit) GTEST_SKIP() << "vulkan:0 has no loop budget (not lavapipe)";
+  const kir::Kernel k = autotune::testing::matmul_kernel(64, 64, 8192);
+  auto heuristic = codegen::gpu::emit_source(k, {}, codegen::gpu::Dialect::glsl);
+  ASSERT_TRUE(heuristic.has_value()) << heuristic.error().message;
+  EXPECT_GT(heuristic->loop_iterations, *limit);
+  auto chosen = emit_for_device(**backend, k, {}, codegen::CheckMode::none);
+  ASSERT_TRUE(chosen.has_value()) << chosen.error().message;
+  EXPECT_LE(chosen->loop_iterations, *limit);
+  auto tiles16 = codegen::gpu::emit_source(k, {.tile = 16}, codegen::gpu::Dialect::glsl);
+  ASSERT_TRUE(tiles16.has_value());
+  EXPECT_EQ(chosen->text, tiles16->text);  // tiles of 32 run 512 x 168 passes: over too
+  // An explicit schedule is not replaced: the device refuses it.
+  auto explicit64 = emit_for_device(**backend, k, {.tile = 64}, codegen::CheckMode::none);
+  ASSERT_TRUE(explicit64.has_value());
+  EXPECT_EQ(explicit64->text, heuristic->text);
+  EXPECT_FALSE((*backend)->compile(*explicit64, k.name).has_value());
+
+  ir::Graph g;
+  ir::Builder b(g);
+  const ir::Node* x = g.input(DType::f32, {64, 8192}, "x");
+  const ir::Node* w = g.input(DType::f32, {8192, 64}, "w");
+  const ir::Node* y = *b.matmul(x, w);
+  ir::HostTensor hx = ir::HostTensor::zeros(DType::f32, {64, 8192}), hw = hx;
+  hw.shape = {8192, 64};
+  for (int64_t i = 0; i < hx.numel(); ++i) {  // small integers: every sum is exact
+    hx.set(i, static_cast<double>(i % 7) - 3);
+    hw.set(i, static_cast<double>(i % 5) - 2);
+  }
+  DeviceOptions reference;
+  reference.cpu_rates = reference.gpu_rates = RatesSource::reference;
+  std::vector<ir::HostTensor> results;
+  for (const char* name : {"vulkan:0", "cpu"}) {
+    auto dev = open_device(name, reference);
+    ASSERT_TRUE(dev.has_value()) << dev.error().message;
+    Bindings in{{x, (*dev)->pool()->from_host(hx).value()},
+                {w, (*dev)->pool()->from_host(hw).value()}};
+    auto out = (*dev)->execute(g, {y}, in);
+    ASSERT_TRUE(out.has_value()) << name << ": " << out.error().message;
+    results.push_back((*out)[0]->to_host());
+  }
+  for (int64_t i = 0; i < results[1].numel(); ++i)
+    ASSERT_EQ(results[0].get(i), results[1].get(i)) << "element " << i;
+}
+
+// A sum over 2^35 elements (one value broadcast): every schedule kiln has gives a thread more
+// than 65535 of them on lavapipe, so the realize fails with the reason rather than a wrong sum.
+TEST(GpuDevice, KernelsWithNoScheduleWithinTheLoopBudgetAreRefused) {
+  auto backend = open_vulkan_backend(0);
+  ASSERT_TRUE(backend.has_value()) << backend.error().message;
+  if (!(*backend)->loop_iteration_limit())
+    GTEST_SKIP() << "vulkan:0 has no loop budget (not lavapipe)";
+  ir::Graph g;
+  ir::Builder b(g);
+  const ir::Node* x = g.input(DType::f32, {1}, "x");
+  const ir::Node* s = *b.reduce(ir::Op::Sum, *b.expand(x, {int64_t{1} << 35}), std::nullopt, false);
+  DeviceOptions reference;
+  reference.gpu_rates = RatesSource::reference;
+  auto dev = open_vulkan(reference);
+  ASSERT_TRUE(dev);
+  auto out = dev->execute(g, {s}, {{x, dev->pool()->from_host(iota(1)).value()}});
+  ASSERT_FALSE(out.has_value()) << "a sum over 2^35 elements ran: " << (*out)[0]->to_host().get(0);
+  const std::string& m = out.error().message;
+  for (const char* part :
+       {"loop iterations per invocation", "over the 65535 that vulkan:0 (llvmpipe",
+        "ends an invocation's loops early", "kernel "})
+    EXPECT_NE(m.find(part), std::string::npos) << "no '" << part << "' in: " << m;
 }
 
 TEST(GpuDevice, BadNamesAndMissingDevicesAreErrors) {

@@ -1,6 +1,7 @@
 // The Vulkan backend outside streams: device listing and selection, properties, fingerprint,
 // compilation, pipeline loading and binding reflection, pooled memory and its errors.
 #include <cstring>
+#include <optional>
 
 #include "codegen/spirv/spirv_compiler.h"
 #include "runtime/vulkan/vulkan_memory.h"
@@ -39,7 +40,7 @@ TEST(VulkanDevices, ListsComputeDevicesWithProperties) {
     for (const char* key :
          {"name", "type", "vendor", "driver version", "api version", "max workgroup size",
           "max workgroup count", "shared memory", "memory heaps", "features", "timestamp period",
-          "ieee arithmetic"}) {
+          "ieee arithmetic", "loop iteration limit"}) {
       EXPECT_FALSE(property(d.properties, key).empty()) << d.name << " lacks " << key;
     }
     if (property(d.properties, "name").find("llvmpipe") != std::string::npos) {
@@ -49,8 +50,12 @@ TEST(VulkanDevices, ListsComputeDevicesWithProperties) {
       // Its constant folding of x*0, x-x, 0/x and x/0 is stated (tests/conformance: the fuzz
       // keeps inf and NaN out of that arithmetic on such a device).
       EXPECT_TRUE(property(d.properties, "ieee arithmetic").starts_with("no: "));
+      // Its loops stop, silently, after 65535 iterations per invocation (docs/graph-format.md).
+      EXPECT_TRUE(
+          property(d.properties, "loop iteration limit").starts_with("65535 per invocation"));
     } else {
       EXPECT_EQ(property(d.properties, "ieee arithmetic"), "yes");
+      EXPECT_EQ(property(d.properties, "loop iteration limit"), "none");
     }
   }
   // This machine (and CI) has Mesa's lavapipe installed.
@@ -112,6 +117,29 @@ TEST_F(VulkanTest, CompileErrorsNameTheKernel) {
   ASSERT_FALSE(binary.has_value());
   EXPECT_NE(binary.error().message.find("broken_kernel"), std::string::npos)
       << binary.error().message;
+}
+
+// Lavapipe ends an invocation's loops early, without an error, past 65535 iterations in all: a
+// source whose loops may run more is refused before shaderc, by name; one at the budget compiles.
+TEST_F(VulkanTest, CompileRefusesSourcesOverTheLoopBudget) {
+  const std::optional<int64_t> limit = backend_->loop_iteration_limit();
+  if (!has_property("type", "cpu")) {
+    EXPECT_FALSE(limit.has_value());
+    GTEST_SKIP() << "vulkan:0 is not lavapipe";
+  }
+  ASSERT_EQ(limit, 65535);
+  auto source = glsl_source(vector_add_glsl(1000), 4, 256);
+  source.loop_iterations = 65535;
+  EXPECT_TRUE(backend_->compile(source, "vector_add").has_value());
+  source.loop_iterations = 65536;
+  auto refused = backend_->compile(source, "vector_add");
+  ASSERT_FALSE(refused.has_value());
+  const std::string& m = refused.error().message;
+  for (const char* part :
+       {"kernel vector_add: its test schedule (4 workgroups of 256) runs up to 65536 loop "
+        "iterations per invocation",
+        "over the 65535 that vulkan:0 (llvmpipe", "which would give wrong results"})
+    EXPECT_NE(m.find(part), std::string::npos) << "no '" << part << "' in: " << m;
 }
 
 TEST_F(VulkanTest, LoadRejectsBadBinariesAndLaunchShapes) {
