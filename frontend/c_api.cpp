@@ -341,6 +341,32 @@ kiln_status kiln_tensor_to_host(kiln_tensor tensor, void* data, size_t bytes) {
   });
 }
 
+// ---- DLPack ----------------------------------------------------------------------------------
+
+kiln_status kiln_tensor_from_dlpack(kiln_device device, DLManagedTensor* managed, kiln_tensor* out) {
+  if (!device) return null_argument(__func__, "device");
+  if (!managed) return null_argument(__func__, "managed");
+  if (!out) return null_argument(__func__, "out");
+  return guarded(__func__, [&] {
+    kiln::Tensor t = kiln::Tensor::from_dlpack(device->device, managed);
+    if (const kiln::Error* e = t.error())
+      return fail(KILN_ERROR_UNSUPPORTED, fmt::format("kiln_tensor_from_dlpack: {}", e->message));
+    *out = new kiln_tensor_s{std::move(t)};
+    return KILN_OK;
+  });
+}
+
+kiln_status kiln_tensor_to_dlpack(kiln_tensor tensor, DLManagedTensor** out) {
+  if (!tensor) return null_argument(__func__, "tensor");
+  if (!out) return null_argument(__func__, "out");
+  return guarded(__func__, [&] {
+    auto managed = tensor->tensor.to_dlpack();
+    if (!managed) return fail(KILN_ERROR_DEVICE, managed.error().message);
+    *out = *managed;
+    return KILN_OK;
+  });
+}
+
 // ---- Ops -------------------------------------------------------------------------------------
 
 #define KILN_API_unary(fn)                                                              \

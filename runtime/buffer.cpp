@@ -31,7 +31,18 @@ Buffer::Buffer(ir::DType dtype, ir::Shape shape, std::byte* data, size_t capacit
     : dtype_(dtype), shape_(std::move(shape)), data_(data), capacity_(capacity),
       pool_(std::move(pool)), persistent_(persistent) {}
 
-Buffer::~Buffer() { pool_->release(data_, capacity_, persistent_); }
+std::shared_ptr<Buffer> Buffer::external(ir::DType dtype, ir::Shape shape, std::byte* data,
+                                         std::function<void()> release) {
+  auto b = std::make_shared<Buffer>(dtype, std::move(shape), data, 0, nullptr, false);
+  b->capacity_ = b->nbytes();
+  b->release_ = std::move(release);
+  return b;
+}
+
+Buffer::~Buffer() {
+  if (pool_) pool_->release(data_, capacity_, persistent_);
+  else if (release_) release_();
+}
 
 ir::HostTensor Buffer::to_host() const {
   ir::HostTensor t{dtype_, shape_, std::vector<std::byte>(nbytes())};

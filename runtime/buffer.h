@@ -34,6 +34,10 @@ class Buffer {
  public:
   Buffer(ir::DType dtype, ir::Shape shape, std::byte* data, size_t capacity,
          std::shared_ptr<BufferPool> pool, bool persistent = false);
+  // Memory kiln does not own (a DLPack import): `release` runs when the buffer is destroyed. Not
+  // persistent: its owner may change it between realizes, so GPU devices copy it in every time.
+  static std::shared_ptr<Buffer> external(ir::DType dtype, ir::Shape shape, std::byte* data,
+                                          std::function<void()> release);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -55,8 +59,9 @@ class Buffer {
   ir::Shape shape_;
   std::byte* data_;
   size_t capacity_;
-  std::shared_ptr<BufferPool> pool_;
+  std::shared_ptr<BufferPool> pool_;  // null for external memory
   bool persistent_;
+  std::function<void()> release_;  // external memory: hands it back to its owner
 };
 
 // Size-bucketed free lists of 64-byte-aligned blocks. Thread-safe.

@@ -42,6 +42,8 @@
 #include "kiln/host_tensor.h"
 #include "kiln/shape.h"
 
+struct DLManagedTensor;  // DLPack (dlpack/dlpack.h): kiln::Tensor::from_dlpack and to_dlpack
+
 namespace kiln {
 
 using ir::DType;
@@ -114,6 +116,14 @@ class KILN_EXPORT Tensor {
   static Tensor arange(const Device& dev, int64_t start, int64_t end, int64_t step = 1,
                        DType dtype = DType::i32);
 
+  // DLPack. A CPU tensor (kDLCPU) of a kiln dtype, lanes 1. Compact (strides null or row-major)
+  // and aligned to its element size: used in place, no copy, and `managed`'s deleter runs when
+  // kiln is done with it (the last tensor reading it is gone); its memory is read when a realize
+  // runs, so its owner must not change it while kiln holds it. Any other strides: copied, and the
+  // deleter runs before this returns. On an error (another device, an unknown dtype) kiln does not
+  // take `managed`: its deleter is not called. Bool is DLPack's kDLBool (code 6, lanes 1, 8 bits).
+  static Tensor from_dlpack(const Device& dev, DLManagedTensor* managed);
+
   bool ok() const;
   const Error* error() const;  // null when ok
   DType dtype() const;
@@ -123,6 +133,9 @@ class KILN_EXPORT Tensor {
   // Runs everything this tensor depends on; later ops read the result without recomputing.
   Expected<void> realize();
   Expected<HostTensor> to_host();
+  // Realizes and hands out the result's buffer without a copy, as a DLPack CPU tensor (compact,
+  // strides null) that keeps the buffer alive until its deleter is called (exactly once).
+  Expected<DLManagedTensor*> to_dlpack();
   template <class T>
   Expected<std::vector<T>> to_vector();
 

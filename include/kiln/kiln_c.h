@@ -178,6 +178,22 @@ KILN_EXPORT kiln_status kiln_realize(const kiln_tensor* tensors, size_t count);
  * element count times its dtype's size). */
 KILN_EXPORT kiln_status kiln_tensor_to_host(kiln_tensor tensor, void* data, size_t bytes);
 
+/* ---- DLPack (dlpack/dlpack.h) ------------------------------------------------------------- */
+
+struct DLManagedTensor;
+
+/* A tensor over a DLPack CPU tensor (kDLCPU) of a kiln dtype (lanes 1; bool is kDLBool, code 6).
+ * Compact (strides NULL or row-major) and aligned to its element size: used in place, without a
+ * copy, and `managed`'s deleter runs when kiln is done with it (its memory is read when a realize
+ * runs: its owner must not change it meanwhile). Other strides: copied, and the deleter runs
+ * before this returns. On failure (KILN_ERROR_UNSUPPORTED: another device, an unknown dtype)
+ * kiln does not take `managed`. */
+KILN_EXPORT kiln_status kiln_tensor_from_dlpack(kiln_device device, struct DLManagedTensor* managed,
+                                                kiln_tensor* out);
+/* Realizes the tensor and hands out its buffer without a copy: a compact kDLCPU tensor that
+ * keeps the buffer alive until its deleter is called (call it exactly once). */
+KILN_EXPORT kiln_status kiln_tensor_to_dlpack(kiln_tensor tensor, struct DLManagedTensor** out);
+
 /* ---- Ops: each records one op and returns its result in `out` ------------------------------ */
 
 /* Elementwise, broadcasting like numpy. Unary: neg abs exp log sqrt rsqrt recip sin cos tanh
