@@ -19,7 +19,8 @@ namespace {
 kiln::Device& device() {
   static kiln::Device dev =
       kiln::Device::open("cpu", kiln::Options{.settings = {{"compilation.cache", "none"},
-                                                           {"autotune.cache", "none"}},
+                                                           {"autotune.cache", "none"},
+                                                           {"autotune.enabled", "false"}},
                                               .use_config = false, .config_dir = ""})
           .value();
   return dev;

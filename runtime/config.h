@@ -39,6 +39,9 @@ struct Config {
   int max_blocks = 5;                                           // [fusion.beam_search] max_blocks
   int beam_width = 4;                                           // [fusion.beam_search] beam_width
   LoggerConfig fusion_logger{"basic", {{"stderr", ""}}};        // disabled | basic | verbose
+  // [autotune] enabled: every kernel a device compiles is tuned (once per machine: decisions are
+  // kept in the cache); false runs the default schedules, or tuned ones a warm cache holds.
+  bool autotune_enabled = true;
   std::string autotune_level = "balanced";                      // minimal | balanced | extensive | full
   CacheScope autotune_cache;                                    // [autotune] cache
   LoggerConfig autotune_logger{"minimal", {{"stdout", ""}}};    // disabled | minimal | full

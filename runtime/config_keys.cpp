@@ -197,6 +197,7 @@ std::vector<KeySpec> make_specs() {
   s.push_back(count_key("fusion.beam_search.max_blocks", &Config::max_blocks));
   s.push_back(count_key("fusion.beam_search.beam_width", &Config::beam_width));
   add_logger(s, "fusion.beam_search", &Config::fusion_logger, {"disabled", "basic", "verbose"});
+  s.push_back(bool_key("autotune.enabled", &Config::autotune_enabled));
   s.push_back(choice_key("autotune.level", {"minimal", "balanced", "extensive", "full"},
                          field(&Config::autotune_level)));
   s.push_back(scope_key("autotune.cache", &Config::autotune_cache));

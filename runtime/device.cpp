@@ -115,6 +115,7 @@ Expected<DeviceOptions> device_options_from_config(const Config& config) {
         "autotune.level: unknown level '{}' (expected minimal, balanced, extensive or full)",
         config.autotune_level));
   o.autotune_level = *level;
+  o.autotune = config.autotune_enabled;
   if (config.persistent_memory == "enabled") o.persistent_memory = PersistentMemory::enabled;
   else if (config.persistent_memory == "disabled") o.persistent_memory = PersistentMemory::disabled;
   else if (config.persistent_memory == "enforced") o.persistent_memory = PersistentMemory::enforced;

@@ -90,9 +90,11 @@ struct DeviceOptions {
   codegen::cuda::NvrtcSearch nvrtc;
   // kiln.toml's per-component loggers; null: warnings go to stderr, nothing else is logged.
   std::shared_ptr<const Logger> logger;
-  // Autotuning (DESIGN.md §9) of every kernel the cpu device compiles, at `autotune_level`
+  // Autotuning (DESIGN.md §9) of every kernel the device compiles, at `autotune_level`
   // (kiln.toml autotune.level): decisions are kept in the persistent cache, so a kernel is tuned
-  // once per machine. Off unless asked for (`kiln run --autotune`, `kiln warm --autotune`).
+  // once per machine. kiln.toml autotune.enabled (on by default) sets it; a default-constructed
+  // DeviceOptions leaves it off. Off, a plan a tuned warm-up stored is still used (tuned kernels,
+  // no tuning): Executor::get_plan.
   bool autotune = false;
   autotune::Level autotune_level = autotune::Level::balanced;
   // Where decisions are kept (kiln.toml autotune.cache): "" = in the kernel cache (cache_path).

@@ -104,9 +104,12 @@ const passes::CostModel& Executor::cost_model() {
 }
 
 cache::KeyParts Executor::stored_plan_key(const StructuralKey& key) {
+  return stored_plan_key(key, options_.autotune ? std::string(autotune::level_name(options_.autotune_level))
+                                                : "off");
+}
+cache::KeyParts Executor::stored_plan_key(const StructuralKey& key, const std::string& tuning) {
   fuser();
-  return plan_key(*target_, key.key, fuser_description_, options_.check_mode,
-                  options_.autotune ? std::string(autotune::level_name(options_.autotune_level)) : "off");
+  return plan_key(*target_, key.key, fuser_description_, options_.check_mode, tuning);
 }
 
 codegen::TuneParams Executor::schedule(const kir::Kernel& kernel, int* tuned) {
@@ -173,7 +176,14 @@ Expected<std::shared_ptr<const Plan>> Executor::get_plan(ir::Graph& g,
   std::shared_ptr<Plan> plan;
   if (store_) {
     disk_key = stored_plan_key(key);
-    if ((plan = stored_plan(*disk_key, key, outputs, /*load=*/true))) {
+    plan = stored_plan(*disk_key, key, outputs, /*load=*/true);
+    // Not tuning, a plan a tuned warm-up stored (`kiln warm --autotune`, or a process with
+    // autotune.enabled) is as good: its kernels are the tuned ones, and nothing is tuned here.
+    // The most thorough level first.
+    for (size_t l = std::size(autotune::kAllLevels); !plan && !options_.autotune && l-- > 0;)
+      plan = stored_plan(stored_plan_key(key, std::string(autotune::level_name(autotune::kAllLevels[l]))),
+                         key, outputs, /*load=*/true);
+    if (plan) {
       *source = "disk";
       log(LogComponent::cache, fmt::format("plan {} from the cache: {} kernels, {} loaded for {}",
                                            disk_key->digest(), plan->steps.size(), plan->loaded, name_));

@@ -99,7 +99,8 @@ class Executor final : public Device {
   };
   // The fuser (made with the target's rates on first use), and its description for plan keys.
   const passes::Fuser& fuser();
-  cache::KeyParts stored_plan_key(const StructuralKey& key);
+  cache::KeyParts stored_plan_key(const StructuralKey& key);  // with this executor's tuning
+  cache::KeyParts stored_plan_key(const StructuralKey& key, const std::string& tuning);
   cache::Store* tune_store() { return tune_store_ ? tune_store_.get() : store_.get(); }
   // The schedule a kernel runs with: TuneParams{} without autotune, else the tuned winner (tuned
   // now if need be, counted in *tuned).

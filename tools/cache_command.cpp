@@ -160,7 +160,8 @@ Expected<void> check_arguments(const CacheOptions& o) {
   if (o.for_paths.empty())
     for (auto [given, flag] : {std::pair{o.target_given, "--target"},
                                {o.arch_given, "--arch"},
-                               {o.autotune, "--autotune"}})
+                               {o.autotune, "--autotune"},
+                               {o.no_autotune, "--no-autotune"}})
       if (given)
         return make_error(fmt::format("cache {}: {} needs export --for PATH...", o.action, flag));
   if (o.arch_given && o.target != "cuda")
@@ -178,6 +179,7 @@ std::string warm_hint(const CacheOptions& o) {
   if (o.target != "cpu") flags += " --target " + o.target;
   if (o.target == "cuda") flags += " --arch " + o.arch;
   if (o.autotune) flags += " --autotune";
+  if (o.no_autotune) flags += " --no-autotune";
   return fmt::format("kiln warm{} --cache {} {}", flags, o.scope, fmt::join(o.for_paths, " "));
 }
 
@@ -192,7 +194,7 @@ int export_workload(const CacheOptions& o, const std::string& cache_path) {
   if (!options) return report_error(options.error().message);
   options->cache_path = cache_path;
   options->cache_read_only = true;
-  options->autotune = o.autotune;
+  options->autotune = autotune_from(o.autotune, o.no_autotune, options->autotune);
   options->autotune_cache_path.clear();  // the decisions are bundled from the same store
   // Decisions are looked up, not made: a CUDA compiler gives the same keys as the device.
   auto device = open_target({.target = o.target, .arch = o.arch, .arch_given = o.arch_given},

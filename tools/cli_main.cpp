@@ -48,10 +48,17 @@ void add_dump_options(CLI::App* cmd, DumpOptions& o) {
       ->default_val("text")
       ->check(CLI::IsMember({"text", "dot", "html"}));
   cmd->add_option("-o,--output", o.output, "Write to FILE instead of stdout");
-  cmd->add_flag("--autotune", o.autotune,
-                "Show the kernels as `kiln run --autotune` runs them: tuned schedules from the cache, "
-                "tuning those it lacks on the device");
+  add_autotune_flags(cmd, o.autotune, o.no_autotune,
+                     "Show the kernels as a tuning `kiln run` runs them: tuned schedules from the "
+                     "cache, tuning those it lacks on the device");
 }
+void add_autotune_flags(CLI::App* cmd, bool& on, bool& off, const std::string& on_help) {
+  CLI::Option* yes = cmd->add_flag("--autotune", on,
+                                   on_help + " (the default when kiln.toml's autotune.enabled is)");
+  cmd->add_flag("--no-autotune", off, "Run the default schedules (or tuned ones the cache holds)")
+      ->excludes(yes);
+}
+
 void add_cache_options(CLI::App* cmd, CacheOptions& o) {
   cmd->add_option("action", o.action,
                   "stats | list | show KEY | explain | prune | verify | "
@@ -76,8 +83,8 @@ void add_cache_options(CLI::App* cmd, CacheOptions& o) {
       ->check(CLI::IsMember({"cpu", "cuda", "vulkan"}));
   cmd->add_option("--arch", o.arch, "export --for --target cuda: the architecture, e.g. sm_90")
       ->default_val("sm_90");
-  cmd->add_flag("--autotune", o.autotune,
-                "export --for: what runs tuned by `kiln warm --autotune` read, decisions included");
+  add_autotune_flags(cmd, o.autotune, o.no_autotune,
+                     "export --for: what tuned runs read, decisions included");
 }
 }  // namespace kiln::tools
 
@@ -98,8 +105,8 @@ int kiln_tool_main(int argc, char** argv) {
   run_cmd->add_option("--out", run.out_dir, "Write each output %y to DIR/y.npy");
   run_cmd->add_flag("--stats", run.stats, "Print kernels, compile time and run time");
   run_cmd->add_option("--stats-json", run.stats_json, "Write the statistics as JSON to FILE");
-  run_cmd->add_flag("--autotune", run.autotune,
-                    "Tune each kernel's schedule by measuring (autotune.level); kept in the cache");
+  add_autotune_flags(run_cmd, run.autotune, run.no_autotune,
+                     "Tune each kernel's schedule by measuring (autotune.level); kept in the cache");
   run_cmd->add_option("--repeat", run.repeat, "Run N times; run time is the median")
       ->check(CLI::Range(1, 100000));
   add_fuser_options(run_cmd, run.fusion);
@@ -121,7 +128,7 @@ int kiln_tool_main(int argc, char** argv) {
       ->default_val("sm_90");
   warm_cmd->add_option("--cache", warm.scope,
                        "local | target | global | file=PATH (default: kiln.toml compilation.cache)");
-  warm_cmd->add_flag("--autotune", warm.autotune,
+  add_autotune_flags(warm_cmd, warm.autotune, warm.no_autotune,
                      "Also tune each kernel on the target device (cuda: cuda:0); the decisions go in the cache");
   warm_cmd->add_flag("--check", warm.check,
                      "Compile nothing; list every kernel or plan a run would miss (exit 1 if any)");

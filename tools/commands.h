@@ -9,6 +9,10 @@
 #include "runtime/device.h"
 #include "tools/graph_inputs.h"
 
+namespace CLI {
+class App;
+}
+
 namespace kiln::tools {
 
 // The fuser choice of `kiln run` and `kiln dump`.
@@ -30,10 +34,16 @@ struct RunOptions {
   bool stats = false;
   std::string stats_json;  // empty: none
   int repeat = 1;          // run_ms is the median over this many runs
-  bool autotune = false;   // tune every kernel at kiln.toml's autotune.level (cpu)
+  bool autotune = false;   // --autotune: tune every kernel at kiln.toml's autotune.level
+  bool no_autotune = false;  // --no-autotune; neither: kiln.toml's autotune.enabled (default on)
   FuserFlags fusion;
 };
 int run_command(const RunOptions& options);
+
+// Whether a command tunes: --autotune, --no-autotune, else what kiln.toml (autotune.enabled) says.
+inline bool autotune_from(bool on, bool off, bool configured) { return on || (!off && configured); }
+// --autotune and --no-autotune on `cmd`, excluding each other.
+void add_autotune_flags(CLI::App* cmd, bool& on, bool& off, const std::string& on_help);
 
 struct DumpOptions {
   std::string graph_path;
@@ -48,7 +58,8 @@ struct DumpOptions {
   std::string arch = "sm_90";       // cuda: the architecture of ptx (no GPU needed)
   bool arch_given = false;
   std::string out_dir;              // one file per kernel (.ll / .cu .ptx .cubin / .comp .spv)
-  bool autotune = false;            // the schedules `kiln run --autotune` runs (tuning what has none)
+  bool autotune = false;            // the schedules a tuning `kiln run` runs (tuning what has none)
+  bool no_autotune = false;         // the default schedules; neither: autotune.enabled
 };
 int dump_command(const DumpOptions& options);
 
@@ -75,6 +86,7 @@ struct CacheOptions {
   std::string arch = "sm_90";  // cuda
   bool arch_given = false;
   bool autotune = false;       // the tuned plans, kernels and decisions of `kiln warm --autotune`
+  bool no_autotune = false;    // the untuned ones; neither: autotune.enabled
 };
 int cache_command(const CacheOptions& options);
 
@@ -88,6 +100,7 @@ struct WarmOptions {
   std::string scope;           // local | target | global | file=PATH; empty: kiln.toml's
   bool check = false;
   bool autotune = false;
+  bool no_autotune = false;  // neither: kiln.toml's autotune.enabled
   int jobs = 1;
 };
 int warm_command(const WarmOptions& options);

@@ -86,7 +86,7 @@ Expected<runtime::DeviceOptions> dump_device_options(const DumpOptions& o, const
   if (!o.rates.empty())
     options->cpu_rates = options->gpu_rates =
         o.rates == "reference" ? runtime::RatesSource::reference : runtime::RatesSource::measured;
-  options->autotune = o.autotune;
+  options->autotune = autotune_from(o.autotune, o.no_autotune, options->autotune);
   options->cache_read_only = true;
   return options;
 }
@@ -99,8 +99,9 @@ Expected<void> prepare(const DumpOptions& o, DumpInput& in) {
   in.key = runtime::structural_key(in.outputs);
   auto options = dump_device_options(o, in.graph);
   if (!options) return std::unexpected(options.error());
+  const bool tune = options->autotune;
   auto executor = open_target({.target = o.target, .arch = o.arch, .arch_given = o.arch_given,
-                               .tune = o.autotune, .compile_only_fallback = true},
+                               .tune = tune, .compile_only_fallback = true},
                               std::move(*options));
   if (!executor) return std::unexpected(executor.error());
   in.executor = std::move(*executor);

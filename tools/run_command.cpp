@@ -93,7 +93,7 @@ int run_command(const RunOptions& o) {
   auto options = runtime::device_options_from_config(config->config);
   if (!options) return report_error(options.error().message);
   options->namer = make_namer(*graph);
-  options->autotune = o.autotune;
+  options->autotune = autotune_from(o.autotune, o.no_autotune, options->autotune);
   options->time_kernels = o.stats || !o.stats_json.empty();
   // Command-line fuser flags win over kiln.toml.
   if (o.fusion.fuser_given) options->fuser = *passes::parse_fuser_kind(o.fusion.fuser);  // CLI11 checked it

@@ -91,11 +91,12 @@ int warm_command(const WarmOptions& o) {
   if (options->cache_path.empty())
     return report_error("no kernel cache to warm: compilation.cache is \"none\"; pass --cache");
   options->cache_read_only = o.check;  // --check never writes
-  options->autotune = o.autotune;
+  options->autotune = autotune_from(o.autotune, o.no_autotune, options->autotune);
+  const bool tune = options->autotune && !o.check;
   std::string cache_path = options->cache_path;
   // --check only looks decisions up: a CUDA compiler gives the same keys as the device.
   auto device = open_target({.target = o.target, .arch = o.arch, .arch_given = o.arch_given,
-                             .tune = o.autotune && !o.check},
+                             .tune = tune},
                             std::move(*options));
   if (!device) return report_error(device.error().message);
   Warmer warmer{std::move(*device)};
@@ -133,7 +134,7 @@ int warm_command(const WarmOptions& o) {
   }
   fmt::print("{}: {} graphs warmed for {}, {} kernels compiled{}\n", cache_path, graphs->size(),
              o.target == "cuda" ? "cuda " + o.arch : o.target, progress.compiled(),
-             o.autotune ? fmt::format(", {} tuned", progress.tuned()) : "");
+             tune ? fmt::format(", {} tuned", progress.tuned()) : "");
   return errors.empty() ? 0 : 1;
 }
 

@@ -141,6 +141,29 @@ TEST_F(ConfigLoad, UnknownConfigVariablesWarnButOtherKilnVariablesDoNot) {
   EXPECT_EQ(r->config.max_blocks, 5);
 }
 
+// Autotuning is on by default at balanced (issue 16), and one setting turns it off: in kiln.toml,
+// the environment, or an embedder's options.
+TEST_F(ConfigLoad, AutotuneIsOnByDefaultAndOneSettingTurnsItOff) {
+  auto r = load_config(dir_.string());
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  auto on = device_options_from_config(r->config);
+  ASSERT_TRUE(on.has_value()) << on.error().message;
+  EXPECT_TRUE(on->autotune);
+  EXPECT_EQ(on->autotune_level, autotune::Level::balanced);
+  {
+    ScopedEnv off("KILN_AUTOTUNE_ENABLED", "false");
+    auto e = load_config(dir_.string());
+    ASSERT_TRUE(e.has_value()) << e.error().message;
+    EXPECT_FALSE(device_options_from_config(e->config)->autotune);
+  }
+  Config c = default_config(dir_.string());
+  ASSERT_TRUE(apply_setting(c, "autotune.enabled", "false").has_value());
+  EXPECT_FALSE(device_options_from_config(c)->autotune);
+  auto bad = apply_setting(c, "autotune.enabled", "sometimes");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().message, "option autotune.enabled: expected true or false, got \"sometimes\"");
+}
+
 // KILN_DUMP and KILN_RECORD are read here, at the edge, and handed down in the device options.
 TEST_F(ConfigLoad, DumpAndRecordDirectoriesComeFromTheEnvironmentIntoTheDeviceOptions) {
   {

@@ -64,6 +64,7 @@ TEST(ConfigParse, EmptyFileGivesTheDesignDefaults) {
   EXPECT_EQ(c.beam_width, 4);
   EXPECT_EQ(c.fusion_logger.level, "basic");
   EXPECT_EQ(c.fusion_logger.targets, (std::vector<LogTarget>{{"stderr", ""}}));
+  EXPECT_TRUE(c.autotune_enabled);  // on by default, at balanced
   EXPECT_EQ(c.autotune_level, "balanced");
   EXPECT_EQ(c.autotune_cache.kind, "target");
   EXPECT_EQ(c.check_mode, "auto");
@@ -77,7 +78,7 @@ TEST(ConfigParse, EmptyFileGivesTheDesignDefaults) {
   EXPECT_EQ(c.memory_logger.level, "disabled");
   EXPECT_EQ(c.file, "/proj/kiln.toml");
   EXPECT_EQ(c.project_root, "/proj");
-  EXPECT_EQ(c.sources.size(), 23u);
+  EXPECT_EQ(c.sources.size(), 24u);
   for (const auto& [key, source] : c.sources) EXPECT_EQ(source, "default") << key;
   EXPECT_TRUE(r->warnings.empty());
 }

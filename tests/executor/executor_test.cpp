@@ -40,6 +40,40 @@ class ExecutorTest : public cache::testing::TempDirTest {
   }
 };
 
+// Decisions with `planted` for both kernels of TwoKernels, at level minimal, in `o`'s cache.
+void plant_decisions(const DeviceOptions& o, const codegen::TuneParams& planted) {
+  auto store = cache::Store::open(o.cache_path);
+  ASSERT_TRUE(store.has_value());
+  auto dev = open_executor("cpu", o);
+  ASSERT_TRUE(dev.has_value()) << dev.error().message;
+  TwoKernels t;
+  auto lowered = (*dev)->inspect(t.g, {t.y}, /*compile=*/false);
+  ASSERT_TRUE(lowered.has_value()) << lowered.error().message;
+  ASSERT_EQ((*lowered)->steps.size(), 2u);
+  for (const PlanStep& step : (*lowered)->steps) {
+    autotune::TuneDecision d;
+    d.winner = planted;
+    d.level = autotune::Level::minimal;
+    autotune::CandidateResult winner;
+    winner.params = planted;
+    winner.samples = {1.0};
+    winner.score = 1.0;
+    d.candidates.push_back(winner);
+    cache::Entry e;
+    const std::string json = d.to_json().dump();
+    e.value.assign(json.begin(), json.end());
+    ASSERT_TRUE((*store)->put(cache::Table::autotune,
+                              autotune_key((*dev)->target(), step.kernel, autotune::Level::minimal), e));
+  }
+}
+
+codegen::TuneParams unusual_schedule() {
+  codegen::TuneParams p;
+  p.vector_width = 4;
+  p.unroll = 2;
+  return p;
+}
+
 // A decision planted in the cache with a schedule the tuner would not pick by default: a tuned
 // realize and an inspection (kiln dump --autotune) both run every kernel with it, tune nothing,
 // and name the same kernel entries.
@@ -47,34 +81,8 @@ TEST_F(ExecutorTest, InspectShowsTheSchedulesARealizeRuns) {
   DeviceOptions o = options();
   o.autotune = true;
   o.autotune_level = autotune::Level::minimal;
-  codegen::TuneParams planted;
-  planted.vector_width = 4;
-  planted.unroll = 2;
-  {
-    auto store = cache::Store::open(o.cache_path);
-    ASSERT_TRUE(store.has_value());
-    auto dev = open_executor("cpu", o);
-    ASSERT_TRUE(dev.has_value()) << dev.error().message;
-    TwoKernels t;
-    auto lowered = (*dev)->inspect(t.g, {t.y}, /*compile=*/false);
-    ASSERT_TRUE(lowered.has_value()) << lowered.error().message;
-    ASSERT_EQ((*lowered)->steps.size(), 2u);
-    for (const PlanStep& step : (*lowered)->steps) {
-      autotune::TuneDecision d;
-      d.winner = planted;
-      d.level = autotune::Level::minimal;
-      autotune::CandidateResult winner;
-      winner.params = planted;
-      winner.samples = {1.0};
-      winner.score = 1.0;
-      d.candidates.push_back(winner);
-      cache::Entry e;
-      const std::string json = d.to_json().dump();
-      e.value.assign(json.begin(), json.end());
-      ASSERT_TRUE((*store)->put(cache::Table::autotune,
-                                autotune_key((*dev)->target(), step.kernel, autotune::Level::minimal), e));
-    }
-  }
+  const codegen::TuneParams planted = unusual_schedule();
+  ASSERT_NO_FATAL_FAILURE(plant_decisions(o, planted));
   auto run_dev = open_executor("cpu", o);
   auto dump_dev = open_executor("cpu", o);
   ASSERT_TRUE(run_dev && dump_dev);
@@ -97,6 +105,46 @@ TEST_F(ExecutorTest, InspectShowsTheSchedulesARealizeRuns) {
     EXPECT_EQ(step.artifact->source(), (*ran)->steps[i].artifact->source()) << step.kernel.name;
   }
   EXPECT_EQ((*shown)->tuned, 0);
+}
+
+// A process that does not tune runs the plan a tuned one stored (a tuned warm-up): its tuned
+// kernels, loaded from the cache, with nothing compiled or tuned.
+TEST_F(ExecutorTest, AnUntunedProcessRunsWhatATunedOneStored) {
+  DeviceOptions tuned = options();
+  tuned.autotune = true;
+  tuned.autotune_level = autotune::Level::minimal;
+  const codegen::TuneParams planted = unusual_schedule();
+  ASSERT_NO_FATAL_FAILURE(plant_decisions(tuned, planted));
+  TwoKernels t;
+  auto bind = [&](Executor& dev) {
+    return Bindings{{t.x, dev.pool()->from_host(ir::HostTensor::zeros(DType::f32, {64, 200})).value()}};
+  };
+  std::vector<std::string> tuned_kernels;
+  {
+    auto warm = open_executor("cpu", tuned);
+    ASSERT_TRUE(warm.has_value());
+    ASSERT_TRUE((*warm)->execute(t.g, {t.y}, bind(**warm), nullptr).has_value());
+    auto plan = (*warm)->plan_for(t.g, {t.y});
+    ASSERT_TRUE(plan.has_value());
+    for (const PlanStep& step : (*plan)->steps) {
+      EXPECT_EQ(step.kernel_digest,
+                kernel_key((*warm)->target(), step.kernel, planted, codegen::CheckMode::none).digest())
+          << step.kernel.name << ": the tuned schedule";
+      tuned_kernels.push_back(step.kernel_digest);
+    }
+  }
+  auto untuned = open_executor("cpu", options());  // autotune off, the same cache
+  ASSERT_TRUE(untuned.has_value());
+  RunStats stats;
+  ASSERT_TRUE((*untuned)->execute(t.g, {t.y}, bind(**untuned), &stats).has_value());
+  EXPECT_EQ(stats.compiled, 0);
+  EXPECT_EQ(stats.tuned, 0);
+  EXPECT_EQ(stats.plan_source, "disk");
+  auto plan = (*untuned)->plan_for(t.g, {t.y});
+  ASSERT_TRUE(plan.has_value());
+  std::vector<std::string> ran;
+  for (const PlanStep& step : (*plan)->steps) ran.push_back(step.kernel_digest);
+  EXPECT_EQ(ran, tuned_kernels);
 }
 
 // Without autotune a realize runs the default schedule, whatever decisions the cache holds.

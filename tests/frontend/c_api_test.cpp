@@ -29,10 +29,12 @@ kiln_options test_options() {
   EXPECT_EQ(kiln_options_create(&o), KILN_OK);
   EXPECT_EQ(kiln_options_set(o, "compilation.cache", "none"), KILN_OK) << kiln_last_error();
   EXPECT_EQ(kiln_options_set(o, "autotune.cache", "none"), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(kiln_options_set(o, "autotune.enabled", "false"), KILN_OK) << kiln_last_error();
   return o;
 }
 const kiln::Options kCxxTestOptions{
-    .settings = {{"compilation.cache", "none"}, {"autotune.cache", "none"}}, .use_config = false,
+    .settings = {{"compilation.cache", "none"}, {"autotune.cache", "none"}, {"autotune.enabled", "false"}},
+    .use_config = false,
     .config_dir = ""};
 
 // A device of the C API, skipping the test where the device under test is not present.

@@ -20,6 +20,7 @@ struct Device {
     kiln_options o = nullptr;
     kiln_options_create(&o);
     kiln_options_set(o, "compilation.cache", "none");
+    kiln_options_set(o, "autotune.enabled", "false");
     kiln_device_open("cpu", o, &dev);
     kiln_options_release(o);
   }

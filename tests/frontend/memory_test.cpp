@@ -31,7 +31,8 @@ TEST(LongRunning, ATrainingLoopsMemoryStaysFlat) {
 #endif
   auto dev = kiln::Device::open(
                  "cpu", kiln::Options{.settings = {{"compilation.cache", "none"},
-                                                   {"autotune.cache", "none"}},
+                                                   {"autotune.cache", "none"},
+                                                   {"autotune.enabled", "false"}},
                                       .use_config = false, .config_dir = ""})
                  .value();
   std::vector<float> xs(16 * 32), ws(32 * 8, 0.02f);
