@@ -95,9 +95,14 @@ CExprEmitter::Scope* CExprEmitter::open_if(Scope* parent, std::string header) {
   return open_scope(parent, std::move(header), parent->runs);
 }
 
+CExprEmitter::Scope* CExprEmitter::open_block(Scope* parent) {
+  return open_scope(parent, "", parent->runs);
+}
+
 void CExprEmitter::close(Scope* s) {
-  s->parent->text += fmt::format("{}{} {{\n{}{}}}\n", indent(s->parent), s->header, s->text,
-                                 indent(s->parent));
+  s->parent->text +=
+      fmt::format("{}{}{{\n{}{}}}\n", indent(s->parent), s->header.empty() ? "" : s->header + " ",
+                  s->text, indent(s->parent));
   s->closed = true;
   s->memo.clear();
   std::erase_if(vars_, [&](const auto& kv) { return kv.second.first == s; });

@@ -46,6 +46,9 @@ class CExprEmitter {
   // at most `trips` iterations per block, `range` over all the blocks of one walk together.
   Scope* open_block_loop(Scope* blocks, std::string header, int64_t trips, int64_t range);
   Scope* open_if(Scope* parent, std::string header);  // `header`: `if (...)`
+  // A bare block `{ ... }`, run as often as its parent: one iteration of a loop written out
+  // unrolled, its declarations local to it.
+  Scope* open_block(Scope* parent);
   void close(Scope* s);
   std::string take_root_text();
 

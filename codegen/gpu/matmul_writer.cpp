@@ -21,9 +21,49 @@ struct Tiling {
   int per;      // R = T / 16
 };
 
-// CUDA unrolls the loops over a thread's outputs and the staged slice: registers for acc[].
-std::string unroll_prefix(CExprEmitter& em, Scope* s) {
-  return em.dialect().cuda() ? "#pragma unroll\n" + em.indent(s) : "";
+// The loops over a thread's outputs, the staging steps and the staged slice run a constant number
+// of trips (R, R * R, 16). CUDA writes them as loops, nvcc unrolling those under `#pragma unroll`
+// (registers for acc[]; CUDA has no loop budget). GLSL writes them unrolled, each iteration with
+// the index replaced by its value: the SPIR-V then holds no loop for them, so they spend nothing of
+// lavapipe's loop budget per invocation (GpuSource::loop_iterations) and count no trips; Mesa
+// unrolls such loops too, but the bound cannot count on what a driver may do.
+struct ConstantLoop {
+  const char* var;
+  int trips;
+  bool pragma;  // CUDA: `#pragma unroll`
+};
+
+std::string loop_header(CExprEmitter& em, Scope* s, const ConstantLoop& l) {
+  return fmt::format("{0}for (int {1} = 0; {1} < {2}; ++{1})",
+                     l.pragma ? "#pragma unroll\n" + em.indent(s) : "", l.var, l.trips);
+}
+
+// Writes `body(scope, index)` for each iteration of `l` in `s`: once in a CUDA loop (the index
+// is the loop variable), or once per value in a block of its own (the index is the value).
+template <typename Body>
+Expected<void> write_constant_loop(CExprEmitter& em, Scope* s, const ConstantLoop& l, Body body) {
+  if (em.dialect().cuda()) {
+    Scope* loop = em.open_loop(s, loop_header(em, s, l), l.trips);
+    if (Expected<void> r = body(loop, std::string(l.var)); !r) return r;
+    em.close(loop);
+    return {};
+  }
+  for (int i = 0; i < l.trips; ++i) {
+    Scope* block = em.open_block(s);
+    if (Expected<void> r = body(block, std::to_string(i)); !r) return r;
+    em.close(block);
+  }
+  return {};
+}
+
+// A loop whose body is the one statement `line(index)`: one line in CUDA, one per value in GLSL.
+template <typename Line>
+void write_constant_loop_line(CExprEmitter& em, Scope* s, const ConstantLoop& l, Line line) {
+  if (em.dialect().cuda()) {
+    em.append_loop(s, loop_header(em, s, l) + " " + line(std::string(l.var)), l.trips);
+    return;
+  }
+  for (int i = 0; i < l.trips; ++i) em.append(s, line(std::to_string(i)));
 }
 
 // Stages one operand slice: element e = lid + 256 q (q < R) of the slice, row-major with
@@ -39,39 +79,40 @@ struct SliceSpec {
 Expected<void> load_slice(CExprEmitter& em, Scope* ks, const SliceSpec& sp, const Tiling& t) {
   DialectText& d = em.dialect();
   const std::string L = d.i64_type();
-  Scope* q = em.open_loop(
-      ks, fmt::format("{}for (int q = 0; q < {}; ++q)", unroll_prefix(em, ks), t.per), t.per);
-  const std::string e = em.fresh("e"), r = em.fresh("r"), c = em.fresh("c"), v = em.fresh("tv");
-  em.append(q, fmt::format("{} {} = lid + {} * {};", L, e, d.i64_lit(kThreads), d.cast(L, "q")));
-  em.append(q, fmt::format("{0} {1} = {2} + {3} / {4}; {0} {5} = {6} + {3} % {4};", L, r, sp.row_base, e,
-                           d.i64_lit(sp.inner), c, sp.col_base));
-  em.append(q, fmt::format("float {} = {};", v, d.float_lit(DType::f32, 0)));
-  Scope* in = em.open_if(q, fmt::format("if ({} < {} && {} < {})", r, sp.rows, c, sp.cols));
-  em.bind_var(in, sp.row_var, r);
-  em.bind_var(in, sp.col_var, c);
-  Expected<std::string> x = em.emit(sp.val);
-  if (!x) return std::unexpected(x.error());
-  em.append(in, fmt::format("{} = {};", v, *x));
-  em.close(in);
-  em.append(q, fmt::format("{}[uint({})] = {};", sp.dst, e, v));
-  em.close(q);
-  return {};
+  return write_constant_loop(em, ks, {"q", t.per, true}, [&](Scope* q, const std::string& qi) {
+    const std::string e = em.fresh("e"), r = em.fresh("r"), c = em.fresh("c"), v = em.fresh("tv");
+    em.append(q, fmt::format("{} {} = lid + {} * {};", L, e, d.i64_lit(kThreads), d.cast(L, qi)));
+    em.append(q, fmt::format("{0} {1} = {2} + {3} / {4}; {0} {5} = {6} + {3} % {4};", L, r,
+                             sp.row_base, e, d.i64_lit(sp.inner), c, sp.col_base));
+    em.append(q, fmt::format("float {} = {};", v, d.float_lit(DType::f32, 0)));
+    Scope* in = em.open_if(q, fmt::format("if ({} < {} && {} < {})", r, sp.rows, c, sp.cols));
+    em.bind_var(in, sp.row_var, r);
+    em.bind_var(in, sp.col_var, c);
+    Expected<std::string> x = em.emit(sp.val);
+    if (!x) return Expected<void>(std::unexpected(x.error()));
+    em.append(in, fmt::format("{} = {};", v, *x));
+    em.close(in);
+    em.append(q, fmt::format("{}[uint({})] = {};", sp.dst, e, v));
+    return Expected<void>();
+  });
 }
 
-// acc[r * R + c] += sA[row r][kk] * sB[kk][col c] over the staged slice (CUDA: fully unrolled).
-void write_products(CExprEmitter& em, Scope* ks, const Tiling& t) {
-  Scope* kk = em.open_loop(
-      ks, fmt::format("{}for (int kk = 0; kk < {}; ++kk)", unroll_prefix(em, ks), kDepth), kDepth);
-  Scope* r = em.open_loop(
-      kk, fmt::format("{}for (int r = 0; r < {}; ++r)", unroll_prefix(em, kk), t.per), t.per);
-  em.append(r, fmt::format("float av = kiln_sa[uint((ty + 16 * r) * {} + kk)];", kDepth));
-  em.append_loop(r,
-                 fmt::format("{}for (int c = 0; c < {}; ++c) acc[r * {} + c] += av * "
-                             "kiln_sb[uint(kk * {} + tx + 16 * c)];",
-                             unroll_prefix(em, r), t.per, t.per, t.tile),
-                 t.per);
-  em.close(r);
-  em.close(kk);
+// acc[r * R + c] += sA[row r][kk] * sB[kk][col c] over the staged slice.
+Expected<void> write_products(CExprEmitter& em, Scope* ks, const Tiling& t) {
+  auto product_row = [&](Scope* r, const std::string& kk, const std::string& ri) {
+    em.append(r,
+              fmt::format("float av = kiln_sa[uint((ty + 16 * {}) * {} + {})];", ri, kDepth, kk));
+    write_constant_loop_line(em, r, {"c", t.per, true}, [&](const std::string& c) {
+      return fmt::format("acc[{} * {} + {}] += av * kiln_sb[uint({} * {} + tx + 16 * {})];", ri,
+                         t.per, c, kk, t.tile, c);
+    });
+    return Expected<void>();
+  };
+  return write_constant_loop(em, ks, {"kk", kDepth, true}, [&](Scope* kk, const std::string& ki) {
+    return write_constant_loop(em, kk, {"r", t.per, true}, [&](Scope* r, const std::string& ri) {
+      return product_row(r, ki, ri);
+    });
+  });
 }
 
 }  // namespace
@@ -102,10 +143,9 @@ Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k,
   em.append(tile, fmt::format("{} bt = tile / {};", L, d.i64_lit(tm * tn)));
   if (rank > 2) bind_flat(em, tile, k.domain, iota_vars(rank - 2), "bt");
   em.append(tile, fmt::format("float acc[{}];", t.per * t.per));
-  em.append_loop(tile,
-                 fmt::format("for (int r = 0; r < {}; ++r) acc[r] = {};", t.per * t.per,
-                             d.float_lit(DType::f32, 0)),
-                 t.per * t.per);
+  write_constant_loop_line(em, tile, {"r", t.per * t.per, false}, [&](const std::string& r) {
+    return fmt::format("acc[{}] = {};", r, d.float_lit(DType::f32, 0));
+  });
   Scope* ks = em.open_loop(tile,
                            fmt::format("for ({0} k0 = {1}; k0 < {2}; k0 += {3})", L, d.i64_lit(0),
                                        d.i64_lit(m.k_extent), d.i64_lit(kDepth)),
@@ -117,21 +157,25 @@ Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k,
   if (auto r = load_slice(em, ks, a, t); !r) return std::unexpected(r.error());
   if (auto r = load_slice(em, ks, b, t); !r) return std::unexpected(r.error());
   em.append(ks, d.barrier());
-  write_products(em, ks, t);
+  if (auto r = write_products(em, ks, t); !r) return std::unexpected(r.error());
   em.append(ks, d.barrier());
   em.close(ks);
-  Scope* each = em.open_loop(
-      tile,
-      fmt::format("{}for (int rc = 0; rc < {}; ++rc)", unroll_prefix(em, tile), t.per * t.per),
-      t.per * t.per);
-  em.append(each, fmt::format("{0} gi = i0 + ty + 16 * (rc / {1}); {0} gj = j0 + tx + 16 * (rc % {1});", L, t.per));
-  Scope* out = em.open_if(each, fmt::format("if (gi < {} && gj < {})", d.i64_lit(M), d.i64_lit(N)));
-  em.bind_var(out, iv, "gi");
-  em.bind_var(out, jv, "gj");
-  em.bind_expr(out, m.reduce, "acc[rc]");
-  if (Expected<void> r = emit_stores(em, out, k); !r) return std::unexpected(r.error());
-  em.close(out);
-  em.close(each);
+  const Expected<void> stored = write_constant_loop(
+      em, tile, {"rc", t.per * t.per, true}, [&](Scope* each, const std::string& rc) {
+        em.append(
+            each,
+            fmt::format("{0} gi = i0 + ty + 16 * ({2} / {1}); {0} gj = j0 + tx + 16 * ({2} % {1});",
+                        L, t.per, rc));
+        Scope* out =
+            em.open_if(each, fmt::format("if (gi < {} && gj < {})", d.i64_lit(M), d.i64_lit(N)));
+        em.bind_var(out, iv, "gi");
+        em.bind_var(out, jv, "gj");
+        em.bind_expr(out, m.reduce, fmt::format("acc[{}]", rc));
+        if (Expected<void> r = emit_stores(em, out, k); !r) return r;
+        em.close(out);
+        return Expected<void>();
+      });
+  if (!stored) return std::unexpected(stored.error());
   em.close(tile);
   return launch;
 }

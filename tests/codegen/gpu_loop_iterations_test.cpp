@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "codegen/gpu/gpu_source.h"
+#include "codegen/spirv/spirv_compiler.h"
 #include "tests/autotune/tune_test_kernels.h"
 #include "tests/codegen/gpu_test_kernels.h"
 
@@ -31,7 +32,8 @@ GpuSource source(const kir::Kernel& k, const TuneParams& p, Dialect d = Dialect:
   return src ? *src : GpuSource{};
 }
 
-// Both dialects write the same loops (the f64 helpers aside: ErfF64IsCountedPerCall).
+// Both dialects write the same loops (the f64 helpers aside: ErfF64IsCountedPerCall; the
+// matmul's constant-trip loops too: TiledMatmul).
 void expect_bound(const kir::Kernel& k, const TuneParams& p, int64_t groups, int64_t want) {
   for (Dialect d : {Dialect::glsl, Dialect::cuda}) {
     const GpuSource src = source(k, p, d);
@@ -144,25 +146,76 @@ TEST(GpuLoopIterations, RowReduceInWorkgroups) {
   expect_bound(whole, {.splits = 1}, 2, loop(1, 1) + loop(1, 2) + 32768 + 2 + loop(1, 8));
 }
 
-// A T x T tile per group and step of the tile loop, 16-deep slices of K: per slice two staging
-// loops of R = T / 16, and the products (16 x R x R, three nested loops); per tile the
-// accumulators' zeroing and stores (R * R each).
-int64_t matmul_bound(int64_t tile_trips, int64_t k_extent, int64_t r) {
+// A T x T tile per group and step of the tile loop, 16-deep slices of K. The loops of constant
+// trips around them (per slice two staging loops of R = T / 16 and the products' 16 x R x R, three
+// nested loops; per tile the accumulators' zeroing and stores, R * R each) are loops in CUDA, and
+// written out unrolled in GLSL, where only the loops over tiles and slices count.
+int64_t matmul_bound_cuda(int64_t tile_trips, int64_t k_extent, int64_t r) {
   const int64_t slices = ceil_div(k_extent, 16);
   const int64_t per_slice = 2 * loop(1, r) + loop(1, 16) + loop(16, r) + loop(16 * r, r);
   const int64_t per_tile = loop(1, r * r) + loop(1, slices) + slices * per_slice + loop(1, r * r);
   return loop(1, tile_trips) + tile_trips * per_tile;
 }
 
+int64_t matmul_bound_glsl(int64_t tile_trips, int64_t k_extent) {
+  return loop(1, tile_trips) + loop(tile_trips, ceil_div(k_extent, 16));
+}
+
+void expect_matmul_bound(const kir::Kernel& k, int tile, int64_t groups, int64_t tile_trips,
+                         int64_t k_extent) {
+  const TuneParams p{.tile = tile};
+  const GpuSource glsl = source(k, p, Dialect::glsl), cuda = source(k, p, Dialect::cuda);
+  EXPECT_EQ(glsl.launch.groups, groups) << k.name << " " << p.str();
+  EXPECT_EQ(cuda.launch.groups, groups) << k.name << " " << p.str();
+  EXPECT_EQ(glsl.loop_iterations, matmul_bound_glsl(tile_trips, k_extent))
+      << k.name << " " << p.str() << "\n"
+      << glsl.text;
+  EXPECT_EQ(cuda.loop_iterations, matmul_bound_cuda(tile_trips, k_extent, tile / 16))
+      << k.name << " " << p.str() << "\n"
+      << cuda.text;
+}
+
 TEST(GpuLoopIterations, TiledMatmul) {
   // 200 x 300 outputs in 4 x 5 tiles of 64, K = 100.
-  expect_bound(autotune::testing::matmul_kernel(200, 300, 100), {.tile = 64}, 20,
-               matmul_bound(1, 100, 4));
+  expect_matmul_bound(autotune::testing::matmul_kernel(200, 300, 100), 64, 20, 1, 100);
   // 20 batches of 64 x 64 tiles of 16: 81920 tiles, two per group.
   const int64_t tiles = 20 * 64 * 64;
   const Grid g = grid(tiles, 1);
   ASSERT_EQ(g.trips, 2);
-  expect_bound(matmul_kernel(20, 1024, 1024, 32), {.tile = 16}, g.groups, matmul_bound(2, 32, 1));
+  expect_matmul_bound(matmul_kernel(20, 1024, 1024, 32), 16, g.groups, 2, 32);
+  // K = 40000 in one tile of 128: 2500 slices, far within lavapipe's 65535 in GLSL.
+  expect_matmul_bound(autotune::testing::matmul_kernel(128, 128, 40000), 128, 1, 1, 40000);
+}
+
+// In GLSL the tile and slice loops are the only loops of a matmul, in the source and in the
+// SPIR-V that shaderc makes of it (one OpLoopMerge per loop), optimized or not: the constant-trip
+// loops are written out, not left to a driver to unroll.
+TEST(GpuLoopIterations, TiledMatmulSpirvHasOnlyTheTileAndSliceLoops) {
+  auto count = [](const std::string& text, const std::string& what) {
+    int64_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  // A cast as the loads' prologue, bias and relu as the stores' epilogue: written out per staged
+  // element and per output.
+  const kir::Kernel k = matmul_kernel(2, 200, 300, 1000);
+  for (int tile : {16, 32, 64, 128}) {
+    const GpuSource src = source(k, {.tile = tile}, Dialect::glsl);
+    EXPECT_EQ(count(src.text, "for ("), 2) << tile << "\n" << src.text;
+    EXPECT_EQ(count(src.text, "while ("), 0) << tile;
+    for (bool optimize : {false, true}) {
+      auto words = spirv::compile_glsl(src.text, k.name, optimize);
+      ASSERT_TRUE(words.has_value()) << words.error().message;
+      auto dis = spirv::disassemble(*words);
+      ASSERT_TRUE(dis.has_value()) << dis.error().message;
+      EXPECT_EQ(count(*dis, "OpLoopMerge"), 2) << tile << (optimize ? " optimized" : "");
+    }
+  }
+  // CUDA keeps them as loops, unrolled by nvcc: 2 + the staging loops (2), kk, r, c, and the
+  // accumulators' zeroing and stores.
+  const GpuSource cuda = source(k, {.tile = 64}, Dialect::cuda);
+  EXPECT_EQ(count(cuda.text, "for ("), 2 + 2 + 3 + 2) << cuda.text;
+  EXPECT_EQ(count(cuda.text, "#pragma unroll"), 2 + 3 + 1) << cuda.text;
 }
 
 }  // namespace
