@@ -37,12 +37,15 @@ Executor::Executor(std::unique_ptr<Target> target, DeviceOptions options,
                target_->can_run()),
       pool_(BufferPool::create(options_.persistent_memory,
                                target_->host_memory() ? name_ : "host memory of " + name_)) {
+  // Opened whether or not this process tunes: the measured rates are kept there, and the plan
+  // keys depend on them, so a process that does not tune plans with the rates a tuning one kept
+  // and finds the plans it stored.
+  if (!options_.autotune_cache_path.empty() && options_.autotune_cache_path != options_.cache_path) {
+    DeviceOptions tune = options_;
+    tune.cache_path = options_.autotune_cache_path;
+    tune_store_ = open_cache_store(tune);
+  }
   if (options_.autotune) {
-    if (!options_.autotune_cache_path.empty() && options_.autotune_cache_path != options_.cache_path) {
-      DeviceOptions tune = options_;
-      tune.cache_path = options_.autotune_cache_path;
-      tune_store_ = open_cache_store(tune);
-    }
     decisions_ = std::make_unique<TuneDecisions>(tune_store(), options_.logger,
                                                  std::string(autotune::level_name(options_.autotune_level)));
   }

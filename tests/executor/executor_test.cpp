@@ -40,9 +40,9 @@ class ExecutorTest : public cache::testing::TempDirTest {
   }
 };
 
-// Decisions with `planted` for both kernels of TwoKernels, at level minimal, in `o`'s cache.
+// Decisions with `planted` for both kernels of TwoKernels, at level minimal, where `o` keeps them.
 void plant_decisions(const DeviceOptions& o, const codegen::TuneParams& planted) {
-  auto store = cache::Store::open(o.cache_path);
+  auto store = cache::Store::open(o.autotune_cache_path.empty() ? o.cache_path : o.autotune_cache_path);
   ASSERT_TRUE(store.has_value());
   auto dev = open_executor("cpu", o);
   ASSERT_TRUE(dev.has_value()) << dev.error().message;
@@ -108,9 +108,20 @@ TEST_F(ExecutorTest, InspectShowsTheSchedulesARealizeRuns) {
 }
 
 // A process that does not tune runs the plan a tuned one stored (a tuned warm-up): its tuned
-// kernels, loaded from the cache, with nothing compiled or tuned.
-TEST_F(ExecutorTest, AnUntunedProcessRunsWhatATunedOneStored) {
-  DeviceOptions tuned = options();
+// kernels, loaded from the cache, with nothing compiled or tuned. With reference rates and one
+// cache, and with measured rates kept in a separate autotune cache (the defaults: the plan keys
+// depend on the rates, so the untuned process must plan with the ones the tuned one kept).
+class UntunedAfterTuned : public ExecutorTest, public ::testing::WithParamInterface<bool> {};
+INSTANTIATE_TEST_SUITE_P(Rates, UntunedAfterTuned, ::testing::Values(false, true),
+                         [](const auto& p) { return p.param ? "Measured" : "Reference"; });
+
+TEST_P(UntunedAfterTuned, AnUntunedProcessRunsWhatATunedOneStored) {
+  DeviceOptions untuned_options = options();
+  if (GetParam()) {
+    untuned_options.cpu_rates = RatesSource::measured;
+    untuned_options.autotune_cache_path = path("tune.sqlite");
+  }
+  DeviceOptions tuned = untuned_options;
   tuned.autotune = true;
   tuned.autotune_level = autotune::Level::minimal;
   const codegen::TuneParams planted = unusual_schedule();
@@ -133,7 +144,7 @@ TEST_F(ExecutorTest, AnUntunedProcessRunsWhatATunedOneStored) {
       tuned_kernels.push_back(step.kernel_digest);
     }
   }
-  auto untuned = open_executor("cpu", options());  // autotune off, the same cache
+  auto untuned = open_executor("cpu", untuned_options);  // autotune off, the same caches
   ASSERT_TRUE(untuned.has_value());
   RunStats stats;
   ASSERT_TRUE((*untuned)->execute(t.g, {t.y}, bind(**untuned), &stats).has_value());
