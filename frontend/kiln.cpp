@@ -125,10 +125,43 @@ Walk unrealized(const std::vector<TensorImpl*>& roots, uint64_t stamp) {
   return w;
 }
 
+// Which realized operands this realize may give up to the device (buffer donation): those that
+// only tensors letting go of them hold. A claimed tensor lets go of its operands when the realize
+// is done if it is an output (realized, it drops its recipe), or if only tensors that let go hold
+// it (it is dropped with their recipes; one that a handle or a pending tensor outside the
+// realize holds keeps its recipe, and with it its operands). Its buffer must be kiln's own and
+// held by that tensor alone (no other tensor, no DLPack export). Use counts that match the
+// references found here cannot rise meanwhile: no handle exists to copy.
+void find_donors(const std::vector<TensorImpl*>& order, const std::vector<TensorImpl*>& outputs,
+                 std::vector<TensorImpl*>& donors) {
+  std::unordered_map<const TensorImpl*, long> use_count, refs;  // refs: from tensors letting go
+  bool any = false;
+  for (TensorImpl* t : order)
+    for (const auto& d : t->deps) {
+      use_count[d.get()] = d.use_count();
+      any = any || (d->buffer && d->buffer.use_count() == 1 && !d->buffer->external());
+    }
+  if (!any) return;
+  // Users come after their operands in `order`: backwards, a tensor's holders are all seen first.
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    TensorImpl* t = *it;
+    const bool output = std::find(outputs.begin(), outputs.end(), t) != outputs.end();
+    if (!output && use_count[t] != refs[t]) continue;
+    for (const auto& d : t->deps) ++refs[d.get()];
+  }
+  for (auto& [d, n] : use_count) {
+    auto* t = const_cast<TensorImpl*>(d);
+    if (t->buffer && n == refs[d] && t->buffer.use_count() == 1 && !t->buffer->external())
+      donors.push_back(t);
+  }
+}
+
 // The graph of the claimed tensors `order` (operands first): a realized operand is an input bound
-// to its buffer, a claimed tensor its builder call. Returns the nodes of `outputs`.
+// to its buffer, a claimed tensor its builder call. Returns the nodes of `outputs`. Operands the
+// device may write over (find_donors) are in `donated`, and their tensors in `donors`.
 Expected<Nodes> build_graph(ir::Graph& g, const std::vector<TensorImpl*>& order,
-                            const std::vector<TensorImpl*>& outputs, runtime::Bindings& bindings) {
+                            const std::vector<TensorImpl*>& outputs, runtime::Bindings& bindings,
+                            runtime::Donated& donated, std::vector<TensorImpl*>& donors) {
   ir::Builder b(g);
   // Realized operands (shared with other realizes, so not marked): one input each.
   std::unordered_map<const TensorImpl*, const ir::Node*> input_of;
@@ -141,10 +174,7 @@ Expected<Nodes> build_graph(ir::Graph& g, const std::vector<TensorImpl*>& order,
         continue;
       }
       auto [it, fresh] = input_of.emplace(d.get(), nullptr);
-      if (fresh) {
-        it->second = g.input(d->dtype, d->shape);
-        bindings[it->second] = d->buffer;
-      }
+      if (fresh) it->second = g.input(d->dtype, d->shape);
       ins.push_back(it->second);
     }
     ir::NodeResult r = t->build(b, ins);
@@ -152,6 +182,9 @@ Expected<Nodes> build_graph(ir::Graph& g, const std::vector<TensorImpl*>& order,
     if (!r) return make_error("realize: an op checked when it was recorded failed: " + r.error().message);
     t->built = *r;
   }
+  find_donors(order, outputs, donors);  // before `bindings` holds the buffers too
+  for (TensorImpl* d : donors) donated.insert(input_of.at(d));
+  for (const auto& [d, node] : input_of) bindings[node] = d->buffer;
   Nodes nodes;
   for (TensorImpl* t : outputs) nodes.push_back(t->built);
   return nodes;
@@ -211,20 +244,34 @@ Expected<void> TensorImpl::realize(const std::vector<Tensor>& tensors) {
           t->build = nullptr;
         }
         dev->last = RealizeStats{stats->kernels, stats->compiled, stats->compile_ms, stats->run_ms,
-                                 stats->plan_cache_hit};
+                                 stats->plan_cache_hit, stats->donated};
       }
     }
     dev->done.notify_all();
   };
   ir::Graph graph;
   runtime::Bindings bindings;
-  auto nodes = build_graph(graph, order, outputs, bindings);
+  runtime::Donated donated;
+  std::vector<TensorImpl*> donors;
+  auto nodes = build_graph(graph, order, outputs, bindings, donated, donors);
   if (!nodes) {
     finish(nullptr, nullptr);
     return std::unexpected(nodes.error());
   }
   runtime::RunStats stats;
-  auto results = dev->device->execute(graph, *nodes, bindings, &stats);
+  auto results = dev->device->execute(graph, *nodes, bindings, &stats, &donated);
+  if (!results && stats.donated > 0) {
+    // A result may have been written over a donated operand before the run failed. Only the
+    // tensors this realize computes still reach it: realizing them again reports this rather than
+    // reading changed data.
+    std::string why = fmt::format("an operand's buffer was reused in place (buffer donation) by a "
+                                  "realize that failed: {}", results.error().message);
+    std::lock_guard lock(dev->mu);
+    for (TensorImpl* d : donors) {
+      d->buffer = nullptr;
+      d->build = [why](ir::Builder&, const Nodes&) -> ir::NodeResult { return kiln::make_error(why); };
+    }
+  }
   finish(results ? &*results : nullptr, &stats);
   if (!results) return std::unexpected(results.error());
   return {};

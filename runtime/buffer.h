@@ -51,6 +51,8 @@ class Buffer {
   // From the persistent pool: contents are not changed after creation by kiln, so devices may
   // keep a copy of them (PersistentMemory).
   bool persistent() const { return persistent_; }
+  // Memory kiln does not own (Buffer::external): never written by kiln.
+  bool external() const { return pool_ == nullptr; }
 
   ir::HostTensor to_host() const;
 

@@ -231,7 +231,7 @@ kiln::Error reference_out_of_memory(const std::vector<const ir::Node*>& live,
 
 Expected<std::vector<std::shared_ptr<Buffer>>> ReferenceDevice::execute(
     ir::Graph&, const std::vector<const ir::Node*>& outputs, const Bindings& inputs,
-    RunStats* stats) {
+    RunStats* stats, const Donated*) {
   auto t0 = std::chrono::steady_clock::now();
   std::vector<const ir::Node*> live = ir::topo_order(outputs);
   if (auto ok = check_bindings(live, inputs); !ok) return std::unexpected(ok.error());

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ir/graph.h"
@@ -29,6 +30,9 @@ namespace kiln::runtime {
 class Logger;
 
 using Bindings = std::unordered_map<const ir::Node*, std::shared_ptr<Buffer>>;
+// Bound inputs whose buffers the caller gives up (buffer donation, PlanStep::in_place): nothing
+// else holds them or will read them again, so a kernel may write its output over one.
+using Donated = std::unordered_set<const ir::Node*>;
 
 struct KernelRunInfo {
   std::string name;
@@ -56,6 +60,9 @@ struct RunStats {
   // device by memory.persistent_memory are not copied again).
   int64_t upload_bytes = 0;
   int64_t download_bytes = 0;
+  // Outputs written over a donated input's buffer (Donated); set when a run fails too, since the
+  // donated inputs are then no longer what they were.
+  int donated = 0;
 };
 
 struct DeviceOptions {
@@ -120,10 +127,12 @@ class Device {
   virtual std::string_view name() const = 0;
   virtual const std::shared_ptr<BufferPool>& pool() const = 0;
   // Evaluates `outputs` of graph `g`; every reachable Input node must be bound in `inputs`
-  // (with its dtype and shape). Returns one buffer per output.
+  // (with its dtype and shape). Returns one buffer per output. Inputs in `donated` may come back
+  // changed, as a result or not (devices with host memory write in place where the plan allows;
+  // others ignore it).
   virtual Expected<std::vector<std::shared_ptr<Buffer>>> execute(
       ir::Graph& g, const std::vector<const ir::Node*>& outputs, const Bindings& inputs,
-      RunStats* stats = nullptr) = 0;
+      RunStats* stats = nullptr, const Donated* donated = nullptr) = 0;
 };
 
 // What a device's options ask of the planner: its value names, the verifier, the dump directory;

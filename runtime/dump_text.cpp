@@ -311,6 +311,9 @@ std::string slots_text(const Plan& plan) {
     out += fmt::format("{}({})", step.kernel.name, fmt::join(args, ", "));
     if (!step.release_after.empty())
       out += fmt::format(" then release s{}", fmt::join(step.release_after, " s"));
+    for (const InPlace& ip : step.in_place)
+      out += fmt::format(" (s{} may be written over s{} when it is donated)", step.args[ip.param],
+                         ip.input_slot);
     out += "\n";
   }
   std::vector<std::string> outs;

@@ -265,7 +265,7 @@ void Executor::release_stream(std::unique_ptr<Stream> stream, bool reusable) {
 
 Expected<std::vector<std::shared_ptr<Buffer>>> Executor::execute(
     ir::Graph& g, const std::vector<const ir::Node*>& outputs, const Bindings& inputs,
-    RunStats* stats) {
+    RunStats* stats, const Donated* donated) {
   if (!target_->can_run())
     return make_error(name_ + ": this target only compiles; it has no device to run kernels on");
   const auto t0 = std::chrono::steady_clock::now();
@@ -281,8 +281,15 @@ Expected<std::vector<std::shared_ptr<Buffer>>> Executor::execute(
   if (!stream) return make_error(fmt::format("{}: {}", name_, stream.error().message));
   Realize r;
   r.time_kernels = stats != nullptr && options_.time_kernels;
+  if (donated && !donated->empty() && target_->host_memory()) {
+    r.donated.assign((*plan)->slots.size(), false);
+    for (size_t s = 0; s < (*plan)->slots.size(); ++s)
+      if (const int in = (*plan)->slots[s].input_index; in >= 0)
+        r.donated[s] = donated->count(key.inputs[in]) > 0;
+  }
   auto results = run_plan(**plan, key, outputs, inputs, **stream, r);
   release_stream(std::move(*stream), results.has_value());
+  if (stats) stats->donated = r.written_over;  // a failed run too: donated inputs may be changed
   if (!results) return results;
   fill_run_stats(**plan, source, ms_between(t0, t1), ms_between(t1, std::chrono::steady_clock::now()),
                  stats);

@@ -38,7 +38,8 @@ class Executor final : public Device {
   Expected<std::vector<std::shared_ptr<Buffer>>> execute(ir::Graph& g,
                                                          const std::vector<const ir::Node*>& outputs,
                                                          const Bindings& inputs,
-                                                         RunStats* stats) override;
+                                                         RunStats* stats = nullptr,
+                                                         const Donated* donated = nullptr) override;
 
   // The plan a realize of `outputs` runs (from this process's plans, the persistent cache, or
   // built now); *cache_hit says whether it was this process's.
@@ -96,6 +97,9 @@ class Executor final : public Device {
     double kernel_ms = 0;       // sum of the timed launches' times
     // With validate: each step's error slot, read back once the stream completes.
     std::vector<std::array<int64_t, codegen::kCheckSlotWords>> checks;
+    // Per slot: a plan input whose buffer the caller donated and no output has taken yet.
+    std::vector<bool> donated;
+    int written_over = 0;  // outputs that took a donated input's memory
   };
   // The fuser (made with the target's rates on first use), and its description for plan keys.
   const passes::Fuser& fuser();
@@ -151,6 +155,9 @@ class Executor final : public Device {
   // run of the same host buffer.
   Expected<std::shared_ptr<DeviceMemory>> input_memory(const std::shared_ptr<Buffer>& host,
                                                        Stream& stream, Realize& r);
+  std::shared_ptr<DeviceMemory> donated_memory(const PlanStep& step, int param,
+                                              const std::vector<std::shared_ptr<DeviceMemory>>& slots,
+                                              Realize& r);
   // The memory of a slot a kernel writes; a host result is allocated as one (allocate_result).
   Expected<std::shared_ptr<DeviceMemory>> slot_memory(const Slot& slot, const std::string& name,
                                                       bool result);

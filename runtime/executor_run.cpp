@@ -30,6 +30,20 @@ constexpr size_t kCheckSlotBytes = codegen::kCheckSlotWords * sizeof(int64_t);
 
 }  // namespace
 
+// The memory of a donated input that output `param` of `step` may be written over (each taken
+// once), or null.
+std::shared_ptr<DeviceMemory> Executor::donated_memory(const PlanStep& step, int param,
+                                                       const std::vector<std::shared_ptr<DeviceMemory>>& slots,
+                                                       Realize& r) {
+  for (const InPlace& ip : step.in_place) {
+    if (ip.param != param || r.donated.empty() || !r.donated[ip.input_slot]) continue;
+    r.donated[ip.input_slot] = false;
+    ++r.written_over;
+    return slots[ip.input_slot];
+  }
+  return nullptr;
+}
+
 Expected<std::shared_ptr<DeviceMemory>> Executor::input_memory(const std::shared_ptr<Buffer>& host,
                                                                Stream& stream, Realize& r) {
   if (target_->host_memory()) return target_->wrap(host);
@@ -83,6 +97,11 @@ Expected<void> Executor::launch_steps(const Plan& plan, const std::vector<std::s
     for (size_t p = 0; p < step.args.size(); ++p) {
       const int s = step.args[p];
       if (step.kernel.params[p].output && !slots[s]) {
+        if (auto over = donated_memory(step, static_cast<int>(p), slots, r)) {
+          slots[s] = std::move(over);
+          args.push_back(slots[s].get());
+          continue;
+        }
         auto mem = slot_memory(plan.slots[s], names[s], is_result[s]);
         if (!mem) return std::unexpected(mem.error());
         slots[s] = std::move(*mem);

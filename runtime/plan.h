@@ -21,6 +21,18 @@ struct Slot {
   int input_index = -1;  // >= 0: the plan's input at this position
 };
 
+// Buffer donation: an output parameter that may be written into the memory of a plan input whose
+// caller gives that buffer up (Device::execute's `donated`; the frontend donates a realized tensor
+// that nothing but the realize still holds), so `w = w - lr * g` updates w in place. The planner
+// allows it only where that is safe (planner.cpp: in_place_candidates): the kernel's one store
+// writes each element of the output once, every load of the input reads the element that the same
+// point stores, the two have one dtype and shape, and no later step reads the input, nor is it a
+// plan output.
+struct InPlace {
+  int param;       // the output parameter
+  int input_slot;  // the plan input whose memory it may take
+};
+
 struct PlanStep {
   kir::Kernel kernel;
   // What the backends ask of the kernel (the lowering script's `analyze`), handed to codegen;
@@ -29,6 +41,7 @@ struct PlanStep {
   std::shared_ptr<const Artifact> artifact;  // null when the plan was not compiled
   std::vector<int> args;           // slot of each kernel parameter
   std::vector<int> release_after;  // temporary slots whose last reader is this step
+  std::vector<InPlace> in_place;   // outputs that may take a donated input's memory
   std::vector<std::string> values; // the graph values this kernel computes (for stats and dumps)
   int num_ops = 0;                 // non-movement ops computed in this kernel
   std::string kernel_digest;       // persistent cache key of the kernel ("" without one)

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
+#include "runtime/planner.h"
+
 namespace kiln::runtime {
 
 namespace {
@@ -125,6 +127,11 @@ Expected<void> check_wiring(const Plan& plan) {
   }
   for (int o : plan.output_slots)
     if (state[o] != State::live) return make_error(fmt::format("output slot {} is never written", o));
+  for (size_t st = 0; st < plan.steps.size(); ++st)
+    for (const InPlace& ip : plan.steps[st].in_place)
+      if (!in_place_fits(plan, st, ip))
+        return make_error(fmt::format("step {} (kernel {}): parameter {} may not be written over slot {}",
+                                      st, plan.steps[st].kernel.name, ip.param, ip.input_slot));
   return {};
 }
 
@@ -149,6 +156,9 @@ Expected<Plan> plan_from_json(const json& j) {
     step.release_after = s.at("release_after").get<std::vector<int>>();
     step.values = s.at("values").get<std::vector<std::string>>();
     step.num_ops = s.at("num_ops").get<int>();
+    if (s.contains("in_place"))  // absent in records written before buffer donation
+      for (const json& ip : s.at("in_place"))
+        step.in_place.push_back(InPlace{ip.at(0).get<int>(), ip.at(1).get<int>()});
     plan.steps.push_back(std::move(step));
   }
   plan.output_slots = j.at("outputs").get<std::vector<int>>();
@@ -168,9 +178,11 @@ std::optional<std::vector<uint8_t>> encode_plan_record(const Plan& plan,
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& s = plan.steps[i];
     if (kernel_digests[i].empty()) return std::nullopt;
+    json in_place = json::array();
+    for (const InPlace& ip : s.in_place) in_place.push_back({ip.param, ip.input_slot});
     steps.push_back({{"kernel", kernel_shape_json(s.kernel)}, {"digest", kernel_digests[i]},
                      {"args", s.args}, {"release_after", s.release_after}, {"values", s.values},
-                     {"num_ops", s.num_ops}});
+                     {"num_ops", s.num_ops}, {"in_place", std::move(in_place)}});
   }
   json j = {{"version", kPlanRecordVersion}, {"slots", slots}, {"steps", steps},
             {"outputs", plan.output_slots}, {"fuser", plan.fuser}};

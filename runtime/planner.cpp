@@ -105,7 +105,62 @@ void wire_outputs(Plan& plan, const std::unordered_map<const ir::Node*, int>& sl
       plan.steps[last_reader[s]].release_after.push_back(static_cast<int>(s));
 }
 
+// Whether every load of the parameters bound to `input_slot` in `step` reads the element its
+// point stores: the kernel has one store, to `param`, over a domain of the output's element count
+// (so each point writes its own element, once), and each such load's index is that store's index
+// (hash-consed: one expression). Then a point reads only what it alone writes, after reading it.
+bool loads_match_store(const PlanStep& step, const InPlace& ip) {
+  const kir::Kernel& k = step.kernel;
+  if (k.stores.size() != 1 || k.stores[0].buf != ip.param) return false;
+  int64_t points = 1;
+  for (int64_t d : k.domain) points *= d;
+  if (points != ir::shape_numel(k.params[ip.param].shape)) return false;
+  const kir::Expr* index = k.stores[0].index;
+  for (const kir::Expr* e : kir::kernel_exprs(k))
+    if (e->kind == kir::ExprKind::Load && step.args[e->buf] == ip.input_slot && e->args[0] != index)
+      return false;
+  return true;
+}
+
+// Each step's in-place candidates (PlanStep::in_place), once the outputs are wired.
+void find_in_place(Plan& plan) {
+  for (size_t k = 0; k < plan.steps.size(); ++k) {
+    PlanStep& step = plan.steps[k];
+    for (size_t p = 0; p < step.args.size(); ++p) {
+      if (!step.kernel.params[p].output) continue;
+      for (size_t q = 0; q < step.args.size(); ++q) {
+        const InPlace ip{static_cast<int>(p), step.args[q]};
+        if (step.kernel.params[q].output || plan.slots[ip.input_slot].input_index < 0) continue;
+        const bool seen = std::any_of(step.in_place.begin(), step.in_place.end(), [&](const InPlace& o) {
+          return o.input_slot == ip.input_slot;
+        });
+        if (!seen && in_place_fits(plan, k, ip) && loads_match_store(step, ip)) step.in_place.push_back(ip);
+      }
+    }
+  }
+}
+
 }  // namespace
+
+bool in_place_fits(const Plan& plan, size_t step_index, const InPlace& ip) {
+  const int n = static_cast<int>(plan.slots.size());
+  if (step_index >= plan.steps.size()) return false;
+  const PlanStep& step = plan.steps[step_index];
+  if (ip.param < 0 || ip.param >= static_cast<int>(step.args.size()) ||
+      !step.kernel.params[ip.param].output || ip.input_slot < 0 || ip.input_slot >= n)
+    return false;
+  const Slot& in = plan.slots[ip.input_slot];
+  const Slot& out = plan.slots[step.args[ip.param]];
+  if (in.input_index < 0 || in.dtype != out.dtype || in.shape != out.shape) return false;
+  if (std::find(plan.output_slots.begin(), plan.output_slots.end(), ip.input_slot) !=
+      plan.output_slots.end())
+    return false;
+  for (size_t k = step_index + 1; k < plan.steps.size(); ++k)
+    if (std::find(plan.steps[k].args.begin(), plan.steps[k].args.end(), ip.input_slot) !=
+        plan.steps[k].args.end())
+      return false;
+  return true;
+}
 
 std::string default_value_name(const ir::Node* n) {
   if (n->op == ir::Op::Input && !n->attrs.s(ir::AttrKey::name).empty())
@@ -184,6 +239,7 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
     dump.executor_step("compile", options.source_extension, source_text(*plan, options.source_extension));
 
   wire_outputs(*plan, slot_of, last_reader);
+  find_in_place(*plan);
   if (dump.active()) dump.executor_step("slots", "txt", slots_text(*plan));
   plan->plan_ms = ms_since(t0);
   dump.finish(*plan, options.source_extension);

@@ -44,6 +44,12 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
 
 std::string default_value_name(const ir::Node* n);
 
+// The plan-level conditions of an in-place candidate (PlanStep::in_place) of step `step_index`:
+// `param` is an output of the step, `input_slot` a plan input of its dtype and shape that is not
+// a plan output and that no later step reads. (The planner also checks the kernel's loads; a plan
+// record's candidates are checked against this when read back.)
+bool in_place_fits(const Plan& plan, size_t step_index, const InPlace& ip);
+
 // Each slot's name in messages (an allocation that fails): a result's is the name `namer` gives
 // the output it is in this run (a plan reused from another graph would name that graph's value);
 // any other slot's is the label of the kernel parameter that writes it ("" for an input).

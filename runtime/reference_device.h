@@ -14,8 +14,8 @@ class ReferenceDevice final : public Device {
   const std::shared_ptr<BufferPool>& pool() const override { return pool_; }
   Expected<std::vector<std::shared_ptr<Buffer>>> execute(ir::Graph& g,
                                                          const std::vector<const ir::Node*>& outputs,
-                                                         const Bindings& inputs,
-                                                         RunStats* stats) override;
+                                                         const Bindings& inputs, RunStats* stats,
+                                                         const Donated* donated) override;
 
  private:
   std::shared_ptr<BufferPool> pool_;

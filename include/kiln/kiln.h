@@ -61,6 +61,9 @@ struct RealizeStats {
   double compile_ms = 0;
   double run_ms = 0;
   bool plan_cache_hit = false;
+  // Results written over an operand's buffer (buffer donation, docs/embedding.md): `w = w - lr * g`
+  // reuses w's buffer when nothing else holds w.
+  int donated = 0;
 };
 
 // The settings a device opens with (docs/embedding.md lists them): every kiln.toml key by its
