@@ -25,11 +25,21 @@ std::string find_project_root(const std::string& start) {
   return dir.string();
 }
 
-std::string target_scope_path() {
+std::string target_scope_path_in(const std::string& exe_dir, std::string_view xdg_cache_home,
+                                 std::string_view home) {
+  const fs::path file = fs::path(exe_dir) / "kiln-cache.sqlite";
+  std::error_code ec;
+  // A shipped cache is read where it is (read-only when it cannot be written); without one, the
+  // app keeps what it compiles beside itself if it may, else where this user may.
+  if (fs::exists(file, ec) || ::access(exe_dir.c_str(), W_OK) == 0) return file.string();
+  return global_scope_path(xdg_cache_home, home);
+}
+
+std::string target_scope_path(std::string_view xdg_cache_home, std::string_view home) {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   fs::path dir = ec ? fs::current_path(ec) : exe.parent_path();
-  return (dir / "kiln-cache.sqlite").string();
+  return target_scope_path_in(dir.string(), xdg_cache_home, home);
 }
 
 std::string global_scope_path(std::string_view xdg_cache_home, std::string_view home) {

@@ -133,14 +133,19 @@ class Store {
 // DESIGN.md §8 scope locations.
 //   local:  <project root>/.kiln/cache.sqlite (project root = the directory holding kiln.toml,
 //           else the working directory)
-//   target: kiln-cache.sqlite beside the running executable (/proc/self/exe)
+//   target: kiln-cache.sqlite beside the running executable (/proc/self/exe); for an installed
+//           app whose directory this user cannot write (/usr/bin) and that ships no such file
+//           there, the global scope's file
 //   global: $XDG_CACHE_HOME/kiln/cache.sqlite, else ~/.cache/kiln/cache.sqlite
 std::string local_scope_path(const std::string& project_root);
 // The directory holding kiln.toml, searched upward from `start`; else `start` itself.
 std::string find_project_root(const std::string& start);
-std::string target_scope_path();
 // `xdg_cache_home` and `home` are $XDG_CACHE_HOME and $HOME as the edge read them ("" when unset;
 // a relative XDG_CACHE_HOME is ignored, as the XDG spec says; without HOME, the passwd entry's).
+std::string target_scope_path(std::string_view xdg_cache_home, std::string_view home);
+// target_scope_path for an executable in `exe_dir`.
+std::string target_scope_path_in(const std::string& exe_dir, std::string_view xdg_cache_home,
+                                 std::string_view home);
 std::string global_scope_path(std::string_view xdg_cache_home, std::string_view home);
 
 }  // namespace kiln::cache

@@ -384,7 +384,7 @@ Expected<std::uint64_t> parse_byte_size(const std::string& text) {
 
 std::string cache_scope_path(const CacheScope& scope, const Config& config) {
   if (scope.kind == "local") return cache::local_scope_path(config.project_root);
-  if (scope.kind == "target") return cache::target_scope_path();
+  if (scope.kind == "target") return cache::target_scope_path(config.xdg_cache_home, config.home);
   if (scope.kind == "global") return cache::global_scope_path(config.xdg_cache_home, config.home);
   if (scope.kind == "file") return scope.path;
   return "";  // none

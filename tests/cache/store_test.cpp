@@ -1,5 +1,8 @@
 // The cache store's entries: round trips per table, use counts, miss explanations, LRU
 // eviction, bundles, key digests, scope paths and sizes.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include "cache/size.h"
@@ -272,9 +275,52 @@ TEST_F(ScopeTest, GlobalHonoursXdgCacheHomeThenHome) {
 
 TEST_F(ScopeTest, LocalAndTargetScopes) {
   EXPECT_EQ(local_scope_path("/work/proj"), "/work/proj/.kiln/cache.sqlite");
-  auto target = std::filesystem::path(target_scope_path());
+  auto target = std::filesystem::path(target_scope_path("", "/home/someone"));
   EXPECT_EQ(target.filename(), "kiln-cache.sqlite");
   EXPECT_EQ(target.parent_path(), std::filesystem::read_symlink("/proc/self/exe").parent_path());
+}
+
+// An installed app (its directory not writable by its user): the file it ships beside itself,
+// else the global scope. Checked as an unprivileged user (root may write anywhere): a child
+// process that drops to nobody when the test runs as root.
+TEST_F(StoreTest, TargetScopeOfAnAppInAnUnwritableDirectory) {
+  const std::filesystem::path app = dir_ / "app", shipped = dir_ / "shipped";
+  std::filesystem::create_directories(app);
+  std::filesystem::create_directories(shipped);
+  std::ofstream(shipped / "kiln-cache.sqlite") << "";
+  const std::filesystem::path writable = dir_ / "writable";
+  std::filesystem::create_directories(writable);
+  // Nobody but root may write in app/ and shipped/ (r-x for all); anyone may reach them.
+  namespace fs = std::filesystem;
+  const fs::perms read_only = fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                              fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec;
+  fs::permissions(dir_, read_only | fs::perms::owner_write);
+  fs::permissions(app, read_only);
+  fs::permissions(shipped, read_only);
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(2);
+    const std::string got = target_scope_path_in(app.string(), "", "/home/nobody") + "\n" +
+                            target_scope_path_in(shipped.string(), "", "/home/nobody") + "\n";
+    ssize_t wrote = ::write(pipe_fds[1], got.data(), got.size());
+    ::_exit(wrote == static_cast<ssize_t>(got.size()) ? 0 : 3);
+  }
+  ::close(pipe_fds[1]);
+  std::string out;
+  char buf[512];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  EXPECT_EQ(out, "/home/nobody/.cache/kiln/cache.sqlite\n" + (shipped / "kiln-cache.sqlite").string() + "\n");
+  // Where the app may write, beside it.
+  EXPECT_EQ(target_scope_path_in(writable.string(), "", "/home/nobody"),
+            (writable / "kiln-cache.sqlite").string());
 }
 
 TEST_F(StoreTest, ProjectRootIsWhereKilnTomlIs) {
