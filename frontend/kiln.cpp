@@ -55,10 +55,9 @@ struct Scratch {
 
 }  // namespace
 
-Tensor TensorImpl::apply(const std::vector<const Tensor*>& operands, BuildFn build,
-                         std::shared_ptr<DeviceState> source_dev) {
-  std::shared_ptr<DeviceState> dev = std::move(source_dev);
-  std::vector<std::shared_ptr<TensorImpl>> deps;
+std::optional<Tensor> TensorImpl::gather(std::span<const Tensor* const> operands,
+                                         std::shared_ptr<DeviceState>& dev,
+                                         std::vector<std::shared_ptr<TensorImpl>>& deps) {
   deps.reserve(operands.size());
   for (const Tensor* t : operands) {
     if (!t->impl_) return make_error(dev, Error{"operation on an empty kiln::Tensor"});
@@ -69,20 +68,36 @@ Tensor TensorImpl::apply(const std::vector<const Tensor*>& operands, BuildFn bui
     dev = t->impl_->dev;
     deps.push_back(t->impl_);
   }
+  return std::nullopt;
+}
+
+Tensor TensorImpl::recorded(std::shared_ptr<DeviceState> dev,
+                            std::vector<std::shared_ptr<TensorImpl>> deps,
+                            Expected<ir::ValueType> type, BuildFn build) {
+  if (!type) return make_error(std::move(dev), type.error());
+  auto t = std::make_shared<TensorImpl>();
+  t->dev = std::move(dev);
+  t->dtype = type->dtype;
+  t->shape = std::move(type->shape);
+  t->deps = std::move(deps);
+  t->build = std::move(build);
+  return Tensor(std::move(t));
+}
+
+Tensor TensorImpl::apply(const std::vector<const Tensor*>& operands, BuildFn build,
+                         std::shared_ptr<DeviceState> source_dev) {
+  std::shared_ptr<DeviceState> dev = std::move(source_dev);
+  std::vector<std::shared_ptr<TensorImpl>> deps;
+  if (std::optional<Tensor> bad = gather(operands, dev, deps)) return std::move(*bad);
   thread_local Scratch scratch;
   ir::Builder& b = scratch.fresh_enough();
   Nodes placeholders;
   placeholders.reserve(deps.size());
   for (const auto& d : deps) placeholders.push_back(scratch.placeholder(d->dtype, d->shape));
   ir::NodeResult r = build(b, placeholders);
-  if (!r) return make_error(std::move(dev), r.error());
-  auto t = std::make_shared<TensorImpl>();
-  t->dev = std::move(dev);
-  t->dtype = (*r)->dtype;
-  t->shape = (*r)->shape;
-  t->deps = std::move(deps);
-  t->build = std::move(build);
-  return Tensor(std::move(t));
+  Expected<ir::ValueType> type = r ? Expected<ir::ValueType>(ir::ValueType{(*r)->dtype, (*r)->shape})
+                                   : std::unexpected(r.error());
+  return recorded(std::move(dev), std::move(deps), std::move(type), std::move(build));
 }
 
 namespace {
@@ -135,13 +150,20 @@ Walk unrealized(const std::vector<TensorImpl*>& roots, uint64_t stamp) {
 void find_donors(const std::vector<TensorImpl*>& order, const std::vector<TensorImpl*>& outputs,
                  std::vector<TensorImpl*>& donors) {
   std::unordered_map<const TensorImpl*, long> use_count, refs;  // refs: from tensors letting go
+  // First the realized operands' references from `order`: one whose count exceeds them (a handle
+  // holds it) cannot be donated, and most realizes have none that can.
+  for (TensorImpl* t : order)
+    for (const auto& d : t->deps)
+      if (d->buffer) ++refs[d.get()];
   bool any = false;
   for (TensorImpl* t : order)
-    for (const auto& d : t->deps) {
-      use_count[d.get()] = d.use_count();
-      any = any || (d->buffer && d->buffer.use_count() == 1 && !d->buffer->external());
-    }
+    for (const auto& d : t->deps)
+      any = any || (d->buffer && d.use_count() == refs[d.get()] && d->buffer.use_count() == 1 &&
+                    !d->buffer->external());
   if (!any) return;
+  refs.clear();
+  for (TensorImpl* t : order)
+    for (const auto& d : t->deps) use_count[d.get()] = d.use_count();
   // Users come after their operands in `order`: backwards, a tensor's holders are all seen first.
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     TensorImpl* t = *it;

@@ -10,12 +10,20 @@ using ir::Op;
 using detail::Nodes;
 
 namespace {
+using Deps = std::vector<std::shared_ptr<TensorImpl>>;
+
 Tensor unary(Op op, const Tensor& x) {
-  return TensorImpl::apply({&x}, [op](Builder& b, const Nodes& n) { return b.unary(op, n[0]); });
+  return TensorImpl::apply_typed(
+      {&x}, [op](const Deps& d) { return Builder::unary_type(op, d[0]->dtype, d[0]->shape); },
+      [op](Builder& b, const Nodes& n) { return b.unary(op, n[0]); });
 }
 Tensor binary(Op op, const Tensor& a, const Tensor& c) {
-  return TensorImpl::apply({&a, &c},
-                           [op](Builder& b, const Nodes& n) { return b.binary(op, n[0], n[1]); });
+  return TensorImpl::apply_typed(
+      {&a, &c},
+      [op](const Deps& d) {
+        return Builder::binary_type(op, d[0]->dtype, d[0]->shape, d[1]->dtype, d[1]->shape);
+      },
+      [op](Builder& b, const Nodes& n) { return b.binary(op, n[0], n[1]); });
 }
 // where is the one ternary row of kiln/ops.def.
 Tensor ternary(Op op, const Tensor& cond, const Tensor& a, const Tensor& c) {
@@ -23,13 +31,28 @@ Tensor ternary(Op op, const Tensor& cond, const Tensor& a, const Tensor& c) {
   return TensorImpl::apply({&cond, &a, &c},
                            [](Builder& b, const Nodes& n) { return b.where(n[0], n[1], n[2]); });
 }
-// A scalar operand takes the dtype of the tensor operand.
+// A scalar operand takes the dtype of the tensor operand. (The recipe's captures fit in 16
+// bytes, which std::function keeps without allocating.)
 Tensor binary_scalar(Op op, const Tensor& a, double s, bool scalar_first) {
-  return TensorImpl::apply({&a}, [=](Builder& b, const Nodes& n) -> NodeResult {
-    auto lit = b.scalar(s, n[0]->dtype);
-    if (!lit) return lit;
-    return scalar_first ? b.binary(op, *lit, n[0]) : b.binary(op, n[0], *lit);
-  });
+  struct Scalar {
+    double value;
+    Op op;
+    bool first;
+  };
+  const Scalar c{s, op, scalar_first};
+  return TensorImpl::apply_typed(
+      {&a},
+      [c](const Deps& d) -> Expected<ir::ValueType> {
+        const DType t = d[0]->dtype;
+        if (auto ok = Builder::check_scalar(c.value, t); !ok) return std::unexpected(ok.error());
+        return c.first ? Builder::binary_type(c.op, t, {}, t, d[0]->shape)
+                       : Builder::binary_type(c.op, t, d[0]->shape, t, {});
+      },
+      [c](Builder& b, const Nodes& n) -> NodeResult {
+        auto lit = b.scalar(c.value, n[0]->dtype);
+        if (!lit) return lit;
+        return c.first ? b.binary(c.op, *lit, n[0]) : b.binary(c.op, n[0], *lit);
+      });
 }
 std::optional<std::vector<int64_t>> axes_or_all(std::vector<int64_t> axes) {
   if (axes.empty()) return std::nullopt;

@@ -15,7 +15,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <initializer_list>
 #include <optional>
+#include <span>
 #include <unordered_set>
 #include <vector>
 
@@ -89,6 +91,26 @@ struct TensorImpl {
   // checks them, checks `build` on the scratch graph, and keeps it for realize.
   static Tensor apply(const std::vector<const Tensor*>& operands, BuildFn build,
                       std::shared_ptr<DeviceState> source_dev = nullptr);
+  // The same for an elementwise op, checked without a scratch node: `rule` gives its result's
+  // dtype and shape, or its error, from the operands' (by the builder's own rules:
+  // ir::Builder::unary_type, binary_type, check_scalar). Recording is most of what a small op
+  // costs, and this is the common case.
+  template <class Rule>
+  static Tensor apply_typed(std::initializer_list<const Tensor*> operands, Rule rule, BuildFn build) {
+    std::shared_ptr<DeviceState> dev;
+    std::vector<std::shared_ptr<TensorImpl>> deps;
+    if (std::optional<Tensor> bad = gather({operands.begin(), operands.size()}, dev, deps))
+      return std::move(*bad);
+    Expected<ir::ValueType> type = rule(deps);
+    return recorded(std::move(dev), std::move(deps), std::move(type), std::move(build));
+  }
+  // apply's parts: the operands' impls (and device) or the error tensor of a bad operand; the
+  // recorded tensor of a checked op.
+  static std::optional<Tensor> gather(std::span<const Tensor* const> operands,
+                                      std::shared_ptr<DeviceState>& dev,
+                                      std::vector<std::shared_ptr<TensorImpl>>& deps);
+  static Tensor recorded(std::shared_ptr<DeviceState> dev, std::vector<std::shared_ptr<TensorImpl>> deps,
+                         Expected<ir::ValueType> type, BuildFn build);
 
   static Expected<void> realize(const std::vector<Tensor>& tensors);
   // The result buffer once realized (null before), safe while another thread realizes.

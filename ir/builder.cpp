@@ -3,6 +3,7 @@
 #include "ir/builder.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -129,25 +130,40 @@ Expected<std::vector<int64_t>> resolve_axes(std::string_view op,
 
 }  // namespace
 
-NodeResult Builder::unary(Op op, const Node* x) {
+Expected<ValueType> Builder::unary_type(Op op, DType x, const Shape& shape) {
   KILN_CHECK(is_elementwise(op) && op_arity(op) == 1 && op != Op::Cast) << op_enum_name(op);
-  KILN_IR_OK(check_dtype(op, x->dtype));
-  return g_.make(op, x->dtype, x->shape, {x}, {});
+  KILN_IR_OK(check_dtype(op, x));
+  return ValueType{x, shape};
+}
+
+NodeResult Builder::unary(Op op, const Node* x) {
+  KILN_IR_TRY(ValueType t, unary_type(op, x->dtype, x->shape));
+  return g_.make(op, t.dtype, std::move(t.shape), {x}, {});
+}
+
+Expected<ValueType> Builder::binary_type(Op op, DType a, const Shape& a_shape, DType b,
+                                         const Shape& b_shape) {
+  KILN_CHECK(is_elementwise(op) && op_arity(op) == 2) << op_enum_name(op);
+  if (a != b)
+    return op_error(op_name(op), "dtypes {} and {} do not match", dtype_name(a), dtype_name(b));
+  KILN_IR_OK(check_dtype(op, a));
+  auto shape = broadcast_shapes(a_shape, b_shape);
+  if (!shape)
+    return op_error(op_name(op), "shapes {} and {} do not broadcast", shape_str(a_shape),
+                    shape_str(b_shape));
+  KILN_IR_OK(detail::check_numel(op_name(op), *shape));
+  return ValueType{is_comparison(op) ? DType::boolean : a, std::move(*shape)};
 }
 
 NodeResult Builder::binary(Op op, const Node* a, const Node* b) {
-  KILN_CHECK(is_elementwise(op) && op_arity(op) == 2) << op_enum_name(op);
-  if (a->dtype != b->dtype)
-    return op_error(op_name(op), "dtypes {} and {} do not match", dtype_name(a->dtype),
-                    dtype_name(b->dtype));
-  KILN_IR_OK(check_dtype(op, a->dtype));
-  auto shape = broadcast_shapes(a->shape, b->shape);
-  if (!shape)
-    return op_error(op_name(op), "shapes {} and {} do not broadcast", shape_str(a->shape),
-                    shape_str(b->shape));
-  KILN_IR_OK(detail::check_numel(op_name(op), *shape));
-  DType out = is_comparison(op) ? DType::boolean : a->dtype;
-  return g_.make(op, out, std::move(*shape), {a, b}, {});
+  KILN_IR_TRY(ValueType t, binary_type(op, a->dtype, a->shape, b->dtype, b->shape));
+  return g_.make(op, t.dtype, std::move(t.shape), {a, b}, {});
+}
+
+Expected<void> Builder::check_scalar(double value, DType dtype) {
+  if (auto why = detail::unrepresentable(value, dtype))
+    return op_error("full", "value {} {}", value, *why);
+  return {};
 }
 
 NodeResult Builder::where(const Node* cond, const Node* a, const Node* b) {
@@ -170,13 +186,18 @@ NodeResult Builder::cast(const Node* x, DType to) {
 }
 
 NodeResult Builder::scalar(double value, DType dtype) {
-  return full({}, value, dtype);
+  const auto bits = std::bit_cast<uint64_t>(value);
+  const size_t known = std::min(recent_count_, recent_.size());
+  for (size_t i = 0; i < known; ++i)
+    if (recent_[i].bits == bits && recent_[i].dtype == dtype) return recent_[i].node;
+  NodeResult n = full({}, value, dtype);
+  if (n) recent_[recent_count_++ % recent_.size()] = RecentScalar{bits, dtype, *n};
+  return n;
 }
 
 NodeResult Builder::full(const Shape& shape, double value, DType dtype) {
   KILN_IR_OK(detail::check_numel("full", shape));
-  if (auto why = detail::unrepresentable(value, dtype))
-    return op_error("full", "value {} {}", value, *why);
+  KILN_IR_OK(check_scalar(value, dtype));
   if (!is_float(dtype)) value += 0.0;  // integers have no -0: one canonical zero
   return g_.make(Op::Full, dtype, shape, {},
                  Attrs{{AttrKey::shape, shape}, {AttrKey::value, value}, {AttrKey::dtype, dtype}});

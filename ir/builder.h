@@ -16,6 +16,7 @@
 // Every error names the op and the offending shapes, dtypes or attributes.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string_view>
 #include <variant>
@@ -31,6 +32,12 @@ using NodeResult = Expected<const Node*>;
 // An argument of a `.kg` call: a value or a numeric literal.
 using Operand = std::variant<const Node*, double>;
 
+// A value's dtype and shape (a node's, or one's that is still to be made).
+struct ValueType {
+  DType dtype;
+  Shape shape;
+};
+
 class Builder {
  public:
   explicit Builder(Graph& g) : g_(g) {}
@@ -38,6 +45,12 @@ class Builder {
 
   NodeResult unary(Op op, const Node* x);
   NodeResult binary(Op op, const Node* a, const Node* b);
+  // The rules unary, binary and scalar check, without making a node: the result's dtype and
+  // shape, or the op's error. (The frontend checks the ops it records with them.)
+  static Expected<ValueType> unary_type(Op op, DType x, const Shape& shape);
+  static Expected<ValueType> binary_type(Op op, DType a, const Shape& a_shape, DType b,
+                                         const Shape& b_shape);
+  static Expected<void> check_scalar(double value, DType dtype);
   NodeResult where(const Node* cond, const Node* a, const Node* b);
   NodeResult cast(const Node* x, DType to);
   NodeResult scalar(double value, DType dtype);  // full(shape=[])
@@ -79,6 +92,16 @@ class Builder {
 
  private:
   Graph& g_;
+  // The scalars made most recently (round robin), by value bits and dtype: a chain of ops with a
+  // few constants asks for the same ones again and again, and this skips building their
+  // attributes only to find the node interned.
+  struct RecentScalar {
+    uint64_t bits;
+    DType dtype;
+    const Node* node;
+  };
+  std::array<RecentScalar, 8> recent_{};
+  size_t recent_count_ = 0;
 };
 
 }  // namespace kiln::ir

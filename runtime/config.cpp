@@ -340,6 +340,12 @@ Expected<void> apply_setting(Config& c, const std::string& key, const std::strin
     c.num_threads = v;
     return {};
   }
+  if (key == "cpu_rates" || key == "gpu_rates") {  // KILN_CPU_RATES, KILN_GPU_RATES
+    if (value != "measured" && value != "reference")
+      return make_error(fmt::format("option {}: expected measured or reference, got \"{}\"", key, value));
+    (key == "cpu_rates" ? c.cpu_rates : c.gpu_rates) = value;
+    return {};
+  }
   const KeySpec* spec = find_key(key);
   if (!spec) {
     auto same = [](const std::string& s) { return s; };

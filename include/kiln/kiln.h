@@ -70,7 +70,9 @@ struct RealizeStats {
 // dotted name, with the value written as text as kiln.toml takes it ({"autotune.level",
 // "balanced"}, {"compilation.cache", "file=/var/lib/app/kiln.sqlite"}, {"autotune.enabled",
 // "false"}, {"compilation.logger.targets", "log"}), plus "threads" (the cpu's threads, "0" = every
-// core). Applied in order; a later setting of a key wins.
+// core) and "cpu_rates" / "gpu_rates" (the cost model's rates: "measured" on this machine, the
+// default, or the fixed "reference" ones, as KILN_CPU_RATES / KILN_GPU_RATES). Applied in order;
+// a later setting of a key wins.
 struct Options {
   std::vector<std::pair<std::string, std::string>> settings;
   // Also read kiln.toml (KILN_CONFIG, else found upward from `config_dir`, "" = the working

@@ -101,7 +101,8 @@ KILN_EXPORT size_t kiln_dtype_size(kiln_dtype dtype);
  * kiln.toml takes written as text ("autotune.level" = "balanced", "compilation.cache" =
  * "file=/path/kiln.sqlite", "fusion.beam_search.max_blocks" = "5", "autotune.enabled" = "false",
  * "compilation.logger.targets" = "log,file=kiln.log"), plus "threads" (the cpu's threads; "0"
- * = every core). Without options, or with a fresh record, a device uses kiln's defaults and
+ * = every core) and "cpu_rates" / "gpu_rates" ("measured" or "reference": the cost model's
+ * rates, as KILN_CPU_RATES / KILN_GPU_RATES). Without options, or with a fresh record, a device uses kiln's defaults and
  * reads neither kiln.toml nor the environment; kiln_options_use_config asks for both, with
  * settings given here applied over them. docs/embedding.md lists the keys. */
 typedef struct kiln_options_s* kiln_options;

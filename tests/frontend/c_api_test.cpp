@@ -23,17 +23,24 @@ std::string device_name() {
 }
 
 // Options for tests: no persistent cache (the default, `target`, keeps one beside the
-// executable), so every plan is built here.
+// executable), so every plan is built here, with the reference rates, so that the C and the C++
+// devices make the same plans (rates measured by each could differ, and with them the fusion).
 kiln_options test_options() {
   kiln_options o = nullptr;
   EXPECT_EQ(kiln_options_create(&o), KILN_OK);
   EXPECT_EQ(kiln_options_set(o, "compilation.cache", "none"), KILN_OK) << kiln_last_error();
   EXPECT_EQ(kiln_options_set(o, "autotune.cache", "none"), KILN_OK) << kiln_last_error();
   EXPECT_EQ(kiln_options_set(o, "autotune.enabled", "false"), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(kiln_options_set(o, "cpu_rates", "reference"), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(kiln_options_set(o, "gpu_rates", "reference"), KILN_OK) << kiln_last_error();
   return o;
 }
 const kiln::Options kCxxTestOptions{
-    .settings = {{"compilation.cache", "none"}, {"autotune.cache", "none"}, {"autotune.enabled", "false"}},
+    .settings = {{"compilation.cache", "none"},
+                 {"autotune.cache", "none"},
+                 {"autotune.enabled", "false"},
+                 {"cpu_rates", "reference"},
+                 {"gpu_rates", "reference"}},
     .use_config = false,
     .config_dir = ""};
 
@@ -248,6 +255,9 @@ TEST(CApi, OptionsAreCheckedWhenSetAndReachTheDevice) {
       << kiln_last_error();
   EXPECT_EQ(kiln_options_set(o, "threads", "-1"), KILN_ERROR_INVALID_ARGUMENT);
   C_OK(kiln_options_set(o, "threads", "1"));
+  EXPECT_EQ(kiln_options_set(o, "cpu_rates", "fast"), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("expected measured or reference"), std::string::npos)
+      << kiln_last_error();
   C_OK(kiln_options_set(o, "fusion.enabled", "false"));
 
   // Three elementwise ops: one kernel fused, three without fusion.
