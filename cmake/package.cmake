@@ -2,13 +2,14 @@
 # (find_package(kiln) -> kiln::kiln) and kiln.pc (pkg-config). docs/embedding.md.
 include(CMakePackageConfigHelpers)
 
-# One shared library holding all of kiln: the C API (frontend/c_api.cpp), the C++ API
+# One shared library holding all of kiln: the C API (frontend/c_api*.cpp), the C++ API
 # (kiln_frontend), the `kiln` program's commands
 # (kiln_cli) and, pulled in as they are used, every layer below them. LLVM, fmt, SQLite, toml++ and
 # xxhash are its private shared dependencies; shaderc, glslang and SPIRV-Tools are linked in
 # statically. The version script exports kiln's API alone (KILN_EXPORT symbols named kiln_* or
 # kiln::*): nothing of the static libraries inside, nor any template instantiation.
-add_library(kiln_shared SHARED ${PROJECT_SOURCE_DIR}/frontend/c_api.cpp)
+add_library(kiln_shared SHARED ${PROJECT_SOURCE_DIR}/frontend/c_api.cpp
+  ${PROJECT_SOURCE_DIR}/frontend/c_api_graph.cpp)
 add_library(kiln::kiln ALIAS kiln_shared)
 set_target_properties(kiln_shared PROPERTIES
   OUTPUT_NAME kiln EXPORT_NAME kiln

@@ -3,6 +3,7 @@
 // and turns an error or an exception into a status and the thread's last message.
 #include "kiln/kiln_c.h"
 
+#include <dlfcn.h>
 #include <dlpack/dlpack.h>
 #include <fmt/format.h>
 
@@ -14,18 +15,10 @@
 #include <utility>
 #include <vector>
 
+#include "c_api_support.h"
 #include "kiln/kiln.h"
 
-struct kiln_options_s {
-  kiln::Options options;
-};
-struct kiln_device_s {
-  kiln::Device device;
-  std::string name;
-};
-struct kiln_tensor_s {
-  kiln::Tensor tensor;
-};
+using namespace kiln::c_api;
 
 namespace {
 
@@ -37,32 +30,6 @@ static_assert(KILN_F32 == static_cast<int>(DType::f32) && KILN_F64 == static_cas
               KILN_I32 == static_cast<int>(DType::i32) && KILN_I64 == static_cast<int>(DType::i64) &&
               KILN_I8 == static_cast<int>(DType::i8) && KILN_U8 == static_cast<int>(DType::u8) &&
               KILN_BOOL == static_cast<int>(DType::boolean));
-
-thread_local std::string last_error;
-
-kiln_status fail(kiln_status status, std::string message) {
-  last_error = std::move(message);
-  return status;
-}
-
-// Runs `body`, turning an exception (an allocation that could not be met, mostly) into a status:
-// none may cross into C.
-template <class F>
-kiln_status guarded(const char* fn, F&& body) {
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    return fail(KILN_ERROR_DEVICE, fmt::format("{}: out of memory", fn));
-  } catch (const std::exception& e) {
-    return fail(KILN_ERROR_DEVICE, fmt::format("{}: {}", fn, e.what()));
-  } catch (...) {
-    return fail(KILN_ERROR_DEVICE, fmt::format("{}: unknown failure", fn));
-  }
-}
-
-kiln_status null_argument(const char* fn, const char* name) {
-  return fail(KILN_ERROR_INVALID_ARGUMENT, fmt::format("{}: {} is NULL", fn, name));
-}
 
 bool valid_dtype(int d) { return d >= KILN_F32 && d <= KILN_BOOL; }
 
@@ -114,6 +81,30 @@ kiln_status op(const char* fn, kiln_tensor* out, Make&& make, Handles... handles
   return guarded(fn, [&] { return give(fn, make(handles->tensor...), out); });
 }
 
+// What kiln_dlpack_capsule_destructor calls of the Python C API, looked up in the process once
+// (the functions are in the stable ABI of every Python 3); absent outside a Python process.
+struct PythonCapsuleApi {
+  int (*is_valid)(void* capsule, const char* name) = nullptr;
+  void* (*get_pointer)(void* capsule, const char* name) = nullptr;
+  void (*fetch_error)(void** type, void** value, void** traceback) = nullptr;
+  void (*restore_error)(void* type, void* value, void* traceback) = nullptr;
+  bool present() const { return is_valid && get_pointer && fetch_error && restore_error; }
+};
+template <class F>
+void find_symbol(F& f, const char* name) {
+  f = reinterpret_cast<F>(dlsym(RTLD_DEFAULT, name));
+}
+const PythonCapsuleApi& python_capsule_api() {
+  static const PythonCapsuleApi api = [] {
+    PythonCapsuleApi a;
+    find_symbol(a.is_valid, "PyCapsule_IsValid");
+    find_symbol(a.get_pointer, "PyCapsule_GetPointer");
+    find_symbol(a.fetch_error, "PyErr_Fetch");
+    find_symbol(a.restore_error, "PyErr_Restore");
+    return a;
+  }();
+  return api;
+}
 }  // namespace
 
 extern "C" {
@@ -369,6 +360,19 @@ kiln_status kiln_tensor_to_dlpack(kiln_tensor tensor, DLManagedTensor** out) {
     *out = *managed;
     return KILN_OK;
   });
+}
+
+void kiln_dlpack_capsule_destructor(void* capsule) {
+  const PythonCapsuleApi& py = python_capsule_api();
+  if (!capsule || !py.present()) return;
+  // A capsule may die while an exception propagates (a consumer that refused it): keep it.
+  void *type = nullptr, *value = nullptr, *traceback = nullptr;
+  py.fetch_error(&type, &value, &traceback);
+  if (py.is_valid(capsule, "dltensor")) {  // not consumed: the tensor is still ours to free
+    auto* managed = static_cast<DLManagedTensor*>(py.get_pointer(capsule, "dltensor"));
+    if (managed && managed->deleter) managed->deleter(managed);
+  }
+  py.restore_error(type, value, traceback);
 }
 
 // ---- Ops -------------------------------------------------------------------------------------

@@ -113,6 +113,10 @@ struct TensorImpl {
                          Expected<ir::ValueType> type, BuildFn build);
 
   static Expected<void> realize(const std::vector<Tensor>& tensors);
+  // The state behind a device handle (null for a Device that was never opened).
+  static const std::shared_ptr<DeviceState>& state_of(const Device& device) { return device.state_; }
+  // The implementation behind a tensor handle (null for an empty Tensor).
+  static const std::shared_ptr<TensorImpl>& impl_of(const Tensor& tensor) { return tensor.impl_; }
   // The result buffer once realized (null before), safe while another thread realizes.
   std::shared_ptr<runtime::Buffer> realized_buffer() const {
     std::lock_guard lock(dev->mu);

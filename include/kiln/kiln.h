@@ -102,6 +102,7 @@ class KILN_EXPORT Device {
 
  private:
   friend class Tensor;
+  friend struct detail::TensorImpl;
   friend KILN_EXPORT Expected<void> realize(const std::vector<class Tensor>&);
   explicit Device(std::shared_ptr<detail::DeviceState> s) : state_(std::move(s)) {}
   std::shared_ptr<detail::DeviceState> state_;

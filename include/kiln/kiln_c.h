@@ -194,6 +194,15 @@ KILN_EXPORT kiln_status kiln_tensor_from_dlpack(kiln_device device, struct DLMan
 /* Realizes the tensor and hands out its buffer without a copy: a compact kDLCPU tensor that
  * keeps the buffer alive until its deleter is called (call it exactly once). */
 KILN_EXPORT kiln_status kiln_tensor_to_dlpack(kiln_tensor tensor, struct DLManagedTensor** out);
+/* For Python bindings written without a C compiler (ctypes, cffi's ABI mode): a PyCapsule
+ * destructor (`void (*)(PyObject*)`, here `void*`) for the DLPack protocol's capsules named
+ * "dltensor" holding a DLManagedTensor (from kiln_tensor_to_dlpack): when no consumer took the
+ * capsule (it is still named "dltensor", not "used_dltensor"), it calls the tensor's deleter, and
+ * it keeps any pending Python exception as it was. A destructor written in Python cannot: a
+ * ctypes callback that returns while an exception is set replaces that exception. It calls the
+ * Python C API of the process it runs in (found when first called; without one it does nothing),
+ * as every capsule destructor does, with the GIL held. */
+KILN_EXPORT void kiln_dlpack_capsule_destructor(void* capsule);
 
 /* ---- Ops: each records one op and returns its result in `out` ------------------------------ */
 
@@ -271,6 +280,62 @@ KILN_EXPORT kiln_status kiln_layernorm(kiln_tensor x, kiln_tensor gamma, kiln_te
 /* has_scale 0: 1/sqrt(head dimension). */
 KILN_EXPORT kiln_status kiln_attention(kiln_tensor q, kiln_tensor k, kiln_tensor v, int causal,
                                        int has_scale, double scale, kiln_tensor* out);
+
+/* ---- Graph files (.kg) --------------------------------------------------------------------- */
+
+/* A `.kg` graph (docs/graph-format.md), read once, then called on tensors like an op, any number
+ * of times and from any number of threads at once, or dumped. Release it with
+ * kiln_graph_release; the tensors it recorded keep what they need of it. */
+typedef struct kiln_graph_s* kiln_graph;
+
+/* Reads a .kg file. A file that cannot be read, or is not a valid graph, is
+ * KILN_ERROR_INVALID_ARGUMENT with the message "FILE:LINE:COL: error: WHAT". */
+KILN_EXPORT kiln_status kiln_graph_load(const char* path, kiln_graph* out);
+/* The same for .kg text (NUL-terminated); `filename` names it in messages (NULL: "<text>"). */
+KILN_EXPORT kiln_status kiln_graph_parse(const char* text, const char* filename, kiln_graph* out);
+KILN_EXPORT void kiln_graph_release(kiln_graph graph);
+/* How many inputs (in declaration order) and outputs (in `output` order) the graph has; either
+ * pointer may be NULL. */
+KILN_EXPORT kiln_status kiln_graph_counts(kiln_graph graph, int32_t* inputs, int32_t* outputs);
+/* Input `index`: its name (without '%'; valid while the graph handle is), dtype and rank; each
+ * pointer may be NULL. An index out of range is KILN_ERROR_INVALID_ARGUMENT. */
+KILN_EXPORT kiln_status kiln_graph_input(kiln_graph graph, int32_t index, const char** name,
+                                         kiln_dtype* dtype, int32_t* rank);
+/* Input `index`'s extents, into `dims`, which holds `capacity` of them (at least its rank). */
+KILN_EXPORT kiln_status kiln_graph_input_shape(kiln_graph graph, int32_t index, int64_t* dims,
+                                               int32_t capacity);
+/* Output `index`'s name (without '%'; valid while the graph handle is). */
+KILN_EXPORT kiln_status kiln_graph_output(kiln_graph graph, int32_t index, const char** name);
+/* Records the graph's outputs over `count` input tensors of `device`: `inputs[i]` is bound to the
+ * input named `names[i]` (a leading '%' is allowed), or, with `names` NULL, to the i-th input.
+ * Every input is bound once, with the dtype and shape the graph declares; otherwise
+ * KILN_ERROR_INVALID_ARGUMENT says which input and what it expects. Writes one new tensor handle
+ * per output into `outputs` (`capacity` of them, at least the output count), in `output` order.
+ * Like an op it runs nothing: realize the outputs together (kiln_realize) to compute their common
+ * values once. */
+KILN_EXPORT kiln_status kiln_graph_call(kiln_device device, kiln_graph graph,
+                                        const char* const* names, const kiln_tensor* inputs,
+                                        int32_t count, kiln_tensor* outputs, int32_t capacity);
+
+/* ---- Dumps: what a realize would run, as `kiln dump` shows it (docs/dump.md) --------------- */
+
+/* Plans the graph's outputs on `device` (and for "source" compiles their kernels) with the
+ * device's options and caches, as a realize would, and writes the text of `stage` into `*out`:
+ * "graph" (the optimized graph, as .kg), "groups" (the kernels, the values each computes, cost
+ * estimates; with `why` non-zero, the reason for each kernel boundary), "kernels" (kernel IR),
+ * "analyze" (what code generation is told of each kernel) or "source" (each kernel's generated
+ * source: LLVM IR on cpu, CUDA C on cuda:N, GLSL on vulkan:N). Values keep the file's names.
+ * Release the text with kiln_string_release. An unknown stage is KILN_ERROR_INVALID_ARGUMENT; the
+ * `reference` device, which builds no kernels, and a failure to plan or compile are
+ * KILN_ERROR_DEVICE. */
+KILN_EXPORT kiln_status kiln_graph_dump(kiln_device device, kiln_graph graph, const char* stage,
+                                        int why, char** out);
+/* The same for what realizing `count` tensors of one device would compute now (values already
+ * realized are its inputs, named %t<id> like every value); nothing is realized. */
+KILN_EXPORT kiln_status kiln_dump(const kiln_tensor* tensors, size_t count, const char* stage,
+                                  int why, char** out);
+/* Frees text that kiln handed out (NULL is allowed). */
+KILN_EXPORT void kiln_string_release(char* text);
 
 #ifdef __cplusplus
 }

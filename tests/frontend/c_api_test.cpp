@@ -13,6 +13,8 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -314,6 +316,235 @@ TEST(CApi, TheLogTargetCallsTheCallback) {
   std::lock_guard lock(lines.mu);
   ASSERT_FALSE(lines.seen.empty());
   EXPECT_EQ(lines.seen[0].rfind("fusion/verbose: 1 kernels by beam for " + device_name(), 0), 0u) << lines.seen[0];
+}
+
+// A graph with two inputs and two outputs that share a value (%d).
+constexpr const char* kMeanVar = R"(kiln.graph v1
+input %x : f32[4,8]
+input %s : f32[]
+%m = mean(%x, axes=[1], keepdim=true)
+%d = sub(%x, %m)
+%sq = mul(%d, %d)
+%var = mean(%sq, axes=[1], keepdim=true)
+%scaled = mul(%d, %s)
+output %var
+output %scaled
+)";
+
+// Text that kiln handed out, freed with kiln_string_release.
+struct Text {
+  char* text = nullptr;
+  ~Text() { kiln_string_release(text); }
+  std::string str() const { return text ? text : ""; }
+};
+
+TEST(CApi, GraphFilesAreCalledOnTensorsByInputName) {
+  CDevice d;
+  OPEN_OR_SKIP(d);
+  kiln_graph g = nullptr;
+  C_OK(kiln_graph_parse(kMeanVar, "mean_var.kg", &g));
+  int32_t inputs = 0, outputs = 0;
+  C_OK(kiln_graph_counts(g, &inputs, &outputs));
+  EXPECT_EQ(inputs, 2);
+  EXPECT_EQ(outputs, 2);
+  const char* name = nullptr;
+  kiln_dtype dtype = KILN_BOOL;
+  int32_t rank = -1;
+  C_OK(kiln_graph_input(g, 0, &name, &dtype, &rank));
+  EXPECT_STREQ(name, "x");
+  EXPECT_EQ(dtype, KILN_F32);
+  EXPECT_EQ(rank, 2);
+  int64_t dims[2] = {0, 0};
+  C_OK(kiln_graph_input_shape(g, 0, dims, 2));
+  EXPECT_EQ(dims[0], 4);
+  EXPECT_EQ(dims[1], 8);
+  C_OK(kiln_graph_input(g, 1, &name, nullptr, &rank));
+  EXPECT_STREQ(name, "s");
+  EXPECT_EQ(rank, 0);
+  C_OK(kiln_graph_output(g, 1, &name));
+  EXPECT_STREQ(name, "scaled");
+
+  Handles h;
+  const std::vector<float> xs = ramp(32, 0.25f, -1.f);
+  const float s = 3.f;
+  const int64_t xshape[2] = {4, 8};
+  kiln_tensor x, sc;
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, xshape, 2, xs.data(), xs.size() * 4, &x));
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, nullptr, 0, &s, sizeof s, &sc));
+  h.keep(x), h.keep(sc);
+  // Bound by name, in another order than declared; the graph is released before its tensors.
+  const char* names[2] = {"%s", "x"};
+  const kiln_tensor bound[2] = {sc, x};
+  kiln_tensor outs[2] = {nullptr, nullptr};
+  C_OK(kiln_graph_call(d.dev, g, names, bound, 2, outs, 2));
+  kiln_graph_release(g);
+  h.keep(outs[0]), h.keep(outs[1]);
+  C_OK(kiln_realize(outs, 2));
+  kiln_realize_stats stats{};
+  C_OK(kiln_device_last_stats(d.dev, &stats));
+  std::vector<float> var(4), scaled(32);
+  C_OK(kiln_tensor_to_host(outs[0], var.data(), var.size() * 4));
+  C_OK(kiln_tensor_to_host(outs[1], scaled.data(), scaled.size() * 4));
+  for (int r = 0; r < 4; ++r) {
+    double mean = 0, sq = 0;
+    for (int c = 0; c < 8; ++c) mean += xs[r * 8 + c] / 8.0;
+    for (int c = 0; c < 8; ++c) {
+      const double dev = xs[r * 8 + c] - mean;
+      sq += dev * dev / 8.0;
+      EXPECT_NEAR(scaled[r * 8 + c], dev * s, 1e-5) << r << "," << c;
+    }
+    EXPECT_NEAR(var[r], sq, 1e-5) << r;
+  }
+  // Realized in one request, one plan for both: a kernel per output shape at most.
+  EXPECT_GE(stats.kernels, 1);
+  EXPECT_LE(stats.kernels, 2);
+}
+
+TEST(CApi, GraphFailuresSayWhatTheGraphExpects) {
+  CDevice d;
+  OPEN_OR_SKIP(d);
+  kiln_graph g = reinterpret_cast<kiln_graph>(0x1);  // untouched on failure
+  EXPECT_EQ(kiln_graph_load("/nonexistent/g.kg", &g), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(kiln_last_error()).rfind("kiln_graph_load: ", 0), 0u) << kiln_last_error();
+  EXPECT_NE(std::string(kiln_last_error()).find("/nonexistent/g.kg"), std::string::npos) << kiln_last_error();
+  EXPECT_EQ(kiln_graph_parse("kiln.graph v1\ninput %x : f32[4]\n%y = exp(%z)\noutput %y\n", "bad.kg", &g),
+            KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("bad.kg:3:"), std::string::npos) << kiln_last_error();
+  EXPECT_EQ(g, reinterpret_cast<kiln_graph>(0x1));
+  EXPECT_EQ(kiln_graph_parse(nullptr, nullptr, &g), KILN_ERROR_INVALID_ARGUMENT);
+
+  C_OK(kiln_graph_parse(kMeanVar, nullptr, &g));
+  Handles h;
+  const int64_t xshape[2] = {4, 8}, wrong[2] = {8, 4};
+  kiln_tensor x, s, transposed, f64;
+  C_OK(kiln_full(d.dev, KILN_F32, xshape, 2, 1.0, &x));
+  C_OK(kiln_full(d.dev, KILN_F32, nullptr, 0, 2.0, &s));
+  C_OK(kiln_full(d.dev, KILN_F32, wrong, 2, 1.0, &transposed));
+  C_OK(kiln_full(d.dev, KILN_F64, nullptr, 0, 2.0, &f64));
+  h.keep(x), h.keep(s), h.keep(transposed), h.keep(f64);
+  kiln_tensor outs[2] = {nullptr, nullptr};
+  auto call = [&](std::vector<const char*> names, std::vector<kiln_tensor> in, int32_t capacity = 2) {
+    kiln_status st = kiln_graph_call(d.dev, g, names.empty() ? nullptr : names.data(), in.data(),
+                                     static_cast<int32_t>(in.size()), outs, capacity);
+    return std::make_pair(st, std::string(kiln_last_error()));
+  };
+  auto [st, msg] = call({"x", "t"}, {x, s});
+  EXPECT_EQ(st, KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("no input %t (its inputs: %x: f32[4,8], %s: f32[])"), std::string::npos) << msg;
+  std::tie(st, msg) = call({"x", "x"}, {x, x});
+  EXPECT_NE(msg.find("input %x is bound twice"), std::string::npos) << msg;
+  std::tie(st, msg) = call({"x", "s"}, {transposed, s});
+  EXPECT_NE(msg.find("input %x is declared f32[4,8], the tensor bound to it is f32[8,4]"), std::string::npos) << msg;
+  std::tie(st, msg) = call({}, {x, f64});
+  EXPECT_NE(msg.find("input %s is declared f32[], the tensor bound to it is f64[]"), std::string::npos) << msg;
+  std::tie(st, msg) = call({}, {x});
+  EXPECT_NE(msg.find("the graph takes 2 inputs"), std::string::npos) << msg;
+  std::tie(st, msg) = call({}, {x, s}, 1);
+  EXPECT_NE(msg.find("capacity 1 is less than the graph's 2 outputs"), std::string::npos) << msg;
+  EXPECT_EQ(outs[0], nullptr);
+  EXPECT_EQ(outs[1], nullptr);
+  const char* name = nullptr;
+  EXPECT_EQ(kiln_graph_input(g, 2, &name, nullptr, nullptr), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("input index 2 is out of range (the graph has 2)"),
+            std::string::npos) << kiln_last_error();
+  EXPECT_EQ(kiln_graph_output(g, -1, &name), KILN_ERROR_INVALID_ARGUMENT);
+  int64_t dims[1];
+  EXPECT_EQ(kiln_graph_input_shape(g, 0, dims, 1), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(name, nullptr);
+
+  // Inputs of another device.
+  CDevice other;
+  ASSERT_NE(other.dev, nullptr) << other.error;
+  kiln_tensor elsewhere;
+  C_OK(kiln_full(other.dev, KILN_F32, xshape, 2, 1.0, &elsewhere));
+  h.keep(elsewhere);
+  std::tie(st, msg) = call({}, {elsewhere, s});
+  EXPECT_EQ(st, KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("different devices"), std::string::npos) << msg;
+  kiln_graph_release(g);
+}
+
+TEST(CApi, GraphDumpsShowWhatARealizeRuns) {
+  CDevice d;
+  OPEN_OR_SKIP(d);
+  kiln_graph g;
+  C_OK(kiln_graph_parse(kMeanVar, "mean_var.kg", &g));
+  Text groups, graph, kernels, source;
+  C_OK(kiln_graph_dump(d.dev, g, "groups", 1, &groups.text));
+  C_OK(kiln_graph_dump(d.dev, g, "graph", 0, &graph.text));
+  C_OK(kiln_graph_dump(d.dev, g, "kernels", 0, &kernels.text));
+  C_OK(kiln_graph_dump(d.dev, g, "source", 0, &source.text));
+  // Values keep the file's names, in every stage.
+  EXPECT_NE(groups.str().find("kernel k0"), std::string::npos) << groups.str();
+  EXPECT_NE(groups.str().find("%var = "), std::string::npos) << groups.str();
+  EXPECT_NE(groups.str().find("why ("), std::string::npos) << groups.str();
+  EXPECT_NE(graph.str().find("input %x : f32[4,8]"), std::string::npos) << graph.str();
+  EXPECT_NE(graph.str().find("output %scaled"), std::string::npos) << graph.str();
+  EXPECT_NE(kernels.str().find("# %x"), std::string::npos) << kernels.str();
+  EXPECT_NE(source.str().find("parameters: %x"), std::string::npos) << source.str();
+  if (device_name() == "cpu") {
+    EXPECT_NE(source.str().find("define void @"), std::string::npos) << source.str();
+  }
+
+  char* none = nullptr;
+  EXPECT_EQ(kiln_graph_dump(d.dev, g, "ptx", 0, &none), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("unknown stage 'ptx' (graph, groups, kernels, analyze, source)"),
+            std::string::npos) << kiln_last_error();
+  EXPECT_EQ(none, nullptr);
+  kiln_options o = test_options();
+  kiln_device reference = nullptr;
+  C_OK(kiln_device_open("reference", o, &reference));
+  kiln_options_release(o);
+  EXPECT_EQ(kiln_graph_dump(reference, g, "groups", 0, &none), KILN_ERROR_DEVICE);
+  EXPECT_NE(std::string(kiln_last_error()).find("the reference device interprets graphs and builds no kernels"),
+            std::string::npos) << kiln_last_error();
+  kiln_device_release(reference);
+  kiln_graph_release(g);
+}
+
+TEST(CApi, TensorDumpsShowThePendingWorkAndRealizeNothing) {
+  CDevice d;
+  OPEN_OR_SKIP(d);
+  Handles h;
+  const int64_t shape[2] = {16, 32};
+  kiln_tensor x, e, s, y;
+  C_OK(kiln_full(d.dev, KILN_F32, shape, 2, 0.5, &x));
+  C_OK(kiln_tensor_realize(h.keep(x)));
+  C_OK(kiln_exp(x, &e));
+  C_OK(kiln_softmax(h.keep(e), -1, &s));
+  C_OK(kiln_add(h.keep(s), x, &y));
+  h.keep(y);
+  kiln_realize_stats before{}, after{};
+  C_OK(kiln_device_last_stats(d.dev, &before));
+  Text groups, graph;
+  C_OK(kiln_dump(&y, 1, "groups", 0, &groups.text));
+  C_OK(kiln_dump(&y, 1, "graph", 0, &graph.text));
+  // The realized %x is an input; the pending exp, softmax and add are ops of the kernels.
+  EXPECT_NE(graph.str().find("input %"), std::string::npos) << graph.str();
+  EXPECT_NE(graph.str().find("exp("), std::string::npos) << graph.str();
+  EXPECT_NE(groups.str().find("kernel k0"), std::string::npos) << groups.str();
+  C_OK(kiln_device_last_stats(d.dev, &after));
+  EXPECT_EQ(before.kernels, after.kernels);
+  EXPECT_EQ(before.run_ms, after.run_ms);  // no realize ran
+  // It still realizes, to the values the dump described.
+  std::vector<float> got(16 * 32);
+  C_OK(kiln_tensor_to_host(y, got.data(), got.size() * 4));
+  EXPECT_NEAR(got[0], 0.5 + 1.0 / 32, 1e-6);
+
+  char* none = nullptr;
+  EXPECT_EQ(kiln_dump(&y, 0, "groups", 0, &none), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_dump(nullptr, 1, "groups", 0, &none), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_dump(&y, 1, nullptr, 0, &none), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(none, nullptr);
+}
+
+TEST(CApi, TheCapsuleDestructorDoesNothingOutsidePython) {
+  // No Python in this process: the destructor finds no Python C API and leaves the pointer alone
+  // (tests/python/test_dlpack.py checks what it does inside Python).
+  std::vector<unsigned char> not_a_capsule(64, 0xab);
+  kiln_dlpack_capsule_destructor(not_a_capsule.data());
+  kiln_dlpack_capsule_destructor(nullptr);
+  EXPECT_EQ(not_a_capsule, std::vector<unsigned char>(64, 0xab));
 }
 
 }  // namespace

@@ -1,0 +1,55 @@
+// Internal: what the C API's source files share: the handles behind the opaque C types, the
+// thread's last error, and the guards every C function uses so that no C++ exception or error
+// crosses into C.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <exception>
+#include <new>
+#include <string>
+
+#include "kiln/kiln.h"
+#include "kiln/kiln_c.h"
+
+struct kiln_options_s {
+  kiln::Options options;
+};
+struct kiln_device_s {
+  kiln::Device device;
+  std::string name;
+};
+struct kiln_tensor_s {
+  kiln::Tensor tensor;
+};
+
+namespace kiln::c_api {
+
+// kiln_last_error()'s message, per thread.
+inline thread_local std::string last_error;
+
+inline kiln_status fail(kiln_status status, std::string message) {
+  last_error = std::move(message);
+  return status;
+}
+
+// Runs `body`, turning an exception (an allocation that could not be met, mostly) into a status:
+// none may cross into C.
+template <class F>
+kiln_status guarded(const char* fn, F&& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return fail(KILN_ERROR_DEVICE, fmt::format("{}: out of memory", fn));
+  } catch (const std::exception& e) {
+    return fail(KILN_ERROR_DEVICE, fmt::format("{}: {}", fn, e.what()));
+  } catch (...) {
+    return fail(KILN_ERROR_DEVICE, fmt::format("{}: unknown failure", fn));
+  }
+}
+
+inline kiln_status null_argument(const char* fn, const char* name) {
+  return fail(KILN_ERROR_INVALID_ARGUMENT, fmt::format("{}: {} is NULL", fn, name));
+}
+
+}  // namespace kiln::c_api

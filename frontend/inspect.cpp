@@ -1,0 +1,189 @@
+// Dumps of what a realize would run: the graph (a `.kg` file's, or the recipes of pending
+// tensors) planned by the device's executor and shown with the runtime's text dumps, as
+// `kiln dump` shows them.
+#include "frontend/inspect.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/kg.h"
+#include "runtime/dump_text.h"
+#include "runtime/executor.h"
+#include "runtime/structural_key.h"
+#include "tensor_impl.h"
+
+namespace kiln::detail {
+
+namespace {
+
+constexpr std::array<std::string_view, 5> kStages = {"graph", "groups", "kernels", "analyze",
+                                                     "source"};
+
+Expected<runtime::Executor*> executor_of(const std::shared_ptr<DeviceState>& state) {
+  if (!state) return make_error("the device is not open");
+  auto* executor = dynamic_cast<runtime::Executor*>(state->device.get());
+  if (!executor)
+    return make_error(
+        fmt::format("the {} device interprets graphs and builds no kernels to dump; "
+                    "dump on cpu, vulkan:N or cuda:N",
+                    state->name));
+  return executor;
+}
+
+Expected<void> check_stage(std::string_view stage) {
+  if (is_dump_stage(stage)) return {};
+  return make_error(
+      fmt::format("unknown dump stage '{}' (graph, groups, kernels, analyze, source)", stage));
+}
+
+// Values named after the `.kg` file that defined them (outputs first), as `kiln dump` names them.
+runtime::ValueNamer kg_namer(const ir::KgGraph& kg) {
+  auto names = std::make_shared<std::unordered_map<const ir::Node*, std::string>>();
+  for (const auto& [name, node] : kg.inputs) (*names)[node] = "%" + name;
+  for (const auto& [name, node] : kg.outputs) names->emplace(node, "%" + name);
+  for (const auto& [name, node] : kg.values) names->emplace(node, "%" + name);
+  return [names](const ir::Node* n) {
+    auto it = names->find(n);
+    return it != names->end() ? it->second : runtime::default_value_name(n);
+  };
+}
+
+Expected<std::string> render(runtime::Executor& executor, ir::Graph& g, const Nodes& outputs,
+                             const runtime::ValueNamer& names, std::string_view stage, bool why) {
+  auto inspected = executor.inspect(g, outputs, /*compile=*/stage == "source");
+  if (!inspected) return std::unexpected(inspected.error());
+  // The executor names values with its device's namer (%t<id>: the ids of `g`); these are the
+  // caller's names, in each kernel's values and parameters.
+  runtime::Plan plan = **inspected;
+  const runtime::ValueNamer namer = runtime::optimized_namer(plan, outputs, names);
+  std::unordered_map<std::string, const ir::Node*> by_default_name;
+  std::vector<const ir::Node*> roots = plan.optimized_outputs;
+  roots.insert(roots.end(), outputs.begin(), outputs.end());
+  for (const ir::Node* n : ir::topo_order(roots))
+    by_default_name.emplace(runtime::default_value_name(n), n);
+  for (size_t k = 0; k < plan.steps.size(); ++k) {
+    if (k < plan.fusion.groups.size())
+      plan.steps[k].values = runtime::group_values(plan.fusion.groups[k], namer);
+    for (kir::Param& p : plan.steps[k].kernel.params)
+      if (auto it = by_default_name.find(p.label); it != by_default_name.end())
+        p.label = namer(it->second);
+  }
+  if (stage == "graph")
+    return ir::print_kg(runtime::standalone_graph(plan.optimized_outputs,
+                                                  runtime::structural_key(outputs).inputs, namer));
+  if (stage == "groups") return runtime::groups_text(plan, namer, executor.cost_model(), why);
+  if (stage == "kernels") return runtime::kernels_text(plan);
+  if (stage == "analyze") return runtime::facts_text(plan);
+  return runtime::source_text(plan, executor.target().source_extension());
+}
+
+// A pending tensor's recipe, copied under DeviceState::mu (realize publishes under it).
+struct Recipe {
+  std::shared_ptr<TensorImpl> tensor;
+  std::vector<std::shared_ptr<TensorImpl>> deps;
+  BuildFn build;  // null: realized, an input of the dump
+};
+
+// The recipes `roots` depend on, operands before users (iterative: any chain length fits).
+std::vector<Recipe> recipes(DeviceState& dev,
+                            const std::vector<std::shared_ptr<TensorImpl>>& roots) {
+  std::vector<Recipe> order;
+  std::unordered_set<const TensorImpl*> seen;
+  struct Frame {
+    Recipe recipe;
+    size_t next = 0;
+  };
+  std::vector<Frame> stack;
+  std::lock_guard lock(dev.mu);
+  auto visit = [&](std::shared_ptr<TensorImpl> t) {
+    if (!seen.insert(t.get()).second) return;
+    if (t->buffer) {
+      order.push_back({std::move(t), {}, nullptr});
+      return;
+    }
+    Recipe r{t, t->deps, t->build};
+    stack.push_back({std::move(r), 0});
+  };
+  for (const auto& root : roots) {
+    visit(root);
+    while (!stack.empty()) {
+      Frame& top = stack.back();
+      if (top.next < top.recipe.deps.size()) {
+        visit(top.recipe.deps[top.next++]);  // may grow the stack: `top` is not used after this
+        continue;
+      }
+      order.push_back(std::move(top.recipe));
+      stack.pop_back();
+    }
+  }
+  return order;
+}
+
+}  // namespace
+
+bool is_dump_stage(std::string_view stage) {
+  return std::find(kStages.begin(), kStages.end(), stage) != kStages.end();
+}
+
+Expected<std::string> dump_kg(const Device& device, const KgFile& file, std::string_view stage,
+                              bool why) {
+  if (auto ok = check_stage(stage); !ok) return std::unexpected(ok.error());
+  auto executor = executor_of(TensorImpl::state_of(device));
+  if (!executor) return std::unexpected(executor.error());
+  // The file's graph is shared and never changed (planning adds nodes): plan a copy.
+  ir::Graph g;
+  std::vector<const ir::Node*> inputs, outputs;
+  for (const auto& [name, node] : file.kg.inputs)
+    inputs.push_back(g.input(node->dtype, node->shape));
+  for (const auto& [name, node] : file.kg.outputs) outputs.push_back(node);
+  const auto copy = copy_kg(file, outputs, g, inputs);
+  ir::KgGraph names;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    names.inputs.emplace_back(file.kg.inputs[i].first, inputs[i]);
+  for (const auto& [name, node] : file.kg.outputs) names.outputs.emplace_back(name, copy.at(node));
+  for (const auto& [name, node] : file.kg.values)
+    if (auto it = copy.find(node); it != copy.end()) names.values.emplace_back(name, it->second);
+  for (const ir::Node*& out : outputs) out = copy.at(out);
+  return render(**executor, g, outputs, kg_namer(names), stage, why);
+}
+
+Expected<std::string> dump_tensors(const std::vector<Tensor>& tensors, std::string_view stage,
+                                   bool why) {
+  if (auto ok = check_stage(stage); !ok) return std::unexpected(ok.error());
+  if (tensors.empty()) return make_error("no tensors to dump");
+  std::vector<std::shared_ptr<TensorImpl>> roots;
+  for (const Tensor& t : tensors) {
+    if (const Error* e = t.error()) return std::unexpected(*e);
+    const auto& impl = TensorImpl::impl_of(t);
+    if (!roots.empty() && impl->dev != roots.front()->dev)
+      return make_error("the tensors live on different devices");
+    roots.push_back(impl);
+  }
+  const std::shared_ptr<DeviceState>& state = roots.front()->dev;
+  auto executor = executor_of(state);
+  if (!executor) return std::unexpected(executor.error());
+  ir::Graph g;
+  ir::Builder b(g);
+  std::unordered_map<const TensorImpl*, const ir::Node*> node_of;
+  for (const Recipe& r : recipes(*state, roots)) {
+    if (!r.build) {
+      node_of[r.tensor.get()] = g.input(r.tensor->dtype, r.tensor->shape);
+      continue;
+    }
+    Nodes operands;
+    for (const auto& d : r.deps) operands.push_back(node_of.at(d.get()));
+    ir::NodeResult n = r.build(b, operands);
+    // Checked when recorded, on inputs of the same dtypes and shapes.
+    if (!n) return make_error("an op checked when it was recorded failed: " + n.error().message);
+    node_of[r.tensor.get()] = *n;
+  }
+  Nodes outputs;
+  for (const auto& t : roots) outputs.push_back(node_of.at(t.get()));
+  return render(**executor, g, outputs, nullptr, stage, why);
+}
+
+}  // namespace kiln::detail

@@ -1,0 +1,129 @@
+// A `.kg` graph's outputs recorded as lazy tensors: each output's recipe replays the nodes it
+// depends on into the realize's graph, where equal nodes are interned, so outputs realized
+// together share their common values.
+#include "frontend/kg_call.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "tensor_impl.h"
+
+namespace kiln::detail {
+
+namespace {
+
+Expected<std::shared_ptr<const KgFile>> finish(std::shared_ptr<KgFile> file,
+                                               Expected<ir::KgGraph> kg) {
+  if (!kg) return std::unexpected(kg.error());
+  file->kg = std::move(*kg);
+  return file;
+}
+
+std::string declared_inputs(const ir::KgGraph& kg) {
+  std::vector<std::string> names;
+  for (const auto& [name, node] : kg.inputs)
+    names.push_back(
+        fmt::format("%{}: {}{}", name, ir::dtype_name(node->dtype), ir::shape_str(node->shape)));
+  return names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "));
+}
+
+// inputs in declaration order, from `names` (or positions without names).
+Expected<std::vector<const Tensor*>> bind(const ir::KgGraph& kg,
+                                          std::span<const std::string_view> names,
+                                          std::span<const Tensor> inputs) {
+  const size_t count = kg.inputs.size();
+  if (!names.empty() && names.size() != inputs.size())
+    return make_error(fmt::format("{} input names for {} tensors", names.size(), inputs.size()));
+  if (inputs.size() != count)
+    return make_error(fmt::format("the graph takes {} input{} ({}), {} given", count,
+                                  count == 1 ? "" : "s", declared_inputs(kg), inputs.size()));
+  std::vector<const Tensor*> bound(count, nullptr);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    size_t at = i;
+    if (!names.empty()) {
+      std::string_view name = names[i];
+      if (name.starts_with('%')) name.remove_prefix(1);
+      auto it = std::find_if(kg.inputs.begin(), kg.inputs.end(),
+                             [&](const ir::NamedNode& in) { return in.first == name; });
+      if (it == kg.inputs.end())
+        return make_error(
+            fmt::format("the graph has no input %{} (its inputs: {})", name, declared_inputs(kg)));
+      at = static_cast<size_t>(it - kg.inputs.begin());
+      if (bound[at]) return make_error(fmt::format("input %{} is bound twice", name));
+    }
+    bound[at] = &inputs[i];
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const auto& [name, node] = kg.inputs[i];
+    const Tensor& t = *bound[i];
+    if (const Error* e = t.error())
+      return make_error(fmt::format("input %{}: {}", name, e->message));
+    if (t.dtype() != node->dtype || t.shape() != node->shape)
+      return make_error(fmt::format("input %{} is declared {}{}, the tensor bound to it is {}{}",
+                                    name, ir::dtype_name(node->dtype), ir::shape_str(node->shape),
+                                    ir::dtype_name(t.dtype()), ir::shape_str(t.shape())));
+  }
+  return bound;
+}
+
+}  // namespace
+
+std::unordered_map<const ir::Node*, const ir::Node*> copy_kg(
+    const KgFile& file, const std::vector<const ir::Node*>& roots, ir::Graph& g,
+    const std::vector<const ir::Node*>& inputs) {
+  KILN_CHECK(inputs.size() == file.kg.inputs.size())
+      << inputs.size() << " inputs for " << file.kg.inputs.size();
+  std::unordered_map<const ir::Node*, const ir::Node*> copy;
+  for (size_t i = 0; i < inputs.size(); ++i) copy[file.kg.inputs[i].second] = inputs[i];
+  // Checked when the file was read; the inputs have the declared dtypes and shapes.
+  for (const ir::Node* n : ir::topo_order(roots)) {
+    if (copy.count(n)) continue;
+    KILN_CHECK(n->op != ir::Op::Input) << "an input the .kg file does not declare";
+    std::vector<const ir::Node*> operands;
+    operands.reserve(n->inputs.size());
+    for (const ir::Node* in : n->inputs) operands.push_back(copy.at(in));
+    copy[n] = g.make(n->op, n->dtype, n->shape, std::move(operands), n->attrs);
+  }
+  return copy;
+}
+
+Expected<std::shared_ptr<const KgFile>> read_kg_file(const std::string& path) {
+  auto file = std::make_shared<KgFile>();
+  auto kg = ir::read_kg_file(file->graph, path);
+  return finish(std::move(file), std::move(kg));
+}
+
+Expected<std::shared_ptr<const KgFile>> read_kg_text(std::string_view text,
+                                                     std::string_view filename) {
+  auto file = std::make_shared<KgFile>();
+  auto kg = ir::read_kg(file->graph, text, filename);
+  return finish(std::move(file), std::move(kg));
+}
+
+Expected<std::vector<Tensor>> call_kg(const Device& device,
+                                      const std::shared_ptr<const KgFile>& file,
+                                      std::span<const std::string_view> names,
+                                      std::span<const Tensor> inputs) {
+  const std::shared_ptr<DeviceState>& state = TensorImpl::state_of(device);
+  if (!state) return make_error("the device is not open");
+  auto bound = bind(file->kg, names, inputs);
+  if (!bound) return std::unexpected(bound.error());
+  std::vector<Tensor> outputs;
+  for (const auto& [name, node] : file->kg.outputs) {
+    Tensor t = TensorImpl::apply(
+        *bound,
+        [file, out = node](ir::Builder& b, const Nodes& in) -> ir::NodeResult {
+          return copy_kg(*file, {out}, b.graph(), in).at(out);
+        },
+        state);
+    if (const Error* e = t.error())
+      return make_error(fmt::format("output %{}: {}", name, e->message));
+    outputs.push_back(std::move(t));
+  }
+  return outputs;
+}
+
+}  // namespace kiln::detail
