@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # kiln as an embedder gets it: installs the build into a temporary prefix, then builds and runs
 # examples/embed against that prefix alone: the C++ program with CMake's find_package(kiln), the
-# C program with pkg-config, and the installed `kiln` program. Usage: scripts/embed-check.sh [BUILD]
+# C program with pkg-config, the installed `kiln` program and the Python package.
+# Usage: scripts/embed-check.sh [BUILD]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -25,3 +26,9 @@ if "$prefix/bin/kiln" devices | grep -q '^vulkan:0  present'; then
   (cd "$work" && "$work/cxx/embed_mlp" vulkan:0 && "$work/train" vulkan:0)
 fi
 "$prefix/bin/kiln" run examples/softmax.kg --random-inputs | tail -1
+
+# Python: the package installed beside the library, imported from elsewhere (the prefix alone on
+# its path: `cmake --install` into /usr/local or /usr needs no PYTHONPATH), with its cache there too.
+python_dir=$(cd "$prefix" && find . -path '*-packages/kiln/__init__.py' | sed 's|/kiln/__init__.py$||')
+(cd "$work" && PYTHONPATH="$prefix/$python_dir" XDG_CACHE_HOME="$work/cache" /usr/bin/python3 -c \
+  "import kiln, numpy as np; print(kiln.softmax(kiln.tensor(np.ones((2,3),np.float32))).numpy())")

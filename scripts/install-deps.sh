@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages kiln builds and tests with (skips apt-get when all are present).
 set -euo pipefail
-packages=(cmake ninja-build g++ ccache git python3 python3-numpy
+packages=(cmake ninja-build g++ ccache git python3 python3-numpy python3-pytest python3-torch
           llvm-19-dev libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
           libsqlite3-dev libtomlplusplus-dev libxxhash-dev pkg-config zlib1g-dev libzstd-dev
           graphviz libshaderc-dev glslang-dev spirv-tools libvulkan-dev mesa-vulkan-drivers

@@ -1,0 +1,121 @@
+"""`.kg` graphs from Python: run_graph on files and inputs by name, Graph objects called like ops,
+and the dump stages as text, for graphs and for pending tensors."""
+import numpy as np
+import pytest
+
+import kiln
+from conftest import assert_close, open_test_device
+
+MLP = """kiln.graph v1
+# a small MLP with two outputs
+input %x : f32[4,8]
+input %w : f32[8,16]
+input %b : f32[16]
+%h0 = matmul(%x, %w)
+%h1 = add(%h0, %b)
+%h = relu(%h1)
+%p = softmax(%h, axis=-1)
+%s = sum(%h, axes=[1])
+output %p
+output %s
+"""
+
+rng = np.random.default_rng(3)
+
+
+def mlp_inputs():
+    return {"x": rng.standard_normal((4, 8)).astype(np.float32), "w": rng.standard_normal((8, 16)).astype(np.float32),
+            "b": rng.standard_normal(16).astype(np.float32)}
+
+
+def mlp_numpy(x, w, b):
+    h = np.maximum(x.astype(np.float64) @ w + b, 0)
+    e = np.exp(h - h.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True), h.sum(1)
+
+
+def test_run_graph_on_a_file(tmp_path):
+    path = tmp_path / "mlp.kg"
+    path.write_text(MLP)
+    ins = mlp_inputs()
+    outs = kiln.run_graph(str(path), ins)
+    assert list(outs) == ["p", "s"]
+    p, s = mlp_numpy(**ins)
+    assert_close(outs["p"], p, np.float32)
+    assert_close(outs["s"], s, np.float32, scale=10)
+    assert kiln.default_device().last_stats().kernels >= 1
+    # Inputs in declaration order, and as kiln tensors (a Path works as well as a str).
+    outs = kiln.run_graph(path, [kiln.tensor(ins["x"]), ins["w"], ins["b"]])
+    assert_close(outs["p"], p, np.float32)
+
+
+def test_a_graph_is_called_like_an_op_any_number_of_times():
+    g = kiln.Graph.parse(MLP, "mlp.kg")
+    assert [tuple(i) for i in g.inputs] == [("x", np.float32, (4, 8)), ("w", np.float32, (8, 16)),
+                                             ("b", np.float32, (16,))]
+    assert g.outputs == ["p", "s"]
+    assert "%x: float32[4, 8]" in repr(g)
+    d = open_test_device()
+    for _ in range(3):
+        ins = mlp_inputs()
+        outs = g(device=d, **{k: kiln.tensor(v, device=d) for k, v in ins.items()})
+        y = outs["p"] * 2 + 1  # the outputs are lazy tensors like any other
+        p, _ = mlp_numpy(**ins)
+        assert_close(y, p * 2 + 1, np.float32)
+    assert d.last_stats().plan_cache_hit  # the same graph each time: one plan
+    assert d.last_stats().compiled == 0
+
+
+def test_graph_input_errors_say_what_the_graph_expects():
+    g = kiln.Graph.parse(MLP, "mlp.kg")
+    ins = mlp_inputs()
+    with pytest.raises(kiln.InvalidArgumentError, match=r"the graph has no input %y \(its inputs: %x: f32\[4,8\]"):
+        g(y=ins["x"], w=ins["w"], b=ins["b"])
+    with pytest.raises(kiln.InvalidArgumentError,
+                       match=r"input %x is declared f32\[4,8\], the tensor bound to it is f64\[4,8\]"):
+        g(kiln.tensor(ins["x"].astype(np.float64)), ins["w"], ins["b"])
+    with pytest.raises(kiln.InvalidArgumentError, match=r"input %w is declared f32\[8,16\].*f32\[16,8\]"):
+        g(ins["x"], ins["w"].T, ins["b"])
+    with pytest.raises(TypeError, match="the graph takes 3 inputs"):
+        g(ins["x"])
+    with pytest.raises(kiln.InvalidArgumentError, match=r"bad.kg:3:\d+: error"):
+        kiln.Graph.parse("kiln.graph v1\ninput %x : f32[4]\n%y = nosuchop(%x)\noutput %y\n", "bad.kg")
+    with pytest.raises(kiln.InvalidArgumentError, match="kiln_graph_load: .*no/such.kg"):
+        kiln.run_graph("no/such.kg", {})
+
+
+def test_dump_stages_of_a_graph(source_dir):
+    g = kiln.Graph(f"{source_dir}/examples/layernorm.kg")
+    groups = g.dump("groups", why=True)
+    assert "kernel k0" in groups and "why (" in groups and "total:" in groups
+    graph = kiln.dump(f"{source_dir}/examples/layernorm.kg", "graph")
+    assert graph.startswith("kiln.graph v1") and "output %" in graph
+    # The optimized graph is a .kg graph itself, with the same inputs.
+    assert [i.name for i in kiln.Graph.parse(graph).inputs] == [i.name for i in g.inputs]
+    kernels = g.dump("kernels")
+    assert "kernel k0" in kernels and "param %0" in kernels
+    source = g.dump("source")
+    assert "define void @" in source and "parameters: %" in source
+    assert g.dump("analyze").strip()
+    with pytest.raises(kiln.InvalidArgumentError, match=r"unknown stage 'ptx' \(graph, groups, kernels, analyze, source\)"):
+        g.dump("ptx")
+    with pytest.raises(kiln.DeviceError, match="the reference device interprets graphs and builds no kernels"):
+        g.dump("groups", device=open_test_device("reference"))
+
+
+def test_dump_of_pending_tensors_runs_nothing():
+    d = open_test_device()
+    x = kiln.tensor(rng.standard_normal((8, 32)).astype(np.float32), device=d).realize()
+    y = kiln.softmax(kiln.exp(x) * 2) + x
+    before = d.last_stats()
+    groups = kiln.dump(y, "groups", why=True)
+    graph = kiln.dump([y, x.sum()], "graph")
+    assert d.last_stats() == before  # no realize ran
+    assert "kernel k0" in groups and "exp(" in groups
+    assert graph.count("output %") == 2 and "input %" in graph
+    xs = np.asarray(x)
+    e = np.exp(xs.astype(np.float64)) * 2
+    assert_close(y, np.exp(e - e.max(-1, keepdims=True)) / np.exp(e - e.max(-1, keepdims=True)).sum(-1, keepdims=True) + xs,
+                 np.float32)
+    with pytest.raises(TypeError, match="dump takes a .kg path, a kiln.Graph or kiln.Tensors"):
+        kiln.dump([y, 3])

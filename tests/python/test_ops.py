@@ -1,0 +1,265 @@
+"""Every op of the package against numpy, computed in float64 (and again in float32 and float16
+for the elementwise ops), within each dtype's tolerance; the operators, indexing and the views;
+and the op table: every elementwise row of kiln/ops.def is a function here."""
+import math
+import os
+import re
+
+import numpy as np
+import pytest
+from numpy.lib.stride_tricks import sliding_window_view
+
+import kiln
+from conftest import assert_close
+
+rng = np.random.default_rng(17)
+erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def data(shape, low=-2.0, high=2.0):
+    return rng.uniform(low, high, shape)
+
+
+def softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+# name: (numpy in float64, the input's range)
+UNARY = {
+    "neg": (np.negative, (-2, 2)), "abs": (np.abs, (-2, 2)), "exp": (np.exp, (-2, 2)),
+    "log": (np.log, (0.25, 4)), "sqrt": (np.sqrt, (0.25, 4)), "rsqrt": (lambda a: 1 / np.sqrt(a), (0.25, 4)),
+    "recip": (lambda a: 1 / a, (0.25, 4)), "sin": (np.sin, (-4, 4)), "cos": (np.cos, (-4, 4)),
+    "tanh": (np.tanh, (-3, 3)), "sigmoid": (lambda a: 1 / (1 + np.exp(-a)), (-4, 4)),
+    "relu": (lambda a: np.maximum(a, 0), (-2, 2)),
+    "gelu": (lambda a: 0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a ** 3))), (-3, 3)),
+    "erf": (erf, (-2, 2)), "floor": (np.floor, (-4, 4)), "ceil": (np.ceil, (-4, 4)), "sign": (np.sign, (-2, 2)),
+}
+BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
+    "maximum": np.maximum, "minimum": np.minimum,
+}
+COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+           "ge": np.greater_equal}
+FLOATS = [np.float64, np.float32, np.float16]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary(name, dtype):
+    ref, (low, high) = UNARY[name]
+    a = data((3, 17), low, high).astype(dtype)
+    got = getattr(kiln, name)(kiln.tensor(a))
+    assert got.dtype == np.dtype(dtype) and got.shape == (3, 17)
+    assert_close(got, ref(a.astype(np.float64)), dtype)
+    assert_close(getattr(kiln.tensor(a), name)(), ref(a.astype(np.float64)), dtype)  # the method
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_broadcasting(name, dtype):
+    low = 0.25 if name == "pow" else -2.0
+    a, b = data((4, 1, 5), low).astype(dtype), data((3, 1), low).astype(dtype)
+    if name == "div":
+        b = np.where(np.abs(b) < 0.25, 0.5, b).astype(dtype)
+    got = getattr(kiln, name)(kiln.tensor(a), kiln.tensor(b))
+    assert got.shape == (4, 3, 5)
+    assert_close(got, BINARY[name](a.astype(np.float64), b.astype(np.float64)), dtype, scale=10)
+
+
+@pytest.mark.parametrize("name", sorted(COMPARE))
+def test_comparisons(name):
+    a, b = rng.integers(-3, 3, (5, 6)).astype(np.float64), rng.integers(-3, 3, (6,)).astype(np.float64)
+    got = getattr(kiln, name)(kiln.tensor(a), kiln.tensor(b))
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(np.asarray(got), COMPARE[name](a, b))
+
+
+def test_logical_ops_and_where():
+    p, q = rng.random((4, 5)) < 0.5, rng.random((5,)) < 0.5
+    tp, tq = kiln.tensor(p), kiln.tensor(q)
+    np.testing.assert_array_equal(np.asarray(kiln.logical_and(tp, tq)), p & q)
+    np.testing.assert_array_equal(np.asarray(kiln.logical_or(tp, tq)), p | q)
+    np.testing.assert_array_equal(np.asarray(kiln.logical_not(tp)), ~p)
+    np.testing.assert_array_equal(np.asarray(tp & tq), p & q)
+    np.testing.assert_array_equal(np.asarray(tp | tq), p | q)
+    np.testing.assert_array_equal(np.asarray(~tp), ~p)
+    a, b = data((4, 5)), data((4, 1))
+    assert_close(kiln.where(tp, kiln.tensor(a), kiln.tensor(b)), np.where(p, a, b))
+    assert_close(kiln.where(tp, kiln.tensor(a), 0.5), np.where(p, a, 0.5))  # a scalar takes a's dtype
+
+
+def test_integer_ops():
+    a, b = rng.integers(-50, 50, (6, 7)).astype(np.int32), rng.integers(1, 9, (7,)).astype(np.int32)
+    ta, tb = kiln.tensor(a), kiln.tensor(b)
+    np.testing.assert_array_equal(np.asarray(ta + tb), a + b)
+    np.testing.assert_array_equal(np.asarray(ta * 3 - 1), a * 3 - 1)
+    np.testing.assert_array_equal(np.asarray(ta // tb), a // b)  # floor division, as numpy's
+    np.testing.assert_array_equal(np.asarray(kiln.div(ta, tb)), a // b)
+    np.testing.assert_array_equal(np.asarray(kiln.maximum(ta, tb)), np.maximum(a, b))
+    np.testing.assert_array_equal(np.asarray(abs(ta)), np.abs(a))
+    np.testing.assert_array_equal(np.asarray(kiln.sign(ta)), np.sign(a))
+    np.testing.assert_array_equal(np.asarray(ta.sum(axis=1)), a.sum(axis=1))
+    assert kiln.tensor(a).dtype == np.int32 and (ta + tb).dtype == np.int32
+
+
+@pytest.mark.parametrize("to", [np.float32, np.float64, np.float16, np.int32, np.int64, np.int8, np.uint8, np.bool_])
+def test_cast(to):
+    a = data((4, 6), 0, 9)
+    got = kiln.tensor(a).astype(to)
+    assert got.dtype == np.dtype(to)
+    want = a.astype(to)
+    if np.dtype(to).kind == "f":
+        assert_close(got, want, to)
+    else:
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_bfloat16_round_trips_through_float32():
+    a = data((3, 4)).astype(np.float32)
+    b = kiln.tensor(a, dtype=kiln.bfloat16)
+    assert b.dtype is kiln.bfloat16
+    back = np.asarray(b.astype(np.float32))
+    np.testing.assert_allclose(back, a, rtol=1 / 128)  # bf16 keeps 8 bits of mantissa
+    assert not np.array_equal(back, a)  # and it did round
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 2)])
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "prod"])
+def test_reductions(name, axis, keepdims):
+    a = data((3, 4, 5), 0.5, 1.5)
+    got = getattr(kiln, name)(kiln.tensor(a), axis=axis, keepdims=keepdims)
+    assert_close(got, getattr(np, name)(a, axis=axis, keepdims=keepdims))
+    assert_close(getattr(kiln.tensor(a), name)(axis, keepdims), getattr(np, name)(a, axis=axis, keepdims=keepdims))
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_arg_reductions(name):
+    a = data((4, 7))
+    for axis in (0, 1, -1):
+        got = getattr(kiln, name)(kiln.tensor(a), axis)
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(np.asarray(got), getattr(np, name)(a, axis=axis))
+    got = getattr(kiln.tensor(a), name)(axis=1, keepdims=True)
+    np.testing.assert_array_equal(np.asarray(got), getattr(np, name)(a, axis=1)[:, None])
+    assert int(getattr(kiln.tensor(a), name)()) == getattr(np, name)(a)  # flattened
+
+
+def test_views():
+    a = data((2, 3, 4))
+    t = kiln.tensor(a)
+    assert_close(t.reshape(6, 4), a.reshape(6, 4))
+    assert_close(kiln.reshape(t, (4, -1)), a.reshape(4, -1))
+    assert_close(t.permute(2, 0, 1), a.transpose(2, 0, 1))
+    assert_close(t.transpose(), a.transpose())
+    assert_close(t.T, a.T)
+    assert_close(t.mT, np.swapaxes(a, -1, -2))
+    assert_close(kiln.transpose(t), np.swapaxes(a, -1, -2))
+    assert_close(kiln.transpose(t, (1, 0, 2)), a.transpose(1, 0, 2))
+    assert_close(kiln.tensor(a[:, :1]).expand(3, 2, 5, 4), np.broadcast_to(a[:, :1], (3, 2, 5, 4)))
+    assert_close(kiln.slice(t, 2, 1, None, 2), a[:, :, 1::2])
+    assert_close(kiln.pad(t, (0, 1, 2), (1, 0, 0), value=3.5),
+                 np.pad(a, [(0, 1), (1, 0), (2, 0)], constant_values=3.5))
+    assert_close(kiln.flip(t, 1), np.flip(a, 1))
+    assert_close(t.flip(), np.flip(a))
+    assert_close(kiln.roll(t, (1, -2), (0, 2)), np.roll(a, (1, -2), (0, 2)))
+    windows = np.take(sliding_window_view(a, 2, axis=2), np.arange(0, 3, 2), axis=2)
+    assert_close(kiln.unfold(t, 2, 2, 2), windows)
+    b = data((2, 1, 4))
+    assert_close(kiln.concat([t, kiln.tensor(b)], axis=1), np.concatenate([a, b], axis=1))
+
+
+def test_indexing():
+    a = data((4, 5, 6))
+    t = kiln.tensor(a)
+    for key in [1, -1, (slice(1, 3),), (slice(None), 2), (..., 3), (slice(None, None, -1),),
+                (slice(3, 0, -2), None, slice(1, None)), (None, 0, ..., slice(2, 5)), (2, 3, 4),
+                (np.int64(1), slice(-3, None)), ()]:
+        assert_close(t[key], a[key])
+    assert t[2, 3, 4].shape == () and float(t[2, 3, 4]) == a[2, 3, 4]
+
+
+def test_matmul():
+    for sa, sb in [((3, 4), (4, 5)), ((2, 3, 4), (4, 6)), ((2, 1, 3, 4), (5, 4, 2)), ((4,), (4, 3)), ((3, 4), (4,))]:
+        a, b = data(sa), data(sb)
+        assert_close(kiln.matmul(kiln.tensor(a), kiln.tensor(b)), a @ b)
+        assert_close(kiln.tensor(a) @ kiln.tensor(b), a @ b)
+    a, b = data((3, 4)), data((4, 2))
+    assert_close(a @ kiln.tensor(b), a @ b)  # numpy defers to kiln's operator
+
+
+def test_composites():
+    a = data((3, 8))
+    assert_close(kiln.softmax(kiln.tensor(a)), softmax(a))
+    assert_close(kiln.tensor(a).softmax(0), softmax(a, 0))
+    assert_close(kiln.log_softmax(kiln.tensor(a)), np.log(softmax(a)))
+    g, b = data((8,)), data((8,))
+    mu = a.mean(-1, keepdims=True)
+    var = ((a - mu) ** 2).mean(-1, keepdims=True)
+    assert_close(kiln.layernorm(kiln.tensor(a), kiln.tensor(g), kiln.tensor(b), eps=1e-5),
+                 (a - mu) / np.sqrt(var + 1e-5) * g + b)
+    q, k, v = data((2, 5, 4)), data((2, 6, 4)), data((2, 6, 3))
+    s = q @ np.swapaxes(k, -1, -2) / 2.0
+    assert_close(kiln.attention(kiln.tensor(q), kiln.tensor(k), kiln.tensor(v)), softmax(s) @ v)
+    s = q @ np.swapaxes(k, -1, -2) * 0.3
+    mask = np.arange(6)[None, :] <= np.arange(5)[:, None]
+    assert_close(kiln.attention(kiln.tensor(q), kiln.tensor(k), kiln.tensor(v), causal=True, scale=0.3),
+                 softmax(np.where(mask, s, -np.inf)) @ v)
+
+
+def test_sources():
+    assert_close(kiln.full((2, 3), 2.5, np.float64), np.full((2, 3), 2.5))
+    assert_close(kiln.zeros(4), np.zeros(4), np.float32)
+    assert kiln.ones((2,), np.int64).dtype == np.int64
+    np.testing.assert_array_equal(np.asarray(kiln.arange(5)), np.arange(5))
+    np.testing.assert_array_equal(np.asarray(kiln.arange(2, 11, 3, dtype=np.int64)), np.arange(2, 11, 3))
+    assert_close(kiln.arange(0, 4, dtype=np.float64), np.arange(4.0))
+
+
+def test_operators_with_scalars_and_arrays():
+    a = data((3, 4)).astype(np.float32)
+    t = kiln.tensor(a)
+    for got, want in [(t + 1, a + 1), (1 + t, 1 + a), (t - 0.5, a - 0.5), (2 - t, 2 - a), (t * 3, a * 3),
+                      (3 * t, 3 * a), (t / 4, a / 4), (1 / (t * t + 1), 1 / (a * a + 1)), (-t, -a), (+t, a),
+                      (t ** 2, a ** 2), (2.0 ** t, 2.0 ** a), (t // 0.5, a // 0.5), (abs(t), np.abs(a)),
+                      (t + a[0], a + a[0]), (a[0] - t, a[0] - a), (t * np.float32(2), a * 2), (t + [1, 2, 3, 4], a + [1, 2, 3, 4])]:
+        assert got.dtype == np.float32
+        assert_close(got, want.astype(np.float32), np.float32)
+    np.testing.assert_array_equal(np.asarray(t > 0), a > 0)
+    np.testing.assert_array_equal(np.asarray(0 < t), 0 < a)
+    np.testing.assert_array_equal(np.asarray(t == t), np.ones_like(a, bool))
+    np.testing.assert_array_equal(np.asarray(t != 0.5), a != 0.5)
+    assert (t == None) is False and (t != None) is True and t not in [None, "t"]  # noqa: E711
+
+
+def test_reading_results():
+    a = data((2, 3))
+    t = kiln.tensor(a)
+    assert t.shape == (2, 3) and t.ndim == 2 and t.size == 6 and len(t) == 2 and t.dtype == np.float64
+    assert t.tolist() == a.tolist()
+    assert [r.tolist() for r in t] == a.tolist()
+    assert kiln.sum(t).item() == pytest.approx(a.sum(), rel=1e-12)
+    assert float(t[1, 2]) == a[1, 2] and int(kiln.tensor(np.int64(7))) == 7
+    assert bool(kiln.tensor(1.0) > 0)
+    assert t.realize() is t
+    assert "kiln.Tensor float64[2, 3] on cpu" in repr(t)
+    assert str(kiln.tensor(np.arange(3))) == str(np.arange(3))
+    scalar = kiln.tensor(3.5)
+    assert scalar.shape == () and np.asarray(scalar) == 3.5
+    empty = kiln.tensor(np.zeros((0, 3), np.float32))
+    assert empty.shape == (0, 3) and np.asarray(empty + 1).shape == (0, 3)
+
+
+def test_every_elementwise_row_of_the_op_table_is_a_function(source_dir):
+    """kiln/ops.def's `api` column lists the C API's elementwise functions; each is kiln.<name>."""
+    table = open(os.path.join(source_dir, "include", "kiln", "ops.def")).read()
+    api = re.findall(r"^KILN_ELEMENTWISE\([^;]*?(unary|binary|ternary|member)\((\w+)\)\)", table, re.M)
+    assert len(api) > 30, "the op table's rows were not found"
+    for form, name in api:
+        if form == "member":
+            assert hasattr(kiln.Tensor, name), name  # cast: Tensor.cast / astype
+        else:
+            assert callable(getattr(kiln, name, None)), f"kiln.{name} ({form}) is missing"
+        if form == "unary":
+            assert callable(getattr(kiln.Tensor, name, None)), f"Tensor.{name} is missing"
