@@ -14,6 +14,9 @@ for name, args in {"kiln_device_open": [ctypes.c_char_p, P, ctypes.POINTER(P)],
                    "kiln_mul_scalar": [P, ctypes.c_double, ctypes.POINTER(P)],
                    "kiln_tensor_to_dlpack": [P, ctypes.POINTER(P)],
                    "kiln_tensor_from_dlpack": [P, P, ctypes.POINTER(P)],
+                   "kiln_options_create": [ctypes.POINTER(P)],
+                   "kiln_options_set": [P, ctypes.c_char_p, ctypes.c_char_p],
+                   "kiln_options_release": [P],
                    "kiln_tensor_release": [P], "kiln_device_release": [P]}.items():
     getattr(lib, name).argtypes = args
 lib.kiln_last_error.restype = ctypes.c_char_p
@@ -34,8 +37,15 @@ def data_pointer(managed):  # DLManagedTensor starts with DLTensor, which starts
     return ctypes.cast(managed, ctypes.POINTER(P))[0]
 
 
+# No persistent cache: the default scope would keep one beside the python3 executable.
+options = P()
+ok(lib.kiln_options_create(ctypes.byref(options)))
+for key, value in [(b"compilation.cache", b"none"), (b"autotune.cache", b"none"),
+                   (b"autotune.enabled", b"false")]:
+    ok(lib.kiln_options_set(options, key, value))
 dev = P()
-ok(lib.kiln_device_open(b"cpu", None, ctypes.byref(dev)))
+ok(lib.kiln_device_open(b"cpu", options, ctypes.byref(dev)))
+lib.kiln_options_release(options)
 
 # kiln -> numpy.
 x, y, managed = P(), P(), P()
