@@ -6,6 +6,7 @@ packages=(cmake ninja-build g++ ccache git python3 python3-numpy python3-pytest 
           libsqlite3-dev libtomlplusplus-dev libxxhash-dev pkg-config zlib1g-dev libzstd-dev
           graphviz libshaderc-dev glslang-dev spirv-tools libvulkan-dev mesa-vulkan-drivers
           libdlpack-dev \
+          libonnx-testdata \
           libasan8 libubsan1 libtsan2)  # sanitizer runtimes (scripts/sanitize.sh)
 missing=()
 for p in "${packages[@]}"; do

@@ -24,10 +24,14 @@ ALLOWED = {
     "autotune": {"ir", "codegen", "cache"},
     "runtime": {"ir", "interp", "passes", "codegen", "autotune", "cache"},
     "frontend": {"ir", "runtime"},
+    # The ONNX importer builds graph IR, and evaluates shape computations at import with the
+    # reference interpreter.
+    "onnx": {"ir", "interp"},
     # The kiln program uses the runtime's interface and the data it speaks (ir: graphs, .kg
     # files, tensors; cache: the store `kiln cache` maintains), never the compiler's internals
     # (passes, codegen, autotune, interp): `kiln dump` shows what the executor builds.
-    "tools": {"frontend", "runtime", "ir", "cache"},
+    # onnx: `kiln run` / `kiln dump` / `kiln warm` read .onnx models through the importer.
+    "tools": {"frontend", "runtime", "ir", "cache", "onnx"},
 }
 
 # (file, included folder): includes that cross an arrow, each with its reason, to be removed.

@@ -24,7 +24,7 @@ void add_fuser_options(CLI::App* cmd, FuserFlags& o) {
 }
 
 void add_dump_options(CLI::App* cmd, DumpOptions& o) {
-  cmd->add_option("graph", o.graph_path, "The .kg graph file")->required();
+  cmd->add_option("graph", o.graph_path, "The .kg graph file or .onnx model")->required();
   cmd->add_option("--stage", o.stage,
                   "graph | groups | kernels | analyze (what codegen is told of each kernel: matmul "
                   "pattern, row reuse, loop cuts) | source (the target's: LLVM IR, CUDA C, GLSL; "
@@ -96,7 +96,7 @@ int kiln_tool_main(int argc, char** argv) {
   RunOptions run;
   std::vector<std::string> input_args;
   auto* run_cmd = app.add_subcommand("run", "Run a .kg graph and write or print its outputs");
-  run_cmd->add_option("graph", run.graph_path, "The .kg graph file")->required();
+  run_cmd->add_option("graph", run.graph_path, "The .kg graph file or .onnx model")->required();
   run_cmd->add_option("--input", input_args, "NAME=PATH.npy for a graph input (repeatable)");
   run_cmd->add_flag("--random-inputs", run.inputs.random, "Fill unbound inputs with seeded random data");
   run_cmd->add_option("--seed", run.inputs.seed, "Seed for --random-inputs")->default_val(0);

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "ir/kg.h"
+#include "tools/graph_file.h"
 #include "runtime/dump_text.h"
 #include "runtime/executor.h"
 #include "runtime/structural_key.h"
@@ -92,9 +93,9 @@ Expected<runtime::DeviceOptions> dump_device_options(const DumpOptions& o, const
 }
 
 Expected<void> prepare(const DumpOptions& o, DumpInput& in) {
-  auto graph = ir::read_kg_file(in.g, o.graph_path);
+  auto graph = read_graph_file(in.g, o.graph_path);
   if (!graph) return std::unexpected(graph.error());
-  in.graph = std::move(*graph);
+  in.graph = std::move(graph->graph);
   for (const auto& [name, node] : in.graph.outputs) in.outputs.push_back(node);
   in.key = runtime::structural_key(in.outputs);
   auto options = dump_device_options(o, in.graph);

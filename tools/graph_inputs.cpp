@@ -52,7 +52,8 @@ Expected<ir::HostTensor> random_tensor(const std::string& name, ir::DType dtype,
   return t;
 }
 
-Expected<std::vector<ir::HostTensor>> load_inputs(const ir::KgGraph& graph, const InputSpec& spec) {
+Expected<std::vector<ir::HostTensor>> load_inputs(const ir::KgGraph& graph, const InputSpec& spec,
+                                                  const std::map<std::string, ir::HostTensor>& bound) {
   for (const auto& [name, path] : spec.files) {
     bool known = false;
     for (const auto& in : graph.inputs) known |= in.first == name;
@@ -64,6 +65,10 @@ Expected<std::vector<ir::HostTensor>> load_inputs(const ir::KgGraph& graph, cons
     std::string want = fmt::format("{}{}", ir::dtype_name(node->dtype), ir::shape_str(node->shape));
     auto it = spec.files.find(name);
     if (it == spec.files.end()) {
+      if (auto b = bound.find(name); b != bound.end()) {
+        out.push_back(b->second);
+        continue;
+      }
       if (!spec.random)
         return make_error(fmt::format(
             "missing input '%{}' ({}): pass --input {}=PATH.npy or --random-inputs", name, want, name));

@@ -21,8 +21,11 @@ struct InputSpec {
 // Parses "NAME=PATH" (a leading '%' on NAME is allowed).
 Expected<std::pair<std::string, std::string>> parse_input_arg(const std::string& arg);
 
-// One host tensor per graph input, in declaration order.
-Expected<std::vector<ir::HostTensor>> load_inputs(const ir::KgGraph& graph, const InputSpec& spec);
+// One host tensor per graph input, in declaration order; an input that `spec` does not bind takes
+// its tensor from `bound` (a model's own constants) when it is there.
+Expected<std::vector<ir::HostTensor>> load_inputs(
+    const ir::KgGraph& graph, const InputSpec& spec,
+    const std::map<std::string, ir::HostTensor>& bound = {});
 
 // Seeded data for input `name`: normal(0,1) for floats, uniform integers in [-8, 8] (u8: [0, 16]),
 // bools p=0.5. More than the host can hold is an error naming the input and the bytes.

@@ -9,6 +9,7 @@
 #include "runtime/config.h"
 #include "runtime/device.h"
 #include "tools/commands.h"
+#include "tools/graph_file.h"
 #include "tools/graph_namer.h"
 #include "tools/npy.h"
 
@@ -81,9 +82,10 @@ Expected<void> write_stats_json(const std::string& path, const runtime::RunStats
 
 int run_command(const RunOptions& o) {
   ir::Graph g;
-  auto graph = ir::read_kg_file(g, o.graph_path);
-  if (!graph) return report_error(graph.error().message);
-  auto host = load_inputs(*graph, o.inputs);
+  auto file = read_graph_file(g, o.graph_path, &o.inputs);
+  if (!file) return report_error(file.error().message);
+  ir::KgGraph* graph = &file->graph;
+  auto host = load_inputs(*graph, o.inputs, file->constants);
   if (!host) return report_error(host.error().message);
   auto beam = beam_options(o.fusion);
   if (!beam) return report_error(beam.error().message);

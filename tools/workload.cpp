@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "ir/kg.h"
+#include "tools/graph_file.h"
 #include "runtime/config.h"
 #include "runtime/gpu_target.h"
 #include "tools/commands.h"
@@ -40,10 +41,10 @@ Expected<std::vector<std::string>> collect_graphs(const std::vector<std::string>
 }
 
 Expected<std::vector<const ir::Node*>> read_graph_outputs(ir::Graph& g, const std::string& path) {
-  auto graph = ir::read_kg_file(g, path);
+  auto graph = read_graph_file(g, path);
   if (!graph) return std::unexpected(graph.error());
   std::vector<const ir::Node*> outs;
-  for (const auto& [name, node] : graph->outputs) outs.push_back(node);
+  for (const auto& [name, node] : graph->graph.outputs) outs.push_back(node);
   return outs;
 }
 

@@ -1,0 +1,357 @@
+// The ONNX importer's graph walk: inputs, initializers, nodes in order, folding at import, outputs.
+#include <fmt/format.h>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "interp/reference.h"
+#include "onnx/import_context.h"
+#include "onnx/importer.h"
+
+namespace kiln::onnx {
+
+// Context ------------------------------------------------------------------------------------
+
+void Context::begin(const NodeProto& n, int index, std::vector<Value*> inputs) {
+  node_ = &n;
+  index_ = index;
+  in_ = std::move(inputs);
+  used_.clear();
+}
+
+std::string Context::where() const {
+  return fmt::format("onnx: node {} '{}' ({})", index_, node_->name, node_->op_type);
+}
+
+std::unexpected<Error> Context::fail(std::string_view what) const {
+  return make_error(fmt::format("{}: {}", where(), what));
+}
+
+std::unexpected<Error> Context::unsupported(std::string_view what) const {
+  return make_error(fmt::format("{}: unsupported: {}", where(), what));
+}
+
+Expected<const ir::Node*> Context::check(ir::NodeResult r) const {
+  if (!r) return unsupported(r.error().message);
+  return *r;
+}
+
+Value Context::constant(ir::HostTensor t) {
+  Value v;
+  v.dtype = t.dtype;
+  v.shape = t.shape;
+  v.data = std::move(t);
+  v.folded = true;
+  return v;
+}
+
+Expected<const ir::Node*> Context::materialize(Value& v, const std::string& name) {
+  if (v.node) return v.node;
+  KILN_CHECK(v.data.has_value()) << "a value with neither a node nor data";
+  const ir::HostTensor& t = *v.data;
+  double first = t.numel() == 1 ? t.get(0) : 0;
+  bool exact = t.dtype != ir::DType::i64 || std::abs(first) <= 9007199254740992.0;
+  if (t.numel() == 1 && exact) {
+    auto n = b_.full(t.shape, first, t.dtype);
+    if (!n) return std::unexpected(n.error());
+    v.node = *n;
+    return v.node;
+  }
+  std::string unique = name.empty() ? "const" : name;
+  for (int k = 1; constant_names_.contains(unique); ++k) unique = fmt::format("{}_{}", name, k);
+  constant_names_.insert(unique);
+  v.node = g_.input(t.dtype, t.shape, unique);
+  constants_[v.node] = {unique, t};
+  return v.node;
+}
+
+Expected<const ir::Node*> Context::x(size_t i) {
+  if (!has(i)) return fail(fmt::format("input {} is missing", i));
+  return materialize(*in_[i], node_->inputs[i]);
+}
+
+Expected<std::vector<int64_t>> Context::ints(size_t i, std::string_view what) {
+  if (!has(i)) return fail(fmt::format("input {} ({}) is missing", i, what));
+  const Value& v = *in_[i];
+  if (!v.data)
+    return unsupported(fmt::format(
+        "input {} '{}' ({}) must be known at import: a constant, an initializer or a graph input "
+        "given a value",
+        i, node_->inputs[i], what));
+  if (!ir::is_int(v.dtype)) return fail(fmt::format("input {} ({}) must be integers", i, what));
+  std::vector<int64_t> out(v.data->numel());
+  for (int64_t k = 0; k < v.data->numel(); ++k) {
+    if (v.dtype == ir::DType::i64)
+      std::memcpy(&out[k], v.data->bytes.data() + 8 * k, 8);
+    else
+      out[k] = static_cast<int64_t>(v.data->get(k));
+  }
+  return out;
+}
+
+Expected<double> Context::scalar_of(size_t i, std::string_view what) {
+  if (!has(i)) return fail(fmt::format("input {} ({}) is missing", i, what));
+  const Value& v = *in_[i];
+  if (!v.data)
+    return unsupported(fmt::format("input {} '{}' ({}) must be known at import", i,
+                                   node_->inputs[i], what));
+  if (v.data->numel() != 1) return fail(fmt::format("input {} ({}) must hold one value", i, what));
+  return v.data->get(0);
+}
+
+const AttributeProto* Context::attr(std::string_view name) {
+  for (const AttributeProto& a : node_->attributes)
+    if (a.name == name) {
+      used_.insert(a.name);
+      return &a;
+    }
+  return nullptr;
+}
+
+int64_t Context::attr_i(std::string_view name, int64_t fallback) {
+  const AttributeProto* a = attr(name);
+  return a ? a->i : fallback;
+}
+
+float Context::attr_f(std::string_view name, float fallback) {
+  const AttributeProto* a = attr(name);
+  return a ? a->f : fallback;
+}
+
+std::optional<std::vector<int64_t>> Context::attr_ints(std::string_view name) {
+  const AttributeProto* a = attr(name);
+  if (!a) return std::nullopt;
+  return a->ints;
+}
+
+std::optional<std::string> Context::attr_s(std::string_view name) {
+  const AttributeProto* a = attr(name);
+  if (!a) return std::nullopt;
+  return a->s;
+}
+
+const AttributeProto* Context::unused_attr() const {
+  for (const AttributeProto& a : node_->attributes)
+    if (!used_.contains(a.name)) return &a;
+  return nullptr;
+}
+
+// The graph walk ------------------------------------------------------------------------------
+
+namespace {
+
+// Values computed only from constants are evaluated at import up to this many elements (shape
+// arithmetic, small tables); larger ones stay graph nodes for the device to compute.
+constexpr int64_t kFoldLimit = 1 << 16;
+// Initializers up to this size take part in folding; larger ones (weights) are device inputs.
+constexpr int64_t kFoldInitializerLimit = 4096;
+
+const OpTable& op_table() {
+  static const OpTable table = [] {
+    OpTable t;
+    add_elementwise_ops(t);
+    add_tensor_ops(t);
+    add_reduce_ops(t);
+    add_index_ops(t);
+    add_window_ops(t);
+    return t;
+  }();
+  return table;
+}
+
+std::string dims_str(const std::vector<Dimension>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? "," : "") + (dims[i].value ? std::to_string(*dims[i].value)
+                                         : (dims[i].param.empty() ? "?" : dims[i].param));
+  return s + "]";
+}
+
+Expected<Value> graph_input(ir::Graph& g, const ValueInfo& info, const ImportOptions& options) {
+  if (!info.is_tensor)
+    return make_error(fmt::format("onnx: graph input '{}': unsupported: only tensor inputs are supported", info.name));
+  auto dtype = onnx_dtype(info.elem_type);
+  if (!dtype)
+    return make_error(fmt::format("onnx: graph input '{}': unsupported: {}", info.name, dtype.error().message));
+  auto given = options.input_values.find(info.name);
+  const ir::HostTensor* value = given == options.input_values.end() ? nullptr : &given->second;
+  ir::Shape shape;
+  if (value) {
+    bool ok = value->dtype == *dtype && (!info.shape || info.shape->size() == value->shape.size());
+    for (size_t d = 0; ok && info.shape && d < info.shape->size(); ++d)
+      ok = !(*info.shape)[d].value || *(*info.shape)[d].value == value->shape[d];
+    if (!ok)
+      return make_error(fmt::format("onnx: graph input '{}': expected {}{}, got {}{}", info.name,
+                                    ir::dtype_name(*dtype),
+                                    info.shape ? dims_str(*info.shape) : std::string("[...]"),
+                                    ir::dtype_name(value->dtype), ir::shape_str(value->shape)));
+    shape = value->shape;
+  } else {
+    if (!info.shape)
+      return make_error(fmt::format("onnx: graph input '{}' has no declared shape: give it a value", info.name));
+    for (const Dimension& d : *info.shape) {
+      if (!d.value)
+        return make_error(fmt::format(
+            "onnx: graph input '{}' has the symbolic dimension '{}' ({}): give it a value to fix its shape",
+            info.name, d.param.empty() ? "?" : d.param, dims_str(*info.shape)));
+      shape.push_back(*d.value);
+    }
+  }
+  Value v;
+  v.dtype = *dtype;
+  v.shape = shape;
+  v.node = g.input(*dtype, shape, info.name);
+  if (value) v.data = *value;
+  return v;
+}
+
+// Whether every node reachable from `outputs` has been seen: marks them in `seen`.
+void mark_reachable(const std::vector<const ir::Node*>& outputs,
+                    std::unordered_set<const ir::Node*>& seen) {
+  std::vector<const ir::Node*> stack(outputs.begin(), outputs.end());
+  while (!stack.empty()) {
+    const ir::Node* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second) continue;
+    for (const ir::Node* i : n->inputs) stack.push_back(i);
+  }
+}
+
+// Evaluates a node's outputs at import when every input is a folded constant.
+Expected<void> fold(Context& ctx, std::vector<Value>& outs) {
+  std::vector<const ir::Node*> nodes;
+  for (Value& v : outs)
+    if (!v.data) {
+      if (!v.node || v.node->numel() > kFoldLimit) return {};
+      nodes.push_back(v.node);
+    }
+  if (nodes.empty()) {
+    for (Value& v : outs) v.folded = true;
+    return {};
+  }
+  std::unordered_map<const ir::Node*, ir::HostTensor> bindings;
+  for (const auto& [node, named] : ctx.constant_inputs()) bindings.emplace(node, named.second);
+  auto values = interp::evaluate_reference(nodes, bindings);
+  if (!values) return ctx.fail(fmt::format("evaluating at import: {}", values.error().message));
+  size_t k = 0;
+  for (Value& v : outs) {
+    if (!v.data) {
+      v.data = std::move((*values)[k++]);
+      v.node = nullptr;
+    }
+    v.folded = true;
+  }
+  return {};
+}
+
+}  // namespace
+
+Expected<ImportedModel> import_model(ir::Graph& g, std::string_view bytes,
+                                     const ImportOptions& options) {
+  auto model = parse_model(bytes);
+  if (!model) return std::unexpected(model.error());
+  ImportedModel result;
+  for (const OpsetId& id : model->opsets)
+    if (id.domain.empty() || id.domain == "ai.onnx") result.opset = id.version;
+  if (result.opset == 0) result.opset = 1;
+  const GraphProto& graph = model->graph;
+  if (graph.sparse_initializers)
+    return make_error("onnx: unsupported: the graph has sparse initializers");
+
+  Context ctx(g, result.opset);
+  std::unordered_map<std::string, Value> values;
+  for (const TensorProto& t : graph.initializers) {
+    auto h = to_host_tensor(t);
+    if (!h) return make_error(fmt::format("onnx: initializer '{}': {}", t.name, h.error().message));
+    Value v = Context::constant(std::move(*h));
+    v.folded = v.data->numel() <= kFoldInitializerLimit;
+    values[t.name] = std::move(v);
+  }
+  for (const ValueInfo& info : graph.inputs) {
+    // An input with an initializer of its name (IR < 4 lists them) is that initializer unless a
+    // value is given for it.
+    if (values.contains(info.name) && !options.input_values.contains(info.name)) continue;
+    auto v = graph_input(g, info, options);
+    if (!v) return std::unexpected(v.error());
+    result.graph.inputs.emplace_back(info.name, v->node);
+    values[info.name] = std::move(*v);
+  }
+
+  const OpTable& table = op_table();
+  for (size_t index = 0; index < graph.nodes.size(); ++index) {
+    const NodeProto& n = graph.nodes[index];
+    std::vector<Value*> inputs;
+    for (const std::string& name : n.inputs) {
+      if (name.empty()) {
+        inputs.push_back(nullptr);
+        continue;
+      }
+      auto it = values.find(name);
+      if (it == values.end())
+        return make_error(fmt::format("onnx: node {} '{}' ({}): input '{}' is not defined before it",
+                                      index, n.name, n.op_type, name));
+      inputs.push_back(&it->second);
+    }
+    ctx.begin(n, static_cast<int>(index), inputs);
+    if (!n.domain.empty() && n.domain != "ai.onnx")
+      return ctx.unsupported(fmt::format("op {} of domain '{}'", n.op_type, n.domain));
+    auto op = table.find(n.op_type);
+    if (op == table.end())
+      return ctx.unsupported(fmt::format("op {} (opset {})", n.op_type, result.opset));
+    auto outs = op->second(ctx);
+    if (!outs) return std::unexpected(outs.error());
+    if (const AttributeProto* a = ctx.unused_attr())
+      return ctx.unsupported(fmt::format("attribute '{}' of {}", a->name, n.op_type));
+    bool all_folded = !n.inputs.empty();
+    for (Value* v : inputs) all_folded &= v == nullptr || v->folded;
+    if (all_folded) {
+      auto f = fold(ctx, *outs);
+      if (!f) return std::unexpected(f.error());
+    }
+    if (outs->size() < n.outputs.size())
+      for (size_t i = outs->size(); i < n.outputs.size(); ++i)
+        if (!n.outputs[i].empty())
+          return ctx.unsupported(fmt::format("output {} of {}", i, n.op_type));
+    for (size_t i = 0; i < n.outputs.size(); ++i)
+      if (!n.outputs[i].empty()) values[n.outputs[i]] = (*outs)[i];
+  }
+
+  std::vector<const ir::Node*> outputs;
+  for (const ValueInfo& info : graph.outputs) {
+    auto it = values.find(info.name);
+    if (it == values.end())
+      return make_error(fmt::format("onnx: graph output '{}' is not computed by any node", info.name));
+    auto node = ctx.materialize(it->second, info.name);
+    if (!node) return std::unexpected(node.error());
+    result.graph.outputs.emplace_back(info.name, *node);
+    outputs.push_back(*node);
+  }
+  std::unordered_set<const ir::Node*> reachable;
+  mark_reachable(outputs, reachable);
+  for (const auto& [node, named] : ctx.constant_inputs()) {
+    if (!reachable.contains(node)) continue;
+    result.graph.inputs.emplace_back(named.first, node);
+    result.constants[named.first] = named.second;
+  }
+  for (const auto& [name, v] : values)
+    if (v.node && reachable.contains(v.node)) result.graph.values.emplace_back(name, v.node);
+  std::sort(result.graph.values.begin(), result.graph.values.end(),
+            [](const ir::NamedNode& a, const ir::NamedNode& b) {
+              return a.second->id != b.second->id ? a.second->id < b.second->id : a.first < b.first;
+            });
+  return result;
+}
+
+Expected<ImportedModel> import_model_file(ir::Graph& g, const std::string& path,
+                                          const ImportOptions& options) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return make_error(fmt::format("cannot read '{}'", path));
+  std::ostringstream s;
+  s << f.rdbuf();
+  auto m = import_model(g, s.str(), options);
+  if (!m) return make_error(fmt::format("{}: {}", path, m.error().message));
+  return m;
+}
+
+}  // namespace kiln::onnx

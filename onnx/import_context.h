@@ -1,0 +1,109 @@
+// What an op's importer sees: the node, its attributes and inputs, the builder, and the value
+// model (a value is a graph node, a tensor known at import, or both).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/builder.h"
+#include "kiln/error.h"
+#include "kiln/host_tensor.h"
+#include "onnx/proto.h"
+
+namespace kiln::onnx {
+
+// An ONNX value. `node` is null for a constant not yet used as a graph node (it becomes a scalar
+// `full` or a constant input when first used). `data` is known at import: for constants and for
+// inputs given a value (ImportOptions::input_values). `folded`: a constant that does not depend
+// on any graph input, so ops on folded values are evaluated at import.
+struct Value {
+  const ir::Node* node = nullptr;
+  std::optional<ir::HostTensor> data;
+  bool folded = false;
+  ir::DType dtype = ir::DType::f32;
+  ir::Shape shape;
+};
+
+class Context {
+ public:
+  Context(ir::Graph& g, int64_t opset) : g_(g), b_(g), opset_(opset) {}
+
+  ir::Builder& b() { return b_; }
+  int64_t opset() const { return opset_; }
+  const NodeProto& node() const { return *node_; }
+
+  // --- the node being imported
+  void begin(const NodeProto& n, int index, std::vector<Value*> inputs);
+  size_t num_inputs() const { return in_.size(); }
+  bool has(size_t i) const { return i < in_.size() && in_[i] != nullptr; }
+  Value& in(size_t i) { return *in_[i]; }
+  size_t num_outputs() const { return node_->outputs.size(); }
+  bool wants_output(size_t i) const { return i < node_->outputs.size() && !node_->outputs[i].empty(); }
+  // Input i as a graph node (an error when it is missing).
+  Expected<const ir::Node*> x(size_t i);
+  // Input i's integer values, which must be known at import (`what` names the operand).
+  Expected<std::vector<int64_t>> ints(size_t i, std::string_view what);
+  // Input i's first value as a double (a known scalar).
+  Expected<double> scalar_of(size_t i, std::string_view what);
+
+  // --- attributes: each one read is marked used; the importer fails on any not read.
+  const AttributeProto* attr(std::string_view name);
+  int64_t attr_i(std::string_view name, int64_t fallback);
+  float attr_f(std::string_view name, float fallback);
+  std::optional<std::vector<int64_t>> attr_ints(std::string_view name);
+  std::optional<std::string> attr_s(std::string_view name);
+  // The first attribute of the node that no importer read, if any.
+  const AttributeProto* unused_attr() const;
+
+  // --- results and errors
+  Value out(const ir::Node* n) const { return Value{n, std::nullopt, false, n->dtype, n->shape}; }
+  static Value constant(ir::HostTensor t);
+  std::unexpected<Error> fail(std::string_view what) const;         // the model is wrong
+  std::unexpected<Error> unsupported(std::string_view what) const;  // kiln cannot express it
+  // A builder result; its error (a dtype or shape rule of kiln's) is an unsupported use.
+  Expected<const ir::Node*> check(ir::NodeResult r) const;
+  std::string where() const;
+
+  // --- constants as graph nodes
+  Expected<const ir::Node*> materialize(Value& v, const std::string& name);
+  const std::map<const ir::Node*, std::pair<std::string, ir::HostTensor>>& constant_inputs() const {
+    return constants_;
+  }
+  ir::Graph& graph() { return g_; }
+
+ private:
+  ir::Graph& g_;
+  ir::Builder b_;
+  int64_t opset_;
+  const NodeProto* node_ = nullptr;
+  int index_ = 0;
+  std::vector<Value*> in_;
+  std::set<std::string, std::less<>> used_;
+  std::map<const ir::Node*, std::pair<std::string, ir::HostTensor>> constants_;
+  std::set<std::string> constant_names_;
+};
+
+using OpImporter = std::function<Expected<std::vector<Value>>(Context&)>;
+using OpTable = std::map<std::string, OpImporter, std::less<>>;
+
+// The op importers, by concept (onnx/ops_*.cpp).
+void add_elementwise_ops(OpTable& table);
+void add_tensor_ops(OpTable& table);
+void add_reduce_ops(OpTable& table);
+void add_index_ops(OpTable& table);
+void add_window_ops(OpTable& table);
+
+// Returns the error of an Expected expression; assigns its value to `var`.
+#define KILN_ONNX_TRY(var, expr)                                  \
+  auto KILN_ONNX_CAT(onnx_try_, __LINE__) = (expr);               \
+  if (!KILN_ONNX_CAT(onnx_try_, __LINE__))                        \
+    return std::unexpected(KILN_ONNX_CAT(onnx_try_, __LINE__).error()); \
+  var = std::move(*KILN_ONNX_CAT(onnx_try_, __LINE__))
+#define KILN_ONNX_CAT2(a, b) a##b
+#define KILN_ONNX_CAT(a, b) KILN_ONNX_CAT2(a, b)
+
+}  // namespace kiln::onnx

@@ -1,0 +1,455 @@
+// ONNX's elementwise ops (unary, binary, variadic, activations, Where, Cast) on kiln primitives.
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+
+#include "onnx/import_context.h"
+
+namespace kiln::onnx {
+
+namespace {
+
+using ir::Op;
+using Outs = Expected<std::vector<Value>>;
+
+Outs one(Context& c, ir::NodeResult r) {
+  KILN_ONNX_TRY(const ir::Node* n, c.check(std::move(r)));
+  return std::vector<Value>{c.out(n)};
+}
+
+OpImporter unary(Op op) {
+  return [op](Context& c) -> Outs {
+    KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+    return one(c, c.b().unary(op, x));
+  };
+}
+
+OpImporter binary(Op op) {
+  return [op](Context& c) -> Outs {
+    KILN_ONNX_TRY(const ir::Node* a, c.x(0));
+    KILN_ONNX_TRY(const ir::Node* b, c.x(1));
+    return one(c, c.b().binary(op, a, b));
+  };
+}
+
+// Integer Div truncates toward zero in ONNX (C semantics); kiln's integer div floors (numpy):
+// sign(a) * sign(b) * (|a| floordiv |b|) truncates.
+Outs div(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* a, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* b, c.x(1));
+  ir::Builder& B = c.b();
+  if (!ir::is_signed(a->dtype) || ir::is_float(a->dtype)) return one(c, B.binary(Op::Div, a, b));
+  KILN_ONNX_TRY(const ir::Node* abs_a, c.check(B.unary(Op::Abs, a)));
+  KILN_ONNX_TRY(const ir::Node* abs_b, c.check(B.unary(Op::Abs, b)));
+  KILN_ONNX_TRY(const ir::Node* q, c.check(B.binary(Op::Div, abs_a, abs_b)));
+  KILN_ONNX_TRY(const ir::Node* sa, c.check(B.unary(Op::Sign, a)));
+  KILN_ONNX_TRY(const ir::Node* sb, c.check(B.unary(Op::Sign, b)));
+  KILN_ONNX_TRY(const ir::Node* s, c.check(B.binary(Op::Mul, sa, sb)));
+  return one(c, B.binary(Op::Mul, s, q));
+}
+
+// Pow's exponent may have another dtype than its base; kiln's pow takes floats of one dtype.
+Outs pow(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* a, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* b, c.x(1));
+  if (!ir::is_float(a->dtype))
+    return c.unsupported(fmt::format("Pow of a {} base (kiln's pow takes floating dtypes)",
+                                     ir::dtype_name(a->dtype)));
+  if (b->dtype != a->dtype) {
+    KILN_ONNX_TRY(b, c.check(c.b().cast(b, a->dtype)));
+  }
+  return one(c, c.b().binary(Op::Pow, a, b));
+}
+
+Outs xor_op(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* a, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* b, c.x(1));
+  if (a->dtype != ir::DType::boolean || b->dtype != ir::DType::boolean)
+    return c.unsupported("Xor of non-bool operands");
+  return one(c, c.b().binary(Op::Ne, a, b));
+}
+
+// Max, Min, Sum, Mean: variadic, broadcasting.
+OpImporter variadic(Op op, bool mean) {
+  return [op, mean](Context& c) -> Outs {
+    if (c.num_inputs() == 0) return c.fail("needs at least one input");
+    KILN_ONNX_TRY(const ir::Node* acc, c.x(0));
+    for (size_t i = 1; i < c.num_inputs(); ++i) {
+      KILN_ONNX_TRY(const ir::Node* y, c.x(i));
+      KILN_ONNX_TRY(acc, c.check(c.b().binary(op, acc, y)));
+    }
+    if (mean && c.num_inputs() > 1) {
+      KILN_ONNX_TRY(const ir::Node* n, c.check(c.b().scalar(double(c.num_inputs()), acc->dtype)));
+      KILN_ONNX_TRY(acc, c.check(c.b().binary(Op::Div, acc, n)));
+    }
+    return std::vector<Value>{c.out(acc)};
+  };
+}
+
+Outs where(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* cond, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* a, c.x(1));
+  KILN_ONNX_TRY(const ir::Node* b, c.x(2));
+  return one(c, c.b().where(cond, a, b));
+}
+
+Outs cast_to(Context& c, int32_t onnx_type) {
+  auto to = onnx_dtype(onnx_type);
+  if (!to) return c.unsupported(to.error().message);
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  if (x->dtype == *to) return std::vector<Value>{c.out(x)};
+  return one(c, c.b().cast(x, *to));
+}
+
+Outs cast(Context& c) {
+  const AttributeProto* to = c.attr("to");
+  if (!to) return c.fail("attribute 'to' is missing");
+  if (const AttributeProto* s = c.attr("saturate"); s && s->i != 1)
+    return c.unsupported("saturate=0 (only float8 targets use it)");
+  return cast_to(c, static_cast<int32_t>(to->i));
+}
+
+Outs cast_like(Context& c) {
+  if (!c.has(1)) return c.fail("input 1 is missing");
+  if (const AttributeProto* s = c.attr("saturate"); s && s->i != 1)
+    return c.unsupported("saturate=0 (only float8 targets use it)");
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  ir::DType to = c.in(1).dtype;
+  if (x->dtype == to) return std::vector<Value>{c.out(x)};
+  return one(c, c.b().cast(x, to));
+}
+
+Outs identity(Context& c) {
+  if (!c.has(0)) return c.fail("input 0 is missing");
+  return std::vector<Value>{c.in(0)};
+}
+
+// Helpers for activations written as small expressions of x.
+struct Expr {
+  Context& c;
+  Expected<const ir::Node*> k(double v, ir::DType t) { return c.check(c.b().scalar(v, t)); }
+  Expected<const ir::Node*> bin(Op op, const ir::Node* a, const ir::Node* b) {
+    return c.check(c.b().binary(op, a, b));
+  }
+  Expected<const ir::Node*> bin(Op op, const ir::Node* a, double v) {
+    KILN_ONNX_TRY(const ir::Node* s, k(v, a->dtype));
+    return bin(op, a, s);
+  }
+  Expected<const ir::Node*> un(Op op, const ir::Node* a) { return c.check(c.b().unary(op, a)); }
+};
+
+Outs float_input(Context& c, const ir::Node*& x) {
+  KILN_ONNX_TRY(x, c.x(0));
+  if (!ir::is_float(x->dtype))
+    return c.unsupported(fmt::format("{} of {}", c.node().op_type, ir::dtype_name(x->dtype)));
+  return std::vector<Value>{};
+}
+
+Outs leaky_relu(Context& c) {
+  double alpha = c.attr_f("alpha", 0.01f);
+  const ir::Node* x;
+  if (auto r = float_input(c, x); !r) return r;
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* neg, e.bin(Op::Lt, x, 0.0));
+  KILN_ONNX_TRY(const ir::Node* ax, e.bin(Op::Mul, x, alpha));
+  return one(c, c.b().where(neg, ax, x));
+}
+
+Outs elu(Context& c) {
+  double alpha = c.attr_f("alpha", 1.0f);
+  const ir::Node* x;
+  if (auto r = float_input(c, x); !r) return r;
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* neg, e.bin(Op::Lt, x, 0.0));
+  KILN_ONNX_TRY(const ir::Node* ex, e.un(Op::Exp, x));
+  KILN_ONNX_TRY(const ir::Node* em1, e.bin(Op::Sub, ex, 1.0));
+  KILN_ONNX_TRY(const ir::Node* a, e.bin(Op::Mul, em1, alpha));
+  return one(c, c.b().where(neg, a, x));
+}
+
+Outs selu(Context& c) {
+  double alpha = c.attr_f("alpha", 1.67326319217681884765625f);
+  double gamma = c.attr_f("gamma", 1.05070102214813232421875f);
+  const ir::Node* x;
+  if (auto r = float_input(c, x); !r) return r;
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* neg, e.bin(Op::Le, x, 0.0));
+  KILN_ONNX_TRY(const ir::Node* ex, e.un(Op::Exp, x));
+  KILN_ONNX_TRY(const ir::Node* aex, e.bin(Op::Mul, ex, alpha));
+  KILN_ONNX_TRY(const ir::Node* a, e.bin(Op::Sub, aex, alpha));
+  KILN_ONNX_TRY(const ir::Node* w, c.check(c.b().where(neg, a, x)));
+  return one(c, e.bin(Op::Mul, w, gamma));
+}
+
+// max(0, min(1, alpha * x + beta))
+Expected<const ir::Node*> hard_sigmoid_of(Context& c, const ir::Node* x, double alpha, double beta) {
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* ax, e.bin(Op::Mul, x, alpha));
+  KILN_ONNX_TRY(const ir::Node* axb, e.bin(Op::Add, ax, beta));
+  KILN_ONNX_TRY(const ir::Node* lo, e.bin(Op::Min, axb, 1.0));
+  return e.bin(Op::Max, lo, 0.0);
+}
+
+Outs hard_sigmoid(Context& c) {
+  double alpha = c.attr_f("alpha", 0.2f), beta = c.attr_f("beta", 0.5f);
+  const ir::Node* x;
+  if (auto r = float_input(c, x); !r) return r;
+  return one(c, hard_sigmoid_of(c, x, alpha, beta));
+}
+
+Outs hard_swish(Context& c) {
+  const ir::Node* x;
+  if (auto r = float_input(c, x); !r) return r;
+  KILN_ONNX_TRY(const ir::Node* h, hard_sigmoid_of(c, x, 1.0 / 6.0, 0.5));
+  return one(c, c.b().binary(Op::Mul, x, h));
+}
+
+Outs softplus(Context& c) {
+  const ir::Node* x;
+  if (auto r = float_input(c, x); !r) return r;
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* ex, e.un(Op::Exp, x));
+  KILN_ONNX_TRY(const ir::Node* p, e.bin(Op::Add, ex, 1.0));
+  return one(c, c.b().unary(Op::Log, p));
+}
+
+Outs softsign(Context& c) {
+  const ir::Node* x;
+  if (auto r = float_input(c, x); !r) return r;
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* a, e.un(Op::Abs, x));
+  KILN_ONNX_TRY(const ir::Node* d, e.bin(Op::Add, a, 1.0));
+  return one(c, c.b().binary(Op::Div, x, d));
+}
+
+Outs thresholded_relu(Context& c) {
+  double alpha = c.attr_f("alpha", 1.0f);
+  const ir::Node* x;
+  if (auto r = float_input(c, x); !r) return r;
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* gt, e.bin(Op::Gt, x, alpha));
+  KILN_ONNX_TRY(const ir::Node* zero, e.k(0.0, x->dtype));
+  return one(c, c.b().where(gt, x, zero));
+}
+
+Outs prelu(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* slope, c.x(1));
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* neg, e.bin(Op::Lt, x, 0.0));
+  KILN_ONNX_TRY(const ir::Node* sx, e.bin(Op::Mul, x, slope));
+  return one(c, c.b().where(neg, sx, x));
+}
+
+Outs tan(Context& c) {
+  const ir::Node* x;
+  if (auto r = float_input(c, x); !r) return r;
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* s, e.un(Op::Sin, x));
+  KILN_ONNX_TRY(const ir::Node* co, e.un(Op::Cos, x));
+  return one(c, c.b().binary(Op::Div, s, co));
+}
+
+Outs is_nan(Context& c) {
+  const ir::Node* x;
+  if (auto r = float_input(c, x); !r) return r;
+  return one(c, c.b().binary(Op::Ne, x, x));
+}
+
+Outs is_inf(Context& c) {
+  bool pos = c.attr_i("detect_positive", 1) != 0, neg = c.attr_i("detect_negative", 1) != 0;
+  const ir::Node* x;
+  if (auto r = float_input(c, x); !r) return r;
+  Expr e{c};
+  const double inf = std::numeric_limits<double>::infinity();
+  KILN_ONNX_TRY(const ir::Node* p, e.bin(Op::Eq, x, inf));
+  KILN_ONNX_TRY(const ir::Node* n, e.bin(Op::Eq, x, -inf));
+  if (pos && neg) return one(c, c.b().binary(Op::Or, p, n));
+  if (pos) return std::vector<Value>{c.out(p)};
+  if (neg) return std::vector<Value>{c.out(n)};
+  return one(c, c.b().binary(Op::Ne, p, p));  // all false
+}
+
+// The hyperbolic functions kiln has no primitive for, from exp, log and sqrt.
+enum class Hyper { sinh, cosh, asinh, acosh, atanh };
+OpImporter hyperbolic(Hyper kind) {
+  return [kind](Context& c) -> Outs {
+    const ir::Node* x;
+    if (auto r = float_input(c, x); !r) return r;
+    Expr e{c};
+    switch (kind) {
+      case Hyper::sinh:
+      case Hyper::cosh: {  // (exp(x) -+ exp(-x)) / 2
+        KILN_ONNX_TRY(const ir::Node* ep, e.un(Op::Exp, x));
+        KILN_ONNX_TRY(const ir::Node* nx, e.un(Op::Neg, x));
+        KILN_ONNX_TRY(const ir::Node* en, e.un(Op::Exp, nx));
+        KILN_ONNX_TRY(const ir::Node* s, e.bin(kind == Hyper::sinh ? Op::Sub : Op::Add, ep, en));
+        return one(c, e.bin(Op::Mul, s, 0.5));
+      }
+      case Hyper::asinh:
+      case Hyper::acosh: {  // log(x + sqrt(x*x +- 1))
+        KILN_ONNX_TRY(const ir::Node* sq, e.bin(Op::Mul, x, x));
+        KILN_ONNX_TRY(const ir::Node* s1, e.bin(kind == Hyper::asinh ? Op::Add : Op::Sub, sq, 1.0));
+        KILN_ONNX_TRY(const ir::Node* r, e.un(Op::Sqrt, s1));
+        KILN_ONNX_TRY(const ir::Node* xr, e.bin(Op::Add, x, r));
+        return one(c, c.b().unary(Op::Log, xr));
+      }
+      case Hyper::atanh: {  // log((1 + x) / (1 - x)) / 2
+        KILN_ONNX_TRY(const ir::Node* p, e.bin(Op::Add, x, 1.0));
+        KILN_ONNX_TRY(const ir::Node* one_, e.k(1.0, x->dtype));
+        KILN_ONNX_TRY(const ir::Node* m, e.bin(Op::Sub, one_, x));
+        KILN_ONNX_TRY(const ir::Node* q, e.bin(Op::Div, p, m));
+        KILN_ONNX_TRY(const ir::Node* l, e.un(Op::Log, q));
+        return one(c, e.bin(Op::Mul, l, 0.5));
+      }
+    }
+    return c.fail("unknown function");
+  };
+}
+
+// Round half to even: floor, then up past .5, and at exactly .5 to the even neighbour.
+Outs round(Context& c) {
+  const ir::Node* x;
+  if (auto r = float_input(c, x); !r) return r;
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* f, e.un(Op::Floor, x));
+  KILN_ONNX_TRY(const ir::Node* d, e.bin(Op::Sub, x, f));
+  KILN_ONNX_TRY(const ir::Node* f1, e.bin(Op::Add, f, 1.0));
+  KILN_ONNX_TRY(const ir::Node* h, e.bin(Op::Mul, f, 0.5));
+  KILN_ONNX_TRY(const ir::Node* hf, e.un(Op::Floor, h));
+  KILN_ONNX_TRY(const ir::Node* hf2, e.bin(Op::Mul, hf, 2.0));
+  KILN_ONNX_TRY(const ir::Node* odd, e.bin(Op::Sub, f, hf2));  // 0 or 1
+  KILN_ONNX_TRY(const ir::Node* even, e.bin(Op::Add, f, odd));
+  KILN_ONNX_TRY(const ir::Node* up, e.bin(Op::Gt, d, 0.5));
+  KILN_ONNX_TRY(const ir::Node* down, e.bin(Op::Lt, d, 0.5));
+  KILN_ONNX_TRY(const ir::Node* lo, c.check(c.b().where(down, f, even)));
+  return one(c, c.b().where(up, f1, lo));
+}
+
+// Mod: fmod=0 takes the divisor's sign (integers: a - floor(a / b) * b, kiln's integer division
+// floors); fmod=1 the dividend's (a - trunc(a / b) * b).
+Outs mod(Context& c) {
+  bool fmod = c.attr_i("fmod", 0) != 0;
+  KILN_ONNX_TRY(const ir::Node* a, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* b, c.x(1));
+  Expr e{c};
+  const bool fl = ir::is_float(a->dtype);
+  if (fl && !fmod) return c.fail("Mod of floats needs fmod=1");
+  KILN_ONNX_TRY(const ir::Node* q, e.bin(Op::Div, a, b));
+  if (fmod && (fl || ir::is_signed(a->dtype))) {  // truncate: sign(q) * floor(|q|), or of |a|/|b|
+    if (fl) {
+      KILN_ONNX_TRY(const ir::Node* aq, e.un(Op::Abs, q));
+      KILN_ONNX_TRY(const ir::Node* fq, e.un(Op::Floor, aq));
+      KILN_ONNX_TRY(const ir::Node* sq, e.un(Op::Sign, q));
+      KILN_ONNX_TRY(q, e.bin(Op::Mul, sq, fq));
+    } else {
+      KILN_ONNX_TRY(const ir::Node* aa, e.un(Op::Abs, a));
+      KILN_ONNX_TRY(const ir::Node* ab, e.un(Op::Abs, b));
+      KILN_ONNX_TRY(const ir::Node* fq, e.bin(Op::Div, aa, ab));
+      KILN_ONNX_TRY(const ir::Node* sa, e.un(Op::Sign, a));
+      KILN_ONNX_TRY(const ir::Node* sb, e.un(Op::Sign, b));
+      KILN_ONNX_TRY(const ir::Node* s, e.bin(Op::Mul, sa, sb));
+      KILN_ONNX_TRY(q, e.bin(Op::Mul, s, fq));
+    }
+  }
+  KILN_ONNX_TRY(const ir::Node* qb, e.bin(Op::Mul, q, b));
+  return one(c, c.b().binary(Op::Sub, a, qb));
+}
+
+Outs shrink(Context& c) {
+  double lambd = c.attr_f("lambd", 0.5f), bias = c.attr_f("bias", 0.0f);
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* lo, e.bin(Op::Lt, x, -lambd));
+  KILN_ONNX_TRY(const ir::Node* hi, e.bin(Op::Gt, x, lambd));
+  KILN_ONNX_TRY(const ir::Node* xp, e.bin(Op::Add, x, bias));
+  KILN_ONNX_TRY(const ir::Node* xm, e.bin(Op::Sub, x, bias));
+  KILN_ONNX_TRY(const ir::Node* zero, e.k(0.0, x->dtype));
+  KILN_ONNX_TRY(const ir::Node* mid, c.check(c.b().where(hi, xm, zero)));
+  return one(c, c.b().where(lo, xp, mid));
+}
+
+// Clip: bounds from attributes before opset 11, from optional inputs since.
+Outs clip(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  Expr e{c};
+  if (c.opset() < 11) {
+    if (const AttributeProto* lo = c.attr("min")) { KILN_ONNX_TRY(x, e.bin(Op::Max, x, lo->f)); }
+    if (const AttributeProto* hi = c.attr("max")) { KILN_ONNX_TRY(x, e.bin(Op::Min, x, hi->f)); }
+    return std::vector<Value>{c.out(x)};
+  }
+  if (c.has(1)) {
+    KILN_ONNX_TRY(const ir::Node* lo, c.x(1));
+    KILN_ONNX_TRY(x, e.bin(Op::Max, x, lo));
+  }
+  if (c.has(2)) {
+    KILN_ONNX_TRY(const ir::Node* hi, c.x(2));
+    KILN_ONNX_TRY(x, e.bin(Op::Min, x, hi));
+  }
+  return std::vector<Value>{c.out(x)};
+}
+
+}  // namespace
+
+void add_elementwise_ops(OpTable& t) {
+  t["Abs"] = unary(Op::Abs);
+  t["Neg"] = unary(Op::Neg);
+  t["Exp"] = unary(Op::Exp);
+  t["Log"] = unary(Op::Log);
+  t["Sqrt"] = unary(Op::Sqrt);
+  t["Reciprocal"] = unary(Op::Recip);
+  t["Sin"] = unary(Op::Sin);
+  t["Cos"] = unary(Op::Cos);
+  t["Tan"] = tan;
+  t["Tanh"] = unary(Op::Tanh);
+  t["Sigmoid"] = unary(Op::Sigmoid);
+  t["Relu"] = unary(Op::Relu);
+  t["Erf"] = unary(Op::Erf);
+  t["Floor"] = unary(Op::Floor);
+  t["Ceil"] = unary(Op::Ceil);
+  t["Sign"] = unary(Op::Sign);
+  t["Not"] = unary(Op::Not);
+  t["Add"] = binary(Op::Add);
+  t["Sub"] = binary(Op::Sub);
+  t["Mul"] = binary(Op::Mul);
+  t["Div"] = div;
+  t["Pow"] = pow;
+  t["Equal"] = binary(Op::Eq);
+  t["Less"] = binary(Op::Lt);
+  t["LessOrEqual"] = binary(Op::Le);
+  t["Greater"] = binary(Op::Gt);
+  t["GreaterOrEqual"] = binary(Op::Ge);
+  t["And"] = binary(Op::And);
+  t["Or"] = binary(Op::Or);
+  t["Xor"] = xor_op;
+  t["Max"] = variadic(Op::Max, false);
+  t["Min"] = variadic(Op::Min, false);
+  t["Sum"] = variadic(Op::Add, false);
+  t["Mean"] = variadic(Op::Add, true);
+  t["Where"] = where;
+  t["Cast"] = cast;
+  t["CastLike"] = cast_like;
+  t["Identity"] = identity;
+  t["LeakyRelu"] = leaky_relu;
+  t["Elu"] = elu;
+  t["Selu"] = selu;
+  t["HardSigmoid"] = hard_sigmoid;
+  t["HardSwish"] = hard_swish;
+  t["Softplus"] = softplus;
+  t["Softsign"] = softsign;
+  t["ThresholdedRelu"] = thresholded_relu;
+  t["PRelu"] = prelu;
+  t["IsNaN"] = is_nan;
+  t["IsInf"] = is_inf;
+  t["Clip"] = clip;
+  t["Sinh"] = hyperbolic(Hyper::sinh);
+  t["Cosh"] = hyperbolic(Hyper::cosh);
+  t["Asinh"] = hyperbolic(Hyper::asinh);
+  t["Acosh"] = hyperbolic(Hyper::acosh);
+  t["Atanh"] = hyperbolic(Hyper::atanh);
+  t["Round"] = round;
+  t["Mod"] = mod;
+  t["Shrink"] = shrink;
+}
+
+}  // namespace kiln::onnx

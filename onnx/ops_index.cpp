@@ -1,0 +1,232 @@
+// ONNX ops that select by runtime indices, written with one-hot masks over kiln's primitives
+// (eq against an arange, where, sum): GatherElements, NegativeLogLikelihoodLoss,
+// SoftmaxCrossEntropyLoss, Hardmax; and CumSum as a product with a triangular mask. Each costs
+// O(length) per element along its axis: correct, not yet the gather and scan primitives that
+// issue 18 adds.
+#include <fmt/format.h>
+#include <numeric>
+
+#include "onnx/import_context.h"
+
+namespace kiln::onnx {
+
+namespace {
+
+using ir::Op;
+using Outs = Expected<std::vector<Value>>;
+
+// arange(n) shaped [1, ..., n, ..., 1] (n at `axis` of `rank` axes).
+Expected<const ir::Node*> iota_along(Context& c, int64_t n, int64_t axis, int64_t rank, ir::DType t) {
+  KILN_ONNX_TRY(const ir::Node* r, c.check(c.b().arange(0, n, 1, t)));
+  ir::Shape s(rank, 1);
+  s[axis] = n;
+  return c.check(c.b().reshape(r, s));
+}
+
+Expected<int64_t> axis_of(Context& c, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return c.fail(fmt::format("axis {} is out of range for rank {}", axis, rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+// GatherElements: out[p] = x[p with p[axis] = idx[p]]. The candidates x[p with p[axis] = k] for
+// every k lie along a new last axis; a one-hot of idx over that axis picks one.
+Outs gather_elements(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* idx, c.x(1));
+  const int64_t rank = x->shape.size();
+  if (int64_t(idx->shape.size()) != rank) return c.fail("data and indices differ in rank");
+  KILN_ONNX_TRY(int64_t axis, axis_of(c, c.attr_i("axis", 0), rank));
+  ir::Builder& B = c.b();
+  const int64_t n = x->shape[axis];
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == axis) continue;
+    if (idx->shape[d] > x->shape[d]) return c.fail("indices are larger than the data");
+    if (idx->shape[d] < x->shape[d]) { KILN_ONNX_TRY(x, c.check(B.slice(x, d, 0, idx->shape[d], 1))); }
+  }
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis) perm.push_back(d);
+  perm.push_back(axis);
+  KILN_ONNX_TRY(const ir::Node* moved, c.check(B.permute(x, perm)));  // [..., n]
+  ir::Shape unsq = moved->shape;
+  unsq.insert(unsq.begin() + axis, 1);
+  KILN_ONNX_TRY(const ir::Node* cand, c.check(B.reshape(moved, unsq)));  // [.., 1 at axis, .., n]
+  // Negative indices count from the end.
+  KILN_ONNX_TRY(const ir::Node* zero_i, c.check(B.scalar(0, idx->dtype)));
+  KILN_ONNX_TRY(const ir::Node* n_i, c.check(B.scalar(double(n), idx->dtype)));
+  KILN_ONNX_TRY(const ir::Node* neg, c.check(B.binary(Op::Lt, idx, zero_i)));
+  KILN_ONNX_TRY(const ir::Node* wrapped, c.check(B.binary(Op::Add, idx, n_i)));
+  KILN_ONNX_TRY(idx, c.check(B.where(neg, wrapped, idx)));
+  ir::Shape ishape = idx->shape;
+  ishape.push_back(1);
+  KILN_ONNX_TRY(const ir::Node* iu, c.check(B.reshape(idx, ishape)));
+  KILN_ONNX_TRY(const ir::Node* ks, iota_along(c, n, rank, rank + 1, idx->dtype));
+  KILN_ONNX_TRY(const ir::Node* hot, c.check(B.binary(Op::Eq, iu, ks)));
+  KILN_ONNX_TRY(const ir::Node* zero, c.check(B.scalar(0, x->dtype)));
+  KILN_ONNX_TRY(const ir::Node* picked, c.check(B.where(hot, cand, zero)));
+  if (x->dtype == ir::DType::boolean) return c.unsupported("GatherElements of bool data");
+  KILN_ONNX_TRY(const ir::Node* out, c.check(B.reduce(Op::Sum, picked, std::vector<int64_t>{rank}, false)));
+  return std::vector<Value>{c.out(out)};
+}
+
+// loss[n, d...] = -x[n, t[n, d...], d...] * weight[t[...]], 0 where t == ignore_index; reduced
+// by none, sum, or mean (divided by the summed weights).
+Expected<std::vector<const ir::Node*>> nll(Context& c, const ir::Node* x, const ir::Node* t,
+                                           const ir::Node* weight, std::optional<int64_t> ignore,
+                                           const std::string& reduction) {
+  ir::Builder& B = c.b();
+  const int64_t rank = x->shape.size();
+  if (rank < 2 || int64_t(t->shape.size()) != rank - 1) return c.fail("input [N, C, ...] and target [N, ...] expected");
+  if (!ir::is_int(t->dtype)) return c.fail("target must be integers");
+  const int64_t classes = x->shape[1];
+  ir::Shape tshape = t->shape;
+  tshape.insert(tshape.begin() + 1, 1);
+  KILN_ONNX_TRY(const ir::Node* tu, c.check(B.reshape(t, tshape)));
+  KILN_ONNX_TRY(const ir::Node* ks, iota_along(c, classes, 1, rank, t->dtype));
+  KILN_ONNX_TRY(const ir::Node* hot, c.check(B.binary(Op::Eq, tu, ks)));
+  KILN_ONNX_TRY(const ir::Node* zero, c.check(B.scalar(0, x->dtype)));
+  KILN_ONNX_TRY(const ir::Node* one, c.check(B.scalar(1, x->dtype)));
+  const std::vector<int64_t> class_axis{1};
+  KILN_ONNX_TRY(const ir::Node* px, c.check(B.where(hot, x, zero)));
+  KILN_ONNX_TRY(const ir::Node* picked, c.check(B.reduce(Op::Sum, px, class_axis, false)));
+  const ir::Node* wsel = one;
+  if (weight) {
+    ir::Shape ws(rank, 1);
+    ws[1] = classes;
+    KILN_ONNX_TRY(const ir::Node* wv, c.check(B.reshape(weight, ws)));
+    KILN_ONNX_TRY(wsel, c.check(B.where(hot, wv, zero)));
+  } else {
+    KILN_ONNX_TRY(wsel, c.check(B.where(hot, one, zero)));
+  }
+  KILN_ONNX_TRY(const ir::Node* w, c.check(B.reduce(Op::Sum, wsel, class_axis, false)));
+  if (ignore) {
+    KILN_ONNX_TRY(const ir::Node* ig, c.check(B.scalar(double(*ignore), t->dtype)));
+    KILN_ONNX_TRY(const ir::Node* keep, c.check(B.binary(Op::Ne, t, ig)));
+    KILN_ONNX_TRY(w, c.check(B.where(keep, w, zero)));
+  }
+  KILN_ONNX_TRY(const ir::Node* pw, c.check(B.binary(Op::Mul, picked, w)));
+  KILN_ONNX_TRY(const ir::Node* loss, c.check(B.unary(Op::Neg, pw)));
+  if (reduction == "none") return std::vector<const ir::Node*>{loss};
+  KILN_ONNX_TRY(const ir::Node* total, c.check(B.reduce(Op::Sum, loss, std::nullopt, false)));
+  if (reduction == "sum") return std::vector<const ir::Node*>{total};
+  if (reduction != "mean") return c.unsupported(fmt::format("reduction '{}'", reduction));
+  KILN_ONNX_TRY(const ir::Node* wsum, c.check(B.reduce(Op::Sum, w, std::nullopt, false)));
+  KILN_ONNX_TRY(const ir::Node* mean, c.check(B.binary(Op::Div, total, wsum)));
+  return std::vector<const ir::Node*>{mean};
+}
+
+std::optional<int64_t> ignore_index(Context& c) {
+  if (const AttributeProto* a = c.attr("ignore_index")) return a->i;
+  return std::nullopt;
+}
+
+Outs nll_loss(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* t, c.x(1));
+  const ir::Node* weight = nullptr;
+  if (c.has(2)) { KILN_ONNX_TRY(weight, c.x(2)); }
+  auto ignore = ignore_index(c);
+  std::string reduction = c.attr_s("reduction").value_or("mean");
+  KILN_ONNX_TRY(auto out, nll(c, x, t, weight, ignore, reduction));
+  return std::vector<Value>{c.out(out[0])};
+}
+
+Outs softmax_cross_entropy(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* t, c.x(1));
+  const ir::Node* weight = nullptr;
+  if (c.has(2)) { KILN_ONNX_TRY(weight, c.x(2)); }
+  auto ignore = ignore_index(c);
+  std::string reduction = c.attr_s("reduction").value_or("mean");
+  KILN_ONNX_TRY(const ir::Node* logp, c.check(c.b().log_softmax(x, 1)));
+  KILN_ONNX_TRY(auto out, nll(c, logp, t, weight, ignore, reduction));
+  return std::vector<Value>{c.out(out[0]), c.out(logp)};
+}
+
+// Hardmax: 1 at the first maximum along the axis (the whole flattened inner part before opset 13).
+Outs hardmax(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  ir::Builder& B = c.b();
+  const int64_t rank = x->shape.size();
+  const ir::Shape shape = x->shape;
+  int64_t axis;
+  if (c.opset() >= 13) {
+    KILN_ONNX_TRY(axis, axis_of(c, c.attr_i("axis", -1), rank));
+  } else {
+    KILN_ONNX_TRY(int64_t a, axis_of(c, c.attr_i("axis", 1), rank));
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < rank; ++d) (d < a ? outer : inner) *= shape[d];
+    KILN_ONNX_TRY(x, c.check(B.reshape(x, {outer, inner})));
+    axis = 1;
+  }
+  const int64_t r = x->shape.size();
+  KILN_ONNX_TRY(const ir::Node* am, c.check(B.arg_reduce(Op::ArgMax, x, axis, true)));
+  KILN_ONNX_TRY(const ir::Node* ks, iota_along(c, x->shape[axis], axis, r, am->dtype));
+  KILN_ONNX_TRY(const ir::Node* hot, c.check(B.binary(Op::Eq, am, ks)));
+  KILN_ONNX_TRY(const ir::Node* y, c.check(B.cast(hot, x->dtype)));
+  if (y->shape != shape) { KILN_ONNX_TRY(y, c.check(B.reshape(y, shape))); }
+  return std::vector<Value>{c.out(y)};
+}
+
+// CumSum along an axis of length n: the axis moved last, times an n x n mask
+// (mask[j, i] = j <= i, or j < i exclusive, or j >= i / j > i reversed).
+Outs cumsum(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  KILN_ONNX_TRY(double a, c.scalar_of(1, "axis"));
+  bool exclusive = c.attr_i("exclusive", 0) != 0, reverse = c.attr_i("reverse", 0) != 0;
+  ir::Builder& B = c.b();
+  const int64_t rank = x->shape.size();
+  KILN_ONNX_TRY(int64_t axis, axis_of(c, static_cast<int64_t>(a), rank));
+  const int64_t n = x->shape[axis];
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis) perm.push_back(d);
+  perm.push_back(axis);
+  KILN_ONNX_TRY(const ir::Node* moved, c.check(B.permute(x, perm)));
+  KILN_ONNX_TRY(const ir::Node* j, iota_along(c, n, 0, 2, ir::DType::i64));
+  KILN_ONNX_TRY(const ir::Node* i, iota_along(c, n, 1, 2, ir::DType::i64));
+  Op cmp = reverse ? (exclusive ? Op::Gt : Op::Ge) : (exclusive ? Op::Lt : Op::Le);
+  KILN_ONNX_TRY(const ir::Node* keep, c.check(B.binary(cmp, j, i)));
+  KILN_ONNX_TRY(const ir::Node* mask, c.check(B.cast(keep, x->dtype)));
+  KILN_ONNX_TRY(const ir::Node* y, c.check(B.matmul(moved, mask)));
+  std::vector<int64_t> back(rank);
+  for (int64_t d = 0; d < rank; ++d) back[perm[d]] = d;
+  KILN_ONNX_TRY(y, c.check(B.permute(y, back)));
+  return std::vector<Value>{c.out(y)};
+}
+
+// EyeLike: ones where col - row == k, of the input's shape (2-D) and `dtype` (else the input's).
+Outs eye_like(Context& c) {
+  if (!c.has(0)) return c.fail("input 0 is missing");
+  const ir::Shape shape = c.in(0).shape;
+  ir::DType dtype = c.in(0).dtype;
+  if (const AttributeProto* d = c.attr("dtype")) {
+    auto t = onnx_dtype(static_cast<int32_t>(d->i));
+    if (!t) return c.unsupported(t.error().message);
+    dtype = *t;
+  }
+  int64_t k = c.attr_i("k", 0);
+  if (shape.size() != 2) return c.fail("needs a matrix");
+  ir::Builder& B = c.b();
+  KILN_ONNX_TRY(const ir::Node* rows, iota_along(c, shape[0], 0, 2, ir::DType::i64));
+  KILN_ONNX_TRY(const ir::Node* cols, iota_along(c, shape[1], 1, 2, ir::DType::i64));
+  KILN_ONNX_TRY(const ir::Node* diff, c.check(B.binary(Op::Sub, cols, rows)));
+  KILN_ONNX_TRY(const ir::Node* kk, c.check(B.scalar(double(k), ir::DType::i64)));
+  KILN_ONNX_TRY(const ir::Node* on, c.check(B.binary(Op::Eq, diff, kk)));
+  KILN_ONNX_TRY(const ir::Node* y, c.check(B.cast(on, dtype)));
+  return std::vector<Value>{c.out(y)};
+}
+
+}  // namespace
+
+void add_index_ops(OpTable& t) {
+  t["GatherElements"] = gather_elements;
+  t["NegativeLogLikelihoodLoss"] = nll_loss;
+  t["SoftmaxCrossEntropyLoss"] = softmax_cross_entropy;
+  t["Hardmax"] = hardmax;
+  t["CumSum"] = cumsum;
+  t["EyeLike"] = eye_like;
+}
+
+}  // namespace kiln::onnx

@@ -1,0 +1,307 @@
+// ONNX's reductions, arg-reductions, softmaxes, matrix products and normalizations.
+#include <fmt/format.h>
+#include <numeric>
+
+#include "onnx/import_context.h"
+
+namespace kiln::onnx {
+
+namespace {
+
+using ir::Op;
+using Outs = Expected<std::vector<Value>>;
+
+Outs one(Context& c, ir::NodeResult r) {
+  KILN_ONNX_TRY(const ir::Node* n, c.check(std::move(r)));
+  return std::vector<Value>{c.out(n)};
+}
+
+enum class Reduce { sum, mean, max, min, prod, sum_square, l1, l2, log_sum, log_sum_exp };
+
+// The reduced axes: from input 1 since `input_since` (ReduceSum 13, the others 18), from the
+// `axes` attribute before. `all`: every axis; `none` (noop_with_empty_axes and no axes): identity.
+struct Axes {
+  bool all = false;
+  bool none = false;
+  std::vector<int64_t> list;
+  std::optional<std::vector<int64_t>> arg() const {
+    if (all) return std::nullopt;
+    return list;
+  }
+};
+
+Expected<Axes> reduce_axes(Context& c, int input_since) {
+  Axes axes;
+  if (c.opset() >= input_since) {
+    if (c.has(1)) {
+      KILN_ONNX_TRY(axes.list, c.ints(1, "axes"));
+    }
+  } else if (auto a = c.attr_ints("axes")) {
+    axes.list = *a;
+  }
+  bool noop = c.attr_i("noop_with_empty_axes", 0) != 0;
+  if (axes.list.empty()) (noop ? axes.none : axes.all) = true;
+  return axes;
+}
+
+OpImporter reduce(Reduce kind, int input_since) {
+  return [kind, input_since](Context& c) -> Outs {
+    KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+    bool keep = c.attr_i("keepdims", 1) != 0;
+    KILN_ONNX_TRY(Axes ax, reduce_axes(c, input_since));
+    if (ax.none) return std::vector<Value>{c.out(x)};
+    const std::optional<std::vector<int64_t>> axes = ax.arg();
+    // An empty reduction has ONNX's identities (0, 1, -inf, inf); kiln's are not specified.
+    if (x->numel() == 0) return c.unsupported("a reduction over an empty tensor");
+    ir::Builder& B = c.b();
+    switch (kind) {
+      case Reduce::sum: return one(c, B.reduce(Op::Sum, x, axes, keep));
+      case Reduce::mean: return one(c, B.mean(x, axes, keep));
+      case Reduce::max: return one(c, B.reduce(Op::ReduceMax, x, axes, keep));
+      case Reduce::min: return one(c, B.reduce(Op::ReduceMin, x, axes, keep));
+      case Reduce::prod: return one(c, B.reduce(Op::Prod, x, axes, keep));
+      case Reduce::sum_square:
+      case Reduce::l2: {
+        KILN_ONNX_TRY(const ir::Node* sq, c.check(B.binary(Op::Mul, x, x)));
+        KILN_ONNX_TRY(const ir::Node* s, c.check(B.reduce(Op::Sum, sq, axes, keep)));
+        if (kind == Reduce::sum_square) return std::vector<Value>{c.out(s)};
+        return one(c, B.unary(Op::Sqrt, s));
+      }
+      case Reduce::l1: {
+        KILN_ONNX_TRY(const ir::Node* a, c.check(B.unary(Op::Abs, x)));
+        return one(c, B.reduce(Op::Sum, a, axes, keep));
+      }
+      case Reduce::log_sum: {
+        KILN_ONNX_TRY(const ir::Node* s, c.check(B.reduce(Op::Sum, x, axes, keep)));
+        return one(c, B.unary(Op::Log, s));
+      }
+      case Reduce::log_sum_exp: {  // m + log(sum(exp(x - m))), m the max (kept finite)
+        KILN_ONNX_TRY(const ir::Node* m, c.check(B.reduce(Op::ReduceMax, x, axes, true)));
+        KILN_ONNX_TRY(const ir::Node* d, c.check(B.binary(Op::Sub, x, m)));
+        KILN_ONNX_TRY(const ir::Node* e, c.check(B.unary(Op::Exp, d)));
+        KILN_ONNX_TRY(const ir::Node* s, c.check(B.reduce(Op::Sum, e, axes, true)));
+        KILN_ONNX_TRY(const ir::Node* l, c.check(B.unary(Op::Log, s)));
+        KILN_ONNX_TRY(const ir::Node* r, c.check(B.binary(Op::Add, l, m)));
+        if (keep) return std::vector<Value>{c.out(r)};
+        ir::Shape out;
+        std::vector<bool> reduced(x->shape.size(), ax.all);
+        for (int64_t a : ax.list) {
+          if (a < -int64_t(x->shape.size()) || a >= int64_t(x->shape.size())) return c.fail("axis out of range");
+          reduced[a < 0 ? a + x->shape.size() : a] = true;
+        }
+        for (size_t d = 0; d < x->shape.size(); ++d)
+          if (!reduced[d]) out.push_back(x->shape[d]);
+        return one(c, B.reshape(r, out));
+      }
+    }
+    return c.fail("unknown reduction");
+  };
+}
+
+// ArgMax/ArgMin -> i64 (kiln's are i32); select_last_index through a flip: n - 1 - index.
+OpImporter arg_reduce(Op op) {
+  return [op](Context& c) -> Outs {
+    KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+    const int64_t rank = x->shape.size();
+    int64_t axis = c.attr_i("axis", 0);
+    if (axis < -rank || axis >= rank) return c.fail(fmt::format("axis {} is out of range", axis));
+    if (axis < 0) axis += rank;
+    bool keep = c.attr_i("keepdims", 1) != 0;
+    bool last = c.attr_i("select_last_index", 0) != 0;
+    ir::Builder& B = c.b();
+    if (last) { KILN_ONNX_TRY(x, c.check(B.flip(x, {axis}))); }
+    KILN_ONNX_TRY(const ir::Node* i, c.check(B.arg_reduce(op, x, axis, keep)));
+    KILN_ONNX_TRY(i, c.check(B.cast(i, ir::DType::i64)));
+    if (last) {
+      KILN_ONNX_TRY(const ir::Node* n1, c.check(B.scalar(double(x->shape[axis] - 1), ir::DType::i64)));
+      KILN_ONNX_TRY(i, c.check(B.binary(Op::Sub, n1, i)));
+    }
+    return std::vector<Value>{c.out(i)};
+  };
+}
+
+// Before opset 13, (log)softmax flattens to 2-D at `axis` (default 1) and normalizes the whole
+// inner part; since 13 it normalizes along `axis` (default -1).
+OpImporter softmax(bool log) {
+  return [log](Context& c) -> Outs {
+    KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+    const int64_t rank = x->shape.size();
+    ir::Builder& B = c.b();
+    if (c.opset() >= 13) {
+      int64_t axis = c.attr_i("axis", -1);
+      return one(c, log ? B.log_softmax(x, axis) : B.softmax(x, axis));
+    }
+    int64_t axis = c.attr_i("axis", 1);
+    if (axis < -rank || axis > rank) return c.fail(fmt::format("axis {} is out of range", axis));
+    if (axis < 0) axis += rank;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= x->shape[d];
+    KILN_ONNX_TRY(const ir::Node* flat, c.check(B.reshape(x, {outer, inner})));
+    KILN_ONNX_TRY(const ir::Node* s, c.check(log ? B.log_softmax(flat, 1) : B.softmax(flat, 1)));
+    return one(c, B.reshape(s, x->shape));
+  };
+}
+
+Outs matmul(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* a, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* b, c.x(1));
+  return one(c, c.b().matmul(a, b));
+}
+
+// Gemm: alpha * op(A) @ op(B) + beta * C.
+Outs gemm(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* a, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* b, c.x(1));
+  double alpha = c.attr_f("alpha", 1.0f), beta = c.attr_f("beta", 1.0f);
+  bool ta = c.attr_i("transA", 0) != 0, tb = c.attr_i("transB", 0) != 0;
+  if (c.opset() < 7) c.attr("broadcast");
+  ir::Builder& B = c.b();
+  if (a->shape.size() != 2 || b->shape.size() != 2) return c.fail("A and B must be matrices");
+  if (ta) { KILN_ONNX_TRY(a, c.check(B.permute(a, {1, 0}))); }
+  if (tb) { KILN_ONNX_TRY(b, c.check(B.permute(b, {1, 0}))); }
+  KILN_ONNX_TRY(const ir::Node* y, c.check(B.matmul(a, b)));
+  if (alpha != 1) {
+    KILN_ONNX_TRY(const ir::Node* k, c.check(B.scalar(alpha, y->dtype)));
+    KILN_ONNX_TRY(y, c.check(B.binary(Op::Mul, y, k)));
+  }
+  if (c.has(2)) {
+    KILN_ONNX_TRY(const ir::Node* z, c.x(2));
+    if (beta != 1) {
+      KILN_ONNX_TRY(const ir::Node* k, c.check(B.scalar(beta, z->dtype)));
+      KILN_ONNX_TRY(z, c.check(B.binary(Op::Mul, z, k)));
+    }
+    KILN_ONNX_TRY(y, c.check(B.binary(Op::Add, y, z)));
+  }
+  return std::vector<Value>{c.out(y)};
+}
+
+// LayerNormalization over axes [axis, rank), in f32 for narrower inputs (stash_type 1).
+Outs layer_norm(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* scale, c.x(1));
+  const int64_t rank = x->shape.size();
+  int64_t axis = c.attr_i("axis", -1);
+  double eps = c.attr_f("epsilon", 1e-5f);
+  int64_t stash = c.attr_i("stash_type", 1);
+  if (stash != 1) return c.unsupported(fmt::format("stash_type {}", stash));
+  if (axis < -rank || axis >= rank) return c.fail(fmt::format("axis {} is out of range", axis));
+  if (axis < 0) axis += rank;
+  ir::Builder& B = c.b();
+  const ir::DType t = x->dtype;
+  const bool widen = t == ir::DType::f16 || t == ir::DType::bf16;
+  if (widen) { KILN_ONNX_TRY(x, c.check(B.cast(x, ir::DType::f32))); }
+  std::vector<int64_t> axes(rank - axis);
+  std::iota(axes.begin(), axes.end(), axis);
+  KILN_ONNX_TRY(const ir::Node* mu, c.check(B.mean(x, axes, true)));
+  KILN_ONNX_TRY(const ir::Node* d, c.check(B.binary(Op::Sub, x, mu)));
+  KILN_ONNX_TRY(const ir::Node* sq, c.check(B.binary(Op::Mul, d, d)));
+  KILN_ONNX_TRY(const ir::Node* var, c.check(B.mean(sq, axes, true)));
+  KILN_ONNX_TRY(const ir::Node* e, c.check(B.scalar(eps, x->dtype)));
+  KILN_ONNX_TRY(const ir::Node* ve, c.check(B.binary(Op::Add, var, e)));
+  KILN_ONNX_TRY(const ir::Node* inv, c.check(B.unary(Op::Rsqrt, ve)));
+  KILN_ONNX_TRY(const ir::Node* y, c.check(B.binary(Op::Mul, d, inv)));
+  if (widen) { KILN_ONNX_TRY(y, c.check(B.cast(y, t))); }
+  KILN_ONNX_TRY(y, c.check(B.binary(Op::Mul, y, scale)));
+  if (c.has(2)) {
+    KILN_ONNX_TRY(const ir::Node* bias, c.x(2));
+    KILN_ONNX_TRY(y, c.check(B.binary(Op::Add, y, bias)));
+  }
+  return std::vector<Value>{c.out(y), c.out(mu), c.out(inv)};
+}
+
+// A per-channel vector [C] as [C, 1, ..., 1] against an input of rank `rank` (channels axis 1).
+Expected<const ir::Node*> per_channel(Context& c, size_t input, int64_t rank) {
+  KILN_ONNX_TRY(const ir::Node* v, c.x(input));
+  if (v->shape.size() != 1) return c.fail(fmt::format("input {} must be a vector", input));
+  ir::Shape s(std::max<int64_t>(rank - 1, 1), 1);
+  s[0] = v->shape[0];
+  return c.check(c.b().reshape(v, s));
+}
+
+// BatchNormalization for inference: (x - mean) / sqrt(var + eps) * scale + B.
+Outs batch_norm(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  double eps = c.attr_f("epsilon", 1e-5f);
+  c.attr("momentum");
+  if (c.attr_i("training_mode", 0) != 0) return c.unsupported("training_mode=1");
+  if (c.opset() < 9 && c.attr_i("spatial", 1) != 1) return c.unsupported("spatial=0");
+  if (c.opset() < 6) c.attr("is_test");
+  for (size_t i = 1; i < c.num_outputs(); ++i)
+    if (c.wants_output(i)) return c.unsupported("the training outputs (running mean and variance)");
+  const int64_t rank = x->shape.size();
+  ir::Builder& B = c.b();
+  KILN_ONNX_TRY(const ir::Node* scale, per_channel(c, 1, rank));
+  KILN_ONNX_TRY(const ir::Node* bias, per_channel(c, 2, rank));
+  KILN_ONNX_TRY(const ir::Node* mean, per_channel(c, 3, rank));
+  KILN_ONNX_TRY(const ir::Node* var, per_channel(c, 4, rank));
+  KILN_ONNX_TRY(const ir::Node* e, c.check(B.scalar(eps, var->dtype)));
+  KILN_ONNX_TRY(const ir::Node* ve, c.check(B.binary(Op::Add, var, e)));
+  KILN_ONNX_TRY(const ir::Node* inv, c.check(B.unary(Op::Rsqrt, ve)));
+  KILN_ONNX_TRY(const ir::Node* d, c.check(B.binary(Op::Sub, x, mean)));
+  KILN_ONNX_TRY(const ir::Node* n, c.check(B.binary(Op::Mul, d, inv)));
+  KILN_ONNX_TRY(const ir::Node* s, c.check(B.binary(Op::Mul, n, scale)));
+  return one(c, B.binary(Op::Add, s, bias));
+}
+
+// InstanceNormalization: per sample and channel over the spatial axes.
+Outs instance_norm(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  double eps = c.attr_f("epsilon", 1e-5f);
+  const int64_t rank = x->shape.size();
+  if (rank < 3) return c.fail("needs rank >= 3");
+  std::vector<int64_t> axes(rank - 2);
+  std::iota(axes.begin(), axes.end(), 2);
+  ir::Builder& B = c.b();
+  KILN_ONNX_TRY(const ir::Node* scale, per_channel(c, 1, rank));
+  KILN_ONNX_TRY(const ir::Node* bias, per_channel(c, 2, rank));
+  KILN_ONNX_TRY(const ir::Node* mu, c.check(B.mean(x, axes, true)));
+  KILN_ONNX_TRY(const ir::Node* d, c.check(B.binary(Op::Sub, x, mu)));
+  KILN_ONNX_TRY(const ir::Node* sq, c.check(B.binary(Op::Mul, d, d)));
+  KILN_ONNX_TRY(const ir::Node* var, c.check(B.mean(sq, axes, true)));
+  KILN_ONNX_TRY(const ir::Node* e, c.check(B.scalar(eps, x->dtype)));
+  KILN_ONNX_TRY(const ir::Node* ve, c.check(B.binary(Op::Add, var, e)));
+  KILN_ONNX_TRY(const ir::Node* inv, c.check(B.unary(Op::Rsqrt, ve)));
+  KILN_ONNX_TRY(const ir::Node* n, c.check(B.binary(Op::Mul, d, inv)));
+  KILN_ONNX_TRY(const ir::Node* s, c.check(B.binary(Op::Mul, n, scale)));
+  return one(c, B.binary(Op::Add, s, bias));
+}
+
+OpImporter global_pool(bool max) {
+  return [max](Context& c) -> Outs {
+    KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+    const int64_t rank = x->shape.size();
+    if (rank < 3) return c.fail("needs rank >= 3");
+    std::vector<int64_t> axes(rank - 2);
+    std::iota(axes.begin(), axes.end(), 2);
+    if (max) return one(c, c.b().reduce(Op::ReduceMax, x, axes, true));
+    return one(c, c.b().mean(x, axes, true));
+  };
+}
+
+}  // namespace
+
+void add_reduce_ops(OpTable& t) {
+  t["ReduceSum"] = reduce(Reduce::sum, 13);
+  t["ReduceMean"] = reduce(Reduce::mean, 18);
+  t["ReduceMax"] = reduce(Reduce::max, 18);
+  t["ReduceMin"] = reduce(Reduce::min, 18);
+  t["ReduceProd"] = reduce(Reduce::prod, 18);
+  t["ReduceSumSquare"] = reduce(Reduce::sum_square, 18);
+  t["ReduceL1"] = reduce(Reduce::l1, 18);
+  t["ReduceL2"] = reduce(Reduce::l2, 18);
+  t["ReduceLogSum"] = reduce(Reduce::log_sum, 18);
+  t["ReduceLogSumExp"] = reduce(Reduce::log_sum_exp, 18);
+  t["ArgMax"] = arg_reduce(Op::ArgMax);
+  t["ArgMin"] = arg_reduce(Op::ArgMin);
+  t["Softmax"] = softmax(false);
+  t["LogSoftmax"] = softmax(true);
+  t["MatMul"] = matmul;
+  t["Gemm"] = gemm;
+  t["LayerNormalization"] = layer_norm;
+  t["BatchNormalization"] = batch_norm;
+  t["InstanceNormalization"] = instance_norm;
+  t["GlobalAveragePool"] = global_pool(false);
+  t["GlobalMaxPool"] = global_pool(true);
+}
+
+}  // namespace kiln::onnx

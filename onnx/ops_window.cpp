@@ -1,0 +1,200 @@
+// ONNX's sliding-window ops as kiln `unfold` windows (DESIGN's stencils): Conv as a matmul over
+// the windows, MaxPool and AveragePool as reductions over them.
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+#include <numeric>
+
+#include "onnx/import_context.h"
+
+namespace kiln::onnx {
+
+namespace {
+
+using ir::Op;
+using Outs = Expected<std::vector<Value>>;
+
+// The geometry of a window op over the spatial axes (2...) of an input of shape `in`.
+struct Windows {
+  std::vector<int64_t> kernel, strides, dilations, begin, end;  // end: explicit pads
+  std::vector<int64_t> extra;  // ceil_mode padding past `end`, which no window average counts
+  std::vector<int64_t> out;
+};
+
+Expected<Windows> windows(Context& c, const ir::Shape& in, std::vector<int64_t> kernel, bool ceil_mode) {
+  const size_t s = in.size() - 2;
+  Windows w;
+  w.kernel = kernel;
+  if (w.kernel.size() != s) return c.fail("kernel_shape does not match the spatial rank");
+  w.strides = c.attr_ints("strides").value_or(std::vector<int64_t>(s, 1));
+  w.dilations = c.attr_ints("dilations").value_or(std::vector<int64_t>(s, 1));
+  std::vector<int64_t> pads = c.attr_ints("pads").value_or(std::vector<int64_t>(2 * s, 0));
+  std::string auto_pad = c.attr_s("auto_pad").value_or("NOTSET");
+  if (w.strides.size() != s || w.dilations.size() != s || pads.size() != 2 * s)
+    return c.fail("strides, dilations or pads do not match the spatial rank");
+  w.begin.assign(pads.begin(), pads.begin() + s);
+  w.end.assign(pads.begin() + s, pads.end());
+  w.extra.assign(s, 0);
+  for (size_t i = 0; i < s; ++i) {
+    const int64_t n = in[2 + i], k = (w.kernel[i] - 1) * w.dilations[i] + 1, st = w.strides[i];
+    if (st <= 0 || w.dilations[i] <= 0 || w.kernel[i] <= 0) return c.fail("non-positive window geometry");
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t o = (n + st - 1) / st;
+      const int64_t total = std::max<int64_t>((o - 1) * st + k - n, 0);
+      w.begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      w.end[i] = total - w.begin[i];
+    } else if (auto_pad == "VALID") {
+      w.begin[i] = w.end[i] = 0;
+    } else if (auto_pad != "NOTSET") {
+      return c.unsupported(fmt::format("auto_pad '{}'", auto_pad));
+    }
+    const int64_t span = n + w.begin[i] + w.end[i] - k;
+    if (span < 0) return c.fail("the window is larger than the padded input");
+    int64_t o = span / st + 1;
+    if (ceil_mode) {
+      o = (span + st - 1) / st + 1;
+      if ((o - 1) * st >= n + w.begin[i]) --o;  // the last window must start inside the input
+      w.extra[i] = std::max<int64_t>((o - 1) * st + k - (n + w.begin[i] + w.end[i]), 0);
+    }
+    w.out.push_back(o);
+  }
+  return w;
+}
+
+// x [N, C, spatial...] padded with `value` (explicit pads) and `extra_value` (ceil_mode pads),
+// unfolded into [N, C, out..., kernel...].
+Expected<const ir::Node*> unfold(Context& c, const ir::Node* x, const Windows& w, double value,
+                                 double extra_value) {
+  ir::Builder& B = c.b();
+  const size_t s = w.kernel.size();
+  std::vector<int64_t> before(s + 2, 0), after(s + 2, 0), extra(s + 2, 0);
+  bool pad = false, more = false;
+  for (size_t i = 0; i < s; ++i) {
+    before[2 + i] = w.begin[i];
+    after[2 + i] = w.end[i];
+    extra[2 + i] = w.extra[i];
+    pad |= w.begin[i] || w.end[i];
+    more |= w.extra[i] > 0;
+  }
+  if (pad) { KILN_ONNX_TRY(x, c.check(B.pad(x, before, after, value))); }
+  if (more) { KILN_ONNX_TRY(x, c.check(B.pad(x, std::vector<int64_t>(s + 2, 0), extra, extra_value))); }
+  for (size_t i = 0; i < s; ++i) {
+    const int64_t k = (w.kernel[i] - 1) * w.dilations[i] + 1;
+    KILN_ONNX_TRY(x, c.check(B.unfold(x, 2 + i, k, w.strides[i])));
+    if (w.dilations[i] > 1) {
+      KILN_ONNX_TRY(x, c.check(B.slice(x, x->shape.size() - 1, 0, std::nullopt, w.dilations[i])));
+    }
+  }
+  return x;
+}
+
+std::vector<int64_t> last_axes(size_t rank, size_t count) {
+  std::vector<int64_t> axes(count);
+  std::iota(axes.begin(), axes.end(), rank - count);
+  return axes;
+}
+
+OpImporter pool(bool max) {
+  return [max](Context& c) -> Outs {
+    KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+    if (x->shape.size() < 3) return c.fail("needs [N, C, spatial...]");
+    auto kernel = c.attr_ints("kernel_shape");
+    if (!kernel) return c.fail("attribute 'kernel_shape' is missing");
+    bool ceil_mode = c.attr_i("ceil_mode", 0) != 0;
+    if (max) {
+      c.attr("storage_order");
+      if (c.wants_output(1)) return c.unsupported("MaxPool's Indices output");
+    } else if (c.attr("dilations")) {
+      if (c.opset() < 19) return c.fail("AveragePool has dilations since opset 19");
+    }
+    bool include_pad = !max && c.attr_i("count_include_pad", 0) != 0;
+    KILN_ONNX_TRY(Windows w, windows(c, x->shape, *kernel, ceil_mode));
+    ir::Builder& B = c.b();
+    const size_t s = kernel->size();
+    if (max) {
+      // Padding never wins: -inf, or the integer dtype's least value.
+      double lowest = -std::numeric_limits<double>::infinity();
+      switch (x->dtype) {
+        case ir::DType::u8: lowest = 0; break;
+        case ir::DType::i8: lowest = -128; break;
+        case ir::DType::i32: lowest = std::numeric_limits<int32_t>::min(); break;
+        case ir::DType::i64: lowest = double(std::numeric_limits<int64_t>::min()); break;
+        case ir::DType::boolean: return c.unsupported("MaxPool of bool");
+        case ir::DType::f32:
+        case ir::DType::f64:
+        case ir::DType::f16:
+        case ir::DType::bf16: break;
+      }
+      KILN_ONNX_TRY(const ir::Node* u, unfold(c, x, w, lowest, lowest));
+      KILN_ONNX_TRY(const ir::Node* y, c.check(B.reduce(Op::ReduceMax, u, last_axes(u->shape.size(), s), false)));
+      return std::vector<Value>{c.out(y)};
+    }
+    KILN_ONNX_TRY(const ir::Node* u, unfold(c, x, w, 0, 0));
+    KILN_ONNX_TRY(const ir::Node* sum, c.check(B.reduce(Op::Sum, u, last_axes(u->shape.size(), s), false)));
+    // How many elements each window averages: a ones tensor of the input's spatial shape, padded
+    // like it (explicit pads count with count_include_pad; ceil_mode pads never do).
+    ir::Shape ones_shape(2, 1);
+    ones_shape.insert(ones_shape.end(), x->shape.begin() + 2, x->shape.end());
+    KILN_ONNX_TRY(const ir::Node* ones, c.check(B.full(ones_shape, 1, x->dtype)));
+    KILN_ONNX_TRY(const ir::Node* cu, unfold(c, ones, w, include_pad ? 1 : 0, 0));
+    KILN_ONNX_TRY(const ir::Node* count, c.check(B.reduce(Op::Sum, cu, last_axes(cu->shape.size(), s), false)));
+    KILN_ONNX_TRY(const ir::Node* y, c.check(B.binary(Op::Div, sum, count)));
+    return std::vector<Value>{c.out(y)};
+  };
+}
+
+// Conv: windows [N, G, C/G, out..., k...] against weights [G, M/G, C/G * K] as one batched matmul.
+Outs conv(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* wt, c.x(1));
+  const int64_t rank = x->shape.size();
+  if (rank < 3 || int64_t(wt->shape.size()) != rank) return c.fail("needs X [N, C, spatial...] and W [M, C/group, k...]");
+  const size_t s = rank - 2;
+  std::vector<int64_t> kernel(wt->shape.begin() + 2, wt->shape.end());
+  if (auto k = c.attr_ints("kernel_shape"); k && *k != kernel) return c.fail("kernel_shape differs from W's");
+  const int64_t groups = c.attr_i("group", 1);
+  const int64_t n = x->shape[0], channels = x->shape[1], m = wt->shape[0];
+  if (groups <= 0 || channels % groups || m % groups || wt->shape[1] != channels / groups)
+    return c.fail("channels and group do not match");
+  KILN_ONNX_TRY(Windows w, windows(c, x->shape, kernel, false));
+  ir::Builder& B = c.b();
+  KILN_ONNX_TRY(const ir::Node* u, unfold(c, x, w, 0, 0));  // [N, C, out..., k...]
+  const int64_t cg = channels / groups, mg = m / groups;
+  const int64_t outs = std::accumulate(w.out.begin(), w.out.end(), int64_t{1}, std::multiplies<>());
+  const int64_t ks = std::accumulate(kernel.begin(), kernel.end(), int64_t{1}, std::multiplies<>());
+  // [N, C, out..., k...] -> [N, G, out..., C/G, k...] -> [N, G, O, C/G * K]
+  ir::Shape split{n, groups, cg};
+  split.insert(split.end(), u->shape.begin() + 2, u->shape.end());
+  KILN_ONNX_TRY(u, c.check(B.reshape(u, split)));
+  std::vector<int64_t> perm{0, 1};
+  for (size_t i = 0; i < s; ++i) perm.push_back(3 + i);
+  perm.push_back(2);
+  for (size_t i = 0; i < s; ++i) perm.push_back(3 + s + i);
+  KILN_ONNX_TRY(u, c.check(B.permute(u, perm)));
+  KILN_ONNX_TRY(u, c.check(B.reshape(u, {n, groups, outs, cg * ks})));
+  KILN_ONNX_TRY(const ir::Node* wm, c.check(B.reshape(wt, {groups, mg, cg * ks})));
+  KILN_ONNX_TRY(wm, c.check(B.permute(wm, {0, 2, 1})));
+  KILN_ONNX_TRY(const ir::Node* y, c.check(B.matmul(u, wm)));  // [N, G, O, M/G]
+  KILN_ONNX_TRY(y, c.check(B.permute(y, {0, 1, 3, 2})));
+  ir::Shape out{n, m};
+  out.insert(out.end(), w.out.begin(), w.out.end());
+  KILN_ONNX_TRY(y, c.check(B.reshape(y, out)));
+  if (c.has(2)) {
+    KILN_ONNX_TRY(const ir::Node* bias, c.x(2));
+    ir::Shape bs(rank - 1, 1);
+    bs[0] = m;
+    KILN_ONNX_TRY(bias, c.check(B.reshape(bias, bs)));
+    KILN_ONNX_TRY(y, c.check(B.binary(Op::Add, y, bias)));
+  }
+  return std::vector<Value>{c.out(y)};
+}
+
+}  // namespace
+
+void add_window_ops(OpTable& t) {
+  t["Conv"] = conv;
+  t["MaxPool"] = pool(true);
+  t["AveragePool"] = pool(false);
+}
+
+}  // namespace kiln::onnx

@@ -1,0 +1,27 @@
+// The graph files the kiln tools read: `.kg` text, or an ONNX model (`.onnx`, docs/onnx.md).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "ir/kg.h"
+#include "kiln/error.h"
+#include "kiln/host_tensor.h"
+#include "tools/graph_inputs.h"
+
+namespace kiln::tools {
+
+struct GraphFile {
+  ir::KgGraph graph;
+  // Inputs bound by the file itself (an ONNX model's initializers and constants), by name.
+  std::map<std::string, ir::HostTensor> constants;
+};
+
+bool is_onnx_path(const std::string& path);
+
+// Reads `path` into `g` by its extension. For an ONNX model, the .npy files `inputs` names are
+// read first: they fix symbolic dimensions and the values an op needs at import (docs/onnx.md).
+Expected<GraphFile> read_graph_file(ir::Graph& g, const std::string& path,
+                                    const InputSpec* inputs = nullptr);
+
+}  // namespace kiln::tools
