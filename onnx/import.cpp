@@ -71,8 +71,21 @@ Expected<const ir::Node*> Context::x(size_t i) {
   return materialize(*in_[i], node_->inputs[i]);
 }
 
+// Values derived from known inputs are evaluated only here, when an op needs one as a constant:
+// evaluating every small value of a model would cost an interpreter run per node.
+void Context::derive_data(Value& v) {
+  constexpr int64_t kDeriveLimit = 4096;
+  if (v.data || !v.node || v.node->numel() > kDeriveLimit) return;
+  std::unordered_map<const ir::Node*, ir::HostTensor> bindings;
+  for (const auto& [node, t] : known_) bindings.emplace(node, t);
+  for (const auto& [node, named] : constants_) bindings.emplace(node, named.second);
+  auto values = interp::evaluate_reference({v.node}, bindings);
+  if (values) v.data = std::move((*values)[0]);  // else an input it reads has no known value
+}
+
 Expected<std::vector<int64_t>> Context::ints(size_t i, std::string_view what) {
   if (!has(i)) return fail(fmt::format("input {} ({}) is missing", i, what));
+  derive_data(*in_[i]);
   const Value& v = *in_[i];
   if (!v.data)
     return unsupported(fmt::format(
@@ -92,6 +105,7 @@ Expected<std::vector<int64_t>> Context::ints(size_t i, std::string_view what) {
 
 Expected<double> Context::scalar_of(size_t i, std::string_view what) {
   if (!has(i)) return fail(fmt::format("input {} ({}) is missing", i, what));
+  derive_data(*in_[i]);
   const Value& v = *in_[i];
   if (!v.data)
     return unsupported(fmt::format("input {} '{}' ({}) must be known at import", i,
@@ -275,6 +289,7 @@ Expected<ImportedModel> import_model(ir::Graph& g, std::string_view bytes,
     auto v = graph_input(g, info, options);
     if (!v) return std::unexpected(v.error());
     result.graph.inputs.emplace_back(info.name, v->node);
+    if (v->data) ctx.add_known_input(v->node, *v->data);
     values[info.name] = std::move(*v);
   }
 

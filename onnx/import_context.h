@@ -45,7 +45,9 @@ class Context {
   bool wants_output(size_t i) const { return i < node_->outputs.size() && !node_->outputs[i].empty(); }
   // Input i as a graph node (an error when it is missing).
   Expected<const ir::Node*> x(size_t i);
-  // Input i's integer values, which must be known at import (`what` names the operand).
+  // Input i's integer values, which must be known at import (`what` names the operand): a
+  // constant, a graph input given a value, or a small value computed from those alone (evaluated
+  // here by the reference interpreter; the graph is then specialized to those input values).
   Expected<std::vector<int64_t>> ints(size_t i, std::string_view what);
   // Input i's first value as a double (a known scalar).
   Expected<double> scalar_of(size_t i, std::string_view what);
@@ -74,6 +76,8 @@ class Context {
     return constants_;
   }
   ir::Graph& graph() { return g_; }
+  // A graph input given a value at import (ImportOptions::input_values).
+  void add_known_input(const ir::Node* input, ir::HostTensor value) { known_.emplace(input, std::move(value)); }
 
  private:
   ir::Graph& g_;
@@ -85,6 +89,9 @@ class Context {
   std::set<std::string, std::less<>> used_;
   std::map<const ir::Node*, std::pair<std::string, ir::HostTensor>> constants_;
   std::set<std::string> constant_names_;
+  std::map<const ir::Node*, ir::HostTensor> known_;
+  // Fills in.data from the reference interpreter when everything it depends on is known.
+  void derive_data(Value& v);
 };
 
 using OpImporter = std::function<Expected<std::vector<Value>>(Context&)>;

@@ -32,6 +32,20 @@ OpImporter binary(Op op) {
   };
 }
 
+// Helpers for activations written as small expressions of x.
+struct Expr {
+  Context& c;
+  Expected<const ir::Node*> k(double v, ir::DType t) { return c.check(c.b().scalar(v, t)); }
+  Expected<const ir::Node*> bin(Op op, const ir::Node* a, const ir::Node* b) {
+    return c.check(c.b().binary(op, a, b));
+  }
+  Expected<const ir::Node*> bin(Op op, const ir::Node* a, double v) {
+    KILN_ONNX_TRY(const ir::Node* s, k(v, a->dtype));
+    return bin(op, a, s);
+  }
+  Expected<const ir::Node*> un(Op op, const ir::Node* a) { return c.check(c.b().unary(op, a)); }
+};
+
 // Integer Div truncates toward zero in ONNX (C semantics); kiln's integer div floors (numpy):
 // sign(a) * sign(b) * (|a| floordiv |b|) truncates.
 Outs div(Context& c) {
@@ -49,16 +63,25 @@ Outs div(Context& c) {
 }
 
 // Pow's exponent may have another dtype than its base; kiln's pow takes floats of one dtype.
+// An integer base is raised in f64 and rounded to the nearest integer (exact while the result
+// fits f64's 53 bits, which an integer power that fits i32 does).
 Outs pow(Context& c) {
   KILN_ONNX_TRY(const ir::Node* a, c.x(0));
   KILN_ONNX_TRY(const ir::Node* b, c.x(1));
-  if (!ir::is_float(a->dtype))
-    return c.unsupported(fmt::format("Pow of a {} base (kiln's pow takes floating dtypes)",
-                                     ir::dtype_name(a->dtype)));
-  if (b->dtype != a->dtype) {
-    KILN_ONNX_TRY(b, c.check(c.b().cast(b, a->dtype)));
-  }
-  return one(c, c.b().binary(Op::Pow, a, b));
+  if (a->dtype == ir::DType::boolean) return c.unsupported("Pow of a bool base");
+  const ir::DType t = a->dtype;
+  const ir::DType compute = ir::is_float(t) ? t : ir::DType::f64;
+  if (a->dtype != compute) { KILN_ONNX_TRY(a, c.check(c.b().cast(a, compute))); }
+  if (b->dtype != compute) { KILN_ONNX_TRY(b, c.check(c.b().cast(b, compute))); }
+  KILN_ONNX_TRY(const ir::Node* p, c.check(c.b().binary(Op::Pow, a, b)));
+  if (compute == t) return std::vector<Value>{c.out(p)};
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* ap, e.un(Op::Abs, p));
+  KILN_ONNX_TRY(const ir::Node* h, e.bin(Op::Add, ap, 0.5));
+  KILN_ONNX_TRY(const ir::Node* f, e.un(Op::Floor, h));
+  KILN_ONNX_TRY(const ir::Node* sg, e.un(Op::Sign, p));
+  KILN_ONNX_TRY(const ir::Node* r, e.bin(Op::Mul, sg, f));
+  return one(c, c.b().cast(r, t));
 }
 
 Outs xor_op(Context& c) {
@@ -124,19 +147,6 @@ Outs identity(Context& c) {
   return std::vector<Value>{c.in(0)};
 }
 
-// Helpers for activations written as small expressions of x.
-struct Expr {
-  Context& c;
-  Expected<const ir::Node*> k(double v, ir::DType t) { return c.check(c.b().scalar(v, t)); }
-  Expected<const ir::Node*> bin(Op op, const ir::Node* a, const ir::Node* b) {
-    return c.check(c.b().binary(op, a, b));
-  }
-  Expected<const ir::Node*> bin(Op op, const ir::Node* a, double v) {
-    KILN_ONNX_TRY(const ir::Node* s, k(v, a->dtype));
-    return bin(op, a, s);
-  }
-  Expected<const ir::Node*> un(Op op, const ir::Node* a) { return c.check(c.b().unary(op, a)); }
-};
 
 Outs float_input(Context& c, const ir::Node*& x) {
   KILN_ONNX_TRY(x, c.x(0));
@@ -165,6 +175,21 @@ Outs elu(Context& c) {
   KILN_ONNX_TRY(const ir::Node* em1, e.bin(Op::Sub, ex, 1.0));
   KILN_ONNX_TRY(const ir::Node* a, e.bin(Op::Mul, em1, alpha));
   return one(c, c.b().where(neg, a, x));
+}
+
+// Celu: max(0, x) + min(0, alpha * (exp(x / alpha) - 1)).
+Outs celu(Context& c) {
+  double alpha = c.attr_f("alpha", 1.0f);
+  const ir::Node* x;
+  if (auto r = float_input(c, x); !r) return r;
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* pos, e.bin(Op::Max, x, 0.0));
+  KILN_ONNX_TRY(const ir::Node* xa, e.bin(Op::Div, x, alpha));
+  KILN_ONNX_TRY(const ir::Node* ex, e.un(Op::Exp, xa));
+  KILN_ONNX_TRY(const ir::Node* em1, e.bin(Op::Sub, ex, 1.0));
+  KILN_ONNX_TRY(const ir::Node* a, e.bin(Op::Mul, em1, alpha));
+  KILN_ONNX_TRY(const ir::Node* neg, e.bin(Op::Min, a, 0.0));
+  return one(c, c.b().binary(Op::Add, pos, neg));
 }
 
 Outs selu(Context& c) {
@@ -433,6 +458,7 @@ void add_elementwise_ops(OpTable& t) {
   t["LeakyRelu"] = leaky_relu;
   t["Elu"] = elu;
   t["Selu"] = selu;
+  t["Celu"] = celu;
   t["HardSigmoid"] = hard_sigmoid;
   t["HardSwish"] = hard_swish;
   t["Softplus"] = softplus;

@@ -218,29 +218,58 @@ Expected<const ir::Node*> per_channel(Context& c, size_t input, int64_t rank) {
   return c.check(c.b().reshape(v, s));
 }
 
-// BatchNormalization for inference: (x - mean) / sqrt(var + eps) * scale + B.
+// BatchNormalization: (x - mean) / sqrt(var + eps) * scale + B per channel (axis 1). In
+// training mode (opset 14+) mean and var are the batch's (population variance), and the outputs
+// 1 and 2 are the running statistics: input * momentum + batch * (1 - momentum).
 Outs batch_norm(Context& c) {
   KILN_ONNX_TRY(const ir::Node* x, c.x(0));
   double eps = c.attr_f("epsilon", 1e-5f);
-  c.attr("momentum");
-  if (c.attr_i("training_mode", 0) != 0) return c.unsupported("training_mode=1");
+  double momentum = c.attr_f("momentum", 0.9f);
+  bool training = c.attr_i("training_mode", 0) != 0;
   if (c.opset() < 9 && c.attr_i("spatial", 1) != 1) return c.unsupported("spatial=0");
   if (c.opset() < 6) c.attr("is_test");
-  for (size_t i = 1; i < c.num_outputs(); ++i)
-    if (c.wants_output(i)) return c.unsupported("the training outputs (running mean and variance)");
+  if (!training)
+    for (size_t i = 1; i < c.num_outputs(); ++i)
+      if (c.wants_output(i)) return c.unsupported("the training outputs outside training mode");
   const int64_t rank = x->shape.size();
   ir::Builder& B = c.b();
   KILN_ONNX_TRY(const ir::Node* scale, per_channel(c, 1, rank));
   KILN_ONNX_TRY(const ir::Node* bias, per_channel(c, 2, rank));
   KILN_ONNX_TRY(const ir::Node* mean, per_channel(c, 3, rank));
   KILN_ONNX_TRY(const ir::Node* var, per_channel(c, 4, rank));
+  std::vector<Value> outs(1);
+  if (training) {
+    std::vector<int64_t> axes{0};
+    for (int64_t d = 2; d < rank; ++d) axes.push_back(d);
+    KILN_ONNX_TRY(const ir::Node* bm, c.check(B.mean(x, axes, true)));  // [1, C, 1...]
+    KILN_ONNX_TRY(const ir::Node* d, c.check(B.binary(Op::Sub, x, bm)));
+    KILN_ONNX_TRY(const ir::Node* sq, c.check(B.binary(Op::Mul, d, d)));
+    KILN_ONNX_TRY(const ir::Node* bv, c.check(B.mean(sq, axes, true)));
+    KILN_ONNX_TRY(bm, c.check(B.reshape(bm, mean->shape)));
+    KILN_ONNX_TRY(bv, c.check(B.reshape(bv, var->shape)));
+    KILN_ONNX_TRY(const ir::Node* m, c.check(B.scalar(momentum, x->dtype)));
+    KILN_ONNX_TRY(const ir::Node* m1, c.check(B.scalar(1 - momentum, x->dtype)));
+    for (auto [running, batch] : {std::pair{mean, bm}, std::pair{var, bv}}) {
+      KILN_ONNX_TRY(const ir::Node* a, c.check(B.binary(Op::Mul, running, m)));
+      KILN_ONNX_TRY(const ir::Node* b, c.check(B.binary(Op::Mul, batch, m1)));
+      KILN_ONNX_TRY(const ir::Node* r, c.check(B.binary(Op::Add, a, b)));
+      KILN_ONNX_TRY(r, c.check(B.reshape(r, {x->shape[1]})));
+      outs.push_back(c.out(r));
+    }
+    mean = bm;
+    var = bv;
+  } else {
+    c.attr("momentum");
+  }
   KILN_ONNX_TRY(const ir::Node* e, c.check(B.scalar(eps, var->dtype)));
   KILN_ONNX_TRY(const ir::Node* ve, c.check(B.binary(Op::Add, var, e)));
   KILN_ONNX_TRY(const ir::Node* inv, c.check(B.unary(Op::Rsqrt, ve)));
   KILN_ONNX_TRY(const ir::Node* d, c.check(B.binary(Op::Sub, x, mean)));
   KILN_ONNX_TRY(const ir::Node* n, c.check(B.binary(Op::Mul, d, inv)));
   KILN_ONNX_TRY(const ir::Node* s, c.check(B.binary(Op::Mul, n, scale)));
-  return one(c, B.binary(Op::Add, s, bias));
+  KILN_ONNX_TRY(const ir::Node* y, c.check(B.binary(Op::Add, s, bias)));
+  outs[0] = c.out(y);
+  return outs;
 }
 
 // InstanceNormalization: per sample and channel over the spatial axes.

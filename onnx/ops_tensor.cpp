@@ -171,9 +171,46 @@ Outs slice(Context& c) {
   return std::vector<Value>{c.out(x)};
 }
 
+// Pad edge (repeat the border) and reflect (mirror without the border) along one axis, from
+// slices: edge expands the first/last element, reflect flips the elements next to the border.
+Expected<const ir::Node*> pad_axis(Context& c, const ir::Node* x, int64_t d, int64_t before,
+                                   int64_t after, bool reflect) {
+  ir::Builder& B = c.b();
+  const int64_t n = x->shape[d];
+  if (n == 0 || (reflect && (before >= n || after >= n)))
+    return c.unsupported(fmt::format("{} pads of {} and {} on an axis of length {}",
+                                     reflect ? "reflect" : "edge", before, after, n));
+  std::vector<const ir::Node*> parts;
+  auto side = [&](int64_t count, bool front) -> Expected<const ir::Node*> {
+    const ir::Node* s;
+    if (reflect) {
+      int64_t start = front ? 1 : n - 1 - count;
+      KILN_ONNX_TRY(s, c.check(B.slice(x, d, start, start + count, 1)));
+      return c.check(B.flip(s, {d}));
+    }
+    int64_t at = front ? 0 : n - 1;
+    KILN_ONNX_TRY(s, c.check(B.slice(x, d, at, at + 1, 1)));
+    ir::Shape shape = x->shape;
+    shape[d] = count;
+    return c.check(B.expand(s, shape));
+  };
+  if (before > 0) {
+    KILN_ONNX_TRY(const ir::Node* p, side(before, true));
+    parts.push_back(p);
+  }
+  parts.push_back(x);
+  if (after > 0) {
+    KILN_ONNX_TRY(const ir::Node* p, side(after, false));
+    parts.push_back(p);
+  }
+  if (parts.size() == 1) return x;
+  return c.check(B.concat(parts, d));
+}
+
 Outs pad(Context& c) {
   std::string mode = c.attr_s("mode").value_or("constant");
-  if (mode != "constant") return c.unsupported(fmt::format("Pad mode '{}'", mode));
+  if (mode != "constant" && mode != "edge" && mode != "reflect")
+    return c.unsupported(fmt::format("Pad mode '{}'", mode));
   KILN_ONNX_TRY(const ir::Node* x, c.x(0));
   const int64_t rank = x->shape.size();
   std::vector<int64_t> pads, axes;
@@ -208,6 +245,12 @@ Outs pad(Context& c) {
     KILN_ONNX_TRY(x, c.check(c.b().slice(x, d, start, std::max(start, end), 1)));
     before[d] = std::max<int64_t>(before[d], 0);
     after[d] = std::max<int64_t>(after[d], 0);
+  }
+  if (mode != "constant") {
+    for (int64_t d = 0; d < rank; ++d) {
+      KILN_ONNX_TRY(x, pad_axis(c, x, d, before[d], after[d], mode == "reflect"));
+    }
+    return std::vector<Value>{c.out(x)};
   }
   return one(c, c.b().pad(x, before, after, value));
 }
@@ -363,18 +406,57 @@ Outs range(Context& c) {
   return one(c, c.b().binary(Op::Add, id, s));
 }
 
-// Gather with indices known at import: one slice per index, concatenated, then reshaped to
+// Gather with runtime indices: a one-hot of the indices over the axis' length selects, summed
+// (an index out of range selects nothing and gives 0; ONNX leaves that case undefined).
+Outs gather_one_hot(Context& c, const ir::Node* x, int64_t axis) {
+  KILN_ONNX_TRY(const ir::Node* idx, c.x(1));
+  if (!ir::is_int(idx->dtype)) return c.fail("indices must be integers");
+  if (x->dtype == ir::DType::boolean) return c.unsupported("Gather of bool data by runtime indices");
+  ir::Builder& B = c.b();
+  const int64_t rank = x->shape.size(), irank = idx->shape.size(), n = x->shape[axis];
+  // data as [pre..., 1 x irank, post..., n]
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis) perm.push_back(d);
+  perm.push_back(axis);
+  KILN_ONNX_TRY(const ir::Node* moved, c.check(B.permute(x, perm)));
+  ir::Shape ds(x->shape.begin(), x->shape.begin() + axis);
+  ds.insert(ds.end(), irank, 1);
+  ds.insert(ds.end(), x->shape.begin() + axis + 1, x->shape.end());
+  ds.push_back(n);
+  KILN_ONNX_TRY(const ir::Node* data, c.check(B.reshape(moved, ds)));
+  // indices (negatives wrapped) as [1 x axis, indices..., 1 x post, 1]
+  KILN_ONNX_TRY(const ir::Node* zero_i, c.check(B.scalar(0, idx->dtype)));
+  KILN_ONNX_TRY(const ir::Node* n_i, c.check(B.scalar(double(n), idx->dtype)));
+  KILN_ONNX_TRY(const ir::Node* neg, c.check(B.binary(Op::Lt, idx, zero_i)));
+  KILN_ONNX_TRY(const ir::Node* wrapped, c.check(B.binary(Op::Add, idx, n_i)));
+  KILN_ONNX_TRY(idx, c.check(B.where(neg, wrapped, idx)));
+  ir::Shape is(axis, 1);
+  is.insert(is.end(), idx->shape.begin(), idx->shape.end());
+  is.insert(is.end(), rank - axis - 1, 1);
+  is.push_back(1);
+  KILN_ONNX_TRY(const ir::Node* iu, c.check(B.reshape(idx, is)));
+  KILN_ONNX_TRY(const ir::Node* ks, c.check(B.arange(0, n, 1, idx->dtype)));
+  KILN_ONNX_TRY(const ir::Node* hot, c.check(B.binary(Op::Eq, iu, ks)));
+  KILN_ONNX_TRY(const ir::Node* zero, c.check(B.scalar(0, x->dtype)));
+  KILN_ONNX_TRY(const ir::Node* picked, c.check(B.where(hot, data, zero)));
+  const int64_t last = picked->shape.size() - 1;
+  return one(c, B.reduce(Op::Sum, picked, std::vector<int64_t>{last}, false));
+}
+
+// Gather with constant indices: one slice per index, concatenated, then reshaped to
 // data.shape[:axis] + indices.shape + data.shape[axis+1:].
 Outs gather(Context& c) {
   KILN_ONNX_TRY(const ir::Node* x, c.x(0));
-  KILN_ONNX_TRY(std::vector<int64_t> idx, c.ints(1, "indices"));
   const int64_t rank = x->shape.size();
   KILN_ONNX_TRY(int64_t axis, axis_of(c, c.attr_i("axis", 0), rank));
+  if (!c.has(1)) return c.fail("input 1 (indices) is missing");
+  // Constant indices become slices; indices from graph inputs stay runtime values.
+  if (!c.in(1).folded) return gather_one_hot(c, x, axis);
+  KILN_ONNX_TRY(std::vector<int64_t> idx, c.ints(1, "indices"));
   const int64_t n = x->shape[axis];
   constexpr size_t kMaxIndices = 1024;
-  if (idx.size() > kMaxIndices)
-    return c.unsupported(fmt::format("Gather of {} indices (kiln has no gather primitive yet; "
-                                     "up to {} known indices become slices)", idx.size(), kMaxIndices));
+  if (idx.size() > kMaxIndices) return gather_one_hot(c, x, axis);
   std::vector<const ir::Node*> parts;
   for (int64_t i : idx) {
     if (i < -n || i >= n) return c.fail(fmt::format("index {} is out of range for length {}", i, n));
@@ -392,17 +474,31 @@ Outs gather(Context& c) {
   return one(c, c.b().reshape(all, out));
 }
 
+// Dropout: the identity in inference, and in training with ratio 0 (random masks are not
+// supported); the mask output is then all true.
 Outs dropout(Context& c) {
   c.attr("seed");
-  if (c.opset() < 7 && c.attr_i("is_test", 0) == 0) return c.unsupported("Dropout in training mode");
-  if (c.opset() < 12) c.attr("ratio");
-  if (c.has(2)) {
-    KILN_ONNX_TRY(double training, c.scalar_of(2, "training_mode"));
-    if (training != 0) return c.unsupported("Dropout in training mode");
+  bool training = false;
+  double ratio = 0.5;
+  if (c.opset() < 7) training = c.attr_i("is_test", 0) == 0;
+  if (c.opset() < 12) {
+    ratio = c.attr_f("ratio", 0.5f);
+  } else if (c.has(1)) {
+    KILN_ONNX_TRY(ratio, c.scalar_of(1, "ratio"));
   }
-  if (c.wants_output(1)) return c.unsupported("Dropout's mask output");
+  if (c.has(2)) {
+    KILN_ONNX_TRY(double t, c.scalar_of(2, "training_mode"));
+    training = t != 0;
+  }
+  if (training && ratio != 0) return c.unsupported("Dropout in training mode (random masks)");
   if (!c.has(0)) return c.fail("input 0 is missing");
-  return std::vector<Value>{c.in(0)};
+  std::vector<Value> outs{c.in(0)};
+  if (c.wants_output(1)) {
+    if (c.opset() < 10) return c.unsupported("Dropout's mask before opset 10 (of the input's dtype)");
+    KILN_ONNX_TRY(const ir::Node* mask, c.check(c.b().full(c.in(0).shape, 1, ir::DType::boolean)));
+    outs.push_back(c.out(mask));
+  }
+  return outs;
 }
 
 // Trilu: keeps col - row >= k (upper) or <= k (lower) of the last two axes, zeros elsewhere.

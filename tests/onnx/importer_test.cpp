@@ -147,14 +147,14 @@ TEST(OnnxImporter, UnsupportedAttributeIsNamed) {
 }
 
 TEST(OnnxImporter, UnsupportedPadModeIsNamed) {
-  Msg mode = Msg().bytes(1, "mode").bytes(4, "reflect").varint(20, 3);
+  Msg mode = Msg().bytes(1, "mode").bytes(4, "wrap").varint(20, 3);
   std::string bytes = model({node("Pad", {"x", "p"}, {"y"}, "pad", {mode})},
                             {value_info("x", kFloat, {4}), value_info("p", kInt64, {2})},
                             {value_info("y", kFloat, {6})});
   ir::Graph g;
   auto m = import_model(g, bytes);
   ASSERT_FALSE(m);
-  EXPECT_EQ(m.error().message, "onnx: node 0 'pad' (Pad): unsupported: Pad mode 'reflect'");
+  EXPECT_EQ(m.error().message, "onnx: node 0 'pad' (Pad): unsupported: Pad mode 'wrap'");
 }
 
 TEST(OnnxImporter, MalformedBytesAreAClearError) {
