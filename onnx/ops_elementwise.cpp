@@ -24,10 +24,30 @@ OpImporter unary(Op op) {
   };
 }
 
+// Before opset 7, binary ops broadcast only with broadcast=1, B onto A at `axis` (B's axes
+// placed from there); without `axis`, B's shape is a suffix of A's, as in numpy.
+Expected<const ir::Node*> legacy_broadcast(Context& c, const ir::Node* a, const ir::Node* b) {
+  if (c.opset() >= 7) return b;
+  bool broadcast = c.attr_i("broadcast", 0) != 0;
+  const AttributeProto* axis = c.attr("axis");
+  if (!broadcast) {
+    if (a->shape != b->shape) return c.fail("operands differ in shape without broadcast=1");
+    return b;
+  }
+  if (!axis) return b;
+  const int64_t ra = a->shape.size(), rb = b->shape.size();
+  int64_t at = axis->i < 0 ? axis->i + ra : axis->i;
+  if (at < 0 || at + rb > ra) return c.fail(fmt::format("broadcast axis {} is out of range", axis->i));
+  ir::Shape s = b->shape;
+  s.insert(s.end(), ra - at - rb, 1);
+  return c.check(c.b().reshape(b, s));
+}
+
 OpImporter binary(Op op) {
   return [op](Context& c) -> Outs {
     KILN_ONNX_TRY(const ir::Node* a, c.x(0));
     KILN_ONNX_TRY(const ir::Node* b, c.x(1));
+    KILN_ONNX_TRY(b, legacy_broadcast(c, a, b));
     return one(c, c.b().binary(op, a, b));
   };
 }
@@ -51,6 +71,7 @@ struct Expr {
 Outs div(Context& c) {
   KILN_ONNX_TRY(const ir::Node* a, c.x(0));
   KILN_ONNX_TRY(const ir::Node* b, c.x(1));
+  KILN_ONNX_TRY(b, legacy_broadcast(c, a, b));
   ir::Builder& B = c.b();
   if (!ir::is_signed(a->dtype) || ir::is_float(a->dtype)) return one(c, B.binary(Op::Div, a, b));
   KILN_ONNX_TRY(const ir::Node* abs_a, c.check(B.unary(Op::Abs, a)));
@@ -68,6 +89,7 @@ Outs div(Context& c) {
 Outs pow(Context& c) {
   KILN_ONNX_TRY(const ir::Node* a, c.x(0));
   KILN_ONNX_TRY(const ir::Node* b, c.x(1));
+  KILN_ONNX_TRY(b, legacy_broadcast(c, a, b));
   if (a->dtype == ir::DType::boolean) return c.unsupported("Pow of a bool base");
   const ir::DType t = a->dtype;
   const ir::DType compute = ir::is_float(t) ? t : ir::DType::f64;
@@ -260,6 +282,13 @@ Outs thresholded_relu(Context& c) {
 Outs prelu(Context& c) {
   KILN_ONNX_TRY(const ir::Node* x, c.x(0));
   KILN_ONNX_TRY(const ir::Node* slope, c.x(1));
+  // Before opset 7 a slope vector of one value per channel applies along axis 1.
+  if (c.opset() < 7 && slope->shape.size() == 1 && x->shape.size() >= 2 &&
+      slope->shape[0] == x->shape[1] && slope->shape[0] != 1) {
+    ir::Shape s(x->shape.size() - 1, 1);
+    s[0] = slope->shape[0];
+    KILN_ONNX_TRY(slope, c.check(c.b().reshape(slope, s)));
+  }
   Expr e{c};
   KILN_ONNX_TRY(const ir::Node* neg, e.bin(Op::Lt, x, 0.0));
   KILN_ONNX_TRY(const ir::Node* sx, e.bin(Op::Mul, x, slope));

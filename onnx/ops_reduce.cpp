@@ -225,9 +225,10 @@ Outs batch_norm(Context& c) {
   KILN_ONNX_TRY(const ir::Node* x, c.x(0));
   double eps = c.attr_f("epsilon", 1e-5f);
   double momentum = c.attr_f("momentum", 0.9f);
-  bool training = c.attr_i("training_mode", 0) != 0;
+  // Training mode: is_test=0 before opset 7, training_mode=1 since 14 (7 to 13: inference only).
+  bool training = c.opset() < 7 ? c.attr_i("is_test", 0) == 0 : c.attr_i("training_mode", 0) != 0;
   if (c.opset() < 9 && c.attr_i("spatial", 1) != 1) return c.unsupported("spatial=0");
-  if (c.opset() < 6) c.attr("is_test");
+  if (c.opset() < 6) c.attr("consumed_inputs");
   if (!training)
     for (size_t i = 1; i < c.num_outputs(); ++i)
       if (c.wants_output(i)) return c.unsupported("the training outputs outside training mode");
