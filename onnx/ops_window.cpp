@@ -143,20 +143,13 @@ OpImporter pool(bool max) {
   };
 }
 
-// Conv: windows [N, G, C/G, out..., k...] against weights [G, M/G, C/G * K] as one batched matmul.
-Outs conv(Context& c) {
-  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
-  KILN_ONNX_TRY(const ir::Node* wt, c.x(1));
-  const int64_t rank = x->shape.size();
-  if (rank < 3 || int64_t(wt->shape.size()) != rank) return c.fail("needs X [N, C, spatial...] and W [M, C/group, k...]");
-  const size_t s = rank - 2;
-  std::vector<int64_t> kernel(wt->shape.begin() + 2, wt->shape.end());
-  if (auto k = c.attr_ints("kernel_shape"); k && *k != kernel) return c.fail("kernel_shape differs from W's");
-  const int64_t groups = c.attr_i("group", 1);
+// Conv over windows `w` of x: windows [N, G, C/G, out..., k...] against weights
+// [G, M/G, C/G * K] as one batched matmul; the bias (if any) added per output channel.
+Expected<const ir::Node*> conv_windows(Context& c, const ir::Node* x, const ir::Node* wt,
+                                       const ir::Node* bias, const Windows& w, int64_t groups) {
+  const size_t s = x->shape.size() - 2;
+  const std::vector<int64_t>& kernel = w.kernel;
   const int64_t n = x->shape[0], channels = x->shape[1], m = wt->shape[0];
-  if (groups <= 0 || channels % groups || m % groups || wt->shape[1] != channels / groups)
-    return c.fail("channels and group do not match");
-  KILN_ONNX_TRY(Windows w, windows(c, x->shape, kernel, false));
   ir::Builder& B = c.b();
   KILN_ONNX_TRY(const ir::Node* u, unfold(c, x, w, 0, 0));  // [N, C, out..., k...]
   const int64_t cg = channels / groups, mg = m / groups;
@@ -179,13 +172,124 @@ Outs conv(Context& c) {
   ir::Shape out{n, m};
   out.insert(out.end(), w.out.begin(), w.out.end());
   KILN_ONNX_TRY(y, c.check(B.reshape(y, out)));
-  if (c.has(2)) {
-    KILN_ONNX_TRY(const ir::Node* bias, c.x(2));
-    ir::Shape bs(rank - 1, 1);
+  if (bias) {
+    ir::Shape bs(s + 1, 1);
     bs[0] = m;
     KILN_ONNX_TRY(bias, c.check(B.reshape(bias, bs)));
     KILN_ONNX_TRY(y, c.check(B.binary(Op::Add, y, bias)));
   }
+  return y;
+}
+
+Outs conv(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* wt, c.x(1));
+  const int64_t rank = x->shape.size();
+  if (rank < 3 || int64_t(wt->shape.size()) != rank) return c.fail("needs X [N, C, spatial...] and W [M, C/group, k...]");
+  std::vector<int64_t> kernel(wt->shape.begin() + 2, wt->shape.end());
+  if (auto k = c.attr_ints("kernel_shape"); k && *k != kernel) return c.fail("kernel_shape differs from W's");
+  const int64_t groups = c.attr_i("group", 1);
+  const int64_t channels = x->shape[1], m = wt->shape[0];
+  if (groups <= 0 || channels % groups || m % groups || wt->shape[1] != channels / groups)
+    return c.fail("channels and group do not match");
+  KILN_ONNX_TRY(Windows w, windows(c, x->shape, kernel, false));
+  const ir::Node* bias = nullptr;
+  if (c.has(2)) { KILN_ONNX_TRY(bias, c.x(2)); }
+  KILN_ONNX_TRY(const ir::Node* y, conv_windows(c, x, wt, bias, w, groups));
+  return std::vector<Value>{c.out(y)};
+}
+
+// ConvTranspose as a Conv: the input with stride - 1 zeros between its elements, padded by
+// k_eff - 1 - pad on each side (output_padding more at the end; negative amounts crop), against
+// the weights [C, M/G, k...] regrouped to [M, C/G, k...] and flipped, with stride 1.
+Outs conv_transpose(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* wt, c.x(1));
+  const int64_t rank = x->shape.size();
+  if (rank < 3 || int64_t(wt->shape.size()) != rank) return c.fail("needs X [N, C, spatial...] and W [C, M/group, k...]");
+  const size_t s = rank - 2;
+  std::vector<int64_t> kernel(wt->shape.begin() + 2, wt->shape.end());
+  if (auto k = c.attr_ints("kernel_shape"); k && *k != kernel) return c.fail("kernel_shape differs from W's");
+  const int64_t groups = c.attr_i("group", 1);
+  const int64_t channels = x->shape[1], mg = wt->shape[1];
+  if (groups <= 0 || channels % groups || wt->shape[0] != channels) return c.fail("channels and group do not match");
+  auto strides = c.attr_ints("strides").value_or(std::vector<int64_t>(s, 1));
+  auto dilations = c.attr_ints("dilations").value_or(std::vector<int64_t>(s, 1));
+  auto pads = c.attr_ints("pads").value_or(std::vector<int64_t>(2 * s, 0));
+  auto out_pad = c.attr_ints("output_padding").value_or(std::vector<int64_t>(s, 0));
+  auto output_shape = c.attr_ints("output_shape");
+  std::string auto_pad = c.attr_s("auto_pad").value_or("NOTSET");
+  if (strides.size() != s || dilations.size() != s || pads.size() != 2 * s || out_pad.size() != s ||
+      (output_shape && output_shape->size() != s))
+    return c.fail("strides, dilations, pads, output_padding or output_shape do not match the spatial rank");
+  if (auto_pad != "NOTSET" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER" && auto_pad != "VALID")
+    return c.unsupported(fmt::format("auto_pad '{}'", auto_pad));
+  ir::Builder& B = c.b();
+  Windows w;
+  w.kernel = kernel;
+  w.strides.assign(s, 1);
+  w.dilations = dilations;
+  w.extra.assign(s, 0);
+  for (size_t i = 0; i < s; ++i) {
+    const int64_t d = 2 + i, n = x->shape[d], st = strides[i];
+    const int64_t k = (kernel[i] - 1) * dilations[i] + 1;
+    int64_t pb = pads[i], pe = pads[s + i];
+    if (output_shape || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t target = output_shape ? (*output_shape)[i] : n * st;
+      const int64_t total = st * (n - 1) + out_pad[i] + k - target;
+      if (auto_pad == "SAME_UPPER" || (output_shape && auto_pad != "SAME_LOWER")) {
+        pb = total / 2;
+        pe = total - total / 2;
+      } else {
+        pb = total - total / 2;
+        pe = total / 2;
+      }
+    } else if (auto_pad == "VALID") {
+      pb = pe = 0;
+    }
+    if (st > 1) {  // [.., n] -> [.., n, st] (zeros after each) -> [.., n * st] -> first (n-1)*st+1
+      ir::Shape sh = x->shape;
+      sh.insert(sh.begin() + d + 1, 1);
+      KILN_ONNX_TRY(x, c.check(B.reshape(x, sh)));
+      std::vector<int64_t> before(sh.size(), 0), after(sh.size(), 0);
+      after[d + 1] = st - 1;
+      KILN_ONNX_TRY(x, c.check(B.pad(x, before, after, 0)));
+      ir::Shape merged = x->shape;
+      merged.erase(merged.begin() + d + 1);
+      merged[d] = n * st;
+      KILN_ONNX_TRY(x, c.check(B.reshape(x, merged)));
+      KILN_ONNX_TRY(x, c.check(B.slice(x, d, 0, (n - 1) * st + 1, 1)));
+    }
+    int64_t left = k - 1 - pb, right = k - 1 - pe + out_pad[i];
+    if (left < 0 || right < 0) {
+      const int64_t len = x->shape[d];
+      const int64_t start = std::max<int64_t>(-left, 0), end = len - std::max<int64_t>(-right, 0);
+      if (end <= start) return c.fail("the padding crops the whole input");
+      KILN_ONNX_TRY(x, c.check(B.slice(x, d, start, end, 1)));
+      left = std::max<int64_t>(left, 0);
+      right = std::max<int64_t>(right, 0);
+    }
+    w.begin.push_back(left);
+    w.end.push_back(right);
+    w.out.push_back(x->shape[d] + left + right - k + 1);
+  }
+  // [C, M/G, k...] -> [G, C/G, M/G, k...] -> [G, M/G, C/G, k...] -> [M, C/G, k...], flipped.
+  const int64_t cg = channels / groups;
+  ir::Shape gs{groups, cg, mg};
+  gs.insert(gs.end(), kernel.begin(), kernel.end());
+  KILN_ONNX_TRY(const ir::Node* wr, c.check(B.reshape(wt, gs)));
+  std::vector<int64_t> perm{0, 2, 1};
+  for (size_t i = 0; i < s; ++i) perm.push_back(3 + i);
+  KILN_ONNX_TRY(wr, c.check(B.permute(wr, perm)));
+  ir::Shape ws{groups * mg, cg};
+  ws.insert(ws.end(), kernel.begin(), kernel.end());
+  KILN_ONNX_TRY(wr, c.check(B.reshape(wr, ws)));
+  std::vector<int64_t> spatial;
+  for (size_t i = 0; i < s; ++i) spatial.push_back(2 + i);
+  KILN_ONNX_TRY(wr, c.check(B.flip(wr, spatial)));
+  const ir::Node* bias = nullptr;
+  if (c.has(2)) { KILN_ONNX_TRY(bias, c.x(2)); }
+  KILN_ONNX_TRY(const ir::Node* y, conv_windows(c, x, wr, bias, w, groups));
   return std::vector<Value>{c.out(y)};
 }
 
@@ -193,6 +297,7 @@ Outs conv(Context& c) {
 
 void add_window_ops(OpTable& t) {
   t["Conv"] = conv;
+  t["ConvTranspose"] = conv_transpose;
   t["MaxPool"] = pool(true);
   t["AveragePool"] = pool(false);
 }
