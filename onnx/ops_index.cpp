@@ -218,9 +218,72 @@ Outs eye_like(Context& c) {
   return std::vector<Value>{c.out(y)};
 }
 
+// OneHot: on where the (wrapped, truncated) index equals the position along the new axis.
+Outs one_hot(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* idx, c.x(0));
+  KILN_ONNX_TRY(double depth_v, c.scalar_of(1, "depth"));
+  KILN_ONNX_TRY(const ir::Node* values, c.x(2));
+  if (values->numel() != 2) return c.fail("values must hold [off, on]");
+  const int64_t depth = static_cast<int64_t>(depth_v);
+  const int64_t rank = idx->shape.size() + 1;
+  KILN_ONNX_TRY(int64_t axis, axis_of(c, c.attr_i("axis", -1), rank));
+  ir::Builder& B = c.b();
+  if (idx->dtype != ir::DType::i64) { KILN_ONNX_TRY(idx, c.check(B.cast(idx, ir::DType::i64))); }
+  KILN_ONNX_TRY(const ir::Node* zero, c.check(B.scalar(0, ir::DType::i64)));
+  KILN_ONNX_TRY(const ir::Node* d, c.check(B.scalar(double(depth), ir::DType::i64)));
+  KILN_ONNX_TRY(const ir::Node* neg, c.check(B.binary(Op::Lt, idx, zero)));
+  KILN_ONNX_TRY(const ir::Node* wrapped, c.check(B.binary(Op::Add, idx, d)));
+  KILN_ONNX_TRY(idx, c.check(B.where(neg, wrapped, idx)));
+  ir::Shape us = idx->shape;
+  us.insert(us.begin() + axis, 1);
+  KILN_ONNX_TRY(const ir::Node* iu, c.check(B.reshape(idx, us)));
+  KILN_ONNX_TRY(const ir::Node* ks, iota_along(c, depth, axis, rank, ir::DType::i64));
+  KILN_ONNX_TRY(const ir::Node* hot, c.check(B.binary(Op::Eq, iu, ks)));
+  KILN_ONNX_TRY(const ir::Node* flat, c.check(B.reshape(values, {2})));
+  KILN_ONNX_TRY(const ir::Node* off, c.check(B.slice(flat, 0, 0, 1, 1)));
+  KILN_ONNX_TRY(const ir::Node* on, c.check(B.slice(flat, 0, 1, 2, 1)));
+  KILN_ONNX_TRY(off, c.check(B.reshape(off, {})));
+  KILN_ONNX_TRY(on, c.check(B.reshape(on, {})));
+  KILN_ONNX_TRY(const ir::Node* y, c.check(B.where(hot, on, off)));
+  return std::vector<Value>{c.out(y)};
+}
+
+// DepthToSpace (DCR or CRD) and SpaceToDepth: a reshape, a permute and a reshape.
+Outs depth_to_space(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  const int64_t b = c.attr_i("blocksize", 0);
+  const std::string mode = c.attr_s("mode").value_or("DCR");
+  if (x->shape.size() != 4 || b <= 0 || x->shape[1] % (b * b)) return c.fail("needs [N, C, H, W] with C a multiple of blocksize^2");
+  if (mode != "DCR" && mode != "CRD") return c.fail(fmt::format("mode '{}'", mode));
+  const int64_t n = x->shape[0], ch = x->shape[1] / (b * b), h = x->shape[2], w = x->shape[3];
+  ir::Builder& B = c.b();
+  const bool dcr = mode == "DCR";
+  KILN_ONNX_TRY(x, c.check(B.reshape(x, dcr ? ir::Shape{n, b, b, ch, h, w} : ir::Shape{n, ch, b, b, h, w})));
+  KILN_ONNX_TRY(x, c.check(B.permute(x, dcr ? std::vector<int64_t>{0, 3, 4, 1, 5, 2}
+                                             : std::vector<int64_t>{0, 1, 4, 2, 5, 3})));
+  KILN_ONNX_TRY(x, c.check(B.reshape(x, {n, ch, h * b, w * b})));
+  return std::vector<Value>{c.out(x)};
+}
+
+Outs space_to_depth(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  const int64_t b = c.attr_i("blocksize", 0);
+  if (x->shape.size() != 4 || b <= 0 || x->shape[2] % b || x->shape[3] % b)
+    return c.fail("needs [N, C, H, W] with H and W multiples of blocksize");
+  const int64_t n = x->shape[0], ch = x->shape[1], h = x->shape[2] / b, w = x->shape[3] / b;
+  ir::Builder& B = c.b();
+  KILN_ONNX_TRY(x, c.check(B.reshape(x, {n, ch, h, b, w, b})));
+  KILN_ONNX_TRY(x, c.check(B.permute(x, {0, 3, 5, 1, 2, 4})));
+  KILN_ONNX_TRY(x, c.check(B.reshape(x, {n, ch * b * b, h, w})));
+  return std::vector<Value>{c.out(x)};
+}
+
 }  // namespace
 
 void add_index_ops(OpTable& t) {
+  t["OneHot"] = one_hot;
+  t["DepthToSpace"] = depth_to_space;
+  t["SpaceToDepth"] = space_to_depth;
   t["GatherElements"] = gather_elements;
   t["NegativeLogLikelihoodLoss"] = nll_loss;
   t["SoftmaxCrossEntropyLoss"] = softmax_cross_entropy;
