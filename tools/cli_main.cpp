@@ -118,8 +118,8 @@ int kiln_tool_main(int argc, char** argv) {
 
   WarmOptions warm;
   auto* warm_cmd = app.add_subcommand(
-      "warm", "Compile the kernels of .kg graphs or a KILN_RECORD directory into a kernel cache");
-  warm_cmd->add_option("paths", warm.paths, ".kg files and directories of them (KILN_RECORD=DIR)")
+      "warm", "Compile the kernels of .kg graphs, .onnx models or a KILN_RECORD directory into a kernel cache");
+  warm_cmd->add_option("paths", warm.paths, ".kg files, .onnx models, and directories of .kg files (KILN_RECORD=DIR)")
       ->required();
   warm_cmd->add_option("--target", warm.target, "cpu | cuda (no GPU needed, see --arch) | vulkan")
       ->default_val("cpu")
