@@ -95,6 +95,7 @@ class Context {
 };
 
 using OpImporter = std::function<Expected<std::vector<Value>>(Context&)>;
+using Outs = Expected<std::vector<Value>>;
 using OpTable = std::map<std::string, OpImporter, std::less<>>;
 
 // The op importers, by concept (onnx/ops_*.cpp).
@@ -112,5 +113,11 @@ void add_window_ops(OpTable& table);
   var = std::move(*KILN_ONNX_CAT(onnx_try_, __LINE__))
 #define KILN_ONNX_CAT2(a, b) a##b
 #define KILN_ONNX_CAT(a, b) KILN_ONNX_CAT2(a, b)
+
+// The one output of an op built by `r` (checked).
+inline Outs one(Context& c, ir::NodeResult r) {
+  KILN_ONNX_TRY(const ir::Node* n, c.check(std::move(r)));
+  return std::vector<Value>{c.out(n)};
+}
 
 }  // namespace kiln::onnx

@@ -10,12 +10,6 @@ namespace kiln::onnx {
 namespace {
 
 using ir::Op;
-using Outs = Expected<std::vector<Value>>;
-
-Outs one(Context& c, ir::NodeResult r) {
-  KILN_ONNX_TRY(const ir::Node* n, c.check(std::move(r)));
-  return std::vector<Value>{c.out(n)};
-}
 
 OpImporter unary(Op op) {
   return [op](Context& c) -> Outs {

@@ -13,7 +13,6 @@ namespace kiln::onnx {
 namespace {
 
 using ir::Op;
-using Outs = Expected<std::vector<Value>>;
 
 // arange(n) shaped [1, ..., n, ..., 1] (n at `axis` of `rank` axes).
 Expected<const ir::Node*> iota_along(Context& c, int64_t n, int64_t axis, int64_t rank, ir::DType t) {

@@ -9,12 +9,6 @@ namespace kiln::onnx {
 namespace {
 
 using ir::Op;
-using Outs = Expected<std::vector<Value>>;
-
-Outs one(Context& c, ir::NodeResult r) {
-  KILN_ONNX_TRY(const ir::Node* n, c.check(std::move(r)));
-  return std::vector<Value>{c.out(n)};
-}
 
 enum class Reduce { sum, mean, max, min, prod, sum_square, l1, l2, log_sum, log_sum_exp };
 
@@ -175,6 +169,27 @@ Outs gemm(Context& c) {
   return std::vector<Value>{c.out(y)};
 }
 
+// (x - mean) / sqrt(var + eps) over `axes` (population variance), with the mean and the
+// reciprocal deviation it used.
+struct Normalized {
+  const ir::Node* y;
+  const ir::Node* mean;
+  const ir::Node* inv_std;
+};
+Expected<Normalized> normalize(Context& c, const ir::Node* x, const std::vector<int64_t>& axes,
+                               double eps) {
+  ir::Builder& B = c.b();
+  KILN_ONNX_TRY(const ir::Node* mu, c.check(B.mean(x, axes, true)));
+  KILN_ONNX_TRY(const ir::Node* d, c.check(B.binary(Op::Sub, x, mu)));
+  KILN_ONNX_TRY(const ir::Node* sq, c.check(B.binary(Op::Mul, d, d)));
+  KILN_ONNX_TRY(const ir::Node* var, c.check(B.mean(sq, axes, true)));
+  KILN_ONNX_TRY(const ir::Node* e, c.check(B.scalar(eps, x->dtype)));
+  KILN_ONNX_TRY(const ir::Node* ve, c.check(B.binary(Op::Add, var, e)));
+  KILN_ONNX_TRY(const ir::Node* inv, c.check(B.unary(Op::Rsqrt, ve)));
+  KILN_ONNX_TRY(const ir::Node* y, c.check(B.binary(Op::Mul, d, inv)));
+  return Normalized{y, mu, inv};
+}
+
 // LayerNormalization over axes [axis, rank), in f32 for narrower inputs (stash_type 1).
 Outs layer_norm(Context& c) {
   KILN_ONNX_TRY(const ir::Node* x, c.x(0));
@@ -192,21 +207,15 @@ Outs layer_norm(Context& c) {
   if (widen) { KILN_ONNX_TRY(x, c.check(B.cast(x, ir::DType::f32))); }
   std::vector<int64_t> axes(rank - axis);
   std::iota(axes.begin(), axes.end(), axis);
-  KILN_ONNX_TRY(const ir::Node* mu, c.check(B.mean(x, axes, true)));
-  KILN_ONNX_TRY(const ir::Node* d, c.check(B.binary(Op::Sub, x, mu)));
-  KILN_ONNX_TRY(const ir::Node* sq, c.check(B.binary(Op::Mul, d, d)));
-  KILN_ONNX_TRY(const ir::Node* var, c.check(B.mean(sq, axes, true)));
-  KILN_ONNX_TRY(const ir::Node* e, c.check(B.scalar(eps, x->dtype)));
-  KILN_ONNX_TRY(const ir::Node* ve, c.check(B.binary(Op::Add, var, e)));
-  KILN_ONNX_TRY(const ir::Node* inv, c.check(B.unary(Op::Rsqrt, ve)));
-  KILN_ONNX_TRY(const ir::Node* y, c.check(B.binary(Op::Mul, d, inv)));
+  KILN_ONNX_TRY(Normalized norm, normalize(c, x, axes, eps));
+  const ir::Node* y = norm.y;
   if (widen) { KILN_ONNX_TRY(y, c.check(B.cast(y, t))); }
   KILN_ONNX_TRY(y, c.check(B.binary(Op::Mul, y, scale)));
   if (c.has(2)) {
     KILN_ONNX_TRY(const ir::Node* bias, c.x(2));
     KILN_ONNX_TRY(y, c.check(B.binary(Op::Add, y, bias)));
   }
-  return std::vector<Value>{c.out(y), c.out(mu), c.out(inv)};
+  return std::vector<Value>{c.out(y), c.out(norm.mean), c.out(norm.inv_std)};
 }
 
 // A per-channel vector [C] as [C, 1, ..., 1] against an input of rank `rank` (channels axis 1).
@@ -284,15 +293,8 @@ Outs instance_norm(Context& c) {
   ir::Builder& B = c.b();
   KILN_ONNX_TRY(const ir::Node* scale, per_channel(c, 1, rank));
   KILN_ONNX_TRY(const ir::Node* bias, per_channel(c, 2, rank));
-  KILN_ONNX_TRY(const ir::Node* mu, c.check(B.mean(x, axes, true)));
-  KILN_ONNX_TRY(const ir::Node* d, c.check(B.binary(Op::Sub, x, mu)));
-  KILN_ONNX_TRY(const ir::Node* sq, c.check(B.binary(Op::Mul, d, d)));
-  KILN_ONNX_TRY(const ir::Node* var, c.check(B.mean(sq, axes, true)));
-  KILN_ONNX_TRY(const ir::Node* e, c.check(B.scalar(eps, x->dtype)));
-  KILN_ONNX_TRY(const ir::Node* ve, c.check(B.binary(Op::Add, var, e)));
-  KILN_ONNX_TRY(const ir::Node* inv, c.check(B.unary(Op::Rsqrt, ve)));
-  KILN_ONNX_TRY(const ir::Node* n, c.check(B.binary(Op::Mul, d, inv)));
-  KILN_ONNX_TRY(const ir::Node* s, c.check(B.binary(Op::Mul, n, scale)));
+  KILN_ONNX_TRY(Normalized norm, normalize(c, x, axes, eps));
+  KILN_ONNX_TRY(const ir::Node* s, c.check(B.binary(Op::Mul, norm.y, scale)));
   return one(c, B.binary(Op::Add, s, bias));
 }
 

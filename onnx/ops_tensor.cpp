@@ -11,12 +11,6 @@ namespace kiln::onnx {
 namespace {
 
 using ir::Op;
-using Outs = Expected<std::vector<Value>>;
-
-Outs one(Context& c, ir::NodeResult r) {
-  KILN_ONNX_TRY(const ir::Node* n, c.check(std::move(r)));
-  return std::vector<Value>{c.out(n)};
-}
 
 // An axis in [-rank, rank) made non-negative, or an error naming it.
 Expected<int64_t> axis_of(Context& c, int64_t axis, int64_t rank) {

@@ -12,7 +12,6 @@ namespace kiln::onnx {
 namespace {
 
 using ir::Op;
-using Outs = Expected<std::vector<Value>>;
 
 // The geometry of a window op over the spatial axes (2...) of an input of shape `in`.
 struct Windows {
