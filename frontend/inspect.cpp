@@ -40,18 +40,6 @@ Expected<void> check_stage(std::string_view stage) {
       fmt::format("unknown dump stage '{}' (graph, groups, kernels, analyze, source)", stage));
 }
 
-// Values named after the `.kg` file that defined them (outputs first), as `kiln dump` names them.
-runtime::ValueNamer kg_namer(const ir::KgGraph& kg) {
-  auto names = std::make_shared<std::unordered_map<const ir::Node*, std::string>>();
-  for (const auto& [name, node] : kg.inputs) (*names)[node] = "%" + name;
-  for (const auto& [name, node] : kg.outputs) names->emplace(node, "%" + name);
-  for (const auto& [name, node] : kg.values) names->emplace(node, "%" + name);
-  return [names](const ir::Node* n) {
-    auto it = names->find(n);
-    return it != names->end() ? it->second : runtime::default_value_name(n);
-  };
-}
-
 Expected<std::string> render(runtime::Executor& executor, ir::Graph& g, const Nodes& outputs,
                              const runtime::ValueNamer& names, std::string_view stage, bool why) {
   auto inspected = executor.inspect(g, outputs, /*compile=*/stage == "source");
@@ -148,7 +136,7 @@ Expected<std::string> dump_kg(const Device& device, const KgFile& file, std::str
   for (const auto& [name, node] : file.kg.values)
     if (auto it = copy.find(node); it != copy.end()) names.values.emplace_back(name, it->second);
   for (const ir::Node*& out : outputs) out = copy.at(out);
-  return render(**executor, g, outputs, kg_namer(names), stage, why);
+  return render(**executor, g, outputs, runtime::kg_value_namer(names), stage, why);
 }
 
 Expected<std::string> dump_tensors(const std::vector<Tensor>& tensors, std::string_view stage,

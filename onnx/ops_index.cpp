@@ -120,27 +120,21 @@ std::optional<int64_t> ignore_index(Context& c) {
   return std::nullopt;
 }
 
-Outs nll_loss(Context& c) {
-  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
-  KILN_ONNX_TRY(const ir::Node* t, c.x(1));
-  const ir::Node* weight = nullptr;
-  if (c.has(2)) { KILN_ONNX_TRY(weight, c.x(2)); }
-  auto ignore = ignore_index(c);
-  std::string reduction = c.attr_s("reduction").value_or("mean");
-  KILN_ONNX_TRY(auto out, nll(c, x, t, weight, ignore, reduction));
-  return std::vector<Value>{c.out(out[0])};
-}
-
-Outs softmax_cross_entropy(Context& c) {
-  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
-  KILN_ONNX_TRY(const ir::Node* t, c.x(1));
-  const ir::Node* weight = nullptr;
-  if (c.has(2)) { KILN_ONNX_TRY(weight, c.x(2)); }
-  auto ignore = ignore_index(c);
-  std::string reduction = c.attr_s("reduction").value_or("mean");
-  KILN_ONNX_TRY(const ir::Node* logp, c.check(c.b().log_softmax(x, 1)));
-  KILN_ONNX_TRY(auto out, nll(c, logp, t, weight, ignore, reduction));
-  return std::vector<Value>{c.out(out[0]), c.out(logp)};
+// NegativeLogLikelihoodLoss on log-probabilities; SoftmaxCrossEntropyLoss (`from_logits`) on
+// scores, through log_softmax over the class axis, with log-probabilities as its second output.
+OpImporter nll_loss(bool from_logits) {
+  return [from_logits](Context& c) -> Outs {
+    KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+    KILN_ONNX_TRY(const ir::Node* t, c.x(1));
+    const ir::Node* weight = nullptr;
+    if (c.has(2)) { KILN_ONNX_TRY(weight, c.x(2)); }
+    auto ignore = ignore_index(c);
+    std::string reduction = c.attr_s("reduction").value_or("mean");
+    if (from_logits) { KILN_ONNX_TRY(x, c.check(c.b().log_softmax(x, 1))); }
+    KILN_ONNX_TRY(auto out, nll(c, x, t, weight, ignore, reduction));
+    if (!from_logits) return std::vector<Value>{c.out(out[0])};
+    return std::vector<Value>{c.out(out[0]), c.out(x)};
+  };
 }
 
 // Hardmax: 1 at the first maximum along the axis (the whole flattened inner part before opset 13).
@@ -284,8 +278,8 @@ void add_index_ops(OpTable& t) {
   t["DepthToSpace"] = depth_to_space;
   t["SpaceToDepth"] = space_to_depth;
   t["GatherElements"] = gather_elements;
-  t["NegativeLogLikelihoodLoss"] = nll_loss;
-  t["SoftmaxCrossEntropyLoss"] = softmax_cross_entropy;
+  t["NegativeLogLikelihoodLoss"] = nll_loss(false);
+  t["SoftmaxCrossEntropyLoss"] = nll_loss(true);
   t["Hardmax"] = hardmax;
   t["CumSum"] = cumsum;
   t["EyeLike"] = eye_like;

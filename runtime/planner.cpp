@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <set>
 #include <system_error>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "passes/pipeline.h"
@@ -160,6 +162,17 @@ bool in_place_fits(const Plan& plan, size_t step_index, const InPlace& ip) {
         plan.steps[k].args.end())
       return false;
   return true;
+}
+
+ValueNamer kg_value_namer(const ir::KgGraph& graph) {
+  auto names = std::make_shared<std::unordered_map<const ir::Node*, std::string>>();
+  for (const auto& [name, node] : graph.inputs) (*names)[node] = "%" + name;
+  for (const auto& [name, node] : graph.outputs) names->emplace(node, "%" + name);
+  for (const auto& [name, node] : graph.values) names->emplace(node, "%" + name);
+  return [names](const ir::Node* n) {
+    auto it = names->find(n);
+    return it != names->end() ? it->second : default_value_name(n);
+  };
 }
 
 std::string default_value_name(const ir::Node* n) {

@@ -9,6 +9,7 @@
 
 #include "codegen/tune_params.h"
 #include "ir/graph.h"
+#include "ir/kg.h"
 #include "passes/fuser.h"
 #include "passes/pipeline.h"
 #include "runtime/plan.h"
@@ -43,6 +44,9 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
                                            const PlannerOptions& options);
 
 std::string default_value_name(const ir::Node* n);
+// Values named after the `.kg` file that defined them (outputs first), others as %t<id>: a
+// snapshot of the file's names, owned by the returned function.
+ValueNamer kg_value_namer(const ir::KgGraph& graph);
 
 // The plan-level conditions of an in-place candidate (PlanStep::in_place) of step `step_index`:
 // `param` is an output of the step, `input_slot` a plan input of its dtype and shape that is not

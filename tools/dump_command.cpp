@@ -15,7 +15,6 @@
 #include "tools/dump_dot.h"
 #include "tools/dump_html.h"
 #include "tools/dump_target.h"
-#include "tools/graph_namer.h"
 #include "tools/workload.h"
 
 namespace kiln::tools {
@@ -80,7 +79,7 @@ bool compiles(const DumpOptions& o) {
 Expected<runtime::DeviceOptions> dump_device_options(const DumpOptions& o, const ir::KgGraph& graph) {
   auto options = workload_device_options("");
   if (!options) return std::unexpected(options.error());
-  options->namer = make_namer(graph);
+  options->namer = runtime::kg_value_namer(graph);
   if (o.fusion.fuser_given) options->fuser = *passes::parse_fuser_kind(o.fusion.fuser);  // CLI11 checked it
   if (o.fusion.fuser_given || o.fusion.max_blocks || o.fusion.beam_width)
     options->beam = *beam_options(o.fusion);  // checked by check_combination
@@ -114,7 +113,7 @@ Expected<void> prepare(const DumpOptions& o, DumpInput& in) {
 
 Expected<std::string> render(const DumpOptions& o, DumpInput& in) {
   const passes::CostModel& model = in.executor->cost_model();
-  runtime::ValueNamer namer = runtime::optimized_namer(*in.plan, in.outputs, make_namer(in.graph));
+  runtime::ValueNamer namer = runtime::optimized_namer(*in.plan, in.outputs, runtime::kg_value_namer(in.graph));
   if (o.format == "dot") return render_dot(build_dump_graph(*in.plan, namer, model), o.why);
   if (o.format == "html")
     return render_html(build_dump_graph(*in.plan, namer, model), *in.plan, namer, o.graph_path,

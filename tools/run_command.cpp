@@ -10,7 +10,6 @@
 #include "runtime/device.h"
 #include "tools/commands.h"
 #include "tools/graph_file.h"
-#include "tools/graph_namer.h"
 #include "tools/npy.h"
 
 namespace kiln::tools {
@@ -94,7 +93,7 @@ int run_command(const RunOptions& o) {
   for (const std::string& w : config->warnings) fmt::print(stderr, "{}\n", w);
   auto options = runtime::device_options_from_config(config->config);
   if (!options) return report_error(options.error().message);
-  options->namer = make_namer(*graph);
+  options->namer = runtime::kg_value_namer(*graph);
   options->autotune = autotune_from(o.autotune, o.no_autotune, options->autotune);
   options->time_kernels = o.stats || !o.stats_json.empty();
   // Command-line fuser flags win over kiln.toml.
