@@ -44,7 +44,7 @@ struct Config {
   bool autotune_enabled = true;
   std::string autotune_level = "balanced";                      // minimal | balanced | extensive | full
   CacheScope autotune_cache;                                    // [autotune] cache
-  LoggerConfig autotune_logger{"minimal", {{"stdout", ""}}};    // disabled | minimal | full
+  LoggerConfig autotune_logger{"minimal", {{"stderr", ""}}};    // disabled | minimal | full
   std::string check_mode = "auto";                              // enforce | validate | auto
   // [compilation] verify_ir: the IR verifier after every lowering step (passes/pipeline.h);
   // on by default in debug builds.

@@ -80,16 +80,19 @@ std::vector<std::string> missing_on_host(const std::vector<std::string>& wanted)
   return missing;
 }
 
-std::string symbol_for(const std::string& name, uint64_t serial) {
+// The symbol depends on the kernel's name only: each object links into a JITDylib of its own, so
+// equal symbols never meet, and a kernel compiles to the same bytes whatever else compiled
+// before it or beside it (dumps and cache entries are reproducible).
+std::string symbol_for(const std::string& name) {
   std::string s = "kiln_";
   for (char c : name) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return fmt::format("{}_{}", s, serial);
+  return s;
 }
 
 }  // namespace
 
 struct CpuBackend::Impl {
-  // Guards what compiles share: the serial numbers and the LLJIT session (link()). Everything
+  // Guards what compiles share: the LLJIT session and the JITDylib count (link()). Everything
   // else a compile touches is its own (LLVMContext, module, TargetMachine) or set once in create().
   std::mutex mu;
   std::unique_ptr<llvm::orc::LLJIT> jit;
@@ -101,7 +104,6 @@ struct CpuBackend::Impl {
   llvm::Triple triple;
   std::string cpu;
   std::vector<std::string> features;
-  uint64_t next_serial = 0;
   uint64_t next_dylib = 0;
 
   Expected<std::unique_ptr<llvm::TargetMachine>> make_target_machine() const;
@@ -229,10 +231,7 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   std::optional<kir::KernelFacts> computed;
   if (!facts) facts = &computed.emplace(kir::analyze_kernel(kernel));
   auto art = std::make_shared<CpuArtifact>();
-  {
-    std::lock_guard lock(impl_->mu);
-    art->symbol = symbol_for(kernel.name, impl_->next_serial++);
-  }
+  art->symbol = symbol_for(kernel.name);
 
   // Emission, optimization and code generation run unlocked: this compile owns its context,
   // module and target machine, and reads only what create() set.

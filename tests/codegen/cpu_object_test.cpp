@@ -159,7 +159,7 @@ TEST(CpuObject, SameObjectLoadsTwiceIntoOneBackend) {
   EXPECT_EQ(run(*second, in).back().bytes, run(*compiled, in).back().bytes);
 }
 
-// Two fresh backends name their first kernel "kiln_clash_0" alike: loading one's object next to
+// Kernels of one name get one symbol ("kiln_clash") in every backend: loading one's object next to
 // the other's compiled kernel of that symbol must keep both, each computing its own function.
 TEST(CpuObject, LoadNextToACompiledKernelOfTheSameSymbol) {
   std::unique_ptr<CpuBackend> a = fresh_backend(), b = fresh_backend();
