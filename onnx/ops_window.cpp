@@ -93,6 +93,77 @@ std::vector<int64_t> last_axes(size_t rank, size_t count) {
   return axes;
 }
 
+// MaxPool's Indices: for each window of `u` ([N, C, out..., k...], the padded input unfolded), the
+// flat index into x of the first element in window order (row-major over k...) that is not
+// padding and equals the window's maximum `y`, as ONNX's reference picks it. storage_order 1
+// counts the spatial axes column-major. A window whose maximum is NaN has no equal element: its
+// index is the window's first position.
+Expected<const ir::Node*> max_indices(Context& c, const ir::Node* x, const ir::Node* u,
+                                      const ir::Node* y, const Windows& w, int64_t storage_order) {
+  ir::Builder& B = c.b();
+  const size_t s = w.kernel.size(), rank = s + 2;
+  const int64_t ks = std::accumulate(w.kernel.begin(), w.kernel.end(), int64_t{1}, std::multiplies<>());
+  auto i64 = [&](int64_t v) { return c.check(B.scalar(double(v), ir::DType::i64)); };
+  auto op = [&](Op o, const ir::Node* a, int64_t v) -> Expected<const ir::Node*> {
+    KILN_ONNX_TRY(const ir::Node* k, i64(v));
+    return c.check(B.binary(o, a, k));
+  };
+  auto iota = [&](int64_t n, size_t axis) -> Expected<const ir::Node*> {  // arange(n) along `axis`
+    KILN_ONNX_TRY(const ir::Node* r, c.check(B.arange(0, n, 1, ir::DType::i64)));
+    ir::Shape shape(rank, 1);
+    shape[axis] = n;
+    return c.check(B.reshape(r, shape));
+  };
+  // Which window positions are inside x: ones over x's spatial shape, unfolded with false padding.
+  ir::Shape ones_shape(2, 1);
+  ones_shape.insert(ones_shape.end(), x->shape.begin() + 2, x->shape.end());
+  KILN_ONNX_TRY(const ir::Node* ones, c.check(B.full(ones_shape, 1, ir::DType::boolean)));
+  KILN_ONNX_TRY(const ir::Node* valid, unfold(c, ones, w, 0, 0));
+  ir::Shape flat(u->shape.begin(), u->shape.begin() + rank);
+  flat.push_back(ks);
+  ir::Shape valid_flat(valid->shape.begin(), valid->shape.begin() + rank);
+  valid_flat.push_back(ks);
+  ir::Shape y_col = y->shape;
+  y_col.push_back(1);
+  KILN_ONNX_TRY(const ir::Node* uf, c.check(B.reshape(u, flat)));
+  KILN_ONNX_TRY(const ir::Node* vf, c.check(B.reshape(valid, valid_flat)));
+  KILN_ONNX_TRY(const ir::Node* yc, c.check(B.reshape(y, y_col)));
+  KILN_ONNX_TRY(const ir::Node* hit, c.check(B.binary(Op::Eq, uf, yc)));
+  KILN_ONNX_TRY(hit, c.check(B.binary(Op::And, hit, vf)));
+  KILN_ONNX_TRY(const ir::Node* p, c.check(B.arg_reduce(Op::ArgMax, hit, int64_t(rank), false)));
+  KILN_ONNX_TRY(p, c.check(B.cast(p, ir::DType::i64)));  // window position, [N, C, out...]
+  // Spatial coordinates in x, then the flat index (n * C + c) * prod(spatial) + spatial offset.
+  const ir::Shape& in = x->shape;
+  std::vector<int64_t> stride(s, 1);  // of each spatial axis in the flat index
+  for (size_t i = 0; i < s; ++i)
+    for (size_t j = 0; j < s; ++j)
+      if (storage_order == 0 ? j > i : j < i) stride[i] *= in[2 + j];
+  int64_t after = ks, spatial = 1;
+  for (size_t i = 0; i < s; ++i) spatial *= in[2 + i];
+  KILN_ONNX_TRY(const ir::Node* n_iota, iota(in[0], 0));
+  KILN_ONNX_TRY(const ir::Node* c_iota, iota(in[1], 1));
+  KILN_ONNX_TRY(const ir::Node* index, op(Op::Mul, n_iota, in[1]));
+  KILN_ONNX_TRY(index, c.check(B.binary(Op::Add, index, c_iota)));
+  KILN_ONNX_TRY(index, op(Op::Mul, index, spatial));
+  for (size_t i = 0; i < s; ++i) {
+    after /= w.kernel[i];
+    // k_i = (p / after) mod kernel[i], with p >= 0
+    KILN_ONNX_TRY(const ir::Node* q, op(Op::Div, p, after));
+    KILN_ONNX_TRY(const ir::Node* qq, op(Op::Div, q, w.kernel[i]));
+    KILN_ONNX_TRY(qq, op(Op::Mul, qq, w.kernel[i]));
+    KILN_ONNX_TRY(const ir::Node* k, c.check(B.binary(Op::Sub, q, qq)));
+    // h_i = o_i * stride - pad_begin + k_i * dilation
+    KILN_ONNX_TRY(const ir::Node* o, iota(w.out[i], 2 + i));
+    KILN_ONNX_TRY(o, op(Op::Mul, o, w.strides[i]));
+    KILN_ONNX_TRY(o, op(Op::Add, o, -w.begin[i]));
+    KILN_ONNX_TRY(k, op(Op::Mul, k, w.dilations[i]));
+    KILN_ONNX_TRY(const ir::Node* h, c.check(B.binary(Op::Add, o, k)));
+    KILN_ONNX_TRY(h, op(Op::Mul, h, stride[i]));
+    KILN_ONNX_TRY(index, c.check(B.binary(Op::Add, index, h)));
+  }
+  return index;
+}
+
 OpImporter pool(bool max) {
   return [max](Context& c) -> Outs {
     KILN_ONNX_TRY(const ir::Node* x, c.x(0));
@@ -100,9 +171,10 @@ OpImporter pool(bool max) {
     auto kernel = c.attr_ints("kernel_shape");
     if (!kernel) return c.fail("attribute 'kernel_shape' is missing");
     bool ceil_mode = c.attr_i("ceil_mode", 0) != 0;
+    int64_t storage_order = 0;
     if (max) {
-      c.attr("storage_order");
-      if (c.wants_output(1)) return c.unsupported("MaxPool's Indices output");
+      storage_order = c.attr_i("storage_order", 0);
+      if (storage_order != 0 && storage_order != 1) return c.fail("storage_order must be 0 or 1");
     } else if (c.attr("dilations")) {
       if (c.opset() < 19) return c.fail("AveragePool has dilations since opset 19");
     }
@@ -126,7 +198,9 @@ OpImporter pool(bool max) {
       }
       KILN_ONNX_TRY(const ir::Node* u, unfold(c, x, w, lowest, lowest));
       KILN_ONNX_TRY(const ir::Node* y, c.check(B.reduce(Op::ReduceMax, u, last_axes(u->shape.size(), s), false)));
-      return std::vector<Value>{c.out(y)};
+      if (!c.wants_output(1)) return std::vector<Value>{c.out(y)};
+      KILN_ONNX_TRY(const ir::Node* indices, max_indices(c, x, u, y, w, storage_order));
+      return std::vector<Value>{c.out(y), c.out(indices)};
     }
     KILN_ONNX_TRY(const ir::Node* u, unfold(c, x, w, 0, 0));
     KILN_ONNX_TRY(const ir::Node* sum, c.check(B.reduce(Op::Sum, u, last_axes(u->shape.size(), s), false)));

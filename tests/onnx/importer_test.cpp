@@ -2,6 +2,7 @@
 // (unsupported op or attribute, malformed bytes, inputs of the wrong shape, unknown operands).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -59,6 +60,12 @@ Msg node(std::string_view op, std::vector<std::string> in, std::vector<std::stri
 }
 
 Msg int_attr(std::string_view name, int64_t v) { return Msg().bytes(1, name).varint(3, v).varint(20, 2); }
+Msg ints_attr(std::string_view name, const std::vector<int64_t>& v) {
+  Msg a;
+  a.bytes(1, name);
+  for (int64_t x : v) a.varint(8, static_cast<uint64_t>(x));
+  return a.varint(20, 7);
+}
 
 Msg f32_tensor(std::string_view name, std::vector<int64_t> dims, std::vector<float> values) {
   Msg t;
@@ -203,6 +210,59 @@ TEST(OnnxImporter, BuilderRuleBreaksAreUnsupportedNotWrong) {
   ASSERT_FALSE(m);
   EXPECT_NE(m.error().message.find("onnx: node 0 'e' (Exp): unsupported: "), std::string::npos)
       << m.error().message;
+}
+
+// MaxPool's Indices against a direct loop over each window (ONNX's reference: the first element
+// in row-major window order, inside the input, that is greater than every earlier one), with
+// ties, -inf borders, pads, strides, dilations, ceil_mode and both storage orders.
+TEST(OnnxImporter, MaxPoolIndicesAreTheFirstMaximumInsideTheInput) {
+  const int64_t N = 2, C = 2, H = 5, W = 6;
+  std::vector<float> xs(N * C * H * W);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = float((i * 7) % 5);  // many ties
+  for (int64_t i = 0; i < W; ++i) xs[i] = -INFINITY;  // a row of -inf at the border of image 0
+  struct Case {
+    std::vector<int64_t> k, s, d, pads;
+    int64_t ceil, order;
+  };
+  for (const Case& t : {Case{{3, 2}, {2, 1}, {1, 2}, {1, 0, 1, 1}, 1, 0}, Case{{3, 2}, {2, 1}, {1, 2}, {1, 0, 1, 1}, 1, 1},
+                        Case{{2, 2}, {1, 1}, {1, 1}, {0, 0, 0, 0}, 0, 0}, Case{{3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 0, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "kernel " << t.k[0] << "x" << t.k[1] << " ceil " << t.ceil << " order " << t.order);
+    std::vector<int64_t> out(2);
+    for (int a = 0; a < 2; ++a) {
+      const int64_t n = a ? W : H, ext = (t.k[a] - 1) * t.d[a] + 1, span = n + t.pads[a] + t.pads[2 + a] - ext;
+      out[a] = t.ceil ? (span + t.s[a] - 1) / t.s[a] + 1 : span / t.s[a] + 1;
+      if (t.ceil && (out[a] - 1) * t.s[a] >= n + t.pads[a]) --out[a];
+    }
+    std::string bytes = model(
+        {node("MaxPool", {"x"}, {"y", "i"}, "pool",
+              {ints_attr("kernel_shape", t.k), ints_attr("strides", t.s), ints_attr("dilations", t.d),
+               ints_attr("pads", t.pads), int_attr("ceil_mode", t.ceil), int_attr("storage_order", t.order)})},
+        {value_info("x", kFloat, {N, C, H, W})},
+        {value_info("y", kFloat, {N, C, out[0], out[1]}), value_info("i", kInt64, {N, C, out[0], out[1]})});
+    ir::Graph g;
+    auto m = import_model(g, bytes);
+    ASSERT_TRUE(m) << m.error().message;
+    auto got = interp::evaluate_reference({m->graph.outputs[0].second, m->graph.outputs[1].second},
+                                          {{m->graph.inputs[0].second, f32({N, C, H, W}, xs)}});
+    ASSERT_TRUE(got) << got.error().message;
+    ASSERT_EQ((*got)[1].shape, (ir::Shape{N, C, out[0], out[1]}));
+    int64_t o = 0;
+    for (int64_t nc = 0; nc < N * C; ++nc)
+      for (int64_t oh = 0; oh < out[0]; ++oh)
+        for (int64_t ow = 0; ow < out[1]; ++ow, ++o) {
+          float best = 0;
+          int64_t at = -1;
+          for (int64_t kh = 0; kh < t.k[0]; ++kh)
+            for (int64_t kw = 0; kw < t.k[1]; ++kw) {
+              const int64_t h = oh * t.s[0] - t.pads[0] + kh * t.d[0], w = ow * t.s[1] - t.pads[1] + kw * t.d[1];
+              if (h < 0 || h >= H || w < 0 || w >= W) continue;
+              const float v = xs[nc * H * W + h * W + w];
+              if (at < 0 || v > best) best = v, at = nc * H * W + (t.order ? h + w * H : h * W + w);
+            }
+          ASSERT_EQ((*got)[0].get(o), best) << "element " << o;
+          ASSERT_EQ((*got)[1].get(o), at) << "element " << o;
+        }
+  }
 }
 
 // `kiln run model.onnx --input name=x.npy` and `kiln dump model.onnx`, on a model from the suite.
