@@ -169,6 +169,7 @@ const OpTable& op_table() {
     add_reduce_ops(t);
     add_index_ops(t);
     add_window_ops(t);
+    add_signal_ops(t);
     return t;
   }();
   return table;

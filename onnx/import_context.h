@@ -104,6 +104,7 @@ void add_tensor_ops(OpTable& table);
 void add_reduce_ops(OpTable& table);
 void add_index_ops(OpTable& table);
 void add_window_ops(OpTable& table);
+void add_signal_ops(OpTable& table);
 
 // Returns the error of an Expected expression; assigns its value to `var`.
 #define KILN_ONNX_TRY(var, expr)                                  \

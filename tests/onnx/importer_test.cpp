@@ -265,6 +265,66 @@ TEST(OnnxImporter, MaxPoolIndicesAreTheFirstMaximumInsideTheInput) {
   }
 }
 
+// DFT against the sum it is, on what the suite's cases leave out: a real signal zero-padded to a
+// longer dft_length with onesided output, and a complex one truncated to a shorter length along
+// axis 2; an axis that names the real/imaginary axis is an error.
+TEST(OnnxImporter, DftPadsTruncatesAndKeepsOneSide) {
+  struct Case {
+    std::vector<int64_t> shape;  // [batch, signal..., 1|2]
+    int64_t axis, length, onesided;
+  };
+  for (const Case& t : {Case{{2, 5, 1}, 1, 8, 1}, Case{{1, 3, 6, 2}, 2, 4, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "axis " << t.axis << " length " << t.length);
+    const int64_t n = t.shape[t.axis], cplx = t.shape.back(), bins = t.onesided ? t.length / 2 + 1 : t.length;
+    std::vector<int64_t> out_shape = t.shape;
+    out_shape[t.axis] = bins;
+    out_shape.back() = 2;
+    int64_t numel = 1;
+    for (int64_t d : t.shape) numel *= d;
+    std::vector<float> xs(numel);
+    for (int64_t i = 0; i < numel; ++i) xs[i] = float((i * 5) % 7) - 3;
+    Msg len;
+    len.varint(2, kInt64).bytes(8, "len");
+    len.bytes(9, std::string_view(reinterpret_cast<const char*>(&t.length), 8));
+    std::string bytes = model({node("DFT", {"x", "len"}, {"y"}, "dft", {int_attr("axis", t.axis), int_attr("onesided", t.onesided)})},
+                              {value_info("x", kFloat, t.shape)}, {value_info("y", kFloat, out_shape)}, {len});
+    ir::Graph g;
+    auto m = import_model(g, bytes);
+    ASSERT_TRUE(m) << m.error().message;
+    std::unordered_map<const ir::Node*, ir::HostTensor> bind;
+    for (const auto& [name, input] : m->graph.inputs)
+      bind.emplace(input, name == "x" ? f32(ir::Shape(t.shape.begin(), t.shape.end()), xs) : m->constants.at(name));
+    auto got = interp::evaluate_reference({m->graph.outputs[0].second}, bind);
+    ASSERT_TRUE(got) << got.error().message;
+    ASSERT_EQ((*got)[0].shape, ir::Shape(out_shape.begin(), out_shape.end()));
+    // Strides of x's axes (the signal axis named `axis`), outer = everything before it.
+    int64_t inner = 1;
+    for (size_t d = t.axis + 1; d < t.shape.size(); ++d) inner *= t.shape[d];
+    const int64_t outer = numel / (n * inner), rest = inner / cplx;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t r = 0; r < rest; ++r)
+        for (int64_t k = 0; k < bins; ++k) {
+          double re = 0, im = 0;
+          for (int64_t j = 0; j < std::min(n, t.length); ++j) {
+            const int64_t at = (o * n + j) * inner + r * cplx;
+            const double a = xs[at], b = cplx == 2 ? xs[at + 1] : 0, th = 2 * M_PI * double(j * k) / double(t.length);
+            re += a * std::cos(th) + b * std::sin(th);
+            im += b * std::cos(th) - a * std::sin(th);
+          }
+          const int64_t y = ((o * bins + k) * rest + r) * 2;
+          EXPECT_NEAR((*got)[0].get(y), re, 1e-4) << "bin " << k;
+          EXPECT_NEAR((*got)[0].get(y + 1), im, 1e-4) << "bin " << k;
+        }
+  }
+  std::string bad = model({node("DFT", {"x"}, {"y"}, "dft", {int_attr("axis", 2)})}, {value_info("x", kFloat, {1, 4, 2})},
+                          {value_info("y", kFloat, {})});
+  ir::Graph g;
+  auto m = import_model(g, bad);
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().message.find("onnx: node 0 'dft' (DFT): axis 2 is not a signal axis of rank 3"), std::string::npos)
+      << m.error().message;
+}
+
 // `kiln run model.onnx --input name=x.npy` and `kiln dump model.onnx`, on a model from the suite.
 TEST(OnnxCli, RunsAndDumpsAnOnnxModel) {
   const std::string dir = "/usr/share/libonnx-testdata/data/node/test_add_bcast";
