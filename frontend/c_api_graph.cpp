@@ -83,7 +83,7 @@ void kiln_graph_release(kiln_graph graph) {
 
 kiln_status kiln_graph_counts(kiln_graph graph, int32_t* inputs, int32_t* outputs) {
   if (!graph) return null_argument(__func__, "graph");
-  if (inputs) *inputs = static_cast<int32_t>(graph->file->kg.inputs.size());
+  if (inputs) *inputs = static_cast<int32_t>(graph->file->callable_inputs());
   if (outputs) *outputs = static_cast<int32_t>(graph->file->kg.outputs.size());
   return KILN_OK;
 }
@@ -92,7 +92,8 @@ kiln_status kiln_graph_input(kiln_graph graph, int32_t index, const char** name,
                              int32_t* rank) {
   if (!graph) return null_argument(__func__, "graph");
   const auto& inputs = graph->file->kg.inputs;
-  if (kiln_status s = check_index(__func__, "input", index, inputs.size()); s != KILN_OK) return s;
+  if (kiln_status s = check_index(__func__, "input", index, graph->file->callable_inputs()); s != KILN_OK)
+    return s;
   const auto& [input_name, node] = inputs[static_cast<size_t>(index)];
   if (name) *name = input_name.c_str();
   if (dtype) *dtype = static_cast<kiln_dtype>(node->dtype);
@@ -104,7 +105,8 @@ kiln_status kiln_graph_input_shape(kiln_graph graph, int32_t index, int64_t* dim
                                    int32_t capacity) {
   if (!graph) return null_argument(__func__, "graph");
   const auto& inputs = graph->file->kg.inputs;
-  if (kiln_status s = check_index(__func__, "input", index, inputs.size()); s != KILN_OK) return s;
+  if (kiln_status s = check_index(__func__, "input", index, graph->file->callable_inputs()); s != KILN_OK)
+    return s;
   const kiln::Shape& shape = inputs[static_cast<size_t>(index)].second->shape;
   if (capacity < 0 || static_cast<size_t>(capacity) < shape.size())
     return fail(

@@ -7,8 +7,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <unordered_map>
 
+#include "onnx/importer.h"
 #include "tensor_impl.h"
 
 namespace kiln::detail {
@@ -22,35 +24,39 @@ Expected<std::shared_ptr<const KgFile>> finish(std::shared_ptr<KgFile> file,
   return file;
 }
 
-std::string declared_inputs(const ir::KgGraph& kg) {
+std::string declared_inputs(const KgFile& file) {
   std::vector<std::string> names;
-  for (const auto& [name, node] : kg.inputs)
+  for (size_t i = 0; i < file.callable_inputs(); ++i) {
+    const auto& [name, node] = file.kg.inputs[i];
     names.push_back(
         fmt::format("%{}: {}{}", name, ir::dtype_name(node->dtype), ir::shape_str(node->shape)));
+  }
   return names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "));
 }
 
-// inputs in declaration order, from `names` (or positions without names).
-Expected<std::vector<const Tensor*>> bind(const ir::KgGraph& kg,
+// The callable inputs in declaration order, from `names` (or positions without names).
+Expected<std::vector<const Tensor*>> bind(const KgFile& file,
                                           std::span<const std::string_view> names,
                                           std::span<const Tensor> inputs) {
-  const size_t count = kg.inputs.size();
+  const ir::KgGraph& kg = file.kg;
+  const size_t count = file.callable_inputs();
   if (!names.empty() && names.size() != inputs.size())
     return make_error(fmt::format("{} input names for {} tensors", names.size(), inputs.size()));
   if (inputs.size() != count)
     return make_error(fmt::format("the graph takes {} input{} ({}), {} given", count,
-                                  count == 1 ? "" : "s", declared_inputs(kg), inputs.size()));
+                                  count == 1 ? "" : "s", declared_inputs(file), inputs.size()));
   std::vector<const Tensor*> bound(count, nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {
     size_t at = i;
     if (!names.empty()) {
       std::string_view name = names[i];
       if (name.starts_with('%')) name.remove_prefix(1);
-      auto it = std::find_if(kg.inputs.begin(), kg.inputs.end(),
+      auto end = kg.inputs.begin() + static_cast<std::ptrdiff_t>(count);
+      auto it = std::find_if(kg.inputs.begin(), end,
                              [&](const ir::NamedNode& in) { return in.first == name; });
-      if (it == kg.inputs.end())
+      if (it == end)
         return make_error(
-            fmt::format("the graph has no input %{} (its inputs: {})", name, declared_inputs(kg)));
+            fmt::format("the graph has no input %{} (its inputs: {})", name, declared_inputs(file)));
       at = static_cast<size_t>(it - kg.inputs.begin());
       if (bound[at]) return make_error(fmt::format("input %{} is bound twice", name));
     }
@@ -92,9 +98,40 @@ std::unordered_map<const ir::Node*, const ir::Node*> copy_kg(
 
 Expected<std::shared_ptr<const KgFile>> read_kg_file(const std::string& path) {
   auto file = std::make_shared<KgFile>();
-  auto kg = ir::read_kg_file(file->graph, path);
-  return finish(std::move(file), std::move(kg));
+  if (std::filesystem::path(path).extension() != ".onnx")
+    return finish(std::move(file), ir::read_kg_file(file->graph, path));
+  auto model = onnx::import_model_file(file->graph, path);
+  if (!model) return make_error(fmt::format("{}: {}", path, model.error().message));
+  // The importer lists the model's inputs first, then the constants it binds.
+  for (const auto& [name, node] : model->graph.inputs) {
+    auto it = model->constants.find(name);
+    if (it != model->constants.end()) {
+      file->constants.push_back(std::move(it->second));
+      continue;
+    }
+    KILN_CHECK(file->constants.empty()) << "input %" << name << " after the model's constants";
+  }
+  file->kg = std::move(model->graph);
+  return std::shared_ptr<const KgFile>(std::move(file));
 }
+
+namespace {
+
+// The file's constants as tensors of `device`, made once per device.
+std::vector<Tensor> constants_on(const KgFile& file, const Device& device) {
+  if (file.constants.empty()) return {};
+  const std::shared_ptr<DeviceState>& state = TensorImpl::state_of(device);
+  std::lock_guard lock(file.mu);
+  std::erase_if(file.device_constants, [](const auto& entry) { return entry.first.expired(); });
+  for (const auto& [owner, tensors] : file.device_constants)
+    if (owner.lock() == state) return tensors;
+  std::vector<Tensor> tensors;
+  for (const ir::HostTensor& t : file.constants) tensors.push_back(Tensor::from_host(device, t));
+  file.device_constants.emplace_back(state, tensors);
+  return tensors;
+}
+
+}  // namespace
 
 Expected<std::shared_ptr<const KgFile>> read_kg_text(std::string_view text,
                                                      std::string_view filename) {
@@ -109,8 +146,13 @@ Expected<std::vector<Tensor>> call_kg(const Device& device,
                                       std::span<const Tensor> inputs) {
   const std::shared_ptr<DeviceState>& state = TensorImpl::state_of(device);
   if (!state) return make_error("the device is not open");
-  auto bound = bind(file->kg, names, inputs);
+  auto bound = bind(*file, names, inputs);
   if (!bound) return std::unexpected(bound.error());
+  const std::vector<Tensor> constants = constants_on(*file, device);
+  for (const Tensor& t : constants) {
+    if (const Error* e = t.error()) return make_error(fmt::format("a constant of the graph: {}", e->message));
+    bound->push_back(&t);
+  }
   std::vector<Tensor> outputs;
   for (const auto& [name, node] : file->kg.outputs) {
     Tensor t = TensorImpl::apply(

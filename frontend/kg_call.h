@@ -1,8 +1,10 @@
-// Internal: a `.kg` graph file recorded as lazy tensors, its outputs computed from tensors bound to
-// its inputs by name (the C API's kiln_graph_*; `kiln run` binds .npy files the same way).
+// Internal: a graph file (`.kg`, or an ONNX model) recorded as lazy tensors, its outputs computed
+// from tensors bound to its inputs by name (kiln::Graph, the C API's kiln_graph_*; `kiln run`
+// binds .npy files the same way).
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,14 +17,28 @@
 
 namespace kiln::detail {
 
-// A graph read once and never changed afterwards, so any number of threads may call it at once.
-// The tensors it records share it (each output's recipe holds it).
+struct DeviceState;
+
+// A graph read once and never changed afterwards (but for the constants' device copies, made
+// under `mu`), so any number of threads may call it at once. The tensors it records share it
+// (each output's recipe holds it).
 struct KgFile {
   ir::Graph graph;
   ir::KgGraph kg;
+  // The last constants.size() inputs of `kg` are bound by the file itself, in this order (an
+  // ONNX model's initializers and constants); callers bind the others, the callable inputs.
+  std::vector<ir::HostTensor> constants;
+  size_t callable_inputs() const { return kg.inputs.size() - constants.size(); }
+
+  // The constants as tensors of each device the file was called on: copied there at the first
+  // call, and kept (with the device) while the file lives, so that later calls copy nothing.
+  mutable std::mutex mu;
+  mutable std::vector<std::pair<std::weak_ptr<DeviceState>, std::vector<Tensor>>> device_constants;
 };
 
-// Reads a `.kg` file, or `.kg` text (errors name `filename`: "FILE:LINE:COL: error: WHAT").
+// Reads a graph file by its extension: an ONNX model (`.onnx`, docs/onnx.md; every dimension of
+// its inputs must be fixed) or `.kg` text. Errors name the file (for `.kg`,
+// "FILE:LINE:COL: error: WHAT"; for ONNX, the node).
 Expected<std::shared_ptr<const KgFile>> read_kg_file(const std::string& path);
 Expected<std::shared_ptr<const KgFile>> read_kg_text(std::string_view text,
                                                      std::string_view filename);
@@ -36,8 +52,9 @@ std::unordered_map<const ir::Node*, const ir::Node*> copy_kg(
 
 // The graph's outputs (in its `output` order) as tensors of `device`, recorded, not run: like any
 // op, each is a recipe until realized, and realizing several at once shares their common values.
-// `inputs[i]` is bound to the graph input named `names[i]` (no '%'); with no names, the inputs are
-// in declaration order. Every input must be bound once, with the dtype and shape it declares.
+// `inputs[i]` is bound to the graph input named `names[i]` (no '%'); with no names, the callable
+// inputs are in declaration order. Every callable input must be bound once, with the dtype and
+// shape it declares; the file binds its constants itself.
 Expected<std::vector<Tensor>> call_kg(const Device& device,
                                       const std::shared_ptr<const KgFile>& file,
                                       std::span<const std::string_view> names,

@@ -53,6 +53,7 @@ using ir::Shape;
 namespace detail {
 struct DeviceState;
 struct TensorImpl;
+struct KgFile;
 }  // namespace detail
 
 struct RealizeStats {
@@ -215,6 +216,41 @@ KILN_EXPORT Tensor operator+(double a, const Tensor& b);
 KILN_EXPORT Tensor operator-(double a, const Tensor& b);
 KILN_EXPORT Tensor operator*(double a, const Tensor& b);
 KILN_EXPORT Tensor operator/(double a, const Tensor& b);
+
+// A graph file, read once: `.kg` text (docs/graph-format.md) or an ONNX model (`.onnx`,
+// docs/onnx.md; it binds its own initializers and constants, copied to each device at the first
+// call there and kept while the graph or a tensor it recorded lives; every dimension of its
+// inputs must be fixed). Called on tensors like an op: any number of times, from any number of
+// threads at once. Copies share the file.
+struct GraphInput {
+  std::string name;  // without '%'
+  DType dtype;
+  Shape shape;
+};
+
+class KILN_EXPORT Graph {
+ public:
+  // Errors name the file and where: "FILE:LINE:COL: error: WHAT" for `.kg`, the node for ONNX.
+  static Expected<Graph> load(const std::string& path);
+  static Expected<Graph> parse(std::string_view kg_text, std::string_view filename = "<text>");
+  // The inputs a call binds, in declaration order, and the outputs' names, in `output` order.
+  std::vector<GraphInput> inputs() const;
+  std::vector<std::string> outputs() const;
+  // The outputs as tensors of `device`, recorded over `inputs` (in the order inputs() lists them),
+  // not run: realize them together to compute their common values once. Each input must have the
+  // declared dtype and shape; otherwise the error names the input and what it expects.
+  Expected<std::vector<Tensor>> call(const Device& device, const std::vector<Tensor>& inputs) const;
+  // The same with each tensor bound to the input it names (a leading '%' is allowed).
+  Expected<std::vector<Tensor>> call(const Device& device,
+                                     const std::vector<std::pair<std::string, Tensor>>& inputs) const;
+  // What realizing the outputs on `device` would run, as `kiln dump --stage STAGE [--why]` shows
+  // it: "graph", "groups", "kernels", "analyze" or "source".
+  Expected<std::string> dump(const Device& device, std::string_view stage, bool why = false) const;
+
+ private:
+  explicit Graph(std::shared_ptr<const detail::KgFile> file) : file_(std::move(file)) {}
+  std::shared_ptr<const detail::KgFile> file_;
+};
 
 template <class T>
 Expected<std::vector<T>> Tensor::to_vector() {

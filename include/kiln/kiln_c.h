@@ -288,14 +288,17 @@ KILN_EXPORT kiln_status kiln_attention(kiln_tensor q, kiln_tensor k, kiln_tensor
  * kiln_graph_release; the tensors it recorded keep what they need of it. */
 typedef struct kiln_graph_s* kiln_graph;
 
-/* Reads a .kg file. A file that cannot be read, or is not a valid graph, is
- * KILN_ERROR_INVALID_ARGUMENT with the message "FILE:LINE:COL: error: WHAT". */
+/* Reads a graph file by its extension: `.onnx`, an ONNX model (docs/onnx.md: its initializers
+ * and constants are bound by the graph itself, copied to each device at its first call there and
+ * kept while the graph lives; every dimension of its inputs must be fixed), or `.kg` text. A file
+ * that cannot be read, or is not a valid graph, is KILN_ERROR_INVALID_ARGUMENT with the message
+ * "FILE:LINE:COL: error: WHAT" (for a model, "FILE: onnx: node N 'NAME' (OP): WHAT"). */
 KILN_EXPORT kiln_status kiln_graph_load(const char* path, kiln_graph* out);
 /* The same for .kg text (NUL-terminated); `filename` names it in messages (NULL: "<text>"). */
 KILN_EXPORT kiln_status kiln_graph_parse(const char* text, const char* filename, kiln_graph* out);
 KILN_EXPORT void kiln_graph_release(kiln_graph graph);
-/* How many inputs (in declaration order) and outputs (in `output` order) the graph has; either
- * pointer may be NULL. */
+/* How many inputs (in declaration order; for an ONNX model, those it does not bind itself) and
+ * outputs (in `output` order) the graph has; either pointer may be NULL. */
 KILN_EXPORT kiln_status kiln_graph_counts(kiln_graph graph, int32_t* inputs, int32_t* outputs);
 /* Input `index`: its name (without '%'; valid while the graph handle is), dtype and rank; each
  * pointer may be NULL. An index out of range is KILN_ERROR_INVALID_ARGUMENT. */

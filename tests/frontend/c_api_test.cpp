@@ -4,6 +4,8 @@
 // ctest runs the suite again on vulkan:0).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <kiln/kiln.h>
 #include <kiln/kiln_c.h>
 
@@ -398,6 +400,56 @@ TEST(CApi, GraphFilesAreCalledOnTensorsByInputName) {
   // Realized in one request, one plan for both: a kernel per output shape at most.
   EXPECT_GE(stats.kernels, 1);
   EXPECT_LE(stats.kernels, 2);
+}
+
+// An ONNX model through kiln_graph_load: its initializers (the weight and bias of a Linear) are
+// bound by the graph, so the caller sees and binds the one data input; with x = 0 every row of the
+// result is the bias.
+TEST(CApi, OnnxModelsLoadWithTheirInitializersBound) {
+  const char* path = "/usr/share/libonnx-testdata/data/pytorch-converted/test_Linear/model.onnx";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "libonnx-testdata is not installed";
+  CDevice d;
+  OPEN_OR_SKIP(d);
+  kiln_graph g = nullptr;
+  C_OK(kiln_graph_load(path, &g));
+  int32_t inputs = 0, outputs = 0;
+  C_OK(kiln_graph_counts(g, &inputs, &outputs));
+  EXPECT_EQ(inputs, 1);
+  EXPECT_EQ(outputs, 1);
+  const char* name = nullptr;
+  int32_t rank = 0;
+  C_OK(kiln_graph_input(g, 0, &name, nullptr, &rank));
+  EXPECT_STREQ(name, "0");  // as the model names it
+  ASSERT_EQ(rank, 2);
+  EXPECT_EQ(kiln_graph_input(g, 1, &name, nullptr, &rank), KILN_ERROR_INVALID_ARGUMENT) << "in1 is a weight";
+  int64_t dims[2] = {0, 0};
+  C_OK(kiln_graph_input_shape(g, 0, dims, 2));
+  Handles h;
+  const std::vector<float> zeros(dims[0] * dims[1], 0.f);
+  kiln_tensor x, y = nullptr;
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, dims, 2, zeros.data(), zeros.size() * 4, &x));
+  h.keep(x);
+  C_OK(kiln_graph_call(d.dev, g, nullptr, &x, 1, &y, 1));
+  h.keep(y);
+  kiln_graph_release(g);
+  C_OK(kiln_realize(&y, 1));
+  int64_t ydims[2] = {0, 0};
+  int32_t yrank = 0;
+  C_OK(kiln_tensor_rank(y, &yrank));
+  ASSERT_EQ(yrank, 2);
+  C_OK(kiln_tensor_shape(y, ydims, 2));
+  std::vector<float> out(ydims[0] * ydims[1]);
+  C_OK(kiln_tensor_to_host(y, out.data(), out.size() * 4));
+  double norm = 0;
+  for (int64_t r = 0; r < ydims[0]; ++r)
+    for (int64_t c = 0; c < ydims[1]; ++c) {
+      EXPECT_EQ(out[r * ydims[1] + c], out[c]) << r << "," << c;
+      norm += std::abs(out[c]);
+    }
+  EXPECT_GT(norm, 0) << "the bias is not all zero";
+  kiln_graph bad = nullptr;
+  EXPECT_EQ(kiln_graph_load("/nonexistent/m.onnx", &bad), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("/nonexistent/m.onnx"), std::string::npos) << kiln_last_error();
 }
 
 TEST(CApi, GraphFailuresSayWhatTheGraphExpects) {

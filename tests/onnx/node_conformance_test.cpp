@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "kiln/kiln.h"
 #include "onnx/importer.h"
 #include "onnx/proto.h"
 #include "runtime/device.h"
@@ -220,6 +221,52 @@ std::string table(const std::vector<CaseResult>& results, const std::string& dev
                        row.unsupported, row.error, why);
   }
   return out + std::string(kEnd) + "\n";
+}
+
+// Models with initializers through the public API (kiln::Graph, which kiln_graph_load and Python's
+// kiln.run_graph share): loaded once, the initializers bound by the graph itself, called twice on
+// one device with the inputs by name.
+TEST(OnnxThroughTheApi, ModelsWithInitializersMatchTheSuite) {
+  const char* env = std::getenv("KILN_TEST_DEVICE");
+  kiln::Options options;
+  options.settings = {{"compilation.cache", "none"}, {"autotune.enabled", "false"}, {"cpu_rates", "reference"}};
+  auto device = kiln::Device::open(env ? env : "cpu", options);
+  if (!device && env) GTEST_SKIP() << device.error().message;
+  ASSERT_TRUE(device) << device.error().message;
+  for (const char* name : {"pytorch-converted/test_Conv2d", "pytorch-converted/test_Linear",
+                           "pytorch-converted/test_BatchNorm2d_eval", "pytorch-converted/test_PReLU_1d"}) {
+    SCOPED_TRACE(name);
+    const fs::path dir = fs::path(kDataDir) / name;
+    ASSERT_TRUE(fs::exists(dir / "model.onnx")) << "install libonnx-testdata";
+    auto graph = kiln::Graph::load((dir / "model.onnx").string());
+    ASSERT_TRUE(graph) << graph.error().message;
+    auto parsed = parse_model(read_bytes(dir / "model.onnx"));
+    ASSERT_TRUE(parsed) << parsed.error().message;
+    ASSERT_FALSE(parsed->graph.initializers.empty()) << "a case without initializers tests nothing here";
+    ASSERT_EQ(graph->inputs().size(), 1u) << "the initializers are not inputs a caller binds";
+    auto in = parse_tensor(read_bytes(dir / "test_data_set_0/input_0.pb"));
+    auto want = parse_tensor(read_bytes(dir / "test_data_set_0/output_0.pb"));
+    ASSERT_TRUE(in && want);
+    auto x = to_host_tensor(*in), y = to_host_tensor(*want);
+    ASSERT_TRUE(x && y);
+    for (int call = 0; call < 2; ++call) {
+      auto outs = graph->call(*device, {{graph->inputs()[0].name, kiln::Tensor::from_host(*device, *x)}});
+      ASSERT_TRUE(outs) << outs.error().message;
+      ASSERT_EQ(outs->size(), 1u);
+      auto got = (*outs)[0].to_host();
+      ASSERT_TRUE(got) << got.error().message;
+      EXPECT_EQ(compare(*got, *y, graph->outputs()[0]), "") << "call " << call;
+    }
+    auto wrong = graph->call(*device, {{"no_such_input", kiln::Tensor::from_host(*device, *x)}});
+    ASSERT_FALSE(wrong);
+    EXPECT_NE(wrong.error().message.find("the graph has no input %no_such_input (its inputs: %" +
+                                         graph->inputs()[0].name + ": "),
+              std::string::npos)
+        << wrong.error().message;
+  }
+  auto missing = kiln::Graph::load("/nonexistent/m.onnx");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("/nonexistent/m.onnx"), std::string::npos) << missing.error().message;
 }
 
 TEST(OnnxNodeTests, NoWrongResultAndNoFewerPasses) {

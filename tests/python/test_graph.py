@@ -119,3 +119,67 @@ def test_dump_of_pending_tensors_runs_nothing():
                  np.float32)
     with pytest.raises(TypeError, match="dump takes a .kg path, a kiln.Graph or kiln.Tensors"):
         kiln.dump([y, 3])
+
+
+ONNX_DATA = "/usr/share/libonnx-testdata/data"
+
+
+def _read_tensor_pb(path):
+    """A float32 TensorProto with raw_data (as ONNX's test data stores it), read by hand: dims
+    (field 1), data_type (2, must be 1 = FLOAT), raw_data (9)."""
+    b = open(path, "rb").read()
+    pos, dims, raw, dtype = 0, [], None, None
+
+    def varint():
+        nonlocal pos
+        v, shift = 0, 0
+        while True:
+            byte = b[pos]
+            pos += 1
+            v |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return v
+
+    while pos < len(b):
+        key = varint()
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            v = varint()
+            if field == 1:
+                dims.append(v)
+            elif field == 2:
+                dtype = v
+        elif wire == 2:
+            n = varint()
+            chunk, pos = b[pos:pos + n], pos + n
+            if field == 9:
+                raw = chunk
+            elif field == 1:  # packed dims
+                save, b2 = pos, b
+                b, pos = chunk, 0
+                while pos < len(b):
+                    dims.append(varint())
+                b, pos = b2, save
+        else:
+            raise AssertionError(f"unexpected wire type {wire} in {path}")
+    assert dtype == 1 and raw is not None, path
+    return np.frombuffer(raw, dtype=np.float32).reshape(dims)
+
+
+@pytest.mark.parametrize("case", ["test_Conv2d", "test_Linear"])
+def test_run_graph_on_an_onnx_model_with_initializers(case):
+    import os
+    d = f"{ONNX_DATA}/pytorch-converted/{case}"
+    if not os.path.exists(f"{d}/model.onnx"):
+        pytest.skip("libonnx-testdata is not installed")
+    g = kiln.Graph(f"{d}/model.onnx")
+    assert len(g.inputs) == 1, "the model's initializers are bound by the graph, not the caller"
+    x = _read_tensor_pb(f"{d}/test_data_set_0/input_0.pb")
+    want = _read_tensor_pb(f"{d}/test_data_set_0/output_0.pb")
+    dev = open_test_device()
+    outs = kiln.run_graph(g, {g.inputs[0].name: x}, device=dev)
+    assert list(outs) == g.outputs
+    got = np.asarray(outs[g.outputs[0]])
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-5)
