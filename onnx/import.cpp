@@ -170,6 +170,7 @@ const OpTable& op_table() {
     add_index_ops(t);
     add_window_ops(t);
     add_signal_ops(t);
+    add_einsum_ops(t);
     return t;
   }();
   return table;

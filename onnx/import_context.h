@@ -105,6 +105,7 @@ void add_reduce_ops(OpTable& table);
 void add_index_ops(OpTable& table);
 void add_window_ops(OpTable& table);
 void add_signal_ops(OpTable& table);
+void add_einsum_ops(OpTable& table);
 
 // Returns the error of an Expected expression; assigns its value to `var`.
 #define KILN_ONNX_TRY(var, expr)                                  \

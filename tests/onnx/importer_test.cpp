@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <tuple>
 #include <fstream>
 
 #include "interp/reference.h"
@@ -323,6 +325,111 @@ TEST(OnnxImporter, DftPadsTruncatesAndKeepsOneSide) {
   ASSERT_FALSE(m);
   EXPECT_NE(m.error().message.find("onnx: node 0 'dft' (DFT): axis 2 is not a signal axis of rank 3"), std::string::npos)
       << m.error().message;
+}
+
+// Einsum against a brute-force sum over every assignment of its labels (letters only; an
+// ellipsis case is checked against the same equation with letters in its place): diagonals,
+// traces, implicit outputs, three operands, broadcasting ellipses; and its errors.
+TEST(OnnxImporter, EinsumMatchesTheSumItWrites) {
+  struct Case {
+    std::string equation, letters;  // `letters`: the equation for the brute force
+    std::vector<std::vector<int64_t>> shapes;
+  };
+  const std::vector<Case> cases = {
+      {"ii->i", "ii->i", {{3, 3}}},
+      {"ii", "ii->", {{4, 4}}},
+      {"ij,jk,kl->il", "ij,jk,kl->il", {{2, 3}, {3, 4}, {4, 2}}},
+      {"bij,bkj", "bij,bkj->ik", {{2, 3, 4}, {2, 5, 4}}},  // implicit: b occurs twice, so it is summed
+      {"iij->ji", "iij->ji", {{3, 3, 2}}},
+      {"...ij,...jk->...ik", "zij,zjk->zik", {{2, 3, 4}, {2, 4, 5}}},
+      {"...ij,jk", "zyij,jk->zyik", {{2, 3, 2, 4}, {4, 3}}},
+      {"i,j->ij", "i,j->ij", {{3}, {4}}},
+  };
+  for (const Case& t : cases) {
+    SCOPED_TRACE(t.equation);
+    std::vector<Msg> inputs;
+    std::vector<std::string> names;
+    for (size_t i = 0; i < t.shapes.size(); ++i) {
+      names.push_back("x" + std::to_string(i));
+      inputs.push_back(value_info(names.back(), kFloat, t.shapes[i]));
+    }
+    Msg eq;
+    eq.bytes(1, "equation").bytes(4, t.equation).varint(20, 3);
+    std::string bytes = model({node("Einsum", names, {"y"}, "einsum", {eq})}, inputs, {value_info("y", kFloat, {})}, {}, 12);
+    ir::Graph g;
+    auto m = import_model(g, bytes);
+    ASSERT_TRUE(m) << m.error().message;
+    std::unordered_map<const ir::Node*, ir::HostTensor> bind;
+    std::vector<ir::HostTensor> xs;
+    for (size_t i = 0; i < t.shapes.size(); ++i) {
+      ir::HostTensor x = ir::HostTensor::zeros(ir::DType::f32, ir::Shape(t.shapes[i].begin(), t.shapes[i].end()));
+      for (int64_t k = 0; k < x.numel(); ++k) x.set(k, double((k * 3 + int64_t(i) * 5) % 7) - 3);
+      bind.emplace(m->graph.inputs[i].second, x);
+      xs.push_back(std::move(x));
+    }
+    auto got = interp::evaluate_reference({m->graph.outputs[0].second}, bind);
+    ASSERT_TRUE(got) << got.error().message;
+    // The brute force over t.letters.
+    const size_t arrow = t.letters.find("->");
+    std::vector<std::string> terms;
+    for (size_t start = 0;;) {
+      const size_t comma = t.letters.find(',', start);
+      terms.push_back(t.letters.substr(start, (comma == std::string::npos ? arrow : comma) - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    const std::string out = t.letters.substr(arrow + 2);
+    std::map<char, int64_t> extent;
+    for (size_t i = 0; i < terms.size(); ++i)
+      for (size_t a = 0; a < terms[i].size(); ++a) extent[terms[i][a]] = t.shapes[i][a];
+    ir::Shape out_shape;
+    for (char ch : out) out_shape.push_back(extent.at(ch));
+    ASSERT_EQ((*got)[0].shape, out_shape);
+    std::vector<double> want(size_t(ir::shape_numel(out_shape)), 0.0);
+    std::vector<char> labels;
+    for (const auto& [ch, n] : extent) labels.push_back(ch);
+    std::map<char, int64_t> at;
+    for (char ch : labels) at[ch] = 0;
+    for (bool more = true; more;) {
+      double p = 1;
+      for (size_t i = 0; i < terms.size(); ++i) {
+        int64_t flat = 0;
+        for (size_t a = 0; a < terms[i].size(); ++a) flat = flat * t.shapes[i][a] + at[terms[i][a]];
+        p *= xs[i].get(flat);
+      }
+      int64_t o = 0;
+      for (char ch : out) o = o * extent[ch] + at[ch];
+      want[size_t(o)] += p;
+      more = false;
+      for (size_t k = labels.size(); k-- > 0;) {
+        if (++at[labels[k]] < extent[labels[k]]) {
+          more = true;
+          break;
+        }
+        at[labels[k]] = 0;
+      }
+    }
+    for (size_t k = 0; k < want.size(); ++k) ASSERT_NEAR((*got)[0].get(int64_t(k)), want[k], 1e-4) << "element " << k;
+  }
+  for (const auto& [equation, shapes, error] :
+       std::vector<std::tuple<std::string, std::vector<std::vector<int64_t>>, std::string>>{
+           {"ij,jk->ik", {{2, 3}, {4, 5}}, "label 'j' has extents 3 and 4"},
+           {"ij->ik", {{2, 3}}, "output label 'k' is in no input"},
+           {"ijk->i", {{2, 3}}, "term 'ijk' has 3 labels for an operand of 2 axes"},
+           {"ij,jk", {{2, 3}}, "equation 'ij,jk' has 2 terms for 1 inputs"}}) {
+    std::vector<Msg> inputs;
+    std::vector<std::string> names;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      names.push_back("x" + std::to_string(i));
+      inputs.push_back(value_info(names.back(), kFloat, shapes[i]));
+    }
+    Msg eq;
+    eq.bytes(1, "equation").bytes(4, equation).varint(20, 3);
+    ir::Graph g;
+    auto m = import_model(g, model({node("Einsum", names, {"y"}, "e", {eq})}, inputs, {value_info("y", kFloat, {})}, {}, 12));
+    ASSERT_FALSE(m) << equation;
+    EXPECT_NE(m.error().message.find("onnx: node 0 'e' (Einsum): " + error), std::string::npos) << m.error().message;
+  }
 }
 
 // `kiln run model.onnx --input name=x.npy` and `kiln dump model.onnx`, on a model from the suite.
