@@ -171,6 +171,7 @@ const OpTable& op_table() {
     add_window_ops(t);
     add_signal_ops(t);
     add_einsum_ops(t);
+    add_quant_ops(t);
     return t;
   }();
   return table;

@@ -106,6 +106,7 @@ void add_index_ops(OpTable& table);
 void add_window_ops(OpTable& table);
 void add_signal_ops(OpTable& table);
 void add_einsum_ops(OpTable& table);
+void add_quant_ops(OpTable& table);
 
 // Returns the error of an Expected expression; assigns its value to `var`.
 #define KILN_ONNX_TRY(var, expr)                                  \
@@ -115,6 +116,26 @@ void add_einsum_ops(OpTable& table);
   var = std::move(*KILN_ONNX_CAT(onnx_try_, __LINE__))
 #define KILN_ONNX_CAT2(a, b) a##b
 #define KILN_ONNX_CAT(a, b) KILN_ONNX_CAT2(a, b)
+
+// Builder calls whose errors are unsupported uses (Context::check), with scalar operands of the
+// other operand's dtype.
+struct Expr {
+  Context& c;
+  Expected<const ir::Node*> k(double v, ir::DType t) { return c.check(c.b().scalar(v, t)); }
+  Expected<const ir::Node*> bin(ir::Op op, const ir::Node* a, const ir::Node* b) {
+    return c.check(c.b().binary(op, a, b));
+  }
+  Expected<const ir::Node*> bin(ir::Op op, const ir::Node* a, double v) {
+    KILN_ONNX_TRY(const ir::Node* s, k(v, a->dtype));
+    return bin(op, a, s);
+  }
+  Expected<const ir::Node*> un(ir::Op op, const ir::Node* a) { return c.check(c.b().unary(op, a)); }
+};
+
+// Shared lowerings of several importers: round half to even (a float x; ops_elementwise.cpp), and
+// Conv of x by weights w with an optional bias, reading Conv's attributes (ops_window.cpp).
+Expected<const ir::Node*> round_half_even(Context& c, const ir::Node* x);
+Expected<const ir::Node*> conv_of(Context& c, const ir::Node* x, const ir::Node* w, const ir::Node* bias);
 
 // The one output of an op built by `r` (checked).
 inline Outs one(Context& c, ir::NodeResult r) {

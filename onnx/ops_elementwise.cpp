@@ -47,18 +47,6 @@ OpImporter binary(Op op) {
 }
 
 // Helpers for activations written as small expressions of x.
-struct Expr {
-  Context& c;
-  Expected<const ir::Node*> k(double v, ir::DType t) { return c.check(c.b().scalar(v, t)); }
-  Expected<const ir::Node*> bin(Op op, const ir::Node* a, const ir::Node* b) {
-    return c.check(c.b().binary(op, a, b));
-  }
-  Expected<const ir::Node*> bin(Op op, const ir::Node* a, double v) {
-    KILN_ONNX_TRY(const ir::Node* s, k(v, a->dtype));
-    return bin(op, a, s);
-  }
-  Expected<const ir::Node*> un(Op op, const ir::Node* a) { return c.check(c.b().unary(op, a)); }
-};
 
 // Integer Div truncates toward zero in ONNX (C semantics); kiln's integer div floors (numpy):
 // sign(a) * sign(b) * (|a| floordiv |b|) truncates.
@@ -355,23 +343,11 @@ OpImporter hyperbolic(Hyper kind) {
   };
 }
 
-// Round half to even: floor, then up past .5, and at exactly .5 to the even neighbour.
 Outs round(Context& c) {
   const ir::Node* x;
   if (auto r = float_input(c, x); !r) return r;
-  Expr e{c};
-  KILN_ONNX_TRY(const ir::Node* f, e.un(Op::Floor, x));
-  KILN_ONNX_TRY(const ir::Node* d, e.bin(Op::Sub, x, f));
-  KILN_ONNX_TRY(const ir::Node* f1, e.bin(Op::Add, f, 1.0));
-  KILN_ONNX_TRY(const ir::Node* h, e.bin(Op::Mul, f, 0.5));
-  KILN_ONNX_TRY(const ir::Node* hf, e.un(Op::Floor, h));
-  KILN_ONNX_TRY(const ir::Node* hf2, e.bin(Op::Mul, hf, 2.0));
-  KILN_ONNX_TRY(const ir::Node* odd, e.bin(Op::Sub, f, hf2));  // 0 or 1
-  KILN_ONNX_TRY(const ir::Node* even, e.bin(Op::Add, f, odd));
-  KILN_ONNX_TRY(const ir::Node* up, e.bin(Op::Gt, d, 0.5));
-  KILN_ONNX_TRY(const ir::Node* down, e.bin(Op::Lt, d, 0.5));
-  KILN_ONNX_TRY(const ir::Node* lo, c.check(c.b().where(down, f, even)));
-  return one(c, c.b().where(up, f1, lo));
+  KILN_ONNX_TRY(const ir::Node* y, round_half_even(c, x));
+  return std::vector<Value>{c.out(y)};
 }
 
 // Mod: fmod=0 takes the divisor's sign (integers: a - floor(a / b) * b, kiln's integer division
@@ -438,6 +414,23 @@ Outs clip(Context& c) {
 }
 
 }  // namespace
+
+// Round half to even: floor, then up past .5, and at exactly .5 to the even neighbour.
+Expected<const ir::Node*> round_half_even(Context& c, const ir::Node* x) {
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* f, e.un(Op::Floor, x));
+  KILN_ONNX_TRY(const ir::Node* d, e.bin(Op::Sub, x, f));
+  KILN_ONNX_TRY(const ir::Node* f1, e.bin(Op::Add, f, 1.0));
+  KILN_ONNX_TRY(const ir::Node* h, e.bin(Op::Mul, f, 0.5));
+  KILN_ONNX_TRY(const ir::Node* hf, e.un(Op::Floor, h));
+  KILN_ONNX_TRY(const ir::Node* hf2, e.bin(Op::Mul, hf, 2.0));
+  KILN_ONNX_TRY(const ir::Node* odd, e.bin(Op::Sub, f, hf2));  // 0 or 1
+  KILN_ONNX_TRY(const ir::Node* even, e.bin(Op::Add, f, odd));
+  KILN_ONNX_TRY(const ir::Node* up, e.bin(Op::Gt, d, 0.5));
+  KILN_ONNX_TRY(const ir::Node* down, e.bin(Op::Lt, d, 0.5));
+  KILN_ONNX_TRY(const ir::Node* lo, c.check(c.b().where(down, f, even)));
+  return c.check(c.b().where(up, f1, lo));
+}
 
 void add_elementwise_ops(OpTable& t) {
   t["Abs"] = unary(Op::Abs);

@@ -103,11 +103,7 @@ Expected<const ir::Node*> max_indices(Context& c, const ir::Node* x, const ir::N
   ir::Builder& B = c.b();
   const size_t s = w.kernel.size(), rank = s + 2;
   const int64_t ks = std::accumulate(w.kernel.begin(), w.kernel.end(), int64_t{1}, std::multiplies<>());
-  auto i64 = [&](int64_t v) { return c.check(B.scalar(double(v), ir::DType::i64)); };
-  auto op = [&](Op o, const ir::Node* a, int64_t v) -> Expected<const ir::Node*> {
-    KILN_ONNX_TRY(const ir::Node* k, i64(v));
-    return c.check(B.binary(o, a, k));
-  };
+  Expr e{c};  // its scalars take the operand's dtype: i64 below
   auto iota = [&](int64_t n, size_t axis) -> Expected<const ir::Node*> {  // arange(n) along `axis`
     KILN_ONNX_TRY(const ir::Node* r, c.check(B.arange(0, n, 1, ir::DType::i64)));
     ir::Shape shape(rank, 1);
@@ -142,23 +138,23 @@ Expected<const ir::Node*> max_indices(Context& c, const ir::Node* x, const ir::N
   for (size_t i = 0; i < s; ++i) spatial *= in[2 + i];
   KILN_ONNX_TRY(const ir::Node* n_iota, iota(in[0], 0));
   KILN_ONNX_TRY(const ir::Node* c_iota, iota(in[1], 1));
-  KILN_ONNX_TRY(const ir::Node* index, op(Op::Mul, n_iota, in[1]));
+  KILN_ONNX_TRY(const ir::Node* index, e.bin(Op::Mul, n_iota, double(in[1])));
   KILN_ONNX_TRY(index, c.check(B.binary(Op::Add, index, c_iota)));
-  KILN_ONNX_TRY(index, op(Op::Mul, index, spatial));
+  KILN_ONNX_TRY(index, e.bin(Op::Mul, index, double(spatial)));
   for (size_t i = 0; i < s; ++i) {
     after /= w.kernel[i];
     // k_i = (p / after) mod kernel[i], with p >= 0
-    KILN_ONNX_TRY(const ir::Node* q, op(Op::Div, p, after));
-    KILN_ONNX_TRY(const ir::Node* qq, op(Op::Div, q, w.kernel[i]));
-    KILN_ONNX_TRY(qq, op(Op::Mul, qq, w.kernel[i]));
+    KILN_ONNX_TRY(const ir::Node* q, e.bin(Op::Div, p, double(after)));
+    KILN_ONNX_TRY(const ir::Node* qq, e.bin(Op::Div, q, double(w.kernel[i])));
+    KILN_ONNX_TRY(qq, e.bin(Op::Mul, qq, double(w.kernel[i])));
     KILN_ONNX_TRY(const ir::Node* k, c.check(B.binary(Op::Sub, q, qq)));
     // h_i = o_i * stride - pad_begin + k_i * dilation
     KILN_ONNX_TRY(const ir::Node* o, iota(w.out[i], 2 + i));
-    KILN_ONNX_TRY(o, op(Op::Mul, o, w.strides[i]));
-    KILN_ONNX_TRY(o, op(Op::Add, o, -w.begin[i]));
-    KILN_ONNX_TRY(k, op(Op::Mul, k, w.dilations[i]));
+    KILN_ONNX_TRY(o, e.bin(Op::Mul, o, double(w.strides[i])));
+    KILN_ONNX_TRY(o, e.bin(Op::Add, o, double(-w.begin[i])));
+    KILN_ONNX_TRY(k, e.bin(Op::Mul, k, double(w.dilations[i])));
     KILN_ONNX_TRY(const ir::Node* h, c.check(B.binary(Op::Add, o, k)));
-    KILN_ONNX_TRY(h, op(Op::Mul, h, stride[i]));
+    KILN_ONNX_TRY(h, e.bin(Op::Mul, h, double(stride[i])));
     KILN_ONNX_TRY(index, c.check(B.binary(Op::Add, index, h)));
   }
   return index;
@@ -257,18 +253,9 @@ Expected<const ir::Node*> conv_windows(Context& c, const ir::Node* x, const ir::
 Outs conv(Context& c) {
   KILN_ONNX_TRY(const ir::Node* x, c.x(0));
   KILN_ONNX_TRY(const ir::Node* wt, c.x(1));
-  const int64_t rank = x->shape.size();
-  if (rank < 3 || int64_t(wt->shape.size()) != rank) return c.fail("needs X [N, C, spatial...] and W [M, C/group, k...]");
-  std::vector<int64_t> kernel(wt->shape.begin() + 2, wt->shape.end());
-  if (auto k = c.attr_ints("kernel_shape"); k && *k != kernel) return c.fail("kernel_shape differs from W's");
-  const int64_t groups = c.attr_i("group", 1);
-  const int64_t channels = x->shape[1], m = wt->shape[0];
-  if (groups <= 0 || channels % groups || m % groups || wt->shape[1] != channels / groups)
-    return c.fail("channels and group do not match");
-  KILN_ONNX_TRY(Windows w, windows(c, x->shape, kernel, false));
   const ir::Node* bias = nullptr;
   if (c.has(2)) { KILN_ONNX_TRY(bias, c.x(2)); }
-  KILN_ONNX_TRY(const ir::Node* y, conv_windows(c, x, wt, bias, w, groups));
+  KILN_ONNX_TRY(const ir::Node* y, conv_of(c, x, wt, bias));
   return std::vector<Value>{c.out(y)};
 }
 
@@ -367,6 +354,19 @@ Outs conv_transpose(Context& c) {
 }
 
 }  // namespace
+
+Expected<const ir::Node*> conv_of(Context& c, const ir::Node* x, const ir::Node* wt, const ir::Node* bias) {
+  const int64_t rank = x->shape.size();
+  if (rank < 3 || int64_t(wt->shape.size()) != rank) return c.fail("needs X [N, C, spatial...] and W [M, C/group, k...]");
+  std::vector<int64_t> kernel(wt->shape.begin() + 2, wt->shape.end());
+  if (auto k = c.attr_ints("kernel_shape"); k && *k != kernel) return c.fail("kernel_shape differs from W's");
+  const int64_t groups = c.attr_i("group", 1);
+  const int64_t channels = x->shape[1], m = wt->shape[0];
+  if (groups <= 0 || channels % groups || m % groups || wt->shape[1] != channels / groups)
+    return c.fail("channels and group do not match");
+  KILN_ONNX_TRY(Windows w, windows(c, x->shape, kernel, false));
+  return conv_windows(c, x, wt, bias, w, groups);
+}
 
 void add_window_ops(OpTable& t) {
   t["Conv"] = conv;

@@ -75,9 +75,13 @@ Value* sign_int(llvm::IRBuilderBase& b, Value* x, bool is_signed) {
 }
 
 // arcp: a loop-invariant divisor (softmax's sum, layernorm's deviation) becomes one reciprocal
-// hoisted out of the loop and a multiply per element (within 1 ulp).
+// hoisted out of the loop and a multiply per element (within 1 ulp). Not for f64: an f64 quotient
+// is exact, so that one cast to a narrower float rounds it once, correctly (LLVM narrows
+// fptrunc(fdiv(fpext a, fpext b)) to the narrow fdiv with the f64 one's flags; the ONNX importer's
+// quantization relies on it where a quotient tying at .5 is rounded to an integer).
 Value* float_div(llvm::IRBuilderBase& b, Value* x, Value* y) {
   Value* q = b.CreateFDiv(x, y);
+  if (x->getType()->getScalarType()->isDoubleTy()) return q;
   if (auto* inst = llvm::dyn_cast<llvm::Instruction>(q)) {
     llvm::FastMathFlags fmf;
     fmf.setAllowReciprocal();

@@ -432,6 +432,20 @@ TEST(OnnxImporter, EinsumMatchesTheSumItWrites) {
   }
 }
 
+// A per-axis scale must have one value per index of its axis; the error names the operand.
+TEST(OnnxImporter, QuantizeLinearScalesMatchTheirAxis) {
+  std::string bytes = model({node("QuantizeLinear", {"x", "s"}, {"y"}, "q", {int_attr("axis", 1)})},
+                            {value_info("x", kFloat, {2, 3})}, {value_info("y", 2, {2, 3})},
+                            {f32_tensor("s", {2}, {0.5f, 0.25f})}, 13);
+  ir::Graph g;
+  auto m = import_model(g, bytes);
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().message.find("onnx: node 0 'q' (QuantizeLinear): y_scale has shape [2]: expected a "
+                                   "scalar or 3 values along axis 1"),
+            std::string::npos)
+      << m.error().message;
+}
+
 // `kiln run model.onnx --input name=x.npy` and `kiln dump model.onnx`, on a model from the suite.
 TEST(OnnxCli, RunsAndDumpsAnOnnxModel) {
   const std::string dir = "/usr/share/libonnx-testdata/data/node/test_add_bcast";
