@@ -139,6 +139,12 @@ std::optional<std::vector<int64_t>> Context::attr_ints(std::string_view name) {
   return a->ints;
 }
 
+std::optional<std::vector<float>> Context::attr_floats(std::string_view name) {
+  const AttributeProto* a = attr(name);
+  if (!a) return std::nullopt;
+  return a->floats;
+}
+
 std::optional<std::string> Context::attr_s(std::string_view name) {
   const AttributeProto* a = attr(name);
   if (!a) return std::nullopt;
@@ -172,6 +178,7 @@ const OpTable& op_table() {
     add_signal_ops(t);
     add_einsum_ops(t);
     add_quant_ops(t);
+    add_recurrent_ops(t);
     return t;
   }();
   return table;

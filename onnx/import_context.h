@@ -57,6 +57,7 @@ class Context {
   int64_t attr_i(std::string_view name, int64_t fallback);
   float attr_f(std::string_view name, float fallback);
   std::optional<std::vector<int64_t>> attr_ints(std::string_view name);
+  std::optional<std::vector<float>> attr_floats(std::string_view name);
   std::optional<std::string> attr_s(std::string_view name);
   // The first attribute of the node that no importer read, if any.
   const AttributeProto* unused_attr() const;
@@ -107,6 +108,7 @@ void add_window_ops(OpTable& table);
 void add_signal_ops(OpTable& table);
 void add_einsum_ops(OpTable& table);
 void add_quant_ops(OpTable& table);
+void add_recurrent_ops(OpTable& table);
 
 // Returns the error of an Expected expression; assigns its value to `var`.
 #define KILN_ONNX_TRY(var, expr)                                  \

@@ -2,6 +2,7 @@
 // (unsupported op or attribute, malformed bytes, inputs of the wrong shape, unknown operands).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -442,6 +443,174 @@ TEST(OnnxImporter, QuantizeLinearScalesMatchTheirAxis) {
   ASSERT_FALSE(m);
   EXPECT_NE(m.error().message.find("onnx: node 0 'q' (QuantizeLinear): y_scale has shape [2]: expected a "
                                    "scalar or 3 values along axis 1"),
+            std::string::npos)
+      << m.error().message;
+}
+
+// RNN, GRU and LSTM against their equations computed here in f64, on what the suite's cases leave
+// out: both directions, GRU's linear_before_reset, LSTM's Y_c with peepholes, clip and a
+// sequence_lens entry shorter than the sequence, RNN reversed with a parameterized activation
+// and layout 1; and the error for a short sequence in a reverse direction.
+TEST(OnnxImporter, RecurrentLayersMatchTheirEquations) {
+  constexpr int kInt32 = 6;
+  const int64_t T = 3, N = 2, I = 3, H = 2;
+  auto values = [](int64_t n, int seed) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) v[size_t(k)] = float(((k * 7 + seed * 3) % 11) - 5) / 8.0f;
+    return v;
+  };
+  auto sigmoid = [](double v) { return 1 / (1 + std::exp(-v)); };
+  struct Case {
+    std::string op, direction;
+    int64_t layout;
+    std::vector<Msg> attrs;
+    bool lens;  // sequence_lens {T, 1}
+  };
+  std::vector<Case> cases;
+  cases.push_back({"GRU", "bidirectional", 0, {int_attr("linear_before_reset", 1)}, false});
+  Msg clip;
+  clip.bytes(1, "clip").varint(20, 1);
+  {
+    float v = 0.5f;
+    clip.b += char(0x15);  // field 2 (f), wire type 5
+    clip.b.append(reinterpret_cast<const char*>(&v), 4);
+  }
+  cases.push_back({"LSTM", "forward", 0, {clip}, true});
+  Msg acts, alphas;
+  acts.bytes(1, "activations").bytes(9, "LeakyRelu").varint(20, 8);
+  {
+    float v = 0.2f;
+    alphas.bytes(1, "activation_alpha").varint(20, 6);
+    alphas.b += char(0x3d);  // field 7 (floats), wire type 5
+    alphas.b.append(reinterpret_cast<const char*>(&v), 4);
+  }
+  cases.push_back({"RNN", "reverse", 1, {acts, alphas}, false});
+  for (const Case& t : cases) {
+    SCOPED_TRACE(t.op + " " + t.direction);
+    const int64_t G = t.op == "RNN" ? 1 : t.op == "GRU" ? 3 : 4, D = t.direction == "bidirectional" ? 2 : 1;
+    const bool lstm = t.op == "LSTM";
+    std::vector<float> x = values(T * N * I, 1), w = values(D * G * H * I, 2), r = values(D * G * H * H, 3),
+                       b = values(D * 2 * G * H, 4), h0 = values(D * N * H, 5), c0 = values(D * N * H, 6),
+                       p = values(D * 3 * H, 7);
+    const std::vector<int32_t> lens = {int32_t(T), 1};
+    std::vector<std::string> in{"X", "W", "R", "B", t.lens ? "L" : "", "H0"};
+    std::vector<Msg> infos{value_info("X", kFloat, t.layout ? std::vector<int64_t>{N, T, I} : std::vector<int64_t>{T, N, I}),
+                           value_info("W", kFloat, {D, G * H, I}), value_info("R", kFloat, {D, G * H, H}),
+                           value_info("B", kFloat, {D, 2 * G * H}),
+                           value_info("H0", kFloat, t.layout ? std::vector<int64_t>{N, D, H} : std::vector<int64_t>{D, N, H})};
+    if (t.lens) infos.push_back(value_info("L", kInt32, {N}));
+    if (lstm) {
+      in.insert(in.end(), {"C0", "P"});
+      infos.push_back(value_info("C0", kFloat, {D, N, H}));
+      infos.push_back(value_info("P", kFloat, {D, 3 * H}));
+    }
+    std::vector<Msg> attrs = t.attrs;
+    attrs.push_back(int_attr("hidden_size", H));
+    attrs.push_back(int_attr("layout", t.layout));
+    attrs.push_back(Msg().bytes(1, "direction").bytes(4, t.direction).varint(20, 3));
+    std::vector<std::string> outs{"Y", "Y_h"};
+    if (lstm) outs.push_back("Y_c");
+    std::vector<Msg> out_infos;
+    for (const std::string& o : outs) out_infos.push_back(value_info(o, kFloat, {}));
+    ir::Graph g;
+    auto m = import_model(g, model({node(t.op, in, outs, "cell", attrs)}, infos, out_infos, {}, 14));
+    ASSERT_TRUE(m) << m.error().message;
+    // Data in each input's layout.
+    std::vector<float> x_in = x, h0_in = h0;
+    if (t.layout)
+      for (int64_t s = 0; s < T; ++s)
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t i = 0; i < I; ++i) x_in[size_t((n * T + s) * I + i)] = x[size_t((s * N + n) * I + i)];
+    if (t.layout)
+      for (int64_t d = 0; d < D; ++d)
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t j = 0; j < H; ++j) h0_in[size_t((n * D + d) * H + j)] = h0[size_t((d * N + n) * H + j)];
+    std::map<std::string, ir::HostTensor> data;
+    auto put = [&](const std::string& name, ir::Shape shape, const std::vector<float>& v) { data[name] = f32(shape, v); };
+    put("X", t.layout ? ir::Shape{N, T, I} : ir::Shape{T, N, I}, x_in);
+    put("W", {D, G * H, I}, w);
+    put("R", {D, G * H, H}, r);
+    put("B", {D, 2 * G * H}, b);
+    put("H0", t.layout ? ir::Shape{N, D, H} : ir::Shape{D, N, H}, h0_in);
+    put("C0", {D, N, H}, c0);
+    put("P", {D, 3 * H}, p);
+    ir::HostTensor l = ir::HostTensor::zeros(ir::DType::i32, {N});
+    for (int64_t n = 0; n < N; ++n) l.set(n, lens[size_t(n)]);
+    data["L"] = l;
+    std::unordered_map<const ir::Node*, ir::HostTensor> bind;
+    for (const auto& [name, node] : m->graph.inputs) bind.emplace(node, data.at(name));
+    std::vector<const ir::Node*> roots;
+    for (const auto& [name, node] : m->graph.outputs) roots.push_back(node);
+    auto got = interp::evaluate_reference(roots, bind);
+    ASSERT_TRUE(got) << got.error().message;
+    // The equations, in [seq, dir, batch, hidden] order.
+    std::vector<double> y(static_cast<size_t>(T * D * N * H), 0.0), yh(static_cast<size_t>(D * N * H)), yc(static_cast<size_t>(D * N * H));
+    auto act = [&](double v) { return t.op == "RNN" ? (v > 0 ? v : 0.2 * v) : std::tanh(v); };
+    auto clipped = [&](double v) { return lstm ? std::clamp(v, -0.5, 0.5) : v; };
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t n = 0; n < N; ++n) {
+        std::vector<double> hs(static_cast<size_t>(H)), cs(static_cast<size_t>(H));
+        for (int64_t j = 0; j < H; ++j) hs[size_t(j)] = h0[size_t((d * N + n) * H + j)], cs[size_t(j)] = c0[size_t((d * N + n) * H + j)];
+        const bool reverse = t.direction == "reverse" || d == 1;
+        for (int64_t step = 0; step < T; ++step) {
+          const int64_t s = reverse ? T - 1 - step : step;
+          if (t.lens && s >= lens[size_t(n)]) continue;  // state kept, output stays 0
+          // pre[g][j]: W x + Wb and R h + Rb, apart (GRU's linear_before_reset needs Rh h + Rbh alone)
+          std::vector<double> wx(static_cast<size_t>(G * H)), rh(static_cast<size_t>(G * H));
+          for (int64_t k = 0; k < G * H; ++k) {
+            double a = b[size_t(d * 2 * G * H + k)], c = b[size_t(d * 2 * G * H + G * H + k)];
+            for (int64_t i = 0; i < I; ++i) a += w[size_t((d * G * H + k) * I + i)] * x[size_t((s * N + n) * I + i)];
+            for (int64_t i = 0; i < H; ++i) c += r[size_t((d * G * H + k) * H + i)] * hs[size_t(i)];
+            wx[size_t(k)] = a, rh[size_t(k)] = c;
+          }
+          std::vector<double> next(static_cast<size_t>(H));
+          for (int64_t j = 0; j < H; ++j) {
+            auto pre = [&](int64_t gate) { return wx[size_t(gate * H + j)] + rh[size_t(gate * H + j)]; };
+            if (t.op == "RNN") {
+              next[size_t(j)] = act(pre(0));
+            } else if (t.op == "GRU") {
+              const double z = sigmoid(pre(0)), rt = sigmoid(pre(1));
+              const double hh = std::tanh(wx[size_t(2 * H + j)] + rt * rh[size_t(2 * H + j)]);
+              next[size_t(j)] = (1 - z) * hh + z * hs[size_t(j)];
+            } else {
+              const double pi = p[size_t(d * 3 * H + j)], po = p[size_t(d * 3 * H + H + j)], pf = p[size_t(d * 3 * H + 2 * H + j)];
+              const double i = sigmoid(clipped(pre(0) + pi * cs[size_t(j)]));
+              const double f = sigmoid(clipped(pre(2) + pf * cs[size_t(j)]));
+              const double c = std::tanh(clipped(pre(3)));
+              cs[size_t(j)] = f * cs[size_t(j)] + i * c;
+              const double o = sigmoid(clipped(pre(1) + po * cs[size_t(j)]));
+              next[size_t(j)] = o * std::tanh(cs[size_t(j)]);
+            }
+          }
+          hs = next;
+          for (int64_t j = 0; j < H; ++j) y[size_t(((s * D + d) * N + n) * H + j)] = hs[size_t(j)];
+        }
+        for (int64_t j = 0; j < H; ++j) yh[size_t((d * N + n) * H + j)] = hs[size_t(j)], yc[size_t((d * N + n) * H + j)] = cs[size_t(j)];
+      }
+    auto check = [&](const ir::HostTensor& out, const std::vector<double>& want, auto index, const char* name) {
+      ASSERT_EQ(out.numel(), int64_t(want.size())) << name;
+      for (int64_t k = 0; k < out.numel(); ++k) EXPECT_NEAR(out.get(index(k)), want[size_t(k)], 1e-5) << name << " " << k;
+    };
+    // Y in [seq, dir, batch, hidden] (layout 1: [batch, seq, dir, hidden]); Y_h, Y_c [dir, batch, hidden].
+    check((*got)[0], y, [&](int64_t k) {
+      const int64_t j = k % H, n = k / H % N, d = k / (H * N) % D, s = k / (H * N * D);
+      return t.layout ? ((n * T + s) * D + d) * H + j : k;
+    }, "Y");
+    check((*got)[1], yh, [&](int64_t k) {
+      const int64_t j = k % H, n = k / H % N, d = k / (H * N);
+      return t.layout ? (n * D + d) * H + j : k;
+    }, "Y_h");
+    if (lstm) check((*got)[2], yc, [](int64_t k) { return k; }, "Y_c");
+  }
+  // A reverse direction with a sequence shorter than the input's is not imported.
+  ir::Graph g;
+  auto m = import_model(g, model({node("LSTM", {"X", "W", "R", "", "L"}, {"Y"}, "cell",
+                                       {int_attr("hidden_size", H), Msg().bytes(1, "direction").bytes(4, "reverse").varint(20, 3)})},
+                                 {value_info("X", kFloat, {T, N, I}), value_info("W", kFloat, {1, 4 * H, I}),
+                                  value_info("R", kFloat, {1, 4 * H, H}), value_info("L", kInt32, {N})},
+                                 {value_info("Y", kFloat, {})}, {}, 14));
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().message.find("unsupported: sequence_lens shorter than the sequence in a reverse direction"),
             std::string::npos)
       << m.error().message;
 }
