@@ -179,6 +179,7 @@ const OpTable& op_table() {
     add_einsum_ops(t);
     add_quant_ops(t);
     add_recurrent_ops(t);
+    add_training_ops(t);
     return t;
   }();
   return table;
@@ -319,9 +320,11 @@ Expected<ImportedModel> import_model(ir::Graph& g, std::string_view bytes,
       inputs.push_back(&it->second);
     }
     ctx.begin(n, static_cast<int>(index), inputs);
-    if (!n.domain.empty() && n.domain != "ai.onnx")
+    // Ops of other domains are in the table as "domain:op" (ai.onnx.preview.training's optimizers).
+    const bool default_domain = n.domain.empty() || n.domain == "ai.onnx";
+    auto op = table.find(default_domain ? n.op_type : n.domain + ":" + n.op_type);
+    if (op == table.end() && !default_domain)
       return ctx.unsupported(fmt::format("op {} of domain '{}'", n.op_type, n.domain));
-    auto op = table.find(n.op_type);
     if (op == table.end())
       return ctx.unsupported(fmt::format("op {} (opset {})", n.op_type, result.opset));
     auto outs = op->second(ctx);

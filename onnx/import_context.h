@@ -109,6 +109,7 @@ void add_signal_ops(OpTable& table);
 void add_einsum_ops(OpTable& table);
 void add_quant_ops(OpTable& table);
 void add_recurrent_ops(OpTable& table);
+void add_training_ops(OpTable& table);
 
 // Returns the error of an Expected expression; assigns its value to `var`.
 #define KILN_ONNX_TRY(var, expr)                                  \

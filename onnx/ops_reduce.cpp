@@ -1,4 +1,5 @@
 // ONNX's reductions, arg-reductions, softmaxes, matrix products and normalizations.
+#include <algorithm>
 #include <fmt/format.h>
 #include <numeric>
 
@@ -298,6 +299,53 @@ Outs instance_norm(Context& c) {
   return one(c, B.binary(Op::Add, s, bias));
 }
 
+// MeanVarianceNormalization, as ONNX's function defines it: (x - mean) / (sqrt(var) + 1e-9) over
+// `axes` (default [0, 2, 3]).
+Outs mean_variance_norm(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  if (!ir::is_float(x->dtype)) return c.fail("x must be floating point");
+  const int64_t rank = x->shape.size();
+  std::vector<int64_t> axes = c.attr_ints("axes").value_or(std::vector<int64_t>{0, 2, 3});
+  for (int64_t& a : axes) {
+    if (a < -rank || a >= rank) return c.fail(fmt::format("axis {} is out of range for rank {}", a, rank));
+    if (a < 0) a += rank;
+  }
+  std::sort(axes.begin(), axes.end());
+  ir::Builder& B = c.b();
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* mu, c.check(B.mean(x, axes, true)));
+  KILN_ONNX_TRY(const ir::Node* d, e.bin(Op::Sub, x, mu));
+  KILN_ONNX_TRY(const ir::Node* sq, e.bin(Op::Mul, d, d));
+  KILN_ONNX_TRY(const ir::Node* var, c.check(B.mean(sq, axes, true)));
+  KILN_ONNX_TRY(const ir::Node* sd, e.un(Op::Sqrt, var));
+  KILN_ONNX_TRY(sd, e.bin(Op::Add, sd, 1e-9));
+  return one(c, B.binary(Op::Div, d, sd));
+}
+
+// LRN: x / (bias + alpha / size * (sum of x^2 over the `size` channels around each))^beta, the
+// window floor((size-1)/2) channels before and ceil((size-1)/2) after, cut at the edges.
+Outs lrn(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  if (!ir::is_float(x->dtype)) return c.fail("x must be floating point");
+  const int64_t rank = x->shape.size(), size = c.attr_i("size", 0);
+  if (rank < 3) return c.fail("x must be [N, C, D1, ...]");
+  if (size <= 0) return c.fail("attribute 'size' must be positive");
+  const double alpha = c.attr_f("alpha", 1e-4f), beta = c.attr_f("beta", 0.75f), bias = c.attr_f("bias", 1.0f);
+  ir::Builder& B = c.b();
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* sq, e.bin(Op::Mul, x, x));
+  std::vector<int64_t> before(rank, 0), after(rank, 0);
+  before[1] = (size - 1) / 2;
+  after[1] = size - 1 - before[1];
+  KILN_ONNX_TRY(sq, c.check(B.pad(sq, before, after, 0)));
+  KILN_ONNX_TRY(sq, c.check(B.unfold(sq, 1, size, 1)));  // [N, C, D..., size]
+  KILN_ONNX_TRY(const ir::Node* sum, c.check(B.reduce(Op::Sum, sq, std::vector<int64_t>{rank}, false)));
+  KILN_ONNX_TRY(sum, e.bin(Op::Mul, sum, alpha / double(size)));
+  KILN_ONNX_TRY(sum, e.bin(Op::Add, sum, bias));
+  KILN_ONNX_TRY(sum, e.bin(Op::Pow, sum, beta));
+  return one(c, B.binary(Op::Div, x, sum));
+}
+
 OpImporter global_pool(bool max) {
   return [max](Context& c) -> Outs {
     KILN_ONNX_TRY(const ir::Node* x, c.x(0));
@@ -332,6 +380,8 @@ void add_reduce_ops(OpTable& t) {
   t["LayerNormalization"] = layer_norm;
   t["BatchNormalization"] = batch_norm;
   t["InstanceNormalization"] = instance_norm;
+  t["MeanVarianceNormalization"] = mean_variance_norm;
+  t["LRN"] = lrn;
   t["GlobalAveragePool"] = global_pool(false);
   t["GlobalMaxPool"] = global_pool(true);
 }
