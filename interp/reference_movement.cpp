@@ -1,4 +1,7 @@
-// Reference semantics of the movement ops: each output element is read from one input index.
+// Reference semantics of the movement ops: each output element is read from one input index
+// (for gather and gather_elements, an index that an index tensor holds).
+#include <algorithm>
+
 #include "interp/reference_ops.h"
 
 namespace kiln::interp::reference {
@@ -138,10 +141,49 @@ Value concat(const ir::Node& n, const Args& args) {
   return out;
 }
 
+// An index read from an index tensor, normalized (i < 0 reads i + n) and clamped into [0, n):
+// the builder's contract for gather and gather_elements.
+int64_t take_index(double i, int64_t n) {
+  auto j = static_cast<int64_t>(i);
+  if (j < 0) j += n;
+  return std::clamp<int64_t>(j, 0, n - 1);
+}
+
+// out[a.., j.., b..] = x[a.., idx[j..], b..]
+Value gather_op(const ir::Node& n, const Value& x, const Value& idx) {
+  const auto axis = static_cast<size_t>(n.attrs.i(AttrKey::axis));
+  const std::vector<int64_t> idx_strides = ir::contiguous_strides(idx.shape);
+  Index at(idx.shape.size());
+  return gather(n, x, 0, [&](const Index& o, Index& in) {
+    for (size_t a = 0; a < at.size(); ++a) at[a] = o[axis + a];
+    for (size_t a = 0; a < axis; ++a) in[a] = o[a];
+    for (size_t a = axis + 1; a < in.size(); ++a) in[a] = o[a + at.size() - 1];
+    in[axis] = take_index(idx.data[offset_of(at, idx_strides)], x.shape[axis]);
+    return true;
+  });
+}
+
+// out[i] = x[i with i[axis] = idx[i]]
+Value gather_elements(const ir::Node& n, const Value& x, const Value& idx) {
+  const auto axis = static_cast<size_t>(n.attrs.i(AttrKey::axis));
+  const std::vector<int64_t> idx_strides = ir::contiguous_strides(idx.shape);
+  KILN_CHECK(idx.shape == n.shape) << "gather_elements of " << ir::shape_str(idx.shape);
+  return gather(n, x, 0, [&](const Index& o, Index& in) {
+    in = o;
+    in[axis] = take_index(idx.data[offset_of(o, idx_strides)], x.shape[axis]);
+    return true;
+  });
+}
+
 }  // namespace
 
 Value eval_movement(const ir::Node& n, const Args& args) {
   if (n.op == Op::Concat) return concat(n, args);
+  if (n.op == Op::Gather || n.op == Op::GatherElements) {
+    KILN_CHECK(args.size() == 2) << ir::op_enum_name(n.op) << " with " << args.size() << " inputs";
+    return n.op == Op::Gather ? gather_op(n, *args[0], *args[1])
+                              : gather_elements(n, *args[0], *args[1]);
+  }
   KILN_CHECK(args.size() == 1) << ir::op_enum_name(n.op) << " with " << args.size() << " inputs";
   const Value& x = *args[0];
   std::optional<ir::Movement> m = ir::movement_of(n.op);
@@ -165,6 +207,9 @@ Value eval_movement(const ir::Node& n, const Args& args) {
       return roll(n, x);
     case ir::Movement::Unfold:
       return unfold(n, x);
+    case ir::Movement::Gather:  // two operands: handled above
+    case ir::Movement::GatherElements:
+      break;
   }
   KILN_CHECK(false) << "not a movement op: " << ir::op_enum_name(n.op);
   return {};

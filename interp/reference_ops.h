@@ -17,7 +17,7 @@ Value eval_elementwise(const ir::Node& n, const Args& args);
 // Sum, ReduceMax, ReduceMin, Prod, ArgMax, ArgMin. Max, min and arg reductions over an empty
 // axis have no identity and are errors.
 Expected<Value> eval_reduce(const ir::Node& n, const Value& x);
-// Reshape, Permute, Expand, Slice, Pad, Concat, Flip, Roll, Unfold.
+// Reshape, Permute, Expand, Slice, Pad, Concat, Flip, Roll, Unfold, Gather, GatherElements.
 Value eval_movement(const ir::Node& n, const Args& args);
 // Batched matmul with broadcast batch dims.
 Value eval_matmul(const ir::Node& n, const Value& a, const Value& b);

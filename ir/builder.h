@@ -75,6 +75,12 @@ class Builder {
   NodeResult flip(const Node* x, std::vector<int64_t> axes);
   NodeResult roll(const Node* x, std::vector<int64_t> shifts, std::vector<int64_t> axes);
   NodeResult unfold(const Node* x, int64_t dim, int64_t size, int64_t step);
+  // numpy take / ONNX Gather: out.shape = x.shape[:axis] + idx.shape + x.shape[axis+1:]; a
+  // rank-0 idx drops the axis. idx is i32 or i64.
+  NodeResult gather(const Node* x, const Node* idx, int64_t axis);
+  // numpy take_along_axis / ONNX GatherElements: idx has x's rank, no axis but `axis` longer
+  // than x's; out.shape = idx.shape. idx is i32 or i64.
+  NodeResult gather_elements(const Node* x, const Node* idx, int64_t axis);
   NodeResult matmul(const Node* a, const Node* b);
 
   NodeResult softmax(const Node* x, int64_t axis);
@@ -129,6 +135,14 @@ class Builder {
 //   out[i] = in[(i - shift) mod n] along each axis.
 // - Unfold: dim (non-negative), size, step; out.shape = in.shape with shape[dim] replaced by
 //   (n - size) / step + 1, plus a trailing axis of length size; out[..w..,k] = in[..w*step+k..].
+// - Gather: axis (non-negative); inputs {x, idx}, idx i32 or i64; dtype x's; out.shape =
+//   x.shape[:axis] + idx.shape + x.shape[axis+1:]; out[a.., j.., b..] = x[a.., idx[j..], b..].
+// - GatherElements: axis (non-negative); inputs {x, idx} of one rank, idx i32 or i64, each axis
+//   of idx but `axis` no longer than x's; out.shape = idx.shape; out[i] = x[i with i[axis] =
+//   idx[i]].
+//   For both, an index i < 0 reads i + n (n = x.shape[axis]) and the result is then clamped into
+//   [0, n): an index out of range reads the first or last element along the axis (ONNX calls it
+//   an error; kiln never reads outside x). x.shape[axis] is 0 only when the result is empty.
 // - Matmul: both operands rank >= 2, a [..., M, K], b [..., K, N]; batch dims broadcast
 //   implicitly (right-aligned, like elementwise); out [batch..., M, N]; dtype of the operands.
 // - Full: shape, value (double), dtype. Arange: start, end, step (ints), dtype; out [len],

@@ -90,6 +90,12 @@ NodeResult h_roll(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
 NodeResult h_unfold(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
   return b.unfold(x[0], a.i("dim", 0), a.i("size", 0), a.i("step", 1));
 }
+NodeResult h_gather(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.gather(x[0], x[1], a.i("axis", 0));
+}
+NodeResult h_gather_elements(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.gather_elements(x[0], x[1], a.i("axis", 0));
+}
 NodeResult h_matmul(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs&) {
   return b.matmul(x[0], x[1]);
 }
@@ -128,6 +134,7 @@ constexpr PrimitiveCall kPrimitiveCalls[] = {
     {Op::Slice, kSlice, h_slice},       {Op::Pad, kPad, h_pad},
     {Op::Concat, kAxis, h_concat},      {Op::Flip, kFlip, h_flip},
     {Op::Roll, kRoll, h_roll},          {Op::Unfold, kUnfold, h_unfold},
+    {Op::Gather, kAxis, h_gather},      {Op::GatherElements, kAxis, h_gather_elements},
     {Op::Matmul, {}, h_matmul},         {Op::Full, kFull, h_full},
     {Op::Arange, kArange, h_arange},
 };

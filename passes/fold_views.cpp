@@ -68,7 +68,8 @@ bool is_identity_slice(const Node* n, const Node* x) {
 // Views of a uniform `full` are the same `full` in the view's shape (pad is not: it adds values).
 bool moves_values_only(Op op) {
   return op == Op::Reshape || op == Op::Permute || op == Op::Expand || op == Op::Slice ||
-         op == Op::Flip || op == Op::Roll || op == Op::Unfold;
+         op == Op::Flip || op == Op::Roll || op == Op::Unfold || op == Op::Gather ||
+         op == Op::GatherElements;
 }
 
 const Node* fold_view(ir::Graph& g, const Node* n) {
@@ -104,6 +105,8 @@ const Node* fold_view(ir::Graph& g, const Node* n) {
       return all_zero(n->attrs.ints(AttrKey::shifts)) || only_unit_axes(x, axes) ? x : n;
     }
     case ir::Movement::Unfold:  // windows of y: nothing to fold
+    case ir::Movement::Gather:  // reads at loaded positions: nothing to fold
+    case ir::Movement::GatherElements:
       return n;
   }
   return n;

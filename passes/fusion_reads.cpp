@@ -117,6 +117,27 @@ AxisMasks reshape_masks(const AxisMasks& out, const ir::Shape& out_shape, const 
   return m;
 }
 
+// Gather and gather_elements: the data operand's `axis` is the loaded index, which depends on
+// every loop its index operand's axes depend on; its other axes keep the output's loop variables.
+AxisMasks gather_masks(const Node* n, size_t operand, const AxisMasks& out) {
+  auto axis = static_cast<size_t>(n->attrs.i(AttrKey::axis));
+  const ir::Shape& idx = n->inputs[1]->shape;
+  if (n->op == Op::GatherElements) {
+    if (operand == 1) return out;
+    AxisMasks m = out;
+    for (Mask b : out) m[axis] |= b;
+    return m;
+  }
+  auto first = out.begin() + static_cast<std::ptrdiff_t>(axis);
+  AxisMasks at(first, first + static_cast<std::ptrdiff_t>(idx.size()));
+  if (operand == 1) return at;
+  AxisMasks m(out.begin(), first);
+  m.push_back(0);
+  for (Mask b : at) m.back() |= b;
+  m.insert(m.end(), first + static_cast<std::ptrdiff_t>(idx.size()), out.end());
+  return m;
+}
+
 // The masks of input `operand` of movement op `n`, given the masks of n's own axes.
 AxisMasks movement_masks(const Node* n, size_t operand, const AxisMasks& out) {
   const ir::Shape& in = n->inputs[operand]->shape;
@@ -138,6 +159,9 @@ AxisMasks movement_masks(const Node* n, size_t operand, const AxisMasks& out) {
       u[static_cast<size_t>(n->attrs.i(AttrKey::dim))] |= out.back();
       return u;
     }
+    case ir::Movement::Gather:
+    case ir::Movement::GatherElements:
+      return gather_masks(n, operand, out);
     case ir::Movement::Slice:  // these keep each axis's loop variable
     case ir::Movement::Pad:
     case ir::Movement::Flip:
@@ -193,9 +217,12 @@ class ReadWalker {
       }
       if (!ir::is_movement(m->op)) continue;  // an inlined source reads nothing
       bool single = m->inputs.size() == 1;
+      // A gather's data operand is read at loaded positions: through a view of its own.
+      bool gathers = m->op == Op::Gather || m->op == Op::GatherElements;
       for (size_t j = m->inputs.size(); j-- > 0;) {
         const Node* in = m->inputs[j];
-        stack.push_back({in, movement_masks(m, j, v.masks), single ? v.view : in, m});
+        const Node* view = single ? v.view : gathers && j == 0 ? m : in;
+        stack.push_back({in, movement_masks(m, j, v.masks), view, m});
       }
     }
   }

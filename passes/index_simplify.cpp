@@ -270,10 +270,17 @@ IndexRange IndexBuilder::range(const kir::Expr* e) const {
     case ExprKind::Reduce:
       return kUnknown;
   }
-  if (e->dtype != ir::DType::i64 || e->args.size() != 2) return kUnknown;
-  IndexRange a = range(e->args[0]), b = range(e->args[1]);
-  // The ops index expressions are made of; any other op's range is unknown.
   const Alu op = e->alu;
+  // An integer widened to i64 keeps its value; max and min of integers never wrap (a gather's
+  // clamped index is computed in its i32 index dtype, then widened).
+  if (op == Alu::Cast && e->dtype == ir::DType::i64 && ir::is_int(e->args[0]->dtype))
+    return range(e->args[0]);
+  if (!ir::is_int(e->dtype) || e->args.size() != 2) return kUnknown;
+  IndexRange a = range(e->args[0]), b = range(e->args[1]);
+  if (op == Alu::Max) return {std::max(a.lo, b.lo), std::max(a.hi, b.hi)};
+  if (op == Alu::Min) return {std::min(a.lo, b.lo), std::min(a.hi, b.hi)};
+  if (e->dtype != ir::DType::i64) return kUnknown;  // narrower arithmetic may wrap
+  // The ops index expressions are made of; any other op's range is unknown.
   if (op == Alu::Add) return {sat_add(a.lo, b.lo), sat_add(a.hi, b.hi)};
   if (op == Alu::Sub) return {sat_add(a.lo, -b.hi), sat_add(a.hi, -b.lo)};
   if (op == Alu::Mul) {
@@ -281,8 +288,6 @@ IndexRange IndexBuilder::range(const kir::Expr* e) const {
     if (a.lo == a.hi) return range_of_mul(b, a.lo);
     return kUnknown;
   }
-  if (op == Alu::Max) return {std::max(a.lo, b.lo), std::max(a.hi, b.hi)};
-  if (op == Alu::Min) return {std::min(a.lo, b.lo), std::min(a.hi, b.hi)};
   if (op == Alu::IDiv || op == Alu::Mod) {
     if (b.lo != b.hi || b.lo <= 0) return kUnknown;
     if (op == Alu::IDiv) return {floor_div(a.lo, b.lo), floor_div(a.hi, b.lo)};

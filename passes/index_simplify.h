@@ -3,7 +3,8 @@
 // Sums are kept in an affine normal form (like terms merged, constant last). An operand of idiv
 // or mod that may be negative is shifted by a multiple of the divisor first, so the IDiv/Mod
 // expressions built here always satisfy the kernel IR contract (non-negative operands).
-// Loop variables of extent 1 are the constant 0. range() also understands Max/Min.
+// Loop variables of extent 1 are the constant 0. range() also understands Max/Min (of any
+// integer dtype) and integers widened to i64.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,7 @@
-// NodeLowering of movement ops: each view becomes a remapping of the index its reader asks for.
+// NodeLowering of movement ops: each view becomes a remapping of the index its reader asks for
+// (gather and gather_elements: a remapping through a load of their index operand).
 #include <algorithm>
+#include <limits>
 
 #include "passes/lower_context.h"
 #include "kiln/error.h"
@@ -146,6 +148,52 @@ Index slice_index(IndexBuilder& ib, const Node* n, const Index& idx) {
   return in;
 }
 
+// A loaded index normalized (i < 0 reads i + n) and clamped into [0, n), as i64. The arithmetic
+// runs in the index's own dtype when n fits it and is widened only then: comparisons of a
+// sign-extended i32 come out unsigned on Mesa's lavapipe (`lt(cast(i, i64), 0)` is false for
+// i = -1), and this way no comparison reads a widened value.
+const Expr* take_index(LowerContext& cx, const Expr* i, int64_t n) {
+  const DType t = n - 1 <= std::numeric_limits<int32_t>::max() ? i->dtype : DType::i64;
+  if (i->dtype != t) i = cx.arena().alu(Alu::Cast, t, {i});
+  auto c = [&](int64_t v) { return cx.arena().constant(t, static_cast<double>(v)); };
+  const Expr* negative = cx.arena().alu(Alu::Lt, DType::boolean, {i, c(0)});
+  const Expr* wrapped = cx.arena().alu(Alu::Add, t, {i, c(n)});
+  i = cx.arena().alu(Alu::Where, t, {negative, wrapped, i});
+  i = cx.arena().alu(Alu::Max, t, {i, c(0)});
+  i = cx.arena().alu(Alu::Min, t, {i, c(n - 1)});
+  if (t != DType::i64) i = cx.arena().alu(Alu::Cast, DType::i64, {i});
+  return i;
+}
+
+// An indirect read: the index operand is lowered first, at the output's position, and its value
+// (normalized and clamped, take_index) is the data operand's index along `axis`. The clamp is
+// what keeps the data load in bounds whatever the index tensor holds.
+NodeLowering plan_gather(LowerContext& cx, const Node* n, const Index& idx) {
+  const Node* x = n->inputs[0];
+  const Node* ix = n->inputs[1];
+  size_t axis = axis_attr(n, AttrKey::axis);
+  const bool elements = n->op == ir::Op::GatherElements;
+  const size_t rank = ix->shape.size();
+  Index at = elements ? idx
+                      : Index(idx.begin() + static_cast<std::ptrdiff_t>(axis),
+                              idx.begin() + static_cast<std::ptrdiff_t>(axis + rank));
+  NodeLowering l;
+  l.needs.emplace_back(ix, std::move(at));
+  l.build = [&cx, x, idx, axis, elements, rank](const std::vector<const Expr*>& v) {
+    Index in;
+    if (elements) {
+      in = idx;
+    } else {
+      in.assign(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(axis));
+      in.push_back(nullptr);  // the loaded index, below
+      in.insert(in.end(), idx.begin() + static_cast<std::ptrdiff_t>(axis + rank), idx.end());
+    }
+    in[axis] = take_index(cx, v[0], x->shape[axis]);
+    return cx.emit(x, in);
+  };
+  return l;
+}
+
 }  // namespace
 
 NodeLowering plan_movement(LowerContext& cx, const Node* n, const Index& idx) {
@@ -172,6 +220,9 @@ NodeLowering plan_movement(LowerContext& cx, const Node* n, const Index& idx) {
       return forward(x, roll_index(ib, n, idx));
     case ir::Movement::Unfold:
       return forward(x, unfold_index(ib, n, idx));
+    case ir::Movement::Gather:
+    case ir::Movement::GatherElements:
+      return plan_gather(cx, n, idx);
   }
   return lowered(cx.arena().constant(n->dtype, 0));
 }

@@ -1,9 +1,9 @@
 // The .kg regressions of GPU source (tests/graphs/gpu_regressions: reductions ending in a scalar,
-// a single row or a single column, with more work after them): each graph runs on vulkan:0 and
-// gives the cpu device's results; each of its GPU kernels, under every schedule that applies
-// (splits 1 and 4, reductions in the thread, four lanes), gives the cpu backend's results on
-// vulkan:0, or is refused there when it would outrun lavapipe's loop budget, and compiles as CUDA
-// through NVRTC and ptxas.
+// a single row or a single column, with more work after them; gathers, whose index loads feed
+// other loads): each graph runs on vulkan:0 and gives the cpu device's results; each of its GPU
+// kernels, under every schedule that applies (splits 1 and 4, reductions in the thread, four
+// lanes), gives the cpu backend's results on vulkan:0, or is refused there when it would outrun
+// lavapipe's loop budget, and compiles as CUDA through NVRTC and ptxas.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 // The fuzz generator's movement steps: views of a value (roll, flip, slices, pad, permute,
-// reshape, unfold, expand) and the ways reduced values grow back to full extent (pad, concat).
+// reshape, unfold, expand, gather_elements by an integer value) and the ways reduced values grow
+// back to full extent (pad, concat).
 #include <random>
 
 #include "fuzz_steps.h"
@@ -94,7 +95,7 @@ StepResult step_view(Generator& g) {
   auto v = g.pick_value([](const FuzzValue& v) { return v.exact || v.smooth_ok(); });
   if (!v) return std::nullopt;
   const int64_t axis = long_axis(g, *v);
-  switch (g.pick(8)) {
+  switch (g.pick(9)) {
     case 0: {
       std::vector<int64_t> axes = random_axes(g), shifts;
       for (int64_t a : axes) shifts.push_back(g.pick(2 * v->frame[at(a)] + 1) - v->frame[at(a)]);
@@ -123,6 +124,16 @@ StepResult step_view(Generator& g) {
     case 6:
       if (axis < 0 || v->dtype() == DType::boolean) return std::nullopt;
       return window_max(g, *v, axis);
+    case 7: {  // torch.gather along an axis by an integer value (indices wrapped and clamped)
+      auto w = g.pick_value(
+          [](const FuzzValue& o) { return o.dtype() == DType::i32 || o.dtype() == DType::i64; });
+      if (!w || axis < 0) return std::nullopt;
+      const ir::Node* x = g.ok(g.b().expand(in_frame(g, *v), g.base()), "expand");
+      const ir::Node* idx = g.ok(g.b().expand(in_frame(g, *w), g.base()), "expand indices");
+      FuzzValue r = derive(g.ok(g.b().gather_elements(x, idx, axis), "gather_elements"), *v);
+      r.frame = g.base();
+      return r;
+    }
     default: {  // an explicit broadcast to the base shape
       FuzzValue r = derive(g.ok(g.b().expand(in_frame(g, *v), g.base()), "expand"), *v);
       r.frame = g.base();

@@ -38,7 +38,7 @@ StepResult step_matmul(Generator& g);
 StepResult step_composite(Generator& g);   // softmax log_softmax layernorm attention
 
 // fuzz_movement.cpp
-StepResult step_view(Generator& g);        // roll flip slice pad permute reshape unfold
+StepResult step_view(Generator& g);        // roll flip slice pad permute reshape unfold gather_elements
 StepResult step_regrow(Generator& g);      // concat / pad of reduced values back to full extent
 
 }  // namespace kiln::testing::fuzz

@@ -115,6 +115,21 @@ TEST_F(BuilderCall, EveryPrimitiveByName) {
                 ->shape,
             (Shape{3, 2, 2}));
   EXPECT_EQ(ok(b.call("matmul", {x, ok(b.permute(x, {1, 0}))}, {}))->shape, (Shape{3, 3}));
+  const Node* ids = g.input(DType::i64, {5}, "ids");
+  EXPECT_EQ(ok(b.call("gather", {x, ids}, Attrs{{AttrKey::axis, int64_t{-1}}}))->shape,
+            (Shape{3, 5}));
+  EXPECT_EQ(ok(b.call("gather_elements", {x, ok(b.reshape(ids, {5, 1}))},
+                      Attrs{{AttrKey::axis, int64_t{0}}}))
+                ->shape,
+            (Shape{5, 1}));
+  // A literal index takes the data's dtype, like every literal: integer data only.
+  EXPECT_EQ(
+      ok(b.call("gather", {ok(b.cast(x, DType::i64)), 2.0}, Attrs{{AttrKey::axis, int64_t{0}}}))
+          ->shape,
+      (Shape{4}));
+  EXPECT_EQ(err(b.call("gather", {x, 2.0}, Attrs{{AttrKey::axis, int64_t{0}}})),
+            "gather: indices must be i32 or i64, got f32[]");
+  EXPECT_EQ(err(b.call("gather", {x, ids}, {})), "gather: missing attribute 'axis'");
 }
 
 }  // namespace

@@ -161,6 +161,52 @@ TEST_F(BuilderMovement, Unfold) {
   EXPECT_EQ(err(b.unfold(x, 2, 2, 0)), "unfold: step must be at least 1, got 0");
 }
 
+TEST_F(BuilderMovement, GatherShapes) {
+  const Node* g1 = ok(b.gather(x, in(DType::i64, {5, 6}), 1));
+  EXPECT_EQ(g1->op, Op::Gather);
+  EXPECT_EQ(g1->shape, (Shape{2, 5, 6, 4}));
+  EXPECT_EQ(g1->dtype, DType::f32);
+  EXPECT_EQ(ok(b.gather(x, in(DType::i32, {}), -1))->shape, (Shape{2, 3}));  // rank 0 drops it
+  EXPECT_EQ(ok(b.gather(x, in(DType::i32, {0}), 0))->shape, (Shape{0, 3, 4}));
+  const Node* g2 = ok(b.gather(x, in(DType::i32, {7}), -3));
+  EXPECT_EQ(g2->attrs.i(AttrKey::axis), 0);
+  EXPECT_EQ(g2->shape, (Shape{7, 3, 4}));
+  // An empty axis can feed only an empty result.
+  EXPECT_EQ(ok(b.gather(in(DType::f32, {3, 0}), in(DType::i64, {0}), 1))->shape, (Shape{3, 0}));
+}
+
+TEST_F(BuilderMovement, GatherErrors) {
+  EXPECT_EQ(err(b.gather(x, in(DType::f32, {2}), 0)),
+            "gather: indices must be i32 or i64, got f32[2]");
+  EXPECT_EQ(err(b.gather(x, in(DType::u8, {}), 0)), "gather: indices must be i32 or i64, got u8[]");
+  EXPECT_EQ(err(b.gather(x, in(DType::i64, {2}), 3)),
+            "gather: axis 3 is out of range for shape [2,3,4]");
+  EXPECT_EQ(err(b.gather(in(DType::f32, {}), in(DType::i64, {2}), 0)),
+            "gather: axis 0 is out of range for shape []");
+  EXPECT_EQ(err(b.gather(in(DType::f32, {3, 0}), in(DType::i64, {2}), 1)),
+            "gather: axis 1 of [3,0] is empty, so the indices of shape [3,2] have nothing to read");
+}
+
+TEST_F(BuilderMovement, GatherElementsShapes) {
+  const Node* g = ok(b.gather_elements(x, in(DType::i64, {2, 3, 9}), -1));
+  EXPECT_EQ(g->op, Op::GatherElements);
+  EXPECT_EQ(g->shape, (Shape{2, 3, 9}));  // the gathered axis may be longer
+  EXPECT_EQ(g->attrs.i(AttrKey::axis), 2);
+  EXPECT_EQ(ok(b.gather_elements(x, in(DType::i32, {1, 2, 4}), 0))->shape, (Shape{1, 2, 4}));
+}
+
+TEST_F(BuilderMovement, GatherElementsErrors) {
+  EXPECT_EQ(err(b.gather_elements(x, in(DType::boolean, {2, 3, 4}), 0)),
+            "gather_elements: indices must be i32 or i64, got bool[2,3,4]");
+  EXPECT_EQ(err(b.gather_elements(x, in(DType::i64, {2, 3}), 0)),
+            "gather_elements: indices [2,3] and data [2,3,4] differ in rank");
+  EXPECT_EQ(err(b.gather_elements(x, in(DType::i64, {2, 3, 4}), -4)),
+            "gather_elements: axis -4 is out of range for shape [2,3,4]");
+  EXPECT_EQ(err(b.gather_elements(x, in(DType::i64, {2, 4, 4}), 0)),
+            "gather_elements: indices [2,4,4] are longer than data [2,3,4] on axis 1 (only axis 0 "
+            "may differ)");
+}
+
 TEST_F(BuilderMovement, MatmulShapes) {
   struct Case {
     Shape a, b, out;

@@ -75,6 +75,22 @@ TEST(BeamFuser, ElementwiseChainIsOneGroup) {
   expect_reasons_complete(plan);
 }
 
+// A gather is inlined into its reader like a view: the lookup, the scaling, the positional term
+// and the activation are one kernel that reads the table, the ids and the positions.
+TEST(BeamFuser, EmbeddingLookupAndElementwiseChainIsOneGroup) {
+  Fixture f;
+  const Node* table = f.g.input(DType::f32, {32000, 512}, "table");
+  const Node* ids = f.g.input(DType::i64, {8, 128}, "ids");
+  const Node* pos = f.g.input(DType::f32, {128, 512}, "pos");
+  const Node* e = must(f.b.gather(table, ids, 0));  // [8,128,512]
+  const Node* y = f.un(Op::Gelu, f.bin(Op::Add, f.bin(Op::Mul, e, f.lit(22.6)), pos));
+  FusionPlan plan = f.fuse({y});
+  ASSERT_EQ(plan.groups.size(), 1u);
+  EXPECT_EQ(plan.groups[0].outputs, (std::vector<const Node*>{y}));
+  EXPECT_EQ(plan.groups[0].inputs, (std::vector<const Node*>{table, ids, pos}));
+  expect_reasons_complete(plan);
+}
+
 TEST(BeamFuser, RowSoftmaxAndLayernormAreOneGroupEach) {
   Fixture f;
   const Node* x = f.g.input(DType::f32, {512, 1024}, "x");

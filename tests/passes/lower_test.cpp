@@ -331,5 +331,67 @@ TEST(Lower, DeterministicText) {
   }
 }
 
+// Whether some load's index expression reads another load: the gather's indirect read.
+bool has_indirect_load(const kir::Kernel& k) {
+  auto reads_load = [](const kir::Expr* root) {
+    std::vector<const kir::Expr*> stack{root};
+    while (!stack.empty()) {
+      const kir::Expr* e = stack.back();
+      stack.pop_back();
+      if (e->kind == kir::ExprKind::Load) return true;
+      stack.insert(stack.end(), e->args.begin(), e->args.end());
+    }
+    return false;
+  };
+  for (const kir::Expr* e : kir::kernel_exprs(k))
+    if (e->kind == kir::ExprKind::Load && reads_load(e->args[0])) return true;
+  return false;
+}
+
+// The test interpreter fails on any out-of-range load, so indices past either end (after
+// wrapping negatives once) show the clamp.
+TEST(Lower, GatherIsAnIndirectLoadKeptInBounds) {
+  Fixture f;
+  const Node* table = f.in({4, 2}, "table");
+  const Node* ids = f.g.input(DType::i64, {5}, "ids");
+  const Node* e = must(f.b.gather(table, ids, 0));
+  const Node* y = f.bin(Op::Add, e, must(f.b.scalar(1, DType::f32)));
+  FusionPlan plan = make_first_fuser()->fuse({y});
+  ASSERT_EQ(plan.groups.size(), 1u);
+  auto lowered = lower_group(plan.groups[0], "k");
+  ASSERT_TRUE(lowered) << lowered.error().message;
+  EXPECT_TRUE(has_indirect_load(lowered->kernel)) << kir::print_kernel(lowered->kernel);
+  Buffer got = run_one_group(y, {{table, iota(8)}, {ids, {3, -1, 0, 9, -7}}});
+  // rows 3, 3 (-1 + 4), 0, 3 (9 clamped), 0 (-7 + 4 = -3 clamped)
+  EXPECT_EQ(got, (Buffer{7, 8, 7, 8, 1, 2, 7, 8, 1, 2}));
+}
+
+TEST(Lower, GatherElementsAlongEachAxis) {
+  Fixture f;
+  const Node* x = f.in({2, 3});  // iota: [[0,1,2],[3,4,5]]
+  const Node* cols = f.g.input(DType::i32, {2, 2}, "cols");
+  Buffer got =
+      run_one_group(must(f.b.gather_elements(x, cols, 1)), {{x, iota(6)}, {cols, {2, -1, 5, -9}}});
+  EXPECT_EQ(got, (Buffer{2, 2, 5, 3}));
+  const Node* rows = f.g.input(DType::i64, {1, 3}, "rows");
+  got = run_one_group(must(f.b.gather_elements(x, rows, 0)), {{x, iota(6)}, {rows, {1, -2, 7}}});
+  EXPECT_EQ(got, (Buffer{3, 1, 5}));
+}
+
+// A scalar index drops the axis; an index gathered by an index (two levels of indirect loads).
+TEST(Lower, GatherScalarIndexAndGatherOfIndices) {
+  Fixture f;
+  const Node* x = f.in({2, 3});
+  const Node* one = f.g.input(DType::i64, {}, "one");
+  EXPECT_EQ(run_one_group(must(f.b.gather(x, one, 1)), {{x, iota(6)}, {one, {-2}}}),
+            (Buffer{1, 4}));
+  const Node* perm = f.g.input(DType::i32, {3}, "perm");
+  const Node* pick = f.g.input(DType::i32, {2}, "pick");
+  const Node* chosen = must(f.b.gather(perm, pick, 0));
+  EXPECT_EQ(run_one_group(must(f.b.gather(x, chosen, 1)),
+                          {{x, iota(6)}, {perm, {2, 0, 1}}, {pick, {0, 2}}}),
+            (Buffer{2, 1, 5, 4}));
+}
+
 }  // namespace
 }  // namespace kiln::passes

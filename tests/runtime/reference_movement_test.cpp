@@ -205,5 +205,71 @@ TEST(ReferenceSources, FullAndArange) {
                 {255, 0});
 }
 
+// x = [[0,1,2],[10,11,12]] (f32 [2,3]); numpy take: out.shape = x.shape[:axis] + idx.shape +
+// x.shape[axis+1:].
+TEST(ReferenceMovement, GatherEveryAxisAndIndexDtype) {
+  for (DType it : {DType::i32, DType::i64}) {
+    RefGraph r;
+    const Node* x = r.input(tensor(DType::f32, {2, 3}, {0, 1, 2, 10, 11, 12}));
+    const Node* rows = r.input(tensor(it, {3}, {1, 0, -1}), "rows");  // -1 is the last row
+    expect_values(
+        r.eval(r.make(Op::Gather, DType::f32, {3, 3}, {x, rows}, {{AttrKey::axis, int64_t{0}}})),
+        {10, 11, 12, 0, 1, 2, 10, 11, 12});
+    const Node* cols = r.input(tensor(it, {2, 2}, {2, -3, 0, -1}), "cols");
+    expect_values(
+        r.eval(r.make(Op::Gather, DType::f32, {2, 2, 2}, {x, cols}, {{AttrKey::axis, int64_t{1}}})),
+        {2, 0, 0, 2, 12, 10, 10, 12});
+  }
+}
+
+TEST(ReferenceMovement, GatherScalarAndEmptyIndices) {
+  RefGraph r;
+  const Node* x = r.input(tensor(DType::i64, {2, 3}, {0, 1, 2, 10, 11, 12}));
+  const Node* one = r.input(tensor(DType::i32, {}, {1}), "one");
+  // A rank-0 index drops the axis: x[:, 1].
+  expect_values(
+      r.eval(r.make(Op::Gather, DType::i64, {2}, {x, one}, {{AttrKey::axis, int64_t{1}}})),
+      {1, 11});
+  expect_values(
+      r.eval(r.make(Op::Gather, DType::i64, {3}, {x, one}, {{AttrKey::axis, int64_t{0}}})),
+      {10, 11, 12});
+  const Node* none = r.input(tensor(DType::i64, {0}, {}), "none");
+  expect_values(
+      r.eval(r.make(Op::Gather, DType::i64, {2, 0}, {x, none}, {{AttrKey::axis, int64_t{1}}})), {});
+}
+
+// Indices are normalized once (i < 0 reads i + n) and then clamped into [0, n) (ir/builder.h).
+TEST(ReferenceMovement, GatherClampsOutOfRangeIndices) {
+  RefGraph r;
+  const Node* x = r.input(tensor(DType::boolean, {4}, {1, 0, 0, 1}));
+  const Node* bits = r.input(tensor(DType::i64, {6}, {-9, 1, -3, 2, 4, 1000}), "bits");
+  // -9 + 4 = -5 -> 0, 1, -3 + 4 = 1, 2, 4 -> 3, 1000 -> 3
+  expect_values(
+      r.eval(r.make(Op::Gather, DType::boolean, {6}, {x, bits}, {{AttrKey::axis, int64_t{0}}})),
+      {1, 0, 0, 0, 1, 1});
+  const Node* idx = r.input(tensor(DType::i64, {6}, {-9, -5, -4, 3, 4, 1000}), "idx");
+  const Node* y = r.input(tensor(DType::f64, {4}, {5, 6, 7, 8}), "y");
+  expect_values(
+      r.eval(r.make(Op::Gather, DType::f64, {6}, {y, idx}, {{AttrKey::axis, int64_t{0}}})),
+      {5, 5, 5, 8, 8, 8});  // -9 -> -5 -> 0, -5 -> -1 -> 0, -4 -> 0, 3, 4 -> 3, 1000 -> 3
+}
+
+// numpy take_along_axis / torch.gather: out[i][j] = x[idx[i][j]][j] (axis 0), x[i][idx[i][j]]
+// (axis 1); idx may be shorter than x on the other axes and longer on the gathered one.
+TEST(ReferenceMovement, GatherElementsBothAxes) {
+  for (DType it : {DType::i32, DType::i64}) {
+    RefGraph r;
+    const Node* x = r.input(tensor(DType::f32, {3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}));
+    const Node* i0 = r.input(tensor(it, {2, 3}, {1, 2, 0, -1, 0, 7}), "i0");
+    expect_values(r.eval(r.make(Op::GatherElements, DType::f32, {2, 3}, {x, i0},
+                                {{AttrKey::axis, int64_t{0}}})),
+                  {4, 8, 3, 7, 2, 9});  // 7 clamps to row 2
+    const Node* i1 = r.input(tensor(it, {2, 4}, {0, 0, 2, -2, 1, -4, 2, 0}), "i1");
+    expect_values(r.eval(r.make(Op::GatherElements, DType::f32, {2, 4}, {x, i1},
+                                {{AttrKey::axis, int64_t{1}}})),
+                  {1, 1, 3, 2, 5, 4, 6, 4});  // -4 + 3 = -1 clamps to column 0
+  }
+}
+
 }  // namespace
 }  // namespace kiln::testing
