@@ -525,6 +525,18 @@ kiln_status kiln_matmul(kiln_tensor a, kiln_tensor b, kiln_tensor* out) {
   return op(__func__, out,
             [](const kiln::Tensor& x, const kiln::Tensor& y) { return kiln::matmul(x, y); }, a, b);
 }
+kiln_status kiln_gather(kiln_tensor x, kiln_tensor idx, int64_t axis, kiln_tensor* out) {
+  return op(__func__, out,
+            [&](const kiln::Tensor& t, const kiln::Tensor& i) { return kiln::gather(t, i, axis); },
+            x, idx);
+}
+kiln_status kiln_gather_elements(kiln_tensor x, kiln_tensor idx, int64_t axis, kiln_tensor* out) {
+  return op(__func__, out,
+            [&](const kiln::Tensor& t, const kiln::Tensor& i) {
+              return kiln::gather_elements(t, i, axis);
+            },
+            x, idx);
+}
 kiln_status kiln_softmax(kiln_tensor x, int64_t axis, kiln_tensor* out) {
   return op(__func__, out, [&](const kiln::Tensor& t) { return kiln::softmax(t, axis); }, x);
 }

@@ -117,6 +117,17 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
 Tensor matmul(const Tensor& a, const Tensor& c) {
   return TensorImpl::apply({&a, &c}, [](Builder& b, const Nodes& n) { return b.matmul(n[0], n[1]); });
 }
+
+Tensor gather(const Tensor& x, const Tensor& idx, int64_t axis) {
+  return TensorImpl::apply(
+      {&x, &idx}, [axis](Builder& b, const Nodes& n) { return b.gather(n[0], n[1], axis); });
+}
+
+Tensor gather_elements(const Tensor& x, const Tensor& idx, int64_t axis) {
+  return TensorImpl::apply({&x, &idx}, [axis](Builder& b, const Nodes& n) {
+    return b.gather_elements(n[0], n[1], axis);
+  });
+}
 Tensor softmax(const Tensor& x, int64_t axis) {
   return TensorImpl::apply({&x}, [axis](Builder& b, const Nodes& n) { return b.softmax(n[0], axis); });
 }

@@ -196,6 +196,12 @@ KILN_EXPORT Expected<void> realize(const std::vector<Tensor>& tensors);
 #undef KILN_API_member
 KILN_EXPORT Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
 KILN_EXPORT Tensor matmul(const Tensor& a, const Tensor& b);
+// Indexed reads (idx i32 or i64; an index i < 0 reads i + n, then indices are clamped into
+// [0, n), n = x's length along axis). gather: numpy take / ONNX Gather, out.shape =
+// x.shape[:axis] + idx.shape + x.shape[axis+1:]. gather_elements: numpy take_along_axis / ONNX
+// GatherElements / torch.gather, idx of x's rank, out.shape = idx.shape.
+KILN_EXPORT Tensor gather(const Tensor& x, const Tensor& idx, int64_t axis);
+KILN_EXPORT Tensor gather_elements(const Tensor& x, const Tensor& idx, int64_t axis);
 // composites, built from primitives
 KILN_EXPORT Tensor softmax(const Tensor& x, int64_t axis = -1);
 KILN_EXPORT Tensor log_softmax(const Tensor& x, int64_t axis = -1);

@@ -271,6 +271,15 @@ KILN_EXPORT kiln_status kiln_unfold(kiln_tensor x, int64_t dim, int64_t size, in
 KILN_EXPORT kiln_status kiln_concat(const kiln_tensor* xs, int32_t count, int64_t axis,
                                     kiln_tensor* out);
 
+/* Indexed reads. `idx` is i32 or i64; an index i < 0 reads i + n, and indices are then clamped
+ * into [0, n) (n = x's length along `axis`), so none reads outside x. kiln_gather: numpy take /
+ * ONNX Gather, the result's shape x.shape[:axis] + idx.shape + x.shape[axis+1:].
+ * kiln_gather_elements: numpy take_along_axis / ONNX GatherElements, idx of x's rank, the result's
+ * shape idx's. Like the other ops, callable from any thread. */
+KILN_EXPORT kiln_status kiln_gather(kiln_tensor x, kiln_tensor idx, int64_t axis, kiln_tensor* out);
+KILN_EXPORT kiln_status kiln_gather_elements(kiln_tensor x, kiln_tensor idx, int64_t axis,
+                                             kiln_tensor* out);
+
 KILN_EXPORT kiln_status kiln_matmul(kiln_tensor a, kiln_tensor b, kiln_tensor* out);
 /* Composites, built from the primitives above. */
 KILN_EXPORT kiln_status kiln_softmax(kiln_tensor x, int64_t axis, kiln_tensor* out);

@@ -124,6 +124,8 @@ _PROTOTYPES = {
     "kiln_unfold": (c_int, [_T, c_int64, c_int64, c_int64, _OUT]),
     "kiln_concat": (c_int, [POINTER(c_void_p), c_int32, c_int64, _OUT]),
     "kiln_matmul": (c_int, [_T, _T, _OUT]),
+    "kiln_gather": (c_int, [_T, _T, c_int64, _OUT]),
+    "kiln_gather_elements": (c_int, [_T, _T, c_int64, _OUT]),
     "kiln_softmax": (c_int, [_T, c_int64, _OUT]),
     "kiln_log_softmax": (c_int, [_T, c_int64, _OUT]),
     "kiln_layernorm": (c_int, [_T, _T, _T, c_int64, c_double, _OUT]),

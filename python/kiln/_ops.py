@@ -239,6 +239,38 @@ def matmul(a, b):
     return binary(lib.kiln_matmul, a, b)
 
 
+def _indices(indices, x):
+    """`indices` as an index tensor on x's device: a kiln Tensor as it is, else integers (int32
+    arrays stay int32, other integer arrays become int64)."""
+    if isinstance(indices, Tensor):
+        return indices
+    a = np.asarray(indices)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"indices must be integers, not {a.dtype}")
+    return tensor(a if a.dtype == np.int32 else a.astype(np.int64), device=x._dev)
+
+
+def _indexed(fn, x, indices, axis):
+    x = _tensor_arg(x)
+    idx = _indices(indices, x)
+    out = _c_void_p()
+    check(fn(x._h, idx._h, axis, _byref(out)))
+    return new(out, x._dev)
+
+
+def gather(x, indices, axis=0):
+    """numpy's take along `axis` (ONNX Gather): the result's shape is x.shape[:axis] +
+    indices.shape + x.shape[axis+1:]. An index i < 0 reads i + n, then indices are clamped into
+    [0, n) (numpy's mode="clip" after wrapping negatives once; numpy's default raises instead)."""
+    return _indexed(lib.kiln_gather, x, indices, axis)
+
+
+def gather_elements(x, indices, axis=0):
+    """numpy's take_along_axis (ONNX GatherElements, torch.gather): indices have x's rank, and
+    the result their shape. Out-of-range indices are wrapped once and clamped, as in gather."""
+    return _indexed(lib.kiln_gather_elements, x, indices, axis)
+
+
 def softmax(x, axis=-1):
     return _tensor_arg(x).softmax(axis)
 
@@ -268,5 +300,6 @@ def attention(q, k, v, causal=False, scale=None):
 
 __all__ = ["tensor", "from_dlpack", "full", "zeros", "ones", "arange", "realize", "where", "cast", "sum", "mean",
            "max", "min", "prod", "argmax", "argmin", "reshape", "permute", "transpose", "expand", "broadcast_to",
-           "slice", "pad", "flip", "roll", "unfold", "concat", "concatenate", "matmul", "softmax", "log_softmax",
+           "slice", "pad", "flip", "roll", "unfold", "concat", "concatenate", "matmul", "gather",
+           "gather_elements", "softmax", "log_softmax",
            "layernorm", "attention"] + list(ELEMENTWISE)

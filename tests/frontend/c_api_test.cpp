@@ -249,6 +249,49 @@ TEST(CApi, FailuresReturnAStatusAndAMessage) {
   EXPECT_EQ(std::string(kiln_last_error()), mine);
 }
 
+// An embedding lookup and a torch.gather through the C API, with negative and out-of-range
+// indices (wrapped once, then clamped), and the errors of bad indices.
+TEST(CApi, GatherAndGatherElements) {
+  CDevice d;
+  OPEN_OR_SKIP(d);
+  Handles h;
+  const float table[6] = {0, 1, 10, 11, 20, 21};  // [3,2]
+  const int64_t ids[4] = {2, -1, 7, -5};
+  const int32_t cols[3] = {1, -2, 9};  // [3,1]
+  const int64_t ts[2] = {3, 2}, is = 4, cs[2] = {3, 1};
+  kiln_tensor t, i, c, e, g, bad;
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, ts, 2, table, sizeof table, &t));
+  C_OK(kiln_tensor_from_host(d.dev, KILN_I64, &is, 1, ids, sizeof ids, &i));
+  C_OK(kiln_tensor_from_host(d.dev, KILN_I32, cs, 2, cols, sizeof cols, &c));
+  h.keep(t), h.keep(i), h.keep(c);
+  C_OK(kiln_gather(t, i, 0, &e));
+  h.keep(e);
+  int64_t dims[2] = {0, 0};
+  C_OK(kiln_tensor_shape(e, dims, 2));
+  EXPECT_EQ(dims[0], 4);
+  EXPECT_EQ(dims[1], 2);
+  float rows[8];
+  C_OK(kiln_tensor_to_host(e, rows, sizeof rows));
+  // rows 2, 2 (-1 + 3), 2 (7 clamped), 0 (-5 + 3 = -2 clamped)
+  EXPECT_EQ(std::vector<float>(rows, rows + 8), (std::vector<float>{20, 21, 20, 21, 20, 21, 0, 1}));
+  C_OK(kiln_gather_elements(t, c, -1, &g));
+  h.keep(g);
+  float picked[3];
+  C_OK(kiln_tensor_to_host(g, picked, sizeof picked));
+  EXPECT_EQ(std::vector<float>(picked, picked + 3), (std::vector<float>{1, 10, 21}));
+
+  bad = reinterpret_cast<kiln_tensor>(0x1);
+  EXPECT_EQ(kiln_gather(t, t, 0, &bad), KILN_ERROR_INVALID_OPERATION);
+  EXPECT_NE(std::string(kiln_last_error()).find("gather: indices must be i32 or i64, got f32[3,2]"),
+            std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(kiln_gather_elements(t, i, 0, &bad), KILN_ERROR_INVALID_OPERATION);
+  EXPECT_NE(std::string(kiln_last_error()).find("differ in rank"), std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(kiln_gather(t, nullptr, 0, &bad), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(bad, reinterpret_cast<kiln_tensor>(0x1));
+}
+
 TEST(CApi, OptionsAreCheckedWhenSetAndReachTheDevice) {
   kiln_options o = test_options();
   EXPECT_EQ(kiln_options_set(o, "autotune.levle", "full"), KILN_ERROR_INVALID_ARGUMENT);

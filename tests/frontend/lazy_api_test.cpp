@@ -29,6 +29,26 @@ TEST(LazyApi, GeluChainMatchesScalarMath) {
   }
 }
 
+// kiln::gather is fused like a view: the lookup, the scaling and the activation are one kernel.
+TEST(LazyApi, EmbeddingLookupAndActivationAreOneKernel) {
+  std::vector<float> table(64 * 8);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = 0.01f * static_cast<float>(i);
+  std::vector<int64_t> ids = {5, 63, -1, 0, 7, 100};
+  auto tt = kiln::Tensor::from_host(cpu(), std::span<const float>(table), {64, 8});
+  auto ti = kiln::Tensor::from_host(cpu(), std::span<const int64_t>(ids), {2, 3});
+  auto out = kiln::tanh(kiln::gather(tt, ti, 0) * 0.5).to_vector<float>();
+  ASSERT_TRUE(out.has_value()) << out.error().message;
+  EXPECT_EQ(cpu().last_stats().kernels, 1);
+  const int rows[] = {5, 63, 63, 0, 7, 63};  // -1 wraps to 63, 100 clamps to 63
+  for (int p = 0; p < 6; ++p)
+    for (int k = 0; k < 8; ++k)
+      ASSERT_NEAR((*out)[p * 8 + k], std::tanh(0.5 * table[rows[p] * 8 + k]), 1e-5)
+          << p << " " << k;
+  auto picked = kiln::gather_elements(tt, ti.reshape({6, 1}), 0).to_vector<float>();
+  ASSERT_TRUE(picked.has_value()) << picked.error().message;
+  for (int p = 0; p < 6; ++p) EXPECT_EQ((*picked)[p], table[rows[p] * 8]) << p;
+}
+
 TEST(LazyApi, RepeatedGraphHitsThePlanCache) {
   float first = 0;
   for (int step = 0; step < 3; ++step) {

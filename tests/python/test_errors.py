@@ -27,6 +27,15 @@ def test_ops_on_operands_they_do_not_accept():
         kiln.tensor(np.ones((2, 3))) @ kiln.tensor(np.ones((2, 3)))
     with pytest.raises(kiln.InvalidOperationError, match="step must not be 0"):
         kiln.arange(0, 10, 0)
+    with pytest.raises(kiln.InvalidOperationError, match=r"gather: indices must be i32 or i64, got f32\[3\]"):
+        kiln.gather(a, a)
+    with pytest.raises(kiln.InvalidOperationError, match=r"gather: axis 1 is out of range for shape \[3\]"):
+        kiln.gather(a, [0], axis=1)
+    with pytest.raises(kiln.InvalidOperationError,
+                       match=r"gather_elements: indices \[2,2\] and data \[3\] differ in rank"):
+        kiln.gather_elements(a, np.zeros((2, 2), np.int64))
+    with pytest.raises(TypeError, match="indices must be integers, not float64"):
+        kiln.gather(a, [0.5])
     with pytest.raises(kiln.InvalidOperationError, match="different devices"):
         a + kiln.tensor(np.ones(3, np.float32), device=open_test_device())
 
@@ -127,7 +136,8 @@ def call_quietly(fn, *args, **kwargs):
 
 @pytest.mark.parametrize("name", ["tensor", "full", "zeros", "arange", "exp", "add", "where", "sum", "argmax",
                                   "reshape", "permute", "expand", "slice", "pad", "flip", "roll", "unfold",
-                                  "concat", "matmul", "softmax", "layernorm", "attention", "cast", "from_dlpack",
+                                  "concat", "matmul", "gather", "gather_elements", "softmax", "layernorm",
+                                  "attention", "cast", "from_dlpack",
                                   "realize", "dump", "run_graph"])
 def test_no_input_crashes(name):
     fn = getattr(kiln, name)

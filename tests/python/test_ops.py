@@ -170,6 +170,58 @@ def test_views():
     assert_close(kiln.concat([t, kiln.tensor(b)], axis=1), np.concatenate([a, b], axis=1))
 
 
+def clipped(idx, n):
+    """kiln's rule for out-of-range indices: negatives wrap once, then everything is clamped."""
+    idx = np.asarray(idx)
+    return np.clip(np.where(idx < 0, idx + n, idx), 0, n - 1)
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_gather_is_numpy_take(index_dtype):
+    a = data((4, 5, 6))
+    t = kiln.tensor(a)
+    for axis in range(-3, 3):
+        n = a.shape[axis]
+        for shape in [(), (3,), (2, 3), (0,)]:
+            idx = rng.integers(-n, n, shape).astype(index_dtype)
+            got = kiln.gather(t, kiln.tensor(idx), axis)
+            assert got.shape == np.take(a, idx, axis=axis).shape
+            assert_close(got, np.take(a, idx, axis=axis))
+    # indices given as a list or array; integer data and bool data
+    assert_close(kiln.gather(t, [3, -1, 0], axis=1), np.take(a, [3, -1, 0], axis=1))
+    ints = rng.integers(-100, 100, (6, 3)).astype(np.int64)
+    assert_close(kiln.gather(kiln.tensor(ints), np.array([5, 0, -2], index_dtype)), ints[[5, 0, -2]])
+    flags = rng.integers(0, 2, (7,)).astype(bool)
+    assert_close(kiln.gather(kiln.tensor(flags), [6, 1, 1]), flags[[6, 1, 1]])
+    # out of range: wrapped once and clamped (numpy's take would raise)
+    wild = np.array([-100, -5, 4, 9, 1 << 40], np.int64)
+    assert_close(kiln.gather(t, wild, axis=0), np.take(a, clipped(wild, 4), axis=0))
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_gather_elements_is_numpy_take_along_axis(index_dtype):
+    a = data((4, 5, 6))
+    t = kiln.tensor(a)
+    for axis in range(-3, 3):
+        n = a.shape[axis]
+        shape = list(a.shape)
+        shape[axis] = 7  # the gathered axis may be longer than the data's
+        idx = rng.integers(-n, n, shape).astype(index_dtype)
+        assert_close(kiln.gather_elements(t, kiln.tensor(idx), axis), np.take_along_axis(a, idx, axis))
+    short = rng.integers(0, 6, (2, 3, 6)).astype(index_dtype)  # other axes may be shorter
+    assert_close(kiln.gather_elements(t, short, 2), np.take_along_axis(a[:2, :3], short, 2))
+    wild = np.full((1, 5, 6), 1 << 20, index_dtype)
+    wild[0, 0, 0] = -9
+    assert_close(kiln.gather_elements(t, wild, 0), np.take_along_axis(a, clipped(wild, 4), 0))
+
+
+def test_gather_fuses_with_elementwise():
+    table = data((50, 8))
+    ids = rng.integers(0, 50, (3, 4))
+    got = kiln.tanh(kiln.gather(kiln.tensor(table), ids) * 2.0 + 1.0)
+    assert_close(got, np.tanh(table[ids] * 2.0 + 1.0))
+
+
 def test_indexing():
     a = data((4, 5, 6))
     t = kiln.tensor(a)
