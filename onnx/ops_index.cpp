@@ -1,8 +1,8 @@
-// ONNX ops that select by runtime indices, written with one-hot masks over kiln's primitives
-// (eq against an arange, where, sum): GatherElements, NegativeLogLikelihoodLoss,
-// SoftmaxCrossEntropyLoss, Hardmax; and CumSum as a product with a triangular mask. Each costs
-// O(length) per element along its axis: correct, not yet the gather and scan primitives that
-// issue 18 adds.
+// ONNX ops that select by runtime indices: GatherElements and GatherND on kiln's gather
+// primitives; NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss and Hardmax written with one-hot
+// masks over kiln's primitives (eq against an arange, where, sum); and CumSum as a product with a
+// triangular mask. The mask-based ones cost O(length) per element along their axis: correct, not
+// yet the scan primitives that issue 18 adds.
 #include <fmt/format.h>
 #include <numeric>
 
@@ -28,45 +28,80 @@ Expected<int64_t> axis_of(Context& c, int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
-// GatherElements: out[p] = x[p with p[axis] = idx[p]]. The candidates x[p with p[axis] = k] for
-// every k lie along a new last axis; a one-hot of idx over that axis picks one.
+// GatherElements: kiln's gather_elements (out-of-range indices clamped, see ir/builder.h).
 Outs gather_elements(Context& c) {
   KILN_ONNX_TRY(const ir::Node* x, c.x(0));
   KILN_ONNX_TRY(const ir::Node* idx, c.x(1));
   const int64_t rank = x->shape.size();
   if (int64_t(idx->shape.size()) != rank) return c.fail("data and indices differ in rank");
   KILN_ONNX_TRY(int64_t axis, axis_of(c, c.attr_i("axis", 0), rank));
+  return one(c, c.b().gather_elements(x, idx, axis));
+}
+
+// GatherND: out[b.., i..] = x[b.., idx[b.., i.., 0], ..., idx[b.., i.., m-1], ...] with b the
+// batch_dims leading axes. The m index components (each normalized and clamped into its axis)
+// and the batch position make one flat index into x reshaped to [batch * indexed axes, rest...],
+// which gather reads along axis 0.
+Outs gather_nd(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* idx, c.x(1));
+  const int64_t r = x->shape.size(), q = idx->shape.size(), b = c.attr_i("batch_dims", 0);
+  if (!ir::is_int(idx->dtype)) return c.fail("indices must be integers");
+  if (q < 1) return c.fail("indices must have rank 1 or more");
+  if (b < 0 || b >= std::min(r, q)) return c.fail(fmt::format("batch_dims {} is out of range", b));
+  const int64_t m = idx->shape[q - 1];
+  if (m < 1 || m > r - b)
+    return c.fail(fmt::format("indices' last axis {} must be in [1, {}]", m, r - b));
+  for (int64_t d = 0; d < b; ++d)
+    if (idx->shape[d] != x->shape[d]) return c.fail("data and indices differ in their batch axes");
   ir::Builder& B = c.b();
-  const int64_t n = x->shape[axis];
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d == axis) continue;
-    if (idx->shape[d] > x->shape[d]) return c.fail("indices are larger than the data");
-    if (idx->shape[d] < x->shape[d]) { KILN_ONNX_TRY(x, c.check(B.slice(x, d, 0, idx->shape[d], 1))); }
+  const ir::Shape lead(idx->shape.begin(), idx->shape.end() - 1);  // [b.., i..]
+  KILN_ONNX_TRY(const ir::Node* wide, c.check(B.cast(idx, ir::DType::i64)));
+  const ir::Node* flat = nullptr;
+  int64_t span = 1;  // elements of the indexed axes of one batch
+  for (int64_t j = m; j-- > 0;) {
+    const int64_t n = x->shape[b + j];
+    KILN_ONNX_TRY(const ir::Node* k, c.check(B.slice(wide, q - 1, j, j + 1, 1)));
+    KILN_ONNX_TRY(k, c.check(B.reshape(k, lead)));
+    KILN_ONNX_TRY(const ir::Node* zero, c.check(B.scalar(0, ir::DType::i64)));
+    KILN_ONNX_TRY(const ir::Node* len, c.check(B.scalar(double(n), ir::DType::i64)));
+    KILN_ONNX_TRY(const ir::Node* last,
+                  c.check(B.scalar(double(std::max<int64_t>(n - 1, 0)), ir::DType::i64)));
+    KILN_ONNX_TRY(const ir::Node* neg, c.check(B.binary(Op::Lt, k, zero)));
+    KILN_ONNX_TRY(const ir::Node* wrapped, c.check(B.binary(Op::Add, k, len)));
+    KILN_ONNX_TRY(k, c.check(B.where(neg, wrapped, k)));
+    KILN_ONNX_TRY(k, c.check(B.binary(Op::Max, k, zero)));
+    KILN_ONNX_TRY(k, c.check(B.binary(Op::Min, k, last)));
+    if (span != 1) {
+      KILN_ONNX_TRY(const ir::Node* stride, c.check(B.scalar(double(span), ir::DType::i64)));
+      KILN_ONNX_TRY(k, c.check(B.binary(Op::Mul, k, stride)));
+    }
+    if (flat) {
+      KILN_ONNX_TRY(flat, c.check(B.binary(Op::Add, flat, k)));
+    } else {
+      flat = k;
+    }
+    span *= n;
   }
-  std::vector<int64_t> perm;
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != axis) perm.push_back(d);
-  perm.push_back(axis);
-  KILN_ONNX_TRY(const ir::Node* moved, c.check(B.permute(x, perm)));  // [..., n]
-  ir::Shape unsq = moved->shape;
-  unsq.insert(unsq.begin() + axis, 1);
-  KILN_ONNX_TRY(const ir::Node* cand, c.check(B.reshape(moved, unsq)));  // [.., 1 at axis, .., n]
-  // Negative indices count from the end.
-  KILN_ONNX_TRY(const ir::Node* zero_i, c.check(B.scalar(0, idx->dtype)));
-  KILN_ONNX_TRY(const ir::Node* n_i, c.check(B.scalar(double(n), idx->dtype)));
-  KILN_ONNX_TRY(const ir::Node* neg, c.check(B.binary(Op::Lt, idx, zero_i)));
-  KILN_ONNX_TRY(const ir::Node* wrapped, c.check(B.binary(Op::Add, idx, n_i)));
-  KILN_ONNX_TRY(idx, c.check(B.where(neg, wrapped, idx)));
-  ir::Shape ishape = idx->shape;
-  ishape.push_back(1);
-  KILN_ONNX_TRY(const ir::Node* iu, c.check(B.reshape(idx, ishape)));
-  KILN_ONNX_TRY(const ir::Node* ks, iota_along(c, n, rank, rank + 1, idx->dtype));
-  KILN_ONNX_TRY(const ir::Node* hot, c.check(B.binary(Op::Eq, iu, ks)));
-  KILN_ONNX_TRY(const ir::Node* zero, c.check(B.scalar(0, x->dtype)));
-  KILN_ONNX_TRY(const ir::Node* picked, c.check(B.where(hot, cand, zero)));
-  if (x->dtype == ir::DType::boolean) return c.unsupported("GatherElements of bool data");
-  KILN_ONNX_TRY(const ir::Node* out, c.check(B.reduce(Op::Sum, picked, std::vector<int64_t>{rank}, false)));
-  return std::vector<Value>{c.out(out)};
+  ir::Shape xs;  // [batch * span, rest...]
+  int64_t batch = 1;
+  for (int64_t d = 0; d < b; ++d) batch *= x->shape[d];
+  xs.push_back(batch * span);
+  xs.insert(xs.end(), x->shape.begin() + b + m, x->shape.end());
+  if (b > 0) {  // the batch position, broadcast over the index axes
+    KILN_ONNX_TRY(const ir::Node* pos, c.check(B.arange(0, batch, 1, ir::DType::i64)));
+    ir::Shape ps(x->shape.begin(), x->shape.begin() + b);
+    ps.insert(ps.end(), q - 1 - b, 1);
+    KILN_ONNX_TRY(pos, c.check(B.reshape(pos, ps)));
+    KILN_ONNX_TRY(const ir::Node* stride, c.check(B.scalar(double(span), ir::DType::i64)));
+    KILN_ONNX_TRY(pos, c.check(B.binary(Op::Mul, pos, stride)));
+    KILN_ONNX_TRY(flat, c.check(B.binary(Op::Add, flat, pos)));
+  }
+  KILN_ONNX_TRY(const ir::Node* data, c.check(B.reshape(x, xs)));
+  KILN_ONNX_TRY(const ir::Node* out, c.check(B.gather(data, flat, 0)));
+  ir::Shape os = lead;
+  os.insert(os.end(), x->shape.begin() + b + m, x->shape.end());
+  return one(c, B.reshape(out, os));
 }
 
 // loss[n, d...] = -x[n, t[n, d...], d...] * weight[t[...]], 0 where t == ignore_index; reduced
@@ -278,6 +313,7 @@ void add_index_ops(OpTable& t) {
   t["DepthToSpace"] = depth_to_space;
   t["SpaceToDepth"] = space_to_depth;
   t["GatherElements"] = gather_elements;
+  t["GatherND"] = gather_nd;
   t["NegativeLogLikelihoodLoss"] = nll_loss(false);
   t["SoftmaxCrossEntropyLoss"] = nll_loss(true);
   t["Hardmax"] = hardmax;

@@ -400,72 +400,33 @@ Outs range(Context& c) {
   return one(c, c.b().binary(Op::Add, id, s));
 }
 
-// Gather with runtime indices: a one-hot of the indices over the axis' length selects, summed
-// (an index out of range selects nothing and gives 0; ONNX leaves that case undefined).
-Outs gather_one_hot(Context& c, const ir::Node* x, int64_t axis) {
-  KILN_ONNX_TRY(const ir::Node* idx, c.x(1));
-  if (!ir::is_int(idx->dtype)) return c.fail("indices must be integers");
-  if (x->dtype == ir::DType::boolean) return c.unsupported("Gather of bool data by runtime indices");
-  ir::Builder& B = c.b();
-  const int64_t rank = x->shape.size(), irank = idx->shape.size(), n = x->shape[axis];
-  // data as [pre..., 1 x irank, post..., n]
-  std::vector<int64_t> perm;
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != axis) perm.push_back(d);
-  perm.push_back(axis);
-  KILN_ONNX_TRY(const ir::Node* moved, c.check(B.permute(x, perm)));
-  ir::Shape ds(x->shape.begin(), x->shape.begin() + axis);
-  ds.insert(ds.end(), irank, 1);
-  ds.insert(ds.end(), x->shape.begin() + axis + 1, x->shape.end());
-  ds.push_back(n);
-  KILN_ONNX_TRY(const ir::Node* data, c.check(B.reshape(moved, ds)));
-  // indices (negatives wrapped) as [1 x axis, indices..., 1 x post, 1]
-  KILN_ONNX_TRY(const ir::Node* zero_i, c.check(B.scalar(0, idx->dtype)));
-  KILN_ONNX_TRY(const ir::Node* n_i, c.check(B.scalar(double(n), idx->dtype)));
-  KILN_ONNX_TRY(const ir::Node* neg, c.check(B.binary(Op::Lt, idx, zero_i)));
-  KILN_ONNX_TRY(const ir::Node* wrapped, c.check(B.binary(Op::Add, idx, n_i)));
-  KILN_ONNX_TRY(idx, c.check(B.where(neg, wrapped, idx)));
-  ir::Shape is(axis, 1);
-  is.insert(is.end(), idx->shape.begin(), idx->shape.end());
-  is.insert(is.end(), rank - axis - 1, 1);
-  is.push_back(1);
-  KILN_ONNX_TRY(const ir::Node* iu, c.check(B.reshape(idx, is)));
-  KILN_ONNX_TRY(const ir::Node* ks, c.check(B.arange(0, n, 1, idx->dtype)));
-  KILN_ONNX_TRY(const ir::Node* hot, c.check(B.binary(Op::Eq, iu, ks)));
-  KILN_ONNX_TRY(const ir::Node* zero, c.check(B.scalar(0, x->dtype)));
-  KILN_ONNX_TRY(const ir::Node* picked, c.check(B.where(hot, data, zero)));
-  const int64_t last = picked->shape.size() - 1;
-  return one(c, B.reduce(Op::Sum, picked, std::vector<int64_t>{last}, false));
-}
-
-// Gather with constant indices: one slice per index, concatenated, then reshaped to
-// data.shape[:axis] + indices.shape + data.shape[axis+1:].
+// Gather: a single constant index is a slice (a view, no index load); other indices, constant
+// or runtime, are kiln's gather. Constant indices out of range are the model's error; runtime ones
+// are normalized and clamped (ir/builder.h), where ONNX leaves the result undefined.
 Outs gather(Context& c) {
   KILN_ONNX_TRY(const ir::Node* x, c.x(0));
   const int64_t rank = x->shape.size();
   KILN_ONNX_TRY(int64_t axis, axis_of(c, c.attr_i("axis", 0), rank));
   if (!c.has(1)) return c.fail("input 1 (indices) is missing");
-  // Constant indices become slices; indices from graph inputs stay runtime values.
-  if (!c.in(1).folded) return gather_one_hot(c, x, axis);
-  KILN_ONNX_TRY(std::vector<int64_t> idx, c.ints(1, "indices"));
+  if (!ir::is_int(c.in(1).dtype)) return c.fail("indices must be integers");
   const int64_t n = x->shape[axis];
-  constexpr size_t kMaxIndices = 1024;
-  if (idx.size() > kMaxIndices) return gather_one_hot(c, x, axis);
-  std::vector<const ir::Node*> parts;
-  for (int64_t i : idx) {
-    if (i < -n || i >= n) return c.fail(fmt::format("index {} is out of range for length {}", i, n));
-    if (i < 0) i += n;
-    KILN_ONNX_TRY(const ir::Node* p, c.check(c.b().slice(x, axis, i, i + 1, 1)));
-    parts.push_back(p);
+  if (c.in(1).folded) {
+    KILN_ONNX_TRY(std::vector<int64_t> idx, c.ints(1, "indices"));
+    for (int64_t i : idx)
+      if (i < -n || i >= n)
+        return c.fail(fmt::format("index {} is out of range for length {}", i, n));
+    if (idx.size() == 1) {
+      int64_t i = idx[0] < 0 ? idx[0] + n : idx[0];
+      ir::Shape out(x->shape.begin(), x->shape.begin() + axis);
+      const ir::Shape& ishape = c.in(1).shape;
+      out.insert(out.end(), ishape.begin(), ishape.end());
+      out.insert(out.end(), x->shape.begin() + axis + 1, x->shape.end());
+      KILN_ONNX_TRY(const ir::Node* p, c.check(c.b().slice(x, axis, i, i + 1, 1)));
+      return one(c, c.b().reshape(p, out));
+    }
   }
-  ir::Shape out(x->shape.begin(), x->shape.begin() + axis);
-  const ir::Shape& ishape = c.in(1).shape;
-  out.insert(out.end(), ishape.begin(), ishape.end());
-  out.insert(out.end(), x->shape.begin() + axis + 1, x->shape.end());
-  if (parts.empty()) return one(c, c.b().full(out, 0, x->dtype));
-  const ir::Node* all = parts[0];
-  if (parts.size() > 1) { KILN_ONNX_TRY(all, c.check(c.b().concat(parts, axis))); }
-  return one(c, c.b().reshape(all, out));
+  KILN_ONNX_TRY(const ir::Node* idx, c.x(1));
+  return one(c, c.b().gather(x, idx, axis));
 }
 
 // Dropout: the identity in inference, and in training with ratio 0 (random masks are not
