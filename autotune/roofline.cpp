@@ -24,7 +24,8 @@ class FlopCounter {
       case kir::ExprKind::Var:
       case kir::ExprKind::Load:  // the index is address arithmetic
         return 0;
-      case kir::ExprKind::Alu: {
+      case kir::ExprKind::Alu:
+      case kir::ExprKind::Scan: {  // one addition per point, along the scanned row
         double n = points;
         for (const kir::Expr* a : e->args) n += count(a, reduce, points);
         return n;

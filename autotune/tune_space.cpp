@@ -167,9 +167,26 @@ std::vector<TuneCandidate> capped(std::vector<TuneCandidate> all, Level level) {
   return all;
 }
 
+bool has_scan(const kir::Kernel& k) {
+  return std::ranges::any_of(kir::kernel_exprs(k),
+                             [](const kir::Expr* e) { return e->kind == kir::ExprKind::Scan; });
+}
+
+// A scan kernel's rows are spread over the GPU one thread each: smaller workgroups spread few
+// rows over more of its multiprocessors.
+std::vector<TuneCandidate> gpu_scan_space() {
+  std::vector<TuneCandidate> out;
+  for (int block : {64, 128})
+    out.push_back({gpu_params(block, 0, codegen::GpuReduce::heuristic, 0), 1,
+                   fmt::format("scan/block_size={}", block)});
+  return out;
+}
+
 }  // namespace
 
 std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel) {
+  // A scan's loop stays scalar (one summation order): vector widths and unrolls are one kernel.
+  if (has_scan(kernel)) return with_default({});
   return with_default(codegen::cpu::matmul_of(kir::analyze_kernel(kernel)) ? matmul_space()
                                                                           : loop_space(kernel));
 }
@@ -183,6 +200,8 @@ std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel) {
   switch (st.kind) {
     case codegen::gpu::Strategy::Kind::matmul_tiled: return with_default(gpu_matmul_space(kernel));
     case codegen::gpu::Strategy::Kind::row_reduce: return with_default(gpu_row_space(kernel, st));
+    case codegen::gpu::Strategy::Kind::scan:
+      return with_default(gpu_scan_space());
     case codegen::gpu::Strategy::Kind::elementwise: break;
   }
   return with_default(gpu_point_space(kernel));

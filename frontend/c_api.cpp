@@ -537,6 +537,12 @@ kiln_status kiln_gather_elements(kiln_tensor x, kiln_tensor idx, int64_t axis, k
             },
             x, idx);
 }
+kiln_status kiln_cumsum(kiln_tensor x, int64_t axis, int exclusive, int reverse, kiln_tensor* out) {
+  return op(
+      __func__, out,
+      [&](const kiln::Tensor& t) { return kiln::cumsum(t, axis, exclusive != 0, reverse != 0); },
+      x);
+}
 kiln_status kiln_softmax(kiln_tensor x, int64_t axis, kiln_tensor* out) {
   return op(__func__, out, [&](const kiln::Tensor& t) { return kiln::softmax(t, axis); }, x);
 }

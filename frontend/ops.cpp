@@ -128,6 +128,12 @@ Tensor gather_elements(const Tensor& x, const Tensor& idx, int64_t axis) {
     return b.gather_elements(n[0], n[1], axis);
   });
 }
+
+Tensor cumsum(const Tensor& x, int64_t axis, bool exclusive, bool reverse) {
+  return TensorImpl::apply(
+      {&x}, [=](Builder& b, const Nodes& n) { return b.cumsum(n[0], axis, exclusive, reverse); });
+}
+
 Tensor softmax(const Tensor& x, int64_t axis) {
   return TensorImpl::apply({&x}, [axis](Builder& b, const Nodes& n) { return b.softmax(n[0], axis); });
 }

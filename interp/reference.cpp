@@ -72,6 +72,8 @@ Expected<Value> eval_node(const Node& n, const reference::Args& args,
       return reference::eval_movement(n, args);
     case ir::OpKind::Matmul:
       return reference::eval_matmul(n, *args.at(0), *args.at(1));
+    case ir::OpKind::Scan:
+      return reference::eval_scan(n, *args.at(0));
     case ir::OpKind::Source:
       return eval_source(n);
     case ir::OpKind::Input:

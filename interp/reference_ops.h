@@ -21,5 +21,8 @@ Expected<Value> eval_reduce(const ir::Node& n, const Value& x);
 Value eval_movement(const ir::Node& n, const Args& args);
 // Batched matmul with broadcast batch dims.
 Value eval_matmul(const ir::Node& n, const Value& a, const Value& b);
+// CumSum: the running sum along `axis` in scan order (reverse: from the end; exclusive: the sum
+// of the elements before, 0 for the first).
+Value eval_scan(const ir::Node& n, const Value& x);
 
 }  // namespace kiln::interp::reference

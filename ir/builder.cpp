@@ -268,4 +268,15 @@ NodeResult Builder::arg_reduce(Op op, const Node* x, int64_t axis, bool keepdim)
                  Attrs{{AttrKey::axis, a}, {AttrKey::keepdim, keepdim}});
 }
 
+NodeResult Builder::cumsum(const Node* x, int64_t axis, bool exclusive, bool reverse) {
+  KILN_IR_OK(check_dtype(Op::CumSum, x->dtype));
+  if (x->shape.empty())
+    return op_error("cumsum", "needs an operand of rank >= 1, got the scalar {}{}",
+                    dtype_name(x->dtype), shape_str(x->shape));
+  KILN_IR_TRY(int64_t a, detail::normalize_one_axis("cumsum", axis, x->shape));
+  return g_.make(
+      Op::CumSum, x->dtype, x->shape, {x},
+      Attrs{{AttrKey::axis, a}, {AttrKey::exclusive, exclusive}, {AttrKey::reverse, reverse}});
+}
+
 }  // namespace kiln::ir

@@ -9,6 +9,7 @@
 // - neg abs sign relu add sub mul div max min sum prod: any dtype but bool.
 //   Integer div is floor division (numpy floor_divide); integer division by zero yields 0.
 // - argmax/argmin -> i32, first index on ties; the first NaN wins for both (numpy).
+// - cumsum: any dtype but bool, rank >= 1; the sum runs in scan order (from the end if reverse).
 // - Binary max/min and reduce max/min propagate NaN (numpy maximum / max).
 // - reduce `axes` are normalized (non-negative, sorted, unique); no axes = all axes.
 // - matmul follows numpy.matmul: 1-D operands are promoted and the added axis removed again
@@ -82,6 +83,9 @@ class Builder {
   // than x's; out.shape = idx.shape. idx is i32 or i64.
   NodeResult gather_elements(const Node* x, const Node* idx, int64_t axis);
   NodeResult matmul(const Node* a, const Node* b);
+  // The running sum along `axis` (negative counts from the end): ONNX CumSum. exclusive: each
+  // element sums the ones before it (0 first); reverse: the sums run from the end of the axis.
+  NodeResult cumsum(const Node* x, int64_t axis, bool exclusive, bool reverse);
 
   NodeResult softmax(const Node* x, int64_t axis);
   NodeResult log_softmax(const Node* x, int64_t axis);
@@ -143,6 +147,8 @@ class Builder {
 //   For both, an index i < 0 reads i + n (n = x.shape[axis]) and the result is then clamped into
 //   [0, n): an index out of range reads the first or last element along the axis (ONNX calls it
 //   an error; kiln never reads outside x). x.shape[axis] is 0 only when the result is empty.
+// - CumSum: axis (non-negative), exclusive, reverse (bools, always); a numeric operand of rank
+//   >= 1; out: the operand's dtype and shape. Integer sums wrap.
 // - Matmul: both operands rank >= 2, a [..., M, K], b [..., K, N]; batch dims broadcast
 //   implicitly (right-aligned, like elementwise); out [batch..., M, N]; dtype of the operands.
 // - Full: shape, value (double), dtype. Arange: start, end, step (ints), dtype; out [len],

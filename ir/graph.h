@@ -36,7 +36,7 @@ inline constexpr int kOpCount = 0
 #include "kiln/ops.def"
     ;
 
-enum class OpKind : uint8_t { Elementwise, Reduce, Movement, Matmul, Source, Input };
+enum class OpKind : uint8_t { Elementwise, Reduce, Movement, Matmul, Scan, Source, Input };
 // The operand dtypes an op takes (kiln/ops.def says what each means).
 enum class OpDtypes : uint8_t { Any, Numeric, Float, Bool, Compare, Select, None };
 
@@ -70,9 +70,10 @@ std::optional<Movement> movement_of(Op op);
 Op op_of(Reduction r);
 Op op_of(Movement m);
 
+// reverse is the last key: ir/kg_ops.cpp's attr_key_of walks them all up to it.
 enum class AttrKey : uint8_t {
   axes, keepdim, axis, shape, dims, start, end, step, before, after, value, to, dtype, shifts,
-  dim, size, name, slot
+  dim, size, name, slot, exclusive, reverse
 };
 std::string_view attr_name(AttrKey k);
 using AttrValue = std::variant<int64_t, double, bool, DType, std::vector<int64_t>, std::string>;

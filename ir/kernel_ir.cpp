@@ -159,10 +159,18 @@ const Expr* ExprArena::reduce(ReduceOp op, DType dtype, const Expr* body,
                      .rextents = std::move(rextents)});
 }
 
+const Expr* ExprArena::scan(ReduceOp op, DType dtype, const Expr* body, int32_t var) {
+  KILN_CHECK(op == ReduceOp::Sum) << "scan." << reduce_op_name(op) << ": only sum scans exist";
+  KILN_CHECK(var >= 0) << "scan variable v" << var;
+  return intern(
+      Expr{.kind = ExprKind::Scan, .dtype = dtype, .reduce_op = op, .var = var, .args = {body}});
+}
+
 FreeVars::FreeVars(const Kernel& k) {
   for (const Expr* e : kernel_exprs(k)) {  // operands first
     std::vector<int32_t> vars;
-    if (e->kind == ExprKind::Var) vars.push_back(e->var);
+    // A scan's value depends on its position along the scanned variable.
+    if (e->kind == ExprKind::Var || e->kind == ExprKind::Scan) vars.push_back(e->var);
     for (const Expr* a : e->args) {
       const auto& av = vars_.at(a);
       vars.insert(vars.end(), av.begin(), av.end());
@@ -262,6 +270,10 @@ std::string print_kernel(const Kernel& k, bool with_labels) {
                           ir::dtype_name(e->dtype), fmt::join(loops, ", "), ref(e->args[0]));
         break;
       }
+      case ExprKind::Scan:
+        rhs = fmt::format("scan.{} {} (v{}) {}", reduce_op_name(e->reduce_op),
+                          ir::dtype_name(e->dtype), e->var, ref(e->args[0]));
+        break;
       case ExprKind::Const:
       case ExprKind::Var:  // printed in place (ref), skipped above
         break;

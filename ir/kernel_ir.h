@@ -1,5 +1,6 @@
 // The kernel IR: one kernel = buffer parameters, a parallel iteration domain, and stores of a DAG
-// of hash-consed scalar expressions (constants, loop variables, loads, ALU ops, reductions).
+// of hash-consed scalar expressions (constants, loop variables, loads, ALU ops, reductions,
+// scans).
 //
 // Contract:
 // - Parallel loop variables have ids 0..domain.size()-1 and range over [0, domain[k]); an empty
@@ -13,6 +14,19 @@
 // - Reduce folds its body over its loop nest: Sum (from 0), Prod (1), Max (-inf / lowest),
 //   Min (+inf / highest) in the body's dtype; ArgMax/ArgMin (exactly one variable) give the i32
 //   index of the first extreme value; the first NaN wins for both (numpy).
+// - Scan (kernel-IR form of cumsum) is a running fold along one parallel variable `var`, which is
+//   always the innermost domain axis of a domain of rank >= 2: at a point p it is the fold (Sum,
+//   from 0, in the body's dtype) of its body at every point p' that equals p but for
+//   p'[var] <= p[var], in ascending order of p'[var]. So every backend computes it as one
+//   accumulator carried along the innermost loop, which runs in order and is never split between
+//   threads (the outer axes stay parallel): O(n) work per row, and one summation order on every
+//   target and vector width. Reverse and exclusive scans are index remaps that lowering writes
+//   (like views): the body reads the operand at n-1-v (and one element back, guarded to 0), the
+//   store writes n-1-v. A kernel with a scan holds no reduction and no scan inside a scan's body
+//   (ir/verify.cpp). Chosen over a reduction with a variable extent (which backends would have
+//   to recognize to avoid O(n^2) work) and over a separate kernel kind (which would duplicate
+//   params, stores, printing and verification): a scan is one more interned expression, printed
+//   `scan.sum f32 (v1) $3`, whose loop is the kernel's own innermost loop.
 // - Stores run once per point of the parallel domain, in order.
 // - Schedule (vector width, unroll, threads) is not here: see codegen/tune_params.h.
 #pragma once
@@ -49,7 +63,7 @@ int alu_cost(Alu a);
 // eq ne lt le gt ge: a bool result of two operands of one dtype (ir::is_comparison).
 bool is_comparison(Alu a);
 
-enum class ExprKind : uint8_t { Const, Var, Load, Alu, Reduce };
+enum class ExprKind : uint8_t { Const, Var, Load, Alu, Reduce, Scan };
 enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin };
 std::string_view reduce_op_name(ReduceOp r);
 // A graph op's kernel counterpart: the Alu of an elementwise op (nullopt for other kinds), the
@@ -63,11 +77,11 @@ struct Expr {
   DType dtype;
   Alu alu = Alu::Add;              // kind == Alu
   ReduceOp reduce_op = ReduceOp::Sum;  // kind == Reduce
-  int32_t var = -1;                // kind == Var: loop variable id
+  int32_t var = -1;                    // kind == Var: loop variable id; Scan: the variable scanned
   int32_t buf = -1;                // kind == Load: parameter index
   double fval = 0;                 // kind == Const, floating dtype
   int64_t ival = 0;                // kind == Const, integer or bool dtype
-  std::vector<const Expr*> args = {};  // Alu: operands; Load: {index}; Reduce: {body}
+  std::vector<const Expr*> args = {};  // Alu: operands; Load: {index}; Reduce, Scan: {body}
   std::vector<int32_t> rvars = {};     // Reduce: its loop variables, outer to inner
   std::vector<int64_t> rextents = {};  // Reduce: their extents
   uint64_t hash = 0;
@@ -84,6 +98,8 @@ class ExprArena {
   const Expr* alu(Alu op, DType dtype, std::vector<const Expr*> args);
   const Expr* reduce(ReduceOp op, DType dtype, const Expr* body, std::vector<int32_t> rvars,
                      std::vector<int64_t> rextents);
+  // op: Sum (the only scan so far); `var` a parallel loop variable (the innermost).
+  const Expr* scan(ReduceOp op, DType dtype, const Expr* body, int32_t var);
 
  private:
   const Expr* intern(Expr e);

@@ -17,6 +17,8 @@ using T = KgAttrType;
 constexpr KgAttrSpec kCast[] = {{"to", T::DType, true}};
 constexpr KgAttrSpec kReduce[] = {{"axes", T::Ints, false}, {"keepdim", T::Bool, false}};
 constexpr KgAttrSpec kArgReduce[] = {{"axis", T::Int, true}, {"keepdim", T::Bool, false}};
+constexpr KgAttrSpec kCumSum[] = {
+    {"axis", T::Int, true}, {"exclusive", T::Bool, false}, {"reverse", T::Bool, false}};
 constexpr KgAttrSpec kShape[] = {{"shape", T::Ints, true}};
 constexpr KgAttrSpec kDims[] = {{"dims", T::Ints, true}};
 constexpr KgAttrSpec kSlice[] = {{"axis", T::Int, true},
@@ -62,6 +64,9 @@ NodeResult h_mean(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
 }
 NodeResult h_arg_reduce(Builder& b, const KgOpSpec& s, const Xs& x, const KgAttrs& a) {
   return b.arg_reduce(s.op, x[0], a.i("axis", 0), a.b("keepdim", false));
+}
+NodeResult h_cumsum(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.cumsum(x[0], a.i("axis", 0), a.b("exclusive", false), a.b("reverse", false));
 }
 NodeResult h_reshape(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
   return b.reshape(x[0], *a.ints("shape"));
@@ -137,6 +142,7 @@ constexpr PrimitiveCall kPrimitiveCalls[] = {
     {Op::Gather, kAxis, h_gather},      {Op::GatherElements, kAxis, h_gather_elements},
     {Op::Matmul, {}, h_matmul},         {Op::Full, kFull, h_full},
     {Op::Arange, kArange, h_arange},
+    {Op::CumSum, kCumSum, h_cumsum},
 };
 
 // Every op of kiln/ops.def but Input (graph files declare inputs with `input`, not a call).
@@ -317,7 +323,7 @@ const KgOpSpec& kg_op_of(const Node* n) {
 }
 
 std::optional<AttrKey> attr_key_of(std::string_view name) {
-  for (int k = 0; k <= static_cast<int>(AttrKey::slot); ++k)
+  for (int k = 0; k <= static_cast<int>(AttrKey::reverse); ++k)  // the last AttrKey (ir/graph.h)
     if (attr_name(static_cast<AttrKey>(k)) == name) return static_cast<AttrKey>(k);
   return std::nullopt;
 }

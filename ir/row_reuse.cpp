@@ -114,6 +114,7 @@ class Analysis {
         return std::nullopt;
       case ExprKind::Const:   // interned: equal constants are one expression
       case ExprKind::Reduce:  // only the very same reduction
+      case ExprKind::Scan:
         return false;
     }
     return false;

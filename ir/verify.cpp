@@ -74,6 +74,7 @@ Expected<void> verify_graph(const std::vector<const Node*>& outputs) {
       case OpKind::Reduce:
       case OpKind::Movement:
       case OpKind::Matmul:
+      case OpKind::Scan:
         if (auto ok = check_against_builder(scratch, n); !ok) return ok;
         break;
     }
@@ -114,7 +115,9 @@ class KernelVerifier {
     for (size_t p = 0; p < k_.params.size(); ++p)
       if (k_.params[p].output && !stored[p])
         return fail(fmt::format("output parameter {} is never stored", p));
-    for (const Expr* e : kernel_exprs(k_))
+    const std::vector<const Expr*> exprs = kernel_exprs(k_);
+    has_scan_ = std::ranges::any_of(exprs, [](const Expr* e) { return e->kind == ExprKind::Scan; });
+    for (const Expr* e : exprs)
       if (auto ok = check(e); !ok) return ok;
     const FreeVars fv(k_);
     for (size_t s = 0; s < k_.stores.size(); ++s)
@@ -149,6 +152,8 @@ class KernelVerifier {
         return fmt::format("{} {}", alu_name(e->alu), dtype_name(e->dtype));
       case ExprKind::Reduce:
         return fmt::format("reduce {} {}", reduce_op_name(e->reduce_op), dtype_name(e->dtype));
+      case ExprKind::Scan:
+        return fmt::format("scan {} {}", reduce_op_name(e->reduce_op), dtype_name(e->dtype));
     }
     return "?";
   }
@@ -174,7 +179,10 @@ class KernelVerifier {
       case ExprKind::Alu:
         return check_alu(e);
       case ExprKind::Reduce:
+        if (has_scan_) return fail_expr(e, "a kernel with a scan holds no reduction");
         return check_reduce(e);
+      case ExprKind::Scan:
+        return check_scan(e);
     }
     return fail_expr(e, "an unknown kind");
   }
@@ -247,8 +255,33 @@ class KernelVerifier {
     return {};
   }
 
+  // The innermost parallel variable of a domain of rank >= 2 (never split between threads), a
+  // Sum in its body's dtype, and a body with no reduction or scan inside (kernel_ir.h).
+  Expected<void> check_scan(const Expr* e) const {
+    if (auto ok = expect_args(e, 1); !ok) return ok;
+    if (e->reduce_op != ReduceOp::Sum) return fail_expr(e, "only sum scans exist");
+    if (rank_ < 2 || e->var != rank_ - 1)
+      return fail_expr(e, fmt::format("it scans v{}, not the innermost axis of a domain of rank "
+                                      ">= 2 (domain {})",
+                                      e->var, ir::shape_str(k_.domain)));
+    if (e->dtype != e->args[0]->dtype || e->dtype == DType::boolean)
+      return fail_expr(e, fmt::format("its body is {}", dtype_name(e->args[0]->dtype)));
+    std::vector<const Expr*> stack{e->args[0]};
+    std::unordered_set<const Expr*> seen;
+    while (!stack.empty()) {
+      const Expr* x = stack.back();
+      stack.pop_back();
+      if (!seen.insert(x).second) continue;
+      if (x->kind == ExprKind::Reduce || x->kind == ExprKind::Scan)
+        return fail_expr(e, fmt::format("its body holds expression #{} ({})", x->id, expr_text(x)));
+      stack.insert(stack.end(), x->args.begin(), x->args.end());
+    }
+    return {};
+  }
+
   const Kernel& k_;
   int32_t rank_;
+  bool has_scan_ = false;
   std::unordered_map<int32_t, const Expr*> owner_;  // reduce variable -> the Reduce binding it
 };
 

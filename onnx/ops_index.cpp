@@ -1,8 +1,7 @@
 // ONNX ops that select by runtime indices: GatherElements and GatherND on kiln's gather
 // primitives; NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss and Hardmax written with one-hot
-// masks over kiln's primitives (eq against an arange, where, sum); and CumSum as a product with a
-// triangular mask. The mask-based ones cost O(length) per element along their axis: correct, not
-// yet the scan primitives that issue 18 adds.
+// masks over kiln's primitives (eq against an arange, where, sum), which cost O(length) per
+// element along their axis. CumSum is kiln's cumsum primitive (a scan).
 #include <fmt/format.h>
 #include <numeric>
 
@@ -197,30 +196,15 @@ Outs hardmax(Context& c) {
   return std::vector<Value>{c.out(y)};
 }
 
-// CumSum along an axis of length n: the axis moved last, times an n x n mask
-// (mask[j, i] = j <= i, or j < i exclusive, or j >= i / j > i reversed).
+// CumSum: kiln's cumsum (one running sum per row, O(length) work), axis an input (negative
+// counts from the end), exclusive and reverse attributes.
 Outs cumsum(Context& c) {
   KILN_ONNX_TRY(const ir::Node* x, c.x(0));
   KILN_ONNX_TRY(double a, c.scalar_of(1, "axis"));
-  bool exclusive = c.attr_i("exclusive", 0) != 0, reverse = c.attr_i("reverse", 0) != 0;
-  ir::Builder& B = c.b();
-  const int64_t rank = x->shape.size();
-  KILN_ONNX_TRY(int64_t axis, axis_of(c, static_cast<int64_t>(a), rank));
-  const int64_t n = x->shape[axis];
-  std::vector<int64_t> perm;
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != axis) perm.push_back(d);
-  perm.push_back(axis);
-  KILN_ONNX_TRY(const ir::Node* moved, c.check(B.permute(x, perm)));
-  KILN_ONNX_TRY(const ir::Node* j, iota_along(c, n, 0, 2, ir::DType::i64));
-  KILN_ONNX_TRY(const ir::Node* i, iota_along(c, n, 1, 2, ir::DType::i64));
-  Op cmp = reverse ? (exclusive ? Op::Gt : Op::Ge) : (exclusive ? Op::Lt : Op::Le);
-  KILN_ONNX_TRY(const ir::Node* keep, c.check(B.binary(cmp, j, i)));
-  KILN_ONNX_TRY(const ir::Node* mask, c.check(B.cast(keep, x->dtype)));
-  KILN_ONNX_TRY(const ir::Node* y, c.check(B.matmul(moved, mask)));
-  std::vector<int64_t> back(rank);
-  for (int64_t d = 0; d < rank; ++d) back[perm[d]] = d;
-  KILN_ONNX_TRY(y, c.check(B.permute(y, back)));
+  const bool exclusive = c.attr_i("exclusive", 0) != 0, reverse = c.attr_i("reverse", 0) != 0;
+  KILN_ONNX_TRY(int64_t axis,
+                axis_of(c, static_cast<int64_t>(a), static_cast<int64_t>(x->shape.size())));
+  KILN_ONNX_TRY(const ir::Node* y, c.check(c.b().cumsum(x, axis, exclusive, reverse)));
   return std::vector<Value>{c.out(y)};
 }
 

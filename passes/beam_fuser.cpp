@@ -236,6 +236,9 @@ class PlanBuilder {
   std::string direct_reason(int32_t group, const Boundary& e) const {
     const FusionNode& p = g_[e.producer];
     if (g_[e.owner].node->op == ir::Op::Matmul) return "matmul operand";
+    if (ir::op_kind(p.node->op) == ir::OpKind::Scan) return "scan output (read from a buffer)";
+    if (ir::op_kind(g_[e.owner].node->op) == ir::OpKind::Scan)
+      return "scan operand (no reduction, matmul or scan inside a scan's kernel)";
     // Written because readers view it several ways; a direct reader sits with the viewers.
     if (p.multi_view) return "read through several views";
     int32_t from = s_.group_of[static_cast<size_t>(e.producer)];

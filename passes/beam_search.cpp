@@ -41,6 +41,14 @@ uint64_t mix(uint64_t kind, uint64_t a, uint64_t b) {
   return x ^ (x >> 31);
 }
 
+bool is_scan(const ir::Node* n) {
+  return ir::op_kind(n->op) == ir::OpKind::Scan;
+}
+// What a scan's kernel may not hold (kir::Scan's contract): a reduction or a matmul.
+bool is_reduction(const ir::Node* n) {
+  return ir::is_reduce(n->op) || n->op == ir::Op::Matmul;
+}
+
 // What placing one node does to a state: computed without mutating it, applied to survivors.
 struct Placement {
   int slot = -1;  // open group receiving the node, or -1 for a new group
@@ -69,6 +77,19 @@ class Planner {
     if (slot_ >= 0 && s_.open[static_cast<size_t>(slot_)].size >= kMaxGroupNodes) {
       fail(p);
       return p;
+    }
+    // The scan rule: a scan joins a group of elementwise and view nodes (its producers, or a
+    // new group that copies them: fuse-on-read, the scan reads its operand through their
+    // expression), and the group then takes no other node. Its value is read from a buffer (a
+    // kernel boundary), and no reduction, matmul or other scan is in its group (kernel_ir.h: a
+    // kernel with a scan holds no reduction).
+    scan_group_ = is_scan(fn.node);
+    if (slot_ >= 0) {
+      const OpenGroup& open = s_.open[static_cast<size_t>(slot_)];
+      if (open.has_scan || (scan_group_ && open.has_reduce) || (scan_group_ && open.has_matmul)) {
+        fail(p);
+        return p;
+      }
     }
     if (slot_ < 0) p.delta += cost_.seconds(0, 1, 0);
     if (fn.forced && !fix_shape(p, target_, n)) return p;
@@ -170,6 +191,7 @@ class Planner {
             size_t budget) const {
     int32_t b = r.base;
     if (g_[b].role == Role::Input) return add_buffer(p, b);
+    if (is_scan(g_[b].node)) return member(p, b) ? fail(p) : materialize(p, b);
     if (member(p, b)) {
       if (reader->op == ir::Op::Matmul) return fail(p);
       if (g_[b].multi_view && !r.direct) return fail(p);
@@ -226,6 +248,8 @@ class Planner {
   // Copies `b` and the unmaterialized values it needs into the target group.
   bool recompute(Placement& p, int32_t b, double f, size_t budget) const {
     if (p.recompute.size() >= budget) return fail(p);
+    const ir::Node* n = g_[b].node;
+    if (scan_group_ && (is_reduction(n) || is_scan(n))) return fail(p);
     p.recompute.push_back(b);
     p.delta += cost_.seconds(0, 0, g_[b].flops * std::max(f, 1.0));
     for (const FusionRead& r : g_[b].reads)
@@ -238,6 +262,7 @@ class Planner {
   const SearchState& s_;
   int slot_;
   int32_t target_;
+  mutable bool scan_group_ = false;  // the node being placed is a scan (set by place)
 };
 
 // Records a new edge producer group -> consumer group in the descendant sets of open groups.
@@ -263,8 +288,14 @@ void apply(SearchState& s, const FusionGraph& g, int32_t n, int32_t step, const 
       s.closed_at[static_cast<size_t>(s.open.front().id)] = step;
       s.open.erase(s.open.begin());
     }
-    s.open.push_back(
-        OpenGroup{.id = id, .copies = {}, .inputs = {}, .desc = {}, .has_matmul = false, .size = 0});
+    s.open.push_back(OpenGroup{.id = id,
+                               .copies = {},
+                               .inputs = {},
+                               .desc = {},
+                               .has_matmul = false,
+                               .has_reduce = false,
+                               .has_scan = false,
+                               .size = 0});
     slot = static_cast<int>(s.open.size()) - 1;
   }
   OpenGroup& target = s.open[static_cast<size_t>(slot)];
@@ -275,6 +306,8 @@ void apply(SearchState& s, const FusionGraph& g, int32_t n, int32_t step, const 
   at(s.group_of, n) = tid;
   target.size += 1 + static_cast<int32_t>(p.recompute.size());
   if (g[n].node->op == ir::Op::Matmul) target.has_matmul = true;
+  if (is_scan(g[n].node)) target.has_scan = true;
+  if (is_reduction(g[n].node)) target.has_reduce = true;
   at(s.factor, n) = 1;
   s.signature ^= mix(1, static_cast<uint64_t>(n), static_cast<uint64_t>(tid));
   if (g[n].forced) {
@@ -288,6 +321,7 @@ void apply(SearchState& s, const FusionGraph& g, int32_t n, int32_t step, const 
     s.signature ^= mix(2, static_cast<uint64_t>(b), 0);
   }
   for (int32_t c : p.recompute) {
+    if (is_reduction(g[c].node)) target.has_reduce = true;
     sorted_insert(target.copies, c);
     s.copies.push_back({tid, c});
     s.signature ^= mix(3, static_cast<uint64_t>(c), static_cast<uint64_t>(tid));

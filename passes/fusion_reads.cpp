@@ -182,6 +182,7 @@ AxisMasks operand_masks(const Node* n, size_t operand) {
     case ir::OpKind::Movement:
       return movement_masks(n, operand, own_axes(n));
     case ir::OpKind::Elementwise:  // numpy broadcasting
+    case ir::OpKind::Scan:         // the operand's own shape
     case ir::OpKind::Source:
     case ir::OpKind::Input:
       break;
@@ -261,6 +262,7 @@ double node_flops(const Node* n) {
   switch (ir::op_kind(n->op)) {
     case ir::OpKind::Elementwise:
     case ir::OpKind::Source:
+    case ir::OpKind::Scan:  // one addition per element
       return ir::op_cost(n->op) * numel;
     case ir::OpKind::Reduce:
       return ir::op_cost(n->op) * static_cast<double>(n->inputs[0]->numel());

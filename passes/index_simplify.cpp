@@ -268,6 +268,7 @@ IndexRange IndexBuilder::range(const kir::Expr* e) const {
       break;
     case ExprKind::Load:  // data, not index arithmetic
     case ExprKind::Reduce:
+    case ExprKind::Scan:
       return kUnknown;
   }
   const Alu op = e->alu;

@@ -112,6 +112,8 @@ NodeLowering LowerContext::plan(const Node* n, const Index& idx) {
                                                         : plan_reduce(n, idx);
     case ir::OpKind::Matmul:
       return plan_matmul(n, idx);
+    case ir::OpKind::Scan:
+      return plan_scan(n, idx);
     case ir::OpKind::Source:
       return lowered(emit_source(n, idx));
     case ir::OpKind::Input:
@@ -211,6 +213,49 @@ NodeLowering LowerContext::plan_matmul(const Node* n, const Index& idx) {
   return l;
 }
 
+// A scan is lowered only as its group's output, at the kernel's point: the scanned axis is the
+// innermost domain variable t, walked in scan order (lower_group reverses the axis's index for a
+// reverse scan), so step t reads the operand at the output's own index, or for an exclusive scan
+// at the previous step's (0 at step 0, the index clamped into range).
+NodeLowering LowerContext::plan_scan(const Node* n, const Index& idx) {
+  const auto axis = static_cast<size_t>(n->attrs.i(AttrKey::axis));
+  if (scan_var_ < 0 || idx[axis] != scan_axis_index_) {
+    fail(
+        fmt::format("lower_group: the scan {} is read inside its group (a scan's value is read "
+                    "from a buffer)",
+                    node_label(n)));
+    return lowered(arena().constant(n->dtype, 0));
+  }
+  const Node* x = n->inputs[0];
+  const Expr* t = ib_.var(scan_var_);
+  if (!n->attrs.b(AttrKey::exclusive)) {
+    NodeLowering l = forward(x, idx);
+    l.build = [this, n](const std::vector<const Expr*>& v) {
+      return arena().scan(kir::ReduceOp::Sum, n->dtype, v[0], scan_var_);
+    };
+    return l;
+  }
+  const int64_t len = x->shape[axis];
+  Index prev = idx;
+  const Expr* back = ib_.sub(t, ib_.constant(1));  // the previous step, -1 at step 0
+  if (n->attrs.b(AttrKey::reverse)) back = ib_.sub(ib_.constant(len - 1), back);
+  prev[axis] =
+      ib_.range(back).lo < 0 || ib_.range(back).hi >= len
+          ? arena().alu(kir::Alu::Min, ir::DType::i64,
+                        {arena().alu(kir::Alu::Max, ir::DType::i64, {back, ib_.constant(0)}),
+                         ib_.constant(std::max<int64_t>(len - 1, 0))})
+          : back;
+  NodeLowering l;
+  l.needs.emplace_back(x, std::move(prev));
+  l.build = [this, n, t](const std::vector<const Expr*>& v) {
+    const Expr* started = arena().alu(kir::Alu::Ge, ir::DType::boolean, {t, ib_.constant(1)});
+    const Expr* body =
+        arena().alu(kir::Alu::Where, n->dtype, {started, v[0], arena().constant(n->dtype, 0)});
+    return arena().scan(kir::ReduceOp::Sum, n->dtype, body, scan_var_);
+  };
+  return l;
+}
+
 const Expr* LowerContext::emit_source(const Node* n, const Index& idx) {
   if (n->op == Op::Full) return arena().constant(n->dtype, n->attrs.f(AttrKey::value));
   // arange: element i = start + i*step, computed in i64 and converted to the node's dtype.
@@ -226,6 +271,26 @@ kir::Param make_param(const Node* n, bool output) {
   return kir::Param{.dtype = n->dtype, .shape = n->shape, .output = output, .label = node_label(n)};
 }
 
+// The group's scan, if it has one (an output: a scan's value is read from a buffer).
+const Node* scan_of(const FusedGroup& group) {
+  for (const Node* o : group.outputs)
+    if (ir::op_kind(o->op) == ir::OpKind::Scan) return o;
+  return nullptr;
+}
+
+// A scan kernel's domain: the output's axes with the scanned one moved innermost, and a leading
+// axis of 1 for a rank-1 output, so that the scanned axis is never the outermost (the one
+// backends split between threads).
+std::vector<int64_t> scan_domain(const Node* scan) {
+  const auto axis = static_cast<size_t>(scan->attrs.i(AttrKey::axis));
+  std::vector<int64_t> domain;
+  if (scan->shape.size() == 1) domain.push_back(1);
+  for (size_t d = 0; d < scan->shape.size(); ++d)
+    if (d != axis) domain.push_back(scan->shape[d]);
+  domain.push_back(scan->shape[axis]);
+  return domain;
+}
+
 Expected<void> check_group(const FusedGroup& group, const std::string& name) {
   if (group.outputs.empty())
     return make_error(fmt::format("lower_group({}): the group has no outputs", name));
@@ -236,6 +301,13 @@ Expected<void> check_group(const FusedGroup& group, const std::string& name) {
           "lower_group({}): outputs {}{} and {}{} differ in shape; a kernel writes one domain",
           name, node_label(group.outputs[0]), ir::shape_str(shape), node_label(o),
           ir::shape_str(o->shape)));
+  if (const Node* scan = scan_of(group))
+    for (const Node* o : group.outputs)
+      if (ir::op_kind(o->op) == ir::OpKind::Scan && o->attrs != scan->attrs)
+        return make_error(fmt::format(
+            "lower_group({}): scans {} and {} run along different axes or directions; a kernel "
+            "scans one way",
+            name, node_label(scan), node_label(o)));
   return {};
 }
 
@@ -254,11 +326,25 @@ Expected<LoweredKernel> lower_group(const FusedGroup& group, const std::string& 
     k.params.push_back(make_param(in, false));
     out.params.push_back(in);
   }
+  const Node* scan = scan_of(group);
+  if (scan) k.domain = scan_domain(scan);
   LowerContext cx(*k.arena, k.domain, std::move(buffers));
   Index point;
-  for (size_t d = 0; d < k.domain.size(); ++d)
-    point.push_back(cx.ib().var(static_cast<int32_t>(d)));
-  const Expr* store_index = linearize(cx.ib(), point, k.domain);
+  if (!scan) {
+    for (size_t d = 0; d < k.domain.size(); ++d)
+      point.push_back(cx.ib().var(static_cast<int32_t>(d)));
+  } else {
+    // The scanned axis is the innermost domain variable; the other axes keep their order.
+    const auto axis = static_cast<size_t>(scan->attrs.i(AttrKey::axis));
+    const auto t = static_cast<int32_t>(k.domain.size()) - 1;
+    int32_t next = scan->shape.size() == 1 ? 1 : 0;
+    for (size_t d = 0; d < scan->shape.size(); ++d)
+      point.push_back(d == axis ? cx.ib().var(t) : cx.ib().var(next++));
+    if (scan->attrs.b(AttrKey::reverse))
+      point[axis] = cx.ib().sub(cx.ib().constant(scan->shape[axis] - 1), point[axis]);
+    cx.set_scan_loop(t, point[axis]);
+  }
+  const Expr* store_index = linearize(cx.ib(), point, group.outputs[0]->shape);
   for (const Node* o : group.outputs) {
     auto buf = static_cast<int32_t>(k.params.size());
     k.params.push_back(make_param(o, true));

@@ -49,6 +49,12 @@ class LowerContext {
   const kir::Expr* known(const ir::Node* n, const Index& idx);
   // The first error met while emitting (empty when none); emission goes on with a placeholder.
   const std::string& error() const { return error_; }
+  // A kernel with a scan: the scan runs along domain variable `var` (the innermost), and the
+  // scanned axis of the output is read at `axis_index` (var, or extent-1-var for a reverse scan).
+  void set_scan_loop(int32_t var, const kir::Expr* axis_index) {
+    scan_var_ = var;
+    scan_axis_index_ = axis_index;
+  }
   void fail(std::string message) {
     if (error_.empty()) error_ = std::move(message);
   }
@@ -59,6 +65,7 @@ class LowerContext {
   NodeLowering plan_reduce(const ir::Node* n, const Index& idx);
   NodeLowering plan_arg_reduce(const ir::Node* n, const Index& idx);
   NodeLowering plan_matmul(const ir::Node* n, const Index& idx);
+  NodeLowering plan_scan(const ir::Node* n, const Index& idx);
   const kir::Expr* emit_source(const ir::Node* n, const Index& idx);
 
   IndexBuilder ib_;
@@ -73,6 +80,8 @@ class LowerContext {
   // Lookup only: nothing is ever emitted in the order of this map.
   std::unordered_map<std::pair<const ir::Node*, Index>, const kir::Expr*, MemoHash> memo_;
   std::string error_;
+  int32_t scan_var_ = -1;
+  const kir::Expr* scan_axis_index_ = nullptr;
 };
 
 // C-order linear index of `idx` in `shape`, and its inverse (index simplification drops the

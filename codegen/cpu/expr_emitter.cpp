@@ -67,6 +67,8 @@ Expected<Value*> ExprEmitter::emit_one(const Expr* e) {
     }
     case ExprKind::Reduce:
       return std::unexpected(error("a reduction that is not bound by the caller"));
+    case ExprKind::Scan:
+      return std::unexpected(error("a scan that is not bound by the caller"));
   }
   memo_[e] = v;
   return v;

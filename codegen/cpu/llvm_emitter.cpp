@@ -86,6 +86,9 @@ class KernelEmitter {
   Expected<Value*> emit_uncached(const Expr* e, Scope* s);
   Expected<Value*> emit_load(const Expr* e, Scope* s);
   Expected<Value*> emit_reduce(const Expr* e, Scope* s);
+  Expected<Value*> emit_scan(const Expr* e, Scope* s);
+  // Before the innermost loop of each row: every scan's accumulator starts at 0.
+  void init_scans(Scope* row);
   Expected<void> emit_store(const kir::Store& st, Scope* s);
   // Checked kernels only: the loaded value or nothing (store) for an out-of-range index.
   Value* emit_checked_load(const Expr* e, Value* index, Scope* s);
@@ -116,6 +119,10 @@ class KernelEmitter {
   std::unordered_map<const Expr*, std::vector<const Expr*>> row_fills_;  // R -> its Fs
   std::unordered_map<const Expr*, const RowReuse*> row_reads_;           // E -> its reuse
   std::unordered_map<const Expr*, llvm::AllocaInst*> rows_;              // F -> its row
+  // Scan -> its running accumulator (register type, promoted to a phi by mem2reg), carried along
+  // the innermost loop (all of its pieces, in order).
+  std::unordered_map<const Expr*, llvm::AllocaInst*> scan_accs_;
+  std::vector<const Expr*> scans_;  // in kernel_exprs order
   // Wrap-around indices (the facts' loop cuts): the innermost loop runs as pieces; piece_lo_ is
   // where the piece being emitted starts.
   int64_t piece_lo_ = 0;
@@ -229,6 +236,9 @@ void KernelEmitter::operands(const Expr* e, std::vector<const Expr*>& out) const
     case ExprKind::Var:
     case ExprKind::Reduce:
       return;
+    case ExprKind::Scan:  // its body runs once per step, in the scan's own (innermost) scope
+      out.push_back(e->args[0]);
+      return;
     case ExprKind::Load:
       out.push_back(e->args[0]);
       return;
@@ -284,6 +294,8 @@ Expected<Value*> KernelEmitter::emit_uncached(const Expr* e, Scope* s) {
       return emit_load(e, s);
     case ExprKind::Reduce:
       return emit_reduce(e, s);
+    case ExprKind::Scan:
+      return emit_scan(e, s);
     case ExprKind::Alu: {
       if (auto w = opt_.facts->loop_split.wraps.find(e); w != opt_.facts->loop_split.wraps.end()) {
         const int64_t q = kir::wrap_quotient(w->second, piece_lo_);
@@ -475,6 +487,33 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
   return emit_cast(b_, result, bt, e->dtype);
 }
 
+void KernelEmitter::init_scans(Scope* row) {
+  for (const Expr* e : scans_) {
+    llvm::AllocaInst*& acc = scan_accs_[e];
+    if (!acc) acc = entry_alloca(register_type(ctx_, e->dtype));
+    insert_at(row);
+    b_.CreateStore(register_constant(ctx_, e->dtype, 0, 0), acc);
+  }
+}
+
+// One step of the running sum, in the order of the innermost loop: acc += body; the value is the
+// new acc. Float adds carry no fast-math flags (a scan has exactly one summation order, whatever
+// the vector width); f16 and bf16 accumulate in float like the sum reduction, rounded on store.
+Expected<Value*> KernelEmitter::emit_scan(const Expr* e, Scope* s) {
+  auto it = scan_accs_.find(e);
+  if (it == scan_accs_.end() || s->loop < 0 || var_scope_.at(e->var) != s)
+    return std::unexpected(
+        error(fmt::format("a scan along v{} outside the innermost loop", e->var)));
+  Expected<Value*> v = emit(e->args[0]);
+  if (!v) return v;
+  insert_at(s);
+  llvm::AllocaInst* acc = it->second;
+  Value* sum = b_.CreateLoad(acc->getAllocatedType(), acc);
+  Value* next = ir::is_float(e->dtype) ? b_.CreateFAdd(sum, *v) : b_.CreateAdd(sum, *v);
+  b_.CreateStore(next, acc);
+  return next;
+}
+
 Expected<void> KernelEmitter::emit_store(const kir::Store& st, Scope* s) {
   Expected<Value*> index = emit(st.index);
   if (!index) return std::unexpected(index.error());
@@ -498,7 +537,9 @@ void KernelEmitter::add_loop_metadata() {
   const TuneParams& p = opt_.params;
   for (const Loop& loop : loops_) {
     if (loop.has_inner_loop) continue;
-    const bool is_short = loop.max_trips >= 0 && loop.max_trips < kMinVectorTrips;
+    // A scan's loop carries its running sum from one step to the next: it stays scalar.
+    const bool is_short =
+        !scans_.empty() || (loop.max_trips >= 0 && loop.max_trips < kMinVectorTrips);
     if (llvm::MDNode* md = is_short ? no_vectorize_hint(ctx_)
                                     : vectorize_hints(ctx_, p.vector_width, p.unroll))
       loop.latch->setMetadata(llvm::LLVMContext::MD_loop, md);
@@ -512,6 +553,12 @@ Expected<llvm::Function*> KernelEmitter::run() {
     row_fills_[r.reduce].push_back(r.body_value);
     row_reads_[r.point_value] = &r;
   }
+  for (const Expr* e : kir::kernel_exprs(k_))
+    if (e->kind == ExprKind::Scan) scans_.push_back(e);
+  if (!scans_.empty() && (k_.domain.size() < 2 || std::ranges::any_of(scans_, [&](const Expr* e) {
+                            return e->var != static_cast<int32_t>(k_.domain.size()) - 1;
+                          })))
+    return std::unexpected(error("a scan that is not along the innermost axis of rank >= 2"));
   create_function();
   // An empty inner axis means no point runs; hoisted loads must not run either.
   for (size_t d = 1; d < k_.domain.size(); ++d)
@@ -527,6 +574,7 @@ Expected<llvm::Function*> KernelEmitter::run() {
   // The innermost axis, piece by piece (one piece unless it has wrap-around indices); the
   // outermost axis is the caller's [begin, end).
   const int32_t last = static_cast<int32_t>(rank) - 1;
+  init_scans(s);
   for (size_t piece = 0; piece + 1 < opt_.facts->loop_split.bounds.size(); ++piece) {
     Value* lo = b_.getInt64(opt_.facts->loop_split.bounds[piece]);
     Value* hi = b_.getInt64(opt_.facts->loop_split.bounds[piece + 1]);

@@ -69,6 +69,59 @@ Expected<LaunchShape> write_elementwise(CExprEmitter& em, const kir::Kernel& k, 
   return launch;
 }
 
+// A thread per row (Strategy::Kind::scan), grid-stride over the rows; each walks the innermost
+// axis in order, one running sum per scan (register type: f16 and bf16 sum in float, like the
+// sum reduction), and stores every step.
+Expected<LaunchShape> write_scan(CExprEmitter& em, const kir::Kernel& k, int group_size) {
+  DialectText& d = em.dialect();
+  const std::string L = d.i64_type();
+  const size_t rank = k.domain.size();
+  if (rank < 2)
+    return std::unexpected(kiln::Error{
+        fmt::format("gpu codegen: kernel {}: a scan needs a domain of rank >= 2", k.name)});
+  const int64_t rows = row_count_of_scan(k), len = k.domain.back();
+  const LaunchShape launch{std::clamp<int64_t>(ceil_div(rows, group_size), 1, kMaxGroups),
+                           group_size};
+  const int64_t trips = ceil_div(rows, launch.groups * int64_t{group_size});
+  Scope* row = em.open_loop(
+      em.root(),
+      fmt::format("for ({0} row = {1} * {2} + {3}; row < {4}; row += {5} * {2})", L, d.group_id(),
+                  d.i64_lit(group_size), d.local_id(), d.i64_lit(rows), d.num_groups()),
+      trips);
+  bind_flat(em, row, std::vector<int64_t>(k.domain.begin(), k.domain.end() - 1),
+            iota_vars(rank - 1), "row");
+  std::vector<const kir::Expr*> scans;
+  for (const kir::Expr* e : kir::kernel_exprs(k))
+    if (e->kind == kir::ExprKind::Scan) scans.push_back(e);
+  std::vector<std::string> accs;
+  for (const kir::Expr* e : scans) {
+    Expected<std::string> zero = reduce_init_text(d, e->reduce_op, e->dtype);
+    if (!zero) return std::unexpected(zero.error());
+    accs.push_back(em.fresh("scan"));
+    em.append(row, fmt::format("{} {} = {};", d.reg_type(e->dtype), accs.back(), *zero));
+  }
+  const auto t = static_cast<int32_t>(rank - 1);
+  Scope* step = em.open_loop(
+      row, fmt::format("for ({0} v{1} = 0; v{1} < {2}; ++v{1})", L, t, d.i64_lit(len)), len);
+  em.bind_var(step, t, fmt::format("v{}", t));
+  for (size_t i = 0; i < scans.size(); ++i) {
+    if (scans[i]->var != t)
+      return std::unexpected(kiln::Error{
+          fmt::format("gpu codegen: kernel {}: a scan along v{}, not the innermost axis", k.name,
+                      scans[i]->var)});
+    Expected<std::string> body = em.emit(scans[i]->args[0]);
+    if (!body) return std::unexpected(body.error());
+    em.append(step, fmt::format(
+                        "{} = {};", accs[i],
+                        reduce_step_text(d, scans[i]->reduce_op, scans[i]->dtype, accs[i], *body)));
+    em.bind_expr(step, scans[i], accs[i]);
+  }
+  if (Expected<void> r = emit_stores(em, step, k); !r) return std::unexpected(r.error());
+  em.close(step);
+  em.close(row);
+  return launch;
+}
+
 std::string entry_name(const kir::Kernel& k) {
   std::string s = "kiln_";
   for (char c : k.name) s += (std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
@@ -97,6 +150,17 @@ Expected<Strategy> scheduled_strategy(const kir::Kernel& k, const kir::KernelFac
   };
   if (p.vector_width != 0 || p.unroll != 0) return bad("vector_width and unroll are cpu schedule fields");
   Strategy st = choose_strategy(k, facts);
+  if (st.kind == Strategy::Kind::scan) {
+    if (p.reduce != GpuReduce::heuristic || p.splits != 0 || p.items_per_thread != 0 ||
+        p.tile != 0 || p.vector_loads != 0)
+      return bad("a scan kernel takes block_size only");
+    if (p.block_size != 0) {
+      if (!power_of_two_in(p.block_size, 32, 1024))
+        return bad("block_size must be a power of two in [32, 1024]");
+      st.group_size = p.block_size;
+    }
+    return st;
+  }
   if (p.reduce == GpuReduce::thread) {
     if (!has_reduce(k)) return bad("reduce=thread: the kernel has no reduction");
     st = Strategy{};  // one thread per point, reductions as loops in the thread
@@ -157,6 +221,9 @@ Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& par
       launch = write_matmul(em, kernel, st->matmul, params.tile, shared);
       break;
     case Strategy::Kind::row_reduce: launch = write_row_reduce(em, kernel, *st, shared); break;
+    case Strategy::Kind::scan:
+      launch = write_scan(em, kernel, st->group_size);
+      break;
     case Strategy::Kind::elementwise:
       launch = write_elementwise(em, kernel, fv, params.block_size, params.items_per_thread, st->lanes);
       break;

@@ -137,6 +137,8 @@ class Analysis {
         if (e->dtype == ir::DType::i64) return std::nullopt;
         return dtype_range(e->dtype);
       case ExprKind::Reduce: return reduce_range(e);
+      case ExprKind::Scan:
+        return std::nullopt;  // a running sum: no range from its body's
       case ExprKind::Alu: break;
     }
     if (e->alu == Alu::Cast && ir::is_float(e->args[0]->dtype))

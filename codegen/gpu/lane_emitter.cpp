@@ -68,7 +68,9 @@ int64_t known_divisor(const Expr* e, int32_t var, int64_t var_multiple) {
       }
       return 1;
     case ExprKind::Load:  // nothing known
-    case ExprKind::Reduce: break;
+    case ExprKind::Reduce:
+    case ExprKind::Scan:
+      break;
   }
   return 1;
 }
@@ -160,6 +162,8 @@ Expected<LaneEmitter::Lanes> LaneEmitter::lanes_uncached(const Expr* e, Scope* s
     }
     case ExprKind::Load: return load_lanes(e, s);
     case ExprKind::Reduce: return reduce_lanes(e, s);
+    case ExprKind::Scan:  // scan kernels run a thread per row (gpu_source.cpp), never lanes
+      return std::unexpected(error("a scan in a kernel written lane by lane"));
     case ExprKind::Alu: {
       if (static_cast<int>(e->args.size()) != kir::alu_arity(e->alu))
         return std::unexpected(error(fmt::format("alu op '{}' has {} operands", kir::alu_name(e->alu), e->args.size())));

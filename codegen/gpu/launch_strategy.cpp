@@ -42,6 +42,8 @@ const char* strategy_name(Strategy::Kind k) {
   switch (k) {
     case Strategy::Kind::row_reduce: return "row-reduce";
     case Strategy::Kind::matmul_tiled: return "matmul-tiled";
+    case Strategy::Kind::scan:
+      return "scan";
     case Strategy::Kind::elementwise: break;
   }
   return "elementwise";
@@ -51,6 +53,10 @@ int heuristic_elementwise_block(int64_t points) {
   int g = 256;
   while (g > 32 && g / 2 >= points) g /= 2;
   return g;
+}
+
+int64_t row_count_of_scan(const kir::Kernel& k) {
+  return k.domain.empty() ? 1 : product(std::vector<int64_t>(k.domain.begin(), k.domain.end() - 1));
 }
 
 int heuristic_matmul_tile(int64_t rows, int64_t cols) { return rows >= 64 && cols >= 64 ? 64 : 16; }
@@ -134,6 +140,12 @@ int heuristic_splits(const kir::Kernel& k, const Strategy& st) {
 Strategy choose_strategy(const kir::Kernel& k, const kir::KernelFacts& facts) {
   const FreeVars& fv = facts.free_vars;
   Strategy s;
+  for (const Expr* e : kir::kernel_exprs(k))
+    if (e->kind == ExprKind::Scan) {
+      s.kind = Strategy::Kind::scan;
+      s.group_size = heuristic_elementwise_block(row_count_of_scan(k));
+      return s;
+    }
   if (auto m = gpu::matmul_of(k, facts)) {
     s.kind = Strategy::Kind::matmul_tiled;
     s.matmul = *m;

@@ -15,7 +15,11 @@
 namespace kiln::codegen::gpu {
 
 struct Strategy {
-  enum class Kind { elementwise, row_reduce, matmul_tiled } kind = Kind::elementwise;
+  // scan: one thread per row (a point of every domain axis but the innermost), walking the
+  // innermost axis in order with each scan's running sum in a register. Correct first: a row is
+  // not yet shared by a workgroup (a blocked scan), so a long row runs long in one thread (and
+  // over a driver's loop budget, check_loop_iterations, past about 65535 steps on lavapipe).
+  enum class Kind { elementwise, row_reduce, matmul_tiled, scan } kind = Kind::elementwise;
   // row_reduce: a workgroup per row = per point of the first `row_vars` parallel variables
   // (domain.size() - 1: threads share the innermost axis; domain.size(): a workgroup per point).
   // `row_reduces` read only those variables (operands first); each is computed cooperatively.
@@ -42,6 +46,8 @@ const char* strategy_name(Strategy::Kind k);
 // when both output sides reach 64, else 16.
 int heuristic_elementwise_block(int64_t points);
 int heuristic_matmul_tile(int64_t rows, int64_t cols);
+// A scan kernel's rows: the points of every domain axis but the innermost (the scanned one).
+int64_t row_count_of_scan(const kir::Kernel& k);
 
 // A row-reduce strategy's rows (points of its row variables) and its longest reduction.
 int64_t row_count(const kir::Kernel& k, const Strategy& st);

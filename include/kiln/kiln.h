@@ -202,6 +202,11 @@ KILN_EXPORT Tensor matmul(const Tensor& a, const Tensor& b);
 // GatherElements / torch.gather, idx of x's rank, out.shape = idx.shape.
 KILN_EXPORT Tensor gather(const Tensor& x, const Tensor& idx, int64_t axis);
 KILN_EXPORT Tensor gather_elements(const Tensor& x, const Tensor& idx, int64_t axis);
+// The running sum along `axis` (ONNX CumSum; negative axes count from the end): exclusive sums
+// only the elements before each one (0 first), reverse runs from the end of the axis. Any dtype
+// but bool; integer sums wrap, float sums run in order (one sequential sum per row).
+KILN_EXPORT Tensor cumsum(const Tensor& x, int64_t axis, bool exclusive = false,
+                          bool reverse = false);
 // composites, built from primitives
 KILN_EXPORT Tensor softmax(const Tensor& x, int64_t axis = -1);
 KILN_EXPORT Tensor log_softmax(const Tensor& x, int64_t axis = -1);

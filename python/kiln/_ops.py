@@ -271,6 +271,11 @@ def gather_elements(x, indices, axis=0):
     return _indexed(lib.kiln_gather_elements, x, indices, axis)
 
 
+def cumsum(x, axis=None, exclusive=False, reverse=False):
+    """numpy's cumsum (axis None: of the flattened tensor), with ONNX CumSum's exclusive and reverse."""
+    return _tensor_arg(x).cumsum(axis, exclusive, reverse)
+
+
 def softmax(x, axis=-1):
     return _tensor_arg(x).softmax(axis)
 
@@ -300,6 +305,6 @@ def attention(q, k, v, causal=False, scale=None):
 
 __all__ = ["tensor", "from_dlpack", "full", "zeros", "ones", "arange", "realize", "where", "cast", "sum", "mean",
            "max", "min", "prod", "argmax", "argmin", "reshape", "permute", "transpose", "expand", "broadcast_to",
-           "slice", "pad", "flip", "roll", "unfold", "concat", "concatenate", "matmul", "gather",
+           "slice", "pad", "flip", "roll", "unfold", "concat", "concatenate", "matmul", "cumsum", "gather",
            "gather_elements", "softmax", "log_softmax",
            "layernorm", "attention"] + list(ELEMENTWISE)

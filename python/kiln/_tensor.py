@@ -466,6 +466,16 @@ class Tensor:
 
     cast = astype
 
+    def cumsum(self, axis=None, exclusive=False, reverse=False):
+        """The running sum along `axis` (numpy's cumsum; None: of the flattened tensor). exclusive:
+        each element sums only the ones before it; reverse: the sums run from the end."""
+        x = self
+        if axis is None:
+            x, axis = self.reshape(-1), 0
+        out = _c_void_p()
+        check(lib.kiln_cumsum(x._h, axis, 1 if exclusive else 0, 1 if reverse else 0, _byref(out)))
+        return new(out, self._dev)
+
     def softmax(self, axis=-1):
         out = _c_void_p()
         check(lib.kiln_softmax(self._h, axis, _byref(out)))

@@ -238,6 +238,19 @@ TEST(CApi, FailuresReturnAStatusAndAMessage) {
   EXPECT_EQ(kiln_tensor_shape(a, dims, 0), KILN_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(out, reinterpret_cast<kiln_tensor>(0x1));
 
+  EXPECT_EQ(kiln_cumsum(a, 1, 0, 0, &out), KILN_ERROR_INVALID_OPERATION);
+  EXPECT_NE(std::string(kiln_last_error()).find("cumsum: axis 1 is out of range for shape [3]"),
+            std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(kiln_cumsum(nullptr, 0, 0, 0, &out), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(out, reinterpret_cast<kiln_tensor>(0x1));
+  kiln_tensor sums = nullptr;
+  C_OK(kiln_cumsum(b, -1, 1, 1, &sums));  // exclusive, reverse: 2+3+4, 3+4, 4, 0
+  h.keep(sums);
+  float got[4];
+  C_OK(kiln_tensor_to_host(sums, got, sizeof got));
+  EXPECT_EQ(std::vector<float>(got, got + 4), (std::vector<float>{9, 7, 4, 0}));
+
   kiln_device none = nullptr;
   EXPECT_EQ(kiln_device_open("vulkan:99", nullptr, &none), KILN_ERROR_DEVICE);
   EXPECT_NE(std::string(kiln_last_error()).find("vulkan"), std::string::npos) << kiln_last_error();

@@ -99,6 +99,36 @@ TEST(LazyApi, ShapeErrorsAreValuesThatPropagate) {
   EXPECT_EQ(r.error().message, "add: shapes [3,4] and [5] do not broadcast");
 }
 
+// kiln::cumsum: one kernel whose scan reads its operand through the fused elementwise producer;
+// every exclusive/reverse combination of an integer running sum, exactly; a bad axis names itself.
+TEST(LazyApi, CumSumRunsOneKernelPerScan) {
+  std::vector<int32_t> x(12);
+  for (int i = 0; i < 12; ++i) x[i] = (i * 5) % 7 - 3;
+  auto t = kiln::Tensor::from_host(cpu(), std::span<const int32_t>(x), {3, 4});
+  auto fwd = kiln::cumsum(t * t, 1).to_vector<int32_t>();
+  ASSERT_TRUE(fwd.has_value()) << fwd.error().message;
+  EXPECT_EQ(cpu().last_stats().kernels, 1);
+  for (bool exclusive : {false, true})
+    for (bool reverse : {false, true}) {
+      auto got = kiln::cumsum(t, -2, exclusive, reverse).to_vector<int32_t>();
+      ASSERT_TRUE(got.has_value()) << got.error().message;
+      for (int c = 0; c < 4; ++c) {
+        int acc = 0;
+        for (int s = 0; s < 3; ++s) {
+          const int r = reverse ? 2 - s : s;
+          const int before = acc;
+          acc += x[r * 4 + c];
+          EXPECT_EQ((*got)[r * 4 + c], exclusive ? before : acc) << r << "," << c;
+        }
+      }
+    }
+  int acc = 0;
+  for (int c = 0; c < 4; ++c) EXPECT_EQ((*fwd)[4 + c], acc += x[4 + c] * x[4 + c]);
+  auto bad = kiln::cumsum(t, 2).to_vector<int32_t>();
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().message, "cumsum: axis 2 is out of range for shape [3,4]");
+}
+
 TEST(LazyApi, UnknownDeviceIsAnError) {
   auto d = kiln::Device::open("tpu:0");
   ASSERT_FALSE(d.has_value());

@@ -46,6 +46,13 @@ const ErrorCase kCases[] = {
      "g.kg:3:24: error: attribute 'axes' is given twice"},
     {kHead + "%y = sum(%x, foo=1)\n", "g.kg:3:6: error: sum: unknown attribute 'foo'"},
     {kHead + "%y = reshape(%x)\n", "g.kg:3:6: error: reshape: missing attribute 'shape'"},
+    {kHead + "%y = cumsum(%x)\n", "g.kg:3:6: error: cumsum: missing attribute 'axis'"},
+    {kHead + "%y = cumsum(%x, axis=2)\n",
+     "g.kg:3:6: error: cumsum: axis 2 is out of range for shape [3,4]"},
+    {kHead + "%y = cumsum(%x, axis=0, exclusive=1)\n",
+     "g.kg:3:6: error: cumsum: attribute 'exclusive' must be true or false, got 1"},
+    {kHead + "input %m : bool[3]\n%y = cumsum(%m, axis=0)\n",
+     "g.kg:4:6: error: cumsum: needs a numeric dtype, got bool"},
     {kHead + "%y = cast(%x, to=f99)\n",
      "g.kg:3:18: error: expected an attribute value (a number, true, false, a dtype or a list), "
      "got 'f99'"},

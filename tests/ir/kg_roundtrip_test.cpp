@@ -166,6 +166,21 @@ output %x
 )");  // the file's names are kept; values it did not name (inside mean) are %t0, %t1, ...
 }
 
+// cumsum's axis is normalized and its flags always printed, in the table's order.
+TEST(KgPrinter, CumSumPrintsEveryAttribute) {
+  Graph g;
+  KgGraph k = read_ok(g, R"(kiln.graph v1
+input %x : i32[4,5]
+%y = cumsum(%x, reverse=true, axis=-1)
+output %y
+)");
+  EXPECT_EQ(print_kg(k), R"(kiln.graph v1
+input %x : i32[4,5]
+%y = cumsum(%x, axis=1, exclusive=false, reverse=true)
+output %y
+)");
+}
+
 TEST(KgPrinter, ScalarsPrintAsLiteralsOnlyWhenTheDtypeWouldSurvive) {
   Graph g;
   Builder b(g);

@@ -190,5 +190,50 @@ TEST(VerifyKernel, ReductionsAreChecked) {
       << kernel_error(negative);
 }
 
+// y[i, j] = running sum of x[i, 0..j] over a [2, 4] domain: the scan is the innermost variable.
+TEST(VerifyKernel, ScansAreChecked) {
+  Kernels ks;
+  auto& a = *ks.a;
+  const kir::Expr* i = a.var(0);
+  const kir::Expr* j = a.var(1);
+  const kir::Expr* idx =
+      a.alu(kir::Alu::Add, DType::i64, {a.alu(kir::Alu::Mul, DType::i64, {i, a.index(4)}), j});
+  const kir::Expr* x = a.load(0, DType::f32, idx);
+  kir::Kernel scan = testing::make_kernel(
+      "scan", {{DType::f32, {2, 4}, false, "x"}, {DType::f32, {2, 4}, true, "y"}}, {2, 4}, ks.a,
+      {{1, idx, a.scan(kir::ReduceOp::Sum, DType::f32, x, 1)}});
+  EXPECT_EQ(kernel_error(scan), "");
+  kir::Kernel outer = scan;
+  outer.stores[0].value = a.scan(kir::ReduceOp::Sum, DType::f32, x, 0);
+  EXPECT_EQ(
+      kernel_error(outer),
+      fmt::format("kernel scan: expression #{} (scan sum f32): it scans v0, not the innermost "
+                  "axis of a domain of rank >= 2 (domain [2,4])",
+                  outer.stores[0].value->id));
+  kir::Kernel nested = scan;
+  const kir::Expr* inner = a.scan(kir::ReduceOp::Sum, DType::f32, x, 1);
+  nested.stores[0].value = a.scan(kir::ReduceOp::Sum, DType::f32, inner, 1);
+  EXPECT_NE(kernel_error(nested).find(
+                fmt::format("its body holds expression #{} (scan sum f32)", inner->id)),
+            std::string::npos)
+      << kernel_error(nested);
+  kir::Kernel with_reduce = scan;
+  const kir::Expr* r =
+      a.reduce(kir::ReduceOp::Sum, DType::f32, a.load(0, DType::f32, a.var(2)), {2}, {8});
+  with_reduce.stores[0].value = a.alu(kir::Alu::Add, DType::f32, {scan.stores[0].value, r});
+  EXPECT_NE(kernel_error(with_reduce).find("a kernel with a scan holds no reduction"),
+            std::string::npos)
+      << kernel_error(with_reduce);
+  kir::Kernel bool_scan = scan;
+  bool_scan.params[1].dtype = DType::boolean;
+  bool_scan.stores[0].value =
+      a.scan(kir::ReduceOp::Sum, DType::boolean,
+             a.alu(kir::Alu::Gt, DType::boolean, {x, a.constant(DType::f32, 0)}), 1);
+  EXPECT_NE(kernel_error(bool_scan).find("its body is bool"), std::string::npos)
+      << kernel_error(bool_scan);
+  EXPECT_NE(kir::print_kernel(scan).find("scan.sum f32 (v1) $"), std::string::npos)
+      << kir::print_kernel(scan);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -56,6 +56,8 @@ class Evaluator {
         return alu(e);
       case ExprKind::Reduce:
         return reduce(e);
+      case ExprKind::Scan:
+        return scan(e);
     }
     return NAN;
   }
@@ -128,6 +130,18 @@ class Evaluator {
     }
     if (e->reduce_op == kir::ReduceOp::ArgMax || e->reduce_op == kir::ReduceOp::ArgMin)
       return static_cast<double>(best);
+    return acc;
+  }
+
+  // The contract's definition, directly: the body summed over every step up to this one.
+  double scan(const Expr* e) {
+    const int64_t here = vars_.at(static_cast<size_t>(e->var));
+    double acc = 0;
+    for (int64_t step = 0; step <= here; ++step) {
+      set_var(e->var, step);
+      acc = round_to(acc + eval(e->args[0]), e->dtype);
+    }
+    set_var(e->var, here);
     return acc;
   }
 

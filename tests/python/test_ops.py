@@ -146,6 +146,37 @@ def test_arg_reductions(name):
     assert int(getattr(kiln.tensor(a), name)()) == getattr(np, name)(a)  # flattened
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32, np.int64])
+def test_cumsum(dtype):
+    a = data((3, 4, 5)) if np.dtype(dtype).kind == "f" else rng.integers(-50, 50, (3, 4, 5))
+    a = a.astype(dtype)
+    t = kiln.tensor(a)
+    for axis in (0, 1, 2, -1):
+        want = np.cumsum(a, axis=axis, dtype=dtype)
+        rev = np.flip(np.cumsum(np.flip(a, axis), axis=axis, dtype=dtype), axis)
+        got = kiln.cumsum(t, axis)
+        assert got.dtype == dtype
+        if np.dtype(dtype).kind == "f":
+            assert_close(got, want, dtype, scale=5)
+            assert_close(t.cumsum(axis, reverse=True), rev, dtype, scale=5)
+            assert_close(kiln.cumsum(t, axis, exclusive=True), want - a, dtype, scale=5)
+            assert_close(kiln.cumsum(t, axis, exclusive=True, reverse=True), rev - a, dtype,
+                         scale=5)
+        else:
+            np.testing.assert_array_equal(np.asarray(got), want)
+            np.testing.assert_array_equal(np.asarray(t.cumsum(axis, reverse=True)), rev)
+            np.testing.assert_array_equal(np.asarray(kiln.cumsum(t, axis, exclusive=True)), want - a)
+            np.testing.assert_array_equal(np.asarray(kiln.cumsum(t, axis, True, True)), rev - a)
+    np.testing.assert_allclose(np.asarray(kiln.cumsum(t)), np.cumsum(a), rtol=1e-5, atol=1e-4)  # flattened
+
+
+def test_cumsum_errors():
+    with pytest.raises(kiln.InvalidOperationError, match=r"cumsum: axis 3 is out of range for shape \[2,3\]"):
+        kiln.cumsum(kiln.tensor(data((2, 3))), 3)
+    with pytest.raises(kiln.InvalidOperationError, match="cumsum: needs a numeric dtype, got bool"):
+        kiln.cumsum(kiln.tensor(np.array([True, False])), 0)
+
+
 def test_views():
     a = data((2, 3, 4))
     t = kiln.tensor(a)
