@@ -25,9 +25,10 @@ def dev():
 
 @pytest.fixture(scope="session")
 def source_dir():
-    path = os.environ.get("KILN_SOURCE_DIR")
-    if not path:
-        pytest.fail("KILN_SOURCE_DIR (the kiln source tree) is not set: run the suites through ctest")
+    """The kiln source tree: $KILN_SOURCE_DIR (ctest sets it), else the tree these tests are in."""
+    path = os.environ.get("KILN_SOURCE_DIR") or os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    if not os.path.isfile(os.path.join(path, "include", "kiln", "ops.def")):
+        pytest.fail(f"{path} is not the kiln source tree (no include/kiln/ops.def): set KILN_SOURCE_DIR")
     return path
 
 
