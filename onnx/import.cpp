@@ -21,7 +21,7 @@ void Context::begin(const NodeProto& n, int index, std::vector<Value*> inputs) {
 }
 
 std::string Context::where() const {
-  return fmt::format("onnx: node {} '{}' ({})", index_, node_->name, node_->op_type);
+  return fmt::format("onnx: {}node {} '{}' ({})", prefix_, index_, node_->name, node_->op_type);
 }
 
 std::unexpected<Error> Context::fail(std::string_view what) const {
@@ -81,6 +81,11 @@ void Context::derive_data(Value& v) {
   for (const auto& [node, named] : constants_) bindings.emplace(node, named.second);
   auto values = interp::evaluate_reference({v.node}, bindings);
   if (values) v.data = std::move((*values)[0]);  // else an input it reads has no known value
+}
+
+bool Context::known(Value& v) {
+  derive_data(v);
+  return v.data.has_value();
 }
 
 Expected<std::vector<int64_t>> Context::ints(size_t i, std::string_view what) {
@@ -180,6 +185,7 @@ const OpTable& op_table() {
     add_quant_ops(t);
     add_recurrent_ops(t);
     add_training_ops(t);
+    add_control_ops(t);
     return t;
   }();
   return table;
@@ -270,7 +276,109 @@ Expected<void> fold(Context& ctx, std::vector<Value>& outs) {
   return {};
 }
 
+// A graph's initializers as constants (those small enough take part in folding).
+Expected<void> add_initializers(const GraphProto& graph, std::unordered_map<std::string, Value>& values,
+                                std::string_view where) {
+  for (const TensorProto& t : graph.initializers) {
+    auto h = to_host_tensor(t);
+    if (!h) return make_error(fmt::format("onnx: {}initializer '{}': {}", where, t.name, h.error().message));
+    Value v = Context::constant(std::move(*h));
+    v.folded = v.data->numel() <= kFoldInitializerLimit;
+    values[t.name] = std::move(v);
+  }
+  return {};
+}
+
+// Imports a graph's nodes in order into `scope` (which holds its inputs and initializers).
+Expected<void> import_nodes(Context& ctx, const GraphProto& graph, Scope& scope) {
+  const OpTable& table = op_table();
+  for (size_t index = 0; index < graph.nodes.size(); ++index) {
+    const NodeProto& n = graph.nodes[index];
+    std::vector<Value*> inputs;
+    for (const std::string& name : n.inputs) {
+      if (name.empty()) {
+        inputs.push_back(nullptr);
+        continue;
+      }
+      Value* v = scope.find(name);
+      if (!v) {
+        ctx.begin(n, static_cast<int>(index), {});
+        return ctx.fail(fmt::format("input '{}' is not defined before it", name));
+      }
+      inputs.push_back(v);
+    }
+    ctx.begin(n, static_cast<int>(index), inputs);
+    // Ops of other domains are in the table as "domain:op" (ai.onnx.preview.training's optimizers).
+    const bool default_domain = n.domain.empty() || n.domain == "ai.onnx";
+    auto op = table.find(default_domain ? n.op_type : n.domain + ":" + n.op_type);
+    if (op == table.end() && !default_domain)
+      return ctx.unsupported(fmt::format("op {} of domain '{}'", n.op_type, n.domain));
+    if (op == table.end())
+      return ctx.unsupported(fmt::format("op {} (opset {})", n.op_type, ctx.opset()));
+    auto outs = op->second(ctx);
+    if (!outs) return std::unexpected(outs.error());
+    if (const AttributeProto* a = ctx.unused_attr())
+      return ctx.unsupported(fmt::format("attribute '{}' of {}", a->name, n.op_type));
+    // An op with a subgraph (If, Loop, Scan) may read any value of the scopes it is in: its
+    // outputs say themselves whether they are folded.
+    bool all_folded = !n.inputs.empty();
+    for (const AttributeProto& a : n.attributes) all_folded &= !a.g && a.graphs.empty();
+    for (Value* v : inputs) all_folded &= v == nullptr || v->folded;
+    if (all_folded) {
+      auto f = fold(ctx, *outs);
+      if (!f) return std::unexpected(f.error());
+    }
+    if (outs->size() < n.outputs.size())
+      for (size_t i = outs->size(); i < n.outputs.size(); ++i)
+        if (!n.outputs[i].empty())
+          return ctx.unsupported(fmt::format("output {} of {}", i, n.op_type));
+    for (size_t i = 0; i < n.outputs.size(); ++i)
+      if (!n.outputs[i].empty()) scope.values[n.outputs[i]] = (*outs)[i];
+  }
+  return {};
+}
+
+
 }  // namespace
+
+Outs Context::subgraph(const GraphProto& graph, std::vector<Value> inputs, std::string_view what) {
+  if (inputs.size() != graph.inputs.size())
+    return fail(fmt::format("its {} takes {} inputs, {} given", what, graph.inputs.size(), inputs.size()));
+  if (graph.sparse_initializers) return unsupported(fmt::format("its {} has sparse initializers", what));
+  // The node being imported, restored when the subgraph's own nodes are done.
+  const NodeProto* node = node_;
+  const int index = index_;
+  std::vector<Value*> in = in_;
+  std::set<std::string, std::less<>> used = used_;
+  std::string prefix = prefix_;
+  Scope* outer = scope_;
+  const std::string inner_prefix = fmt::format("{}node {} '{}' ({}) {}: ", prefix_, index_, node_->name, node_->op_type, what);
+
+  Scope scope;
+  scope.parent = scope_;
+  for (size_t i = 0; i < inputs.size(); ++i) scope.values[graph.inputs[i].name] = std::move(inputs[i]);
+  auto walked = add_initializers(graph, scope.values, inner_prefix);
+  if (walked) {
+    prefix_ = inner_prefix;
+    scope_ = &scope;
+    walked = import_nodes(*this, graph, scope);
+  }
+  node_ = node;
+  index_ = index;
+  in_ = std::move(in);
+  used_ = std::move(used);
+  prefix_ = std::move(prefix);
+  scope_ = outer;
+  if (!walked) return std::unexpected(walked.error());
+
+  std::vector<Value> outs;
+  for (const ValueInfo& info : graph.outputs) {
+    Value* v = scope.find(info.name);
+    if (!v) return fail(fmt::format("its {} output '{}' is not computed by any node", what, info.name));
+    outs.push_back(*v);
+  }
+  return outs;
+}
 
 Expected<ImportedModel> import_model(ir::Graph& g, std::string_view bytes,
                                      const ImportOptions& options) {
@@ -286,13 +394,8 @@ Expected<ImportedModel> import_model(ir::Graph& g, std::string_view bytes,
 
   Context ctx(g, result.opset);
   std::unordered_map<std::string, Value> values;
-  for (const TensorProto& t : graph.initializers) {
-    auto h = to_host_tensor(t);
-    if (!h) return make_error(fmt::format("onnx: initializer '{}': {}", t.name, h.error().message));
-    Value v = Context::constant(std::move(*h));
-    v.folded = v.data->numel() <= kFoldInitializerLimit;
-    values[t.name] = std::move(v);
-  }
+  auto inits = add_initializers(graph, values, "");
+  if (!inits) return std::unexpected(inits.error());
   for (const ValueInfo& info : graph.inputs) {
     // An input with an initializer of its name (IR < 4 lists them) is that initializer unless a
     // value is given for it.
@@ -304,53 +407,17 @@ Expected<ImportedModel> import_model(ir::Graph& g, std::string_view bytes,
     values[info.name] = std::move(*v);
   }
 
-  const OpTable& table = op_table();
-  for (size_t index = 0; index < graph.nodes.size(); ++index) {
-    const NodeProto& n = graph.nodes[index];
-    std::vector<Value*> inputs;
-    for (const std::string& name : n.inputs) {
-      if (name.empty()) {
-        inputs.push_back(nullptr);
-        continue;
-      }
-      auto it = values.find(name);
-      if (it == values.end())
-        return make_error(fmt::format("onnx: node {} '{}' ({}): input '{}' is not defined before it",
-                                      index, n.name, n.op_type, name));
-      inputs.push_back(&it->second);
-    }
-    ctx.begin(n, static_cast<int>(index), inputs);
-    // Ops of other domains are in the table as "domain:op" (ai.onnx.preview.training's optimizers).
-    const bool default_domain = n.domain.empty() || n.domain == "ai.onnx";
-    auto op = table.find(default_domain ? n.op_type : n.domain + ":" + n.op_type);
-    if (op == table.end() && !default_domain)
-      return ctx.unsupported(fmt::format("op {} of domain '{}'", n.op_type, n.domain));
-    if (op == table.end())
-      return ctx.unsupported(fmt::format("op {} (opset {})", n.op_type, result.opset));
-    auto outs = op->second(ctx);
-    if (!outs) return std::unexpected(outs.error());
-    if (const AttributeProto* a = ctx.unused_attr())
-      return ctx.unsupported(fmt::format("attribute '{}' of {}", a->name, n.op_type));
-    bool all_folded = !n.inputs.empty();
-    for (Value* v : inputs) all_folded &= v == nullptr || v->folded;
-    if (all_folded) {
-      auto f = fold(ctx, *outs);
-      if (!f) return std::unexpected(f.error());
-    }
-    if (outs->size() < n.outputs.size())
-      for (size_t i = outs->size(); i < n.outputs.size(); ++i)
-        if (!n.outputs[i].empty())
-          return ctx.unsupported(fmt::format("output {} of {}", i, n.op_type));
-    for (size_t i = 0; i < n.outputs.size(); ++i)
-      if (!n.outputs[i].empty()) values[n.outputs[i]] = (*outs)[i];
-  }
+  Scope scope;
+  scope.values = std::move(values);
+  ctx.set_scope(&scope);
+  auto walked = import_nodes(ctx, graph, scope);
+  if (!walked) return std::unexpected(walked.error());
 
   std::vector<const ir::Node*> outputs;
   for (const ValueInfo& info : graph.outputs) {
-    auto it = values.find(info.name);
-    if (it == values.end())
-      return make_error(fmt::format("onnx: graph output '{}' is not computed by any node", info.name));
-    auto node = ctx.materialize(it->second, info.name);
+    Value* v = scope.find(info.name);
+    if (!v) return make_error(fmt::format("onnx: graph output '{}' is not computed by any node", info.name));
+    auto node = ctx.materialize(*v, info.name);
     if (!node) return std::unexpected(node.error());
     result.graph.outputs.emplace_back(info.name, *node);
     outputs.push_back(*node);
@@ -362,7 +429,7 @@ Expected<ImportedModel> import_model(ir::Graph& g, std::string_view bytes,
     result.graph.inputs.emplace_back(named.first, node);
     result.constants[named.first] = named.second;
   }
-  for (const auto& [name, v] : values)
+  for (const auto& [name, v] : scope.values)
     if (v.node && reachable.contains(v.node)) result.graph.values.emplace_back(name, v.node);
   std::sort(result.graph.values.begin(), result.graph.values.end(),
             [](const ir::NamedNode& a, const ir::NamedNode& b) {

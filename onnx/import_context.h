@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/builder.h"
@@ -26,6 +27,20 @@ struct Value {
   bool folded = false;
   ir::DType dtype = ir::DType::f32;
   ir::Shape shape;
+};
+
+using Outs = Expected<std::vector<Value>>;
+
+// The values a graph's nodes can name: its own (inputs, initializers, node outputs), then, for a
+// subgraph (If's branches, Loop's and Scan's bodies), those of the graphs it is nested in.
+struct Scope {
+  std::unordered_map<std::string, Value> values;
+  Scope* parent = nullptr;
+  Value* find(const std::string& name) {
+    for (Scope* s = this; s; s = s->parent)
+      if (auto it = s->values.find(name); it != s->values.end()) return &it->second;
+    return nullptr;
+  }
 };
 
 class Context {
@@ -51,6 +66,15 @@ class Context {
   Expected<std::vector<int64_t>> ints(size_t i, std::string_view what);
   // Input i's first value as a double (a known scalar).
   Expected<double> scalar_of(size_t i, std::string_view what);
+  // Whether v's values are known at import (evaluated here from constants and given inputs when
+  // it depends on nothing else).
+  bool known(Value& v);
+
+  // --- subgraphs (If's branches, Loop's and Scan's bodies; onnx/ops_control.cpp)
+  // Imports `graph` nested in the current scope, its inputs bound to `inputs` in order, and
+  // returns its outputs. `what` names it in errors ("body, iteration 3").
+  Outs subgraph(const GraphProto& graph, std::vector<Value> inputs, std::string_view what);
+  void set_scope(Scope* scope) { scope_ = scope; }
 
   // --- attributes: each one read is marked used; the importer fails on any not read.
   const AttributeProto* attr(std::string_view name);
@@ -91,12 +115,13 @@ class Context {
   std::map<const ir::Node*, std::pair<std::string, ir::HostTensor>> constants_;
   std::set<std::string> constant_names_;
   std::map<const ir::Node*, ir::HostTensor> known_;
+  Scope* scope_ = nullptr;
+  std::string prefix_;  // where the current graph is: "" for the model's, else its op and branch
   // Fills in.data from the reference interpreter when everything it depends on is known.
   void derive_data(Value& v);
 };
 
 using OpImporter = std::function<Expected<std::vector<Value>>(Context&)>;
-using Outs = Expected<std::vector<Value>>;
 using OpTable = std::map<std::string, OpImporter, std::less<>>;
 
 // The op importers, by concept (onnx/ops_*.cpp).
@@ -110,6 +135,7 @@ void add_einsum_ops(OpTable& table);
 void add_quant_ops(OpTable& table);
 void add_recurrent_ops(OpTable& table);
 void add_training_ops(OpTable& table);
+void add_control_ops(OpTable& table);
 
 // Returns the error of an Expected expression; assigns its value to `var`.
 #define KILN_ONNX_TRY(var, expr)                                  \

@@ -159,7 +159,9 @@ Expected<TensorProto> read_tensor(Reader r) {
   return t;
 }
 
-Expected<AttributeProto> read_attribute(Reader r) {
+Expected<GraphProto> read_graph(Reader r, int depth);
+
+Expected<AttributeProto> read_attribute(Reader r, int depth) {
   AttributeProto a;
   while (!r.done()) {
     auto tg = r.tag();
@@ -176,7 +178,18 @@ Expected<AttributeProto> read_attribute(Reader r) {
         KILN_ASSIGN(a.t, read_tensor(*sub));
         break;
       }
-      case 6: case 11: a.has_graph = true; KILN_TRY(r.skip(wire)); break;
+      case 6: case 11: {
+        if (depth >= kMaxGraphNesting)
+          return r.fail(fmt::format("subgraphs nested deeper than {} levels", kMaxGraphNesting));
+        auto sub = r.sub("GraphProto");
+        if (!sub) return std::unexpected(sub.error());
+        auto g = read_graph(*sub, depth + 1);
+        if (!g) return std::unexpected(g.error());
+        auto shared = std::make_shared<const GraphProto>(std::move(*g));
+        if (field == 6) a.g = std::move(shared);
+        else a.graphs.push_back(std::move(shared));
+        break;
+      }
       case 7: KILN_TRY(r.repeated(wire, a.floats)); break;
       case 8: KILN_TRY(r.repeated(wire, a.ints)); break;
       case 9: {
@@ -254,7 +267,7 @@ Expected<ValueInfo> read_value_info(Reader r) {
   return v;
 }
 
-Expected<NodeProto> read_node(Reader r) {
+Expected<NodeProto> read_node(Reader r, int depth) {
   NodeProto n;
   while (!r.done()) {
     auto tg = r.tag();
@@ -271,7 +284,7 @@ Expected<NodeProto> read_node(Reader r) {
         auto sub = r.sub("AttributeProto");
         if (!sub) return std::unexpected(sub.error());
         AttributeProto a;
-        KILN_ASSIGN(a, read_attribute(*sub));
+        KILN_ASSIGN(a, read_attribute(*sub, depth));
         n.attributes.push_back(std::move(a));
         break;
       }
@@ -281,7 +294,7 @@ Expected<NodeProto> read_node(Reader r) {
   return n;
 }
 
-Expected<GraphProto> read_graph(Reader r) {
+Expected<GraphProto> read_graph(Reader r, int depth) {
   GraphProto g;
   while (!r.done()) {
     auto tg = r.tag();
@@ -295,7 +308,7 @@ Expected<GraphProto> read_graph(Reader r) {
         auto sub = r.sub("NodeProto");
         if (!sub) return std::unexpected(sub.error());
         NodeProto n;
-        KILN_ASSIGN(n, read_node(*sub));
+        KILN_ASSIGN(n, read_node(*sub, depth));
         g.nodes.push_back(std::move(n));
         break;
       }
@@ -350,7 +363,7 @@ Expected<ModelProto> parse_model(std::string_view bytes) {
     } else if (field == 7 && wire == kBytes) {
       auto sub = r.sub("GraphProto");
       if (!sub) return std::unexpected(sub.error());
-      KILN_ASSIGN(m.graph, read_graph(*sub));
+      KILN_ASSIGN(m.graph, read_graph(*sub, 0));
       has_graph = true;
     } else {
       KILN_TRY(r.skip(wire));

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,6 +33,8 @@ struct TensorProto {
   bool external = false;     // data_location EXTERNAL
 };
 
+struct GraphProto;
+
 struct AttributeProto {
   std::string name;
   int32_t type = 0;  // AttributeProto.AttributeType
@@ -42,7 +45,8 @@ struct AttributeProto {
   std::vector<float> floats;
   std::vector<int64_t> ints;
   std::vector<std::string> strings;
-  bool has_graph = false;  // g or graphs (subgraphs are not supported)
+  std::shared_ptr<const GraphProto> g;                // a subgraph (If's branches, Loop's body)
+  std::vector<std::shared_ptr<const GraphProto>> graphs;
   std::string ref_attr_name;
 };
 
@@ -86,6 +90,9 @@ struct ModelProto {
   std::vector<OpsetId> opsets;
   GraphProto graph;
 };
+
+// Subgraphs nest at most this deep (a model is untrusted input: no recursion it controls).
+inline constexpr int kMaxGraphNesting = 16;
 
 // Errors say which message and field could not be read, at which byte offset.
 Expected<ModelProto> parse_model(std::string_view bytes);

@@ -12,90 +12,14 @@
 
 #include "interp/reference.h"
 #include "onnx/importer.h"
+#include "tests/onnx/proto_writer.h"
 #include "tests/support/shell.h"
 #include "tools/npy.h"
 
 namespace kiln::onnx {
 namespace {
 
-// A protobuf writer, just enough for these models.
-struct Msg {
-  std::string b;
-  Msg& varint(uint32_t field, uint64_t v) {
-    put(uint64_t(field) << 3);
-    put(v);
-    return *this;
-  }
-  Msg& bytes(uint32_t field, std::string_view s) {
-    put(uint64_t(field) << 3 | 2);
-    put(s.size());
-    b += s;
-    return *this;
-  }
-  Msg& msg(uint32_t field, const Msg& m) { return bytes(field, m.b); }
-  void put(uint64_t v) {
-    do {
-      uint8_t byte = v & 0x7f;
-      v >>= 7;
-      b += static_cast<char>(v ? byte | 0x80 : byte);
-    } while (v);
-  }
-};
-
-constexpr int kFloat = 1, kInt64 = 7;
-
-Msg value_info(std::string_view name, int elem, std::vector<int64_t> dims) {
-  Msg shape;
-  for (int64_t d : dims) shape.msg(1, Msg().varint(1, d));
-  Msg tensor;
-  tensor.varint(1, elem).msg(2, shape);
-  return Msg().bytes(1, name).msg(2, Msg().msg(1, tensor));
-}
-
-Msg node(std::string_view op, std::vector<std::string> in, std::vector<std::string> out,
-         std::string_view name, std::vector<Msg> attrs = {}) {
-  Msg n;
-  for (auto& s : in) n.bytes(1, s);
-  for (auto& s : out) n.bytes(2, s);
-  n.bytes(3, name).bytes(4, op);
-  for (auto& a : attrs) n.msg(5, a);
-  return n;
-}
-
-Msg int_attr(std::string_view name, int64_t v) { return Msg().bytes(1, name).varint(3, v).varint(20, 2); }
-Msg ints_attr(std::string_view name, const std::vector<int64_t>& v) {
-  Msg a;
-  a.bytes(1, name);
-  for (int64_t x : v) a.varint(8, static_cast<uint64_t>(x));
-  return a.varint(20, 7);
-}
-
-Msg f32_tensor(std::string_view name, std::vector<int64_t> dims, std::vector<float> values) {
-  Msg t;
-  for (int64_t d : dims) t.varint(1, d);
-  t.varint(2, kFloat).bytes(8, name);
-  t.bytes(9, std::string_view(reinterpret_cast<const char*>(values.data()), values.size() * 4));
-  return t;
-}
-
-std::string model(std::vector<Msg> nodes, std::vector<Msg> inputs, std::vector<Msg> outputs,
-                  std::vector<Msg> initializers = {}, int opset = 17) {
-  Msg g;
-  for (auto& n : nodes) g.msg(1, n);
-  g.bytes(2, "g");
-  for (auto& t : initializers) g.msg(5, t);
-  for (auto& i : inputs) g.msg(11, i);
-  for (auto& o : outputs) g.msg(12, o);
-  Msg m;
-  m.varint(1, 8).msg(8, Msg().bytes(1, "").varint(2, opset)).msg(7, g);
-  return m.b;
-}
-
-ir::HostTensor f32(ir::Shape shape, std::vector<float> v) {
-  ir::HostTensor t = ir::HostTensor::zeros(ir::DType::f32, shape);
-  std::memcpy(t.bytes.data(), v.data(), v.size() * 4);
-  return t;
-}
+using namespace proto_writer;
 
 TEST(OnnxImporter, AddsAnInitializerWithBroadcasting) {
   std::string bytes = model({node("Add", {"x", "w"}, {"y"}, "add0")},
