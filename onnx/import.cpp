@@ -162,6 +162,16 @@ const AttributeProto* Context::unused_attr() const {
   return nullptr;
 }
 
+Expected<bool> check_table_size(Context& c, std::initializer_list<int64_t> dims, std::string_view what) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0 || (d > 0 && n > kMaxImportTable / d))
+      return c.unsupported(fmt::format("{} would hold more than {} elements (computed at import)", what, kMaxImportTable));
+    n *= d;
+  }
+  return true;
+}
+
 // The graph walk ------------------------------------------------------------------------------
 
 namespace {

@@ -166,6 +166,12 @@ struct Expr {
 Expected<const ir::Node*> round_half_even(Context& c, const ir::Node* x);
 Expected<const ir::Node*> conv_of(Context& c, const ir::Node* x, const ir::Node* w, const ir::Node* bias);
 
+// A table the importer computes itself (a window, a DFT or mel matrix) holds at most this many
+// elements; check_table_size refuses larger ones (dims from the model, product overflow-safe)
+// before anything is allocated.
+inline constexpr int64_t kMaxImportTable = int64_t(1) << 26;
+Expected<bool> check_table_size(Context& c, std::initializer_list<int64_t> dims, std::string_view what);
+
 // The one output of an op built by `r` (checked).
 inline Outs one(Context& c, ir::NodeResult r) {
   KILN_ONNX_TRY(const ir::Node* n, c.check(std::move(r)));

@@ -33,12 +33,17 @@ Expected<Term> parse_term(Context& c, std::string_view s, int64_t rank, bool out
   if (dots != std::string_view::npos && s.find("...", dots + 3) != std::string_view::npos)
     return c.fail(fmt::format("term '{}' has more than one ellipsis", s));
   int64_t letters = 0;
-  for (char ch : s)
-    if (ch != '.') {
-      if (!std::isalpha(static_cast<unsigned char>(ch)))
-        return c.fail(fmt::format("term '{}': '{}' is not a letter", s, ch));
-      ++letters;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char ch = s[i];
+    if (ch == '.') {
+      if (dots == std::string_view::npos || i < dots || i >= dots + 3)
+        return c.fail(fmt::format("term '{}': a '.' that is not part of '...'", s));
+      continue;
     }
+    if (!std::isalpha(static_cast<unsigned char>(ch)))
+      return c.fail(fmt::format("term '{}': '{}' is not a letter", s, ch));
+    ++letters;
+  }
   int64_t width = 0;
   if (dots != std::string_view::npos) {
     width = output ? ellipsis_dims : rank - letters;

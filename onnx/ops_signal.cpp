@@ -36,6 +36,7 @@ OpImporter window(double a0, double a1, double a2) {
   return [a0, a1, a2](Context& c) -> Outs {
     KILN_ONNX_TRY(int64_t size, known_int(c, 0, "size"));
     if (size < 0) return c.fail(fmt::format("size {} is negative", size));
+    KILN_ONNX_TRY(std::ignore, check_table_size(c, {size}, "the window"));
     KILN_ONNX_TRY(ir::DType dtype, output_dtype(c));
     const double n = c.attr_i("periodic", 1) != 0 ? double(size) : double(size - 1);
     ir::HostTensor t = ir::HostTensor::zeros(dtype, {size});
@@ -58,6 +59,7 @@ Outs mel_weight_matrix(Context& c) {
   if (mels <= 0 || dft_length <= 0 || rate <= 0)
     return c.fail("num_mel_bins, dft_length and sample_rate must be positive");
   const int64_t bins = dft_length / 2 + 1;
+  KILN_ONNX_TRY(std::ignore, check_table_size(c, {bins, mels}, "the mel weight matrix"));
   auto mel = [](double hz) { return 2595 * std::log10(1 + hz / 700); };
   const double low = mel(lower), step = (mel(upper) - low) / double(mels + 2);
   std::vector<int64_t> edge(mels + 2);
@@ -96,6 +98,7 @@ Expected<std::pair<const Node*, const Node*>> dft_last(Context& c, const Node* r
     after[last] = length - n;
     return c.check(B.pad(x, before, after, 0));
   };
+  KILN_ONNX_TRY(std::ignore, check_table_size(c, {length, bins}, "the DFT's cos and sin matrices"));
   KILN_ONNX_TRY(re, fit(re));
   if (im) { KILN_ONNX_TRY(im, fit(im)); }
   // cos and the signed sin of 2 pi j k / length: e^(-i t) forward, e^(+i t) inverse.
@@ -153,11 +156,13 @@ Outs dft(Context& c) {
   if (rank < 2 || (x->shape.back() != 1 && x->shape.back() != 2))
     return c.fail("input must be [batch, signal..., 1 or 2]");
   if (!ir::is_float(x->dtype)) return c.fail("input must be floating point");
-  int64_t axis = c.attr_i("axis", 1);
-  if (c.has(2)) { KILN_ONNX_TRY(axis, known_int(c, 2, "axis")); }
+  // Opset 20 moved the axis from an attribute (default 1) to input 2 (default -2).
+  int64_t axis = c.opset() >= 20 ? -2 : c.attr_i("axis", 1);
+  if (c.opset() >= 20 && c.has(2)) { KILN_ONNX_TRY(axis, known_int(c, 2, "axis")); }
+  const int64_t given = axis;
   if (axis < 0) axis += rank;
   if (axis < 1 || axis >= rank - 1)
-    return c.fail(fmt::format("axis {} is not a signal axis of rank {}", c.attr_i("axis", 1), rank));
+    return c.fail(fmt::format("axis {} is not a signal axis of rank {}", given, rank));
   const bool inverse = c.attr_i("inverse", 0) != 0, onesided = c.attr_i("onesided", 0) != 0;
   if (inverse && onesided) return c.unsupported("DFT with both inverse and onesided");
   int64_t length = x->shape[axis];

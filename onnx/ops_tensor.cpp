@@ -375,7 +375,11 @@ Outs constant_of_shape(Context& c) {
   Value v;
   v.dtype = fill.dtype;
   v.shape = s;
-  if (ir::shape_numel(s) <= 4096) {
+  // Small fills are constants (folded); the product is checked without overflowing, and a large
+  // shape goes to the builder, whose size checks name it.
+  int64_t numel = 1;
+  for (int64_t d : shape) numel = d > 4096 || numel * d > 4096 ? 4097 : numel * d;
+  if (numel <= 4096) {
     ir::HostTensor t = ir::HostTensor::zeros(fill.dtype, s);
     const int size = ir::dtype_size(fill.dtype);
     for (int64_t i = 0; i < t.numel(); ++i)
