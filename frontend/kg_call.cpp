@@ -117,18 +117,37 @@ Expected<std::shared_ptr<const KgFile>> read_kg_file(const std::string& path) {
 
 namespace {
 
-// The file's constants as tensors of `device`, made once per device.
-std::vector<Tensor> constants_on(const KgFile& file, const Device& device) {
-  if (file.constants.empty()) return {};
+// The file's constants as tensors of `device`, copied there once per device; an error names the
+// constant. A failed copy is not kept, so a later call tries again.
+Expected<std::vector<Tensor>> constants_on(const KgFile& file, const Device& device) {
+  if (file.constants.empty()) return std::vector<Tensor>{};
   const std::shared_ptr<DeviceState>& state = TensorImpl::state_of(device);
+  auto leaves = [&](const std::vector<std::shared_ptr<runtime::Buffer>>& buffers) {
+    std::vector<Tensor> tensors;
+    for (const auto& b : buffers) tensors.push_back(TensorImpl::make_leaf(state, b));
+    return tensors;
+  };
+  {
+    std::lock_guard lock(file.mu);
+    std::erase_if(file.device_constants, [](const auto& entry) { return entry.first.expired(); });
+    for (const auto& [owner, buffers] : file.device_constants)
+      if (owner.lock() == state) return leaves(buffers);
+  }
+  // Copied outside the lock, so calls on devices that have theirs do not wait; when two calls
+  // copy at once, the first to finish is kept.
+  std::vector<std::shared_ptr<runtime::Buffer>> buffers;
+  for (size_t i = 0; i < file.constants.size(); ++i) {
+    auto b = state->device->pool()->from_host(file.constants[i], "a graph constant");
+    if (!b)
+      return make_error(fmt::format("constant %{} of the graph: {}", file.kg.inputs[file.callable_inputs() + i].first,
+                                    b.error().message));
+    buffers.push_back(std::move(*b));
+  }
   std::lock_guard lock(file.mu);
-  std::erase_if(file.device_constants, [](const auto& entry) { return entry.first.expired(); });
-  for (const auto& [owner, tensors] : file.device_constants)
-    if (owner.lock() == state) return tensors;
-  std::vector<Tensor> tensors;
-  for (const ir::HostTensor& t : file.constants) tensors.push_back(Tensor::from_host(device, t));
-  file.device_constants.emplace_back(state, tensors);
-  return tensors;
+  for (const auto& [owner, kept] : file.device_constants)
+    if (owner.lock() == state) return leaves(kept);
+  file.device_constants.emplace_back(state, buffers);
+  return leaves(buffers);
 }
 
 }  // namespace
@@ -148,11 +167,9 @@ Expected<std::vector<Tensor>> call_kg(const Device& device,
   if (!state) return make_error("the device is not open");
   auto bound = bind(*file, names, inputs);
   if (!bound) return std::unexpected(bound.error());
-  const std::vector<Tensor> constants = constants_on(*file, device);
-  for (const Tensor& t : constants) {
-    if (const Error* e = t.error()) return make_error(fmt::format("a constant of the graph: {}", e->message));
-    bound->push_back(&t);
-  }
+  auto constants = constants_on(*file, device);
+  if (!constants) return std::unexpected(constants.error());
+  for (const Tensor& t : *constants) bound->push_back(&t);
   std::vector<Tensor> outputs;
   for (const auto& [name, node] : file->kg.outputs) {
     Tensor t = TensorImpl::apply(

@@ -15,6 +15,10 @@
 #include "ir/kg.h"
 #include "kiln/kiln.h"
 
+namespace kiln::runtime {
+class Buffer;
+}
+
 namespace kiln::detail {
 
 struct DeviceState;
@@ -30,10 +34,13 @@ struct KgFile {
   std::vector<ir::HostTensor> constants;
   size_t callable_inputs() const { return kg.inputs.size() - constants.size(); }
 
-  // The constants as tensors of each device the file was called on: copied there at the first
-  // call, and kept (with the device) while the file lives, so that later calls copy nothing.
+  // The constants' buffers on each device the file was called on: copied there at the first
+  // call, so that later calls copy nothing. They hold no reference to the device: an entry goes
+  // with its device (dropped at the next call once the device is closed), and the buffers kept
+  // here are never written over (a realize donates only buffers nothing else holds).
   mutable std::mutex mu;
-  mutable std::vector<std::pair<std::weak_ptr<DeviceState>, std::vector<Tensor>>> device_constants;
+  mutable std::vector<std::pair<std::weak_ptr<DeviceState>, std::vector<std::shared_ptr<runtime::Buffer>>>>
+      device_constants;
 };
 
 // Reads a graph file by its extension: an ONNX model (`.onnx`, docs/onnx.md; every dimension of

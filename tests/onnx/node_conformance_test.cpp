@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "frontend/tensor_impl.h"
 #include "kiln/kiln.h"
 #include "onnx/importer.h"
 #include "onnx/proto.h"
@@ -267,6 +268,36 @@ TEST(OnnxThroughTheApi, ModelsWithInitializersMatchTheSuite) {
   auto missing = kiln::Graph::load("/nonexistent/m.onnx");
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().message.find("/nonexistent/m.onnx"), std::string::npos) << missing.error().message;
+}
+
+// A graph copies its constants to each device once, and holds no reference to the device: a
+// closed device is freed though the graph lives on, and a new one gets its own copy.
+TEST(OnnxThroughTheApi, AGraphKeepsNoClosedDeviceAlive) {
+  const fs::path dir = fs::path(kDataDir) / "pytorch-converted/test_Linear";
+  ASSERT_TRUE(fs::exists(dir / "model.onnx")) << "install libonnx-testdata";
+  auto graph = kiln::Graph::load((dir / "model.onnx").string());
+  ASSERT_TRUE(graph) << graph.error().message;
+  auto in = parse_tensor(read_bytes(dir / "test_data_set_0/input_0.pb"));
+  auto want = parse_tensor(read_bytes(dir / "test_data_set_0/output_0.pb"));
+  ASSERT_TRUE(in && want);
+  auto x = to_host_tensor(*in), y = to_host_tensor(*want);
+  ASSERT_TRUE(x && y);
+  kiln::Options options;
+  options.settings = {{"compilation.cache", "none"}, {"autotune.enabled", "false"}, {"cpu_rates", "reference"}};
+  for (int round = 0; round < 2; ++round) {
+    std::weak_ptr<kiln::detail::DeviceState> state;
+    {
+      auto device = kiln::Device::open("cpu", options);
+      ASSERT_TRUE(device) << device.error().message;
+      state = kiln::detail::TensorImpl::state_of(*device);
+      auto outs = graph->call(*device, {{graph->inputs()[0].name, kiln::Tensor::from_host(*device, *x)}});
+      ASSERT_TRUE(outs) << outs.error().message;
+      auto got = (*outs)[0].to_host();
+      ASSERT_TRUE(got) << got.error().message;
+      EXPECT_EQ(compare(*got, *y, graph->outputs()[0]), "") << "round " << round;
+    }
+    EXPECT_TRUE(state.expired()) << "round " << round << ": the graph keeps its closed device alive";
+  }
 }
 
 TEST(OnnxNodeTests, NoWrongResultAndNoFewerPasses) {
