@@ -144,6 +144,9 @@ Value concat(const ir::Node& n, const Args& args) {
 // An index read from an index tensor, normalized (i < 0 reads i + n) and clamped into [0, n):
 // the builder's contract for gather and gather_elements.
 int64_t take_index(double i, int64_t n) {
+  // Out of range either way before converting: a double at or past 2^63 has no int64_t.
+  if (i >= static_cast<double>(n)) return n - 1;
+  if (i < -static_cast<double>(n)) return 0;
   auto j = static_cast<int64_t>(i);
   if (j < 0) j += n;
   return std::clamp<int64_t>(j, 0, n - 1);

@@ -12,11 +12,12 @@
 //   Mod for index arithmetic on non-negative operands with a positive divisor. For Cast the
 //   expression's dtype is the target.
 // - Reduce folds its body over its loop nest: Sum (from 0), Prod (1), Max (-inf / lowest),
-//   Min (+inf / highest) in the body's dtype; ArgMax/ArgMin (exactly one variable) give the i32
+//   Min (+inf / highest) in the body's dtype (f16 and bf16 accumulate in f32 and round once at
+//   the end, on every backend); ArgMax/ArgMin (exactly one variable) give the i32
 //   index of the first extreme value; the first NaN wins for both (numpy).
 // - Scan (kernel-IR form of cumsum) is a running fold along one parallel variable `var`, which is
 //   always the innermost domain axis of a domain of rank >= 2: at a point p it is the fold (Sum,
-//   from 0, in the body's dtype) of its body at every point p' that equals p but for
+//   from 0, in the body's dtype; f16 and bf16 in f32, each output rounded once) of its body at every point p' that equals p but for
 //   p'[var] <= p[var], in ascending order of p'[var]. So every backend computes it as one
 //   accumulator carried along the innermost loop, which runs in order and is never split between
 //   threads (the outer axes stay parallel): O(n) work per row, and one summation order on every

@@ -29,8 +29,9 @@ Expected<Range8> range_of(Context& c, DType t) {
 Expected<const Node*> per_axis(Context& c, const Node* v, int64_t axis, size_t rank, int64_t extent,
                                std::string_view what) {
   if (v->shape.empty() || (v->shape.size() == 1 && v->shape[0] == 1)) return v;
-  if (axis < 0) return c.fail(fmt::format("{} has shape {}, but axis {} is out of range for rank {}", what,
-                                          ir::shape_str(v->shape), c.attr_i("axis", 1), rank));
+  if (axis < 0)
+    return c.fail(fmt::format("{} has shape {}: expected a scalar (no axis of the rank-{} operand takes it)", what,
+                              ir::shape_str(v->shape), rank));
   if (v->shape.size() != 1 || v->shape[0] != extent)
     return c.fail(fmt::format("{} has shape {}: expected a scalar or {} values along axis {}", what,
                               ir::shape_str(v->shape), extent, axis));
@@ -216,6 +217,8 @@ Outs qlinear_conv(Context& c) {
   KILN_ONNX_TRY(const Node* x_scale, c.x(1));
   KILN_ONNX_TRY(const Node* w_scale, c.x(4));
   if (w->shape.size() < 3) return c.fail("w must be [M, C/group, k...]");
+  // x is quantized per tensor (ONNX: x_scale and x_zero_point are scalars).
+  KILN_ONNX_TRY(x_scale, per_axis(c, x_scale, -1, x->shape.size(), 0, "x_scale"));
   KILN_ONNX_TRY(x, shifted(c, x, 2, -1, "x_zero_point"));
   KILN_ONNX_TRY(w, shifted(c, w, 5, 0, "w_zero_point"));
   const Node* bias = nullptr;

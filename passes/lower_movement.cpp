@@ -153,7 +153,7 @@ Index slice_index(IndexBuilder& ib, const Node* n, const Index& idx) {
 // sign-extended i32 come out unsigned on Mesa's lavapipe (`lt(cast(i, i64), 0)` is false for
 // i = -1), and this way no comparison reads a widened value.
 const Expr* take_index(LowerContext& cx, const Expr* i, int64_t n) {
-  const DType t = n - 1 <= std::numeric_limits<int32_t>::max() ? i->dtype : DType::i64;
+  const DType t = n <= std::numeric_limits<int32_t>::max() ? i->dtype : DType::i64;  // n itself is a constant
   if (i->dtype != t) i = cx.arena().alu(Alu::Cast, t, {i});
   auto c = [&](int64_t v) { return cx.arena().constant(t, static_cast<double>(v)); };
   const Expr* negative = cx.arena().alu(Alu::Lt, DType::boolean, {i, c(0)});

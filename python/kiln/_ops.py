@@ -245,6 +245,8 @@ def _indices(indices, x):
     if isinstance(indices, Tensor):
         return indices
     a = np.asarray(indices)
+    if a.size == 0 and a.dtype.kind == "f":  # [] (numpy's default float64 for an empty list)
+        a = a.astype(np.int64)
     if a.dtype.kind not in "iu":
         raise TypeError(f"indices must be integers, not {a.dtype}")
     return tensor(a if a.dtype == np.int32 else a.astype(np.int64), device=x._dev)

@@ -220,6 +220,7 @@ def test_gather_is_numpy_take(index_dtype):
             assert_close(got, np.take(a, idx, axis=axis))
     # indices given as a list or array; integer data and bool data
     assert_close(kiln.gather(t, [3, -1, 0], axis=1), np.take(a, [3, -1, 0], axis=1))
+    assert_close(kiln.gather(t, [], axis=1), np.take(a, [], axis=1))  # [] is float64 to numpy
     ints = rng.integers(-100, 100, (6, 3)).astype(np.int64)
     assert_close(kiln.gather(kiln.tensor(ints), np.array([5, 0, -2], index_dtype)), ints[[5, 0, -2]])
     flags = rng.integers(0, 2, (7,)).astype(bool)

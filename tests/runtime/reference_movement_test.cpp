@@ -1,4 +1,7 @@
 // Reference semantics of the movement ops, matmul and the sources.
+#include <climits>
+#include <cstring>
+
 #include "tests/runtime/reference_test_util.h"
 
 namespace kiln::testing {
@@ -252,6 +255,19 @@ TEST(ReferenceMovement, GatherClampsOutOfRangeIndices) {
   expect_values(
       r.eval(r.make(Op::Gather, DType::f64, {6}, {y, idx}, {{AttrKey::axis, int64_t{0}}})),
       {5, 5, 5, 8, 8, 8});  // -9 -> -5 -> 0, -5 -> -1 -> 0, -4 -> 0, 3, 4 -> 3, 1000 -> 3
+}
+
+// Indices at the ends of int64 clamp like the compiled kernels' (INT64_MAX reads the last element;
+// the interpreter holds it as 2^63, which no int64_t holds).
+TEST(ReferenceMovement, GatherClampsIndicesAtTheEndsOfInt64) {
+  RefGraph r;
+  const Node* y = r.input(tensor(DType::f64, {4}, {5, 6, 7, 8}), "y");
+  ir::HostTensor ends = ir::HostTensor::zeros(DType::i64, {4});
+  const int64_t v[4] = {INT64_MAX, INT64_MIN, INT64_MAX - 1, INT64_MIN + 1};
+  std::memcpy(ends.bytes.data(), v, sizeof v);
+  const Node* idx = r.input(ends, "idx");
+  expect_values(r.eval(r.make(Op::Gather, DType::f64, {4}, {y, idx}, {{AttrKey::axis, int64_t{0}}})),
+                {8, 5, 8, 5});
 }
 
 // numpy take_along_axis / torch.gather: out[i][j] = x[idx[i][j]][j] (axis 0), x[i][idx[i][j]]
