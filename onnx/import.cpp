@@ -47,6 +47,9 @@ Value Context::constant(ir::HostTensor t) {
 }
 
 Expected<const ir::Node*> Context::materialize(Value& v, const std::string& name) {
+  if (v.kind != TypeKind::tensor)
+    return fail(fmt::format("'{}' is a {} where a tensor is expected", name,
+                            v.kind == TypeKind::sequence ? "sequence" : "optional"));
   if (v.node) return v.node;
   KILN_CHECK(v.data.has_value()) << "a value with neither a node nor data";
   const ir::HostTensor& t = *v.data;
@@ -196,6 +199,7 @@ const OpTable& op_table() {
     add_recurrent_ops(t);
     add_training_ops(t);
     add_control_ops(t);
+    add_sequence_ops(t);
     return t;
   }();
   return table;
@@ -245,6 +249,69 @@ Expected<Value> graph_input(ir::Graph& g, const ValueInfo& info, const ImportOpt
   v.node = g.input(*dtype, shape, info.name);
   if (value) v.data = *value;
   return v;
+}
+
+const char* kind_name(TypeKind k) {
+  switch (k) {
+    case TypeKind::tensor: return "tensor";
+    case TypeKind::sequence: return "sequence";
+    case TypeKind::optional: return "optional";
+    case TypeKind::other: return "map or sparse tensor";
+  }
+  return "value";
+}
+
+// A graph input of any kind: a tensor input, or a sequence's or optional's tensors as inputs
+// named by their flat names (each given in options.input_values, as its structure is in
+// options.input_structures). `inputs` collects the tensor inputs made.
+Expected<Value> any_input(ir::Graph& g, const ValueInfo& info, const std::string& flat, const Structure* st,
+                          const ImportOptions& options, std::vector<std::pair<std::string, Value>>& inputs) {
+  if (info.kind == TypeKind::tensor) {
+    ValueInfo named = info;
+    named.name = flat;
+    auto v = graph_input(g, named, options);
+    if (!v) return std::unexpected(v.error());
+    inputs.emplace_back(flat, *v);
+    return v;
+  }
+  if (info.kind == TypeKind::other || !info.elem)
+    return make_error(fmt::format("onnx: graph input '{}': unsupported: a {} (kiln imports tensors, sequences and optionals)",
+                                  flat, kind_name(info.kind)));
+  if (!st || st->kind != info.kind)
+    return make_error(fmt::format("onnx: graph input '{}' is a {}: give its value", flat, kind_name(info.kind)));
+  if (info.kind == TypeKind::optional && st->items.size() > 1)
+    return make_error(fmt::format("onnx: graph input '{}': an optional holds at most one value", flat));
+  Value v;
+  v.kind = info.kind;
+  const ValueInfo* leaf = info.elem.get();
+  while (leaf->kind != TypeKind::tensor && leaf->elem) leaf = leaf->elem.get();
+  if (auto dtype = onnx_dtype(leaf->elem_type)) v.dtype = *dtype;
+  for (size_t i = 0; i < st->items.size(); ++i) {
+    const std::string name = info.kind == TypeKind::sequence ? fmt::format("{}[{}]", flat, i) : flat;
+    auto item = any_input(g, *info.elem, name, &st->items[i], options, inputs);
+    if (!item) return std::unexpected(item.error());
+    v.items.push_back(std::move(*item));
+  }
+  return v;
+}
+
+// A graph output of any kind: its tensors as outputs by flat name; returns its structure.
+Expected<Structure> any_output(Context& ctx, Value& v, const std::string& flat,
+                               std::vector<std::pair<std::string, const ir::Node*>>& outputs) {
+  Structure st;
+  st.kind = v.kind;
+  if (v.kind == TypeKind::tensor) {
+    auto node = ctx.materialize(v, flat);
+    if (!node) return std::unexpected(node.error());
+    outputs.emplace_back(flat, *node);
+    return st;
+  }
+  for (size_t i = 0; i < v.items.size(); ++i) {
+    auto item = any_output(ctx, v.items[i], v.kind == TypeKind::sequence ? fmt::format("{}[{}]", flat, i) : flat, outputs);
+    if (!item) return std::unexpected(item.error());
+    st.items.push_back(std::move(*item));
+  }
+  return st;
 }
 
 // Whether every node reachable from `outputs` has been seen: marks them in `seen`.
@@ -410,10 +477,14 @@ Expected<ImportedModel> import_model(ir::Graph& g, std::string_view bytes,
     // An input with an initializer of its name (IR < 4 lists them) is that initializer unless a
     // value is given for it.
     if (values.contains(info.name) && !options.input_values.contains(info.name)) continue;
-    auto v = graph_input(g, info, options);
+    auto st = options.input_structures.find(info.name);
+    std::vector<std::pair<std::string, Value>> tensors;
+    auto v = any_input(g, info, info.name, st == options.input_structures.end() ? nullptr : &st->second, options, tensors);
     if (!v) return std::unexpected(v.error());
-    result.graph.inputs.emplace_back(info.name, v->node);
-    if (v->data) ctx.add_known_input(v->node, *v->data);
+    for (auto& [name, t] : tensors) {
+      result.graph.inputs.emplace_back(name, t.node);
+      if (t.data) ctx.add_known_input(t.node, *t.data);
+    }
     values[info.name] = std::move(*v);
   }
 
@@ -427,10 +498,14 @@ Expected<ImportedModel> import_model(ir::Graph& g, std::string_view bytes,
   for (const ValueInfo& info : graph.outputs) {
     Value* v = scope.find(info.name);
     if (!v) return make_error(fmt::format("onnx: graph output '{}' is not computed by any node", info.name));
-    auto node = ctx.materialize(*v, info.name);
-    if (!node) return std::unexpected(node.error());
-    result.graph.outputs.emplace_back(info.name, *node);
-    outputs.push_back(*node);
+    std::vector<std::pair<std::string, const ir::Node*>> tensors;
+    auto st = any_output(ctx, *v, info.name, tensors);
+    if (!st) return std::unexpected(st.error());
+    if (v->kind != TypeKind::tensor) result.output_structures[info.name] = std::move(*st);
+    for (auto& [name, node] : tensors) {
+      result.graph.outputs.emplace_back(name, node);
+      outputs.push_back(node);
+    }
   }
   std::unordered_set<const ir::Node*> reachable;
   mark_reachable(outputs, reachable);
@@ -446,6 +521,33 @@ Expected<ImportedModel> import_model(ir::Graph& g, std::string_view bytes,
               return a.second->id != b.second->id ? a.second->id < b.second->id : a.first < b.first;
             });
   return result;
+}
+
+std::vector<std::string> flat_names(const std::string& name, const Structure& s) {
+  if (s.kind == TypeKind::tensor) return {name};
+  std::vector<std::string> out;
+  for (size_t i = 0; i < s.items.size(); ++i) {
+    auto inner = flat_names(s.kind == TypeKind::sequence ? fmt::format("{}[{}]", name, i) : name, s.items[i]);
+    out.insert(out.end(), inner.begin(), inner.end());
+  }
+  return out;
+}
+
+Expected<Structure> flatten(const ValueData& d, const std::string& name, std::map<std::string, ir::HostTensor>& tensors) {
+  Structure s;
+  s.kind = d.kind;
+  if (d.kind == TypeKind::tensor) {
+    auto t = to_host_tensor(d.tensor);
+    if (!t) return std::unexpected(t.error());
+    tensors[name] = std::move(*t);
+    return s;
+  }
+  for (size_t i = 0; i < d.items.size(); ++i) {
+    auto item = flatten(d.items[i], d.kind == TypeKind::sequence ? fmt::format("{}[{}]", name, i) : name, tensors);
+    if (!item) return std::unexpected(item.error());
+    s.items.push_back(std::move(*item));
+  }
+  return s;
 }
 
 Expected<ImportedModel> import_model_file(ir::Graph& g, const std::string& path,

@@ -25,8 +25,12 @@ struct Value {
   const ir::Node* node = nullptr;
   std::optional<ir::HostTensor> data;
   bool folded = false;
-  ir::DType dtype = ir::DType::f32;
+  ir::DType dtype = ir::DType::f32;  // a sequence's or optional's: its tensors'
   ir::Shape shape;
+  // A sequence (its elements) or an optional (its element, or none) holds no node or data of its
+  // own: import-time lists of values (onnx/ops_sequence.cpp).
+  TypeKind kind = TypeKind::tensor;
+  std::vector<Value> items;
 };
 
 using Outs = Expected<std::vector<Value>>;
@@ -87,7 +91,13 @@ class Context {
   const AttributeProto* unused_attr() const;
 
   // --- results and errors
-  Value out(const ir::Node* n) const { return Value{n, std::nullopt, false, n->dtype, n->shape}; }
+  Value out(const ir::Node* n) const {
+    Value v;
+    v.node = n;
+    v.dtype = n->dtype;
+    v.shape = n->shape;
+    return v;
+  }
   static Value constant(ir::HostTensor t);
   std::unexpected<Error> fail(std::string_view what) const;         // the model is wrong
   std::unexpected<Error> unsupported(std::string_view what) const;  // kiln cannot express it
@@ -136,6 +146,7 @@ void add_quant_ops(OpTable& table);
 void add_recurrent_ops(OpTable& table);
 void add_training_ops(OpTable& table);
 void add_control_ops(OpTable& table);
+void add_sequence_ops(OpTable& table);
 
 // Returns the error of an Expected expression; assigns its value to `var`.
 #define KILN_ONNX_TRY(var, expr)                                  \

@@ -9,8 +9,21 @@
 #include "ir/kg.h"
 #include "kiln/error.h"
 #include "kiln/host_tensor.h"
+#include "onnx/proto.h"
 
 namespace kiln::onnx {
+
+// A sequence or optional value as a tree: a sequence's elements, an optional's one element or
+// none. Its tensors are bound and returned flat, each under its flat_names entry: "x[0]", "x[1]"
+// for a sequence x ("x[0][2]" nested); an optional's element has the optional's name.
+struct Structure {
+  TypeKind kind = TypeKind::tensor;
+  std::vector<Structure> items;
+};
+std::vector<std::string> flat_names(const std::string& name, const Structure& s);
+// A test file's value (ValueData) as its structure, its tensors added to `tensors` by flat name.
+Expected<Structure> flatten(const ValueData& d, const std::string& name,
+                            std::map<std::string, ir::HostTensor>& tensors);
 
 struct ImportOptions {
   // Values of graph inputs known at import (a bound .npy, a test's input data). They give the
@@ -18,6 +31,9 @@ struct ImportOptions {
   // constant operand (Reshape's shape, axes, pads, Gather's indices): the graph is then
   // specialized to that value. Each must match the input's declared dtype and fixed dimensions.
   std::map<std::string, ir::HostTensor> input_values;
+  // Sequence and optional graph inputs (which must be given): their structure by name; their
+  // tensors are in input_values under their flat_names.
+  std::map<std::string, Structure> input_structures;
 };
 
 struct ImportedModel {
@@ -26,6 +42,9 @@ struct ImportedModel {
   ir::KgGraph graph;
   std::map<std::string, ir::HostTensor> constants;  // the data of those constant inputs, by name
   int64_t opset = 0;                                // of the default domain
+  // Graph outputs that are sequences or optionals: their structure by name; graph.outputs lists
+  // their tensors under their flat_names.
+  std::map<std::string, Structure> output_structures;
 };
 
 // Errors name the node (its index, name and op type). An op, attribute or dtype kiln cannot

@@ -206,6 +206,79 @@ Expected<AttributeProto> read_attribute(Reader r, int depth) {
   return a;
 }
 
+// A TypeProto into `v` (its kind, and a tensor's element type and shape, or a sequence's or
+// optional's element type), nested at most kMaxGraphNesting deep.
+Expected<void> read_type(Reader type, ValueInfo& v, int depth) {
+  if (depth > kMaxGraphNesting) return type.fail(fmt::format("types nested deeper than {} levels", kMaxGraphNesting));
+  while (!type.done()) {
+    auto tt = type.tag();
+    if (!tt) return std::unexpected(tt.error());
+    const auto [field, wire] = *tt;
+    // tensor_type 1, sequence_type 4, map_type 5, optional_type 9, sparse_tensor_type 8.
+    if (wire != kBytes || (field != 1 && field != 4 && field != 9)) {
+      if (wire == kBytes && (field == 5 || field == 8)) v.kind = TypeKind::other;
+      KILN_TRY(type.skip(wire));
+      continue;
+    }
+    if (field == 4 || field == 9) {
+      v.kind = field == 4 ? TypeKind::sequence : TypeKind::optional;
+      auto holder = type.sub(field == 4 ? "TypeProto.Sequence" : "TypeProto.Optional");
+      if (!holder) return std::unexpected(holder.error());
+      auto elem = std::make_shared<ValueInfo>();
+      while (!holder->done()) {
+        auto te = holder->tag();
+        if (!te) return std::unexpected(te.error());
+        if (te->first != 1 || te->second != kBytes) {
+          KILN_TRY(holder->skip(te->second));
+          continue;
+        }
+        auto sub = holder->sub("TypeProto");
+        if (!sub) return std::unexpected(sub.error());
+        KILN_TRY(read_type(*sub, *elem, depth + 1));
+      }
+      v.elem = std::move(elem);
+      continue;
+    }
+    v.kind = TypeKind::tensor;
+    v.is_tensor = true;
+    auto tensor = type.sub("TypeProto.Tensor");
+    if (!tensor) return std::unexpected(tensor.error());
+    while (!tensor->done()) {
+      auto t3 = tensor->tag();
+      if (!t3) return std::unexpected(t3.error());
+      if (t3->first == 1) {
+        KILN_ASSIGN(v.elem_type, tensor->scalar<int32_t>(t3->second));
+      } else if (t3->first == 2 && t3->second == kBytes) {
+        auto shape = tensor->sub("TensorShapeProto");
+        if (!shape) return std::unexpected(shape.error());
+        v.shape.emplace();
+        while (!shape->done()) {
+          auto t4 = shape->tag();
+          if (!t4) return std::unexpected(t4.error());
+          if (t4->first != 1 || t4->second != kBytes) {
+            KILN_TRY(shape->skip(t4->second));
+            continue;
+          }
+          auto dim = shape->sub("TensorShapeProto.Dimension");
+          if (!dim) return std::unexpected(dim.error());
+          Dimension d;
+          while (!dim->done()) {
+            auto t5 = dim->tag();
+            if (!t5) return std::unexpected(t5.error());
+            if (t5->first == 1) KILN_ASSIGN(d.value, dim->scalar<int64_t>(t5->second))
+            else if (t5->first == 2) KILN_ASSIGN(d.param, dim->string(t5->second))
+            else KILN_TRY(dim->skip(t5->second));
+          }
+          v.shape->push_back(std::move(d));
+        }
+      } else {
+        KILN_TRY(tensor->skip(t3->second));
+      }
+    }
+  }
+  return {};
+}
+
 Expected<ValueInfo> read_value_info(Reader r) {
   ValueInfo v;
   while (!r.done()) {
@@ -214,57 +287,51 @@ Expected<ValueInfo> read_value_info(Reader r) {
     auto [field, wire] = *tg;
     if (field == 1) {
       KILN_ASSIGN(v.name, r.string(wire));
-    } else if (field == 2 && wire == kBytes) {  // TypeProto
+    } else if (field == 2 && wire == kBytes) {
       auto type = r.sub("TypeProto");
       if (!type) return std::unexpected(type.error());
-      while (!type->done()) {
-        auto tt = type->tag();
-        if (!tt) return std::unexpected(tt.error());
-        if (tt->first != 1 || tt->second != kBytes) {
-          KILN_TRY(type->skip(tt->second));
-          continue;
-        }
-        v.is_tensor = true;
-        auto tensor = type->sub("TypeProto.Tensor");
-        if (!tensor) return std::unexpected(tensor.error());
-        while (!tensor->done()) {
-          auto t3 = tensor->tag();
-          if (!t3) return std::unexpected(t3.error());
-          if (t3->first == 1) {
-            KILN_ASSIGN(v.elem_type, tensor->scalar<int32_t>(t3->second));
-          } else if (t3->first == 2 && t3->second == kBytes) {
-            auto shape = tensor->sub("TensorShapeProto");
-            if (!shape) return std::unexpected(shape.error());
-            v.shape.emplace();
-            while (!shape->done()) {
-              auto t4 = shape->tag();
-              if (!t4) return std::unexpected(t4.error());
-              if (t4->first != 1 || t4->second != kBytes) {
-                KILN_TRY(shape->skip(t4->second));
-                continue;
-              }
-              auto dim = shape->sub("TensorShapeProto.Dimension");
-              if (!dim) return std::unexpected(dim.error());
-              Dimension d;
-              while (!dim->done()) {
-                auto t5 = dim->tag();
-                if (!t5) return std::unexpected(t5.error());
-                if (t5->first == 1) KILN_ASSIGN(d.value, dim->scalar<int64_t>(t5->second))
-                else if (t5->first == 2) KILN_ASSIGN(d.param, dim->string(t5->second))
-                else KILN_TRY(dim->skip(t5->second));
-              }
-              v.shape->push_back(std::move(d));
-            }
-          } else {
-            KILN_TRY(tensor->skip(t3->second));
-          }
-        }
-      }
+      KILN_TRY(read_type(*type, v, 0));
     } else {
       KILN_TRY(r.skip(wire));
     }
   }
   return v;
+}
+
+// A SequenceProto (tensor_values 3, sequence_values 5, optional_values 7) or an OptionalProto
+// (tensor_value 3, sequence_value 5, optional_value 7), as `type` says; name is field 1 of both.
+Expected<ValueData> read_value_data(Reader r, const ValueInfo& type, int depth) {
+  ValueData d;
+  d.kind = type.kind;
+  if (type.kind == TypeKind::tensor) {
+    KILN_ASSIGN(d.tensor, read_tensor(r));
+    d.name = d.tensor.name;
+    return d;
+  }
+  if (type.kind == TypeKind::other || !type.elem) return r.fail("a value of a kind kiln does not import");
+  if (depth > kMaxGraphNesting) return r.fail(fmt::format("values nested deeper than {} levels", kMaxGraphNesting));
+  const ValueInfo& elem = *type.elem;
+  const uint32_t want = elem.kind == TypeKind::tensor ? 3 : elem.kind == TypeKind::sequence ? 5 : 7;
+  while (!r.done()) {
+    auto tg = r.tag();
+    if (!tg) return std::unexpected(tg.error());
+    auto [field, wire] = *tg;
+    if (field == 1) {
+      KILN_ASSIGN(d.name, r.string(wire));
+    } else if (field == want && wire == kBytes) {
+      auto sub = r.sub(elem.kind == TypeKind::tensor ? "TensorProto" : elem.kind == TypeKind::sequence ? "SequenceProto" : "OptionalProto");
+      if (!sub) return std::unexpected(sub.error());
+      ValueData item;
+      KILN_ASSIGN(item, read_value_data(*sub, elem, depth + 1));
+      d.items.push_back(std::move(item));
+      if (type.kind == TypeKind::optional && d.items.size() > 1) return r.fail("an optional holding more than one value");
+    } else if (field == 3 || field == 4 || field == 5 || field == 6 || field == 7) {
+      return r.fail(fmt::format("field {}: an element of another kind than its type says", field));
+    } else {
+      KILN_TRY(r.skip(wire));
+    }
+  }
+  return d;
 }
 
 Expected<NodeProto> read_node(Reader r, int depth) {
@@ -375,6 +442,12 @@ Expected<ModelProto> parse_model(std::string_view bytes) {
 
 Expected<TensorProto> parse_tensor(std::string_view bytes) {
   return read_tensor(Reader(bytes, "TensorProto", 0));
+}
+
+Expected<ValueData> parse_value_data(std::string_view bytes, const ValueInfo& type) {
+  const char* message = type.kind == TypeKind::sequence ? "SequenceProto"
+                        : type.kind == TypeKind::optional ? "OptionalProto" : "TensorProto";
+  return read_value_data(Reader(bytes, message, 0), type, 0);
 }
 
 std::string_view onnx_dtype_name(int32_t t) {

@@ -55,11 +55,26 @@ struct Dimension {
   std::string param;
 };
 
+// A value's type: a tensor (elem_type, shape), a sequence or an optional of `elem`, or another
+// kind (a map, a sparse tensor), which kiln does not import.
+enum class TypeKind { tensor, sequence, optional, other };
+
 struct ValueInfo {
   std::string name;
-  bool is_tensor = false;  // TypeProto.tensor_type (sequences, maps, optionals are not supported)
+  bool is_tensor = false;  // kind == tensor
+  TypeKind kind = TypeKind::other;
   int32_t elem_type = 0;
   std::optional<std::vector<Dimension>> shape;
+  std::shared_ptr<const ValueInfo> elem;  // of a sequence or optional (unnamed)
+};
+
+// The data of a value of any kind kiln imports (a test's input_N.pb or output_N.pb): a
+// TensorProto, a SequenceProto of them, or an OptionalProto holding one or none.
+struct ValueData {
+  TypeKind kind = TypeKind::tensor;
+  std::string name;
+  TensorProto tensor;            // kind tensor
+  std::vector<ValueData> items;  // a sequence's elements; an optional's one element, or none
 };
 
 struct NodeProto {
@@ -97,6 +112,8 @@ inline constexpr int kMaxGraphNesting = 16;
 // Errors say which message and field could not be read, at which byte offset.
 Expected<ModelProto> parse_model(std::string_view bytes);
 Expected<TensorProto> parse_tensor(std::string_view bytes);
+// A TensorProto, SequenceProto or OptionalProto, as `type` says.
+Expected<ValueData> parse_value_data(std::string_view bytes, const ValueInfo& type);
 
 // kiln's dtype for an ONNX TensorProto.DataType; an error names types kiln has no dtype for.
 Expected<ir::DType> onnx_dtype(int32_t data_type);

@@ -1,7 +1,8 @@
 // If, Loop and Scan, imported by specializing them at import (onnx/ops_control.cpp): the branch a
 // known condition selects, loops unrolled while their conditions are known, scans unrolled over
 // their sequence, with bodies that read the enclosing graph's values; and the errors when a
-// condition is not known, a loop runs too long, or subgraphs nest too deep.
+// condition is not known, a loop runs too long, or subgraphs nest too deep. And sequences
+// (import-time lists, onnx/ops_sequence.cpp) in and out of a model, and their errors.
 #include <gtest/gtest.h>
 
 #include "interp/reference.h"
@@ -152,6 +153,70 @@ TEST(OnnxControlFlow, SubgraphsNestedTooDeepAreAParseError) {
   auto m = import_model(g, top.b);
   ASSERT_FALSE(m);
   EXPECT_NE(m.error().message.find("subgraphs nested deeper than 16 levels"), std::string::npos) << m.error().message;
+}
+
+// SequenceConstruct(x, x + 1, x * 2), then SequenceInsert at 1 and SequenceErase of the last:
+// the output sequence's tensors are outputs named y[0], y[1], y[2]; SequenceAt(-1) and
+// SequenceLength read it.
+TEST(OnnxSequences, ASequenceOutputIsItsTensorsByFlatName) {
+  std::string bytes = model(
+      {node("Add", {"x", "one"}, {"x1"}, "add"), node("Mul", {"x", "two"}, {"x2"}, "mul"),
+       node("SequenceConstruct", {"x", "x1", "x2"}, {"s"}, "make"),
+       node("SequenceInsert", {"s", "x2", "pos"}, {"s2"}, "insert"),
+       node("SequenceErase", {"s2"}, {"y"}, "erase"), node("SequenceAt", {"y", "last"}, {"at"}, "at"),
+       node("SequenceLength", {"y"}, {"n"}, "length")},
+      {value_info("x", kFloat, {2})},
+      {seq_value_info("y", kFloat), value_info("at", kFloat, {2}), value_info("n", kInt64, {})},
+      {f32_tensor("one", {}, {1}), f32_tensor("two", {}, {2}), i64_tensor("pos", {}, {1}), i64_tensor("last", {}, {-1})});
+  ir::Graph g;
+  auto m = import_model(g, bytes);
+  ASSERT_TRUE(m) << m.error().message;
+  std::vector<std::string> names;
+  for (const auto& [name, node] : m->graph.outputs) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"y[0]", "y[1]", "y[2]", "at", "n"}));
+  ASSERT_TRUE(m->output_structures.contains("y"));
+  EXPECT_EQ(flat_names("y", m->output_structures.at("y")), (std::vector<std::string>{"y[0]", "y[1]", "y[2]"}));
+  const ir::HostTensor x = f32({2}, {3, 4});
+  std::vector<std::vector<double>> want = {{3, 4}, {6, 8}, {4, 5}, {4, 5}, {3}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    auto v = run(bytes, x, i);
+    ASSERT_TRUE(v) << v.error().message;
+    EXPECT_EQ(values_of(*v), want[i]) << names[i];
+  }
+}
+
+TEST(OnnxSequences, SequenceInputsAreGivenFlatAndMisuseIsNamed) {
+  std::string bytes = model({node("SequenceAt", {"s", "pos"}, {"y"}, "at")}, {seq_value_info("s", kFloat)},
+                            {value_info("y", kFloat, {2})}, {i64_tensor("pos", {}, {1})});
+  ir::Graph g;
+  // Without its value, a sequence input cannot be imported.
+  auto missing = import_model(g, bytes);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("graph input 's' is a sequence: give its value"), std::string::npos)
+      << missing.error().message;
+  // Given as s[0], s[1]: they are the graph's inputs, and SequenceAt(1) reads s[1].
+  ImportOptions options;
+  options.input_structures["s"] = Structure{TypeKind::sequence, {Structure{}, Structure{}}};
+  options.input_values["s[0]"] = f32({2}, {1, 2});
+  options.input_values["s[1]"] = f32({2}, {3, 4});
+  auto m = import_model(g, bytes, options);
+  ASSERT_TRUE(m) << m.error().message;
+  ASSERT_EQ(m->graph.inputs.size(), 2u);
+  EXPECT_EQ(m->graph.inputs[1].first, "s[1]");
+  EXPECT_EQ(m->graph.outputs[0].second, m->graph.inputs[1].second);
+  // A position past the end, and a sequence where a tensor belongs, are errors naming the node.
+  options.input_structures["s"].items.pop_back();
+  auto short_seq = import_model(g, bytes, options);
+  ASSERT_FALSE(short_seq);
+  EXPECT_NE(short_seq.error().message.find("onnx: node 0 'at' (SequenceAt): position 1 is out of range for a sequence of 1"),
+            std::string::npos)
+      << short_seq.error().message;
+  std::string misuse = model({node("Relu", {"s"}, {"y"}, "relu")}, {seq_value_info("s", kFloat)},
+                             {value_info("y", kFloat, {2})});
+  auto wrong_kind = import_model(g, misuse, options);
+  ASSERT_FALSE(wrong_kind);
+  EXPECT_NE(wrong_kind.error().message.find("'s' is a sequence where a tensor is expected"), std::string::npos)
+      << wrong_kind.error().message;
 }
 
 }  // namespace

@@ -9,8 +9,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -92,31 +94,49 @@ CaseResult run_case(runtime::Device& device, const fs::path& dir, const ModelPro
   const fs::path data = dir / "test_data_set_0";
   std::set<std::string> initialized;
   for (const TensorProto& t : model.graph.initializers) initialized.insert(t.name);
-  std::vector<std::string> input_names;
+  std::vector<const ValueInfo*> inputs;
   for (const ValueInfo& v : model.graph.inputs)
-    if (!initialized.contains(v.name)) input_names.push_back(v.name);
+    if (!initialized.contains(v.name)) inputs.push_back(&v);
 
-  for (const auto* list : {&model.graph.inputs, &model.graph.outputs})
-    for (const ValueInfo& v : *list)
-      if (!v.is_tensor)
-        return {r.name, "", Outcome::unsupported,
-                fmt::format("value '{}' is not a tensor (sequences, maps and optionals are not supported)", v.name)};
+  // Each test file by its value's kind: a tensor, or a sequence or optional, flattened into
+  // tensors named as the importer names them (onnx::flat_names).
+  auto read_value = [&](const fs::path& file, const ValueInfo* info, const std::string& fallback_name,
+                        std::map<std::string, ir::HostTensor>& tensors, std::map<std::string, Structure>& structures,
+                        std::string& name, bool by_model_name) -> std::optional<CaseResult> {
+    ValueInfo tensor_type;
+    tensor_type.kind = TypeKind::tensor;
+    const ValueInfo& type = info ? *info : tensor_type;
+    if (type.kind == TypeKind::other)
+      return CaseResult{r.name, "", Outcome::unsupported, fmt::format("value '{}' is a map or sparse tensor", type.name)};
+    auto d = parse_value_data(read_bytes(file), type);
+    if (!d) return CaseResult{r.name, "", Outcome::error, d.error().message};
+    name = (by_model_name && !fallback_name.empty()) || d->name.empty() ? fallback_name : d->name;
+    auto st = flatten(*d, name, tensors);
+    if (!st) return CaseResult{r.name, "", Outcome::unsupported, file.filename().string() + ": " + st.error().message};
+    if (type.kind != TypeKind::tensor) structures[name] = std::move(*st);
+    return std::nullopt;
+  };
   ImportOptions options;
   for (size_t i = 0; fs::exists(data / fmt::format("input_{}.pb", i)); ++i) {
-    auto t = parse_tensor(read_bytes(data / fmt::format("input_{}.pb", i)));
-    if (!t) return {r.name, "", Outcome::error, t.error().message};
-    auto h = to_host_tensor(*t);
-    if (!h) return {r.name, "", Outcome::unsupported, "input: " + h.error().message};
-    std::string name = !t->name.empty() ? t->name : i < input_names.size() ? input_names[i] : "";
-    options.input_values.emplace(name, std::move(*h));
+    const ValueInfo* info = i < inputs.size() ? inputs[i] : nullptr;
+    std::string name;
+    if (auto failed = read_value(data / fmt::format("input_{}.pb", i), info, info ? info->name : "",
+                                 options.input_values, options.input_structures, name, false))
+      return *failed;
   }
-  std::vector<ir::HostTensor> expected;
+  std::map<std::string, ir::HostTensor> expected;
+  std::map<std::string, Structure> expected_structures;
+  std::vector<std::string> expected_names;  // flat, in the model's output order
   for (size_t i = 0; fs::exists(data / fmt::format("output_{}.pb", i)); ++i) {
-    auto t = parse_tensor(read_bytes(data / fmt::format("output_{}.pb", i)));
-    if (!t) return {r.name, "", Outcome::error, t.error().message};
-    auto h = to_host_tensor(*t);
-    if (!h) return {r.name, "", Outcome::unsupported, "output: " + h.error().message};
-    expected.push_back(std::move(*h));
+    const ValueInfo* info = i < model.graph.outputs.size() ? &model.graph.outputs[i] : nullptr;
+    std::string name;
+    if (auto failed = read_value(data / fmt::format("output_{}.pb", i), info, info ? info->name : "",
+                                 expected, expected_structures, name, true))
+      return *failed;
+    auto st = expected_structures.find(name);
+    for (const std::string& flat : st == expected_structures.end() ? std::vector<std::string>{name}
+                                                                   : flat_names(name, st->second))
+      expected_names.push_back(flat);
   }
 
   ir::Graph g;
@@ -127,9 +147,18 @@ CaseResult run_case(runtime::Device& device, const fs::path& dir, const ModelPro
     r.detail = msg;
     return r;
   }
-  if (imported->graph.outputs.size() != expected.size()) {
+  for (const auto& [name, want] : expected_structures) {
+    auto got = imported->output_structures.find(name);
+    if (got == imported->output_structures.end() || flat_names(name, got->second) != flat_names(name, want))
+      return {r.name, "", Outcome::wrong,
+              fmt::format("output '{}': holds {}, expected {}", name,
+                          got == imported->output_structures.end() ? std::string("a tensor")
+                                                                    : fmt::format("{}", fmt::join(flat_names(name, got->second), " ")),
+                          fmt::format("{}", fmt::join(flat_names(name, want), " ")))};
+  }
+  if (imported->graph.outputs.size() != expected_names.size()) {
     r.outcome = Outcome::error;
-    r.detail = fmt::format("{} outputs, the test has {}", imported->graph.outputs.size(), expected.size());
+    r.detail = fmt::format("{} output tensors, the test has {}", imported->graph.outputs.size(), expected_names.size());
     return r;
   }
   runtime::Bindings bindings;
@@ -147,7 +176,11 @@ CaseResult run_case(runtime::Device& device, const fs::path& dir, const ModelPro
   auto results = device.execute(g, outputs, bindings);
   if (!results) return {r.name, "", Outcome::error, "run: " + results.error().message};
   for (size_t i = 0; i < outputs.size(); ++i) {
-    std::string diff = compare((*results)[i]->to_host(), expected[i], imported->graph.outputs[i].first);
+    const std::string& name = imported->graph.outputs[i].first;
+    auto want = expected.find(name);
+    if (want == expected.end() && i < expected_names.size()) want = expected.find(expected_names[i]);
+    if (want == expected.end()) return {r.name, "", Outcome::error, fmt::format("no expected data for output '{}'", name)};
+    std::string diff = compare((*results)[i]->to_host(), want->second, name);
     if (!diff.empty()) return {r.name, "", Outcome::wrong, diff};
   }
   r.outcome = Outcome::pass;

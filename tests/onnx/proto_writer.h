@@ -46,6 +46,12 @@ inline Msg value_info(std::string_view name, int elem, std::vector<int64_t> dims
   return Msg().bytes(1, name).msg(2, Msg().msg(1, tensor));
 }
 
+// A value_info of a sequence of tensors of `elem` (no shape).
+inline Msg seq_value_info(std::string_view name, int elem) {
+  Msg tensor_type = Msg().msg(1, Msg().varint(1, elem));
+  return Msg().bytes(1, name).msg(2, Msg().msg(4, Msg().msg(1, tensor_type)));
+}
+
 inline Msg node(std::string_view op, std::vector<std::string> in, std::vector<std::string> out,
          std::string_view name, std::vector<Msg> attrs = {}) {
   Msg n;
