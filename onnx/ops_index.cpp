@@ -1,7 +1,8 @@
 // ONNX ops that select by runtime indices: GatherElements and GatherND on kiln's gather
 // primitives; NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss and Hardmax written with one-hot
 // masks over kiln's primitives (eq against an arange, where, sum), which cost O(length) per
-// element along their axis. CumSum is kiln's cumsum primitive (a scan).
+// element along their axis. CumSum is kiln's cumsum primitive (a scan). ReverseSequence is a
+// gather_elements by indices computed on the device.
 #include <fmt/format.h>
 #include <numeric>
 
@@ -290,9 +291,38 @@ Outs space_to_depth(Context& c) {
   return std::vector<Value>{c.out(x)};
 }
 
+// ReverseSequence: along time_axis, each batch entry's first sequence_lens[b] elements reversed,
+// the rest as they are: a gather_elements by the index t < len ? len - 1 - t : t, computed on the
+// device from the lengths (which may be a runtime input).
+Outs reverse_sequence(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* lens, c.x(1));
+  const int64_t rank = static_cast<int64_t>(x->shape.size());
+  if (rank < 2) return c.fail("input must have at least 2 axes");
+  const int64_t batch_axis = c.attr_i("batch_axis", 1), time_axis = c.attr_i("time_axis", 0);
+  if (!((batch_axis == 0 && time_axis == 1) || (batch_axis == 1 && time_axis == 0)))
+    return c.fail(fmt::format("batch_axis {} and time_axis {}: one must be 0, the other 1", batch_axis, time_axis));
+  if (!ir::is_int(lens->dtype) || lens->shape != ir::Shape{x->shape[size_t(batch_axis)]})
+    return c.fail(fmt::format("sequence_lens must be [{}] integers", x->shape[size_t(batch_axis)]));
+  Expr e{c};
+  ir::Builder& B = c.b();
+  KILN_ONNX_TRY(const ir::Node* t, iota_along(c, x->shape[size_t(time_axis)], time_axis, rank, ir::DType::i64));
+  ir::Shape len_shape(size_t(rank), 1);
+  len_shape[size_t(batch_axis)] = x->shape[size_t(batch_axis)];
+  KILN_ONNX_TRY(const ir::Node* len, c.check(B.cast(lens, ir::DType::i64)));
+  KILN_ONNX_TRY(len, c.check(B.reshape(len, std::vector<int64_t>(len_shape.begin(), len_shape.end()))));
+  KILN_ONNX_TRY(const ir::Node* inside, e.bin(Op::Lt, t, len));
+  KILN_ONNX_TRY(const ir::Node* back, e.bin(Op::Sub, len, t));
+  KILN_ONNX_TRY(back, e.bin(Op::Sub, back, 1.0));
+  KILN_ONNX_TRY(const ir::Node* idx, c.check(B.where(inside, back, t)));
+  KILN_ONNX_TRY(idx, c.check(B.expand(idx, x->shape)));
+  return one(c, B.gather_elements(x, idx, time_axis));
+}
+
 }  // namespace
 
 void add_index_ops(OpTable& t) {
+  t["ReverseSequence"] = reverse_sequence;
   t["OneHot"] = one_hot;
   t["DepthToSpace"] = depth_to_space;
   t["SpaceToDepth"] = space_to_depth;
