@@ -1,7 +1,7 @@
 // ONNX ops that select by runtime indices: GatherElements and GatherND on kiln's gather
-// primitives; NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss and Hardmax written with one-hot
-// masks over kiln's primitives (eq against an arange, where, sum), which cost O(length) per
-// element along their axis. CumSum is kiln's cumsum primitive (a scan). ReverseSequence is a
+// primitives, and NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss on them too (the target's
+// class picked by an index load); Hardmax and OneHot as one-hot masks (eq against an arange), O(1)
+// per output element. CumSum is kiln's cumsum primitive (a scan). ReverseSequence is a
 // gather_elements by indices computed on the device.
 #include <fmt/format.h>
 #include <numeric>
@@ -114,30 +114,28 @@ Expected<std::vector<const ir::Node*>> nll(Context& c, const ir::Node* x, const 
   if (rank < 2 || int64_t(t->shape.size()) != rank - 1) return c.fail("input [N, C, ...] and target [N, ...] expected");
   if (!ir::is_int(t->dtype)) return c.fail("target must be integers");
   const int64_t classes = x->shape[1];
+  for (size_t d = 0; d < t->shape.size(); ++d)
+    if (t->shape[d] != x->shape[d == 0 ? 0 : d + 1])
+      return c.fail(fmt::format("target {} does not fit input {}", ir::shape_str(t->shape), ir::shape_str(x->shape)));
+  // x[n, t[n, d...], d...] and weight[t[...]] by gather (an index load: O(1) per element). An
+  // ignored target (any value, in range or not) gives 0 through `where`, never a product with an
+  // element it clamped to.
   ir::Shape tshape = t->shape;
   tshape.insert(tshape.begin() + 1, 1);
   KILN_ONNX_TRY(const ir::Node* tu, c.check(B.reshape(t, tshape)));
-  KILN_ONNX_TRY(const ir::Node* ks, iota_along(c, classes, 1, rank, t->dtype));
-  KILN_ONNX_TRY(const ir::Node* hot, c.check(B.binary(Op::Eq, tu, ks)));
+  KILN_ONNX_TRY(const ir::Node* picked, c.check(B.gather_elements(x, tu, 1)));
+  KILN_ONNX_TRY(picked, c.check(B.reshape(picked, t->shape)));
   KILN_ONNX_TRY(const ir::Node* zero, c.check(B.scalar(0, x->dtype)));
-  KILN_ONNX_TRY(const ir::Node* one, c.check(B.scalar(1, x->dtype)));
-  const std::vector<int64_t> class_axis{1};
-  KILN_ONNX_TRY(const ir::Node* px, c.check(B.where(hot, x, zero)));
-  KILN_ONNX_TRY(const ir::Node* picked, c.check(B.reduce(Op::Sum, px, class_axis, false)));
-  const ir::Node* wsel = one;
+  KILN_ONNX_TRY(const ir::Node* w, c.check(B.full(t->shape, 1, x->dtype)));
   if (weight) {
-    ir::Shape ws(rank, 1);
-    ws[1] = classes;
-    KILN_ONNX_TRY(const ir::Node* wv, c.check(B.reshape(weight, ws)));
-    KILN_ONNX_TRY(wsel, c.check(B.where(hot, wv, zero)));
-  } else {
-    KILN_ONNX_TRY(wsel, c.check(B.where(hot, one, zero)));
+    if (weight->shape != ir::Shape{classes}) return c.fail(fmt::format("weight must be [{}]", classes));
+    KILN_ONNX_TRY(w, c.check(B.gather(weight, t, 0)));
   }
-  KILN_ONNX_TRY(const ir::Node* w, c.check(B.reduce(Op::Sum, wsel, class_axis, false)));
   if (ignore) {
     KILN_ONNX_TRY(const ir::Node* ig, c.check(B.scalar(double(*ignore), t->dtype)));
     KILN_ONNX_TRY(const ir::Node* keep, c.check(B.binary(Op::Ne, t, ig)));
     KILN_ONNX_TRY(w, c.check(B.where(keep, w, zero)));
+    KILN_ONNX_TRY(picked, c.check(B.where(keep, picked, zero)));
   }
   KILN_ONNX_TRY(const ir::Node* pw, c.check(B.binary(Op::Mul, picked, w)));
   KILN_ONNX_TRY(const ir::Node* loss, c.check(B.unary(Op::Neg, pw)));
