@@ -25,7 +25,11 @@ class FlopCounter {
       case kir::ExprKind::Load:  // the index is address arithmetic
         return 0;
       case kir::ExprKind::Alu:
-      case kir::ExprKind::Scan: {  // one addition per point, along the scanned row
+      case kir::ExprKind::Scan: {    // one addition per point, along the scanned row
+        if (!e->rextents.empty()) {  // a selection: a pass over its row per point
+          const double inner = points * static_cast<double>(e->rextents[0]);
+          return inner + count(e->args[0], e, inner);
+        }
         double n = points;
         for (const kir::Expr* a : e->args) n += count(a, reduce, points);
         return n;

@@ -543,6 +543,24 @@ kiln_status kiln_cumsum(kiln_tensor x, int64_t axis, int exclusive, int reverse,
       [&](const kiln::Tensor& t) { return kiln::cumsum(t, axis, exclusive != 0, reverse != 0); },
       x);
 }
+kiln_status kiln_topk(kiln_tensor x, int64_t k, int64_t axis, int largest, int sorted,
+                      kiln_tensor* values, kiln_tensor* indices) {
+  const char* fn = __func__;
+  if (!values) return null_argument(fn, "values");
+  if (!indices) return null_argument(fn, "indices");
+  if (!x) return null_argument(fn, "a tensor operand");
+  return guarded(fn, [&] {
+    kiln::TopK r = kiln::topk(x->tensor, k, axis, largest != 0, sorted != 0);
+    kiln_tensor v = nullptr;
+    if (kiln_status st = give(fn, std::move(r.values), &v); st != KILN_OK) return st;
+    if (kiln_status st = give(fn, std::move(r.indices), indices); st != KILN_OK) {
+      delete v;
+      return st;
+    }
+    *values = v;
+    return KILN_OK;
+  });
+}
 kiln_status kiln_softmax(kiln_tensor x, int64_t axis, kiln_tensor* out) {
   return op(__func__, out, [&](const kiln::Tensor& t) { return kiln::softmax(t, axis); }, x);
 }

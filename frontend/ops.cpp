@@ -134,6 +134,15 @@ Tensor cumsum(const Tensor& x, int64_t axis, bool exclusive, bool reverse) {
       {&x}, [=](Builder& b, const Nodes& n) { return b.cumsum(n[0], axis, exclusive, reverse); });
 }
 
+TopK topk(const Tensor& x, int64_t k, int64_t axis, bool largest, bool /*sorted*/) {
+  // Values are a gather at the indices (fused as an indexed load into their readers), so the
+  // graph IR needs one single-output primitive, not a node with two results.
+  Tensor indices = TensorImpl::apply(
+      {&x}, [=](Builder& b, const Nodes& n) { return b.topk_indices(n[0], k, axis, largest); });
+  Tensor values = gather_elements(x, indices, axis);
+  return TopK{std::move(values), std::move(indices)};
+}
+
 Tensor softmax(const Tensor& x, int64_t axis) {
   return TensorImpl::apply({&x}, [axis](Builder& b, const Nodes& n) { return b.softmax(n[0], axis); });
 }

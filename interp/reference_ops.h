@@ -22,7 +22,7 @@ Value eval_movement(const ir::Node& n, const Args& args);
 // Batched matmul with broadcast batch dims.
 Value eval_matmul(const ir::Node& n, const Value& a, const Value& b);
 // CumSum: the running sum along `axis` in scan order (reverse: from the end; exclusive: the sum
-// of the elements before, 0 for the first).
+// of the elements before, 0 for the first). TopKIndices: each row's k best positions (stable).
 Value eval_scan(const ir::Node& n, const Value& x);
 
 }  // namespace kiln::interp::reference

@@ -279,4 +279,20 @@ NodeResult Builder::cumsum(const Node* x, int64_t axis, bool exclusive, bool rev
       Attrs{{AttrKey::axis, a}, {AttrKey::exclusive, exclusive}, {AttrKey::reverse, reverse}});
 }
 
+NodeResult Builder::topk_indices(const Node* x, int64_t k, int64_t axis, bool largest) {
+  KILN_IR_OK(check_dtype(Op::TopKIndices, x->dtype));
+  if (x->shape.empty())
+    return op_error("topk_indices", "needs an operand of rank >= 1, got the scalar {}{}",
+                    dtype_name(x->dtype), shape_str(x->shape));
+  KILN_IR_TRY(int64_t a, detail::normalize_one_axis("topk_indices", axis, x->shape));
+  const int64_t n = x->shape[static_cast<size_t>(a)];
+  if (k < 0 || k > n)
+    return op_error("topk_indices", "k = {} is out of range [0, {}] for axis {} of shape {}", k, n,
+                    a, shape_str(x->shape));
+  Shape out = x->shape;
+  out[static_cast<size_t>(a)] = k;
+  return g_.make(Op::TopKIndices, DType::i64, std::move(out), {x},
+                 Attrs{{AttrKey::axis, a}, {AttrKey::k, k}, {AttrKey::largest, largest}});
+}
+
 }  // namespace kiln::ir

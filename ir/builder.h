@@ -10,6 +10,9 @@
 //   Integer div is floor division (numpy floor_divide); integer division by zero yields 0.
 // - argmax/argmin -> i32, first index on ties; the first NaN wins for both (numpy).
 // - cumsum: any dtype but bool, rank >= 1; the sum runs in scan order (from the end if reverse).
+// - topk_indices: any dtype but bool, rank >= 1, 0 <= k <= n -> i64 indices, best first; ties
+//   give the lower index first; NaN ranks above every number (first when largest, last when
+//   smallest), like torch.topk and numpy's sort.
 // - Binary max/min and reduce max/min propagate NaN (numpy maximum / max).
 // - reduce `axes` are normalized (non-negative, sorted, unique); no axes = all axes.
 // - matmul follows numpy.matmul: 1-D operands are promoted and the added axis removed again
@@ -86,6 +89,10 @@ class Builder {
   // The running sum along `axis` (negative counts from the end): ONNX CumSum. exclusive: each
   // element sums the ones before it (0 first); reverse: the sums run from the end of the axis.
   NodeResult cumsum(const Node* x, int64_t axis, bool exclusive, bool reverse);
+  // ONNX TopK's indices: the i64 positions along `axis` (negative counts from the end) of the k
+  // largest (or smallest) elements, best first, ties to the lower index. The values are
+  // gather_elements(x, indices, axis) (the C++ API's kiln::topk gives both).
+  NodeResult topk_indices(const Node* x, int64_t k, int64_t axis, bool largest);
 
   NodeResult softmax(const Node* x, int64_t axis);
   NodeResult log_softmax(const Node* x, int64_t axis);
@@ -149,6 +156,10 @@ class Builder {
 //   an error; kiln never reads outside x). x.shape[axis] is 0 only when the result is empty.
 // - CumSum: axis (non-negative), exclusive, reverse (bools, always); a numeric operand of rank
 //   >= 1; out: the operand's dtype and shape. Integer sums wrap.
+// - TopKIndices: axis (non-negative), k (0 <= k <= x.shape[axis]), largest (bool), always; a
+//   numeric operand of rank >= 1; out: i64, x's shape with shape[axis] = k; out[.., j, ..] is the
+//   index along `axis` of the j-th element in the order: larger first (smaller first unless
+//   largest), NaN above every number, equal values (and NaNs) by ascending index.
 // - Matmul: both operands rank >= 2, a [..., M, K], b [..., K, N]; batch dims broadcast
 //   implicitly (right-aligned, like elementwise); out [batch..., M, N]; dtype of the operands.
 // - Full: shape, value (double), dtype. Arange: start, end, step (ints), dtype; out [len],

@@ -29,7 +29,8 @@ constexpr OpInfo kOpInfo[] = {
 constexpr std::string_view kAttrNames[] = {"axes",   "keepdim", "axis", "shape",  "dims",
                                            "start",  "end",     "step", "before", "after",
                                            "value",  "to",      "dtype", "shifts", "dim",
-                                           "size",   "name",    "slot", "exclusive", "reverse"};
+                                           "size",   "name",    "slot", "exclusive", "reverse",
+                                           "k",      "largest"};
 
 inline uint64_t mix(uint64_t h, uint64_t v) {
   // splitmix64-style combine: cheap and well distributed.

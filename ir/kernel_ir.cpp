@@ -166,6 +166,20 @@ const Expr* ExprArena::scan(ReduceOp op, DType dtype, const Expr* body, int32_t 
       Expr{.kind = ExprKind::Scan, .dtype = dtype, .reduce_op = op, .var = var, .args = {body}});
 }
 
+const Expr* ExprArena::select_scan(ReduceOp op, const Expr* body, int32_t var, int32_t rvar,
+                                   int64_t n) {
+  KILN_CHECK(op == ReduceOp::ArgMax || op == ReduceOp::ArgMin)
+      << "scan." << reduce_op_name(op) << ": a selection scan is argmax or argmin";
+  KILN_CHECK(var >= 0 && rvar > var && n >= 0) << "selection scan v" << var << "; v" << rvar;
+  return intern(Expr{.kind = ExprKind::Scan,
+                     .dtype = DType::i64,
+                     .reduce_op = op,
+                     .var = var,
+                     .args = {body},
+                     .rvars = {rvar},
+                     .rextents = {n}});
+}
+
 FreeVars::FreeVars(const Kernel& k) {
   for (const Expr* e : kernel_exprs(k)) {  // operands first
     std::vector<int32_t> vars;
@@ -175,7 +189,7 @@ FreeVars::FreeVars(const Kernel& k) {
       const auto& av = vars_.at(a);
       vars.insert(vars.end(), av.begin(), av.end());
     }
-    if (e->kind == ExprKind::Reduce)
+    if (e->kind == ExprKind::Reduce || e->kind == ExprKind::Scan)  // a selection scan's own r
       std::erase_if(vars, [&](int32_t v) { return std::ranges::count(e->rvars, v) > 0; });
     std::ranges::sort(vars);
     vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
@@ -271,8 +285,12 @@ std::string print_kernel(const Kernel& k, bool with_labels) {
         break;
       }
       case ExprKind::Scan:
-        rhs = fmt::format("scan.{} {} (v{}) {}", reduce_op_name(e->reduce_op),
-                          ir::dtype_name(e->dtype), e->var, ref(e->args[0]));
+        rhs = e->rvars.empty()
+                  ? fmt::format("scan.{} {} (v{}) {}", reduce_op_name(e->reduce_op),
+                                ir::dtype_name(e->dtype), e->var, ref(e->args[0]))
+                  : fmt::format("scan.{} {} (v{}; v{}<{}) {}", reduce_op_name(e->reduce_op),
+                                ir::dtype_name(e->dtype), e->var, e->rvars[0], e->rextents[0],
+                                ref(e->args[0]));
         break;
       case ExprKind::Const:
       case ExprKind::Var:  // printed in place (ref), skipped above

@@ -28,6 +28,13 @@
 //   to recognize to avoid O(n^2) work) and over a separate kernel kind (which would duplicate
 //   params, stores, printing and verification): a scan is one more interned expression, printed
 //   `scan.sum f32 (v1) $3`, whose loop is the kernel's own innermost loop.
+// - A selection scan (kernel-IR form of topk_indices) is a Scan with reduce_op ArgMax (largest) or
+//   ArgMin (smallest), dtype i64, and one loop variable of its own (rvars {r}, rextents {n}) that
+//   its body reads: at step j of `var` it is the r of the j-th element of the order of body(r)
+//   over [0, n) (ArgMax: larger first; ArgMin: smaller first; NaN above every number; equal
+//   values by ascending r). Backends carry the previous pick (value, r) along the innermost loop
+//   and find the next one in one pass over r: O(n) per step, no per-row buffer, comparisons
+//   only, so one result on every target and vector width. Printed `scan.argmax i64 (v1; v2<8) $3`.
 // - Stores run once per point of the parallel domain, in order.
 // - Schedule (vector width, unroll, threads) is not here: see codegen/tune_params.h.
 #pragma once
@@ -83,7 +90,7 @@ struct Expr {
   double fval = 0;                 // kind == Const, floating dtype
   int64_t ival = 0;                // kind == Const, integer or bool dtype
   std::vector<const Expr*> args = {};  // Alu: operands; Load: {index}; Reduce, Scan: {body}
-  std::vector<int32_t> rvars = {};     // Reduce: its loop variables, outer to inner
+  std::vector<int32_t> rvars = {};     // Reduce, selection Scan: its loop variables, outer to inner
   std::vector<int64_t> rextents = {};  // Reduce: their extents
   uint64_t hash = 0;
   uint32_t id = 0;                 // creation order: operands always have smaller ids
@@ -101,6 +108,9 @@ class ExprArena {
                      std::vector<int64_t> rextents);
   // op: Sum (the only scan so far); `var` a parallel loop variable (the innermost).
   const Expr* scan(ReduceOp op, DType dtype, const Expr* body, int32_t var);
+  // A selection scan (op ArgMax or ArgMin, i64): step j of `var` gives the r in [0, n) of the
+  // j-th best body(r); `rvar` is its own loop variable.
+  const Expr* select_scan(ReduceOp op, const Expr* body, int32_t var, int32_t rvar, int64_t n);
 
  private:
   const Expr* intern(Expr e);

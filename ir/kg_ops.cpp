@@ -19,6 +19,8 @@ constexpr KgAttrSpec kReduce[] = {{"axes", T::Ints, false}, {"keepdim", T::Bool,
 constexpr KgAttrSpec kArgReduce[] = {{"axis", T::Int, true}, {"keepdim", T::Bool, false}};
 constexpr KgAttrSpec kCumSum[] = {
     {"axis", T::Int, true}, {"exclusive", T::Bool, false}, {"reverse", T::Bool, false}};
+constexpr KgAttrSpec kTopK[] = {
+    {"k", T::Int, true}, {"axis", T::Int, false}, {"largest", T::Bool, false}};
 constexpr KgAttrSpec kShape[] = {{"shape", T::Ints, true}};
 constexpr KgAttrSpec kDims[] = {{"dims", T::Ints, true}};
 constexpr KgAttrSpec kSlice[] = {{"axis", T::Int, true},
@@ -67,6 +69,9 @@ NodeResult h_arg_reduce(Builder& b, const KgOpSpec& s, const Xs& x, const KgAttr
 }
 NodeResult h_cumsum(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
   return b.cumsum(x[0], a.i("axis", 0), a.b("exclusive", false), a.b("reverse", false));
+}
+NodeResult h_topk_indices(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.topk_indices(x[0], a.i("k", 0), a.i("axis", -1), a.b("largest", true));
 }
 NodeResult h_reshape(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
   return b.reshape(x[0], *a.ints("shape"));
@@ -143,6 +148,7 @@ constexpr PrimitiveCall kPrimitiveCalls[] = {
     {Op::Matmul, {}, h_matmul},         {Op::Full, kFull, h_full},
     {Op::Arange, kArange, h_arange},
     {Op::CumSum, kCumSum, h_cumsum},
+    {Op::TopKIndices, kTopK, h_topk_indices},
 };
 
 // Every op of kiln/ops.def but Input (graph files declare inputs with `input`, not a call).
@@ -323,7 +329,7 @@ const KgOpSpec& kg_op_of(const Node* n) {
 }
 
 std::optional<AttrKey> attr_key_of(std::string_view name) {
-  for (int k = 0; k <= static_cast<int>(AttrKey::reverse); ++k)  // the last AttrKey (ir/graph.h)
+  for (int k = 0; k <= static_cast<int>(AttrKey::largest); ++k)  // the last AttrKey (ir/graph.h)
     if (attr_name(static_cast<AttrKey>(k)) == name) return static_cast<AttrKey>(k);
   return std::nullopt;
 }

@@ -257,15 +257,30 @@ class KernelVerifier {
 
   // The innermost parallel variable of a domain of rank >= 2 (never split between threads), a
   // Sum in its body's dtype, and a body with no reduction or scan inside (kernel_ir.h).
-  Expected<void> check_scan(const Expr* e) const {
+  // A selection scan (topk) is an ArgMax or ArgMin giving i64, over one variable of its own.
+  Expected<void> check_scan(const Expr* e) {
     if (auto ok = expect_args(e, 1); !ok) return ok;
-    if (e->reduce_op != ReduceOp::Sum) return fail_expr(e, "only sum scans exist");
+    const bool select = e->reduce_op == ReduceOp::ArgMax || e->reduce_op == ReduceOp::ArgMin;
+    if (!select && e->reduce_op != ReduceOp::Sum)
+      return fail_expr(e, "a scan is a sum or a selection (argmax, argmin)");
+    if (!select && !e->rvars.empty()) return fail_expr(e, "a sum scan has no variable of its own");
+    if (select) {
+      if (e->rvars.size() != 1 || e->rextents.size() != 1 || e->rvars[0] < rank_ ||
+          e->rextents[0] < 0)
+        return fail_expr(e, "a selection scan has one variable of its own, not a parallel one");
+      auto [it, fresh] = owner_.emplace(e->rvars[0], e);
+      if (!fresh && it->second != e)
+        return fail_expr(
+            e, fmt::format("v{} is also bound by expression #{}", e->rvars[0], it->second->id));
+    }
     if (rank_ < 2 || e->var != rank_ - 1)
       return fail_expr(e, fmt::format("it scans v{}, not the innermost axis of a domain of rank "
                                       ">= 2 (domain {})",
                                       e->var, ir::shape_str(k_.domain)));
-    if (e->dtype != e->args[0]->dtype || e->dtype == DType::boolean)
-      return fail_expr(e, fmt::format("its body is {}", dtype_name(e->args[0]->dtype)));
+    if (select ? e->dtype != DType::i64 || e->args[0]->dtype == DType::boolean
+               : e->dtype != e->args[0]->dtype || e->dtype == DType::boolean)
+      return fail_expr(e, fmt::format("it is {} and its body is {}", dtype_name(e->dtype),
+                                      dtype_name(e->args[0]->dtype)));
     std::vector<const Expr*> stack{e->args[0]};
     std::unordered_set<const Expr*> seen;
     while (!stack.empty()) {
@@ -282,7 +297,8 @@ class KernelVerifier {
   const Kernel& k_;
   int32_t rank_;
   bool has_scan_ = false;
-  std::unordered_map<int32_t, const Expr*> owner_;  // reduce variable -> the Reduce binding it
+  // reduce variable -> the Reduce (or selection Scan) binding it
+  std::unordered_map<int32_t, const Expr*> owner_;
 };
 
 }  // namespace

@@ -1,7 +1,8 @@
 // ONNX ops that select by runtime indices: GatherElements and GatherND on kiln's gather
 // primitives, and NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss on them too (the target's
 // class picked by an index load); Hardmax and OneHot as one-hot masks (eq against an arange), O(1)
-// per output element. CumSum is kiln's cumsum primitive (a scan). ReverseSequence is a
+// per output element. CumSum is kiln's cumsum primitive (a scan); TopK is kiln's topk_indices (a
+// selection scan) and a gather_elements of the data at its indices. ReverseSequence is a
 // gather_elements by indices computed on the device.
 #include <fmt/format.h>
 #include <numeric>
@@ -207,6 +208,31 @@ Outs cumsum(Context& c) {
   return std::vector<Value>{c.out(y)};
 }
 
+// TopK: opset 1 takes k as an attribute, opsets 10 and later as input 1 (a one-element i64 tensor,
+// a constant at import); axis (default -1), largest and sorted (opset 11, default 1). Outputs:
+// the values and their i64 indices, best first, ties to the lower index (kiln always sorts, which
+// sorted = 0 allows).
+Outs topk(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  int64_t k = 0;
+  if (c.has(1)) {
+    KILN_ONNX_TRY(std::vector<int64_t> ks, c.ints(1, "K"));
+    if (ks.size() != 1) return c.fail(fmt::format("K has {} elements, not 1", ks.size()));
+    k = ks[0];
+  } else if (auto a = c.attr("k")) {
+    k = a->i;
+  } else {
+    return c.fail("neither the input K nor the attribute k");
+  }
+  const bool largest = c.attr_i("largest", 1) != 0;
+  c.attr_i("sorted", 1);  // read: any order is allowed when 0, and kiln's is sorted
+  KILN_ONNX_TRY(int64_t axis,
+                axis_of(c, c.attr_i("axis", -1), static_cast<int64_t>(x->shape.size())));
+  KILN_ONNX_TRY(const ir::Node* idx, c.check(c.b().topk_indices(x, k, axis, largest)));
+  KILN_ONNX_TRY(const ir::Node* values, c.check(c.b().gather_elements(x, idx, axis)));
+  return std::vector<Value>{c.out(values), c.out(idx)};
+}
+
 // EyeLike: ones where col - row == k, of the input's shape (2-D) and `dtype` (else the input's).
 Outs eye_like(Context& c) {
   if (!c.has(0)) return c.fail("input 0 is missing");
@@ -330,6 +356,7 @@ void add_index_ops(OpTable& t) {
   t["SoftmaxCrossEntropyLoss"] = nll_loss(true);
   t["Hardmax"] = hardmax;
   t["CumSum"] = cumsum;
+  t["TopK"] = topk;
   t["EyeLike"] = eye_like;
 }
 

@@ -236,6 +236,9 @@ class PlanBuilder {
   std::string direct_reason(int32_t group, const Boundary& e) const {
     const FusionNode& p = g_[e.producer];
     if (g_[e.owner].node->op == ir::Op::Matmul) return "matmul operand";
+    if (p.node->op == ir::Op::TopKIndices) return "topk output (read from a buffer)";
+    if (g_[e.owner].node->op == ir::Op::TopKIndices)
+      return "topk operand (no reduction, matmul or scan inside a topk kernel)";
     if (ir::op_kind(p.node->op) == ir::OpKind::Scan) return "scan output (read from a buffer)";
     if (ir::op_kind(g_[e.owner].node->op) == ir::OpKind::Scan)
       return "scan operand (no reduction, matmul or scan inside a scan's kernel)";

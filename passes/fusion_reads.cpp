@@ -39,6 +39,8 @@ std::vector<int64_t> loop_extents(const Node* n) {
     }
   } else if (n->op == Op::Matmul) {
     ext.push_back(n->inputs[0]->shape.back());
+  } else if (n->op == Op::TopKIndices) {  // each step reads the whole row
+    ext.push_back(n->inputs[0]->shape[static_cast<size_t>(n->attrs.i(AttrKey::axis))]);
   }
   return ext;
 }
@@ -181,8 +183,14 @@ AxisMasks operand_masks(const Node* n, size_t operand) {
       return matmul_operand_masks(n, operand);
     case ir::OpKind::Movement:
       return movement_masks(n, operand, own_axes(n));
+    case ir::OpKind::Scan:
+      if (n->op == Op::TopKIndices) {  // the axis is read at the loop after the output axes
+        AxisMasks m = own_axes(n);
+        m[static_cast<size_t>(n->attrs.i(AttrKey::axis))] = bit(n->shape.size());
+        return m;
+      }
+      break;                       // cumsum: the operand's own shape
     case ir::OpKind::Elementwise:  // numpy broadcasting
-    case ir::OpKind::Scan:         // the operand's own shape
     case ir::OpKind::Source:
     case ir::OpKind::Input:
       break;
@@ -262,8 +270,12 @@ double node_flops(const Node* n) {
   switch (ir::op_kind(n->op)) {
     case ir::OpKind::Elementwise:
     case ir::OpKind::Source:
-    case ir::OpKind::Scan:  // one addition per element
-      return ir::op_cost(n->op) * numel;
+    case ir::OpKind::Scan:  // cumsum: one addition per element; topk: a pass over the row per step
+      return ir::op_cost(n->op) * numel *
+             (n->op == Op::TopKIndices
+                  ? static_cast<double>(
+                        n->inputs[0]->shape[static_cast<size_t>(n->attrs.i(AttrKey::axis))])
+                  : 1.0);
     case ir::OpKind::Reduce:
       return ir::op_cost(n->op) * static_cast<double>(n->inputs[0]->numel());
     case ir::OpKind::Matmul:

@@ -227,6 +227,7 @@ NodeLowering LowerContext::plan_scan(const Node* n, const Index& idx) {
     return lowered(arena().constant(n->dtype, 0));
   }
   const Node* x = n->inputs[0];
+  if (n->op == Op::TopKIndices) return plan_topk_indices(n, idx);
   const Expr* t = ib_.var(scan_var_);
   if (!n->attrs.b(AttrKey::exclusive)) {
     NodeLowering l = forward(x, idx);
@@ -256,6 +257,24 @@ NodeLowering LowerContext::plan_scan(const Node* n, const Index& idx) {
   return l;
 }
 
+// Top-k's indices: the operand is read along the axis at a fresh variable r (all n positions per
+// step), the other axes at the output's index; step t of the selection scan picks the t-th best.
+NodeLowering LowerContext::plan_topk_indices(const Node* n, const Index& idx) {
+  const auto axis = static_cast<size_t>(n->attrs.i(AttrKey::axis));
+  const Node* x = n->inputs[0];
+  const int64_t len = x->shape[axis];
+  const int32_t r = ib_.new_var(len);
+  Index in = idx;
+  in[axis] = ib_.var(r);
+  NodeLowering l = forward(x, std::move(in));
+  const kir::ReduceOp op =
+      n->attrs.b(AttrKey::largest) ? kir::ReduceOp::ArgMax : kir::ReduceOp::ArgMin;
+  l.build = [this, op, r, len](const std::vector<const Expr*>& v) {
+    return arena().select_scan(op, v[0], scan_var_, r, len);
+  };
+  return l;
+}
+
 const Expr* LowerContext::emit_source(const Node* n, const Index& idx) {
   if (n->op == Op::Full) return arena().constant(n->dtype, n->attrs.f(AttrKey::value));
   // arange: element i = start + i*step, computed in i64 and converted to the node's dtype.
@@ -278,9 +297,9 @@ const Node* scan_of(const FusedGroup& group) {
   return nullptr;
 }
 
-// A scan kernel's domain: the output's axes with the scanned one moved innermost, and a leading
-// axis of 1 for a rank-1 output, so that the scanned axis is never the outermost (the one
-// backends split between threads).
+// A scan kernel's domain (cumsum, topk_indices): the output's axes with the scanned one moved
+// innermost, and a leading axis of 1 for a rank-1 output, so that the scanned axis is never the
+// outermost (the one backends split between threads).
 std::vector<int64_t> scan_domain(const Node* scan) {
   const auto axis = static_cast<size_t>(scan->attrs.i(AttrKey::axis));
   std::vector<int64_t> domain;
@@ -340,7 +359,7 @@ Expected<LoweredKernel> lower_group(const FusedGroup& group, const std::string& 
     int32_t next = scan->shape.size() == 1 ? 1 : 0;
     for (size_t d = 0; d < scan->shape.size(); ++d)
       point.push_back(d == axis ? cx.ib().var(t) : cx.ib().var(next++));
-    if (scan->attrs.b(AttrKey::reverse))
+    if (scan->op == Op::CumSum && scan->attrs.b(AttrKey::reverse))
       point[axis] = cx.ib().sub(cx.ib().constant(scan->shape[axis] - 1), point[axis]);
     cx.set_scan_loop(t, point[axis]);
   }

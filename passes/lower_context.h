@@ -66,6 +66,7 @@ class LowerContext {
   NodeLowering plan_arg_reduce(const ir::Node* n, const Index& idx);
   NodeLowering plan_matmul(const ir::Node* n, const Index& idx);
   NodeLowering plan_scan(const ir::Node* n, const Index& idx);
+  NodeLowering plan_topk_indices(const ir::Node* n, const Index& idx);
   const kir::Expr* emit_source(const ir::Node* n, const Index& idx);
 
   IndexBuilder ib_;

@@ -87,6 +87,7 @@ class KernelEmitter {
   Expected<Value*> emit_load(const Expr* e, Scope* s);
   Expected<Value*> emit_reduce(const Expr* e, Scope* s);
   Expected<Value*> emit_scan(const Expr* e, Scope* s);
+  Expected<Value*> emit_select_scan(const Expr* e, Scope* s);
   // Before the innermost loop of each row: every scan's accumulator starts at 0.
   void init_scans(Scope* row);
   Expected<void> emit_store(const kir::Store& st, Scope* s);
@@ -122,6 +123,8 @@ class KernelEmitter {
   // Scan -> its running accumulator (register type, promoted to a phi by mem2reg), carried along
   // the innermost loop (all of its pieces, in order).
   std::unordered_map<const Expr*, llvm::AllocaInst*> scan_accs_;
+  // Selection scan -> the previous pick's value (scan_accs_ holds its index, -1 before the first).
+  std::unordered_map<const Expr*, llvm::AllocaInst*> scan_prev_values_;
   std::vector<const Expr*> scans_;  // in kernel_exprs order
   // Wrap-around indices (the facts' loop cuts): the innermost loop runs as pieces; piece_lo_ is
   // where the piece being emitted starts.
@@ -237,7 +240,7 @@ void KernelEmitter::operands(const Expr* e, std::vector<const Expr*>& out) const
     case ExprKind::Reduce:
       return;
     case ExprKind::Scan:  // its body runs once per step, in the scan's own (innermost) scope
-      out.push_back(e->args[0]);
+      if (e->rvars.empty()) out.push_back(e->args[0]);  // a selection's runs inside its own loop
       return;
     case ExprKind::Load:
       out.push_back(e->args[0]);
@@ -492,8 +495,64 @@ void KernelEmitter::init_scans(Scope* row) {
     llvm::AllocaInst*& acc = scan_accs_[e];
     if (!acc) acc = entry_alloca(register_type(ctx_, e->dtype));
     insert_at(row);
-    b_.CreateStore(register_constant(ctx_, e->dtype, 0, 0), acc);
+    if (e->rvars.empty()) {
+      b_.CreateStore(register_constant(ctx_, e->dtype, 0, 0), acc);
+      continue;
+    }
+    // A selection scan: no pick yet (index -1); the value is not read before the first pick.
+    llvm::Type* vt = register_type(ctx_, e->args[0]->dtype);
+    llvm::AllocaInst*& prev = scan_prev_values_[e];
+    if (!prev) prev = entry_alloca(vt);
+    b_.CreateStore(b_.getInt64(-1), acc);
+    b_.CreateStore(llvm::Constant::getNullValue(vt), prev);
   }
+}
+
+// One step of a selection scan: a pass over r in [0, n) keeps the best element that ranks after
+// the previous pick (value pv at index pi): v ranks after pv, or ties with it at r > pi. Ranking
+// strictly better replaces the best, so equal values keep the lower index. Comparisons only.
+Expected<Value*> KernelEmitter::emit_select_scan(const Expr* e, Scope* s) {
+  const ir::DType bt = e->args[0]->dtype;
+  const bool largest = e->reduce_op == kir::ReduceOp::ArgMax;
+  llvm::AllocaInst* prev_i = scan_accs_.at(e);
+  llvm::AllocaInst* prev_v = scan_prev_values_.at(e);
+  llvm::Type* vt = prev_v->getAllocatedType();
+  llvm::AllocaInst* best_i = entry_alloca(b_.getInt64Ty());
+  llvm::AllocaInst* best_v = entry_alloca(vt);
+  insert_at(s);
+  b_.CreateStore(b_.getInt64(-1), best_i);
+  b_.CreateStore(llvm::Constant::getNullValue(vt), best_v);
+  Value* pi = b_.CreateLoad(b_.getInt64Ty(), prev_i);
+  Value* pv = b_.CreateLoad(vt, prev_v);
+  const int32_t rv = e->rvars[0];
+  Scope* loop = open_loop(s, b_.getInt64(0), b_.getInt64(e->rextents[0]), fmt::format("r{}", rv));
+  var_scope_[rv] = loop;
+  var_value_[rv] = loop->iv;
+  Expected<Value*> v = emit(e->args[0]);
+  if (!v) return v;
+  insert_at(loop);
+  Value* r = loop->iv;
+  Value* after_prev =
+      b_.CreateOr(b_.CreateICmpSLT(pi, b_.getInt64(0)),
+                  b_.CreateOr(ranks_before(b_, largest, bt, pv, *v),
+                              b_.CreateAnd(b_.CreateNot(ranks_before(b_, largest, bt, *v, pv)),
+                                           b_.CreateICmpSGT(r, pi))));
+  Value* bi = b_.CreateLoad(b_.getInt64Ty(), best_i);
+  Value* bv = b_.CreateLoad(vt, best_v);
+  Value* better =
+      b_.CreateOr(b_.CreateICmpSLT(bi, b_.getInt64(0)), ranks_before(b_, largest, bt, *v, bv));
+  Value* take = b_.CreateAnd(after_prev, better);
+  b_.CreateStore(b_.CreateSelect(take, *v, bv), best_v);
+  b_.CreateStore(b_.CreateSelect(take, r, bi), best_i);
+  var_scope_.erase(rv);
+  var_value_.erase(rv);
+  s->cursor = loops_[loop->loop].exit;
+  loop->memo.clear();
+  insert_at(s);
+  Value* picked = b_.CreateLoad(b_.getInt64Ty(), best_i);
+  b_.CreateStore(picked, prev_i);
+  b_.CreateStore(b_.CreateLoad(vt, best_v), prev_v);
+  return picked;
 }
 
 // One step of the running sum, in the order of the innermost loop: acc += body; the value is the
@@ -504,6 +563,7 @@ Expected<Value*> KernelEmitter::emit_scan(const Expr* e, Scope* s) {
   if (it == scan_accs_.end() || s->loop < 0 || var_scope_.at(e->var) != s)
     return std::unexpected(
         error(fmt::format("a scan along v{} outside the innermost loop", e->var)));
+  if (!e->rvars.empty()) return emit_select_scan(e, s);
   Expected<Value*> v = emit(e->args[0]);
   if (!v) return v;
   insert_at(s);

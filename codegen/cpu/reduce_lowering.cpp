@@ -110,4 +110,17 @@ Expected<ReduceState> reduce_step(llvm::IRBuilderBase& b, ReduceOp op, DType bod
   return std::unexpected(unsupported(op, body));
 }
 
+Value* ranks_before(llvm::IRBuilderBase& b, bool largest, DType t, Value* a, Value* c) {
+  if (ir::is_float(t)) {
+    Value* ordered = largest ? b.CreateFCmpOGT(a, c) : b.CreateFCmpOLT(a, c);
+    Value* a_nan = b.CreateFCmpUNO(a, a);
+    Value* c_nan = b.CreateFCmpUNO(c, c);
+    Value* by_nan =
+        largest ? b.CreateAnd(a_nan, b.CreateNot(c_nan)) : b.CreateAnd(c_nan, b.CreateNot(a_nan));
+    return b.CreateOr(ordered, by_nan);
+  }
+  if (ir::is_signed(t)) return largest ? b.CreateICmpSGT(a, c) : b.CreateICmpSLT(a, c);
+  return largest ? b.CreateICmpUGT(a, c) : b.CreateICmpULT(a, c);
+}
+
 }  // namespace kiln::codegen::cpu

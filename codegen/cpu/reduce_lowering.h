@@ -28,4 +28,10 @@ Expected<llvm::Constant*> reduce_init(llvm::LLVMContext& ctx, kir::ReduceOp op, 
 Expected<ReduceState> reduce_step(llvm::IRBuilderBase& b, kir::ReduceOp op, ir::DType body,
                                   ReduceState state, llvm::Value* v, llvm::Value* i);
 
+// The top-k order (a selection scan, kir::ExprKind::Scan with ArgMax/ArgMin): whether `a` ranks
+// strictly before `c`: larger first when `largest` (smaller first otherwise), NaN above every
+// number; two NaNs, or equal values, rank neither way (the caller orders them by index).
+llvm::Value* ranks_before(llvm::IRBuilderBase& b, bool largest, ir::DType t, llvm::Value* a,
+                          llvm::Value* c);
+
 }  // namespace kiln::codegen::cpu

@@ -69,6 +69,51 @@ Expected<LaunchShape> write_elementwise(CExprEmitter& em, const kir::Kernel& k, 
   return launch;
 }
 
+// `a` ranks strictly before `c` in the top-k order (kernel_ir.h, selection scans): larger first
+// when `largest`, NaN above every number; equal values (and two NaNs) neither way.
+std::string ranks_before_text(DialectText& d, bool largest, DType t, const std::string& a,
+                              const std::string& c) {
+  const std::string ordered = fmt::format("({} {} {})", a, largest ? ">" : "<", c);
+  if (!ir::is_float(t)) return ordered;
+  return largest ? fmt::format("({} || ({} && !{}))", ordered, d.is_nan(a), d.is_nan(c))
+                 : fmt::format("({} || ({} && !{}))", ordered, d.is_nan(c), d.is_nan(a));
+}
+
+// One step of a selection scan: a pass over r keeps the best element ranking after the previous
+// pick (`pick` its index, -1 before the first; `pick_value` its value); a strictly better one
+// replaces it, so equal values keep the lower index. The step's value is the new pick.
+Expected<void> write_selection_step(CExprEmitter& em, Scope* step, const kir::Expr* e,
+                                    const std::string& pick, const std::string& pick_value) {
+  DialectText& d = em.dialect();
+  const std::string L = d.i64_type();
+  const DType bt = e->args[0]->dtype;
+  const bool largest = e->reduce_op == kir::ReduceOp::ArgMax;
+  const std::string best = em.fresh("best"), best_value = em.fresh("best_value");
+  em.append(step, fmt::format("{} {} = {};", L, best, d.i64_lit(-1)));
+  em.append(step, fmt::format("{} {} = {};", d.reg_type(bt), best_value, pick_value));
+  const int32_t rv = e->rvars[0];
+  const std::string r = fmt::format("v{}", rv);
+  Scope* loop = em.open_loop(
+      step, fmt::format("for ({0} {1} = 0; {1} < {2}; ++{1})", L, r, d.i64_lit(e->rextents[0])),
+      e->rextents[0]);
+  em.bind_var(loop, rv, r);
+  Expected<std::string> body = em.emit(e->args[0]);
+  if (!body) return std::unexpected(body.error());
+  const std::string v = em.fresh("candidate");
+  em.append(loop, fmt::format("{} {} = {};", d.reg_type(bt), v, *body));
+  const std::string after_prev =
+      fmt::format("({} < {} || {} || (!{} && {} > {}))", pick, d.i64_lit(0),
+                  ranks_before_text(d, largest, bt, pick_value, v),
+                  ranks_before_text(d, largest, bt, v, pick_value), r, pick);
+  const std::string better = fmt::format("({} < {} || {})", best, d.i64_lit(0),
+                                         ranks_before_text(d, largest, bt, v, best_value));
+  em.append(loop, fmt::format("if ({} && {}) {{ {} = {}; {} = {}; }}", after_prev, better,
+                              best_value, v, best, r));
+  em.close(loop);
+  em.append(step, fmt::format("{} = {}; {} = {};", pick, best, pick_value, best_value));
+  return {};
+}
+
 // A thread per row (Strategy::Kind::scan), grid-stride over the rows; each walks the innermost
 // axis in order, one running sum per scan (register type: f16 and bf16 sum in float, like the
 // sum reduction), and stores every step.
@@ -93,11 +138,22 @@ Expected<LaunchShape> write_scan(CExprEmitter& em, const kir::Kernel& k, int gro
   std::vector<const kir::Expr*> scans;
   for (const kir::Expr* e : kir::kernel_exprs(k))
     if (e->kind == kir::ExprKind::Scan) scans.push_back(e);
-  std::vector<std::string> accs;
+  std::vector<std::string> accs, prevs;  // prevs: a selection scan's previous pick's value
   for (const kir::Expr* e : scans) {
+    if (!e->rvars.empty()) {  // a selection: no pick yet (index -1)
+      const DType bt = e->args[0]->dtype;
+      Expected<std::string> init = reduce_init_text(d, e->reduce_op, bt);
+      if (!init) return std::unexpected(init.error());
+      accs.push_back(em.fresh("pick"));
+      prevs.push_back(em.fresh("pick_value"));
+      em.append(row, fmt::format("{} {} = {};", L, accs.back(), d.i64_lit(-1)));
+      em.append(row, fmt::format("{} {} = {};", d.reg_type(bt), prevs.back(), *init));
+      continue;
+    }
     Expected<std::string> zero = reduce_init_text(d, e->reduce_op, e->dtype);
     if (!zero) return std::unexpected(zero.error());
     accs.push_back(em.fresh("scan"));
+    prevs.emplace_back();
     em.append(row, fmt::format("{} {} = {};", d.reg_type(e->dtype), accs.back(), *zero));
   }
   const auto t = static_cast<int32_t>(rank - 1);
@@ -109,6 +165,12 @@ Expected<LaunchShape> write_scan(CExprEmitter& em, const kir::Kernel& k, int gro
       return std::unexpected(kiln::Error{
           fmt::format("gpu codegen: kernel {}: a scan along v{}, not the innermost axis", k.name,
                       scans[i]->var)});
+    if (!scans[i]->rvars.empty()) {
+      if (Expected<void> r = write_selection_step(em, step, scans[i], accs[i], prevs[i]); !r)
+        return std::unexpected(r.error());
+      em.bind_expr(step, scans[i], accs[i]);
+      continue;
+    }
     Expected<std::string> body = em.emit(scans[i]->args[0]);
     if (!body) return std::unexpected(body.error());
     em.append(step, fmt::format(

@@ -207,6 +207,17 @@ KILN_EXPORT Tensor gather_elements(const Tensor& x, const Tensor& idx, int64_t a
 // but bool; integer sums wrap, float sums run in order (one sequential sum per row).
 KILN_EXPORT Tensor cumsum(const Tensor& x, int64_t axis, bool exclusive = false,
                           bool reverse = false);
+// The k largest (or smallest) elements along `axis` (ONNX TopK, torch.topk; negative axes count
+// from the end; 0 <= k <= n) and their i64 indices, best first: equal values keep ascending index
+// order and NaN ranks above every number (first when largest, last when smallest). Any dtype but
+// bool. `sorted` = false (ONNX's "any order") gets the same sorted result. The indices are one
+// kernel (a selection per step along the axis, O(n*k) per row); the values gather x at them.
+struct TopK {
+  Tensor values;
+  Tensor indices;
+};
+KILN_EXPORT TopK topk(const Tensor& x, int64_t k, int64_t axis = -1, bool largest = true,
+                      bool sorted = true);
 // composites, built from primitives
 KILN_EXPORT Tensor softmax(const Tensor& x, int64_t axis = -1);
 KILN_EXPORT Tensor log_softmax(const Tensor& x, int64_t axis = -1);

@@ -284,6 +284,12 @@ KILN_EXPORT kiln_status kiln_matmul(kiln_tensor a, kiln_tensor b, kiln_tensor* o
 /* The running sum along `axis` (ONNX CumSum); exclusive and reverse 0 or 1. */
 KILN_EXPORT kiln_status kiln_cumsum(kiln_tensor x, int64_t axis, int exclusive, int reverse,
                                     kiln_tensor* out);
+/* ONNX TopK: the k largest (largest 1) or smallest (0) elements along `axis` and their i64
+ * indices, best first (ties: lower index first; NaN above every number); 0 <= k <= n. sorted is
+ * accepted for ONNX's sake: the result is always sorted. On success both out-handles are set; on
+ * failure neither is. */
+KILN_EXPORT kiln_status kiln_topk(kiln_tensor x, int64_t k, int64_t axis, int largest, int sorted,
+                                  kiln_tensor* values, kiln_tensor* indices);
 /* Composites, built from the primitives above. */
 KILN_EXPORT kiln_status kiln_softmax(kiln_tensor x, int64_t axis, kiln_tensor* out);
 KILN_EXPORT kiln_status kiln_log_softmax(kiln_tensor x, int64_t axis, kiln_tensor* out);

@@ -278,6 +278,13 @@ def cumsum(x, axis=None, exclusive=False, reverse=False):
     return _tensor_arg(x).cumsum(axis, exclusive, reverse)
 
 
+def topk(x, k, axis=-1, largest=True, sorted=True):
+    """torch.topk / ONNX TopK: (values, indices) of the k largest (or smallest) elements along
+    `axis`, best first; indices are int64. Equal values keep ascending index order; NaN ranks
+    above every number. The result is always sorted (sorted=False is accepted)."""
+    return _tensor_arg(x).topk(k, axis, largest, sorted)
+
+
 def softmax(x, axis=-1):
     return _tensor_arg(x).softmax(axis)
 
@@ -307,6 +314,6 @@ def attention(q, k, v, causal=False, scale=None):
 
 __all__ = ["tensor", "from_dlpack", "full", "zeros", "ones", "arange", "realize", "where", "cast", "sum", "mean",
            "max", "min", "prod", "argmax", "argmin", "reshape", "permute", "transpose", "expand", "broadcast_to",
-           "slice", "pad", "flip", "roll", "unfold", "concat", "concatenate", "matmul", "cumsum", "gather",
+           "slice", "pad", "flip", "roll", "unfold", "concat", "concatenate", "matmul", "cumsum", "topk", "gather",
            "gather_elements", "softmax", "log_softmax",
            "layernorm", "attention"] + list(ELEMENTWISE)

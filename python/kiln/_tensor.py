@@ -476,6 +476,15 @@ class Tensor:
         check(lib.kiln_cumsum(x._h, axis, 1 if exclusive else 0, 1 if reverse else 0, _byref(out)))
         return new(out, self._dev)
 
+    def topk(self, k, axis=-1, largest=True, sorted=True):
+        """(values, indices) of the k largest (or smallest) elements along `axis`, best first
+        (torch.topk, ONNX TopK); indices are int64, equal values keep ascending index order and NaN
+        ranks above every number."""
+        values, indices = _c_void_p(), _c_void_p()
+        check(lib.kiln_topk(self._h, int(k), int(axis), 1 if largest else 0, 1 if sorted else 0,
+                            _byref(values), _byref(indices)))
+        return new(values, self._dev), new(indices, self._dev)
+
     def softmax(self, axis=-1):
         out = _c_void_p()
         check(lib.kiln_softmax(self._h, axis, _byref(out)))

@@ -305,6 +305,44 @@ TEST(CApi, GatherAndGatherElements) {
   EXPECT_EQ(bad, reinterpret_cast<kiln_tensor>(0x1));
 }
 
+// ONNX TopK through the C API: values and i64 indices, ties to the lower index, largest and
+// smallest along a negative axis; errors set neither out-handle.
+TEST(CApi, TopKGivesValuesAndIndices) {
+  CDevice d;
+  OPEN_OR_SKIP(d);
+  Handles h;
+  const float data[8] = {3, 1, 4, 1, 5, 9, 2, 6};  // [2,4]
+  const int64_t ds[2] = {2, 4};
+  kiln_tensor x, v, i, sv, si;
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, ds, 2, data, sizeof data, &x));
+  h.keep(x);
+  C_OK(kiln_topk(x, 2, -1, 1, 1, &v, &i));
+  h.keep(v), h.keep(i);
+  float values[4];
+  int64_t indices[4];
+  C_OK(kiln_tensor_to_host(v, values, sizeof values));
+  C_OK(kiln_tensor_to_host(i, indices, sizeof indices));
+  EXPECT_EQ(std::vector<float>(values, values + 4), (std::vector<float>{4, 3, 9, 6}));
+  EXPECT_EQ(std::vector<int64_t>(indices, indices + 4), (std::vector<int64_t>{2, 0, 1, 3}));
+  C_OK(kiln_topk(x, 3, 1, 0, 0, &sv, &si));  // smallest: the two 1s in index order
+  h.keep(sv), h.keep(si);
+  int64_t low[6];
+  C_OK(kiln_tensor_to_host(si, low, sizeof low));
+  EXPECT_EQ(std::vector<int64_t>(low, low + 6), (std::vector<int64_t>{1, 3, 0, 2, 0, 3}));
+
+  kiln_tensor bad_v = reinterpret_cast<kiln_tensor>(0x1), bad_i = bad_v;
+  EXPECT_EQ(kiln_topk(x, 5, -1, 1, 1, &bad_v, &bad_i), KILN_ERROR_INVALID_OPERATION);
+  EXPECT_NE(std::string(kiln_last_error())
+                .find("topk_indices: k = 5 is out of range [0, 4] for axis 1 of shape [2,4]"),
+            std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(kiln_topk(x, 1, 2, 1, 1, &bad_v, &bad_i), KILN_ERROR_INVALID_OPERATION);
+  EXPECT_EQ(kiln_topk(nullptr, 1, 0, 1, 1, &bad_v, &bad_i), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_topk(x, 1, 0, 1, 1, nullptr, &bad_i), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(bad_v, reinterpret_cast<kiln_tensor>(0x1));
+  EXPECT_EQ(bad_i, reinterpret_cast<kiln_tensor>(0x1));
+}
+
 TEST(CApi, OptionsAreCheckedWhenSetAndReachTheDevice) {
   kiln_options o = test_options();
   EXPECT_EQ(kiln_options_set(o, "autotune.levle", "full"), KILN_ERROR_INVALID_ARGUMENT);

@@ -1,6 +1,7 @@
 // The public lazy API: recording, realize, plan reuse, realized values feeding later ops, errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <kiln/kiln.h>
 #include <numeric>
@@ -127,6 +128,50 @@ TEST(LazyApi, CumSumRunsOneKernelPerScan) {
   auto bad = kiln::cumsum(t, 2).to_vector<int32_t>();
   ASSERT_FALSE(bad.has_value());
   EXPECT_EQ(bad.error().message, "cumsum: axis 2 is out of range for shape [3,4]");
+}
+
+// kiln::topk: the indices are one kernel whose selection reads its operand through the fused
+// elementwise producer, the values a second (a gather at the indices); rows with ties and NaN
+// against a stable sort (NaN above every number); k out of range names itself.
+TEST(LazyApi, TopKGivesValuesAndIndices) {
+  const float nan = std::nanf("");
+  std::vector<float> x = {2, nan, -1, 2, 0, nan, 7, -1,  //
+                          1, 1,   1,  0, 5, 5,   -3, 5};
+  auto t = kiln::Tensor::from_host(cpu(), std::span<const float>(x), {2, 8});
+  for (bool largest : {true, false})
+    for (int64_t k : {0, 1, 3, 8}) {
+      auto [values, indices] = kiln::topk(t, k, -1, largest);
+      auto vi = indices.to_vector<int64_t>();
+      auto vv = values.to_vector<float>();
+      ASSERT_TRUE(vi.has_value()) << vi.error().message;
+      ASSERT_TRUE(vv.has_value()) << vv.error().message;
+      ASSERT_EQ(vi->size(), static_cast<size_t>(2 * k));
+      for (int r = 0; r < 2; ++r) {
+        std::vector<int64_t> order(8);
+        std::iota(order.begin(), order.end(), 0);
+        const auto before = [&](int64_t a, int64_t b) {
+          const float u = x[r * 8 + a], w = x[r * 8 + b];
+          if (std::isnan(u) || std::isnan(w)) return largest ? !std::isnan(w) : !std::isnan(u);
+          return largest ? u > w : u < w;
+        };
+        std::stable_sort(order.begin(), order.end(), before);
+        for (int64_t j = 0; j < k; ++j) {
+          EXPECT_EQ((*vi)[r * k + j], order[j])
+              << "largest " << largest << " k " << k << " row " << r;
+          const float want = x[r * 8 + order[j]], got = (*vv)[r * k + j];
+          EXPECT_TRUE(got == want || (std::isnan(got) && std::isnan(want)))
+              << got << " vs " << want;
+        }
+      }
+    }
+  auto [sq, sq_idx] = kiln::topk(t * t, 2, 1, true);
+  ASSERT_TRUE(sq_idx.to_vector<int64_t>().has_value());
+  EXPECT_EQ(cpu().last_stats().kernels, 1);  // the indices alone: one kernel, the square fused
+  auto [bad_values, bad] = kiln::topk(t, 9);
+  auto r = bad.to_vector<int64_t>();
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().message,
+            "topk_indices: k = 9 is out of range [0, 8] for axis 1 of shape [2,8]");
 }
 
 TEST(LazyApi, UnknownDeviceIsAnError) {

@@ -181,6 +181,25 @@ output %y
 )");
 }
 
+// topk_indices: k required, axis (default -1) normalized, largest (default true) always printed.
+TEST(KgPrinter, TopKIndicesPrintsEveryAttribute) {
+  Graph g;
+  KgGraph k = read_ok(g, R"(kiln.graph v1
+input %x : f32[4,5]
+%i = topk_indices(%x, k=3)
+%j = topk_indices(%x, largest=false, k=0, axis=0)
+output %i
+output %j
+)");
+  EXPECT_EQ(print_kg(k), R"(kiln.graph v1
+input %x : f32[4,5]
+%i = topk_indices(%x, k=3, axis=1, largest=true)
+%j = topk_indices(%x, k=0, axis=0, largest=false)
+output %i
+output %j
+)");
+}
+
 TEST(KgPrinter, ScalarsPrintAsLiteralsOnlyWhenTheDtypeWouldSurvive) {
   Graph g;
   Builder b(g);

@@ -235,5 +235,44 @@ TEST(VerifyKernel, ScansAreChecked) {
       << kir::print_kernel(scan);
 }
 
+// y[i, j] = the j-th largest x[i, r] over r < 4, on a [2, 3] domain: a selection scan along the
+// innermost variable with one variable of its own.
+TEST(VerifyKernel, SelectionScansAreChecked) {
+  Kernels ks;
+  auto& a = *ks.a;
+  const kir::Expr* i = a.var(0);
+  const kir::Expr* x = a.load(0, DType::f32,
+                              a.alu(kir::Alu::Add, DType::i64,
+                                    {a.alu(kir::Alu::Mul, DType::i64, {i, a.index(4)}), a.var(2)}));
+  const kir::Expr* out = a.alu(kir::Alu::Add, DType::i64,
+                               {a.alu(kir::Alu::Mul, DType::i64, {i, a.index(3)}), a.var(1)});
+  kir::Kernel topk = testing::make_kernel(
+      "topk", {{DType::f32, {2, 4}, false, "x"}, {DType::i64, {2, 3}, true, "y"}}, {2, 3}, ks.a,
+      {{1, out, a.select_scan(kir::ReduceOp::ArgMax, x, 1, 2, 4)}});
+  EXPECT_EQ(kernel_error(topk), "");
+  EXPECT_NE(kir::print_kernel(topk).find("scan.argmax i64 (v1; v2<4) $"), std::string::npos)
+      << kir::print_kernel(topk);
+  kir::Kernel outer = topk;
+  outer.stores[0].value = a.select_scan(kir::ReduceOp::ArgMin, x, 0, 2, 4);
+  EXPECT_NE(kernel_error(outer).find("it scans v0, not the innermost axis"), std::string::npos)
+      << kernel_error(outer);
+  kir::Kernel parallel = topk;  // its own variable must not be a parallel one
+  parallel.domain = {2, 3, 4};
+  EXPECT_NE(kernel_error(parallel).find("one variable of its own, not a parallel one"),
+            std::string::npos)
+      << kernel_error(parallel);
+  kir::Kernel shared = topk;  // a reduction binding the selection's variable too
+  const kir::Expr* r = a.reduce(kir::ReduceOp::Sum, DType::f32, x, {2}, {4});
+  shared.params.push_back({DType::f32, {2, 3}, true, "z"});
+  shared.stores.push_back({2, out, r});
+  EXPECT_FALSE(kernel_error(shared).empty());
+  kir::Kernel bool_body = topk;
+  bool_body.stores[0].value =
+      a.select_scan(kir::ReduceOp::ArgMax,
+                    a.alu(kir::Alu::Gt, DType::boolean, {x, a.constant(DType::f32, 0)}), 1, 2, 4);
+  EXPECT_NE(kernel_error(bool_body).find("it is i64 and its body is bool"), std::string::npos)
+      << kernel_error(bool_body);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -136,6 +137,7 @@ class Evaluator {
   // The contract's definition, directly: the body summed over every step up to this one.
   double scan(const Expr* e) {
     const int64_t here = vars_.at(static_cast<size_t>(e->var));
+    if (!e->rvars.empty()) return selection(e, here);
     double acc = 0;
     for (int64_t step = 0; step <= here; ++step) {
       set_var(e->var, step);
@@ -143,6 +145,27 @@ class Evaluator {
     }
     set_var(e->var, here);
     return acc;
+  }
+
+  // A selection scan, by its contract: body(r) over [0, n) stably sorted (larger first for
+  // ArgMax, smaller first for ArgMin, NaN above every number); step `here` is the here-th r.
+  double selection(const Expr* e, int64_t here) {
+    std::vector<std::pair<double, int64_t>> row;
+    for (int64_t r = 0; r < e->rextents[0]; ++r) {
+      set_var(e->rvars[0], r);
+      row.emplace_back(eval(e->args[0]), r);
+    }
+    const bool largest = e->reduce_op == kir::ReduceOp::ArgMax;
+    std::stable_sort(row.begin(), row.end(), [&](const auto& a, const auto& b) {
+      if (std::isnan(a.first) || std::isnan(b.first))
+        return largest ? !std::isnan(b.first) : !std::isnan(a.first);
+      return largest ? a.first > b.first : a.first < b.first;
+    });
+    if (here < 0 || here >= static_cast<int64_t>(row.size())) {
+      fail(fmt::format("selection step {} of {} elements", here, row.size()));
+      return 0;
+    }
+    return static_cast<double>(row[static_cast<size_t>(here)].second);
   }
 
   static bool better(kir::ReduceOp op, double v, double best) {

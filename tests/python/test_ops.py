@@ -177,6 +177,64 @@ def test_cumsum_errors():
         kiln.cumsum(kiln.tensor(np.array([True, False])), 0)
 
 
+def numpy_topk(a, k, axis, largest):
+    """ONNX TopK by numpy: a stable sort (ties keep index order) of the negated values for largest,
+    of the values for smallest; NaN ranks above every number (first when largest, last when
+    smallest, where numpy's argsort already puts it)."""
+    f = a.astype(np.float64)
+    nan = np.isnan(f)
+    if largest:  # np.lexsort is stable; its last key is the primary one: NaN first
+        order = np.lexsort((np.where(nan, 0.0, -f), ~nan), axis=axis)
+    else:
+        order = np.argsort(f, axis=axis, kind="stable")
+    idx = np.take(order, np.arange(k), axis=axis)
+    return np.take_along_axis(a, idx, axis), idx
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int64, np.int8,
+                                   np.uint8])
+def test_topk(dtype):
+    a = (data((3, 4, 6)) if np.dtype(dtype).kind == "f" else rng.integers(0, 6, (3, 4, 6))).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        a[0, 1, 2] = a[0, 1, 4] = a[2, 0, 0] = np.nan  # NaN, and ties of NaN
+        a[1, 2, :3] = a[1, 2, 3]  # ties
+    t = kiln.tensor(a)
+    for axis in (0, 1, 2, -1):
+        n = a.shape[axis]
+        for k in (0, 1, 3 if n >= 3 else n, n):
+            for largest in (True, False):
+                want_v, want_i = numpy_topk(a, k, axis, largest)
+                v, i = kiln.topk(t, k, axis=axis, largest=largest)
+                assert v.dtype == dtype and i.dtype == np.int64
+                np.testing.assert_array_equal(np.asarray(i), want_i, err_msg=f"{axis} {k} {largest}")
+                np.testing.assert_array_equal(np.asarray(v), want_v)
+    v, i = t.topk(2)
+    want_v, want_i = numpy_topk(a, 2, -1, True)
+    np.testing.assert_array_equal(np.asarray(i), want_i)
+    np.testing.assert_array_equal(np.asarray(v), want_v)
+
+
+def test_topk_against_torch():
+    torch = pytest.importorskip("torch")
+    a = rng.integers(-3, 4, (5, 40)).astype(np.float32)  # many ties
+    for largest in (True, False):
+        v, i = kiln.topk(kiln.tensor(a), 7, largest=largest)
+        tv, _ = torch.topk(torch.from_numpy(a), 7, largest=largest, sorted=True)
+        np.testing.assert_array_equal(np.asarray(v), tv.numpy())
+        want_v, want_i = numpy_topk(a, 7, -1, largest)
+        np.testing.assert_array_equal(np.asarray(i), want_i)
+
+
+def test_topk_errors():
+    with pytest.raises(kiln.InvalidOperationError,
+                       match=r"topk_indices: k = 4 is out of range \[0, 3\] for axis 1 of shape \[2,3\]"):
+        kiln.topk(kiln.tensor(data((2, 3))), 4)
+    with pytest.raises(kiln.InvalidOperationError, match=r"topk_indices: axis 2 is out of range"):
+        kiln.topk(kiln.tensor(data((2, 3))), 1, axis=2)
+    with pytest.raises(kiln.InvalidOperationError, match="topk_indices: needs a numeric dtype, got bool"):
+        kiln.topk(kiln.tensor(np.array([True, False])), 1)
+
+
 def test_views():
     a = data((2, 3, 4))
     t = kiln.tensor(a)
