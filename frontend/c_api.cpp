@@ -561,6 +561,17 @@ kiln_status kiln_topk(kiln_tensor x, int64_t k, int64_t axis, int largest, int s
     return KILN_OK;
   });
 }
+
+kiln_status kiln_resize(kiln_tensor x, const int64_t* sizes, int32_t rank, const char* mode,
+                        const char* coordinate_transformation_mode, const char* nearest_mode,
+                        kiln_tensor* out) {
+  std::vector<int64_t> s;
+  if (kiln_status r = read_list(__func__, "sizes", sizes, rank, s); r != KILN_OK) return r;
+  const char* m = mode ? mode : "nearest";
+  const char* c = coordinate_transformation_mode ? coordinate_transformation_mode : "half_pixel";
+  const char* n = nearest_mode ? nearest_mode : "round_prefer_floor";
+  return op(__func__, out, [&](const kiln::Tensor& t) { return kiln::resize(t, s, m, c, n); }, x);
+}
 kiln_status kiln_softmax(kiln_tensor x, int64_t axis, kiln_tensor* out) {
   return op(__func__, out, [&](const kiln::Tensor& t) { return kiln::softmax(t, axis); }, x);
 }

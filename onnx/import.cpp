@@ -111,6 +111,18 @@ Expected<std::vector<int64_t>> Context::ints(size_t i, std::string_view what) {
   return out;
 }
 
+Expected<std::vector<double>> Context::floats(size_t i, std::string_view what) {
+  if (!has(i)) return fail(fmt::format("input {} ({}) is missing", i, what));
+  derive_data(*in_[i]);
+  const Value& v = *in_[i];
+  if (!v.data)
+    return unsupported(fmt::format("input {} '{}' ({}) must be known at import", i,
+                                   node_->inputs[i], what));
+  std::vector<double> out(v.data->numel());
+  for (int64_t k = 0; k < v.data->numel(); ++k) out[k] = v.data->get(k);
+  return out;
+}
+
 Expected<double> Context::scalar_of(size_t i, std::string_view what) {
   if (!has(i)) return fail(fmt::format("input {} ({}) is missing", i, what));
   derive_data(*in_[i]);
@@ -200,6 +212,7 @@ const OpTable& op_table() {
     add_training_ops(t);
     add_control_ops(t);
     add_sequence_ops(t);
+    add_resize_ops(t);
     return t;
   }();
   return table;

@@ -68,6 +68,8 @@ class Context {
   // constant, a graph input given a value, or a small value computed from those alone (evaluated
   // here by the reference interpreter; the graph is then specialized to those input values).
   Expected<std::vector<int64_t>> ints(size_t i, std::string_view what);
+  // Input i's values as doubles, which must be known at import (as for ints).
+  Expected<std::vector<double>> floats(size_t i, std::string_view what);
   // Input i's first value as a double (a known scalar).
   Expected<double> scalar_of(size_t i, std::string_view what);
   // Whether v's values are known at import (evaluated here from constants and given inputs when
@@ -147,6 +149,7 @@ void add_recurrent_ops(OpTable& table);
 void add_training_ops(OpTable& table);
 void add_control_ops(OpTable& table);
 void add_sequence_ops(OpTable& table);
+void add_resize_ops(OpTable& table);
 
 // Returns the error of an Expected expression; assigns its value to `var`.
 #define KILN_ONNX_TRY(var, expr)                                  \

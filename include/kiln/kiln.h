@@ -225,6 +225,20 @@ KILN_EXPORT Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor&
                              int64_t axis = -1, double eps = 1e-5);
 KILN_EXPORT Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
                              bool causal = false, std::optional<double> scale = std::nullopt);
+// Resampling (ONNX Resize with sizes; torch.nn.functional.interpolate): x resized to `sizes`, one
+// entry per axis. mode: "nearest", "linear" (n-linear) or "cubic" (A = -0.75; linear and cubic
+// need a float x); coordinate_transformation_mode: "half_pixel", "half_pixel_symmetric",
+// "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn" or
+// "tf_crop_and_resize" (whole axes); nearest_mode: "round_prefer_floor", "round_prefer_ceil",
+// "floor" or "ceil". torch's nearest is ("nearest", "asymmetric", "floor"), nearest-exact
+// ("nearest", "half_pixel", "round_prefer_ceil"), bilinear ("linear", "pytorch_half_pixel" or
+// "align_corners"). A composite: each resized axis is one gather per filter tap of indices
+// computed when it is recorded, weighted by constants and summed, so the fuser sees through it
+// (an upsample and the elementwise ops around it are one kernel).
+KILN_EXPORT Tensor resize(const Tensor& x, std::vector<int64_t> sizes,
+                          std::string_view mode = "nearest",
+                          std::string_view coordinate_transformation_mode = "half_pixel",
+                          std::string_view nearest_mode = "round_prefer_floor");
 
 KILN_EXPORT Tensor operator+(const Tensor& a, const Tensor& b);
 KILN_EXPORT Tensor operator-(const Tensor& a, const Tensor& b);

@@ -285,6 +285,24 @@ def topk(x, k, axis=-1, largest=True, sorted=True):
     return _tensor_arg(x).topk(k, axis, largest, sorted)
 
 
+def resize(x, size, mode="nearest", coordinate_transformation_mode="half_pixel",
+           nearest_mode="round_prefer_floor"):
+    """x resampled to `size` (one entry per axis), as ONNX Resize with sizes: mode "nearest",
+    "linear" (n-linear) or "cubic"; coordinate_transformation_mode and nearest_mode take ONNX's
+    names. torch.nn.functional.interpolate's nearest is (mode="nearest",
+    coordinate_transformation_mode="asymmetric", nearest_mode="floor"), its nearest-exact
+    ("nearest", "half_pixel", "round_prefer_ceil"), its (bi)linear ("linear", "pytorch_half_pixel",
+    or "align_corners" for align_corners=True). A composite of gathers and elementwise ops, which
+    fuse with their neighbours."""
+    x = _tensor_arg(x)
+    size = tuple(int(s) for s in size)
+    out = ctypes.c_void_p()
+    check(lib.kiln_resize(x._h, int64s(size, "size"), len(size), str(mode).encode(),
+                          str(coordinate_transformation_mode).encode(), str(nearest_mode).encode(),
+                          ctypes.byref(out)))
+    return new(out, x._dev)
+
+
 def softmax(x, axis=-1):
     return _tensor_arg(x).softmax(axis)
 
@@ -315,5 +333,5 @@ def attention(q, k, v, causal=False, scale=None):
 __all__ = ["tensor", "from_dlpack", "full", "zeros", "ones", "arange", "realize", "where", "cast", "sum", "mean",
            "max", "min", "prod", "argmax", "argmin", "reshape", "permute", "transpose", "expand", "broadcast_to",
            "slice", "pad", "flip", "roll", "unfold", "concat", "concatenate", "matmul", "cumsum", "topk", "gather",
-           "gather_elements", "softmax", "log_softmax",
+           "gather_elements", "resize", "softmax", "log_softmax",
            "layernorm", "attention"] + list(ELEMENTWISE)

@@ -343,6 +343,38 @@ TEST(CApi, TopKGivesValuesAndIndices) {
   EXPECT_EQ(bad_i, reinterpret_cast<kiln_tensor>(0x1));
 }
 
+TEST(CApi, Resize) {
+  CDevice d;
+  OPEN_OR_SKIP(d);
+  Handles h;
+  const float row[3] = {0, 10, 20};  // [1,3]
+  const int64_t shape[2] = {1, 3}, up[2] = {1, 6}, down[2] = {1, 2};
+  kiln_tensor x, n, l, bad;
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, shape, 2, row, sizeof row, &x));
+  h.keep(x);
+  // NULL names: nearest, half_pixel, round_prefer_floor (each input position twice).
+  C_OK(kiln_resize(x, up, 2, nullptr, nullptr, nullptr, &n));
+  h.keep(n);
+  float six[6];
+  C_OK(kiln_tensor_to_host(n, six, sizeof six));
+  EXPECT_EQ(std::vector<float>(six, six + 6), (std::vector<float>{0, 0, 10, 10, 20, 20}));
+  C_OK(kiln_resize(x, down, 2, "linear", "align_corners", nullptr, &l));
+  h.keep(l);
+  float two[2];
+  C_OK(kiln_tensor_to_host(l, two, sizeof two));
+  EXPECT_EQ(std::vector<float>(two, two + 2), (std::vector<float>{0, 20}));
+
+  bad = reinterpret_cast<kiln_tensor>(0x1);
+  EXPECT_EQ(kiln_resize(x, up, 2, "area", nullptr, nullptr, &bad), KILN_ERROR_INVALID_OPERATION);
+  EXPECT_NE(std::string(kiln_last_error()).find("resize: unknown mode 'area'"), std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(kiln_resize(x, up, 1, nullptr, nullptr, nullptr, &bad), KILN_ERROR_INVALID_OPERATION);
+  EXPECT_NE(std::string(kiln_last_error()).find("resize: 1 sizes for x of shape [1,3]"), std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(kiln_resize(x, nullptr, 2, nullptr, nullptr, nullptr, &bad), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(bad, reinterpret_cast<kiln_tensor>(0x1));
+}
+
 TEST(CApi, OptionsAreCheckedWhenSetAndReachTheDevice) {
   kiln_options o = test_options();
   EXPECT_EQ(kiln_options_set(o, "autotune.levle", "full"), KILN_ERROR_INVALID_ARGUMENT);
