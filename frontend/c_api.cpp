@@ -562,6 +562,9 @@ kiln_status kiln_topk(kiln_tensor x, int64_t k, int64_t axis, int largest, int s
   });
 }
 
+kiln_status kiln_trilu(kiln_tensor x, int64_t k, int upper, kiln_tensor* out) {
+  return op(__func__, out, [&](const kiln::Tensor& t) { return kiln::trilu(t, k, upper != 0); }, x);
+}
 kiln_status kiln_resize(kiln_tensor x, const int64_t* sizes, int32_t rank, const char* mode,
                         const char* coordinate_transformation_mode, const char* nearest_mode,
                         kiln_tensor* out) {

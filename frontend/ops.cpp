@@ -129,6 +129,10 @@ Tensor gather_elements(const Tensor& x, const Tensor& idx, int64_t axis) {
   });
 }
 
+Tensor trilu(const Tensor& x, int64_t k, bool upper) {
+  return TensorImpl::apply({&x}, [=](Builder& b, const Nodes& n) { return b.trilu(n[0], k, upper); });
+}
+
 Tensor cumsum(const Tensor& x, int64_t axis, bool exclusive, bool reverse) {
   return TensorImpl::apply(
       {&x}, [=](Builder& b, const Nodes& n) { return b.cumsum(n[0], axis, exclusive, reverse); });

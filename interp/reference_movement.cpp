@@ -119,6 +119,17 @@ Value unfold(const ir::Node& n, const Value& x) {
   });
 }
 
+Value trilu(const ir::Node& n, const Value& x) {
+  const int64_t k = n.attrs.i(AttrKey::k);
+  const bool upper = n.attrs.b(AttrKey::upper);
+  const size_t r = x.shape.size();
+  return gather(n, x, 0, [&](const Index& o, Index& in) {
+    in = o;
+    const int64_t d = o[r - 1] - o[r - 2];
+    return upper ? d >= k : d <= k;
+  });
+}
+
 Value concat(const ir::Node& n, const Args& args) {
   const auto axis = static_cast<size_t>(n.attrs.i(AttrKey::axis));
   Value out = make_value(n.dtype, n.shape);
@@ -210,6 +221,8 @@ Value eval_movement(const ir::Node& n, const Args& args) {
       return roll(n, x);
     case ir::Movement::Unfold:
       return unfold(n, x);
+    case ir::Movement::Trilu:
+      return trilu(n, x);
     case ir::Movement::Gather:  // two operands: handled above
     case ir::Movement::GatherElements:
       break;

@@ -86,6 +86,9 @@ class Builder {
   // than x's; out.shape = idx.shape. idx is i32 or i64.
   NodeResult gather_elements(const Node* x, const Node* idx, int64_t axis);
   NodeResult matmul(const Node* a, const Node* b);
+  // ONNX Trilu / numpy triu (upper) and tril: keeps x[..., i, j] where j - i >= k (upper) or
+  // j - i <= k (lower) and zeros the rest; x of rank 2 or more, any dtype (bool: false).
+  NodeResult trilu(const Node* x, int64_t k, bool upper);
   // The running sum along `axis` (negative counts from the end): ONNX CumSum. exclusive: each
   // element sums the ones before it (0 first); reverse: the sums run from the end of the axis.
   NodeResult cumsum(const Node* x, int64_t axis, bool exclusive, bool reverse);

@@ -209,6 +209,12 @@ NodeResult Builder::unfold(const Node* x, int64_t dim, int64_t size, int64_t ste
                  Attrs{{AttrKey::dim, d}, {AttrKey::size, size}, {AttrKey::step, step}});
 }
 
+NodeResult Builder::trilu(const Node* x, int64_t k, bool upper) {
+  if (x->shape.size() < 2)
+    return op_error("trilu", "needs a tensor of rank 2 or more, got {}", shape_str(x->shape));
+  return g_.make(Op::Trilu, x->dtype, x->shape, {x}, Attrs{{AttrKey::k, k}, {AttrKey::upper, upper}});
+}
+
 NodeResult Builder::matmul(const Node* a, const Node* b) {
   if (a->shape.empty() || b->shape.empty())
     return op_error("matmul", "operands must be at least 1-D, got {} and {}", shape_str(a->shape),

@@ -73,7 +73,7 @@ Op op_of(Movement m);
 // largest is the last key: ir/kg_ops.cpp's attr_key_of walks them all up to it.
 enum class AttrKey : uint8_t {
   axes, keepdim, axis, shape, dims, start, end, step, before, after, value, to, dtype, shifts,
-  dim, size, name, slot, exclusive, reverse, k, largest
+  dim, size, name, slot, exclusive, reverse, k, largest, upper
 };
 std::string_view attr_name(AttrKey k);
 using AttrValue = std::variant<int64_t, double, bool, DType, std::vector<int64_t>, std::string>;

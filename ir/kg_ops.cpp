@@ -30,6 +30,7 @@ constexpr KgAttrSpec kSlice[] = {{"axis", T::Int, true},
 constexpr KgAttrSpec kPad[] = {
     {"before", T::Ints, true}, {"after", T::Ints, true}, {"value", T::Float, false}};
 constexpr KgAttrSpec kAxis[] = {{"axis", T::Int, true}};
+constexpr KgAttrSpec kTrilu[] = {{"k", T::Int, false}, {"upper", T::Bool, false}};
 constexpr KgAttrSpec kFlip[] = {{"axes", T::Ints, true}};
 constexpr KgAttrSpec kRoll[] = {{"shifts", T::Ints, true}, {"axes", T::Ints, true}};
 constexpr KgAttrSpec kUnfold[] = {
@@ -106,6 +107,9 @@ NodeResult h_gather(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) 
 NodeResult h_gather_elements(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
   return b.gather_elements(x[0], x[1], a.i("axis", 0));
 }
+NodeResult h_trilu(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.trilu(x[0], a.i("k", 0), a.b("upper", true));
+}
 NodeResult h_matmul(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs&) {
   return b.matmul(x[0], x[1]);
 }
@@ -145,7 +149,7 @@ constexpr PrimitiveCall kPrimitiveCalls[] = {
     {Op::Concat, kAxis, h_concat},      {Op::Flip, kFlip, h_flip},
     {Op::Roll, kRoll, h_roll},          {Op::Unfold, kUnfold, h_unfold},
     {Op::Gather, kAxis, h_gather},      {Op::GatherElements, kAxis, h_gather_elements},
-    {Op::Matmul, {}, h_matmul},         {Op::Full, kFull, h_full},
+    {Op::Trilu, kTrilu, h_trilu},      {Op::Matmul, {}, h_matmul},         {Op::Full, kFull, h_full},
     {Op::Arange, kArange, h_arange},
     {Op::CumSum, kCumSum, h_cumsum},
     {Op::TopKIndices, kTopK, h_topk_indices},

@@ -460,27 +460,19 @@ Outs dropout(Context& c) {
   return outs;
 }
 
-// Trilu: keeps col - row >= k (upper) or <= k (lower) of the last two axes, zeros elsewhere.
+// Trilu: kiln's trilu primitive (keeps col - row >= k (upper) or <= k (lower) of the last two
+// axes, zeros elsewhere).
 Outs trilu(Context& c) {
   KILN_ONNX_TRY(const ir::Node* x, c.x(0));
   bool upper = c.attr_i("upper", 1) != 0;
   int64_t k = 0;
   if (c.has(1)) {
-    KILN_ONNX_TRY(double kv, c.scalar_of(1, "k"));
-    k = static_cast<int64_t>(kv);
+    KILN_ONNX_TRY(std::vector<int64_t> kv, c.ints(1, "k"));
+    if (kv.size() != 1) return c.fail("k must hold one value");
+    k = kv[0];
   }
-  const int64_t rank = x->shape.size();
-  if (rank < 2) return c.fail("needs rank >= 2");
-  const int64_t m = x->shape[rank - 2], n = x->shape[rank - 1];
-  ir::Builder& B = c.b();
-  KILN_ONNX_TRY(const ir::Node* rows, c.check(B.arange(0, m, 1, ir::DType::i64)));
-  KILN_ONNX_TRY(rows, c.check(B.reshape(rows, {m, 1})));
-  KILN_ONNX_TRY(const ir::Node* cols, c.check(B.arange(0, n, 1, ir::DType::i64)));
-  KILN_ONNX_TRY(const ir::Node* diff, c.check(B.binary(Op::Sub, cols, rows)));
-  KILN_ONNX_TRY(const ir::Node* kk, c.check(B.scalar(double(k), ir::DType::i64)));
-  KILN_ONNX_TRY(const ir::Node* keep, c.check(B.binary(upper ? Op::Ge : Op::Le, diff, kk)));
-  KILN_ONNX_TRY(const ir::Node* zero, c.check(B.scalar(0, x->dtype)));
-  return one(c, B.where(keep, x, zero));
+  if (x->shape.size() < 2) return c.fail("needs rank >= 2");
+  return one(c, c.b().trilu(x, k, upper));
 }
 
 }  // namespace

@@ -66,6 +66,13 @@ bool is_identity_slice(const Node* n, const Node* x) {
 }
 
 // Views of a uniform `full` are the same `full` in the view's shape (pad is not: it adds values).
+// trilu that keeps every element: upper with k <= -(rows - 1), lower with k >= cols - 1.
+bool keeps_everything(const Node* n, const Node* x) {
+  const int64_t rows = x->shape[x->shape.size() - 2], cols = x->shape.back();
+  const int64_t k = n->attrs.i(AttrKey::k);
+  return n->attrs.b(AttrKey::upper) ? k <= 1 - rows : k >= cols - 1;
+}
+
 bool moves_values_only(Op op) {
   return op == Op::Reshape || op == Op::Permute || op == Op::Expand || op == Op::Slice ||
          op == Op::Flip || op == Op::Roll || op == Op::Unfold || op == Op::Gather ||
@@ -104,6 +111,8 @@ const Node* fold_view(ir::Graph& g, const Node* n) {
       const std::vector<int64_t>& axes = n->attrs.ints(AttrKey::axes);
       return all_zero(n->attrs.ints(AttrKey::shifts)) || only_unit_axes(x, axes) ? x : n;
     }
+    case ir::Movement::Trilu:
+      return keeps_everything(n, x) ? x : n;
     case ir::Movement::Unfold:  // windows of y: nothing to fold
     case ir::Movement::Gather:  // reads at loaded positions: nothing to fold
     case ir::Movement::GatherElements:

@@ -169,6 +169,7 @@ AxisMasks movement_masks(const Node* n, size_t operand, const AxisMasks& out) {
     case ir::Movement::Flip:
     case ir::Movement::Roll:
     case ir::Movement::Concat:
+    case ir::Movement::Trilu:
       break;
   }
   return AxisMasks(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(in.size()));

@@ -64,6 +64,25 @@ NodeLowering plan_pad(LowerContext& cx, const Node* n, const Index& idx) {
   return l;
 }
 
+// x at the reader's own position where the column minus the row passes the triangle's test, else
+// 0 (a select; range analysis drops it where every position the reader asks for passes).
+NodeLowering plan_trilu(LowerContext& cx, const Node* n, const Index& idx) {
+  const size_t r = idx.size();
+  const int64_t k = n->attrs.i(AttrKey::k);
+  const bool upper = n->attrs.b(AttrKey::upper);
+  const Expr* zero = cx.arena().constant(n->dtype, 0);
+  const Expr* d = cx.ib().sub(idx[r - 1], idx[r - 2]);
+  const IndexRange range = cx.ib().range(d);
+  if (upper ? range.lo >= k : range.hi <= k) return forward(n->inputs[0], idx);
+  if (upper ? range.hi < k : range.lo > k) return lowered(zero);
+  const Expr* cond = cx.arena().alu(upper ? Alu::Ge : Alu::Le, DType::boolean, {d, cx.ib().constant(k)});
+  NodeLowering l = forward(n->inputs[0], idx);
+  l.build = [&cx, n, cond, zero](const std::vector<const Expr*>& v) {
+    return cx.arena().alu(Alu::Where, n->dtype, {cond, v[0], zero});
+  };
+  return l;
+}
+
 // A chain of selects over the pieces the index can reach, last piece innermost.
 NodeLowering plan_concat(LowerContext& cx, const Node* n, const Index& idx) {
   size_t axis = axis_attr(n, AttrKey::axis);
@@ -220,6 +239,8 @@ NodeLowering plan_movement(LowerContext& cx, const Node* n, const Index& idx) {
       return forward(x, roll_index(ib, n, idx));
     case ir::Movement::Unfold:
       return forward(x, unfold_index(ib, n, idx));
+    case ir::Movement::Trilu:
+      return plan_trilu(cx, n, idx);
     case ir::Movement::Gather:
     case ir::Movement::GatherElements:
       return plan_gather(cx, n, idx);

@@ -218,6 +218,9 @@ struct TopK {
 };
 KILN_EXPORT TopK topk(const Tensor& x, int64_t k, int64_t axis = -1, bool largest = true,
                       bool sorted = true);
+// The upper (upper=true) or lower triangle of the last two axes (ONNX Trilu, numpy triu/tril):
+// x[..., i, j] where j - i >= k (upper) or j - i <= k (lower), 0 elsewhere. x of rank >= 2.
+KILN_EXPORT Tensor trilu(const Tensor& x, int64_t k = 0, bool upper = true);
 // composites, built from primitives
 KILN_EXPORT Tensor softmax(const Tensor& x, int64_t axis = -1);
 KILN_EXPORT Tensor log_softmax(const Tensor& x, int64_t axis = -1);

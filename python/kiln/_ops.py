@@ -285,6 +285,25 @@ def topk(x, k, axis=-1, largest=True, sorted=True):
     return _tensor_arg(x).topk(k, axis, largest, sorted)
 
 
+def trilu(x, k=0, upper=True):
+    """ONNX Trilu: the upper (numpy triu) or lower (numpy tril) triangle of the last two axes
+    relative to diagonal k, zeros elsewhere. One primitive, fused like an elementwise op."""
+    x = _tensor_arg(x)
+    out = ctypes.c_void_p()
+    check(lib.kiln_trilu(x._h, int(k), 1 if upper else 0, ctypes.byref(out)))
+    return new(out, x._dev)
+
+
+def triu(x, k=0):
+    """numpy's triu: x[..., i, j] where j - i >= k, zeros elsewhere."""
+    return trilu(x, k, True)
+
+
+def tril(x, k=0):
+    """numpy's tril: x[..., i, j] where j - i <= k, zeros elsewhere."""
+    return trilu(x, k, False)
+
+
 def resize(x, size, mode="nearest", coordinate_transformation_mode="half_pixel",
            nearest_mode="round_prefer_floor"):
     """x resampled to `size` (one entry per axis), as ONNX Resize with sizes: mode "nearest",
@@ -333,5 +352,5 @@ def attention(q, k, v, causal=False, scale=None):
 __all__ = ["tensor", "from_dlpack", "full", "zeros", "ones", "arange", "realize", "where", "cast", "sum", "mean",
            "max", "min", "prod", "argmax", "argmin", "reshape", "permute", "transpose", "expand", "broadcast_to",
            "slice", "pad", "flip", "roll", "unfold", "concat", "concatenate", "matmul", "cumsum", "topk", "gather",
-           "gather_elements", "resize", "softmax", "log_softmax",
+           "gather_elements", "trilu", "triu", "tril", "resize", "softmax", "log_softmax",
            "layernorm", "attention"] + list(ELEMENTWISE)

@@ -161,6 +161,16 @@ TEST_F(BuilderMovement, Unfold) {
   EXPECT_EQ(err(b.unfold(x, 2, 2, 0)), "unfold: step must be at least 1, got 0");
 }
 
+TEST_F(BuilderMovement, Trilu) {
+  const Node* t = ok(b.trilu(x, -2, false));
+  EXPECT_EQ(t->shape, x->shape);
+  EXPECT_EQ(t->dtype, DType::f32);
+  EXPECT_EQ(t->attrs.i(AttrKey::k), -2);
+  EXPECT_FALSE(t->attrs.b(AttrKey::upper));
+  EXPECT_EQ(ok(b.trilu(in(DType::boolean, {0, 3}), 0, true))->shape, (Shape{0, 3}));
+  EXPECT_EQ(err(b.trilu(in(DType::f32, {4}), 0, true)), "trilu: needs a tensor of rank 2 or more, got [4]");
+}
+
 TEST_F(BuilderMovement, GatherShapes) {
   const Node* g1 = ok(b.gather(x, in(DType::i64, {5, 6}), 1));
   EXPECT_EQ(g1->op, Op::Gather);

@@ -405,3 +405,27 @@ def test_every_elementwise_row_of_the_op_table_is_a_function(source_dir):
             assert callable(getattr(kiln, name, None)), f"kiln.{name} ({form}) is missing"
         if form == "unary":
             assert callable(getattr(kiln.Tensor, name, None)), f"Tensor.{name} is missing"
+
+
+@pytest.mark.parametrize("k", [-5, -1, 0, 2, 6])
+@pytest.mark.parametrize("shape", [(4, 4), (3, 6), (2, 5, 3)])
+def test_trilu_matches_numpy_triu_and_tril(k, shape):
+    x = data(shape)
+    np.testing.assert_array_equal(np.asarray(kiln.trilu(kiln.tensor(x), k)), np.triu(x, k))
+    np.testing.assert_array_equal(np.asarray(kiln.trilu(kiln.tensor(x), k, upper=False)), np.tril(x, k))
+    np.testing.assert_array_equal(np.asarray(kiln.triu(kiln.tensor(x), k)), np.triu(x, k))
+    np.testing.assert_array_equal(np.asarray(kiln.tril(kiln.tensor(x), k)), np.tril(x, k))
+
+
+def test_trilu_of_integers_and_bools_and_its_fusion():
+    i = rng.integers(-9, 9, (5, 5)).astype(np.int32)
+    np.testing.assert_array_equal(np.asarray(kiln.tril(kiln.tensor(i), -1)), np.tril(i, -1))
+    b = i > 0
+    np.testing.assert_array_equal(np.asarray(kiln.triu(kiln.tensor(b))), np.triu(b))
+    x = data((6, 6))
+    y = kiln.exp(kiln.tril(kiln.tensor(x) * 2.0))
+    assert_close(y, np.exp(np.tril(x * 2)))
+    assert kiln.default_device().last_stats().kernels == 1
+    with pytest.raises(kiln.InvalidOperationError, match=r"trilu: needs a tensor of rank 2 or more, got \[3\]"):
+        kiln.trilu(kiln.tensor(np.zeros(3)))
+

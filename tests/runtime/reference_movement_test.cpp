@@ -81,6 +81,19 @@ TEST(ReferenceMovement, PadFillsBordersWithTheValue) {
   expect_values(r.eval(r.make(Op::Pad, DType::i32, {3}, {i}, int_pad)), {-2, 5, -2});
 }
 
+TEST(ReferenceMovement, TriluKeepsOneTriangle) {
+  RefGraph r;
+  const Node* x = r.input(tensor(DType::f32, {3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
+  const Attrs upper{{AttrKey::k, int64_t{1}}, {AttrKey::upper, true}};
+  expect_values(r.eval(r.make(Op::Trilu, DType::f32, {3, 4}, {x}, upper)), {0, 2, 3, 4,  //
+                                                                            0, 0, 7, 8,  //
+                                                                            0, 0, 0, 12});
+  const Attrs lower{{AttrKey::k, int64_t{-1}}, {AttrKey::upper, false}};
+  expect_values(r.eval(r.make(Op::Trilu, DType::f32, {3, 4}, {x}, lower)), {0, 0, 0, 0,  //
+                                                                            5, 0, 0, 0,  //
+                                                                            9, 10, 0, 0});
+}
+
 TEST(ReferenceMovement, ConcatAlongAnAxis) {
   RefGraph r;
   const Node* a = r.input(tensor(DType::i64, {2, 1}, {1, 2}), "a");
