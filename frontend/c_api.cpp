@@ -562,6 +562,20 @@ kiln_status kiln_topk(kiln_tensor x, int64_t k, int64_t axis, int largest, int s
   });
 }
 
+kiln_status kiln_clip(kiln_tensor x, kiln_tensor lo, kiln_tensor hi, kiln_tensor* out) {
+  using kiln::Tensor;
+  if (lo && hi)
+    return op(__func__, out,
+              [](const Tensor& t, const Tensor& l, const Tensor& h) { return kiln::clip(t, l, h); },
+              x, lo, hi);
+  if (lo)
+    return op(__func__, out,
+              [](const Tensor& t, const Tensor& l) { return kiln::clip(t, l, std::nullopt); }, x, lo);
+  if (hi)
+    return op(__func__, out,
+              [](const Tensor& t, const Tensor& h) { return kiln::clip(t, std::nullopt, h); }, x, hi);
+  return op(__func__, out, [](const Tensor& t) { return kiln::clip(t, std::nullopt, std::nullopt); }, x);
+}
 kiln_status kiln_trilu(kiln_tensor x, int64_t k, int upper, kiln_tensor* out) {
   return op(__func__, out, [&](const kiln::Tensor& t) { return kiln::trilu(t, k, upper != 0); }, x);
 }

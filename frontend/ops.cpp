@@ -1,4 +1,6 @@
 // The op functions of the public API: each records its node(s) through ir::Builder.
+#include "ir/builder_support.h"
+#include "ir/clip.h"
 #include "tensor_impl.h"
 
 namespace kiln {
@@ -126,6 +128,23 @@ Tensor gather(const Tensor& x, const Tensor& idx, int64_t axis) {
 Tensor gather_elements(const Tensor& x, const Tensor& idx, int64_t axis) {
   return TensorImpl::apply({&x, &idx}, [axis](Builder& b, const Nodes& n) {
     return b.gather_elements(n[0], n[1], axis);
+  });
+}
+
+Tensor clip(const Tensor& x, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi) {
+  std::vector<const Tensor*> operands{&x};
+  if (lo) operands.push_back(&*lo);
+  if (hi) operands.push_back(&*hi);
+  const bool has_lo = lo.has_value(), has_hi = hi.has_value();
+  return TensorImpl::apply(operands, [has_lo, has_hi](Builder& b, const Nodes& n) {
+    return ir::clip(b, n[0], has_lo ? n[1] : nullptr, has_hi ? n[has_lo ? 2 : 1] : nullptr);
+  });
+}
+Tensor clip(const Tensor& x, double lo, double hi) {
+  return TensorImpl::apply({&x}, [lo, hi](Builder& b, const Nodes& n) -> NodeResult {
+    KILN_IR_TRY(const ir::Node* l, b.scalar(lo, n[0]->dtype));
+    KILN_IR_TRY(const ir::Node* h, b.scalar(hi, n[0]->dtype));
+    return ir::clip(b, n[0], l, h);
   });
 }
 

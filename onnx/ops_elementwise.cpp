@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <limits>
 
+#include "ir/clip.h"
 #include "onnx/import_context.h"
 
 namespace kiln::onnx {
@@ -393,24 +394,21 @@ Outs shrink(Context& c) {
   return one(c, c.b().where(lo, xp, mid));
 }
 
-// Clip: bounds from attributes before opset 11, from optional inputs since.
+// Clip: kiln's clip (ir/clip.h); bounds from attributes before opset 11, from optional inputs
+// since.
 Outs clip(Context& c) {
   KILN_ONNX_TRY(const ir::Node* x, c.x(0));
   Expr e{c};
+  const ir::Node* lo = nullptr;
+  const ir::Node* hi = nullptr;
   if (c.opset() < 11) {
-    if (const AttributeProto* lo = c.attr("min")) { KILN_ONNX_TRY(x, e.bin(Op::Max, x, lo->f)); }
-    if (const AttributeProto* hi = c.attr("max")) { KILN_ONNX_TRY(x, e.bin(Op::Min, x, hi->f)); }
-    return std::vector<Value>{c.out(x)};
+    if (const AttributeProto* a = c.attr("min")) { KILN_ONNX_TRY(lo, e.k(a->f, x->dtype)); }
+    if (const AttributeProto* a = c.attr("max")) { KILN_ONNX_TRY(hi, e.k(a->f, x->dtype)); }
+  } else {
+    if (c.has(1)) { KILN_ONNX_TRY(lo, c.x(1)); }
+    if (c.has(2)) { KILN_ONNX_TRY(hi, c.x(2)); }
   }
-  if (c.has(1)) {
-    KILN_ONNX_TRY(const ir::Node* lo, c.x(1));
-    KILN_ONNX_TRY(x, e.bin(Op::Max, x, lo));
-  }
-  if (c.has(2)) {
-    KILN_ONNX_TRY(const ir::Node* hi, c.x(2));
-    KILN_ONNX_TRY(x, e.bin(Op::Min, x, hi));
-  }
-  return std::vector<Value>{c.out(x)};
+  return one(c, ir::clip(c.b(), x, lo, hi));
 }
 
 }  // namespace

@@ -222,6 +222,12 @@ KILN_EXPORT TopK topk(const Tensor& x, int64_t k, int64_t axis = -1, bool larges
 // x[..., i, j] where j - i >= k (upper) or j - i <= k (lower), 0 elsewhere. x of rank >= 2.
 KILN_EXPORT Tensor trilu(const Tensor& x, int64_t k = 0, bool upper = true);
 // composites, built from primitives
+// numpy clip / ONNX Clip: min(max(x, lo), hi), a bound left out (nullopt) not applied. A NaN in x
+// or a bound gives NaN; lo > hi gives hi; bounds broadcast and have x's dtype (the scalar form
+// takes x's dtype); bool is an error. Built on maximum and minimum, which fuse into one kernel.
+KILN_EXPORT Tensor clip(const Tensor& x, const std::optional<Tensor>& lo,
+                        const std::optional<Tensor>& hi);
+KILN_EXPORT Tensor clip(const Tensor& x, double lo, double hi);
 KILN_EXPORT Tensor softmax(const Tensor& x, int64_t axis = -1);
 KILN_EXPORT Tensor log_softmax(const Tensor& x, int64_t axis = -1);
 KILN_EXPORT Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,

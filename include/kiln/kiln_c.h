@@ -281,6 +281,9 @@ KILN_EXPORT kiln_status kiln_gather_elements(kiln_tensor x, kiln_tensor idx, int
                                              kiln_tensor* out);
 
 KILN_EXPORT kiln_status kiln_matmul(kiln_tensor a, kiln_tensor b, kiln_tensor* out);
+/* kiln::clip (numpy clip, ONNX Clip): min(max(x, lo), hi); lo or hi NULL: that bound is not
+ * applied. NaN propagates; lo > hi gives hi; the bounds broadcast and have x's dtype. */
+KILN_EXPORT kiln_status kiln_clip(kiln_tensor x, kiln_tensor lo, kiln_tensor hi, kiln_tensor* out);
 /* kiln::trilu: the upper (upper 1) or lower (0) triangle of the last two axes, relative to
  * diagonal k (ONNX Trilu); the rest 0. */
 KILN_EXPORT kiln_status kiln_trilu(kiln_tensor x, int64_t k, int upper, kiln_tensor* out);

@@ -128,6 +128,7 @@ _PROTOTYPES = {
     "kiln_gather_elements": (c_int, [_T, _T, c_int64, _OUT]),
     "kiln_cumsum": (c_int, [_T, c_int64, c_int, c_int, _OUT]),
     "kiln_topk": (c_int, [_T, c_int64, c_int64, c_int, c_int, _OUT, _OUT]),
+    "kiln_clip": (c_int, [_T, c_void_p, c_void_p, _OUT]),
     "kiln_trilu": (c_int, [_T, c_int64, c_int, _OUT]),
     "kiln_resize": (c_int, [_T, _I64S, c_int32, c_char_p, c_char_p, c_char_p, _OUT]),
     "kiln_softmax": (c_int, [_T, c_int64, _OUT]),

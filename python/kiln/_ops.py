@@ -285,6 +285,18 @@ def topk(x, k, axis=-1, largest=True, sorted=True):
     return _tensor_arg(x).topk(k, axis, largest, sorted)
 
 
+def clip(x, min=None, max=None):
+    """numpy's clip (ONNX Clip): minimum(maximum(x, min), max), a bound of None not applied. A
+    NaN in x or a bound gives NaN; min > max gives max; scalar bounds take x's dtype."""
+    x = _tensor_arg(x)
+    lo = None if min is None else operand(min, x)
+    hi = None if max is None else operand(max, x)
+    out = ctypes.c_void_p()
+    check(lib.kiln_clip(x._h, None if lo is None else lo._h, None if hi is None else hi._h,
+                        ctypes.byref(out)))
+    return new(out, x._dev)
+
+
 def trilu(x, k=0, upper=True):
     """ONNX Trilu: the upper (numpy triu) or lower (numpy tril) triangle of the last two axes
     relative to diagonal k, zeros elsewhere. One primitive, fused like an elementwise op."""
@@ -352,5 +364,5 @@ def attention(q, k, v, causal=False, scale=None):
 __all__ = ["tensor", "from_dlpack", "full", "zeros", "ones", "arange", "realize", "where", "cast", "sum", "mean",
            "max", "min", "prod", "argmax", "argmin", "reshape", "permute", "transpose", "expand", "broadcast_to",
            "slice", "pad", "flip", "roll", "unfold", "concat", "concatenate", "matmul", "cumsum", "topk", "gather",
-           "gather_elements", "trilu", "triu", "tril", "resize", "softmax", "log_softmax",
+           "gather_elements", "clip", "trilu", "triu", "tril", "resize", "softmax", "log_softmax",
            "layernorm", "attention"] + list(ELEMENTWISE)

@@ -375,6 +375,40 @@ TEST(CApi, Resize) {
   EXPECT_EQ(bad, reinterpret_cast<kiln_tensor>(0x1));
 }
 
+TEST(CApi, TriluAndClip) {
+  CDevice d;
+  OPEN_OR_SKIP(d);
+  Handles h;
+  const float m[6] = {1, 2, 3, 4, 5, 6};  // [2,3]
+  const int64_t shape[2] = {2, 3}, one = 1;
+  const float bound = 4.5f;
+  kiln_tensor x, hi, u, l, c, bad;
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, shape, 2, m, sizeof m, &x));
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, &one, 1, &bound, sizeof bound, &hi));
+  h.keep(x), h.keep(hi);
+  C_OK(kiln_trilu(x, 0, 1, &u));
+  h.keep(u);
+  float got[6];
+  C_OK(kiln_tensor_to_host(u, got, sizeof got));
+  EXPECT_EQ(std::vector<float>(got, got + 6), (std::vector<float>{1, 2, 3, 0, 5, 6}));
+  C_OK(kiln_trilu(x, -1, 0, &l));
+  h.keep(l);
+  C_OK(kiln_tensor_to_host(l, got, sizeof got));
+  EXPECT_EQ(std::vector<float>(got, got + 6), (std::vector<float>{0, 0, 0, 4, 0, 0}));
+  C_OK(kiln_clip(x, nullptr, hi, &c));  // no lower bound
+  h.keep(c);
+  C_OK(kiln_tensor_to_host(c, got, sizeof got));
+  EXPECT_EQ(std::vector<float>(got, got + 6), (std::vector<float>{1, 2, 3, 4, 4.5f, 4.5f}));
+
+  bad = reinterpret_cast<kiln_tensor>(0x1);
+  EXPECT_EQ(kiln_trilu(hi, 0, 1, &bad), KILN_ERROR_INVALID_OPERATION);
+  EXPECT_NE(std::string(kiln_last_error()).find("trilu: needs a tensor of rank 2 or more, got [1]"),
+            std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(kiln_clip(nullptr, nullptr, nullptr, &bad), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(bad, reinterpret_cast<kiln_tensor>(0x1));
+}
+
 TEST(CApi, OptionsAreCheckedWhenSetAndReachTheDevice) {
   kiln_options o = test_options();
   EXPECT_EQ(kiln_options_set(o, "autotune.levle", "full"), KILN_ERROR_INVALID_ARGUMENT);

@@ -429,3 +429,25 @@ def test_trilu_of_integers_and_bools_and_its_fusion():
     with pytest.raises(kiln.InvalidOperationError, match=r"trilu: needs a tensor of rank 2 or more, got \[3\]"):
         kiln.trilu(kiln.tensor(np.zeros(3)))
 
+
+def test_clip_matches_numpy_with_its_nan_rule():
+    x = np.array([-3.0, -0.5, np.nan, 0.25, 2.0, np.inf, -np.inf])
+    np.testing.assert_array_equal(np.asarray(kiln.clip(kiln.tensor(x), -1.0, 1.0)), np.clip(x, -1.0, 1.0))
+    np.testing.assert_array_equal(np.asarray(kiln.clip(kiln.tensor(x), None, 0.0)), np.minimum(x, 0.0))
+    np.testing.assert_array_equal(np.asarray(kiln.clip(kiln.tensor(x), 0.0)), np.maximum(x, 0.0))
+    np.testing.assert_array_equal(np.asarray(kiln.clip(kiln.tensor(x))), x)
+    # A NaN bound gives NaN everywhere (numpy's maximum, torch.clamp; this numpy's np.clip ignores
+    # it instead); lo > hi gives hi (ONNX Clip, numpy).
+    np.testing.assert_array_equal(np.asarray(kiln.clip(kiln.tensor(x), np.nan, 1.0)),
+                                  np.minimum(np.maximum(x, np.nan), 1.0))
+    assert np.isnan(np.asarray(kiln.clip(kiln.tensor(x), np.nan, 1.0))).all()
+    np.testing.assert_array_equal(np.asarray(kiln.clip(kiln.tensor(x), 2.0, 1.0)), np.clip(x, 2.0, 1.0))
+    # Tensor bounds broadcast; integers clip exactly.
+    lo, hi = data((3, 1)), data((4,)) + 1
+    m = data((3, 4), -4, 4)
+    np.testing.assert_array_equal(np.asarray(kiln.clip(kiln.tensor(m), kiln.tensor(lo), kiln.tensor(hi))),
+                                  np.clip(m, lo, hi))
+    i = np.array([-128, -5, 0, 7, 127], np.int8)
+    np.testing.assert_array_equal(np.asarray(kiln.clip(kiln.tensor(i), -6, 6)), np.clip(i, -6, 6))
+    with pytest.raises(kiln.InvalidOperationError, match=r"clip: needs a numeric dtype, got bool"):
+        kiln.clip(kiln.tensor(np.array([True])), 0, 1)
