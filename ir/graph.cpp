@@ -66,6 +66,8 @@ int op_arity(Op op) { return kOpInfo[static_cast<int>(op)].arity; }
 OpKind op_kind(Op op) { return kOpInfo[static_cast<int>(op)].kind; }
 OpDtypes op_dtypes(Op op) { return kOpInfo[static_cast<int>(op)].dtypes; }
 int op_cost(Op op) { return kOpInfo[static_cast<int>(op)].cost; }
+static_assert(std::size(kAttrNames) == kAttrKeyCount, "one name per AttrKey");
+
 std::string_view attr_name(AttrKey k) { return kAttrNames[static_cast<int>(k)]; }
 
 namespace {

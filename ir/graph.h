@@ -70,11 +70,13 @@ std::optional<Movement> movement_of(Op op);
 Op op_of(Reduction r);
 Op op_of(Movement m);
 
-// largest is the last key: ir/kg_ops.cpp's attr_key_of walks them all up to it.
 enum class AttrKey : uint8_t {
   axes, keepdim, axis, shape, dims, start, end, step, before, after, value, to, dtype, shifts,
   dim, size, name, slot, exclusive, reverse, k, largest, upper
 };
+// How many keys there are (a new key goes last, and here): attr_name's table and
+// ir/kg_ops.cpp's attr_key_of walk them all.
+inline constexpr int kAttrKeyCount = static_cast<int>(AttrKey::upper) + 1;
 std::string_view attr_name(AttrKey k);
 using AttrValue = std::variant<int64_t, double, bool, DType, std::vector<int64_t>, std::string>;
 

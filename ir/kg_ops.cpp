@@ -338,7 +338,7 @@ const KgOpSpec& kg_op_of(const Node* n) {
 }
 
 std::optional<AttrKey> attr_key_of(std::string_view name) {
-  for (int k = 0; k <= static_cast<int>(AttrKey::largest); ++k)  // the last AttrKey (ir/graph.h)
+  for (int k = 0; k < kAttrKeyCount; ++k)
     if (attr_name(static_cast<AttrKey>(k)) == name) return static_cast<AttrKey>(k);
   return std::nullopt;
 }
