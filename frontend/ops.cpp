@@ -152,6 +152,14 @@ Tensor trilu(const Tensor& x, int64_t k, bool upper) {
   return TensorImpl::apply({&x}, [=](Builder& b, const Nodes& n) { return b.trilu(n[0], k, upper); });
 }
 
+Tensor scatter_elements(const Tensor& x, const Tensor& idx, const Tensor& upd, int64_t axis,
+                        std::string_view reduction) {
+  return TensorImpl::apply({&x, &idx, &upd}, [axis, r = std::string(reduction)](
+                                                   Builder& b, const Nodes& n) {
+    return b.scatter_elements(n[0], n[1], n[2], axis, r);
+  });
+}
+
 Tensor cumsum(const Tensor& x, int64_t axis, bool exclusive, bool reverse) {
   return TensorImpl::apply(
       {&x}, [=](Builder& b, const Nodes& n) { return b.cumsum(n[0], axis, exclusive, reverse); });

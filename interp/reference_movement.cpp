@@ -193,6 +193,10 @@ Value gather_elements(const ir::Node& n, const Value& x, const Value& idx) {
 
 Value eval_movement(const ir::Node& n, const Args& args) {
   if (n.op == Op::Concat) return concat(n, args);
+  if (n.op == Op::ScatterElements) {
+    KILN_CHECK(args.size() == 3) << "scatter_elements with " << args.size() << " inputs";
+    return eval_scatter(n, *args[0], *args[1], *args[2]);
+  }
   if (n.op == Op::Gather || n.op == Op::GatherElements) {
     KILN_CHECK(args.size() == 2) << ir::op_enum_name(n.op) << " with " << args.size() << " inputs";
     return n.op == Op::Gather ? gather_op(n, *args[0], *args[1])
@@ -223,8 +227,9 @@ Value eval_movement(const ir::Node& n, const Args& args) {
       return unfold(n, x);
     case ir::Movement::Trilu:
       return trilu(n, x);
-    case ir::Movement::Gather:  // two operands: handled above
+    case ir::Movement::Gather:  // two or three operands: handled above
     case ir::Movement::GatherElements:
+    case ir::Movement::ScatterElements:
       break;
   }
   KILN_CHECK(false) << "not a movement op: " << ir::op_enum_name(n.op);

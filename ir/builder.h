@@ -85,6 +85,12 @@ class Builder {
   // numpy take_along_axis / ONNX GatherElements: idx has x's rank, no axis but `axis` longer
   // than x's; out.shape = idx.shape. idx is i32 or i64.
   NodeResult gather_elements(const Node* x, const Node* idx, int64_t axis);
+  // ONNX ScatterElements / numpy put_along_axis: x with the updates `upd` written (reduction
+  // "none") or folded ("add", "mul", "max", "min") at x[p with p[axis] = idx[p]] for every
+  // position p of idx. idx is i32 or i64, upd has idx's shape and x's dtype, both have x's rank
+  // and no axis but `axis` longer than x's; out has x's shape and dtype.
+  NodeResult scatter_elements(const Node* x, const Node* idx, const Node* upd, int64_t axis,
+                              std::string_view reduction);
   NodeResult matmul(const Node* a, const Node* b);
   // ONNX Trilu / numpy triu (upper) and tril: keeps x[..., i, j] where j - i >= k (upper) or
   // j - i <= k (lower) and zeros the rest; x of rank 2 or more, any dtype (bool: false).
@@ -157,6 +163,14 @@ class Builder {
 //   For both, an index i < 0 reads i + n (n = x.shape[axis]) and the result is then clamped into
 //   [0, n): an index out of range reads the first or last element along the axis (ONNX calls it
 //   an error; kiln never reads outside x). x.shape[axis] is 0 only when the result is empty.
+// - ScatterElements: axis (non-negative), reduction (a string: none add mul max min); inputs
+//   {x, idx, upd}: idx i32 or i64, upd of idx's shape and x's dtype, both of x's rank, no axis but
+//   `axis` longer than x's; add/mul/max/min need a numeric dtype. out: x's dtype and shape;
+//   out = x, then for every position p of idx (in C order) the element q = p with q[axis] =
+//   idx[p] becomes upd[p] ("none") or op(out[q], upd[p]). An index i < 0 means i + n (n =
+//   x.shape[axis]), once; an index still outside [0, n) drops its update (kiln never writes
+//   outside x; ONNX calls it an error). Duplicate indices with "none": the last update along
+//   the axis wins (numpy put_along_axis, torch's CPU scatter_), on every device.
 // - CumSum: axis (non-negative), exclusive, reverse (bools, always); a numeric operand of rank
 //   >= 1; out: the operand's dtype and shape. Integer sums wrap.
 // - TopKIndices: axis (non-negative), k (0 <= k <= x.shape[axis]), largest (bool), always; a

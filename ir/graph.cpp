@@ -30,7 +30,7 @@ constexpr std::string_view kAttrNames[] = {"axes",   "keepdim", "axis", "shape",
                                            "start",  "end",     "step", "before", "after",
                                            "value",  "to",      "dtype", "shifts", "dim",
                                            "size",   "name",    "slot", "exclusive", "reverse",
-                                           "k",      "largest", "upper"};
+                                           "k",      "largest", "upper", "reduction"};
 
 inline uint64_t mix(uint64_t h, uint64_t v) {
   // splitmix64-style combine: cheap and well distributed.

@@ -52,6 +52,10 @@ inline bool is_comparison(Op op) { return op_dtypes(op) == OpDtypes::Compare; }
 inline bool is_elementwise(Op op) { return op_kind(op) == OpKind::Elementwise; }
 inline bool is_reduce(Op op) { return op_kind(op) == OpKind::Reduce; }
 inline bool is_movement(Op op) { return op_kind(op) == OpKind::Movement; }
+// A view: a movement op that lowers as a remapping of its reader's index, so the fuser inlines it
+// into its readers. scatter_elements lowers like one but computes (a fold per element): the fuser
+// places it in a group like a reduction.
+inline bool is_view(Op op) { return is_movement(op) && op != Op::ScatterElements; }
 
 // The reductions and the views as enums of their own (their rows of kiln/ops.def, in order): a
 // switch over one of them names every op of that kind and nothing else, so with -Wswitch-enum
@@ -72,11 +76,11 @@ Op op_of(Movement m);
 
 enum class AttrKey : uint8_t {
   axes, keepdim, axis, shape, dims, start, end, step, before, after, value, to, dtype, shifts,
-  dim, size, name, slot, exclusive, reverse, k, largest, upper
+  dim, size, name, slot, exclusive, reverse, k, largest, upper, reduction
 };
 // How many keys there are (a new key goes last, and here): attr_name's table and
 // ir/kg_ops.cpp's attr_key_of walk them all.
-inline constexpr int kAttrKeyCount = static_cast<int>(AttrKey::upper) + 1;
+inline constexpr int kAttrKeyCount = static_cast<int>(AttrKey::reduction) + 1;
 std::string_view attr_name(AttrKey k);
 using AttrValue = std::variant<int64_t, double, bool, DType, std::vector<int64_t>, std::string>;
 

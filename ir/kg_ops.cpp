@@ -32,6 +32,7 @@ constexpr KgAttrSpec kPad[] = {
     {"before", T::Ints, true}, {"after", T::Ints, true}, {"value", T::Float, false}};
 constexpr KgAttrSpec kAxis[] = {{"axis", T::Int, true}};
 constexpr KgAttrSpec kTrilu[] = {{"k", T::Int, false}, {"upper", T::Bool, false}};
+constexpr KgAttrSpec kScatter[] = {{"axis", T::Int, true}, {"reduction", T::Name, false}};
 constexpr KgAttrSpec kFlip[] = {{"axes", T::Ints, true}};
 constexpr KgAttrSpec kRoll[] = {{"shifts", T::Ints, true}, {"axes", T::Ints, true}};
 constexpr KgAttrSpec kUnfold[] = {
@@ -111,6 +112,10 @@ NodeResult h_gather_elements(Builder& b, const KgOpSpec&, const Xs& x, const KgA
 NodeResult h_trilu(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
   return b.trilu(x[0], a.i("k", 0), a.b("upper", true));
 }
+
+NodeResult h_scatter_elements(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  return b.scatter_elements(x[0], x[1], x[2], a.i("axis", 0), a.name("reduction", "none"));
+}
 NodeResult h_matmul(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs&) {
   return b.matmul(x[0], x[1]);
 }
@@ -157,6 +162,7 @@ constexpr PrimitiveCall kPrimitiveCalls[] = {
     {Op::Arange, kArange, h_arange},
     {Op::CumSum, kCumSum, h_cumsum},
     {Op::TopKIndices, kTopK, h_topk_indices},
+    {Op::ScatterElements, kScatter, h_scatter_elements},
 };
 
 // Every op of kiln/ops.def but Input (graph files declare inputs with `input`, not a call).
@@ -201,6 +207,8 @@ std::string_view type_phrase(KgAttrType t) {
       return "a dtype (f32 f64 f16 bf16 i32 i64 i8 u8 bool)";
     case T::Ints:
       return "a list of integers";
+    case T::Name:
+      return "one of none, add, mul, max, min";
   }
   return "?";
 }
@@ -217,6 +225,8 @@ bool has_type(const AttrValue& v, KgAttrType t) {
       return std::holds_alternative<DType>(v);
     case T::Ints:
       return std::holds_alternative<std::vector<int64_t>>(v);
+    case T::Name:
+      return std::holds_alternative<std::string>(v);
   }
   return false;
 }
@@ -318,6 +328,11 @@ std::optional<std::vector<int64_t>> KgAttrs::ints(std::string_view name) const {
   return std::get<std::vector<int64_t>>(*v);
 }
 
+std::string_view KgAttrs::name(std::string_view name, std::string_view dflt) const {
+  const AttrValue* v = find(name);
+  return v ? std::string_view(std::get<std::string>(*v)) : dflt;
+}
+
 const KgOpSpec* find_kg_op(std::string_view name, size_t n_operands) {
   const KgOpSpec* found = nullptr;
   for (const KgOpSpec& s : table()) {
@@ -382,8 +397,8 @@ std::string format_attr_value(const AttrValue& v) {
           return std::string(dtype_name(x));
         else if constexpr (std::is_same_v<V, std::vector<int64_t>>)
           return detail::ints_str(x);
-        else
-          return fmt::format("\"{}\"", x);
+        else  // a name (kKgNameValues), written as the bare keyword
+          return std::string(x);
       },
       v);
 }

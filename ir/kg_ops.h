@@ -12,7 +12,10 @@
 
 namespace kiln::ir {
 
-enum class KgAttrType : uint8_t { Int, Float, Bool, DType, Ints };
+// Name: one of a fixed set of keywords (kKgNameValues), kept as a string (scatter's reduction).
+enum class KgAttrType : uint8_t { Int, Float, Bool, DType, Ints, Name };
+// The keywords a Name attribute takes; the `.kg` reader reads these identifiers as names.
+inline constexpr std::string_view kKgNameValues[] = {"none", "add", "mul", "max", "min"};
 
 struct KgAttrSpec {
   std::string_view name;
@@ -53,6 +56,7 @@ class KgAttrs {
   bool b(std::string_view name, bool dflt) const;
   DType dt(std::string_view name, DType dflt) const;
   std::optional<std::vector<int64_t>> ints(std::string_view name) const;
+  std::string_view name(std::string_view name, std::string_view dflt) const;
 
  private:
   const std::vector<NamedAttr>& attrs_;

@@ -118,6 +118,8 @@ LineResult<AttrValue> parse_attr_value(Cursor& c) {
   if (t.kind == Kind::Ident) {
     if (t.text == "true" || t.text == "false") return AttrValue(t.text == "true");
     if (auto dt = parse_dtype(t.text)) return AttrValue(*dt);
+    for (std::string_view k : kKgNameValues)
+      if (t.text == k) return AttrValue(std::string(k));
   }
   return fail(
       t,

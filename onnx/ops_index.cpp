@@ -1,5 +1,6 @@
 // ONNX ops that select by runtime indices: GatherElements and GatherND on kiln's gather
-// primitives, and NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss on them too (the target's
+// primitives; ScatterElements, Scatter, ScatterND and MaxUnpool on kiln's scatter_elements;
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss on gather too (the target's
 // class picked by an index load); Hardmax and OneHot as one-hot masks (eq against an arange), O(1)
 // per output element. CumSum is kiln's cumsum primitive (a scan); TopK is kiln's topk_indices (a
 // selection scan) and a gather_elements of the data at its indices. ReverseSequence is a
@@ -103,6 +104,138 @@ Outs gather_nd(Context& c) {
   ir::Shape os = lead;
   os.insert(os.end(), x->shape.begin() + b + m, x->shape.end());
   return one(c, B.reshape(out, os));
+}
+
+// ScatterElements (reduction none/add/mul, max/min from opset 18) and Scatter (opset 9/10, its
+// deprecated name without reduction): kiln's scatter_elements. Out-of-range indices (an error
+// for ONNX) drop their update; duplicates with reduction none: the last one along the axis wins.
+Outs scatter_elements(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* idx, c.x(1));
+  KILN_ONNX_TRY(const ir::Node* upd, c.x(2));
+  const int64_t rank = x->shape.size();
+  if (int64_t(idx->shape.size()) != rank) return c.fail("data and indices differ in rank");
+  KILN_ONNX_TRY(int64_t axis, axis_of(c, c.attr_i("axis", 0), rank));
+  const std::string reduction = c.attr_s("reduction").value_or("none");
+  return one(c, c.b().scatter_elements(x, idx, upd, axis, reduction));
+}
+
+// ScatterND: out = x, then out[idx[i]] = upd[i] (or combined by reduction) for each index tuple
+// i of idx [..., k]. x is viewed as [N, R] (N: its first k axes, R: the rest); each tuple is one
+// flat position along N (its components wrapped once; a component still out of range makes it
+// N, which scatter_elements drops), so the scatter is scatter_elements along axis 0 of that view,
+// the positions broadcast over R and the updates viewed as [M, R].
+Outs scatter_nd(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* idx, c.x(1));
+  KILN_ONNX_TRY(const ir::Node* upd, c.x(2));
+  const std::string reduction = c.attr_s("reduction").value_or("none");
+  const int64_t r = x->shape.size(), q = idx->shape.size();
+  if (!ir::is_int(idx->dtype)) return c.fail("indices must be integers");
+  if (q < 1) return c.fail("indices must have rank 1 or more");
+  const int64_t k = idx->shape[q - 1];
+  if (k < 1 || k > r) return c.fail(fmt::format("indices' last axis {} must be in [1, {}]", k, r));
+  ir::Shape want(idx->shape.begin(), idx->shape.end() - 1);
+  want.insert(want.end(), x->shape.begin() + k, x->shape.end());
+  if (upd->shape != want)
+    return c.fail(fmt::format("updates {} must have shape {}", ir::shape_str(upd->shape),
+                              ir::shape_str(want)));
+  ir::Builder& B = c.b();
+  Expr E{c};
+  const ir::DType i64 = ir::DType::i64;
+  int64_t n = 1, rest = 1, m = 1;
+  for (int64_t d = 0; d < r; ++d) (d < k ? n : rest) *= x->shape[d];
+  for (int64_t d = 0; d + 1 < q; ++d) m *= idx->shape[d];
+  KILN_ONNX_TRY(const ir::Node* wide, c.check(B.cast(idx, i64)));
+  KILN_ONNX_TRY(wide, c.check(B.reshape(wide, {m, k})));
+  const ir::Node* flat = nullptr;
+  const ir::Node* valid = nullptr;
+  int64_t span = 1;
+  for (int64_t j = k; j-- > 0;) {
+    const int64_t len = x->shape[j];
+    KILN_ONNX_TRY(const ir::Node* comp, c.check(B.slice(wide, 1, j, j + 1, 1)));
+    KILN_ONNX_TRY(const ir::Node* neg, E.bin(Op::Lt, comp, 0.0));
+    KILN_ONNX_TRY(const ir::Node* wrapped, E.bin(Op::Add, comp, double(len)));
+    KILN_ONNX_TRY(comp, c.check(B.where(neg, wrapped, comp)));
+    KILN_ONNX_TRY(const ir::Node* ge, E.bin(Op::Ge, comp, 0.0));
+    KILN_ONNX_TRY(const ir::Node* lt, E.bin(Op::Lt, comp, double(len)));
+    KILN_ONNX_TRY(const ir::Node* ok, E.bin(Op::And, ge, lt));
+    if (valid) {
+      KILN_ONNX_TRY(valid, E.bin(Op::And, valid, ok));
+    } else {
+      valid = ok;
+    }
+    if (span != 1) { KILN_ONNX_TRY(comp, E.bin(Op::Mul, comp, double(span))); }
+    if (flat) {
+      KILN_ONNX_TRY(flat, E.bin(Op::Add, flat, comp));
+    } else {
+      flat = comp;
+    }
+    span *= len;
+  }
+  KILN_ONNX_TRY(const ir::Node* dropped, E.k(double(n), i64));
+  KILN_ONNX_TRY(flat, c.check(B.where(valid, flat, dropped)));  // [m, 1]
+  KILN_ONNX_TRY(flat, c.check(B.expand(flat, {m, rest})));
+  KILN_ONNX_TRY(const ir::Node* data, c.check(B.reshape(x, {n, rest})));
+  KILN_ONNX_TRY(const ir::Node* u, c.check(B.reshape(upd, {m, rest})));
+  KILN_ONNX_TRY(const ir::Node* y, c.check(B.scatter_elements(data, flat, u, 0, reduction)));
+  return one(c, B.reshape(y, x->shape));
+}
+
+// MaxUnpool: zeros of the unpooled shape [N, C, spatial...] ((in - 1) * stride + kernel - pads
+// per spatial axis) with X written at its flat indices I (MaxPool's Indices: positions in the
+// whole flattened tensor), then padded with zeros at the end of each axis up to output_shape
+// when that is given (ONNX's reference). Each (n, c) plane's indices are made relative to it, so
+// the scatter runs along the plane's axis of an [N*C, plane] view.
+Outs max_unpool(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* idx, c.x(1));
+  const int64_t r = x->shape.size();
+  if (r < 3) return c.fail("X must be [N, C, spatial...]");
+  if (idx->shape != x->shape) return c.fail("X and I differ in shape");
+  const int64_t sp = r - 2;
+  std::vector<int64_t> kernel = c.attr_ints("kernel_shape").value_or(std::vector<int64_t>{});
+  if (int64_t(kernel.size()) != sp) return c.fail("kernel_shape must give every spatial axis");
+  std::vector<int64_t> strides = c.attr_ints("strides").value_or(std::vector<int64_t>(sp, 1));
+  std::vector<int64_t> pads = c.attr_ints("pads").value_or(std::vector<int64_t>(2 * sp, 0));
+  if (int64_t(strides.size()) != sp || int64_t(pads.size()) != 2 * sp)
+    return c.fail("strides and pads must give every spatial axis");
+  ir::Shape out(x->shape.begin(), x->shape.begin() + 2);
+  for (int64_t d = 0; d < sp; ++d)
+    out.push_back((x->shape[2 + d] - 1) * strides[d] + kernel[d] - pads[d] - pads[sp + d]);
+  std::vector<int64_t> padded = out;
+  if (c.has(2)) {
+    KILN_ONNX_TRY(padded, c.ints(2, "output_shape"));
+    if (int64_t(padded.size()) != r) return c.fail("output_shape must have X's rank");
+    for (int64_t d = 0; d < r; ++d)
+      if (padded[d] < out[d] || (d < 2 && padded[d] != out[d]))
+        return c.unsupported(fmt::format("output_shape {} smaller than the unpooled {}, or with "
+                                         "other N or C",
+                                         ir::shape_str(padded), ir::shape_str(out)));
+  }
+  ir::Builder& B = c.b();
+  Expr E{c};
+  const int64_t planes = x->shape[0] * x->shape[1];
+  int64_t plane = 1, in_plane = 1;
+  for (int64_t d = 2; d < r; ++d) plane *= out[d], in_plane *= x->shape[d];
+  KILN_ONNX_TRY(const ir::Node* rel, c.check(B.cast(idx, ir::DType::i64)));
+  KILN_ONNX_TRY(rel, c.check(B.reshape(rel, {planes, in_plane})));
+  KILN_ONNX_TRY(const ir::Node* base, c.check(B.arange(0, planes, 1, ir::DType::i64)));
+  KILN_ONNX_TRY(base, c.check(B.reshape(base, {planes, 1})));
+  KILN_ONNX_TRY(base, E.bin(Op::Mul, base, double(plane)));
+  KILN_ONNX_TRY(rel, E.bin(Op::Sub, rel, base));
+  // A negative relative index belongs to an earlier plane: made out of range (dropped), not wrapped.
+  KILN_ONNX_TRY(const ir::Node* neg, E.bin(Op::Lt, rel, 0.0));
+  KILN_ONNX_TRY(const ir::Node* dropped, E.k(double(plane), ir::DType::i64));
+  KILN_ONNX_TRY(rel, c.check(B.where(neg, dropped, rel)));
+  KILN_ONNX_TRY(const ir::Node* zeros, c.check(B.full({planes, plane}, 0.0, x->dtype)));
+  KILN_ONNX_TRY(const ir::Node* u, c.check(B.reshape(x, {planes, in_plane})));
+  KILN_ONNX_TRY(const ir::Node* y, c.check(B.scatter_elements(zeros, rel, u, 1, "none")));
+  KILN_ONNX_TRY(y, c.check(B.reshape(y, out)));
+  if (padded == out) return std::vector<Value>{c.out(y)};
+  std::vector<int64_t> before(r, 0), after(r, 0);
+  for (int64_t d = 0; d < r; ++d) after[d] = padded[d] - out[d];
+  return one(c, B.pad(y, before, after, 0.0));
 }
 
 // loss[n, d...] = -x[n, t[n, d...], d...] * weight[t[...]], 0 where t == ignore_index; reduced
@@ -352,6 +485,10 @@ void add_index_ops(OpTable& t) {
   t["SpaceToDepth"] = space_to_depth;
   t["GatherElements"] = gather_elements;
   t["GatherND"] = gather_nd;
+  t["ScatterElements"] = scatter_elements;
+  t["Scatter"] = scatter_elements;
+  t["ScatterND"] = scatter_nd;
+  t["MaxUnpool"] = max_unpool;
   t["NegativeLogLikelihoodLoss"] = nll_loss(false);
   t["SoftmaxCrossEntropyLoss"] = nll_loss(true);
   t["Hardmax"] = hardmax;

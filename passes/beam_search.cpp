@@ -44,9 +44,10 @@ uint64_t mix(uint64_t kind, uint64_t a, uint64_t b) {
 bool is_scan(const ir::Node* n) {
   return ir::op_kind(n->op) == ir::OpKind::Scan;
 }
-// What a scan's kernel may not hold (kir::Scan's contract): a reduction or a matmul.
+// What a scan's kernel may not hold (kir::Scan's contract): a reduction or a matmul (or a
+// scatter_elements, which lowers to a reduction per element).
 bool is_reduction(const ir::Node* n) {
-  return ir::is_reduce(n->op) || n->op == ir::Op::Matmul;
+  return ir::is_reduce(n->op) || n->op == ir::Op::Matmul || n->op == ir::Op::ScatterElements;
 }
 
 // What placing one node does to a state: computed without mutating it, applied to survivors.
@@ -196,7 +197,7 @@ class Planner {
       if (reader->op == ir::Op::Matmul) return fail(p);
       if (g_[b].multi_view && !r.direct) return fail(p);
       raise(p, b, f * r.extra);
-      if (ir::is_reduce(reader->op) && slot_ >= 0 && s_.open[static_cast<size_t>(slot_)].has_matmul)
+      if ((ir::is_reduce(reader->op) || reader->op == ir::Op::ScatterElements) && slot_ >= 0 && s_.open[static_cast<size_t>(slot_)].has_matmul)
         rerun_matmuls(p, b);
       return true;
     }

@@ -73,7 +73,7 @@ double CostModel::executed_flops(const FusedGroup& group) const {
   std::unordered_set<const ir::Node*> outputs(group.outputs.begin(), group.outputs.end());
   auto inlined_view = [&](const ir::Node* n) {
     ir::OpKind kind = ir::op_kind(n->op);
-    return !buffers.contains(n) && (kind == ir::OpKind::Movement || kind == ir::OpKind::Source);
+    return !buffers.contains(n) && (ir::is_view(n->op) || kind == ir::OpKind::Source);
   };
   auto stop = [&](const ir::Node* n) { return !inlined_view(n); };
   std::vector<const ir::Node*> order = group.nodes;  // readers before the values they read

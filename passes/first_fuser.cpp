@@ -47,7 +47,7 @@ void add_multi_view_values(const std::vector<const Node*>& live, NodeSet& m) {
   }
 }
 
-// Materialized nodes: graph outputs, reductions, matmuls, scans, values read through several views
+// Materialized nodes: graph outputs, reductions, matmuls, scans, scatters, values read through several views
 // (add_multi_view_values), and matmul operands that are not pure views of a buffer (a matmul
 // reads each operand element many times, so recomputing an elementwise operand per read would
 // multiply its cost by the other matrix's extent).
@@ -57,7 +57,8 @@ NodeSet choose_materialized(const Outputs& outputs, const std::vector<const Node
   for (const Node* o : outputs)
     if (o->op != Op::Input) m.insert(o);
   for (const Node* n : live)
-    if (ir::is_reduce(n->op) || n->op == Op::Matmul || ir::op_kind(n->op) == ir::OpKind::Scan)
+    if (ir::is_reduce(n->op) || n->op == Op::Matmul || ir::op_kind(n->op) == ir::OpKind::Scan ||
+        n->op == Op::ScatterElements)
       m.insert(n);
   // Matmuls in topological order: an operand materialized for an earlier matmul is a buffer
   // for views of it read by later ones.
@@ -104,7 +105,7 @@ NodeSet materialize_all(const Outputs& outputs, const std::vector<const Node*>& 
     if (o->op != Op::Input) m.insert(o);
   for (const Node* n : live) {
     ir::OpKind kind = ir::op_kind(n->op);
-    if (kind != ir::OpKind::Input && kind != ir::OpKind::Source && kind != ir::OpKind::Movement)
+    if (kind != ir::OpKind::Input && kind != ir::OpKind::Source && !ir::is_view(n->op))
       m.insert(n);
   }
   return m;

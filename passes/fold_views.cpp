@@ -116,6 +116,7 @@ const Node* fold_view(ir::Graph& g, const Node* n) {
     case ir::Movement::Unfold:  // windows of y: nothing to fold
     case ir::Movement::Gather:  // reads at loaded positions: nothing to fold
     case ir::Movement::GatherElements:
+    case ir::Movement::ScatterElements:  // computes: nothing to fold
       return n;
   }
   return n;

@@ -13,7 +13,7 @@ namespace {
 Role role_of(const ir::Node* n, const std::unordered_set<const ir::Node*>& outputs) {
   if (n->op == ir::Op::Input) return Role::Input;
   ir::OpKind kind = ir::op_kind(n->op);
-  bool view_or_source = kind == ir::OpKind::Movement || kind == ir::OpKind::Source;
+  bool view_or_source = ir::is_view(n->op) || kind == ir::OpKind::Source;
   return view_or_source && !outputs.contains(n) ? Role::Inlined : Role::Placed;
 }
 
@@ -39,7 +39,7 @@ FusionGraph::FusionGraph(const Outputs& outputs) {
     if (fn.role != Role::Placed) continue;
     fn.forced = outs.contains(fn.node);
     // A placed movement op (a graph output) is itself the view its operands are read through.
-    bool is_view = ir::is_movement(fn.node->op);
+    bool is_view = ir::is_view(fn.node->op);
     for (const ValueRead& r : collect_reads(fn.node, stop)) {
       int32_t b = index_.at(r.base);
       fn.reads.push_back({b, r.reader, r.extra, !is_view && r.view == r.base});

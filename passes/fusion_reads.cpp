@@ -41,6 +41,8 @@ std::vector<int64_t> loop_extents(const Node* n) {
     ext.push_back(n->inputs[0]->shape.back());
   } else if (n->op == Op::TopKIndices) {  // each step reads the whole row
     ext.push_back(n->inputs[0]->shape[static_cast<size_t>(n->attrs.i(AttrKey::axis))]);
+  } else if (n->op == Op::ScatterElements) {
+    ext.push_back(n->inputs[1]->shape[static_cast<size_t>(n->attrs.i(AttrKey::axis))]);
   }
   return ext;
 }
@@ -140,6 +142,15 @@ AxisMasks gather_masks(const Node* n, size_t operand, const AxisMasks& out) {
   return m;
 }
 
+// scatter_elements: data is read at the output's position; indices and updates at the output's
+// position but along `axis`, which is the fold's loop (the loop after the output axes).
+AxisMasks scatter_masks(const Node* n, size_t operand, const AxisMasks& out) {
+  if (operand == 0) return out;
+  AxisMasks m = out;
+  m[static_cast<size_t>(n->attrs.i(AttrKey::axis))] = bit(n->shape.size());
+  return m;
+}
+
 // The masks of input `operand` of movement op `n`, given the masks of n's own axes.
 AxisMasks movement_masks(const Node* n, size_t operand, const AxisMasks& out) {
   const ir::Shape& in = n->inputs[operand]->shape;
@@ -164,6 +175,8 @@ AxisMasks movement_masks(const Node* n, size_t operand, const AxisMasks& out) {
     case ir::Movement::Gather:
     case ir::Movement::GatherElements:
       return gather_masks(n, operand, out);
+    case ir::Movement::ScatterElements:
+      return scatter_masks(n, operand, out);
     case ir::Movement::Slice:  // these keep each axis's loop variable
     case ir::Movement::Pad:
     case ir::Movement::Flip:
@@ -281,7 +294,11 @@ double node_flops(const Node* n) {
       return ir::op_cost(n->op) * static_cast<double>(n->inputs[0]->numel());
     case ir::OpKind::Matmul:
       return ir::op_cost(n->op) * numel * static_cast<double>(n->inputs[0]->shape.back());
-    case ir::OpKind::Movement:
+    case ir::OpKind::Movement:  // index arithmetic, but for scatter's fold over the axis
+      if (n->op == Op::ScatterElements)
+        return ir::op_cost(n->op) * numel *
+               static_cast<double>(n->inputs[1]->shape[static_cast<size_t>(n->attrs.i(AttrKey::axis))]);
+      return 0;
     case ir::OpKind::Input:
       return 0;
   }

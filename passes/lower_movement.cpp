@@ -213,6 +213,77 @@ NodeLowering plan_gather(LowerContext& cx, const Node* n, const Index& idx) {
   return l;
 }
 
+// scatter_elements at output element q: a reduction over the m positions k of the indices' axis
+// that folds the updates aimed at q. With p = q but p[axis] = k (the other axes clamped into the
+// indices' extent, and no match where q lies outside it), position k matches when its index,
+// wrapped once (i < 0 means i + n), equals q[axis]; an index still out of range matches nothing,
+// so its update is dropped. none: the last matching k wins, found as max(k + 1) over the matches
+// (0: none) and then read; add/mul: data combined with the sum/product of the matching updates;
+// max/min: data combined with the max/min over k of (match ? update : data), so no identity
+// constant (an infinity) is needed. The index arithmetic runs in the indices' own dtype (see
+// take_index). Every target computes this the same way, without atomics: each output element is
+// one thread's fold, in order.
+NodeLowering plan_scatter(LowerContext& cx, const Node* n, const Index& idx) {
+  const Node* x = n->inputs[0];
+  const Node* ix = n->inputs[1];
+  const Node* up = n->inputs[2];
+  if (ix->numel() == 0) return forward(x, idx);  // no update
+  NodeLowering l;
+  l.needs.emplace_back(x, idx);
+  l.build = [&cx, n, ix, up, idx](const std::vector<const Expr*>& v) {
+    IndexBuilder& ib = cx.ib();
+    kir::ExprArena& ar = cx.arena();
+    const size_t axis = axis_attr(n, AttrKey::axis);
+    const std::string& reduction = n->attrs.s(AttrKey::reduction);
+    const Expr* data = v[0];
+    const int64_t m = ix->shape[axis], len = n->shape[axis];
+    const int32_t k = ib.new_var(m);
+    Index p = idx;
+    const Expr* inside = nullptr;
+    for (size_t d = 0; d < p.size(); ++d) {
+      if (d == axis || ix->shape[d] == n->shape[d]) continue;
+      const Expr* lt = ar.alu(Alu::Lt, DType::boolean, {idx[d], ib.constant(ix->shape[d])});
+      inside = inside ? ar.alu(Alu::And, DType::boolean, {inside, lt}) : lt;
+      p[d] = ar.alu(Alu::Min, DType::i64, {idx[d], ib.constant(ix->shape[d] - 1)});
+    }
+    p[axis] = ib.var(k);
+    const Expr* j = cx.emit(ix, p);
+    const DType t = len - 1 <= std::numeric_limits<int32_t>::max() ? ix->dtype : DType::i64;
+    if (j->dtype != t) j = ar.alu(Alu::Cast, t, {j});
+    auto c = [&](int64_t value) { return ar.constant(t, static_cast<double>(value)); };
+    const Expr* negative = ar.alu(Alu::Lt, DType::boolean, {j, c(0)});
+    j = ar.alu(Alu::Where, t, {negative, ar.alu(Alu::Add, t, {j, c(len)}), j});
+    const Expr* here = t == DType::i64 ? idx[axis] : ar.alu(Alu::Cast, t, {idx[axis]});
+    const Expr* match = ar.alu(Alu::Eq, DType::boolean, {j, here});
+    if (inside) match = ar.alu(Alu::And, DType::boolean, {inside, match});
+    const DType dt = n->dtype;
+    if (reduction == "none") {
+      const Expr* step = ar.alu(Alu::Add, DType::i64, {ib.var(k), ib.constant(1)});
+      const Expr* body = ar.alu(Alu::Where, DType::i64, {match, step, ib.constant(0)});
+      const Expr* last = ar.reduce(kir::ReduceOp::Max, DType::i64, body, {k}, {m});
+      const Expr* found = ar.alu(Alu::Ne, DType::boolean, {last, ib.constant(0)});
+      Index at = p;
+      at[axis] = ar.alu(Alu::Where, DType::i64,
+                        {found, ar.alu(Alu::Sub, DType::i64, {last, ib.constant(1)}),
+                         ib.constant(0)});
+      return ar.alu(Alu::Where, dt, {found, cx.emit(up, at), data});
+    }
+    const Expr* u = cx.emit(up, p);
+    if (reduction == "add" || reduction == "mul") {
+      const bool add = reduction == "add";
+      const Expr* body = ar.alu(Alu::Where, dt, {match, u, ar.constant(dt, add ? 0 : 1)});
+      const Expr* r = ar.reduce(add ? kir::ReduceOp::Sum : kir::ReduceOp::Prod, dt, body, {k}, {m});
+      return ar.alu(add ? Alu::Add : Alu::Mul, dt, {data, r});
+    }
+    const bool max = reduction == "max";
+    KILN_CHECK(max || reduction == "min") << "scatter_elements reduction " << reduction;
+    const Expr* body = ar.alu(Alu::Where, dt, {match, u, data});
+    const Expr* r = ar.reduce(max ? kir::ReduceOp::Max : kir::ReduceOp::Min, dt, body, {k}, {m});
+    return ar.alu(max ? Alu::Max : Alu::Min, dt, {data, r});
+  };
+  return l;
+}
+
 }  // namespace
 
 NodeLowering plan_movement(LowerContext& cx, const Node* n, const Index& idx) {
@@ -244,6 +315,8 @@ NodeLowering plan_movement(LowerContext& cx, const Node* n, const Index& idx) {
     case ir::Movement::Gather:
     case ir::Movement::GatherElements:
       return plan_gather(cx, n, idx);
+    case ir::Movement::ScatterElements:
+      return plan_scatter(cx, n, idx);
   }
   return lowered(cx.arena().constant(n->dtype, 0));
 }

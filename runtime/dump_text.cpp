@@ -269,7 +269,7 @@ std::vector<std::string> group_values(const passes::FusedGroup& group, const Val
     if (n->op == ir::Op::Input || n->op == ir::Op::Full) continue;
     values.push_back(name_of(n, namer));
     ir::OpKind kind = ir::op_kind(n->op);
-    if (num_ops && kind != ir::OpKind::Movement && kind != ir::OpKind::Source) ++*num_ops;
+    if (num_ops && !ir::is_view(n->op) && kind != ir::OpKind::Source) ++*num_ops;
   }
   return values;
 }

@@ -202,6 +202,14 @@ KILN_EXPORT Tensor matmul(const Tensor& a, const Tensor& b);
 // GatherElements / torch.gather, idx of x's rank, out.shape = idx.shape.
 KILN_EXPORT Tensor gather(const Tensor& x, const Tensor& idx, int64_t axis);
 KILN_EXPORT Tensor gather_elements(const Tensor& x, const Tensor& idx, int64_t axis);
+// Indexed write (ONNX ScatterElements, numpy put_along_axis): x with, for every position p of
+// idx (i32 or i64, x's rank, no axis but `axis` longer than x's), the element at p with
+// p[axis] = idx[p] replaced by upd[p] (upd: idx's shape, x's dtype) for reduction "none", or
+// combined with it by "add", "mul", "max" or "min". An index i < 0 means i + n, once; an index
+// still outside [0, n) drops its update. Duplicate indices with "none": the last update along
+// the axis wins. Deterministic on every device (no atomics).
+KILN_EXPORT Tensor scatter_elements(const Tensor& x, const Tensor& idx, const Tensor& upd,
+                                    int64_t axis, std::string_view reduction = "none");
 // The running sum along `axis` (ONNX CumSum; negative axes count from the end): exclusive sums
 // only the elements before each one (0 first), reverse runs from the end of the axis. Any dtype
 // but bool; integer sums wrap, float sums run in order (one sequential sum per row).

@@ -287,6 +287,14 @@ KILN_EXPORT kiln_status kiln_clip(kiln_tensor x, kiln_tensor lo, kiln_tensor hi,
 /* kiln::trilu: the upper (upper 1) or lower (0) triangle of the last two axes, relative to
  * diagonal k (ONNX Trilu); the rest 0. */
 KILN_EXPORT kiln_status kiln_trilu(kiln_tensor x, int64_t k, int upper, kiln_tensor* out);
+/* Indexed write (ONNX ScatterElements): x with upd[p] written (reduction "none", or NULL) or
+ * folded ("add", "mul", "max", "min") at p with p[axis] = idx[p], for every position p of idx
+ * (i32 or i64; idx and upd of x's rank and one shape). An index i < 0 means i + n, once; an index
+ * still out of range drops its update; with "none" the last of duplicate indices along the axis
+ * wins. */
+KILN_EXPORT kiln_status kiln_scatter_elements(kiln_tensor x, kiln_tensor idx, kiln_tensor upd,
+                                              int64_t axis, const char* reduction,
+                                              kiln_tensor* out);
 /* The running sum along `axis` (ONNX CumSum); exclusive and reverse 0 or 1. */
 KILN_EXPORT kiln_status kiln_cumsum(kiln_tensor x, int64_t axis, int exclusive, int reverse,
                                     kiln_tensor* out);

@@ -126,6 +126,7 @@ _PROTOTYPES = {
     "kiln_matmul": (c_int, [_T, _T, _OUT]),
     "kiln_gather": (c_int, [_T, _T, c_int64, _OUT]),
     "kiln_gather_elements": (c_int, [_T, _T, c_int64, _OUT]),
+    "kiln_scatter_elements": (c_int, [_T, _T, _T, c_int64, c_char_p, _OUT]),
     "kiln_cumsum": (c_int, [_T, c_int64, c_int, c_int, _OUT]),
     "kiln_topk": (c_int, [_T, c_int64, c_int64, c_int, c_int, _OUT, _OUT]),
     "kiln_clip": (c_int, [_T, c_void_p, c_void_p, _OUT]),

@@ -334,6 +334,20 @@ def resize(x, size, mode="nearest", coordinate_transformation_mode="half_pixel",
     return new(out, x._dev)
 
 
+def scatter_elements(x, indices, updates, axis=0, reduction="none"):
+    """ONNX ScatterElements (numpy's put_along_axis for reduction "none", torch's scatter /
+    scatter_reduce): a copy of x with updates[p] written at p with p[axis] = indices[p] ("none"),
+    or combined with the element there ("add", "mul", "max", "min"). indices and updates have one
+    shape and x's rank. An index i < 0 means i + n, once; an index still out of range drops its
+    update; with "none" the last of duplicate indices along the axis wins."""
+    x = _tensor_arg(x)
+    idx = _indices(indices, x)
+    upd = updates if isinstance(updates, Tensor) else tensor(np.asarray(updates, dtype=x.dtype), device=x._dev)
+    out = _c_void_p()
+    check(lib.kiln_scatter_elements(x._h, idx._h, upd._h, axis, str(reduction).encode(), _byref(out)))
+    return new(out, x._dev)
+
+
 def softmax(x, axis=-1):
     return _tensor_arg(x).softmax(axis)
 
@@ -363,6 +377,6 @@ def attention(q, k, v, causal=False, scale=None):
 
 __all__ = ["tensor", "from_dlpack", "full", "zeros", "ones", "arange", "realize", "where", "cast", "sum", "mean",
            "max", "min", "prod", "argmax", "argmin", "reshape", "permute", "transpose", "expand", "broadcast_to",
-           "slice", "pad", "flip", "roll", "unfold", "concat", "concatenate", "matmul", "cumsum", "topk", "gather",
+           "slice", "pad", "flip", "roll", "unfold", "concat", "concatenate", "matmul", "cumsum", "topk", "gather", "scatter_elements",
            "gather_elements", "clip", "trilu", "triu", "tril", "resize", "softmax", "log_softmax",
            "layernorm", "attention"] + list(ELEMENTWISE)

@@ -406,6 +406,44 @@ TEST(CApi, TriluAndClip) {
             std::string::npos)
       << kiln_last_error();
   EXPECT_EQ(kiln_clip(nullptr, nullptr, nullptr, &bad), KILN_ERROR_INVALID_ARGUMENT);
+}
+
+// numpy put_along_axis for "none" (the last of duplicate indices wins), a loop for "add"; a
+// wrapped negative index and an out-of-range one (dropped).
+TEST(CApi, ScatterElements) {
+  CDevice d;
+  OPEN_OR_SKIP(d);
+  Handles h;
+  const float data[6] = {0, 1, 10, 11, 20, 21};  // [3,2]
+  const int64_t ids[4] = {2, -1, 2, 5};           // [2,2]
+  const float upd[4] = {100, 200, 300, 400};      // [2,2]
+  const int64_t ds[2] = {3, 2}, is[2] = {2, 2};
+  kiln_tensor x, i, u, none, add, bad;
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, ds, 2, data, sizeof data, &x));
+  C_OK(kiln_tensor_from_host(d.dev, KILN_I64, is, 2, ids, sizeof ids, &i));
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, is, 2, upd, sizeof upd, &u));
+  h.keep(x), h.keep(i), h.keep(u);
+  C_OK(kiln_scatter_elements(x, i, u, 0, nullptr, &none));
+  h.keep(none);
+  float out[6];
+  C_OK(kiln_tensor_to_host(none, out, sizeof out));
+  // column 0: rows 2 (100) then 2 again (300, the last wins); column 1: row 2 (200), 5 dropped
+  EXPECT_EQ(std::vector<float>(out, out + 6), (std::vector<float>{0, 1, 10, 11, 300, 200}));
+  C_OK(kiln_scatter_elements(x, i, u, -2, "add", &add));
+  h.keep(add);
+  C_OK(kiln_tensor_to_host(add, out, sizeof out));
+  EXPECT_EQ(std::vector<float>(out, out + 6), (std::vector<float>{0, 1, 10, 11, 420, 221}));
+
+  bad = reinterpret_cast<kiln_tensor>(0x1);
+  EXPECT_EQ(kiln_scatter_elements(x, i, u, 0, "sum", &bad), KILN_ERROR_INVALID_OPERATION);
+  EXPECT_NE(std::string(kiln_last_error())
+                .find("scatter_elements: reduction must be none, add, mul, max or min, got 'sum'"),
+            std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(kiln_scatter_elements(x, u, u, 0, "none", &bad), KILN_ERROR_INVALID_OPERATION);
+  EXPECT_NE(std::string(kiln_last_error()).find("indices must be i32 or i64"), std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(kiln_scatter_elements(x, i, nullptr, 0, "none", &bad), KILN_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(bad, reinterpret_cast<kiln_tensor>(0x1));
 }
 

@@ -50,6 +50,30 @@ TEST(LazyApi, EmbeddingLookupAndActivationAreOneKernel) {
   for (int p = 0; p < 6; ++p) EXPECT_EQ((*picked)[p], table[rows[p] * 8]) << p;
 }
 
+// A scatter of computed updates, then an activation: one kernel on cpu (the scatter's fold per
+// element with its producers and reader fused), values against a loop over the updates.
+TEST(LazyApi, ScatterAddAndActivationAreOneKernel) {
+  std::vector<float> x(4 * 6), u(4 * 9);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * static_cast<float>(i);
+  for (size_t i = 0; i < u.size(); ++i) u[i] = 0.01f * static_cast<float>(i) - 0.1f;
+  std::vector<int32_t> ids(4 * 9);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 5) % 15) - 7;
+  auto tx = kiln::Tensor::from_host(cpu(), std::span<const float>(x), {4, 6});
+  auto tu = kiln::Tensor::from_host(cpu(), std::span<const float>(u), {4, 9});
+  auto ti = kiln::Tensor::from_host(cpu(), std::span<const int32_t>(ids), {4, 9});
+  auto out = kiln::tanh(kiln::scatter_elements(tx, ti, tu * 2.0, 1, "add")).to_vector<float>();
+  ASSERT_TRUE(out.has_value()) << out.error().message;
+  EXPECT_EQ(cpu().last_stats().kernels, 1);
+  std::vector<double> want(x.begin(), x.end());
+  for (int r = 0; r < 4; ++r)
+    for (int k = 0; k < 9; ++k) {
+      int j = ids[r * 9 + k];
+      if (j < 0) j += 6;
+      if (j >= 0 && j < 6) want[r * 6 + j] += 2.0 * u[r * 9 + k];
+    }
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR((*out)[i], std::tanh(want[i]), 1e-5) << i;
+}
+
 TEST(LazyApi, RepeatedGraphHitsThePlanCache) {
   float first = 0;
   for (int step = 0; step < 3; ++step) {

@@ -200,6 +200,26 @@ output %j
 )");
 }
 
+TEST(KgPrinter, ScatterElementsPrintsItsReductionAsAName) {
+  Graph g;
+  KgGraph k = read_ok(g, R"(kiln.graph v1
+input %x : f32[4,5]
+input %i : i32[2,5]
+input %u : f32[2,5]
+%y = scatter_elements(%x, %i, %u, axis=-2)
+%z = scatter_elements(%y, %i, %u, reduction=max, axis=0)
+output %z
+)");
+  EXPECT_EQ(print_kg(k), R"(kiln.graph v1
+input %x : f32[4,5]
+input %i : i32[2,5]
+input %u : f32[2,5]
+%y = scatter_elements(%x, %i, %u, axis=0, reduction=none)
+%z = scatter_elements(%y, %i, %u, axis=0, reduction=max)
+output %z
+)");
+}
+
 TEST(KgPrinter, ScalarsPrintAsLiteralsOnlyWhenTheDtypeWouldSurvive) {
   Graph g;
   Builder b(g);

@@ -393,5 +393,38 @@ TEST(Lower, GatherScalarIndexAndGatherOfIndices) {
             (Buffer{2, 1, 5, 4}));
 }
 
+// scatter_elements: one kernel whose value at each output element is a reduction over the
+// indices' axis (no store but the output's), run by the kernel interpreter (which fails on any
+// out-of-range load) with a duplicate, a wrapped and two dropped indices.
+TEST(Lower, ScatterElementsIsAFoldOverTheIndicesAxis) {
+  Fixture f;
+  const Node* x = f.in({1, 5});  // iota: [0,1,2,3,4]
+  const Node* idx = f.g.input(DType::i32, {1, 6}, "idx");
+  const Node* upd = f.in({1, 6}, "upd");
+  const Buffer ids{0, -1, 0, 7, -6, 2}, ups{10, 20, 30, 40, 50, 60};
+  const std::pair<const char*, Buffer> expected[] = {{"none", {30, 1, 60, 3, 20}},
+                                                     {"add", {40, 1, 62, 3, 24}},
+                                                     {"mul", {0, 1, 120, 3, 80}},
+                                                     {"max", {30, 1, 60, 3, 20}},
+                                                     {"min", {0, 1, 2, 3, 4}}};
+  for (const auto& [red, want] : expected) {
+    const Node* y = must(f.b.scatter_elements(x, idx, upd, 1, red));
+    std::string text = kernel_text(y);
+    EXPECT_EQ(count(text, "store "), 1) << text;
+    EXPECT_EQ(count(text, "reduce."), 1) << text;
+    EXPECT_EQ(run_one_group(y, {{x, iota(5)}, {idx, ids}, {upd, ups}}), want) << red;
+  }
+  // Indices shorter than the data on the other axis: rows past them keep the data.
+  const Node* x2 = f.in({3, 2}, "x2");
+  const Node* i2 = f.g.input(DType::i64, {1, 2}, "i2");
+  const Node* u2 = f.in({1, 2}, "u2");
+  EXPECT_EQ(run_one_group(must(f.b.scatter_elements(x2, i2, u2, 1, "none")),
+                          {{x2, iota(6)}, {i2, {1, 1}}, {u2, {7, 8}}}),
+            (Buffer{0, 8, 2, 3, 4, 5}));
+  EXPECT_EQ(run_one_group(must(f.b.scatter_elements(x2, i2, u2, 0, "add")),
+                          {{x2, iota(6)}, {i2, {2, -3}}, {u2, {7, 8}}}),
+            (Buffer{0, 9, 2, 3, 11, 5}));
+}
+
 }  // namespace
 }  // namespace kiln::passes

@@ -136,7 +136,7 @@ def call_quietly(fn, *args, **kwargs):
 
 @pytest.mark.parametrize("name", ["tensor", "full", "zeros", "arange", "exp", "add", "where", "sum", "argmax",
                                   "reshape", "permute", "expand", "slice", "pad", "flip", "roll", "unfold",
-                                  "concat", "matmul", "gather", "gather_elements", "resize", "softmax", "layernorm",
+                                  "concat", "matmul", "gather", "gather_elements", "scatter_elements", "resize", "softmax", "layernorm",
                                   "attention", "cast", "from_dlpack",
                                   "realize", "dump", "run_graph"])
 def test_no_input_crashes(name):

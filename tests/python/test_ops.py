@@ -312,6 +312,87 @@ def test_gather_fuses_with_elementwise():
     assert_close(got, np.tanh(table[ids] * 2.0 + 1.0))
 
 
+def scatter_loop(a, idx, upd, axis, reduction):
+    """ONNX ScatterElements by a loop in C order of the indices: a negative index wraps once, an
+    index still out of range is dropped."""
+    out = a.copy()
+    n = a.shape[axis]
+    for p in np.ndindex(*idx.shape):
+        j = int(idx[p])
+        j = j + n if j < 0 else j
+        if not 0 <= j < n:
+            continue
+        q = list(p)
+        q[axis] = j
+        q = tuple(q)
+        u = upd[p]
+        if reduction == "none":
+            out[q] = u
+        elif reduction == "add":
+            out[q] = out[q] + u
+        elif reduction == "mul":
+            out[q] = out[q] * u
+        elif reduction == "max":
+            out[q] = np.maximum(out[q], u)
+        else:
+            out[q] = np.minimum(out[q], u)
+    return out
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_scatter_elements_is_numpy_put_along_axis(index_dtype):
+    a = data((4, 5, 6))
+    t = kiln.tensor(a)
+    for axis in range(-3, 3):
+        n = a.shape[axis]
+        shape = list(a.shape)
+        shape[axis] = 3
+        # distinct indices along the axis (numpy's put_along_axis order for duplicates is the
+        # loop's too, checked below)
+        idx = np.argsort(rng.random(a.shape), axis=axis)[tuple(slice(0, s) for s in shape)]
+        idx = (idx - n * (rng.random(shape) < 0.5)).astype(index_dtype)  # some negative
+        upd = data(tuple(shape))
+        want = a.copy()
+        np.put_along_axis(want, idx.astype(np.int64) % n, upd, axis)
+        assert_close(kiln.scatter_elements(t, idx, kiln.tensor(upd), axis), want)
+    # duplicates (the last wins, like numpy) and an out-of-range index (dropped)
+    idx = np.array([[0, 2, 0, 9, -1]], index_dtype)
+    upd = np.array([[1.0, 2.0, 3.0, 4.0, 5.0]], np.float32)
+    x = np.zeros((3, 4), np.float32)
+    want = scatter_loop(x, idx, upd, 1, "none")
+    assert want[0].tolist() == [3.0, 0.0, 2.0, 5.0]
+    assert_close(kiln.scatter_elements(kiln.tensor(x), idx, upd, axis=1), want)
+
+
+@pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
+def test_scatter_elements_reductions(reduction):
+    a = data((5, 6))
+    for axis in (0, 1, -1):
+        shape = (9, 6) if axis == 0 else (5, 9)
+        idx = rng.integers(-8, 8, shape).astype(np.int64)  # duplicates, negatives, out of range
+        upd = data(shape)
+        got = kiln.scatter_elements(kiln.tensor(a), idx, upd, axis, reduction)
+        assert_close(got, scatter_loop(a, idx, upd, axis, reduction))
+    ints = rng.integers(-100, 100, (4, 3)).astype(np.int32)
+    iu = rng.integers(-3, 3, (6, 3)).astype(np.int32)
+    idx = rng.integers(0, 4, (6, 3))
+    got = kiln.scatter_elements(kiln.tensor(ints), idx, kiln.tensor(iu), 0, reduction)
+    assert np.array_equal(got.numpy(), scatter_loop(ints, idx, iu, 0, reduction))
+
+
+def test_scatter_elements_errors_and_fusion():
+    t = kiln.tensor(data((3, 4)))
+    with pytest.raises(kiln.InvalidOperationError, match="reduction must be none, add, mul, max or min, got 'sum'"):
+        kiln.scatter_elements(t, [[0]], [[1.0]], 0, "sum")
+    with pytest.raises(kiln.InvalidOperationError, match="updates \\[1,2\\] and indices \\[1,1\\] differ in shape"):
+        kiln.scatter_elements(t, [[0]], kiln.tensor(np.zeros((1, 2))), 0)
+    a = data((8, 16))
+    idx = rng.integers(0, 16, (8, 5))
+    upd = data((8, 5))
+    got = kiln.exp(kiln.scatter_elements(kiln.tanh(kiln.tensor(a)), idx, kiln.tensor(upd) * 2.0, 1, "add"))
+    assert_close(got, np.exp(scatter_loop(np.tanh(a), idx, upd * 2.0, 1, "add")))
+
+
 def test_indexing():
     a = data((4, 5, 6))
     t = kiln.tensor(a)
