@@ -540,11 +540,12 @@ kiln_status kiln_gather_elements(kiln_tensor x, kiln_tensor idx, int64_t axis, k
 kiln_status kiln_scatter_elements(kiln_tensor x, kiln_tensor idx, kiln_tensor upd, int64_t axis,
                                   const char* reduction, kiln_tensor* out) {
   const std::string_view r = reduction ? reduction : "none";
-  return op(__func__, out,
-            [&](const kiln::Tensor& t, const kiln::Tensor& i, const kiln::Tensor& u) {
-              return kiln::scatter_elements(t, i, u, axis, r);
-            },
-            x, idx, upd);
+  return op(
+      __func__, out,
+      [&](const kiln::Tensor& t, const kiln::Tensor& i, const kiln::Tensor& u) {
+        return kiln::scatter_elements(t, i, u, axis, r);
+      },
+      x, idx, upd);
 }
 kiln_status kiln_cumsum(kiln_tensor x, int64_t axis, int exclusive, int reverse, kiln_tensor* out) {
   return op(

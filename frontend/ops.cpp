@@ -154,10 +154,10 @@ Tensor trilu(const Tensor& x, int64_t k, bool upper) {
 
 Tensor scatter_elements(const Tensor& x, const Tensor& idx, const Tensor& upd, int64_t axis,
                         std::string_view reduction) {
-  return TensorImpl::apply({&x, &idx, &upd}, [axis, r = std::string(reduction)](
-                                                   Builder& b, const Nodes& n) {
-    return b.scatter_elements(n[0], n[1], n[2], axis, r);
-  });
+  return TensorImpl::apply({&x, &idx, &upd},
+                           [axis, r = std::string(reduction)](Builder& b, const Nodes& n) {
+                             return b.scatter_elements(n[0], n[1], n[2], axis, r);
+                           });
 }
 
 Tensor cumsum(const Tensor& x, int64_t axis, bool exclusive, bool reverse) {

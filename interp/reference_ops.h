@@ -19,7 +19,8 @@ Value eval_elementwise(const ir::Node& n, const Args& args);
 Expected<Value> eval_reduce(const ir::Node& n, const Value& x);
 // Reshape, Permute, Expand, Slice, Pad, Concat, Flip, Roll, Unfold, Gather, GatherElements.
 Value eval_movement(const ir::Node& n, const Args& args);
-// ScatterElements: data with the updates written or folded in C order of the indices (ir/builder.h).
+// ScatterElements: data with the updates written or folded in C order of the indices
+// (ir/builder.h).
 Value eval_scatter(const ir::Node& n, const Value& x, const Value& idx, const Value& upd);
 // Batched matmul with broadcast batch dims.
 Value eval_matmul(const ir::Node& n, const Value& a, const Value& b);

@@ -51,8 +51,8 @@ NodeResult Builder::gather_elements(const Node* x, const Node* idx, int64_t axis
   return g_.make(Op::GatherElements, x->dtype, idx->shape, {x, idx}, Attrs{{AttrKey::axis, a}});
 }
 
-NodeResult Builder::scatter_elements(const Node* x, const Node* idx, const Node* upd,
-                                     int64_t axis, std::string_view reduction) {
+NodeResult Builder::scatter_elements(const Node* x, const Node* idx, const Node* upd, int64_t axis,
+                                     std::string_view reduction) {
   constexpr std::string_view op = "scatter_elements";
   if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" &&
       reduction != "min")

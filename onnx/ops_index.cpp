@@ -165,7 +165,9 @@ Outs scatter_nd(Context& c) {
     } else {
       valid = ok;
     }
-    if (span != 1) { KILN_ONNX_TRY(comp, E.bin(Op::Mul, comp, double(span))); }
+    if (span != 1) {
+      KILN_ONNX_TRY(comp, E.bin(Op::Mul, comp, double(span)));
+    }
     if (flat) {
       KILN_ONNX_TRY(flat, E.bin(Op::Add, flat, comp));
     } else {
@@ -209,9 +211,10 @@ Outs max_unpool(Context& c) {
     if (int64_t(padded.size()) != r) return c.fail("output_shape must have X's rank");
     for (int64_t d = 0; d < r; ++d)
       if (padded[d] < out[d] || (d < 2 && padded[d] != out[d]))
-        return c.unsupported(fmt::format("output_shape {} smaller than the unpooled {}, or with "
-                                         "other N or C",
-                                         ir::shape_str(padded), ir::shape_str(out)));
+        return c.unsupported(
+            fmt::format("output_shape {} smaller than the unpooled {}, or with "
+                        "other N or C",
+                        ir::shape_str(padded), ir::shape_str(out)));
   }
   ir::Builder& B = c.b();
   Expr E{c};
@@ -224,7 +227,8 @@ Outs max_unpool(Context& c) {
   KILN_ONNX_TRY(base, c.check(B.reshape(base, {planes, 1})));
   KILN_ONNX_TRY(base, E.bin(Op::Mul, base, double(plane)));
   KILN_ONNX_TRY(rel, E.bin(Op::Sub, rel, base));
-  // A negative relative index belongs to an earlier plane: made out of range (dropped), not wrapped.
+  // A negative relative index belongs to an earlier plane: made out of range (dropped), not
+  // wrapped.
   KILN_ONNX_TRY(const ir::Node* neg, E.bin(Op::Lt, rel, 0.0));
   KILN_ONNX_TRY(const ir::Node* dropped, E.k(double(plane), ir::DType::i64));
   KILN_ONNX_TRY(rel, c.check(B.where(neg, dropped, rel)));

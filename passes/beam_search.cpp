@@ -197,7 +197,8 @@ class Planner {
       if (reader->op == ir::Op::Matmul) return fail(p);
       if (g_[b].multi_view && !r.direct) return fail(p);
       raise(p, b, f * r.extra);
-      if ((ir::is_reduce(reader->op) || reader->op == ir::Op::ScatterElements) && slot_ >= 0 && s_.open[static_cast<size_t>(slot_)].has_matmul)
+      if ((ir::is_reduce(reader->op) || reader->op == ir::Op::ScatterElements) && slot_ >= 0 &&
+          s_.open[static_cast<size_t>(slot_)].has_matmul)
         rerun_matmuls(p, b);
       return true;
     }

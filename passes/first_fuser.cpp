@@ -47,10 +47,10 @@ void add_multi_view_values(const std::vector<const Node*>& live, NodeSet& m) {
   }
 }
 
-// Materialized nodes: graph outputs, reductions, matmuls, scans, scatters, values read through several views
-// (add_multi_view_values), and matmul operands that are not pure views of a buffer (a matmul
-// reads each operand element many times, so recomputing an elementwise operand per read would
-// multiply its cost by the other matrix's extent).
+// Materialized nodes: graph outputs, reductions, matmuls, scans, scatters, values read through
+// several views (add_multi_view_values), and matmul operands that are not pure views of a buffer (a
+// matmul reads each operand element many times, so recomputing an elementwise operand per read
+// would multiply its cost by the other matrix's extent).
 NodeSet choose_materialized(const Outputs& outputs, const std::vector<const Node*>& live) {
   NodeSet m;
   add_multi_view_values(live, m);
@@ -105,8 +105,7 @@ NodeSet materialize_all(const Outputs& outputs, const std::vector<const Node*>& 
     if (o->op != Op::Input) m.insert(o);
   for (const Node* n : live) {
     ir::OpKind kind = ir::op_kind(n->op);
-    if (kind != ir::OpKind::Input && kind != ir::OpKind::Source && !ir::is_view(n->op))
-      m.insert(n);
+    if (kind != ir::OpKind::Input && kind != ir::OpKind::Source && !ir::is_view(n->op)) m.insert(n);
   }
   return m;
 }

@@ -297,7 +297,8 @@ double node_flops(const Node* n) {
     case ir::OpKind::Movement:  // index arithmetic, but for scatter's fold over the axis
       if (n->op == Op::ScatterElements)
         return ir::op_cost(n->op) * numel *
-               static_cast<double>(n->inputs[1]->shape[static_cast<size_t>(n->attrs.i(AttrKey::axis))]);
+               static_cast<double>(
+                   n->inputs[1]->shape[static_cast<size_t>(n->attrs.i(AttrKey::axis))]);
       return 0;
     case ir::OpKind::Input:
       return 0;

@@ -263,9 +263,9 @@ NodeLowering plan_scatter(LowerContext& cx, const Node* n, const Index& idx) {
       const Expr* last = ar.reduce(kir::ReduceOp::Max, DType::i64, body, {k}, {m});
       const Expr* found = ar.alu(Alu::Ne, DType::boolean, {last, ib.constant(0)});
       Index at = p;
-      at[axis] = ar.alu(Alu::Where, DType::i64,
-                        {found, ar.alu(Alu::Sub, DType::i64, {last, ib.constant(1)}),
-                         ib.constant(0)});
+      at[axis] =
+          ar.alu(Alu::Where, DType::i64,
+                 {found, ar.alu(Alu::Sub, DType::i64, {last, ib.constant(1)}), ib.constant(0)});
       return ar.alu(Alu::Where, dt, {found, cx.emit(up, at), data});
     }
     const Expr* u = cx.emit(up, p);

@@ -42,7 +42,7 @@ void check_scatter(DType t, const ScatterShape& s, DType it, const std::string& 
 // Every axis and index shape (longer and shorter than the data along the axis, shorter on the
 // other axes, empty) with every reduction, in f32 with both index dtypes.
 TEST(ScatterConformance, EveryReductionAxisAndIndexShape) {
-  const std::vector<ScatterShape> shapes = {{{3, 5, 6}, 0}, {{4, 9, 6}, 1}, {{2, 3, 7}, 2},
+  const std::vector<ScatterShape> shapes = {{{3, 5, 6}, 0},  {{4, 9, 6}, 1}, {{2, 3, 7}, 2},
                                             {{4, 5, 6}, -1}, {{0, 5, 6}, 0}, {{4, 1, 2}, 1}};
   for (const char* r : kReductions)
     for (const ScatterShape& s : shapes)

@@ -415,8 +415,8 @@ TEST(CApi, ScatterElements) {
   OPEN_OR_SKIP(d);
   Handles h;
   const float data[6] = {0, 1, 10, 11, 20, 21};  // [3,2]
-  const int64_t ids[4] = {2, -1, 2, 5};           // [2,2]
-  const float upd[4] = {100, 200, 300, 400};      // [2,2]
+  const int64_t ids[4] = {2, -1, 2, 5};          // [2,2]
+  const float upd[4] = {100, 200, 300, 400};     // [2,2]
   const int64_t ds[2] = {3, 2}, is[2] = {2, 2};
   kiln_tensor x, i, u, none, add, bad;
   C_OK(kiln_tensor_from_host(d.dev, KILN_F32, ds, 2, data, sizeof data, &x));

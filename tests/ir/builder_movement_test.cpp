@@ -218,20 +218,19 @@ TEST_F(BuilderMovement, GatherElementsErrors) {
 }
 
 TEST_F(BuilderMovement, ScatterElementsShapes) {
-  const Node* s = ok(b.scatter_elements(x, in(DType::i64, {2, 3, 9}), in(DType::f32, {2, 3, 9}),
-                                        -1, "add"));
+  const Node* s =
+      ok(b.scatter_elements(x, in(DType::i64, {2, 3, 9}), in(DType::f32, {2, 3, 9}), -1, "add"));
   EXPECT_EQ(s->op, Op::ScatterElements);
   EXPECT_EQ(s->shape, (Shape{2, 3, 4}));  // data's shape; the scattered axis may be longer
   EXPECT_EQ(s->dtype, DType::f32);
   EXPECT_EQ(s->attrs.i(AttrKey::axis), 2);
   EXPECT_EQ(s->attrs.s(AttrKey::reduction), "add");
-  EXPECT_EQ(ok(b.scatter_elements(x, in(DType::i32, {1, 2, 0}), in(DType::f32, {1, 2, 0}), 0,
-                                  "none"))
-                ->shape,
-            (Shape{2, 3, 4}));
+  EXPECT_EQ(
+      ok(b.scatter_elements(x, in(DType::i32, {1, 2, 0}), in(DType::f32, {1, 2, 0}), 0, "none"))
+          ->shape,
+      (Shape{2, 3, 4}));
   const Node* m = in(DType::boolean, {2, 3});
-  EXPECT_EQ(ok(b.scatter_elements(m, in(DType::i32, {1, 3}), in(DType::boolean, {1, 3}), 0,
-                                  "none"))
+  EXPECT_EQ(ok(b.scatter_elements(m, in(DType::i32, {1, 3}), in(DType::boolean, {1, 3}), 0, "none"))
                 ->dtype,
             DType::boolean);
 }
@@ -242,18 +241,18 @@ TEST_F(BuilderMovement, ScatterElementsErrors) {
             "scatter_elements: indices must be i32 or i64, got f32[2,3,4]");
   EXPECT_EQ(err(b.scatter_elements(x, in(DType::i64, {2, 3}), in(DType::f32, {2, 3}), 0, "none")),
             "scatter_elements: indices [2,3] and data [2,3,4] differ in rank");
-  EXPECT_EQ(err(b.scatter_elements(x, in(DType::i64, {2, 3, 4}), in(DType::f32, {2, 3, 3}), 0,
-                                   "none")),
-            "scatter_elements: updates [2,3,3] and indices [2,3,4] differ in shape");
-  EXPECT_EQ(err(b.scatter_elements(x, in(DType::i64, {2, 3, 4}), in(DType::f64, {2, 3, 4}), 0,
-                                   "none")),
-            "scatter_elements: updates f64[2,3,4] and data f32[2,3,4] differ in dtype");
+  EXPECT_EQ(
+      err(b.scatter_elements(x, in(DType::i64, {2, 3, 4}), in(DType::f32, {2, 3, 3}), 0, "none")),
+      "scatter_elements: updates [2,3,3] and indices [2,3,4] differ in shape");
+  EXPECT_EQ(
+      err(b.scatter_elements(x, in(DType::i64, {2, 3, 4}), in(DType::f64, {2, 3, 4}), 0, "none")),
+      "scatter_elements: updates f64[2,3,4] and data f32[2,3,4] differ in dtype");
   EXPECT_EQ(err(b.scatter_elements(x, in(DType::i64, {2, 3, 4}), u, 3, "none")),
             "scatter_elements: axis 3 is out of range for shape [2,3,4]");
-  EXPECT_EQ(err(b.scatter_elements(x, in(DType::i64, {2, 4, 4}), in(DType::f32, {2, 4, 4}), 0,
-                                   "none")),
-            "scatter_elements: indices [2,4,4] are longer than data [2,3,4] on axis 1 (only axis "
-            "0 may differ)");
+  EXPECT_EQ(
+      err(b.scatter_elements(x, in(DType::i64, {2, 4, 4}), in(DType::f32, {2, 4, 4}), 0, "none")),
+      "scatter_elements: indices [2,4,4] are longer than data [2,3,4] on axis 1 (only axis "
+      "0 may differ)");
   EXPECT_EQ(err(b.scatter_elements(x, in(DType::i64, {2, 3, 4}), u, 0, "sum")),
             "scatter_elements: reduction must be none, add, mul, max or min, got 'sum'");
   const Node* m = in(DType::boolean, {2});

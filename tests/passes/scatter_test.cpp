@@ -77,7 +77,8 @@ TEST(FuseScatter, NotInsideAScanKernel) {
   const Node* s = must(f.b.scatter_elements(x, ids, u, 1, "none"));
   const Node* c = must(f.b.cumsum(s, 1, false, false));
   CostModel model{DeviceRates::reference_cpu()};
-  for (const FusionPlan& plan : {make_beam_fuser(model)->fuse({c}), make_first_fuser()->fuse({c})}) {
+  for (const FusionPlan& plan :
+       {make_beam_fuser(model)->fuse({c}), make_first_fuser()->fuse({c})}) {
     ASSERT_EQ(plan.groups.size(), 2u) << describe(plan);
     for (const FusedGroup& g : plan.groups) {
       EXPECT_FALSE(holds(g, s) && holds(g, c)) << describe(plan);

@@ -308,27 +308,32 @@ TEST(ReferenceMovement, ScatterElementsEveryReduction) {
     const Node* z = r.input(tensor(DType::f64, {3, 3}, {0, 0, 0, 0, 0, 0, 0, 0, 0}));
     const Node* i0 = r.input(tensor(it, {2, 3}, {1, 0, 2, 0, 2, 1}), "i0");
     const Node* u0 = r.input(tensor(DType::f64, {2, 3}, {1.0, 1.1, 1.2, 2.0, 2.1, 2.2}), "u0");
-    expect_values(r.eval(r.make(Op::ScatterElements, DType::f64, {3, 3}, {z, i0, u0},
-                                {{AttrKey::axis, int64_t{0}}, {AttrKey::reduction, std::string("none")}})),
-                  {2.0, 1.1, 0.0, 1.0, 0.0, 2.2, 0.0, 2.1, 1.2});
+    expect_values(
+        r.eval(r.make(Op::ScatterElements, DType::f64, {3, 3}, {z, i0, u0},
+                      {{AttrKey::axis, int64_t{0}}, {AttrKey::reduction, std::string("none")}})),
+        {2.0, 1.1, 0.0, 1.0, 0.0, 2.2, 0.0, 2.1, 1.2});
     const Node* x = r.input(tensor(DType::f32, {1, 5}, {1, 2, 3, 4, 5}), "x");
     const Node* i1 = r.input(tensor(it, {1, 6}, {0, -1, 0, 7, -6, 2}), "i1");
     const Node* u1 = r.input(tensor(DType::f32, {1, 6}, {10, 20, 30, 40, 50, 60}), "u1");
-    const std::pair<const char*, std::vector<double>> expected[] = {
-        {"none", {30, 2, 60, 4, 20}}, {"add", {41, 2, 63, 4, 25}}, {"mul", {300, 2, 180, 4, 100}},
-        {"max", {30, 2, 60, 4, 20}},  {"min", {1, 2, 3, 4, 5}}};
+    const std::pair<const char*, std::vector<double>> expected[] = {{"none", {30, 2, 60, 4, 20}},
+                                                                    {"add", {41, 2, 63, 4, 25}},
+                                                                    {"mul", {300, 2, 180, 4, 100}},
+                                                                    {"max", {30, 2, 60, 4, 20}},
+                                                                    {"min", {1, 2, 3, 4, 5}}};
     for (const auto& [red, want] : expected)
-      expect_values(r.eval(r.make(Op::ScatterElements, DType::f32, {1, 5}, {x, i1, u1},
-                                  {{AttrKey::axis, int64_t{1}}, {AttrKey::reduction, std::string(red)}})),
-                    want);
+      expect_values(
+          r.eval(r.make(Op::ScatterElements, DType::f32, {1, 5}, {x, i1, u1},
+                        {{AttrKey::axis, int64_t{1}}, {AttrKey::reduction, std::string(red)}})),
+          want);
   }
   RefGraph r;  // integer sums wrap
   const Node* x = r.input(tensor(DType::i8, {1}, {100}));
   const Node* i = r.input(tensor(DType::i32, {2}, {0, 0}), "i");
   const Node* u = r.input(tensor(DType::i8, {2}, {100, 100}), "u");
-  expect_values(r.eval(r.make(Op::ScatterElements, DType::i8, {1}, {x, i, u},
-                              {{AttrKey::axis, int64_t{0}}, {AttrKey::reduction, std::string("add")}})),
-                {44});
+  expect_values(
+      r.eval(r.make(Op::ScatterElements, DType::i8, {1}, {x, i, u},
+                    {{AttrKey::axis, int64_t{0}}, {AttrKey::reduction, std::string("add")}})),
+      {44});
 }
 
 }  // namespace
