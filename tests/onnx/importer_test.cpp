@@ -568,5 +568,51 @@ TEST(OnnxCli, RunsAndDumpsAnOnnxModel) {
   std::filesystem::remove_all(tmp);
 }
 
+// ScatterElements' max and min reductions (opset 18; the node suite has no such case) and
+// ScatterND's, with a negative index that wraps onto a duplicate: ONNX's examples and a loop.
+TEST(OnnxImporter, ScatterReductionsMaxAndMin) {
+  auto str_attr = [](std::string_view name, std::string_view v) {
+    return Msg().bytes(1, name).bytes(4, v).varint(20, 3);
+  };
+  auto i64 = [](ir::Shape shape, std::vector<int64_t> v) {
+    ir::HostTensor t = ir::HostTensor::zeros(ir::DType::i64, shape);
+    std::memcpy(t.bytes.data(), v.data(), v.size() * 8);
+    return t;
+  };
+  struct Case {
+    std::string op, reduction;
+    ir::Shape x, idx, upd;
+    std::vector<float> xs;
+    std::vector<int64_t> is;
+    std::vector<float> us, want;
+  };
+  const Case cases[] = {
+      {"ScatterElements", "max", {1, 5}, {1, 2}, {1, 2}, {1, 2, 3, 4, 5}, {1, 1}, {1.1f, 2.1f},
+       {1, 2.1f, 3, 4, 5}},
+      {"ScatterElements", "min", {1, 5}, {1, 2}, {1, 2}, {1, 2, 3, 4, 5}, {1, -4}, {1.1f, 2.1f},
+       {1, 1.1f, 3, 4, 5}},
+      {"ScatterND", "max", {4}, {3, 1}, {3}, {1, 2, 3, 4}, {3, -1, 0}, {10, 2, -5}, {1, 2, 3, 10}},
+      {"ScatterND", "min", {4}, {3, 1}, {3}, {1, 2, 3, 4}, {3, -1, 0}, {10, 2, -5}, {-5, 2, 3, 2}},
+  };
+  for (const Case& t : cases) {
+    SCOPED_TRACE(t.op + " " + t.reduction);
+    std::vector<Msg> attrs{str_attr("reduction", t.reduction)};
+    if (t.op == "ScatterElements") attrs.push_back(int_attr("axis", 1));
+    std::string bytes = model({node(t.op, {"x", "i", "u"}, {"y"}, "s", attrs)},
+                              {value_info("x", kFloat, t.x), value_info("i", kInt64, t.idx),
+                               value_info("u", kFloat, t.upd)},
+                              {value_info("y", kFloat, t.x)}, {}, 18);
+    ir::Graph g;
+    auto m = import_model(g, bytes);
+    ASSERT_TRUE(m) << m.error().message;
+    auto got = interp::evaluate_reference(
+        {m->graph.outputs[0].second}, {{m->graph.inputs[0].second, f32(t.x, t.xs)},
+                                       {m->graph.inputs[1].second, i64(t.idx, t.is)},
+                                       {m->graph.inputs[2].second, f32(t.upd, t.us)}});
+    ASSERT_TRUE(got) << got.error().message;
+    for (size_t k = 0; k < t.want.size(); ++k) EXPECT_EQ((*got)[0].get(k), t.want[k]) << k;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::onnx
