@@ -124,14 +124,9 @@ Expected<std::vector<double>> Context::floats(size_t i, std::string_view what) {
 }
 
 Expected<double> Context::scalar_of(size_t i, std::string_view what) {
-  if (!has(i)) return fail(fmt::format("input {} ({}) is missing", i, what));
-  derive_data(*in_[i]);
-  const Value& v = *in_[i];
-  if (!v.data)
-    return unsupported(fmt::format("input {} '{}' ({}) must be known at import", i,
-                                   node_->inputs[i], what));
-  if (v.data->numel() != 1) return fail(fmt::format("input {} ({}) must hold one value", i, what));
-  return v.data->get(0);
+  KILN_ONNX_TRY(std::vector<double> v, floats(i, what));
+  if (v.size() != 1) return fail(fmt::format("input {} ({}) must hold one value", i, what));
+  return v[0];
 }
 
 const AttributeProto* Context::attr(std::string_view name) {

@@ -17,6 +17,7 @@ using ir::DType;
 using ir::Node;
 using ir::Op;
 using testing::Buffer;
+using testing::holds;
 using testing::must;
 
 // The running sum of `x` (C order, `shape`) along `axis`, step by step in scan order.
@@ -106,10 +107,6 @@ TEST(LowerScan, AReadInsideItsGroupIsAnError) {
   ASSERT_FALSE(k);
   EXPECT_NE(k.error().message.find("is read inside its group"), std::string::npos)
       << k.error().message;
-}
-
-bool holds(const FusedGroup& g, const Node* n) {
-  return std::find(g.nodes.begin(), g.nodes.end(), n) != g.nodes.end();
 }
 
 // cumsum(exp(x) * 2) + 1 on the beam fuser: exp and mul join the scan's kernel (fuse-on-read),

@@ -18,11 +18,8 @@ using ir::DType;
 using ir::Node;
 using ir::Op;
 using testing::Buffer;
+using testing::holds;
 using testing::must;
-
-bool holds(const FusedGroup& g, const Node* n) {
-  return std::find(g.nodes.begin(), g.nodes.end(), n) != g.nodes.end();
-}
 
 std::string describe(const FusionPlan& plan) {
   std::string groups;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 #include <vector>
@@ -98,6 +99,11 @@ inline Buffer iota(int64_t n, double start = 0) {
   Buffer b(static_cast<size_t>(n));
   for (size_t i = 0; i < b.size(); ++i) b[i] = start + static_cast<double>(i);
   return b;
+}
+
+// Whether group g holds node n.
+inline bool holds(const passes::FusedGroup& g, const ir::Node* n) {
+  return std::find(g.nodes.begin(), g.nodes.end(), n) != g.nodes.end();
 }
 
 }  // namespace kiln::testing

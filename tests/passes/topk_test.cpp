@@ -20,6 +20,7 @@ using ir::DType;
 using ir::Node;
 using ir::Op;
 using testing::Buffer;
+using testing::holds;
 using testing::must;
 
 // The first k positions of each row of `x` (C order, `shape`) along `axis`, in the order of a
@@ -88,10 +89,6 @@ TEST(LowerTopK, KernelText) {
             "  $4 = load f32 %0[$3]\n"
             "  $5 = scan.argmin i64 (v1; v2<3) $4\n"
             "  store %1[$1] $5\n");
-}
-
-bool holds(const FusedGroup& g, const Node* n) {
-  return std::find(g.nodes.begin(), g.nodes.end(), n) != g.nodes.end();
 }
 
 // topk_indices(exp(x) * 2) on both fusers: exp and mul join the top-k kernel (fuse-on-read), and
