@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <new>
 #include <optional>
 #include <string>
@@ -563,11 +564,10 @@ kiln_status kiln_topk(kiln_tensor x, int64_t k, int64_t axis, int largest, int s
     kiln::TopK r = kiln::topk(x->tensor, k, axis, largest != 0, sorted != 0);
     kiln_tensor v = nullptr;
     if (kiln_status st = give(fn, std::move(r.values), &v); st != KILN_OK) return st;
-    if (kiln_status st = give(fn, std::move(r.indices), indices); st != KILN_OK) {
-      delete v;
-      return st;
-    }
-    *values = v;
+    // Freed if the indices fail (or throw): either both handles are set or neither.
+    std::unique_ptr<std::remove_pointer_t<kiln_tensor>> owned(v);
+    if (kiln_status st = give(fn, std::move(r.indices), indices); st != KILN_OK) return st;
+    *values = owned.release();
     return KILN_OK;
   });
 }

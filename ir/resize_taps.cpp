@@ -138,6 +138,19 @@ Expected<ResizeTaps> resize_taps(const ResizeAxis& a) {
     return make_error(fmt::format("resize: an empty axis cannot be resized to {}", a.out));
   if (a.out > 0 && !(a.scale > 0 && std::isfinite(a.scale)))
     return make_error(fmt::format("resize: scale {} must be positive and finite", a.scale));
+  // The taps are tables computed on the host (out positions x taps each): bounded up front, like
+  // the importer's other tables (2^26 entries), and so is an antialiasing filter's reach, which
+  // grows as 1/scale.
+  constexpr double kMaxTaps = double(int64_t(1) << 26);
+  if (static_cast<double>(a.out) > kMaxTaps)
+    return make_error(fmt::format("resize: {} output positions along one axis (at most {})", a.out, kMaxTaps));
+  if (a.out > 0 && a.antialias && a.scale < 1 && a.mode != ResizeMode::Nearest) {
+    const double per_position = (a.mode == ResizeMode::Cubic ? 4.0 : 2.0) / a.scale + 2;
+    if (per_position * static_cast<double>(a.out) > kMaxTaps)
+      return make_error(fmt::format("resize: antialiasing at scale {} reads {} inputs per output: {} taps in all "
+                                    "(at most {})",
+                                    a.scale, per_position, per_position * static_cast<double>(a.out), kMaxTaps));
+  }
   // Each output position's neighbours, weights and tap rows: refused up front when they would not
   // fit.
   if (!HostTensor::fits_in_memory(static_cast<double>(a.out) * 96))

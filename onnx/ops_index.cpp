@@ -202,9 +202,30 @@ Outs max_unpool(Context& c) {
   std::vector<int64_t> pads = c.attr_ints("pads").value_or(std::vector<int64_t>(2 * sp, 0));
   if (int64_t(strides.size()) != sp || int64_t(pads.size()) != 2 * sp)
     return c.fail("strides and pads must give every spatial axis");
+  // The unpooled extents, from the model's attributes: each checked before it is used, and every
+  // product bounded (kiln indexes at most 2^59 elements; the builder checks the total).
+  constexpr int64_t kMaxExtent = int64_t(1) << 40;
   ir::Shape out(x->shape.begin(), x->shape.begin() + 2);
-  for (int64_t d = 0; d < sp; ++d)
-    out.push_back((x->shape[2 + d] - 1) * strides[d] + kernel[d] - pads[d] - pads[sp + d]);
+  for (int64_t d = 0; d < sp; ++d) {
+    if (strides[d] < 1 || strides[d] > kMaxExtent || kernel[d] < 1 || kernel[d] > kMaxExtent || pads[d] < 0 ||
+        pads[sp + d] < 0 || pads[d] > kMaxExtent || pads[sp + d] > kMaxExtent)
+      return c.fail(fmt::format("spatial axis {}: kernel {}, stride {} and pads {}, {} must be positive (pads "
+                                "non-negative) and at most 2^40",
+                                d, kernel[d], strides[d], pads[d], pads[sp + d]));
+    const int64_t n = x->shape[2 + d];
+    if (n > 0 && n - 1 > kMaxExtent / strides[d])
+      return c.fail(fmt::format("spatial axis {}: {} positions at stride {} overflow", d, n, strides[d]));
+    const int64_t extent = (n - 1) * strides[d] + kernel[d] - pads[d] - pads[sp + d];
+    if (extent <= 0)
+      return c.fail(fmt::format("spatial axis {}: the unpooled extent {} is not positive", d, extent));
+    out.push_back(extent);
+  }
+  int64_t total = 1;
+  for (int64_t e : out)
+    if (e > 0 && total > (int64_t(1) << 59) / e)
+      return c.fail(fmt::format("the unpooled shape {} has too many elements", ir::shape_str(out)));
+    else
+      total *= e;
   std::vector<int64_t> padded = out;
   if (c.has(2)) {
     KILN_ONNX_TRY(padded, c.ints(2, "output_shape"));

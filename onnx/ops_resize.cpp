@@ -171,10 +171,19 @@ Outs resize(Context& c) {
     plan[d].mode = ir::ResizeMode::Nearest;  // an axis not resized is read as is
     plan[d].coord = ir::ResizeCoord::Asymmetric;
   }
+  // An output length from a double the model's scales or sizes give: refused when not finite or
+  // past the table bound before it is converted (a conversion out of range has no value).
+  auto length = [&](double v, std::string_view what) -> Expected<int64_t> {
+    if (!std::isfinite(v) || v < 0 || v > double(kMaxImportTable))
+      return c.unsupported(fmt::format("Resize: {} gives an output length of {} (at most {})", what, v, kMaxImportTable));
+    return static_cast<int64_t>(v);
+  };
   double kept = 0;  // keep_aspect_ratio_policy's one scale
   if (!sizes.empty() && policy != "stretch") {
     kept = policy == "not_larger" ? INFINITY : 0;
     for (size_t i = 0; i < n; ++i) {
+      if (x->shape[axes[i]] == 0)
+        return c.fail(fmt::format("Resize: keep_aspect_ratio_policy {} over the empty axis {}", policy, axes[i]));
       const double s = double(sizes[i]) / double(x->shape[axes[i]]);
       kept = policy == "not_larger" ? std::min(kept, s) : std::max(kept, s);
     }
@@ -194,14 +203,14 @@ Outs resize(Context& c) {
         a.scale = double(sizes[i]) / double(a.in);
       } else {
         a.scale = kept;
-        a.out = static_cast<int64_t>(kept * double(a.in) + 0.5);
+        KILN_ONNX_TRY(a.out, length(kept * double(a.in) + 0.5, "keep_aspect_ratio_policy"));
       }
     } else {
-      if (!(scales[i] > 0))
-        return c.fail(fmt::format("Resize: scale {} must be positive", scales[i]));
+      if (!(scales[i] > 0) || !std::isfinite(scales[i]))
+        return c.fail(fmt::format("Resize: scale {} must be positive and finite", scales[i]));
       a.scale = scales[i];
       const double span = crop ? a.roi_end - a.roi_start : 1.0;
-      a.out = static_cast<int64_t>(std::floor(double(a.in) * span * a.scale));
+      KILN_ONNX_TRY(a.out, length(std::floor(double(a.in) * span * a.scale), "scales"));
     }
   }
   KILN_ONNX_TRY(const ir::Node* y, resample(c, x, plan, extrapolation));
@@ -226,8 +235,10 @@ Outs upsample(Context& c) {
     return c.fail(fmt::format("Upsample: {} scales for rank {}", scales.size(), rank));
   std::vector<ir::ResizeAxis> plan(rank);
   for (int64_t d = 0; d < rank; ++d) {
-    if (!(scales[d] > 0))
-      return c.fail(fmt::format("Upsample: scale {} must be positive", scales[d]));
+    if (!(scales[d] > 0) || !std::isfinite(scales[d]) || double(x->shape[d]) * scales[d] > double(kMaxImportTable))
+      return c.unsupported(fmt::format("Upsample: scale {} of an axis of {} (positive, finite, and at most {} "
+                                       "outputs)",
+                                       scales[d], x->shape[d], kMaxImportTable));
     ir::ResizeAxis& a = plan[d];
     a.mode = mode;
     a.coord = ir::ResizeCoord::Asymmetric;

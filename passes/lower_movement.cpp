@@ -248,7 +248,7 @@ NodeLowering plan_scatter(LowerContext& cx, const Node* n, const Index& idx) {
     }
     p[axis] = ib.var(k);
     const Expr* j = cx.emit(ix, p);
-    const DType t = len - 1 <= std::numeric_limits<int32_t>::max() ? ix->dtype : DType::i64;
+    const DType t = len <= std::numeric_limits<int32_t>::max() ? ix->dtype : DType::i64;
     if (j->dtype != t) j = ar.alu(Alu::Cast, t, {j});
     auto c = [&](int64_t value) { return ar.constant(t, static_cast<double>(value)); };
     const Expr* negative = ar.alu(Alu::Lt, DType::boolean, {j, c(0)});

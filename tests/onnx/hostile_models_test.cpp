@@ -3,6 +3,8 @@
 // axis moved from an attribute to an input with another default.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "interp/reference.h"
 #include "onnx/importer.h"
 #include "tests/onnx/proto_writer.h"
@@ -43,6 +45,55 @@ TEST(OnnxHostileModels, HugeComputedTablesAreRefusedBeforeAllocating) {
                            {i64_tensor("s", {2}, {int64_t(1) << 32, int64_t(1) << 32})});
   EXPECT_NE(import_error(fill).find("onnx: node 0 'fill' (ConstantOfShape)"), std::string::npos)
       << import_error(fill);
+}
+
+Msg str_attr(std::string_view name, std::string_view v) { return Msg().bytes(1, name).bytes(4, v).varint(20, 3); }
+
+// Resize's and Upsample's output lengths and antialiasing reach come from the model: refused
+// before the taps are computed, and a scale that is not finite is an error (it was converted to
+// an integer with no value).
+TEST(OnnxHostileModels, ResizeRefusesHugeOrNonFiniteOutputs) {
+  auto resize = [](std::vector<Msg> attrs, std::vector<Msg> inits, std::vector<std::string> inputs, int opset) {
+    return model({node("Resize", inputs, {"y"}, "resize", std::move(attrs))}, {value_info("x", kFloat, {1, 1, 1, 4})},
+                 {value_info("y", kFloat, {1})}, std::move(inits), opset);
+  };
+  const std::string huge = resize({str_attr("mode", "cubic")}, {i64_tensor("sizes", {4}, {1, 1, 1, 1'000'000'000})},
+                                  {"x", "", "", "sizes"}, 13);
+  EXPECT_NE(import_error(huge).find("onnx: node 0 'resize' (Resize): "), std::string::npos) << import_error(huge);
+  EXPECT_NE(import_error(huge).find("1000000000 output positions along one axis"), std::string::npos)
+      << import_error(huge);
+  const std::string inf = resize({}, {f32_tensor("scales", {4}, {1, 1, 1, INFINITY})}, {"x", "", "scales"}, 13);
+  EXPECT_NE(import_error(inf).find("Resize: scale inf must be positive and finite"), std::string::npos)
+      << import_error(inf);
+  const std::string big_scale = resize({}, {f32_tensor("scales", {4}, {1, 1, 1, 1e30f})}, {"x", "", "scales"}, 13);
+  EXPECT_NE(import_error(big_scale).find("unsupported: Resize: scales gives an output length of"), std::string::npos)
+      << import_error(big_scale);
+  // A tiny scale over a huge crop: few outputs, but each would read 2e9 inputs when antialiased.
+  const std::string reach = model(
+      {node("Resize", {"x", "roi", "scales"}, {"y"}, "resize",
+            {str_attr("mode", "linear"), str_attr("coordinate_transformation_mode", "tf_crop_and_resize"),
+             int_attr("antialias", 1)})},
+      {value_info("x", kFloat, {1, 10})}, {value_info("y", kFloat, {1})},
+      {f32_tensor("roi", {4}, {0, 0, 1, 1e9f}), f32_tensor("scales", {2}, {1, 1e-9f})}, 18);
+  EXPECT_NE(import_error(reach).find("resize: antialiasing at scale"), std::string::npos) << import_error(reach);
+  const std::string upsample = model({node("Upsample", {"x", "scales"}, {"y"}, "up")}, {value_info("x", kFloat, {1, 4})},
+                                     {value_info("y", kFloat, {1})}, {f32_tensor("scales", {2}, {1, 2.5e8f})}, 9);
+  EXPECT_NE(import_error(upsample).find("unsupported: Upsample: scale"), std::string::npos) << import_error(upsample);
+}
+
+// MaxUnpool's strides, kernel and pads come from the model: each checked before the arithmetic.
+TEST(OnnxHostileModels, MaxUnpoolChecksItsAttributes) {
+  auto unpool = [](std::vector<int64_t> strides) {
+    return model({node("MaxUnpool", {"x", "i"}, {"y"}, "unpool",
+                       {ints_attr("kernel_shape", {2}), ints_attr("strides", strides)})},
+                 {value_info("x", kFloat, {1, 1, 3}), value_info("i", kInt64, {1, 1, 3})}, {value_info("y", kFloat, {1})});
+  };
+  EXPECT_NE(import_error(unpool({0})).find("kernel 2, stride 0 and pads 0, 0 must be positive"), std::string::npos)
+      << import_error(unpool({0}));
+  EXPECT_NE(import_error(unpool({int64_t(1) << 62})).find("must be positive (pads non-negative) and at most 2^40"),
+            std::string::npos)
+      << import_error(unpool({int64_t(1) << 62}));
+  EXPECT_EQ(import_error(unpool({2})), "imported");
 }
 
 TEST(OnnxHostileModels, EinsumRefusesADotOutsideAnEllipsis) {
