@@ -314,7 +314,8 @@ Expected<std::vector<T>> Tensor::to_vector() {
   constexpr bool is_i32 = std::is_same_v<T, int32_t>;
   if ((is_f32 && host->dtype == DType::f32) || (is_f64 && host->dtype == DType::f64) ||
       (is_i32 && host->dtype == DType::i32)) {
-    std::memcpy(out.data(), host->data(), host->bytes.size());  // same layout: no conversion
+    // Same layout: no conversion (and an empty tensor has no data to copy: memcpy of null).
+    if (!out.empty()) std::memcpy(out.data(), host->data(), host->bytes.size());
   } else {
     for (int64_t i = 0; i < host->numel(); ++i) out[i] = static_cast<T>(host->get(i));
   }
