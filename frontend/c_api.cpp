@@ -396,12 +396,14 @@ void kiln_dlpack_capsule_destructor(void* capsule) {
               cond, a, b);                                                                      \
   }
 #define KILN_API_member(fn)
+#define KILN_API_manual(fn)  // kiln_clip, below
 #define KILN_ELEMENTWISE(Enum, name, arity, dtypes, cost, api) KILN_API_##api
 #include "kiln/ops.def"
 #undef KILN_API_unary
 #undef KILN_API_binary
 #undef KILN_API_ternary
 #undef KILN_API_member
+#undef KILN_API_manual
 
 kiln_status kiln_add_scalar(kiln_tensor x, double s, kiln_tensor* out) {
   return op(__func__, out, [s](const kiln::Tensor& a) { return a + s; }, x);

@@ -1,6 +1,5 @@
 // The op functions of the public API: each records its node(s) through ir::Builder.
 #include "ir/builder_support.h"
-#include "ir/clip.h"
 #include "tensor_impl.h"
 
 namespace kiln {
@@ -73,6 +72,7 @@ Tensor reduction(Op op, const Tensor& x, std::vector<int64_t> axes, bool keepdim
 #define KILN_API_binary(fn) binary, fn
 #define KILN_API_ternary(fn) ternary, fn
 #define KILN_API_member(fn) member, fn
+#define KILN_API_manual(fn) manual, fn
 #define KILN_DEFINE(...) KILN_DEFINE_(__VA_ARGS__)
 #define KILN_DEFINE_(Enum, form, fn) KILN_DEFINE_##form(Enum, fn)
 #define KILN_DEFINE_unary(Enum, fn) \
@@ -84,18 +84,21 @@ Tensor reduction(Op op, const Tensor& x, std::vector<int64_t> axes, bool keepdim
     return ternary(Op::Enum, cond, a, b);                          \
   }
 #define KILN_DEFINE_member(Enum, fn)  // Tensor::cast, below
+#define KILN_DEFINE_manual(Enum, fn)  // clip, below
 #define KILN_ELEMENTWISE(Enum, name, arity, dtypes, cost, api) KILN_DEFINE(Enum, KILN_API_##api)
 #include "kiln/ops.def"
 #undef KILN_API_unary
 #undef KILN_API_binary
 #undef KILN_API_ternary
 #undef KILN_API_member
+#undef KILN_API_manual
 #undef KILN_DEFINE
 #undef KILN_DEFINE_
 #undef KILN_DEFINE_unary
 #undef KILN_DEFINE_binary
 #undef KILN_DEFINE_ternary
 #undef KILN_DEFINE_member
+#undef KILN_DEFINE_manual
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -137,14 +140,14 @@ Tensor clip(const Tensor& x, const std::optional<Tensor>& lo, const std::optiona
   if (hi) operands.push_back(&*hi);
   const bool has_lo = lo.has_value(), has_hi = hi.has_value();
   return TensorImpl::apply(operands, [has_lo, has_hi](Builder& b, const Nodes& n) {
-    return ir::clip(b, n[0], has_lo ? n[1] : nullptr, has_hi ? n[has_lo ? 2 : 1] : nullptr);
+    return b.clip(n[0], has_lo ? n[1] : nullptr, has_hi ? n[has_lo ? 2 : 1] : nullptr);
   });
 }
 Tensor clip(const Tensor& x, double lo, double hi) {
   return TensorImpl::apply({&x}, [lo, hi](Builder& b, const Nodes& n) -> NodeResult {
     KILN_IR_TRY(const ir::Node* l, b.scalar(lo, n[0]->dtype));
     KILN_IR_TRY(const ir::Node* h, b.scalar(hi, n[0]->dtype));
-    return ir::clip(b, n[0], l, h);
+    return b.clip(n[0], l, h);
   });
 }
 

@@ -181,6 +181,26 @@ NodeResult Builder::where(const Node* cond, const Node* a, const Node* b) {
   return g_.make(Op::Where, a->dtype, std::move(*shape), {cond, a, b}, {});
 }
 
+NodeResult Builder::clip(const Node* x, const Node* lo, const Node* hi) {
+  if (x->dtype == DType::boolean) return op_error("clip", "needs a numeric dtype, got bool");
+  for (const Node* bound : {lo, hi})
+    if (bound && bound->dtype != x->dtype)
+      return op_error("clip", "bound {}{} does not have x's dtype {}", dtype_name(bound->dtype),
+                      shape_str(bound->shape), dtype_name(x->dtype));
+  if (!lo || !hi) {
+    if (lo) return binary(Op::Max, x, lo);
+    if (hi) return binary(Op::Min, x, hi);
+    return x;
+  }
+  auto xl = broadcast_shapes(x->shape, lo->shape);
+  auto shape = xl ? broadcast_shapes(*xl, hi->shape) : std::nullopt;
+  if (!shape)
+    return op_error("clip", "shapes {}, {} and {} do not broadcast", shape_str(x->shape),
+                    shape_str(lo->shape), shape_str(hi->shape));
+  KILN_IR_OK(detail::check_numel("clip", *shape));
+  return g_.make(Op::Clip, x->dtype, std::move(*shape), {x, lo, hi}, {});
+}
+
 NodeResult Builder::cast(const Node* x, DType to) {
   return g_.make(Op::Cast, to, x->shape, {x}, Attrs{{AttrKey::to, to}});
 }

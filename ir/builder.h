@@ -56,6 +56,12 @@ class Builder {
                                          const Shape& b_shape);
   static Expected<void> check_scalar(double value, DType dtype);
   NodeResult where(const Node* cond, const Node* a, const Node* b);
+  // numpy clip / ONNX Clip: min(max(x, lo), hi), either bound optional (nullptr). Both bounds
+  // make the clip row; one alone is max or min; none is x. The NaN rules are max's and min's (a
+  // NaN in x or a bound gives NaN: numpy's maximum/minimum, torch.clamp, ONNX Clip; np.clip of
+  // numpy 1.24 ignores a NaN bound instead); lo > hi gives hi; integer dtypes clip exactly; the
+  // bounds broadcast with x and have x's dtype; bool is an error.
+  NodeResult clip(const Node* x, const Node* lo, const Node* hi);
   NodeResult cast(const Node* x, DType to);
   NodeResult scalar(double value, DType dtype);  // full(shape=[])
   NodeResult full(const Shape& shape, double value, DType dtype);

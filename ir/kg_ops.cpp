@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "ir/builder_support.h"
-#include "ir/clip.h"
 
 namespace kiln::ir {
 
@@ -126,7 +125,7 @@ NodeResult h_arange(Builder& b, const KgOpSpec&, const Xs&, const KgAttrs& a) {
   return b.arange(a.i("start", 0), a.i("end", 0), a.i("step", 1), a.dt("dtype", DType::i32));
 }
 NodeResult h_clip(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs&) {
-  return clip(b, x[0], x[1], x[2]);
+  return b.clip(x[0], x[1], x[2]);
 }
 NodeResult h_softmax(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
   return b.softmax(x[0], a.i("axis", -1));
@@ -163,6 +162,7 @@ constexpr PrimitiveCall kPrimitiveCalls[] = {
     {Op::CumSum, kCumSum, h_cumsum},
     {Op::TopKIndices, kTopK, h_topk_indices},
     {Op::ScatterElements, kScatter, h_scatter_elements},
+    {Op::Clip, {}, h_clip},
 };
 
 // Every op of kiln/ops.def but Input (graph files declare inputs with `input`, not a call).
@@ -185,7 +185,6 @@ const std::vector<KgOpSpec>& table() {
     v.insert(v.end(), {
                           {"mean", Op::Sum, 1, 1, kReduce, h_mean, false},
                           {"softmax", Op::Sum, 1, 1, kSoftmax, h_softmax, false},
-                          {"clip", Op::Max, 3, 3, {}, h_clip, false},
                           {"log_softmax", Op::Sum, 1, 1, kSoftmax, h_log_softmax, false},
                           {"layernorm", Op::Sum, 3, 3, kLayernorm, h_layernorm, false},
                           {"attention", Op::Sum, 3, 3, kAttention, h_attention, false},

@@ -144,6 +144,11 @@ template <> struct Scalar<Op::Or> {
 template <> struct Scalar<Op::Where> {
   static double eval(double c, double a, double b) { return c != 0 ? a : b; }
 };
+template <> struct Scalar<Op::Clip> {
+  static double eval(double x, double lo, double hi) {
+    return ieee_minimum(ieee_maximum(x, lo), hi);
+  }
+};
 
 struct Semantics {
   double (*unary)(double) = nullptr;

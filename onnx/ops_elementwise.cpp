@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <limits>
 
-#include "ir/clip.h"
 #include "onnx/import_context.h"
 
 namespace kiln::onnx {
@@ -408,7 +407,7 @@ Outs clip(Context& c) {
     if (c.has(1)) { KILN_ONNX_TRY(lo, c.x(1)); }
     if (c.has(2)) { KILN_ONNX_TRY(hi, c.x(2)); }
   }
-  return one(c, ir::clip(c.b(), x, lo, hi));
+  return one(c, c.b().clip(x, lo, hi));
 }
 
 }  // namespace

@@ -255,6 +255,14 @@ Expected<Value*> emit_alu(llvm::IRBuilderBase& b, const kir::Expr& e,
       if (flt) return emit_float_min(b, x, y, e.dtype);
       return b.CreateBinaryIntrinsic(is_signed ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, x,
                                      y);
+    case Alu::Clip: {  // max then min, with their NaN rules
+      if (is_bool) break;
+      if (flt) return emit_float_min(b, emit_float_max(b, x, y, e.dtype), args[2], e.dtype);
+      Value* lo = b.CreateBinaryIntrinsic(is_signed ? llvm::Intrinsic::smax : llvm::Intrinsic::umax,
+                                          x, y);
+      return b.CreateBinaryIntrinsic(is_signed ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, lo,
+                                     args[2]);
+    }
     case Alu::Eq:
     case Alu::Ne:
     case Alu::Lt:

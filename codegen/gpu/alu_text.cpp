@@ -115,6 +115,14 @@ std::string op_text(DialectText& d, Alu op, DType t, DType to, const std::vector
       if (flt) return fmt::format("{}({}, {})", d.helper("fmin", t), x[0], x[1]);
       if (is_bool) return fmt::format("({} && {})", x[0], x[1]);
       return fmt::format("({0} < {1} ? {0} : {1})", x[0], x[1]);
+    case Alu::Clip: {  // max then min, with their NaN rules
+      if (is_bool) return "";
+      if (flt)
+        return fmt::format("{}({}({}, {}), {})", d.helper("fmin", t), d.helper("fmax", t), x[0],
+                           x[1], x[2]);
+      const std::string lo = fmt::format("({0} > {1} ? {0} : {1})", x[0], x[1]);
+      return fmt::format("({0} < {1} ? {0} : {1})", lo, x[2]);
+    }
     case Alu::Eq: return compare(cls, "==", x[0], x[1]);
     case Alu::Ne: return fmt::format("(!{})", compare(cls, "==", x[0], x[1]));  // true on NaN
     case Alu::Lt: return compare(cls, "<", x[0], x[1]);

@@ -60,6 +60,9 @@ Maybe alu_range(const Expr* e, const std::vector<Range>& a) {
     }
     case Alu::Max: return Range{std::max(a[0].lo, a[1].lo), std::max(a[0].hi, a[1].hi)};
     case Alu::Min: return Range{std::min(a[0].lo, a[1].lo), std::min(a[0].hi, a[1].hi)};
+    case Alu::Clip:  // min(max(x, lo), hi) rises with each operand
+      return Range{std::min(std::max(a[0].lo, a[1].lo), a[2].lo),
+                   std::min(std::max(a[0].hi, a[1].hi), a[2].hi)};
     case Alu::Neg: return Range{-a[0].hi, -a[0].lo};
     case Alu::Abs: return Range{0, max_abs(a[0])};
     case Alu::Relu: return Range{std::max<Int>(a[0].lo, 0), std::max<Int>(a[0].hi, 0)};

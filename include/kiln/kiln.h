@@ -188,12 +188,14 @@ KILN_EXPORT Expected<void> realize(const std::vector<Tensor>& tensors);
 #define KILN_API_binary(fn) KILN_EXPORT Tensor fn(const Tensor& a, const Tensor& b);
 #define KILN_API_ternary(fn) KILN_EXPORT Tensor fn(const Tensor& cond, const Tensor& a, const Tensor& b);
 #define KILN_API_member(fn)
+#define KILN_API_manual(fn)
 #define KILN_ELEMENTWISE(Enum, name, arity, dtypes, cost, api) KILN_API_##api
 #include "kiln/ops.def"
 #undef KILN_API_unary
 #undef KILN_API_binary
 #undef KILN_API_ternary
 #undef KILN_API_member
+#undef KILN_API_manual
 KILN_EXPORT Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
 KILN_EXPORT Tensor matmul(const Tensor& a, const Tensor& b);
 // Indexed reads (idx i32 or i64; an index i < 0 reads i + n, then indices are clamped into
@@ -229,13 +231,14 @@ KILN_EXPORT TopK topk(const Tensor& x, int64_t k, int64_t axis = -1, bool larges
 // The upper (upper=true) or lower triangle of the last two axes (ONNX Trilu, numpy triu/tril):
 // x[..., i, j] where j - i >= k (upper) or j - i <= k (lower), 0 elsewhere. x of rank >= 2.
 KILN_EXPORT Tensor trilu(const Tensor& x, int64_t k = 0, bool upper = true);
-// composites, built from primitives
-// numpy clip / ONNX Clip: min(max(x, lo), hi), a bound left out (nullopt) not applied. A NaN in x
-// or a bound gives NaN; lo > hi gives hi; bounds broadcast and have x's dtype (the scalar form
-// takes x's dtype); bool is an error. Built on maximum and minimum, which fuse into one kernel.
+// numpy clip / ONNX Clip (the clip row of kiln/ops.def): min(max(x, lo), hi), a bound left out
+// (nullopt) not applied (one bound alone is maximum or minimum). A NaN in x or a bound gives NaN;
+// lo > hi gives hi; bounds broadcast and have x's dtype (the scalar form takes x's dtype); bool
+// is an error.
 KILN_EXPORT Tensor clip(const Tensor& x, const std::optional<Tensor>& lo,
                         const std::optional<Tensor>& hi);
 KILN_EXPORT Tensor clip(const Tensor& x, double lo, double hi);
+// composites, built from primitives
 KILN_EXPORT Tensor softmax(const Tensor& x, int64_t axis = -1);
 KILN_EXPORT Tensor log_softmax(const Tensor& x, int64_t axis = -1);
 KILN_EXPORT Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,

@@ -217,12 +217,14 @@ KILN_EXPORT void kiln_dlpack_capsule_destructor(void* capsule);
 #define KILN_API_ternary(fn) \
   KILN_EXPORT kiln_status kiln_##fn(kiln_tensor cond, kiln_tensor a, kiln_tensor b, kiln_tensor* out);
 #define KILN_API_member(fn)
+#define KILN_API_manual(fn) /* kiln_clip, below */
 #define KILN_ELEMENTWISE(Enum, name, arity, dtypes, cost, api) KILN_API_##api
 #include "kiln/ops.def"
 #undef KILN_API_unary
 #undef KILN_API_binary
 #undef KILN_API_ternary
 #undef KILN_API_member
+#undef KILN_API_manual
 
 /* A scalar of `x`'s dtype combined with `x`: x + s, x - s, s - x, x * s, x / s, s / x. */
 KILN_EXPORT kiln_status kiln_add_scalar(kiln_tensor x, double s, kiln_tensor* out);

@@ -112,6 +112,7 @@ int64_t expect_int(Alu op, double da, double db) {
     case Alu::Ge:
     case Alu::Cast:  // tests of their own
     case Alu::Where:
+    case Alu::Clip:
     case Alu::IDiv:
     case Alu::Mod:
       break;
@@ -211,6 +212,7 @@ double expect_float(Alu op, double a, double b) {
     case Alu::Ge:
     case Alu::Cast:  // tests of their own
     case Alu::Where:
+    case Alu::Clip:
     case Alu::IDiv:
     case Alu::Mod:
       break;
@@ -308,6 +310,7 @@ TEST(CpuAlu, EveryOpInEveryAllowedDtype) {
     for (DType t : ir::kAllDTypes) {
       if (!allowed(graph_op, t)) continue;
       if (op == Alu::Not || op == Alu::And || op == Alu::Or) continue;  // BoolLogic below
+      if (op == Alu::Clip) continue;  // ClipInEveryNumericDtype below
       check_op(op, t);
       ++checked;
     }
@@ -361,6 +364,46 @@ TEST(CpuAlu, WhereInEveryDtype) {
     for (int64_t j = 0; j < n; ++j)
       EXPECT_EQ(rel_error(res[3].get(j), to_dtype(t, cond[j] ? s[j] : other[j])), 0)
           << ir::dtype_name(t) << " element " << j;
+  }
+}
+
+// clip(x, lo, hi) over every triple of samples: min(max(x, lo), hi), NaN if any operand is NaN
+// (max's and min's rule), exact in every integer dtype (i64 too: compared as integers).
+TEST(CpuAlu, ClipInEveryNumericDtype) {
+  for (DType t : ir::kAllDTypes) {
+    if (t == DType::boolean) continue;
+    const std::vector<double> s = samples(t);
+    std::vector<double> xs, los, his;
+    for (double x : s)
+      for (double lo : s)
+        for (double hi : s) xs.push_back(x), los.push_back(lo), his.push_back(hi);
+    const int64_t n = static_cast<int64_t>(xs.size());
+    auto arena = std::make_shared<kir::ExprArena>();
+    const kir::Expr* i = arena->var(0);
+    const kir::Expr* c = arena->alu(
+        Alu::Clip, t, {arena->load(0, t, i), arena->load(1, t, i), arena->load(2, t, i)});
+    kir::Kernel k = make_kernel(
+        "clip", {in_param(t, {n}), in_param(t, {n}), in_param(t, {n}), out_param(t, {n})}, {n},
+        arena, {{3, i, c}});
+    auto res = run_kernel(k, {Buffer(t, xs), Buffer(t, los), Buffer(t, his)});
+    ASSERT_EQ(res.size(), 4u);
+    const Buffer x(t, xs), lo(t, los), hi(t, his);
+    for (int64_t j = 0; j < n; ++j) {
+      if (ir::is_float(t)) {
+        const double a = x.get(j), l = lo.get(j), h = hi.get(j);
+        const double want = std::isnan(a) || std::isnan(l) || std::isnan(h)
+                                ? kNaN
+                                : std::min(std::max(a, l), h);
+        EXPECT_EQ(rel_error(res[3].get(j), want), 0)
+            << ir::dtype_name(t) << ": clip(" << a << ", " << l << ", " << h << ") gave "
+            << res[3].get(j);
+      } else {
+        const int64_t want = std::min(std::max(x.get_int(j), lo.get_int(j)), hi.get_int(j));
+        EXPECT_EQ(res[3].get_int(j), want)
+            << ir::dtype_name(t) << ": clip(" << x.get_int(j) << ", " << lo.get_int(j) << ", "
+            << hi.get_int(j) << ")";
+      }
+    }
   }
 }
 

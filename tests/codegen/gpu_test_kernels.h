@@ -38,7 +38,7 @@ inline std::vector<Alu> binary_ops(DType t) {
   return {Alu::Add, Alu::Sub, Alu::Mul, Alu::Div, Alu::Pow, Alu::Max, Alu::Min};
 }
 
-// out_k[v0] = op_k(x[v0], y[v0]) for every op t allows, plus compares, where and casts, split
+// out_k[v0] = op_k(x[v0], y[v0]) for every op t allows, plus compares, where, clip and casts, split
 // into kernels of at most `max_outputs` outputs (devices limit storage buffers per shader).
 inline std::vector<kir::Kernel> alu_kernels(DType t, size_t max_outputs) {
   auto arena = std::make_shared<kir::ExprArena>();
@@ -75,6 +75,11 @@ inline std::vector<kir::Kernel> alu_kernels(DType t, size_t max_outputs) {
     out(DType::boolean, a.alu(op, DType::boolean, {x, y}));
   out(t, a.alu(Alu::Where, t, {a.load(2, DType::boolean, i), x, y}));
   out(t, a.alu(Alu::Where, t, {x, y, x}));  // a non-bool condition counts as != 0
+  if (!is_bool(t)) {  // clip: ordered bounds, lo > hi (gives hi), constant bounds
+    out(t, a.alu(Alu::Clip, t, {x, y, a.alu(Alu::Max, t, {x, y})}));
+    out(t, a.alu(Alu::Clip, t, {y, x, y}));
+    out(t, a.alu(Alu::Clip, t, {x, a.constant(t, 1), a.constant(t, 5)}));
+  }
   for (DType to : ir::kAllDTypes) out(to, a.alu(Alu::Cast, to, {x}));
   out(t, a.alu(is_bool(t) ? Alu::Or : Alu::Add, t, {x, a.constant(t, is_bool(t) ? 1 : -3)}));
   return ks;

@@ -67,6 +67,21 @@ TEST(OpsConformance, WhereEveryDtype) {
   }
 }
 
+// The clip row: three operands broadcast against each other; random bounds cross (lo > hi gives
+// hi) on about half the elements.
+TEST(OpsConformance, ClipEveryNumericDtypeWithBroadcast) {
+  int allowed = 0;
+  for (DType t : ir::kAllDTypes) {
+    Case c;
+    auto y = c.b.clip(c.input(t, {3, 17}), c.input(t, {3, 1}), c.input(t, {17}));
+    if (!y) continue;  // bool
+    ASSERT_EQ((*y)->op, Op::Clip);
+    ++allowed;
+    expect_matches_reference(c, {*y}, fmt::format("clip:{}", ir::dtype_name(t)));
+  }
+  EXPECT_EQ(allowed, 8);
+}
+
 TEST(OpsConformance, CastEveryPair) {
   for (DType from : ir::kAllDTypes) {
     for (DType to : ir::kAllDTypes) {

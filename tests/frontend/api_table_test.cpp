@@ -23,11 +23,12 @@ kiln::Device reference() {
 
 const std::vector<double> kA = {0.75, -1.5, 2.5, 1.0};
 const std::vector<double> kB = {2.5, -1.5, 0.75, 3.0};
+const std::vector<double> kC = {1.0, 0.0, 2.0, -2.0};
 const std::vector<double> kCond = {1, 0, 1, 0};
 
 // The row's operands: bools for logic, f64 otherwise (where: a bool condition, then f64).
 Tensor operand(Op op, int i) {
-  const std::vector<double>& v = i == 0 ? kA : kB;
+  const std::vector<double>& v = i == 0 ? kA : i == 1 ? kB : kC;
   const kiln::ir::OpDtypes d = kiln::ir::op_dtypes(op);
   if (d == kiln::ir::OpDtypes::Bool) {
     std::vector<bool> b;
@@ -40,7 +41,7 @@ Tensor operand(Op op, int i) {
 std::vector<double> operand_values(Op op, int i) {
   if (kiln::ir::op_dtypes(op) == kiln::ir::OpDtypes::Bool)
     return i == 0 ? kCond : std::vector<double>{1, 1, 0, 0};
-  return i == 0 ? kA : kB;
+  return i == 0 ? kA : i == 1 ? kB : kC;
 }
 
 void expect_row(Op op, const Tensor& got, int arity) {
@@ -77,6 +78,8 @@ TEST(ApiTable, EachElementwiseFunctionComputesItsRow) {
              3),                                                                    \
       ++checked;
 #define KILN_API_member(fn) (void)op;  // Tensor::cast, tested with the other casts
+#define KILN_API_manual(fn) /* clip: its three-tensor form */ \
+  expect_row(op, kiln::fn(operand(op, 0), operand(op, 1), operand(op, 2)), 3), ++checked;
 #define KILN_ELEMENTWISE(Enum, name, arity, dtypes, cost, api) \
   {                                                            \
     const Op op = Op::Enum;                                    \
@@ -87,12 +90,13 @@ TEST(ApiTable, EachElementwiseFunctionComputesItsRow) {
 #undef KILN_API_binary
 #undef KILN_API_ternary
 #undef KILN_API_member
-  EXPECT_EQ(checked, 34);  // every elementwise row but cast
+#undef KILN_API_manual
+  EXPECT_EQ(checked, 35);  // every elementwise row but cast
 }
 
 // The inputs tell the rows of one arity apart, so a function wired to another row fails above.
 TEST(ApiTable, InputsSeparateTheOps) {
-  for (int arity : {1, 2}) {
+  for (int arity : {1, 2, 3}) {
     std::vector<std::vector<double>> seen;
     for (int i = 0; i < kiln::ir::kOpCount; ++i) {
       const Op op = static_cast<Op>(i);

@@ -88,10 +88,14 @@ TEST_F(BuilderCall, Defaults) {
   EXPECT_EQ(ok(b.call("layernorm", {x, 1.0, 0.0}, {})),
             ok(b.layernorm(x, ok(b.scalar(1, DType::f32)), ok(b.scalar(0, DType::f32)), -1, 1e-5)));
   EXPECT_EQ(ok(b.call("attention", {x, x, x}, {})), ok(b.attention(x, x, x, false, 0.5)));
-  // clip: max then min, literal bounds in x's dtype; trilu k 0, upper
+  // clip: the clip row, literal bounds in x's dtype; trilu k 0, upper
   const Node* lo = ok(b.scalar(-1, DType::f32));
   const Node* hi = ok(b.scalar(1, DType::f32));
-  EXPECT_EQ(ok(b.call("clip", {x, -1.0, 1.0}, {})), ok(b.binary(Op::Min, ok(b.binary(Op::Max, x, lo)), hi)));
+  const Node* clipped = ok(b.call("clip", {x, -1.0, 1.0}, {}));
+  EXPECT_EQ(clipped, ok(b.clip(x, lo, hi)));
+  EXPECT_EQ(clipped->op, Op::Clip);
+  EXPECT_EQ(ok(b.clip(x, lo, nullptr)), ok(b.binary(Op::Max, x, lo)));  // one bound: max or min
+  EXPECT_EQ(ok(b.clip(x, nullptr, hi)), ok(b.binary(Op::Min, x, hi)));
   EXPECT_EQ(ok(b.call("trilu", {x}, {})), ok(b.trilu(x, 0, true)));
   // arange start 0 step 1 dtype i32; full dtype f32
   EXPECT_EQ(ok(b.call("arange", {}, Attrs{{AttrKey::end, int64_t{5}}})),

@@ -89,9 +89,19 @@ TEST(ScalarSemantics, EveryElementwiseRowEvaluates) {
     EXPECT_FALSE(std::isnan(v)) << op_enum_name(op);
     ++rows;
   }
-  EXPECT_EQ(rows, 35);
+  EXPECT_EQ(rows, 36);
   const double where_args[] = {0.0, 2.0, 3.0};
   EXPECT_EQ(eval_elementwise(Op::Where, DType::boolean, where_args), 3.0);
+  const double clip_args[][3] = {{5, 1, 3}, {-5, 1, 3}, {2, 1, 3}, {2, 3, 1}, {NAN, 1, 3}, {2, NAN, 3}};
+  const double clip_want[] = {3, 1, 2, 1, NAN, NAN};
+  for (int k = 0; k < 6; ++k) {
+    const double v = eval_elementwise(Op::Clip, DType::f32, clip_args[k]);
+    if (std::isnan(clip_want[k])) {
+      EXPECT_TRUE(std::isnan(v)) << k;
+    } else {
+      EXPECT_EQ(v, clip_want[k]) << k;
+    }
+  }
   EXPECT_EQ(unary(Op::Cast, 2.75), 2.75);  // converting is the caller's
 }
 
