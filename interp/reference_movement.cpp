@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "interp/reference_ops.h"
+#include "ir/resize_taps.h"
 
 namespace kiln::interp::reference {
 
@@ -130,6 +131,36 @@ Value trilu(const ir::Node& n, const Value& x) {
   });
 }
 
+// The taps of ir/resize_taps.h in double precision: out = sum over taps of weight * x at the
+// tap's position along the axis (nearest: the one tap's value), or the extrapolation value where a
+// crop leaves the input.
+Value resize(const ir::Node& n, const Value& x) {
+  const auto axis = static_cast<size_t>(n.attrs.i(AttrKey::axis));
+  Expected<ir::ResizeTaps> taps = ir::resize_taps(ir::resize_axis_of(n));
+  KILN_CHECK(taps) << taps.error().message;
+  const std::vector<int64_t> strides = ir::contiguous_strides(x.shape);
+  const double extrapolation = n.attrs.f(AttrKey::value);
+  Value out = make_value(n.dtype, n.shape);
+  int64_t flat = 0;
+  Index in;
+  for_each_index(n.shape, [&](const Index& o) {
+    const int64_t p = o[axis];
+    double v = 0;
+    if (!taps->inside.empty() && !taps->inside[p]) {
+      v = extrapolation;
+    } else {
+      in = o;
+      for (int64_t t = 0; t < taps->taps; ++t) {
+        in[axis] = taps->index[t * taps->out + p];
+        const double e = x.data[offset_of(in, strides)];
+        v += taps->weight.empty() ? e : taps->weight[t * taps->out + p] * e;
+      }
+    }
+    out.data[flat++] = v;
+  });
+  return out;
+}
+
 Value concat(const ir::Node& n, const Args& args) {
   const auto axis = static_cast<size_t>(n.attrs.i(AttrKey::axis));
   Value out = make_value(n.dtype, n.shape);
@@ -227,6 +258,8 @@ Value eval_movement(const ir::Node& n, const Args& args) {
       return unfold(n, x);
     case ir::Movement::Trilu:
       return trilu(n, x);
+    case ir::Movement::Resize:
+      return resize(n, x);
     case ir::Movement::Gather:  // two or three operands: handled above
     case ir::Movement::GatherElements:
     case ir::Movement::ScatterElements:

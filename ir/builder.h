@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/resize_taps.h"
 #include "kiln/error.h"
 
 namespace kiln::ir {
@@ -101,6 +102,11 @@ class Builder {
   // ONNX Trilu / numpy triu (upper) and tril: keeps x[..., i, j] where j - i >= k (upper) or
   // j - i <= k (lower) and zeros the rest; x of rank 2 or more, any dtype (bool: false).
   NodeResult trilu(const Node* x, int64_t k, bool upper);
+  // The resize row (ir/resize_taps.h): x resampled along `axis` (negative counts from the end)
+  // from a.in = x.shape[axis] to a.out positions; `extrapolation` fills the positions a
+  // tf_crop_and_resize crop leaves outside the input. Linear and cubic need a float x; nearest
+  // takes every dtype. The sizes, scale, roi and filter reach are checked (check_resize_axis).
+  NodeResult resize(const Node* x, int64_t axis, ResizeAxis a, double extrapolation = 0);
   // The running sum along `axis` (negative counts from the end): ONNX CumSum. exclusive: each
   // element sums the ones before it (0 first); reverse: the sums run from the end of the axis.
   NodeResult cumsum(const Node* x, int64_t axis, bool exclusive, bool reverse);

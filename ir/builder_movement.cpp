@@ -215,6 +215,23 @@ NodeResult Builder::trilu(const Node* x, int64_t k, bool upper) {
   return g_.make(Op::Trilu, x->dtype, x->shape, {x}, Attrs{{AttrKey::k, k}, {AttrKey::upper, upper}});
 }
 
+NodeResult Builder::resize(const Node* x, int64_t axis, ResizeAxis a, double extrapolation) {
+  KILN_IR_TRY(const int64_t d, detail::normalize_one_axis("resize", axis, x->shape));
+  if (a.in != x->shape[static_cast<size_t>(d)])
+    return op_error("resize", "axis {} of {} has {} positions, not {}", axis, shape_str(x->shape),
+                    x->shape[static_cast<size_t>(d)], a.in);
+  if (a.mode != ResizeMode::Nearest && !is_float(x->dtype))
+    return op_error("resize", "mode {} needs a floating dtype, got {}", resize_mode_name(a.mode),
+                    dtype_name(x->dtype));
+  KILN_IR_OK(check_resize_axis(a));
+  if (auto why = detail::unrepresentable(extrapolation, x->dtype))
+    return op_error("resize", "extrapolation value {} {}", extrapolation, *why);
+  Shape out = x->shape;
+  out[static_cast<size_t>(d)] = a.out;
+  KILN_IR_OK(detail::check_numel("resize", out));
+  return g_.make(Op::Resize, x->dtype, std::move(out), {x}, resize_attrs(d, a, extrapolation));
+}
+
 NodeResult Builder::matmul(const Node* a, const Node* b) {
   if (a->shape.empty() || b->shape.empty())
     return op_error("matmul", "operands must be at least 1-D, got {} and {}", shape_str(a->shape),

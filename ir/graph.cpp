@@ -30,7 +30,9 @@ constexpr std::string_view kAttrNames[] = {"axes",   "keepdim", "axis", "shape",
                                            "start",  "end",     "step", "before", "after",
                                            "value",  "to",      "dtype", "shifts", "dim",
                                            "size",   "name",    "slot", "exclusive", "reverse",
-                                           "k",      "largest", "upper", "reduction"};
+                                           "k",      "largest", "upper", "reduction",
+                                           "mode", "coord", "nearest", "scale", "roi_start",
+                                           "roi_end", "cubic_a", "exclude_outside", "antialias"};
 
 inline uint64_t mix(uint64_t h, uint64_t v) {
   // splitmix64-style combine: cheap and well distributed.

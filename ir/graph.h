@@ -76,11 +76,12 @@ Op op_of(Movement m);
 
 enum class AttrKey : uint8_t {
   axes, keepdim, axis, shape, dims, start, end, step, before, after, value, to, dtype, shifts,
-  dim, size, name, slot, exclusive, reverse, k, largest, upper, reduction
+  dim, size, name, slot, exclusive, reverse, k, largest, upper, reduction, mode, coord, nearest,
+  scale, roi_start, roi_end, cubic_a, exclude_outside, antialias
 };
 // How many keys there are (a new key goes last, and here): attr_name's table and
 // ir/kg_ops.cpp's attr_key_of walk them all.
-inline constexpr int kAttrKeyCount = static_cast<int>(AttrKey::reduction) + 1;
+inline constexpr int kAttrKeyCount = static_cast<int>(AttrKey::antialias) + 1;
 std::string_view attr_name(AttrKey k);
 using AttrValue = std::variant<int64_t, double, bool, DType, std::vector<int64_t>, std::string>;
 

@@ -32,6 +32,11 @@ constexpr KgAttrSpec kPad[] = {
 constexpr KgAttrSpec kAxis[] = {{"axis", T::Int, true}};
 constexpr KgAttrSpec kTrilu[] = {{"k", T::Int, false}, {"upper", T::Bool, false}};
 constexpr KgAttrSpec kScatter[] = {{"axis", T::Int, true}, {"reduction", T::Name, false}};
+constexpr KgAttrSpec kResize[] = {
+    {"axis", T::Int, true},         {"size", T::Int, true},          {"mode", T::Name, false},
+    {"coord", T::Name, false},      {"nearest", T::Name, false},     {"scale", T::Float, false},
+    {"roi_start", T::Float, false}, {"roi_end", T::Float, false},    {"cubic_a", T::Float, false},
+    {"exclude_outside", T::Bool, false}, {"antialias", T::Bool, false}, {"value", T::Float, false}};
 constexpr KgAttrSpec kFlip[] = {{"axes", T::Ints, true}};
 constexpr KgAttrSpec kRoll[] = {{"shifts", T::Ints, true}, {"axes", T::Ints, true}};
 constexpr KgAttrSpec kUnfold[] = {
@@ -111,6 +116,29 @@ NodeResult h_gather_elements(Builder& b, const KgOpSpec&, const Xs& x, const KgA
 NodeResult h_trilu(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
   return b.trilu(x[0], a.i("k", 0), a.b("upper", true));
 }
+// Defaults: ONNX Resize's (nearest, half_pixel, round_prefer_floor, cubic_a -0.75, the whole
+// axis as roi) and scale = size / the axis's length.
+NodeResult h_resize(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
+  KILN_IR_TRY(const int64_t axis, detail::normalize_one_axis("resize", a.i("axis", 0), x[0]->shape));
+  ResizeAxis r;
+  r.in = x[0]->shape[static_cast<size_t>(axis)];
+  r.out = a.i("size", 0);
+  KILN_IR_TRY(r.mode, parse_resize_mode(a.name("mode", "nearest")));
+  KILN_IR_TRY(r.coord, parse_resize_coord(a.name("coord", "half_pixel")));
+  const std::string_view nearest = a.name("nearest", "round_prefer_floor");
+  if (nearest == resize_nearest_name(ResizeNearest::Simple)) {
+    r.nearest = ResizeNearest::Simple;
+  } else {
+    KILN_IR_TRY(r.nearest, parse_resize_nearest(nearest));
+  }
+  r.scale = a.opt_f("scale").value_or(r.in > 0 ? double(r.out) / double(r.in) : 1.0);
+  r.roi_start = a.f("roi_start", 0.0);
+  r.roi_end = a.f("roi_end", 1.0);
+  r.cubic_a = a.f("cubic_a", -0.75);
+  r.exclude_outside = a.b("exclude_outside", false);
+  r.antialias = a.b("antialias", false);
+  return b.resize(x[0], axis, r, a.f("value", 0.0));
+}
 
 NodeResult h_scatter_elements(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) {
   return b.scatter_elements(x[0], x[1], x[2], a.i("axis", 0), a.name("reduction", "none"));
@@ -163,6 +191,7 @@ constexpr PrimitiveCall kPrimitiveCalls[] = {
     {Op::TopKIndices, kTopK, h_topk_indices},
     {Op::ScatterElements, kScatter, h_scatter_elements},
     {Op::Clip, {}, h_clip},
+    {Op::Resize, kResize, h_resize},
 };
 
 // Every op of kiln/ops.def but Input (graph files declare inputs with `input`, not a call).
@@ -207,7 +236,7 @@ std::string_view type_phrase(KgAttrType t) {
     case T::Ints:
       return "a list of integers";
     case T::Name:
-      return "one of none, add, mul, max, min";
+      return "a name (such as none, add, linear or half_pixel)";
   }
   return "?";
 }

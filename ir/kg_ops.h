@@ -12,10 +12,16 @@
 
 namespace kiln::ir {
 
-// Name: one of a fixed set of keywords (kKgNameValues), kept as a string (scatter's reduction).
+// Name: one of a fixed set of keywords (kKgNameValues), kept as a string (scatter's reduction,
+// resize's mode, coord and nearest); the op's constructor checks which names it takes.
 enum class KgAttrType : uint8_t { Int, Float, Bool, DType, Ints, Name };
 // The keywords a Name attribute takes; the `.kg` reader reads these identifiers as names.
-inline constexpr std::string_view kKgNameValues[] = {"none", "add", "mul", "max", "min"};
+inline constexpr std::string_view kKgNameValues[] = {
+    "none", "add", "mul", "max", "min",                            // scatter_elements reduction
+    "nearest", "linear", "cubic",                                  // resize mode
+    "half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",    // resize coord
+    "align_corners", "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize",
+    "round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple"};  // resize nearest
 
 struct KgAttrSpec {
   std::string_view name;

@@ -123,7 +123,7 @@ LineResult<AttrValue> parse_attr_value(Cursor& c) {
   }
   return fail(
       t,
-      fmt::format("expected an attribute value (a number, true, false, a dtype or a list), got {}",
+      fmt::format("expected an attribute value (a number, true, false, a dtype, a name or a list), got {}",
                   describe(t)));
 }
 

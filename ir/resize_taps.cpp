@@ -2,6 +2,7 @@
 // on the host in double precision.
 #include "ir/resize_taps.h"
 
+#include "ir/builder_support.h"
 #include "kiln/host_tensor.h"
 
 #include <fmt/format.h>
@@ -81,8 +82,7 @@ std::vector<double> coefficients(const ResizeAxis& a, double ratio) {
   const double s = std::min(a.scale, 1.0);
   if (a.mode == ResizeMode::Linear) {
     if (!a.antialias) return {1 - ratio, ratio};
-    const int64_t start = static_cast<int64_t>(std::floor(-1 / s) + 1);
-    const int64_t footprint = 2 - 2 * start;
+    const auto [start, footprint] = resize_footprint(a);
     std::vector<double> c(footprint);
     for (int64_t i = 0; i < footprint; ++i)
       c[i] = std::clamp(1 - std::abs((static_cast<double>(start + i) - ratio) * s), 0.0, 1.0);
@@ -96,7 +96,7 @@ std::vector<double> coefficients(const ResizeAxis& a, double ratio) {
             ((A + 2) * r - (A + 3)) * r * r + 1, ((A + 2) * q - (A + 3)) * q * q + 1,
             ((A * (q + 1) - 5 * A) * (q + 1) + 8 * A) * (q + 1) - 4 * A};
   }
-  const int64_t start = static_cast<int64_t>(std::floor(-2 / s) + 1);
+  const int64_t start = resize_footprint(a).start;
   std::vector<double> c;
   for (int64_t i = start; i < 2 - start; ++i)
     c.push_back(cubic_kernel(s * (static_cast<double>(i) - ratio), A));
@@ -124,6 +124,91 @@ std::vector<int64_t> nearest_positions(double x, int64_t k, int64_t limit) {
 
 }  // namespace
 
+ResizeFootprint resize_footprint(const ResizeAxis& a) {
+  if (a.mode == ResizeMode::Nearest) return {0, 2};
+  const double reach = a.mode == ResizeMode::Linear ? 1 : 2;
+  if (!a.antialias) return {1 - static_cast<int64_t>(reach), 2 * static_cast<int64_t>(reach)};
+  const double s = std::min(a.scale, 1.0);
+  const auto start = static_cast<int64_t>(std::floor(-reach / s) + 1);
+  return {start, 2 - 2 * start};
+}
+
+Attrs resize_attrs(int64_t axis, const ResizeAxis& a, double extrapolation) {
+  return Attrs{{AttrKey::axis, axis},
+               {AttrKey::size, a.out},
+               {AttrKey::mode, std::string(resize_mode_name(a.mode))},
+               {AttrKey::coord, std::string(resize_coord_name(a.coord))},
+               {AttrKey::nearest, std::string(resize_nearest_name(a.nearest))},
+               {AttrKey::scale, a.scale},
+               {AttrKey::roi_start, a.roi_start},
+               {AttrKey::roi_end, a.roi_end},
+               {AttrKey::cubic_a, a.cubic_a},
+               {AttrKey::exclude_outside, a.exclude_outside},
+               {AttrKey::antialias, a.antialias},
+               {AttrKey::value, extrapolation}};
+}
+
+ResizeAxis resize_axis_of(const Node& n) {
+  KILN_CHECK(n.op == Op::Resize) << op_enum_name(n.op);
+  const auto axis = static_cast<size_t>(n.attrs.i(AttrKey::axis));
+  ResizeAxis a;
+  a.in = n.inputs[0]->shape[axis];
+  a.out = n.shape[axis];
+  auto mode = parse_resize_mode(n.attrs.s(AttrKey::mode));
+  auto coord = parse_resize_coord(n.attrs.s(AttrKey::coord));
+  KILN_CHECK(mode && coord) << "resize attributes";
+  a.mode = *mode;
+  a.coord = *coord;
+  const std::string& nearest = n.attrs.s(AttrKey::nearest);
+  if (nearest == resize_nearest_name(ResizeNearest::Simple)) {
+    a.nearest = ResizeNearest::Simple;
+  } else {
+    auto r = parse_resize_nearest(nearest);
+    KILN_CHECK(r) << "resize nearest " << nearest;
+    a.nearest = *r;
+  }
+  a.scale = n.attrs.f(AttrKey::scale);
+  a.roi_start = n.attrs.f(AttrKey::roi_start);
+  a.roi_end = n.attrs.f(AttrKey::roi_end);
+  a.cubic_a = n.attrs.f(AttrKey::cubic_a);
+  a.exclude_outside = n.attrs.b(AttrKey::exclude_outside);
+  a.antialias = n.attrs.b(AttrKey::antialias);
+  return a;
+}
+
+std::string_view resize_mode_name(ResizeMode m) {
+  switch (m) {
+    case ResizeMode::Nearest: return "nearest";
+    case ResizeMode::Linear: return "linear";
+    case ResizeMode::Cubic: return "cubic";
+  }
+  return "?";
+}
+
+std::string_view resize_coord_name(ResizeCoord c) {
+  switch (c) {
+    case ResizeCoord::HalfPixel: return "half_pixel";
+    case ResizeCoord::HalfPixelSymmetric: return "half_pixel_symmetric";
+    case ResizeCoord::PytorchHalfPixel: return "pytorch_half_pixel";
+    case ResizeCoord::AlignCorners: return "align_corners";
+    case ResizeCoord::Asymmetric: return "asymmetric";
+    case ResizeCoord::TfHalfPixelForNn: return "tf_half_pixel_for_nn";
+    case ResizeCoord::TfCropAndResize: return "tf_crop_and_resize";
+  }
+  return "?";
+}
+
+std::string_view resize_nearest_name(ResizeNearest n) {
+  switch (n) {
+    case ResizeNearest::RoundPreferFloor: return "round_prefer_floor";
+    case ResizeNearest::RoundPreferCeil: return "round_prefer_ceil";
+    case ResizeNearest::Floor: return "floor";
+    case ResizeNearest::Ceil: return "ceil";
+    case ResizeNearest::Simple: return "simple";
+  }
+  return "?";
+}
+
 bool ResizeTaps::identity(int64_t in) const {
   if (taps != 1 || out != in || !inside.empty()) return false;
   for (int64_t x = 0; x < out; ++x)
@@ -131,7 +216,13 @@ bool ResizeTaps::identity(int64_t in) const {
   return true;
 }
 
-Expected<ResizeTaps> resize_taps(const ResizeAxis& a) {
+bool resize_is_identity(const ResizeAxis& a) {
+  if (a.in != a.out || a.scale != 1 || a.coord == ResizeCoord::TfCropAndResize) return false;
+  Expected<ResizeTaps> taps = resize_taps(a);
+  return taps && taps->identity(a.in);
+}
+
+Expected<void> check_resize_axis(const ResizeAxis& a) {
   if (a.in < 0 || a.out < 0)
     return make_error(fmt::format("resize: sizes {} -> {} are negative", a.in, a.out));
   if (a.in == 0 && a.out > 0)
@@ -151,6 +242,14 @@ Expected<ResizeTaps> resize_taps(const ResizeAxis& a) {
                                     "(at most {})",
                                     a.scale, per_position, per_position * static_cast<double>(a.out), kMaxTaps));
   }
+  if (!std::isfinite(a.roi_start) || !std::isfinite(a.roi_end) || !std::isfinite(a.cubic_a))
+    return make_error(fmt::format("resize: roi [{}, {}] and cubic coefficient {} must be finite",
+                                  a.roi_start, a.roi_end, a.cubic_a));
+  return {};
+}
+
+Expected<ResizeTaps> resize_taps(const ResizeAxis& a) {
+  KILN_IR_OK(check_resize_axis(a));
   // Each output position's neighbours, weights and tap rows: refused up front when they would not
   // fit.
   if (!HostTensor::fits_in_memory(static_cast<double>(a.out) * 96))

@@ -1,13 +1,15 @@
-// Resampling taps of one resized axis (ONNX Resize and Upsample, torch interpolate): for every
-// output position, the input positions it reads and their weights. They are computed on the host
-// when a resize is recorded (kiln::resize) or imported (onnx/ops_resize.cpp), and the graph reads
-// them as constants: one gather per tap along the axis, weighted and summed by elementwise ops.
+// Resampling of one axis (ONNX Resize and Upsample, torch interpolate), the meaning of the resize
+// row of kiln/ops.def: its parameters (ResizeAxis, kept as the node's attributes), and its taps
+// (for every output position, the input positions it reads and their weights) as ONNX's reference
+// computes them in double precision. The reference interpreter evaluates the row with these taps;
+// the kernels compute the same coordinates and weights per element (passes/lower_resize.cpp).
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 #include <vector>
 
+#include "ir/graph.h"
 #include "kiln/error.h"
 
 namespace kiln::ir {
@@ -60,10 +62,34 @@ struct ResizeTaps {
 // does (the K nearest input positions of each output coordinate, edge positions repeated); taps
 // whose weight is zero everywhere are dropped. Errors: sizes, scale or roi out of range.
 Expected<ResizeTaps> resize_taps(const ResizeAxis& axis);
+// Whether the axis reads each input position once, in order, with weight 1 (a resize that can be
+// left out).
+bool resize_is_identity(const ResizeAxis& axis);
+// The checks resize_taps makes of its sizes, scale, roi and filter reach (a bound of 2^26 taps
+// along one axis), without computing the taps.
+Expected<void> check_resize_axis(const ResizeAxis& axis);
+
+// The filter of a linear or cubic axis: output position x reads the `taps` input positions
+// f + start + i (i < taps, clamped into [0, in)), where f = floor(c) of its coordinate c (c - 1
+// when c is an integer, whose fraction then counts as 1). Linear 2 taps from 0, cubic 4 from -1;
+// antialiasing widens both by 1/scale when downscaling.
+struct ResizeFootprint {
+  int64_t start = 0;
+  int64_t taps = 0;
+};
+ResizeFootprint resize_footprint(const ResizeAxis& a);
+
+// The resize row's attributes for `axis` (ResizeAxis's fields, every one, and `value`, the
+// extrapolation value), and the ResizeAxis a resize node stands for (in and out from its shapes).
+Attrs resize_attrs(int64_t axis, const ResizeAxis& a, double extrapolation);
+ResizeAxis resize_axis_of(const Node& n);
 
 // The names ONNX and kiln's APIs use ("nearest", "half_pixel", "round_prefer_floor", ...).
 Expected<ResizeMode> parse_resize_mode(std::string_view name);
 Expected<ResizeCoord> parse_resize_coord(std::string_view name);
 Expected<ResizeNearest> parse_resize_nearest(std::string_view name);
+std::string_view resize_mode_name(ResizeMode m);
+std::string_view resize_coord_name(ResizeCoord c);
+std::string_view resize_nearest_name(ResizeNearest n);  // Simple: "simple" (Upsample's rule)
 
 }  // namespace kiln::ir

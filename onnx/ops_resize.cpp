@@ -1,7 +1,6 @@
-// ONNX Resize (opsets 10-19) and Upsample (7, 9): each resized axis is one gather per filter tap
-// of constant indices, weighted by constants and summed (ir/resize_taps.h computes both at
-// import); axes are separable, so an n-d resize is these per-axis steps in sequence, which the
-// fuser inlines into one kernel like any chain of views and elementwise ops.
+// ONNX Resize (opsets 10-19) and Upsample (7, 9): each resized axis is one resize row of kiln's op
+// table (ir/resize_taps.h); axes are separable, so an n-d resize is these per-axis steps in
+// sequence, which the fuser inlines into one kernel like any chain of views and elementwise ops.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,69 +15,15 @@ namespace {
 
 using ir::Op;
 
-// A constant of x's rank - axis shape [n, 1, ..., 1], so it broadcasts along `axis`.
-ir::Shape along(int64_t n, int64_t axis, int64_t rank) {
-  ir::Shape s(rank - axis, 1);
-  s[0] = n;
-  return s;
-}
-
-Expected<const ir::Node*> constant(Context& c, ir::HostTensor t, const std::string& name) {
-  Value v = Context::constant(std::move(t));
-  return c.materialize(v, name);
-}
-
-// x resampled along every axis of `axes` (one entry per axis of x), then the extrapolation
-// value wherever a crop (tf_crop_and_resize) falls outside the input.
+// x resampled along every axis of `axes` (one entry per axis of x): one resize row per axis
+// that moves, the last axis first as ONNX's reference interpolates (so a crop's extrapolation
+// value along an inner axis is what the outer axes interpolate, as there).
 Expected<const ir::Node*> resample(Context& c, const ir::Node* x,
                                    const std::vector<ir::ResizeAxis>& axes, double extrapolation) {
-  ir::Builder& B = c.b();
-  const int64_t rank = static_cast<int64_t>(x->shape.size());
-  const std::string base = c.node().outputs.empty() ? "resize" : c.node().outputs[0];
   const ir::Node* y = x;
-  const ir::Node* inside = nullptr;
-  for (int64_t d = 0; d < rank; ++d) {
-    Expected<ir::ResizeTaps> taps = ir::resize_taps(axes[d]);
-    if (!taps) return c.fail(taps.error().message);
-    if (taps->identity(axes[d].in)) continue;
-    const int64_t out = taps->out;
-    const ir::Node* acc = nullptr;
-    for (int64_t t = 0; t < std::max<int64_t>(taps->taps, 1); ++t) {
-      ir::HostTensor idx = ir::HostTensor::zeros(ir::DType::i64, {out});
-      if (t < taps->taps)
-        std::copy_n(taps->index.begin() + t * out, out, reinterpret_cast<int64_t*>(idx.data()));
-      KILN_ONNX_TRY(const ir::Node* i,
-                    constant(c, std::move(idx), fmt::format("{}_index{}_{}", base, d, t)));
-      KILN_ONNX_TRY(const ir::Node* g, c.check(B.gather(y, i, d)));
-      if (!taps->weight.empty()) {
-        ir::HostTensor w = ir::HostTensor::zeros(x->dtype, along(out, d, rank));
-        for (int64_t k = 0; k < out; ++k) w.set(k, taps->weight[t * out + k]);
-        KILN_ONNX_TRY(const ir::Node* wn,
-                      constant(c, std::move(w), fmt::format("{}_weight{}_{}", base, d, t)));
-        KILN_ONNX_TRY(g, c.check(B.binary(Op::Mul, g, wn)));
-      }
-      if (acc) {
-        KILN_ONNX_TRY(acc, c.check(B.binary(Op::Add, acc, g)));
-      } else {
-        acc = g;
-      }
-    }
-    y = acc;
-    if (!taps->inside.empty()) {
-      ir::HostTensor m = ir::HostTensor::zeros(ir::DType::boolean, along(out, d, rank));
-      for (int64_t k = 0; k < out; ++k) m.set(k, taps->inside[k]);
-      KILN_ONNX_TRY(const ir::Node* mn,
-                    constant(c, std::move(m), fmt::format("{}_inside{}", base, d)));
-      if (inside) {
-        KILN_ONNX_TRY(inside, c.check(B.binary(Op::And, inside, mn)));
-      } else {
-        inside = mn;
-      }
-    }
-  }
-  if (inside) {
-    KILN_ONNX_TRY(const ir::Node* e, c.check(B.scalar(extrapolation, x->dtype)));
-    KILN_ONNX_TRY(y, c.check(B.where(inside, y, e)));
+  for (size_t d = axes.size(); d-- > 0;) {
+    if (ir::resize_is_identity(axes[d])) continue;
+    KILN_ONNX_TRY(y, c.check(c.b().resize(y, static_cast<int64_t>(d), axes[d], extrapolation)));
   }
   return y;
 }

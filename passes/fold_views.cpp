@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "ir/resize_taps.h"
 #include "passes/passes.h"
 #include "passes/rewrite.h"
 
@@ -113,6 +114,8 @@ const Node* fold_view(ir::Graph& g, const Node* n) {
     }
     case ir::Movement::Trilu:
       return keeps_everything(n, x) ? x : n;
+    case ir::Movement::Resize:
+      return ir::resize_is_identity(ir::resize_axis_of(*n)) ? x : n;
     case ir::Movement::Unfold:  // windows of y: nothing to fold
     case ir::Movement::Gather:  // reads at loaded positions: nothing to fold
     case ir::Movement::GatherElements:

@@ -183,6 +183,7 @@ AxisMasks movement_masks(const Node* n, size_t operand, const AxisMasks& out) {
     case ir::Movement::Roll:
     case ir::Movement::Concat:
     case ir::Movement::Trilu:
+    case ir::Movement::Resize:  // its position along the axis comes from the reader's
       break;
   }
   return AxisMasks(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(in.size()));

@@ -94,5 +94,7 @@ Index broadcast_index(IndexBuilder& ib, const Index& idx, const ir::Shape& from)
 
 // A movement op as index remapping (with guarded selects for pad and concat).
 NodeLowering plan_movement(LowerContext& cx, const ir::Node* n, const Index& idx);
+// The resize row (passes/lower_resize.cpp).
+NodeLowering plan_resize(LowerContext& cx, const ir::Node* n, const Index& idx);
 
 }  // namespace kiln::passes

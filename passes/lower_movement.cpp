@@ -312,6 +312,8 @@ NodeLowering plan_movement(LowerContext& cx, const Node* n, const Index& idx) {
       return forward(x, unfold_index(ib, n, idx));
     case ir::Movement::Trilu:
       return plan_trilu(cx, n, idx);
+    case ir::Movement::Resize:
+      return plan_resize(cx, n, idx);
     case ir::Movement::Gather:
     case ir::Movement::GatherElements:
       return plan_gather(cx, n, idx);

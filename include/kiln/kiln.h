@@ -252,9 +252,9 @@ KILN_EXPORT Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
 // "tf_crop_and_resize" (whole axes); nearest_mode: "round_prefer_floor", "round_prefer_ceil",
 // "floor" or "ceil". torch's nearest is ("nearest", "asymmetric", "floor"), nearest-exact
 // ("nearest", "half_pixel", "round_prefer_ceil"), bilinear ("linear", "pytorch_half_pixel" or
-// "align_corners"). A composite: each resized axis is one gather per filter tap of indices
-// computed when it is recorded, weighted by constants and summed, so the fuser sees through it
-// (an upsample and the elementwise ops around it are one kernel).
+// "align_corners"). Each resized axis is one resize op (kiln/ops.def), the last axis first; the
+// fuser inlines it into its readers like a view (an upsample and the elementwise ops around it
+// are one kernel).
 KILN_EXPORT Tensor resize(const Tensor& x, std::vector<int64_t> sizes,
                           std::string_view mode = "nearest",
                           std::string_view coordinate_transformation_mode = "half_pixel",

@@ -64,15 +64,15 @@ const ErrorCase kCases[] = {
     {kHead + "input %m : bool[3]\n%y = topk_indices(%m, k=1)\n",
      "g.kg:4:6: error: topk_indices: needs a numeric dtype, got bool"},
     {kHead + "input %i : i64[3,4]\n%y = scatter_elements(%x, %i, %x, axis=0, reduction=sum)\n",
-     "g.kg:4:53: error: expected an attribute value (a number, true, false, a dtype or a list), "
+     "g.kg:4:53: error: expected an attribute value (a number, true, false, a dtype, a name or a list), "
      "got 'sum'"},
     {kHead + "input %i : i64[3,4]\n%y = scatter_elements(%x, %i, %x, axis=0, reduction=1)\n",
-     "g.kg:4:6: error: scatter_elements: attribute 'reduction' must be one of none, add, mul, "
-     "max, min, got 1"},
+     "g.kg:4:6: error: scatter_elements: attribute 'reduction' must be a name (such as none, "
+     "add, linear or half_pixel), got 1"},
     {kHead + "input %i : i64[3,4]\n%y = scatter_elements(%x, %i, axis=0)\n",
      "g.kg:4:6: error: scatter_elements: expected 3 operands, got 2"},
     {kHead + "%y = cast(%x, to=f99)\n",
-     "g.kg:3:18: error: expected an attribute value (a number, true, false, a dtype or a list), "
+     "g.kg:3:18: error: expected an attribute value (a number, true, false, a dtype, a name or a list), "
      "got 'f99'"},
     {kHead + "%y = sum(%x, keepdim=true, %x)\n",
      "g.kg:3:28: error: operands must come before the attributes"},
