@@ -125,12 +125,7 @@ NodeResult h_resize(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs& a) 
   r.out = a.i("size", 0);
   KILN_IR_TRY(r.mode, parse_resize_mode(a.name("mode", "nearest")));
   KILN_IR_TRY(r.coord, parse_resize_coord(a.name("coord", "half_pixel")));
-  const std::string_view nearest = a.name("nearest", "round_prefer_floor");
-  if (nearest == resize_nearest_name(ResizeNearest::Simple)) {
-    r.nearest = ResizeNearest::Simple;
-  } else {
-    KILN_IR_TRY(r.nearest, parse_resize_nearest(nearest));
-  }
+  KILN_IR_TRY(r.nearest, parse_resize_nearest(a.name("nearest", "round_prefer_floor"), true));
   r.scale = a.opt_f("scale").value_or(r.in > 0 ? double(r.out) / double(r.in) : 1.0);
   r.roi_start = a.f("roi_start", 0.0);
   r.roi_end = a.f("roi_end", 1.0);

@@ -159,14 +159,9 @@ ResizeAxis resize_axis_of(const Node& n) {
   KILN_CHECK(mode && coord) << "resize attributes";
   a.mode = *mode;
   a.coord = *coord;
-  const std::string& nearest = n.attrs.s(AttrKey::nearest);
-  if (nearest == resize_nearest_name(ResizeNearest::Simple)) {
-    a.nearest = ResizeNearest::Simple;
-  } else {
-    auto r = parse_resize_nearest(nearest);
-    KILN_CHECK(r) << "resize nearest " << nearest;
-    a.nearest = *r;
-  }
+  auto nearest = parse_resize_nearest(n.attrs.s(AttrKey::nearest), true);
+  KILN_CHECK(nearest) << "resize nearest " << n.attrs.s(AttrKey::nearest);
+  a.nearest = *nearest;
   a.scale = n.attrs.f(AttrKey::scale);
   a.roi_start = n.attrs.f(AttrKey::roi_start);
   a.roi_end = n.attrs.f(AttrKey::roi_end);
@@ -343,7 +338,8 @@ Expected<ResizeCoord> parse_resize_coord(std::string_view name) {
       name));
 }
 
-Expected<ResizeNearest> parse_resize_nearest(std::string_view name) {
+Expected<ResizeNearest> parse_resize_nearest(std::string_view name, bool simple) {
+  if (simple && name == resize_nearest_name(ResizeNearest::Simple)) return ResizeNearest::Simple;
   if (name == "round_prefer_floor") return ResizeNearest::RoundPreferFloor;
   if (name == "round_prefer_ceil") return ResizeNearest::RoundPreferCeil;
   if (name == "floor") return ResizeNearest::Floor;

@@ -87,7 +87,8 @@ ResizeAxis resize_axis_of(const Node& n);
 // The names ONNX and kiln's APIs use ("nearest", "half_pixel", "round_prefer_floor", ...).
 Expected<ResizeMode> parse_resize_mode(std::string_view name);
 Expected<ResizeCoord> parse_resize_coord(std::string_view name);
-Expected<ResizeNearest> parse_resize_nearest(std::string_view name);
+// `simple`: "simple" (Upsample's rule; not an ONNX nearest_mode) is accepted too.
+Expected<ResizeNearest> parse_resize_nearest(std::string_view name, bool simple = false);
 std::string_view resize_mode_name(ResizeMode m);
 std::string_view resize_coord_name(ResizeCoord c);
 std::string_view resize_nearest_name(ResizeNearest n);  // Simple: "simple" (Upsample's rule)
