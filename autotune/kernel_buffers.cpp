@@ -68,6 +68,18 @@ std::optional<std::string> compare_floats(const kir::Param& p, size_t index,
 
 }  // namespace
 
+double benchmark_bytes(const kir::Kernel& kernel) {
+  double bytes = 0;
+  for (const kir::Param& p : kernel.params)
+    bytes += static_cast<double>(ir::shape_numel(p.shape)) * ir::dtype_size(p.dtype) *
+             (p.output ? 3 : 1);
+  return bytes;
+}
+
+bool fits_on_host(const kir::Kernel& kernel) {
+  return ir::HostTensor::fits_in_memory(benchmark_bytes(kernel));
+}
+
 KernelBuffers random_buffers(const kir::Kernel& kernel, uint64_t seed) {
   Random r{seed};
   KernelBuffers out;

@@ -20,6 +20,11 @@ using KernelBuffers = std::vector<ir::HostTensor>;
 // [-2, 2] rounded to the dtype, integers in [-8, 8] ([0, 16] for u8, small enough that no
 // arithmetic on a few of them overflows), bools 0/1. The same seed gives the same bytes.
 KernelBuffers random_buffers(const kir::Kernel& kernel, uint64_t seed);
+// The host bytes benchmarking `kernel` takes (every parameter, and two more copies of each output:
+// the default candidate's and the one under test), and whether the host can hold them. A kernel
+// that does not fit is not tuned: it runs with the default schedule.
+double benchmark_bytes(const kir::Kernel& kernel);
+bool fits_on_host(const kir::Kernel& kernel);
 
 // Relative tolerance (of an output's largest finite magnitude) for float dtypes: 1e-4 for f32 and
 // f64 (vector widths reassociate reductions), about two units in the last place for f16 (2e-3)

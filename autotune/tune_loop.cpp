@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <new>
 
+#include "autotune/kernel_buffers.h"
 #include "autotune/sampler.h"
 #include "autotune/scorer.h"
 
@@ -215,7 +217,15 @@ Expected<TuneDecision> tune_kernel(CandidateBench& bench, const kir::Kernel& ker
                                    const std::vector<TuneCandidate>& space, Level level,
                                    double roofline_ms, const ParallelFor& parallel_for,
                                    const TuneOptions& options) {
-  return TuneLoop(bench, kernel, space, level, roofline_ms, parallel_for, options).run();
+  if (!fits_on_host(kernel))
+    return make_error(fmt::format("autotune: kernel '{}' needs {:.0f} bytes of host buffers to be "
+                                  "benchmarked, more than the host holds",
+                                  kernel.name, benchmark_bytes(kernel)));
+  try {
+    return TuneLoop(bench, kernel, space, level, roofline_ms, parallel_for, options).run();
+  } catch (const std::bad_alloc&) {
+    return make_error(fmt::format("autotune: out of host memory benchmarking kernel '{}'", kernel.name));
+  }
 }
 
 }  // namespace kiln::autotune

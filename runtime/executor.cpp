@@ -5,6 +5,7 @@
 #include <chrono>
 #include <fmt/format.h>
 
+#include "autotune/kernel_buffers.h"
 #include "autotune/roofline.h"
 #include "runtime/cache_keys.h"
 #include "runtime/cpu_target.h"
@@ -116,7 +117,8 @@ cache::KeyParts Executor::stored_plan_key(const StructuralKey& key, const std::s
 }
 
 codegen::TuneParams Executor::schedule(const kir::Kernel& kernel, int* tuned) {
-  if (!decisions_) return {};
+  // A kernel the host cannot hold for benchmarking runs with the default schedule, untuned.
+  if (!decisions_ || !autotune::fits_on_host(kernel)) return {};
   const autotune::Level level = options_.autotune_level;
   return decisions_->winner(kernel.name, autotune_key(*target_, kernel, level), [&] {
     const passes::DeviceRates& rates = device_rates();

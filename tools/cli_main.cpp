@@ -97,7 +97,7 @@ int kiln_tool_main(int argc, char** argv) {
   std::vector<std::string> input_args;
   auto* run_cmd = app.add_subcommand("run", "Run a .kg graph and write or print its outputs");
   run_cmd->add_option("graph", run.graph_path, "The .kg graph file or .onnx model")->required();
-  run_cmd->add_option("--input", input_args, "NAME=PATH.npy for a graph input (repeatable)");
+  run_cmd->add_option("--input", input_args, "NAME=PATH.npy (or an ONNX TensorProto PATH.pb) for a graph input (repeatable)");
   run_cmd->add_flag("--random-inputs", run.inputs.random, "Fill unbound inputs with seeded random data");
   run_cmd->add_option("--seed", run.inputs.seed, "Seed for --random-inputs")->default_val(0);
   run_cmd->add_option("--device", run.device, "cpu, reference, vulkan:N or cuda:N (see kiln devices)")

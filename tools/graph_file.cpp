@@ -23,7 +23,7 @@ Expected<GraphFile> read_graph_file(ir::Graph& g, const std::string& path, const
   onnx::ImportOptions options;
   if (inputs)
     for (const auto& [name, file] : inputs->files) {
-      auto t = read_npy(file);
+      auto t = read_input_file(file);
       if (!t) return std::unexpected(t.error());
       options.input_values.emplace(name, std::move(*t));
     }

@@ -6,14 +6,31 @@
 #include <new>
 #include <random>
 
+#include <fstream>
+#include <sstream>
+
+#include "onnx/proto.h"
 #include "tools/npy.h"
 
 namespace kiln::tools {
 
+Expected<ir::HostTensor> read_input_file(const std::string& path) {
+  if (!path.ends_with(".pb")) return read_npy(path);
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return make_error(fmt::format("cannot read '{}'", path));
+  std::ostringstream bytes;
+  bytes << f.rdbuf();
+  auto t = onnx::parse_tensor(bytes.str());
+  if (!t) return make_error(fmt::format("'{}': {}", path, t.error().message));
+  auto h = onnx::to_host_tensor(*t);
+  if (!h) return make_error(fmt::format("'{}': {}", path, h.error().message));
+  return h;
+}
+
 Expected<std::pair<std::string, std::string>> parse_input_arg(const std::string& arg) {
   auto eq = arg.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
-    return make_error(fmt::format("--input '{}': expected NAME=PATH.npy", arg));
+    return make_error(fmt::format("--input '{}': expected NAME=PATH.npy (or PATH.pb)", arg));
   std::string name = arg.substr(0, eq);
   if (name[0] == '%') name.erase(0, 1);
   return std::pair{name, arg.substr(eq + 1)};
@@ -71,13 +88,15 @@ Expected<std::vector<ir::HostTensor>> load_inputs(const ir::KgGraph& graph, cons
       }
       if (!spec.random)
         return make_error(fmt::format(
-            "missing input '%{}' ({}): pass --input {}=PATH.npy or --random-inputs", name, want, name));
+            "missing input '%{}' ({}): pass --input {}=PATH.npy (or an ONNX TensorProto PATH.pb) "
+            "or --random-inputs",
+            name, want, name));
       auto t = random_tensor(name, node->dtype, node->shape, spec.seed * 1000003 + i);
       if (!t) return std::unexpected(t.error());
       out.push_back(std::move(*t));
       continue;
     }
-    auto t = read_npy(it->second);
+    auto t = read_input_file(it->second);
     if (!t) return std::unexpected(t.error());
     if (t->dtype != node->dtype || t->shape != node->shape)
       return make_error(fmt::format("input '%{}': expected {}, got {}{} from '{}'", name, want,

@@ -13,10 +13,13 @@
 namespace kiln::tools {
 
 struct InputSpec {
-  std::map<std::string, std::string> files;  // input name (no '%') -> .npy path
+  std::map<std::string, std::string> files;  // input name (no '%') -> .npy or .pb path
   bool random = false;                       // fill unbound inputs with seeded random data
   uint64_t seed = 0;
 };
+
+// An input file: .npy, or an ONNX TensorProto (.pb, as ONNX's test data sets ship them).
+Expected<ir::HostTensor> read_input_file(const std::string& path);
 
 // Parses "NAME=PATH" (a leading '%' on NAME is allowed).
 Expected<std::pair<std::string, std::string>> parse_input_arg(const std::string& arg);

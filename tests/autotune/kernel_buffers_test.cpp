@@ -29,6 +29,20 @@ bool same_bytes(const KernelBuffers& a, const KernelBuffers& b) {
   return true;
 }
 
+// Benchmarking holds every parameter and two more copies of each output on the host; a kernel
+// past what the host holds is not tuned (kiln run of a 400 GB output got std::bad_alloc from here).
+TEST(KernelBuffers, BenchmarkBytesCountOutputsThriceAndBoundTheHost) {
+  kir::Kernel k;
+  k.name = "big";
+  k.params.push_back(param(DType::f32, {1}, false, ""));
+  k.params.push_back(param(DType::f64, {10}, true, ""));
+  k.arena = std::make_shared<kir::ExprArena>();
+  EXPECT_EQ(benchmark_bytes(k), 4 + 3 * 80);
+  EXPECT_TRUE(fits_on_host(k));
+  k.params[1].shape = {100000000000};
+  EXPECT_FALSE(fits_on_host(k));
+}
+
 TEST(KernelBuffers, RandomContentsAreSeededAndInRange) {
   const kir::Kernel k = all_dtypes_kernel();
   const KernelBuffers a = random_buffers(k, 7), b = random_buffers(k, 7), c = random_buffers(k, 8);

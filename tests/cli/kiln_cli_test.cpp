@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "onnx/proto.h"
 #include "tools/npy.h"
 
 namespace fs = std::filesystem;
@@ -99,13 +100,42 @@ TEST_F(KilnCli, StatsGiveTheKernelsDeviceTime) {
   EXPECT_LE(j["device_ms"].get<double>(), j["run_ms"].get<double>());
 }
 
+// ONNX's small CNN (libonnx-testdata) run as a user runs it: its input TensorProto bound with
+// --input NAME=input_0.pb, the output written as .npy and compared with output_0.pb (ONNX's
+// backend tolerances, rtol 1e-3, atol 1e-7), on cpu and on vulkan:0.
+TEST_F(KilnCli, RunsAnOnnxModelOnItsTestDataSet) {
+  const fs::path dir = "/usr/share/libonnx-testdata/data/pytorch-converted/test_Conv2d";
+  if (!fs::exists(dir / "model.onnx")) GTEST_SKIP() << "libonnx-testdata is not installed";
+  auto read = [](const fs::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  auto want_proto = kiln::onnx::parse_tensor(read(dir / "test_data_set_0/output_0.pb"));
+  ASSERT_TRUE(want_proto.has_value());
+  auto want = kiln::onnx::to_host_tensor(*want_proto);
+  ASSERT_TRUE(want.has_value());
+  for (const std::string device : {"cpu", "vulkan:0"}) {
+    const fs::path out = dir_ / ("onnx_" + device.substr(0, 3));
+    Result r = run_kiln("run " + (dir / "model.onnx").string() + " --input 0=" +
+                        (dir / "test_data_set_0/input_0.pb").string() + " --device " + device +
+                        " --out " + out.string());
+    ASSERT_EQ(r.code, 0) << r.out;
+    auto got = kiln::tools::read_npy((out / "3.npy").string());
+    ASSERT_TRUE(got.has_value()) << r.out;
+    ASSERT_EQ(got->shape, want->shape);
+    for (int64_t i = 0; i < want->numel(); ++i)
+      ASSERT_LE(std::abs(got->get(i) - want->get(i)), 1e-7 + 1e-3 * std::abs(want->get(i)))
+          << device << " element " << i;
+  }
+}
+
 TEST_F(KilnCli, MissingInputIsOneClearError) {
   auto g = write("g.kg", kAddGraph);
   Result r = run_kiln("run " + g + " --input x=" + npy("x.npy", kiln::ir::DType::f32, {2, 3}, 0) +
                       " --out " + (dir_ / "out").string());
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.out,
-            "kiln: error: missing input '%b' (f32[3]): pass --input b=PATH.npy or --random-inputs\n");
+            "kiln: error: missing input '%b' (f32[3]): pass --input b=PATH.npy (or an ONNX TensorProto PATH.pb) or --random-inputs\n");
   EXPECT_FALSE(fs::exists(dir_ / "out" / "z.npy"));
 }
 
