@@ -2,6 +2,7 @@
 #include "autotune/roofline.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -9,13 +10,16 @@ namespace kiln::autotune {
 
 namespace {
 
-// Counts the ops under `e`, each (op, enclosing reduction) pair once. A reduction at the top
-// level is counted once per point of the parallel variables it reads, not per point of the
-// domain: backends hoist it out of the loops it does not depend on (softmax's row max is
-// computed once per row), and the bound must not count work no backend does.
+// Counts the ops under `e`, each (op, enclosing reduction) pair once. A reduction is counted once
+// per point of the variables it reads (parallel ones and those of enclosing reductions), not per
+// point of the loops around it: backends hoist it out of the loops it does not depend on
+// (softmax's row max is computed once per row, not once per element of the row sum that reads
+// it), and the count must not include work no backend does.
 class FlopCounter {
  public:
-  explicit FlopCounter(const std::vector<int64_t>& domain) : domain_(domain) {}
+  explicit FlopCounter(const std::vector<int64_t>& domain) {
+    for (size_t v = 0; v < domain.size(); ++v) extent_[static_cast<int32_t>(v)] = domain[v];
+  }
 
   double count(const kir::Expr* e, const kir::Expr* reduce, double points) {
     if (!seen_.insert({e, reduce}).second) return 0;
@@ -35,7 +39,9 @@ class FlopCounter {
         return n;
       }
       case kir::ExprKind::Reduce: {
-        double inner = reduce ? points : hoisted_points(e);
+        for (size_t r = 0; r < e->rvars.size() && r < e->rextents.size(); ++r)
+          extent_[e->rvars[r]] = e->rextents[r];
+        double inner = hoisted_points(e);
         for (int64_t x : e->rextents) inner *= static_cast<double>(x);
         return inner + count(e->args[0], e, inner);
       }
@@ -44,25 +50,32 @@ class FlopCounter {
   }
 
  private:
-  // Points of the parallel domain at which `e` differs: the product of the extents of the
-  // parallel variables it reads.
+  // Points at which reduction `e` differs: the product of the extents of the variables it reads
+  // (parallel, and of enclosing reductions), its own loop variables left out.
   double hoisted_points(const kir::Expr* e) {
-    std::set<int32_t> vars;
-    std::set<const kir::Expr*> visited;
-    collect_vars(e, vars, visited);
+    const std::set<int32_t>& vars = free_vars(e);
     double n = 1;
     for (int32_t v : vars)
-      if (v >= 0 && v < static_cast<int32_t>(domain_.size())) n *= static_cast<double>(domain_[v]);
+      if (auto it = extent_.find(v); it != extent_.end()) n *= static_cast<double>(it->second);
     return n;
   }
-  static void collect_vars(const kir::Expr* e, std::set<int32_t>& vars,
-                           std::set<const kir::Expr*>& visited) {
-    if (!visited.insert(e).second) return;
+  // The loop variables `e` reads that no reduction inside it binds (a Reduce's own rvars are
+  // bound: they are not free in the Reduce).
+  const std::set<int32_t>& free_vars(const kir::Expr* e) {
+    if (auto it = free_.find(e); it != free_.end()) return it->second;
+    std::set<int32_t> vars;
     if (e->kind == kir::ExprKind::Var) vars.insert(e->var);
-    for (const kir::Expr* a : e->args) collect_vars(a, vars, visited);
+    for (const kir::Expr* a : e->args) {
+      const std::set<int32_t>& inner = free_vars(a);
+      vars.insert(inner.begin(), inner.end());
+    }
+    if (e->kind == kir::ExprKind::Reduce)
+      for (int32_t own : e->rvars) vars.erase(own);
+    return free_[e] = std::move(vars);
   }
 
-  const std::vector<int64_t>& domain_;
+  std::map<int32_t, int64_t> extent_;  // loop variable -> extent, as far as the walk has seen
+  std::map<const kir::Expr*, std::set<int32_t>> free_;
   std::set<std::pair<const kir::Expr*, const kir::Expr*>> seen_;
 };
 

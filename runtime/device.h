@@ -38,6 +38,12 @@ struct KernelRunInfo {
   std::string name;
   std::vector<std::string> values;  // graph values the kernel computes
   int num_ops = 0;
+  // With DeviceOptions::time_kernels: this launch's time (the cpu: wall time of its parallel
+  // loop; GPUs: events or timestamp queries), and the work autotune::kernel_work counts (each
+  // parameter moved once; ALU and reduction steps), from which the achieved rates follow.
+  double ms = 0;
+  double bytes = 0;
+  double flops = 0;
 };
 
 struct RunStats {
@@ -46,8 +52,9 @@ struct RunStats {
   double compile_ms = 0;   // codegen time during this request
   double plan_ms = 0;      // passes + fusion + lowering + codegen during this request
   double run_ms = 0;       // kernel execution (GPU devices: and copying the outputs back)
-  // GPU devices: the kernels' own time on the device, each launch timed with events (CUDA) or
-  // timestamp queries (Vulkan) and summed; 0 on cpu and reference.
+  // With DeviceOptions::time_kernels: the kernels' own time, each launch timed (the cpu: the wall
+  // time of its parallel loop; CUDA: events; Vulkan: timestamp queries) and summed; 0 otherwise
+  // and on reference.
   double device_ms = 0;
   bool plan_cache_hit = false;
   std::string plan_source;    // "memory" (this process), "disk" (an earlier process) or "built"
@@ -56,6 +63,12 @@ struct RunStats {
   int tuned = 0;              // kernels autotuned during this request (DeviceOptions::autotune)
   std::vector<std::string> miss_reasons;  // with DeviceOptions::explain_misses
   std::vector<KernelRunInfo> groups;
+  // With DeviceOptions::time_kernels: the device's limits the achieved rates compare with, in
+  // bytes and operations per second (DeviceRates), and whether they were measured on this machine
+  // (kept in the cache) or are the target's reference rates (RatesSource::reference).
+  double bandwidth = 0;
+  double compute_rate = 0;
+  bool rates_measured = false;
   // GPU devices: bytes copied to and from the device during this request (inputs kept on the
   // device by memory.persistent_memory are not copied again).
   int64_t upload_bytes = 0;

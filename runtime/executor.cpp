@@ -77,6 +77,7 @@ const passes::DeviceRates& Executor::device_rates() {
       if (std::optional<cache::Entry> e = store->get(cache::Table::autotune, key))
         if (std::optional<passes::DeviceRates> kept = rates_from_entry(*e)) {
           rates_ = *kept;
+          rates_measured_ = true;
           return;
         }
     auto measured = target_->measure_rates();
@@ -86,6 +87,7 @@ const passes::DeviceRates& Executor::device_rates() {
       return;
     }
     rates_ = *measured;
+    rates_measured_ = true;
     log(LogComponent::autotune, fmt::format("measured the rates of {}: {}", name_, rates_.str()));
     if (store && !store->read_only()) store->put(cache::Table::autotune, key, rates_entry(rates_));
   });
@@ -299,6 +301,18 @@ Expected<std::vector<std::shared_ptr<Buffer>>> Executor::execute(
     stats->upload_bytes = r.up;
     stats->download_bytes = r.down;
     stats->device_ms = r.kernel_ms;
+    if (r.time_kernels) {
+      const passes::DeviceRates& rates = device_rates();
+      stats->bandwidth = rates.bandwidth;
+      stats->compute_rate = rates.compute_rate;
+      stats->rates_measured = rates_measured_;
+      const std::vector<PlanStep>& steps = (*plan)->steps;
+      for (size_t i = 0; i < steps.size() && i < stats->groups.size(); ++i) {
+        stats->groups[i].bytes = autotune::kernel_work(steps[i].kernel).bytes;  // params only
+        stats->groups[i].flops = std::max(0.0, steps[i].flops);
+        if (i < r.launch_ms.size()) stats->groups[i].ms = r.launch_ms[i];
+      }
+    }
   }
   return results;
 }

@@ -95,6 +95,7 @@ class Executor final : public Device {
     int64_t up = 0, down = 0;   // bytes copied to and from the device
     bool time_kernels = false;  // launch each kernel timed (RunStats::device_ms)
     double kernel_ms = 0;       // sum of the timed launches' times
+    std::vector<double> launch_ms;  // each timed launch's time, in plan order
     // With validate: each step's error slot, read back once the stream completes.
     std::vector<std::array<int64_t, codegen::kCheckSlotWords>> checks;
     // Per slot: a plan input whose buffer the caller donated and no output has taken yet.
@@ -176,6 +177,7 @@ class Executor final : public Device {
   std::shared_ptr<BufferPool> pool_;          // host buffers: results (and all memory on the cpu)
   std::once_flag rates_once_;
   passes::DeviceRates rates_;
+  bool rates_measured_ = false;
   std::once_flag fuser_once_;
   std::unique_ptr<passes::CostModel> cost_;
   std::unique_ptr<passes::Fuser> fuser_;

@@ -165,8 +165,10 @@ Expected<std::vector<std::shared_ptr<Buffer>>> Executor::run_plan(
   if (!results) return results;
   if (auto done = stream.synchronize(); !done)
     return make_error(fmt::format("{}: {}", name_, done.error().message));
-  if (r.time_kernels)
-    for (double ms : stream.launch_times_ms()) r.kernel_ms += ms;
+  if (r.time_kernels) {
+    r.launch_ms = stream.launch_times_ms();
+    for (double ms : r.launch_ms) r.kernel_ms += ms;
+  }
   for (size_t i = 0; i < r.checks.size(); ++i)
     if (auto bad = codegen::describe_check_failure(plan.steps[i].kernel, r.checks[i].data()))
       return make_error(*bad);

@@ -44,6 +44,9 @@ struct PlanStep {
   std::vector<InPlace> in_place;   // outputs that may take a donated input's memory
   std::vector<std::string> values; // the graph values this kernel computes (for stats and dumps)
   int num_ops = 0;                 // non-movement ops computed in this kernel
+  // The kernel's arithmetic (autotune::kernel_work's flops), counted while the body exists and
+  // kept in the plan record, which has no body; -1 where unknown (a record written before it).
+  double flops = -1;
   std::string kernel_digest;       // persistent cache key of the kernel ("" without one)
 };
 

@@ -156,6 +156,10 @@ Expected<Plan> plan_from_json(const json& j) {
     step.release_after = s.at("release_after").get<std::vector<int>>();
     step.values = s.at("values").get<std::vector<std::string>>();
     step.num_ops = s.at("num_ops").get<int>();
+    if (s.contains("flops")) {  // absent in records written before kernel profiles
+      step.flops = s.at("flops").get<double>();
+      if (!(step.flops >= 0)) return make_error(fmt::format("step {}: flops {} is not a count", plan.steps.size(), step.flops));
+    }
     if (s.contains("in_place"))  // absent in records written before buffer donation
       for (const json& ip : s.at("in_place"))
         step.in_place.push_back(InPlace{ip.at(0).get<int>(), ip.at(1).get<int>()});
@@ -183,6 +187,7 @@ std::optional<std::vector<uint8_t>> encode_plan_record(const Plan& plan,
     steps.push_back({{"kernel", kernel_shape_json(s.kernel)}, {"digest", kernel_digests[i]},
                      {"args", s.args}, {"release_after", s.release_after}, {"values", s.values},
                      {"num_ops", s.num_ops}, {"in_place", std::move(in_place)}});
+    if (s.flops >= 0) steps.back()["flops"] = s.flops;
   }
   json j = {{"version", kPlanRecordVersion}, {"slots", slots}, {"steps", steps},
             {"outputs", plan.output_slots}, {"fuser", plan.fuser}};

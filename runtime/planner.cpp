@@ -2,6 +2,8 @@
 // with its schedule, wire the buffer slots (DESIGN.md §2).
 #include "runtime/planner.h"
 
+#include "autotune/roofline.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -241,6 +243,7 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
     step.values = group_values(fusion.groups[k], namer, &step.num_ops);
     step.kernel = std::move(kernel.kernel);
     step.facts = std::move(kernel.facts);
+    step.flops = autotune::kernel_work(step.kernel).flops;
     last_reader.resize(plan->slots.size(), -1);
     for (size_t i = 0; i < step.args.size(); ++i)
       if (!step.kernel.params[i].output) last_reader[step.args[i]] = static_cast<int>(k);

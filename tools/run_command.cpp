@@ -28,6 +28,39 @@ void print_summary(const std::string& name, const ir::HostTensor& t) {
              ir::shape_str(t.shape), head, t.numel() > 6 ? ", ..." : "", sum, asum);
 }
 
+// The achieved rates of one kernel: GB/s and GFLOP/s, and their fractions of the device's limits.
+struct Achieved {
+  double gbs = 0, gflops = 0, of_bandwidth = 0, of_compute = 0;
+};
+Achieved achieved(const runtime::KernelRunInfo& k, const runtime::RunStats& s) {
+  Achieved a;
+  if (k.ms <= 0) return a;
+  a.gbs = k.bytes / (k.ms * 1e6);
+  a.gflops = k.flops / (k.ms * 1e6);
+  if (s.bandwidth > 0) a.of_bandwidth = a.gbs * 1e9 / s.bandwidth;
+  if (s.compute_rate > 0) a.of_compute = a.gflops * 1e9 / s.compute_rate;
+  return a;
+}
+
+// Each kernel's time (the median over the repeats when there are several), its share of the
+// kernels' total, and what it achieved against the device's limits.
+void print_kernel_profile(const runtime::RunStats& s, int repeat) {
+  double total = 0;
+  for (const auto& k : s.groups) total += k.ms;
+  if (s.groups.empty() || total <= 0) return;
+  fmt::print("kernel time{}; limits {:.1f} GB/s, {:.1f} GFLOP/s ({}):\n",
+             repeat > 1 ? fmt::format(" (median of {})", repeat) : "", s.bandwidth / 1e9,
+             s.compute_rate / 1e9,
+             s.rates_measured ? "measured on this machine" : "the target's reference rates");
+  fmt::print("  {:<10} {:>10} {:>7} {:>9} {:>6} {:>9} {:>6}\n", "kernel", "ms", "share", "GB/s",
+             "of bw", "GFLOP/s", "of pk");
+  for (const auto& k : s.groups) {
+    const Achieved a = achieved(k, s);
+    fmt::print("  {:<10} {:>10.4f} {:>6.1f}% {:>9.2f} {:>5.0f}% {:>9.2f} {:>5.0f}%\n", k.name, k.ms,
+               100 * k.ms / total, a.gbs, 100 * a.of_bandwidth, a.gflops, 100 * a.of_compute);
+  }
+}
+
 void print_stats(const runtime::RunStats& s, const runtime::RunStats& last, int repeat) {
   fmt::print("kernels: {} launched, {} compiled\n", s.kernels, s.compiled);
   if (s.tuned > 0) fmt::print("autotune: {} kernel{} tuned\n", s.tuned, s.tuned == 1 ? "" : "s");
@@ -48,6 +81,7 @@ void print_stats(const runtime::RunStats& s, const runtime::RunStats& last, int 
   if (s.device_ms > 0)
     fmt::print("device: {:.3f} ms in kernels{}\n", s.device_ms,
                repeat > 1 ? fmt::format(" (median of {})", repeat) : "");
+  print_kernel_profile(s, repeat);
 }
 
 Expected<void> write_stats_json(const std::string& path, const runtime::RunStats& s) {
@@ -67,10 +101,29 @@ Expected<void> write_stats_json(const std::string& path, const runtime::RunStats
   j["download_bytes"] = s.download_bytes;
   j["groups"] = nlohmann::json::array();
   j["kernel_names"] = nlohmann::json::array();
+  double total = 0;
   for (const auto& g : s.groups) {
     j["groups"].push_back(g.values);
     j["kernel_names"].push_back(g.name);
+    total += g.ms;
   }
+  // Per kernel (the median over --repeat), as --stats prints it.
+  j["kernel_profile"] = nlohmann::json::array();
+  for (const auto& g : s.groups) {
+    const Achieved a = achieved(g, s);
+    j["kernel_profile"].push_back({{"name", g.name},
+                                   {"ms", g.ms},
+                                   {"share", total > 0 ? g.ms / total : 0.0},
+                                   {"bytes", g.bytes},
+                                   {"flops", g.flops},
+                                   {"gb_per_s", a.gbs},
+                                   {"gflop_per_s", a.gflops},
+                                   {"of_bandwidth", a.of_bandwidth},
+                                   {"of_compute", a.of_compute}});
+  }
+  j["limits"] = {{"bandwidth_gb_per_s", s.bandwidth / 1e9},
+                 {"gflop_per_s", s.compute_rate / 1e9},
+                 {"measured", s.rates_measured}};
   std::ofstream f(path);
   if (!f) return make_error(fmt::format("cannot write '{}'", path));
   f << j.dump(2) << "\n";
@@ -113,6 +166,7 @@ int run_command(const RunOptions& o) {
 
   runtime::RunStats first, last;
   std::vector<double> run_ms, device_ms;
+  std::vector<std::vector<double>> kernel_ms;  // per kernel, one time per repeat
   std::vector<std::shared_ptr<runtime::Buffer>> results;
   for (int r = 0; r < std::max(1, o.repeat); ++r) {
     runtime::RunStats s;
@@ -122,12 +176,18 @@ int run_command(const RunOptions& o) {
     last = s;
     run_ms.push_back(s.run_ms);
     device_ms.push_back(s.device_ms);
+    kernel_ms.resize(std::max(kernel_ms.size(), s.groups.size()));
+    for (size_t k = 0; k < s.groups.size(); ++k) kernel_ms[k].push_back(s.groups[k].ms);
     results = std::move(*res);
   }
   std::sort(run_ms.begin(), run_ms.end());
   std::sort(device_ms.begin(), device_ms.end());
   first.run_ms = run_ms[run_ms.size() / 2];
   first.device_ms = device_ms[device_ms.size() / 2];
+  for (size_t k = 0; k < kernel_ms.size() && k < first.groups.size(); ++k) {
+    std::sort(kernel_ms[k].begin(), kernel_ms[k].end());
+    first.groups[k].ms = kernel_ms[k][kernel_ms[k].size() / 2];
+  }
 
   if (!o.out_dir.empty()) {
     std::error_code ec;

@@ -42,6 +42,27 @@ TEST(Roofline, RowReductionsReadPerPointAreCountedOncePerRow) {
   EXPECT_DOUBLE_EQ(kernel_work(k).flops, 4 * 10 + 40);  // reduction steps + one sub per point
 }
 
+// Softmax's denominator: a row sum over v3 of exp(x - rowmax), where the row max (over v2) does
+// not read v3: it is counted once per row, not once per step of the sum that reads it.
+TEST(Roofline, AReductionInsideAnotherIsCountedPerPointOfWhatItReads) {
+  kir::Kernel k;
+  k.arena = std::make_shared<kir::ExprArena>();
+  kir::ExprArena& a = *k.arena;
+  k.params = {{ir::DType::f32, {4, 10}, false, "x"}, {ir::DType::f32, {4}, true, "y"}};
+  k.domain = {4};
+  const kir::Expr* row = a.alu(kir::Alu::Mul, ir::DType::i64, {a.var(0), a.index(10)});
+  auto x_at = [&](int32_t v) {
+    return a.load(0, ir::DType::f32, a.alu(kir::Alu::Add, ir::DType::i64, {row, a.var(v)}));
+  };
+  const kir::Expr* max = a.reduce(kir::ReduceOp::Max, ir::DType::f32, x_at(2), {2}, {10});
+  const kir::Expr* e = a.alu(kir::Alu::Exp, ir::DType::f32,
+                             {a.alu(kir::Alu::Sub, ir::DType::f32, {x_at(3), max})});
+  const kir::Expr* sum = a.reduce(kir::ReduceOp::Sum, ir::DType::f32, e, {3}, {10});
+  k.stores = {{1, a.var(0), sum}};
+  // max: 4 x 10 steps; sum: 4 x 10 steps, each with a sub and an exp.
+  EXPECT_DOUBLE_EQ(kernel_work(k).flops, 40 + 40 * 3);
+}
+
 TEST(Roofline, TheSlowerResourceBounds) {
   const kir::Kernel k = testing::elementwise_kernel(4, 8);  // 384 bytes, 96 flops
   EXPECT_DOUBLE_EQ(roofline_ms(k, 384e3, 0), 1.0);

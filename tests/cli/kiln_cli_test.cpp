@@ -86,6 +86,18 @@ TEST_F(KilnCli, StatsGiveTheKernelsDeviceTime) {
   auto c = nlohmann::json::parse(std::ifstream(stats));
   EXPECT_GT(c["device_ms"].get<double>(), 0.0);
   EXPECT_LE(c["device_ms"].get<double>(), c["run_ms"].get<double>());
+  // The kernel profile: each kernel's median time, share and achieved rates against the limits.
+  EXPECT_NE(cpu.out.find("kernel time (median of 3); limits "), std::string::npos) << cpu.out;
+  ASSERT_EQ(c["kernel_profile"].size(), 1u);
+  const auto& k = c["kernel_profile"][0];
+  EXPECT_EQ(k["name"], "k0");
+  EXPECT_GT(k["ms"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(k["share"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(k["bytes"].get<double>(), (6 + 3 + 6) * 4);  // x, b, z once each
+  EXPECT_DOUBLE_EQ(k["flops"].get<double>(), 12);                // an add and a mul per element
+  EXPECT_DOUBLE_EQ(k["gb_per_s"].get<double>(), 60 / (k["ms"].get<double>() * 1e6));
+  EXPECT_GT(c["limits"]["bandwidth_gb_per_s"].get<double>(), 0.0);
+  EXPECT_GT(c["limits"]["gflop_per_s"].get<double>(), 0.0);
   Result gpu =
       run_kiln("run " + g + " --random-inputs --device vulkan:0 --repeat 3 --stats --stats-json " +
                stats.string());

@@ -28,6 +28,7 @@ Plan two_step_plan() {
   a.args = {0, 1};
   a.values = {"%t3"};
   a.num_ops = 2;
+  a.flops = 64;
   PlanStep b;
   b.kernel.name = "k1";
   b.kernel.domain = {4};
@@ -58,6 +59,8 @@ TEST(PlanRecord, TheWiringSurvivesARoundTrip) {
     EXPECT_EQ(back->slots[i].input_index, plan.slots[i].input_index);
   }
   ASSERT_EQ(back->steps.size(), 2u);
+  EXPECT_EQ(back->steps[0].flops, 64);  // the kernel's work survives without its body
+  EXPECT_EQ(back->steps[1].flops, -1);  // unknown stays unknown
   for (size_t i = 0; i < 2; ++i) {
     const PlanStep& s = back->steps[i];
     const PlanStep& want = plan.steps[i];
