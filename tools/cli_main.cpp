@@ -39,6 +39,12 @@ void add_dump_options(CLI::App* cmd, DumpOptions& o) {
   cmd->add_option("--out-dir", o.out_dir,
                   "Write one file per kernel: .ll (cpu); .cu .ptx .cubin (cuda); .comp .spv (vulkan)");
   cmd->add_flag("--why", o.why, "With the groups: why each kernel boundary did not fuse");
+  cmd->add_flag("--measure", o.measure,
+                "With the groups: run the plan on the target's device (seeded random inputs) and "
+                "print each kernel's estimate next to its measured time");
+  cmd->add_option("--repeat", o.repeat, "--measure: runs of the plan, the median kept")
+      ->default_val(5)
+      ->check(CLI::Range(1, 100000));
   add_fuser_options(cmd, o.fusion);
   cmd->add_option("--rates", o.rates,
                   "Cost model rates: measured (this machine's, kept in the cache, as `kiln run` "

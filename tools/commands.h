@@ -60,6 +60,8 @@ struct DumpOptions {
   std::string out_dir;              // one file per kernel (.ll / .cu .ptx .cubin / .comp .spv)
   bool autotune = false;            // the schedules a tuning `kiln run` runs (tuning what has none)
   bool no_autotune = false;         // the default schedules; neither: autotune.enabled
+  bool measure = false;             // groups: run the plan (random inputs), each kernel's time
+  int repeat = 5;                   // --measure: runs, the median kept
 };
 int dump_command(const DumpOptions& options);
 

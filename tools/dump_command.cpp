@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include <algorithm>
 #include <fstream>
 
 #include "ir/kg.h"
@@ -37,6 +38,8 @@ Expected<void> check_combination(const DumpOptions& o) {
   if (o.format != "text" && o.stage_given && o.stage != "groups")
     return make_error(fmt::format("--format {} draws the groups stage; use --stage groups or --format text",
                                   o.format));
+  if (o.measure && (o.stage != "groups" || o.format != "text"))
+    return make_error("--measure applies to --stage groups (text)");
   if (o.stage == "ptx" && o.target != "cuda")
     return make_error(fmt::format("--stage ptx needs --target cuda (not {})", o.target));
   if (o.stage == "spirv" && o.target != "vulkan")
@@ -88,6 +91,7 @@ Expected<runtime::DeviceOptions> dump_device_options(const DumpOptions& o, const
         o.rates == "reference" ? runtime::RatesSource::reference : runtime::RatesSource::measured;
   options->autotune = autotune_from(o.autotune, o.no_autotune, options->autotune);
   options->cache_read_only = true;
+  options->time_kernels = o.measure;
   return options;
 }
 
@@ -128,6 +132,54 @@ Expected<std::string> render(const DumpOptions& o, DumpInput& in) {
   return target_kernels_text(*in.plan, in.executor->target(), o.stage == "llvm" ? "source" : o.stage);
 }
 
+// --measure: the plan run o.repeat times on seeded random inputs, each kernel's estimate (the
+// cost model's, as the groups print it) next to its median measured time, and their ratio.
+Expected<std::string> measure_text(const DumpOptions& o, DumpInput& in) {
+  if (!in.executor->target().can_run())
+    return make_error(fmt::format("--measure: target {} has no device here to run on", o.target));
+  InputSpec spec;
+  spec.random = true;
+  auto host = load_inputs(in.graph, spec);
+  if (!host) return std::unexpected(host.error());
+  runtime::Bindings bindings;
+  for (size_t i = 0; i < in.graph.inputs.size(); ++i) {
+    auto b = in.executor->pool()->from_host((*host)[i], "input '%" + in.graph.inputs[i].first + "'");
+    if (!b) return std::unexpected(b.error());
+    bindings[in.graph.inputs[i].second] = std::move(*b);
+  }
+  std::vector<std::vector<double>> times;
+  std::vector<std::string> names;
+  for (int r = 0; r < o.repeat; ++r) {
+    runtime::RunStats s;
+    auto res = in.executor->execute(in.g, in.outputs, bindings, &s);
+    if (!res) return std::unexpected(res.error());
+    times.resize(s.groups.size());
+    names.resize(s.groups.size());
+    for (size_t k = 0; k < s.groups.size(); ++k) {
+      times[k].push_back(s.groups[k].ms);
+      names[k] = s.groups[k].name;
+    }
+  }
+  const runtime::PlanCosts costs = runtime::plan_costs(*in.plan, in.executor->cost_model());
+  std::string text = fmt::format("\nmeasured on {} (median of {} run{}):\n", in.executor->name(),
+                                 o.repeat, o.repeat == 1 ? "" : "s");
+  text += fmt::format("  {:<8} {:>14} {:>14} {:>10}\n", "kernel", "estimate µs", "measured µs",
+                      "est/meas");
+  double est_total = 0, meas_total = 0;
+  for (size_t k = 0; k < times.size(); ++k) {
+    std::sort(times[k].begin(), times[k].end());
+    const double measured = times[k][times[k].size() / 2] * 1e3;
+    const double estimate = k < costs.groups.size() ? costs.groups[k].seconds * 1e6 : 0;
+    est_total += estimate;
+    meas_total += measured;
+    text += fmt::format("  {:<8} {:>14.3f} {:>14.3f} {:>10.2f}\n", names[k], estimate, measured,
+                        measured > 0 ? estimate / measured : 0.0);
+  }
+  text += fmt::format("  {:<8} {:>14.3f} {:>14.3f} {:>10.2f}\n", "total", est_total, meas_total,
+                      meas_total > 0 ? est_total / meas_total : 0.0);
+  return text;
+}
+
 }  // namespace
 
 int dump_command(const DumpOptions& o) {
@@ -144,6 +196,11 @@ int dump_command(const DumpOptions& o) {
   }
   auto text = render(o, in);
   if (!text) return report_error(text.error().message);
+  if (o.measure) {
+    auto measured = measure_text(o, in);
+    if (!measured) return report_error(measured.error().message);
+    *text += *measured;
+  }
   if (auto ok = emit(o.output, *text); !ok) return report_error(ok.error().message);
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "onnx/proto.h"
@@ -110,6 +111,26 @@ TEST_F(KilnCli, StatsGiveTheKernelsDeviceTime) {
   ASSERT_TRUE(j["device_ms"].is_number());
   EXPECT_GT(j["device_ms"].get<double>(), 0.0);
   EXPECT_LE(j["device_ms"].get<double>(), j["run_ms"].get<double>());
+}
+
+// kiln dump --stage groups --measure: each kernel's estimate next to its measured median time.
+TEST_F(KilnCli, DumpMeasurePutsEachEstimateNextToItsTime) {
+  auto g = write("g.kg", kAddGraph);
+  Result r = run_kiln("dump " + g + " --stage groups --measure --repeat 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const size_t at = r.out.find("measured on cpu (median of 2 runs):");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  std::istringstream rows(r.out.substr(r.out.find("\n  k0", at)));
+  std::string name;
+  double estimate = 0, measured = 0, ratio = 0;
+  rows >> name >> estimate >> measured >> ratio;
+  EXPECT_EQ(name, "k0");
+  EXPECT_GT(estimate, 0.0);
+  EXPECT_GT(measured, 0.0);
+  EXPECT_NEAR(ratio, estimate / measured, 0.01 + 0.01 * ratio);
+  Result bad = run_kiln("dump " + g + " --stage kernels --measure");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(bad.out, "kiln: error: --measure applies to --stage groups (text)\n");
 }
 
 // ONNX's small CNN (libonnx-testdata) run as a user runs it: its input TensorProto bound with
