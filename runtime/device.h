@@ -52,6 +52,11 @@ struct RunStats {
   double compile_ms = 0;   // codegen time during this request
   double plan_ms = 0;      // passes + fusion + lowering + codegen during this request
   double run_ms = 0;       // kernel execution (GPU devices: and copying the outputs back)
+  // Where a realize's time goes before its kernels run: computing the graph's structural key
+  // (one walk of the graph), and finding its plan (a lookup when the plan is in memory; on a
+  // miss, also reading or building it: plan_ms).
+  double key_ms = 0;
+  double lookup_ms = 0;
   // With DeviceOptions::time_kernels: the kernels' own time, each launch timed (the cpu: the wall
   // time of its parallel loop; CUDA: events; Vulkan: timestamp queries) and summed; 0 otherwise
   // and on reference.

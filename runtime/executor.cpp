@@ -275,6 +275,7 @@ Expected<std::vector<std::shared_ptr<Buffer>>> Executor::execute(
   const auto t0 = std::chrono::steady_clock::now();
   // One walk of the graph: the structural key also lists every Input node to check.
   const StructuralKey key = structural_key(outputs);
+  const auto t_key = std::chrono::steady_clock::now();
   if (auto ok = check_bindings(key.inputs, inputs); !ok) return std::unexpected(ok.error());
   std::string source;
   auto plan = get_plan(g, outputs, key, &source);
@@ -298,6 +299,8 @@ Expected<std::vector<std::shared_ptr<Buffer>>> Executor::execute(
   fill_run_stats(**plan, source, ms_between(t0, t1), ms_between(t1, std::chrono::steady_clock::now()),
                  stats);
   if (stats) {
+    stats->key_ms = ms_between(t0, t_key);
+    stats->lookup_ms = ms_between(t_key, t1);
     stats->upload_bytes = r.up;
     stats->download_bytes = r.down;
     stats->device_ms = r.kernel_ms;

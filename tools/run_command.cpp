@@ -81,6 +81,9 @@ void print_stats(const runtime::RunStats& s, const runtime::RunStats& last, int 
   if (s.device_ms > 0)
     fmt::print("device: {:.3f} ms in kernels{}\n", s.device_ms,
                repeat > 1 ? fmt::format(" (median of {})", repeat) : "");
+  fmt::print("overhead: key {:.1f} µs, plan lookup {:.1f} µs, outside the kernels {:.1f} µs{}\n",
+             s.key_ms * 1e3, s.lookup_ms * 1e3, std::max(0.0, s.run_ms - s.device_ms) * 1e3,
+             repeat > 1 ? fmt::format(" (medians of {})", repeat) : "");
   print_kernel_profile(s, repeat);
 }
 
@@ -93,6 +96,8 @@ Expected<void> write_stats_json(const std::string& path, const runtime::RunStats
   j["plan_ms"] = s.plan_ms;
   j["run_ms"] = s.run_ms;
   j["device_ms"] = s.device_ms;
+  j["key_ms"] = s.key_ms;
+  j["lookup_ms"] = s.lookup_ms;
   j["plan_source"] = s.plan_source;
   j["cache_hits"] = s.cache_hits;
   j["cache_misses"] = s.cache_misses;
@@ -165,7 +170,7 @@ int run_command(const RunOptions& o) {
   for (const auto& [name, node] : graph->outputs) outputs.push_back(node);
 
   runtime::RunStats first, last;
-  std::vector<double> run_ms, device_ms;
+  std::vector<double> run_ms, device_ms, key_ms, lookup_ms;
   std::vector<std::vector<double>> kernel_ms;  // per kernel, one time per repeat
   std::vector<std::shared_ptr<runtime::Buffer>> results;
   for (int r = 0; r < std::max(1, o.repeat); ++r) {
@@ -176,6 +181,8 @@ int run_command(const RunOptions& o) {
     last = s;
     run_ms.push_back(s.run_ms);
     device_ms.push_back(s.device_ms);
+    key_ms.push_back(s.key_ms);
+    lookup_ms.push_back(s.lookup_ms);
     kernel_ms.resize(std::max(kernel_ms.size(), s.groups.size()));
     for (size_t k = 0; k < s.groups.size(); ++k) kernel_ms[k].push_back(s.groups[k].ms);
     results = std::move(*res);
@@ -184,6 +191,10 @@ int run_command(const RunOptions& o) {
   std::sort(device_ms.begin(), device_ms.end());
   first.run_ms = run_ms[run_ms.size() / 2];
   first.device_ms = device_ms[device_ms.size() / 2];
+  std::sort(key_ms.begin(), key_ms.end());
+  std::sort(lookup_ms.begin(), lookup_ms.end());
+  first.key_ms = key_ms[key_ms.size() / 2];
+  first.lookup_ms = lookup_ms[lookup_ms.size() / 2];
   for (size_t k = 0; k < kernel_ms.size() && k < first.groups.size(); ++k) {
     std::sort(kernel_ms[k].begin(), kernel_ms[k].end());
     first.groups[k].ms = kernel_ms[k][kernel_ms[k].size() / 2];

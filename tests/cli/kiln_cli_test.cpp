@@ -99,6 +99,10 @@ TEST_F(KilnCli, StatsGiveTheKernelsDeviceTime) {
   EXPECT_DOUBLE_EQ(k["gb_per_s"].get<double>(), 60 / (k["ms"].get<double>() * 1e6));
   EXPECT_GT(c["limits"]["bandwidth_gb_per_s"].get<double>(), 0.0);
   EXPECT_GT(c["limits"]["gflop_per_s"].get<double>(), 0.0);
+  // Where the time outside the kernels goes: the structural key and the plan lookup.
+  EXPECT_NE(cpu.out.find("overhead: key "), std::string::npos) << cpu.out;
+  EXPECT_GT(c["key_ms"].get<double>(), 0.0);
+  EXPECT_GE(c["lookup_ms"].get<double>(), 0.0);
   Result gpu =
       run_kiln("run " + g + " --random-inputs --device vulkan:0 --repeat 3 --stats --stats-json " +
                stats.string());
