@@ -306,14 +306,14 @@ KILN_EXPORT kiln_status kiln_cumsum(kiln_tensor x, int64_t axis, int exclusive, 
  * failure neither is. */
 KILN_EXPORT kiln_status kiln_topk(kiln_tensor x, int64_t k, int64_t axis, int largest, int sorted,
                                   kiln_tensor* values, kiln_tensor* indices);
-/* Composites, built from the primitives above. */
-/* kiln::resize (kiln/kiln.h): x resized to sizes[rank] (rank = x's). mode, coordinate_transformation_mode
+/* kiln::resize (kiln/kiln.h; one resize op per axis): x resized to sizes[rank] (rank = x's). mode, coordinate_transformation_mode
  * and nearest_mode are ONNX Resize's names; NULL picks "nearest", "half_pixel",
  * "round_prefer_floor". Unknown names and linear or cubic of integer data are
  * KILN_ERROR_INVALID_OPERATION. */
 KILN_EXPORT kiln_status kiln_resize(kiln_tensor x, const int64_t* sizes, int32_t rank,
                                     const char* mode, const char* coordinate_transformation_mode,
                                     const char* nearest_mode, kiln_tensor* out);
+/* Composites, built from the primitives above. */
 KILN_EXPORT kiln_status kiln_softmax(kiln_tensor x, int64_t axis, kiln_tensor* out);
 KILN_EXPORT kiln_status kiln_log_softmax(kiln_tensor x, int64_t axis, kiln_tensor* out);
 KILN_EXPORT kiln_status kiln_layernorm(kiln_tensor x, kiln_tensor gamma, kiln_tensor beta,

@@ -323,8 +323,8 @@ def resize(x, size, mode="nearest", coordinate_transformation_mode="half_pixel",
     names. torch.nn.functional.interpolate's nearest is (mode="nearest",
     coordinate_transformation_mode="asymmetric", nearest_mode="floor"), its nearest-exact
     ("nearest", "half_pixel", "round_prefer_ceil"), its (bi)linear ("linear", "pytorch_half_pixel",
-    or "align_corners" for align_corners=True). A composite of gathers and elementwise ops, which
-    fuse with their neighbours."""
+    or "align_corners" for align_corners=True). One resize op of kiln's op table per axis, which
+    fuses with its neighbours like a view."""
     x = _tensor_arg(x)
     size = tuple(int(s) for s in size)
     out = ctypes.c_void_p()
