@@ -246,24 +246,5 @@ TEST(BufferPool, ReusesReleasedBlocks) {
   EXPECT_EQ(pool->cached_bytes(), 0u);
 }
 
-// Blocks of 2 MiB or more are whole huge pages (2 MiB-aligned, capacity a multiple of 2 MiB), so
-// the OS can back them with transparent huge pages; a block of 3 MiB takes 4 MiB and a block of
-// 2 MiB + 1 byte is reused for a request of 4 MiB - 1.
-TEST(BufferPool, LargeBlocksAreWholeHugePages) {
-  auto pool = BufferPool::create();
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  std::byte* first;
-  {
-    auto a = pool->allocate(DType::u8, {3 << 20}).value();
-    first = a->data();
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % kHuge, 0u);
-  }
-  EXPECT_EQ(pool->cached_bytes(), size_t{4} << 20);
-  auto b = pool->allocate(DType::u8, {(4 << 20) - 1}).value();
-  EXPECT_EQ(b->data(), first);
-  auto small = pool->allocate(DType::u8, {1000}).value();
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(small->data()) % 64, 0u);
-}
-
 }  // namespace
 }  // namespace kiln::runtime
