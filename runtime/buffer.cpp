@@ -1,8 +1,6 @@
 // Buffer and BufferPool.
 #include "runtime/buffer.h"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -22,15 +20,9 @@ constexpr size_t kMaxCachedBytes = size_t{4} << 30;
 // are errors at once, and round_capacity never overflows.
 constexpr size_t kMaxAllocation = size_t{1} << 47;
 
-// Blocks of 2 MiB or more are whole, aligned huge pages: the OS backs them with transparent huge
-// pages where it offers them (madvise below), so the first touch of a fresh 64 MiB output takes
-// 32 page faults instead of 16384 (the cost of a plan's first run beyond compiling).
-constexpr size_t kHugePage = size_t{2} << 20;
-
 size_t round_capacity(size_t bytes) {
-  const size_t align = bytes >= kHugePage ? kHugePage : kAlign;
   size_t n = std::max<size_t>(bytes, kAlign);
-  return (n + align - 1) / align * align;
+  return (n + kAlign - 1) / kAlign * kAlign;
 }
 }  // namespace
 
@@ -97,16 +89,9 @@ void BufferPool::trim() {
 }
 
 std::byte* BufferPool::system_alloc(size_t capacity) {
-  const size_t align = capacity >= kHugePage ? kHugePage : kAlign;
-  auto* data = static_cast<std::byte*>(std::aligned_alloc(align, capacity));
-  if (!data) {
-    trim();
-    data = static_cast<std::byte*>(std::aligned_alloc(align, capacity));
-  }
-#ifdef MADV_HUGEPAGE
-  if (data && align == kHugePage) madvise(data, capacity, MADV_HUGEPAGE);  // advice: may be ignored
-#endif
-  return data;
+  if (auto* data = static_cast<std::byte*>(std::aligned_alloc(kAlign, capacity))) return data;
+  trim();
+  return static_cast<std::byte*>(std::aligned_alloc(kAlign, capacity));
 }
 
 Expected<std::shared_ptr<Buffer>> BufferPool::allocate(ir::DType dtype, const ir::Shape& shape,
