@@ -1,6 +1,8 @@
 // Seeded random parameter buffers and the output comparison of the autotuner's runner.
 #include "autotune/kernel_buffers.h"
 
+#include "autotune/roofline.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -69,11 +71,10 @@ std::optional<std::string> compare_floats(const kir::Param& p, size_t index,
 }  // namespace
 
 double benchmark_bytes(const kir::Kernel& kernel) {
-  double bytes = 0;
+  double outputs = 0;
   for (const kir::Param& p : kernel.params)
-    bytes += static_cast<double>(ir::shape_numel(p.shape)) * ir::dtype_size(p.dtype) *
-             (p.output ? 3 : 1);
-  return bytes;
+    if (p.output) outputs += static_cast<double>(ir::shape_numel(p.shape)) * ir::dtype_size(p.dtype);
+  return kernel_bytes(kernel) + 2 * outputs;
 }
 
 bool fits_on_host(const kir::Kernel& kernel) {

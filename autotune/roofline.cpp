@@ -81,10 +81,16 @@ class FlopCounter {
 
 }  // namespace
 
+double kernel_bytes(const kir::Kernel& kernel) {
+  double bytes = 0;
+  for (const kir::Param& p : kernel.params)
+    bytes += static_cast<double>(ir::shape_numel(p.shape)) * ir::dtype_size(p.dtype);
+  return bytes;
+}
+
 KernelWork kernel_work(const kir::Kernel& kernel) {
   KernelWork w;
-  for (const kir::Param& p : kernel.params)
-    w.bytes += static_cast<double>(ir::shape_numel(p.shape)) * ir::dtype_size(p.dtype);
+  w.bytes = kernel_bytes(kernel);
   double points = 1;
   for (int64_t x : kernel.domain) points *= static_cast<double>(x);
   FlopCounter counter(kernel.domain);

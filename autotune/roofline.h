@@ -21,6 +21,8 @@ struct KernelWork {
 //   of load indices and store indices) is not counted. A shared subexpression counts once per
 //   enclosing reduction (as the generic emitter's memoization computes it).
 KernelWork kernel_work(const kir::Kernel& kernel);
+// kernel_work's bytes alone, from the parameters (no walk of the body).
+double kernel_bytes(const kir::Kernel& kernel);
 
 // max(bytes / bandwidth, flops / peak) in ms; a rate <= 0 leaves its term out.
 double roofline_ms(const kir::Kernel& kernel, double bandwidth_bytes_per_s, double flops_per_s);

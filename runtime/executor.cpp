@@ -311,7 +311,7 @@ Expected<std::vector<std::shared_ptr<Buffer>>> Executor::execute(
       stats->rates_measured = rates_measured_;
       const std::vector<PlanStep>& steps = (*plan)->steps;
       for (size_t i = 0; i < steps.size() && i < stats->groups.size(); ++i) {
-        stats->groups[i].bytes = autotune::kernel_work(steps[i].kernel).bytes;  // params only
+        stats->groups[i].bytes = autotune::kernel_bytes(steps[i].kernel);
         stats->groups[i].flops = std::max(0.0, steps[i].flops);
         if (i < r.launch_ms.size()) stats->groups[i].ms = r.launch_ms[i];
       }

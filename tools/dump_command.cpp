@@ -141,38 +141,23 @@ Expected<std::string> measure_text(const DumpOptions& o, DumpInput& in) {
   spec.random = true;
   auto host = load_inputs(in.graph, spec);
   if (!host) return std::unexpected(host.error());
-  runtime::Bindings bindings;
-  for (size_t i = 0; i < in.graph.inputs.size(); ++i) {
-    auto b = in.executor->pool()->from_host((*host)[i], "input '%" + in.graph.inputs[i].first + "'");
-    if (!b) return std::unexpected(b.error());
-    bindings[in.graph.inputs[i].second] = std::move(*b);
-  }
-  std::vector<std::vector<double>> times;
-  std::vector<std::string> names;
-  for (int r = 0; r < o.repeat; ++r) {
-    runtime::RunStats s;
-    auto res = in.executor->execute(in.g, in.outputs, bindings, &s);
-    if (!res) return std::unexpected(res.error());
-    times.resize(s.groups.size());
-    names.resize(s.groups.size());
-    for (size_t k = 0; k < s.groups.size(); ++k) {
-      times[k].push_back(s.groups[k].ms);
-      names[k] = s.groups[k].name;
-    }
-  }
+  auto bindings = bind_inputs(*in.executor, in.graph, *host);
+  if (!bindings) return std::unexpected(bindings.error());
+  auto ran = run_repeated(*in.executor, in.g, in.outputs, *bindings, o.repeat);
+  if (!ran) return std::unexpected(ran.error());
   const runtime::PlanCosts costs = runtime::plan_costs(*in.plan, in.executor->cost_model());
   std::string text = fmt::format("\nmeasured on {} (median of {} run{}):\n", in.executor->name(),
                                  o.repeat, o.repeat == 1 ? "" : "s");
   text += fmt::format("  {:<8} {:>14} {:>14} {:>10}\n", "kernel", "estimate µs", "measured µs",
                       "est/meas");
   double est_total = 0, meas_total = 0;
-  for (size_t k = 0; k < times.size(); ++k) {
-    std::sort(times[k].begin(), times[k].end());
-    const double measured = times[k][times[k].size() / 2] * 1e3;
+  for (size_t k = 0; k < ran->stats.groups.size(); ++k) {
+    const runtime::KernelRunInfo& kernel = ran->stats.groups[k];
+    const double measured = kernel.ms * 1e3;
     const double estimate = k < costs.groups.size() ? costs.groups[k].seconds * 1e6 : 0;
     est_total += estimate;
     meas_total += measured;
-    text += fmt::format("  {:<8} {:>14.3f} {:>14.3f} {:>10.2f}\n", names[k], estimate, measured,
+    text += fmt::format("  {:<8} {:>14.3f} {:>14.3f} {:>10.2f}\n", kernel.name, estimate, measured,
                         measured > 0 ? estimate / measured : 0.0);
   }
   text += fmt::format("  {:<8} {:>14.3f} {:>14.3f} {:>10.2f}\n", "total", est_total, meas_total,

@@ -11,6 +11,7 @@
 #include "tools/commands.h"
 #include "tools/graph_file.h"
 #include "tools/npy.h"
+#include "tools/workload.h"
 
 namespace kiln::tools {
 
@@ -160,45 +161,15 @@ int run_command(const RunOptions& o) {
   auto device = runtime::open_device(o.device, std::move(*options));
   if (!device) return report_error(device.error().message);
 
-  runtime::Bindings bindings;
-  for (size_t i = 0; i < graph->inputs.size(); ++i) {
-    auto b = (*device)->pool()->from_host((*host)[i], "input '%" + graph->inputs[i].first + "'");
-    if (!b) return report_error(b.error().message);
-    bindings[graph->inputs[i].second] = std::move(*b);
-  }
+  auto bindings = bind_inputs(**device, *graph, *host);
+  if (!bindings) return report_error(bindings.error().message);
   std::vector<const ir::Node*> outputs;
   for (const auto& [name, node] : graph->outputs) outputs.push_back(node);
 
-  runtime::RunStats first, last;
-  std::vector<double> run_ms, device_ms, key_ms, lookup_ms;
-  std::vector<std::vector<double>> kernel_ms;  // per kernel, one time per repeat
-  std::vector<std::shared_ptr<runtime::Buffer>> results;
-  for (int r = 0; r < std::max(1, o.repeat); ++r) {
-    runtime::RunStats s;
-    auto res = (*device)->execute(g, outputs, bindings, &s);
-    if (!res) return report_error(res.error().message);
-    if (r == 0) first = s;
-    last = s;
-    run_ms.push_back(s.run_ms);
-    device_ms.push_back(s.device_ms);
-    key_ms.push_back(s.key_ms);
-    lookup_ms.push_back(s.lookup_ms);
-    kernel_ms.resize(std::max(kernel_ms.size(), s.groups.size()));
-    for (size_t k = 0; k < s.groups.size(); ++k) kernel_ms[k].push_back(s.groups[k].ms);
-    results = std::move(*res);
-  }
-  std::sort(run_ms.begin(), run_ms.end());
-  std::sort(device_ms.begin(), device_ms.end());
-  first.run_ms = run_ms[run_ms.size() / 2];
-  first.device_ms = device_ms[device_ms.size() / 2];
-  std::sort(key_ms.begin(), key_ms.end());
-  std::sort(lookup_ms.begin(), lookup_ms.end());
-  first.key_ms = key_ms[key_ms.size() / 2];
-  first.lookup_ms = lookup_ms[lookup_ms.size() / 2];
-  for (size_t k = 0; k < kernel_ms.size() && k < first.groups.size(); ++k) {
-    std::sort(kernel_ms[k].begin(), kernel_ms[k].end());
-    first.groups[k].ms = kernel_ms[k][kernel_ms[k].size() / 2];
-  }
+  auto ran = run_repeated(**device, g, outputs, *bindings, o.repeat);
+  if (!ran) return report_error(ran.error().message);
+  const runtime::RunStats& first = ran->stats;
+  const std::vector<std::shared_ptr<runtime::Buffer>>& results = ran->results;
 
   if (!o.out_dir.empty()) {
     std::error_code ec;
@@ -214,7 +185,7 @@ int run_command(const RunOptions& o) {
       return report_error(w.error().message);
     }
   }
-  if (o.stats) print_stats(first, last, o.repeat);
+  if (o.stats) print_stats(first, ran->last, o.repeat);
   if (!o.stats_json.empty())
     if (auto w = write_stats_json(o.stats_json, first); !w) return report_error(w.error().message);
   return 0;

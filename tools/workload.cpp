@@ -90,4 +90,51 @@ Expected<std::unique_ptr<runtime::Executor>> open_target(const TargetChoice& c,
                                    std::move(options));
 }
 
+Expected<runtime::Bindings> bind_inputs(runtime::Device& device, const ir::KgGraph& graph,
+                                        const std::vector<ir::HostTensor>& host) {
+  runtime::Bindings bindings;
+  for (size_t i = 0; i < graph.inputs.size(); ++i) {
+    auto b = device.pool()->from_host(host[i], "input '%" + graph.inputs[i].first + "'");
+    if (!b) return std::unexpected(b.error());
+    bindings[graph.inputs[i].second] = std::move(*b);
+  }
+  return bindings;
+}
+
+namespace {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+}  // namespace
+
+Expected<RepeatedRun> run_repeated(runtime::Device& device, ir::Graph& g,
+                                   const std::vector<const ir::Node*>& outputs,
+                                   const runtime::Bindings& bindings, int repeat) {
+  RepeatedRun out;
+  std::vector<double> run_ms, device_ms, key_ms, lookup_ms;
+  std::vector<std::vector<double>> kernel_ms;  // per kernel, one time per run
+  for (int r = 0; r < std::max(1, repeat); ++r) {
+    runtime::RunStats s;
+    auto res = device.execute(g, outputs, bindings, &s);
+    if (!res) return std::unexpected(res.error());
+    run_ms.push_back(s.run_ms);
+    device_ms.push_back(s.device_ms);
+    key_ms.push_back(s.key_ms);
+    lookup_ms.push_back(s.lookup_ms);
+    kernel_ms.resize(std::max(kernel_ms.size(), s.groups.size()));
+    for (size_t k = 0; k < s.groups.size(); ++k) kernel_ms[k].push_back(s.groups[k].ms);
+    if (r == 0) out.stats = s;
+    out.last = std::move(s);
+    out.results = std::move(*res);
+  }
+  out.stats.run_ms = median(run_ms);
+  out.stats.device_ms = median(device_ms);
+  out.stats.key_ms = median(key_ms);
+  out.stats.lookup_ms = median(lookup_ms);
+  for (size_t k = 0; k < kernel_ms.size() && k < out.stats.groups.size(); ++k)
+    out.stats.groups[k].ms = median(kernel_ms[k]);
+  return out;
+}
+
 }  // namespace kiln::tools

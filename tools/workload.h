@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/kg.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
 
@@ -39,5 +40,21 @@ struct TargetChoice {
 };
 Expected<std::unique_ptr<runtime::Executor>> open_target(const TargetChoice& choice,
                                                          runtime::DeviceOptions options);
+
+// `host` (one tensor per input of `graph`, in order) bound to the graph's inputs on `device`.
+Expected<runtime::Bindings> bind_inputs(runtime::Device& device, const ir::KgGraph& graph,
+                                        const std::vector<ir::HostTensor>& host);
+
+// `outputs` realized `repeat` times (at least once): the first run's statistics with each time
+// (run, device, key, lookup, every kernel's) the median over the runs, the last run's statistics,
+// and the last run's results.
+struct RepeatedRun {
+  runtime::RunStats stats;
+  runtime::RunStats last;
+  std::vector<std::shared_ptr<runtime::Buffer>> results;
+};
+Expected<RepeatedRun> run_repeated(runtime::Device& device, ir::Graph& g,
+                                   const std::vector<const ir::Node*>& outputs,
+                                   const runtime::Bindings& bindings, int repeat);
 
 }  // namespace kiln::tools
