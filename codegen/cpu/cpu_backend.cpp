@@ -28,6 +28,7 @@
 
 #include "codegen/cpu/llvm_emitter.h"
 #include "codegen/cpu/llvm_optimizer.h"
+#include "codegen/cpu/streaming_stores.h"
 #include "codegen/cpu/object_code.h"
 
 namespace kiln::codegen {
@@ -264,6 +265,9 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
     module->print(ir_stream, nullptr);
   }
   cpu::optimize_module(*module, **tm);
+  if (mode == CheckMode::none && impl_->triple.isX86())
+    if (llvm::Function* fn = module->getFunction(art->symbol))
+      cpu::stream_stores(*fn, cpu::streaming_buffers(kernel));
   if (!large) module->print(ir_stream, nullptr);
   ir_stream.flush();
 

@@ -4,8 +4,10 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <bit>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <llvm/Analysis/ValueTracking.h>
@@ -19,6 +21,7 @@
 #include "codegen/cpu/dtype_lowering.h"
 #include "codegen/cpu/matmul_emitter.h"
 #include "codegen/cpu/reduce_lowering.h"
+#include "codegen/cpu/streaming_stores.h"
 #include "codegen/sum_blocks.h"
 #include "ir/loop_split.h"
 #include "ir/post_order.h"
@@ -54,12 +57,16 @@ struct Loop {
   BasicBlock* exit = nullptr;
   bool has_inner_loop = false;
   int64_t max_trips = -1;  // the most iterations it can run, when known
+  bool scalar = false;      // kept off the vectorizer (a peeled head)
 };
 
 // Innermost loops that run fewer iterations than this are not vectorized: no vector body could
 // be filled, and each vector body and epilogue LLVM adds repeats the whole loop body in the
 // object code (thousands of instructions for a large fused kernel over a short axis).
 constexpr int64_t kMinVectorTrips = 8;
+
+// A cache line: where a streaming output's vector stores start (streaming_stores.h).
+constexpr int64_t kLineBytes = 64;
 
 class KernelEmitter {
  public:
@@ -91,6 +98,12 @@ class KernelEmitter {
   // Before the innermost loop of each row: every scan's accumulator starts at 0.
   void init_scans(Scope* row);
   Expected<void> emit_store(const kir::Store& st, Scope* s);
+  // Streaming stores (streaming_stores.h): the store whose address the innermost loop's vector
+  // body is aligned for, or null.
+  const kir::Store* aligned_store() const;
+  // The innermost loop's first point at or after `lo` (before `hi`) where `st` stores to a
+  // 64-byte-aligned address, emitted in `s` (the scope around the loop).
+  Expected<Value*> aligned_start(const kir::Store& st, Scope* s, Value* lo, Value* hi);
   // Checked kernels only: the loaded value or nothing (store) for an out-of-range index.
   Value* emit_checked_load(const Expr* e, Value* index, Scope* s);
   void emit_checked_store(const kir::Store& st, Value* index, Value* value, Scope* s);
@@ -591,6 +604,54 @@ Expected<void> KernelEmitter::emit_store(const kir::Store& st, Scope* s) {
   return {};
 }
 
+const kir::Store* KernelEmitter::aligned_store() const {
+  if (opt_.check != CheckMode::none || !scans_.empty()) return nullptr;
+  const std::vector<bool> streaming = streaming_buffers(k_);
+  for (const kir::Store& st : k_.stores) {
+    if (!streaming[st.buf]) continue;
+    // Only an index of loop variables and constants can be evaluated before the loop runs.
+    bool pure = true;
+    std::vector<const Expr*> todo{st.index};
+    std::unordered_set<const Expr*> seen;
+    while (pure && !todo.empty()) {
+      const Expr* e = todo.back();
+      todo.pop_back();
+      if (!seen.insert(e).second) continue;
+      if (e->kind == ExprKind::Alu) todo.insert(todo.end(), e->args.begin(), e->args.end());
+      else pure = e->kind == ExprKind::Const || e->kind == ExprKind::Var;
+    }
+    if (pure) return &st;
+  }
+  return nullptr;
+}
+
+Expected<Value*> KernelEmitter::aligned_start(const kir::Store& st, Scope* s, Value* lo, Value* hi) {
+  // The store's index at the loop's first point: emitted in a scope of its own standing for that
+  // point, so that nothing it memoizes is taken for the loop body's values.
+  const int32_t last = static_cast<int32_t>(std::max<size_t>(k_.domain.size(), 1)) - 1;
+  Scope first;
+  first.parent = s;
+  first.depth = s->depth + 1;
+  first.cursor = s->cursor;
+  first.loop = s->loop;
+  var_scope_[last] = &first;
+  var_value_[last] = lo;
+  Expected<Value*> index = emit(st.index);
+  var_scope_.erase(last);
+  var_value_.erase(last);
+  if (!index) return index;
+  insert_at(s);
+  const ir::DType t = k_.params[st.buf].dtype;
+  const int64_t size = ir::dtype_size(t);
+  Value* at = b_.CreatePtrToInt(
+      b_.CreateInBoundsGEP(memory_type(ctx_, t), buffers_[st.buf], *index), b_.getInt64Ty());
+  // Bytes to the next line boundary, in elements (a misaligned element address gives some head:
+  // the stores then test their address, see stream_stores).
+  Value* gap = b_.CreateAnd(b_.CreateSub(b_.getInt64(0), at), b_.getInt64(kLineBytes - 1));
+  Value* head = b_.CreateLShr(gap, b_.getInt64(std::countr_zero(static_cast<uint64_t>(size))));
+  return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(lo, head), hi);
+}
+
 // vectorize.width / interleave.count on loops with no loop inside (the only ones the vectorizer
 // considers; metadata on outer loops would only produce "not vectorized" remarks).
 void KernelEmitter::add_loop_metadata() {
@@ -598,8 +659,8 @@ void KernelEmitter::add_loop_metadata() {
   for (const Loop& loop : loops_) {
     if (loop.has_inner_loop) continue;
     // A scan's loop carries its running sum from one step to the next: it stays scalar.
-    const bool is_short =
-        !scans_.empty() || (loop.max_trips >= 0 && loop.max_trips < kMinVectorTrips);
+    const bool is_short = loop.scalar || !scans_.empty() ||
+                          (loop.max_trips >= 0 && loop.max_trips < kMinVectorTrips);
     if (llvm::MDNode* md = is_short ? no_vectorize_hint(ctx_)
                                     : vectorize_hints(ctx_, p.vector_width, p.unroll))
       loop.latch->setMetadata(llvm::LLVMContext::MD_loop, md);
@@ -650,9 +711,22 @@ Expected<llvm::Function*> KernelEmitter::run() {
     piece_lo_ = opt_.facts->loop_split.bounds[piece];
     const std::string name =
         opt_.facts->loop_split.bounds.size() == 2 ? fmt::format("p{}", last) : fmt::format("p{}.{}", last, piece);
-    Scope* inner =
-        open_loop(s, lo, hi, name,
-                  opt_.facts->loop_split.bounds[piece + 1] - opt_.facts->loop_split.bounds[piece]);
+    const int64_t trips =
+        opt_.facts->loop_split.bounds[piece + 1] - opt_.facts->loop_split.bounds[piece];
+    // A streaming output: a scalar head up to its first aligned element, then the vector loop.
+    if (const kir::Store* st = opt_.facts->loop_split.bounds.size() == 2 ? aligned_store() : nullptr) {
+      Expected<Value*> mid = aligned_start(*st, s, lo, hi);
+      if (!mid) return std::unexpected(mid.error());
+      Scope* head = open_loop(s, lo, *mid, name + ".head", kLineBytes);
+      loops_[head->loop].scalar = true;
+      var_scope_[last] = head;
+      var_value_[last] = head->iv;
+      for (const kir::Store& each : k_.stores)
+        if (Expected<void> ok = emit_store(each, head); !ok) return std::unexpected(ok.error());
+      s->cursor = loops_[head->loop].exit;
+      lo = *mid;
+    }
+    Scope* inner = open_loop(s, lo, hi, name, trips);
     var_scope_[last] = inner;
     var_value_[last] = inner->iv;
     for (const kir::Store& st : k_.stores)

@@ -1,0 +1,124 @@
+// Streaming (non-temporal) stores of the cpu backend (codegen/cpu/streaming_stores.h): which
+// kernels get them, and that they write exactly what ordinary stores write, for rows that start
+// anywhere within a cache line, for chunks that start anywhere, and for a misaligned buffer.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "codegen/cpu/streaming_stores.h"
+#include "tests/codegen/cpu_test_support.h"
+
+namespace kiln::codegen::testing {
+namespace {
+
+using kir::Alu;
+using kir::Expr;
+
+int count(const std::string& text, const std::string& word) {
+  int n = 0;
+  for (size_t p = text.find(word); p != std::string::npos; p = text.find(word, p + 1)) ++n;
+  return n;
+}
+
+// y[index] = x[index] * 2 + 1 over `domain` (C order), in dtype t.
+kir::Kernel twice_plus_one(DType t, std::vector<int64_t> domain) {
+  auto arena = std::make_shared<kir::ExprArena>();
+  const Expr* index = arena->var(0);
+  for (size_t d = 1; d < domain.size(); ++d)
+    index = arena->alu(Alu::Add, DType::i64,
+                       {arena->alu(Alu::Mul, DType::i64, {index, arena->index(domain[d])}),
+                        arena->var(static_cast<int32_t>(d))});
+  const Expr* x = arena->load(0, t, index);
+  const Expr* y = arena->alu(Alu::Add, t,
+                             {arena->alu(Alu::Mul, t, {x, arena->constant(t, 2)}), arena->constant(t, 1)});
+  return make_kernel("stream", {in_param(t, domain), out_param(t, domain)}, domain, arena,
+                     {kir::Store{1, index, y}});
+}
+
+Buffer input(DType t, size_t n) {
+  Buffer b(t, n);
+  for (size_t i = 0; i < n; ++i) b.set(i, static_cast<double>(i % 101) - 50);
+  return b;
+}
+
+void expect_twice_plus_one(const Buffer& x, const Buffer& y) {
+  ASSERT_EQ(x.size(), y.size());
+  size_t wrong = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (y.get(i) != to_dtype(y.dtype, x.get(i) * 2 + 1) && wrong++ < 5)
+      ADD_FAILURE() << "element " << i << ": " << y.get(i) << ", expected " << x.get(i) * 2 + 1;
+  EXPECT_EQ(wrong, 0u);
+}
+
+TEST(CpuStreamingStores, OnlyLargeOutputsThatTheKernelDoesNotReadStream) {
+  EXPECT_EQ(codegen::cpu::streaming_buffers(twice_plus_one(DType::f32, {1 << 22})),
+            (std::vector<bool>{false, true}));  // 16 MiB
+  EXPECT_EQ(codegen::cpu::streaming_buffers(twice_plus_one(DType::f32, {(1 << 22) - 1})),
+            (std::vector<bool>{false, false}));
+  EXPECT_EQ(codegen::cpu::streaming_buffers(twice_plus_one(DType::u8, {1 << 24})),
+            (std::vector<bool>{false, true}));
+}
+
+TEST(CpuStreamingStores, ALargeOutputIsWrittenNonTemporallyWithTheSameValues) {
+  for (DType t : {DType::f32, DType::u8, DType::f64}) {
+    SCOPED_TRACE(std::string(ir::dtype_name(t)));
+    const int64_t n = codegen::cpu::kStreamingStoreBytes / ir::dtype_size(t) + 17;
+    const kir::Kernel k = twice_plus_one(t, {n});
+    std::shared_ptr<const CpuArtifact> art;
+    // run_kernel also runs it in chunks of 1, 2, 3, ... points: heads of every length.
+    std::vector<Buffer> out = run_kernel(k, {input(t, static_cast<size_t>(n))}, {}, &art);
+    ASSERT_EQ(out.size(), 2u);
+    expect_twice_plus_one(out[0], out[1]);
+    ASSERT_TRUE(art);
+    EXPECT_GT(count(art->llvm_ir, "!nontemporal"), 0) << art->llvm_ir;
+    EXPECT_GT(count(art->llvm_ir, "llvm.x86.sse.sfence"), 0);
+  }
+}
+
+TEST(CpuStreamingStores, RowsThatStartInsideACacheLineAreExact) {
+  // 1031 floats a row: each row starts at a different offset within a line, so each has its
+  // own scalar head before the aligned vector body.
+  const std::vector<int64_t> domain{4099, 1031};
+  const kir::Kernel k = twice_plus_one(DType::f32, domain);
+  ASSERT_TRUE(codegen::cpu::streaming_buffers(k)[1]);
+  std::shared_ptr<const CpuArtifact> art;
+  std::vector<Buffer> out = run_kernel(k, {input(DType::f32, 4099 * 1031)}, {}, &art);
+  ASSERT_EQ(out.size(), 2u);
+  expect_twice_plus_one(out[0], out[1]);
+  EXPECT_GT(count(art->llvm_ir, "!nontemporal"), 0);
+}
+
+TEST(CpuStreamingStores, AMisalignedOutputBufferIsWrittenWithOrdinaryStoresWhereItMustBe) {
+  // The output starts 4 bytes past a line: no element is 64-byte aligned... until every 16th
+  // one is; the stores test their address and write the same values either way.
+  const int64_t n = codegen::cpu::kStreamingStoreBytes / 4 + 5;
+  const kir::Kernel k = twice_plus_one(DType::f32, {n});
+  auto art = backend().compile(k, {});
+  ASSERT_TRUE(art.has_value()) << art.error().message;
+  const Buffer x = input(DType::f32, static_cast<size_t>(n));
+  std::vector<uint8_t> storage(static_cast<size_t>(n) * 4 + 128, 0xAB);
+  uint8_t* line = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64);
+  uint8_t* y = line + 4;
+  void* ptrs[] = {const_cast<uint8_t*>(x.bytes.data()), y};
+  (*art)->fn(ptrs, 0, 7);
+  (*art)->fn(ptrs, 7, n);
+  Buffer got(DType::f32, static_cast<size_t>(n));
+  std::memcpy(got.bytes.data(), y, static_cast<size_t>(n) * 4);
+  expect_twice_plus_one(x, got);
+  EXPECT_EQ(line[3], 0xAB);            // nothing written before the buffer
+  EXPECT_EQ(y[static_cast<size_t>(n) * 4], 0xAB);  // nor after it
+}
+
+TEST(CpuStreamingStores, SmallOutputsAndCheckedKernelsKeepOrdinaryStores) {
+  const kir::Kernel small = twice_plus_one(DType::f32, {1 << 20});
+  auto art = backend().compile(small, {});
+  ASSERT_TRUE(art.has_value()) << art.error().message;
+  EXPECT_EQ(count((*art)->llvm_ir, "!nontemporal"), 0);
+  const kir::Kernel large = twice_plus_one(DType::f32, {1 << 22});
+  auto checked = backend().compile(large, {}, CheckMode::validate);
+  ASSERT_TRUE(checked.has_value()) << checked.error().message;
+  EXPECT_EQ(count((*checked)->llvm_ir, "!nontemporal"), 0);
+}
+
+}  // namespace
+}  // namespace kiln::codegen::testing
