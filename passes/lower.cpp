@@ -1,6 +1,8 @@
 // Lowering of a fused group to kernel IR: values, reductions, matmul, and the kernel's params.
 #include "passes/lower.h"
 
+#include "passes/collapse_domain.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -371,6 +373,7 @@ Expected<LoweredKernel> lower_group(const FusedGroup& group, const std::string& 
     k.stores.push_back(kir::Store{buf, store_index, cx.emit(o, point)});
   }
   if (!cx.error().empty()) return make_error(fmt::format("{} (kernel {})", cx.error(), name));
+  out.kernel = collapse_domain(out.kernel);
   return out;
 }
 
