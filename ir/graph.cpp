@@ -2,6 +2,7 @@
 #include "ir/graph.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
 #include <functional>
@@ -178,7 +179,12 @@ struct NodeKeyEq {
 };
 }  // namespace
 
+namespace {
+std::atomic<uint64_t> next_graph_serial{1};
+}  // namespace
+
 struct Graph::Impl {
+  const uint64_t serial = next_graph_serial.fetch_add(1, std::memory_order_relaxed);
   std::mutex mu;
   std::deque<Node> nodes;  // stable addresses
   std::unordered_set<const Node*, NodeKeyHash, NodeKeyEq> interned;
@@ -187,6 +193,10 @@ struct Graph::Impl {
 
 Graph::Graph() : impl_(std::make_unique<Impl>()) {}
 Graph::~Graph() = default;
+
+uint64_t Graph::serial() const {
+  return impl_->serial;
+}
 
 const Node* Graph::make(Op op, DType dtype, Shape shape, std::vector<const Node*> inputs,
                         Attrs attrs) {

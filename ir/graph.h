@@ -134,6 +134,9 @@ class Graph {
   // A fresh graph input with a unique slot.
   const Node* input(DType dtype, Shape shape, std::string name = "");
   size_t size() const;
+  // Unique among the graphs of this process, never reused: with a node's address it names the
+  // node for as long as the graph lives (nodes are immutable, and freed only with their graph).
+  uint64_t serial() const;
 
  private:
   struct Impl;

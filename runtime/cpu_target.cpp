@@ -2,6 +2,8 @@
 // IR and a checksum; a stream runs each launch over the thread pool, synchronously.
 #include "runtime/cpu_target.h"
 
+#include "autotune/roofline.h"
+
 #include <chrono>
 #include <cstring>
 #include <fmt/format.h>
@@ -18,6 +20,7 @@ using json = nlohmann::json;
 
 // Points of the parallel domain per thread chunk below which waking a thread costs more than it saves.
 constexpr int64_t kMinPointsPerChunk = 1 << 14;
+constexpr double kOpsPerPoint = 4;
 
 class CpuKernel final : public Artifact {
  public:
@@ -31,11 +34,17 @@ class CpuKernel final : public Artifact {
   int64_t min_chunk;  // outer indices per thread chunk, at least
 };
 
-// The smallest chunk of the outer axis worth a thread: kMinPointsPerChunk points of the domain.
+// The smallest chunk of the outer axis worth a thread: kMinPointsPerChunk points of the domain,
+// fewer for kernels that compute more per point (kMinPointsPerChunk at up to kOpsPerPoint
+// operations a point; small_ops' 512 chained operations on 512 points run on both cores).
 int64_t min_chunk_of(const kir::Kernel& kernel) {
   int64_t inner = 1;
   for (size_t d = 1; d < kernel.domain.size(); ++d) inner *= kernel.domain[d];
-  return std::max<int64_t>(1, kMinPointsPerChunk / std::max<int64_t>(1, inner));
+  double points = 1;
+  for (int64_t d : kernel.domain) points *= static_cast<double>(d);
+  const double ops = points > 0 ? autotune::kernel_work(kernel).flops / points : 0;
+  const auto heavier = static_cast<int64_t>(std::max(1.0, ops / kOpsPerPoint));
+  return std::max<int64_t>(1, kMinPointsPerChunk / heavier / std::max<int64_t>(1, inner));
 }
 
 class HostMemory final : public DeviceMemory {

@@ -267,14 +267,31 @@ void Executor::release_stream(std::unique_ptr<Stream> stream, bool reusable) {
   stream_free_.notify_one();
 }
 
+std::shared_ptr<const StructuralKey> Executor::structural_key_of(
+    const ir::Graph& g, const std::vector<const ir::Node*>& outputs) {
+  const uint64_t serial = g.serial();
+  {
+    std::lock_guard lock(key_memo_mu_);
+    for (const KeyMemo& m : key_memo_)
+      if (m.graph == serial && m.outputs == outputs) return m.key;
+  }
+  auto key = std::make_shared<const StructuralKey>(structural_key(outputs));
+  std::lock_guard lock(key_memo_mu_);
+  key_memo_[key_memo_next_] = KeyMemo{serial, outputs, key};
+  key_memo_next_ = (key_memo_next_ + 1) % kKeyMemos;
+  return key;
+}
+
 Expected<std::vector<std::shared_ptr<Buffer>>> Executor::execute(
     ir::Graph& g, const std::vector<const ir::Node*>& outputs, const Bindings& inputs,
     RunStats* stats, const Donated* donated) {
   if (!target_->can_run())
     return make_error(name_ + ": this target only compiles; it has no device to run kernels on");
   const auto t0 = std::chrono::steady_clock::now();
-  // One walk of the graph: the structural key also lists every Input node to check.
-  const StructuralKey key = structural_key(outputs);
+  // One walk of the graph (or none, for outputs realized lately): the structural key also lists
+  // every Input node to check.
+  const std::shared_ptr<const StructuralKey> key_of = structural_key_of(g, outputs);
+  const StructuralKey& key = *key_of;
   const auto t_key = std::chrono::steady_clock::now();
   if (auto ok = check_bindings(key.inputs, inputs); !ok) return std::unexpected(ok.error());
   std::string source;

@@ -186,6 +186,21 @@ class Executor final : public Device {
   std::mutex plans_mu_;
   std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;
 
+  // The structural keys of the last output lists realized, by graph serial and output nodes:
+  // nodes are immutable and live as long as their graph, so realizing the same outputs again
+  // (a served graph, a loop that records the same ops: the graph interns them) skips the walk.
+  std::shared_ptr<const StructuralKey> structural_key_of(const ir::Graph& g,
+                                                         const std::vector<const ir::Node*>& outputs);
+  struct KeyMemo {
+    uint64_t graph = 0;
+    std::vector<const ir::Node*> outputs;
+    std::shared_ptr<const StructuralKey> key;
+  };
+  static constexpr size_t kKeyMemos = 8;
+  std::mutex key_memo_mu_;
+  std::array<KeyMemo, kKeyMemos> key_memo_;
+  size_t key_memo_next_ = 0;
+
   std::mutex streams_mu_;
   std::condition_variable stream_free_;
   std::vector<std::unique_ptr<Stream>> idle_streams_;

@@ -46,17 +46,21 @@ void put_attr(std::string& s, const ir::AttrValue& v) {
 // large as the whole graph. Addresses are unique across graphs, so outputs from two graphs mix.
 class Positions {
  public:
-  Positions() {
-    if (++generation_ == 0) {  // wrapped: old stamps could look current
+  // The thread's table and stamp are looked up once here: in a shared library each access to a
+  // thread_local goes through __tls_get_addr, a call per probe otherwise.
+  Positions() : table_(thread_table()), generation_(++thread_generation()) {
+    if (generation_ == 0) {  // wrapped: old stamps could look current
       table_.assign(table_.size(), Slot{});
-      generation_ = 1;
+      generation_ = thread_generation() = 1;
     }
     if (table_.empty()) table_.resize(kMinSlots);
   }
   // The position of `n`, or -1 when not yet placed.
   int64_t find(const ir::Node* n) const {
-    for (size_t i = home(n, table_.size());; i = (i + 1) & (table_.size() - 1)) {
-      const Slot& s = table_[i];
+    const size_t mask = table_.size() - 1;
+    const Slot* slots = table_.data();
+    for (size_t i = home(n, table_.size());; i = (i + 1) & mask) {
+      const Slot& s = slots[i];
       if (s.generation != generation_) return -1;
       if (s.node == n) return static_cast<int64_t>(s.pos);
     }
@@ -64,21 +68,32 @@ class Positions {
   // Records the position of a node not yet placed.
   void place(const ir::Node* n, uint64_t pos) {
     if (2 * (placed_ + 1) > table_.size()) grow();
-    insert(table_, Slot{n, generation_, pos});
+    insert(table_, Slot{n, generation_, static_cast<uint32_t>(pos)});
     ++placed_;
   }
 
  private:
+  // 16 bytes, at most half full (linear probing: a miss probes 2.5 slots on average).
   struct Slot {
     const ir::Node* node = nullptr;
     uint32_t generation = 0;
-    uint64_t pos = 0;
+    uint32_t pos = 0;
   };
   static constexpr size_t kMinSlots = 256;  // a power of two
 
-  static size_t home(const ir::Node* n, size_t slots) {  // Fibonacci hashing of the address
-    uint64_t h = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(n)) * 0x9E3779B97F4A7C15ull;
-    return static_cast<size_t>(h >> 32) & (slots - 1);
+  static std::vector<Slot>& thread_table() {
+    static thread_local std::vector<Slot> table;
+    return table;
+  }
+  static uint32_t& thread_generation() {
+    static thread_local uint32_t generation = 0;
+    return generation;
+  }
+  // Fibonacci hashing of the address: the product's top bits (its middle bits repeat with the
+  // stride of nodes allocated one after another, and the probe chains grew long).
+  static size_t home(const ir::Node* n, size_t slots) {
+    const uint64_t h = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(n)) * 0x9E3779B97F4A7C15ull;
+    return static_cast<size_t>(h >> (64 - std::countr_zero(slots)));
   }
   static void insert(std::vector<Slot>& table, const Slot& slot) {
     size_t i = home(slot.node, table.size());
@@ -92,12 +107,10 @@ class Positions {
     table_.swap(bigger);
   }
 
+  std::vector<Slot>& table_;
+  uint32_t generation_;
   size_t placed_ = 0;
-  static thread_local std::vector<Slot> table_;
-  static thread_local uint32_t generation_;
 };
-thread_local std::vector<Positions::Slot> Positions::table_;
-thread_local uint32_t Positions::generation_ = 0;
 
 // Post-order DFS from the outputs, operands left to right: an order that depends only on the
 // structure (node ids do not: interned literals keep the id of their first use). `pos_of`

@@ -198,5 +198,31 @@ TEST_F(ExecutorTest, ACompileOnlyTargetShowsKernelsAndRefusesToRun) {
   EXPECT_EQ(out.error().message.find("cuda (sm_90, compile only)"), 0u) << out.error().message;
 }
 
+// Realizing the same outputs again reuses their structural key; a new graph never does, even
+// where its nodes take the addresses of a destroyed graph's (the key is by graph serial).
+TEST_F(ExecutorTest, ARepeatedRealizeAndANewGraphAtTheSameAddressesBothGetTheirOwnPlan) {
+  auto dev = open_executor("cpu", options());
+  ASSERT_TRUE(dev.has_value()) << dev.error().message;
+  ir::HostTensor h = ir::HostTensor::zeros(DType::f32, {5});
+  for (int i = 0; i < 5; ++i) h.set(i, i - 2);
+  for (int round = 0; round < 6; ++round) {
+    // Alternately x + 1 and x * 3, each in a fresh graph built the same way: the allocator
+    // tends to give the new graph's nodes the old one's addresses.
+    auto g = std::make_unique<ir::Graph>();
+    ir::Builder b{*g};
+    const ir::Node* x = g->input(DType::f32, {5}, "x");
+    const bool add = round % 2 == 0;
+    const ir::Node* y = add ? *b.binary(ir::Op::Add, x, *b.full({}, 1, DType::f32))
+                            : *b.binary(ir::Op::Mul, x, *b.full({}, 3, DType::f32));
+    for (int repeat = 0; repeat < 2; ++repeat) {
+      auto out = (*dev)->execute(*g, {y}, {{x, (*dev)->pool()->from_host(h).value()}});
+      ASSERT_TRUE(out.has_value()) << out.error().message;
+      ir::HostTensor r = (*out)[0]->to_host();
+      for (int i = 0; i < 5; ++i)
+        EXPECT_EQ(r.get(i), add ? (i - 2) + 1 : (i - 2) * 3) << "round " << round << ", element " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::runtime
