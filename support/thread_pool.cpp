@@ -45,7 +45,7 @@ int ThreadPool::default_threads() {
 }
 
 ThreadPool::ThreadPool(int num_threads) {
-  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -57,7 +57,25 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::worker_loop(int index) {
+void ThreadPool::run_chunks(uint32_t gen, const std::function<void(int64_t, int64_t)>* fn, int64_t n,
+                            int chunks) {
+  for (;;) {
+    uint64_t c = claim_.load(std::memory_order_acquire);
+    do {
+      if (static_cast<uint32_t>(c >> 32) != gen || static_cast<int64_t>(c & 0xffffffffu) >= chunks)
+        return;
+    } while (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel,
+                                           std::memory_order_acquire));
+    auto [b, e] = chunk_range(n, chunks, static_cast<int>(c & 0xffffffffu));
+    if (b < e) (*fn)(b, e);
+    if (done_chunks_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
+      std::lock_guard lock(mu_);  // the caller checks done_chunks_ under it before sleeping
+      done_.notify_one();
+    }
+  }
+}
+
+void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
     auto fresh = [&] {
@@ -79,14 +97,9 @@ void ThreadPool::worker_loop(int index) {
       n = job_n_;
       chunks = job_chunks_;
     }
-    if (index < chunks) {
-      auto [b, e] = chunk_range(n, chunks, index);
-      if (b < e) (*job)(b, e);
-    }
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard lock(mu_);  // the caller checks pending_ under it before sleeping
-      done_.notify_one();
-    }
+    // A claim succeeds only while this generation's job is posted, and its caller waits for
+    // every claimed chunk: *job outlives the chunks run here (and is not touched without one).
+    run_chunks(static_cast<uint32_t>(seen), job, n, chunks);
   }
 }
 
@@ -94,24 +107,25 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
                               const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(1, min_chunk));
-  int chunks = static_cast<int>(std::min<int64_t>(size(), max_chunks));
+  int chunks = static_cast<int>(std::min<int64_t>(int64_t{size()} * kChunksPerThread, max_chunks));
   if (chunks <= 1 || workers_.empty()) {
     fn(0, n);
     return;
   }
   std::lock_guard run_lock(run_mu_);
+  uint32_t gen;
   {
     std::lock_guard lock(mu_);
     job_ = &fn;
     job_n_ = n;
     job_chunks_ = chunks;
-    pending_.store(static_cast<int>(workers_.size()), std::memory_order_release);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+    done_chunks_.store(0, std::memory_order_relaxed);
+    gen = static_cast<uint32_t>(generation_.fetch_add(1, std::memory_order_acq_rel) + 1);
+    claim_.store(uint64_t{gen} << 32, std::memory_order_release);
   }
   wake_.notify_all();
-  auto [b, e] = chunk_range(n, chunks, 0);
-  fn(b, e);
-  auto finished = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+  run_chunks(gen, &fn, n, chunks);
+  auto finished = [&] { return done_chunks_.load(std::memory_order_acquire) == chunks; };
   if (spin_until(finished)) return;
   std::unique_lock lock(mu_);
   done_.wait(lock, finished);

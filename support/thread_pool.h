@@ -19,19 +19,25 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
-  // Runs fn(begin, end) over [0, n) in at most size() contiguous chunks; the caller takes one.
-  // `min_chunk` avoids waking threads for tiny ranges. Returns when every chunk is done.
+  // Runs fn(begin, end) over [0, n) in contiguous chunks of at least `min_chunk` (at most
+  // kChunksPerThread per thread), which the caller and the workers claim one at a time: a worker
+  // that wakes late (a sleeping thread took 30-50 µs to wake on a VM) leaves its chunks to the
+  // others instead of holding the job up. Returns when every chunk is done.
   void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
+  static constexpr int kChunksPerThread = 4;
 
   // Every core: std::thread::hardware_concurrency() (at least 1). KILN_NUM_THREADS is read at
   // the edge, with the configuration (runtime/config.h), and passed down as a thread count.
   static int default_threads();
 
  private:
-  void worker_loop(int index);
+  void worker_loop();
+  // Claims and runs chunks of the job of generation `gen` until none is left (or a newer job has
+  // replaced it).
+  void run_chunks(uint32_t gen, const std::function<void(int64_t, int64_t)>* fn, int64_t n, int chunks);
 
   std::vector<std::thread> workers_;
-  // Workers and the caller spin briefly (kSpin) on generation_ / pending_ before sleeping on the
+  // Workers and the caller spin briefly (kSpin) on generation_ / done_chunks_ before sleeping on the
   // condition variables: back-to-back kernels (life: 100 steps) then skip a futex round trip each.
   std::mutex mu_;
   std::condition_variable wake_, done_;
@@ -39,7 +45,11 @@ class ThreadPool {
   int64_t job_n_ = 0;
   int job_chunks_ = 0;
   std::atomic<uint64_t> generation_ = 0;
-  std::atomic<int> pending_ = 0;
+  // The job's generation (high 32 bits) and its next unclaimed chunk (low 32 bits): a claim is a
+  // compare-exchange that fails once a newer job is posted, so a worker holding an old job's
+  // function never runs it after its caller returned.
+  std::atomic<uint64_t> claim_ = 0;
+  std::atomic<int> done_chunks_ = 0;
   std::atomic<bool> stop_ = false;
   std::mutex run_mu_;  // one parallel_for at a time
 };
