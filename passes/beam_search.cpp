@@ -92,9 +92,9 @@ class Planner {
         return p;
       }
     }
-    if (slot_ < 0) p.delta += cost_.seconds(0, 1, 0);
+    if (slot_ < 0) p.delta += cost_.launch_seconds(1);
     if (fn.forced && !fix_shape(p, target_, n)) return p;
-    p.delta += cost_.seconds(fn.forced ? fn.bytes : 0, 0, fn.flops);
+    p.delta += (fn.forced ? cost_.buffer_seconds(fn.node, fn.bytes) : 0) + cost_.work_seconds(fn.node, fn.flops);
     for (const FusionRead& r : fn.reads) {
       if (!read(p, fn.node, r, 1.0, kMaxRecompute)) return p;
     }
@@ -143,7 +143,7 @@ class Planner {
       if (sorted_contains(s_.open[static_cast<size_t>(slot_)].desc, home)) return fail(p);
     }
     p.new_inputs.push_back(b);
-    p.delta += cost_.seconds(g_[b].bytes, 0, 0);
+    p.delta += cost_.buffer_seconds(g_[b].node, g_[b].bytes);
     return true;
   }
 
@@ -163,7 +163,7 @@ class Planner {
       double have = factor_of(p, n);
       if (want <= have * (1 + 1e-9)) continue;
       p.factors.push_back({n, want});
-      p.delta += cost_.seconds(0, 0, g_[n].flops * (want - have));
+      p.delta += cost_.work_seconds(g_[n].node, g_[n].flops * (want - have));
       for (const FusionRead& r : g_[n].reads)
         if (g_[r.base].role == Role::Placed && member(p, r.base))
           stack.push_back({r.base, want * r.extra});
@@ -181,7 +181,7 @@ class Planner {
       if (s_.group_of[static_cast<size_t>(q)] != target_ || list_contains(seen, q)) continue;
       seen.push_back(q);
       const ir::Node* n = g_[q].node;
-      if (n->op == ir::Op::Matmul) p.delta += cost_.seconds(0, 0, g_[q].flops * factor_of(p, q));
+      if (n->op == ir::Op::Matmul) p.delta += cost_.work_seconds(n, g_[q].flops * factor_of(p, q));
       if (n->op == ir::Op::Matmul || ir::is_reduce(n->op)) continue;
       for (const FusionRead& r : g_[q].reads) stack.push_back(r.base);
     }
@@ -242,7 +242,7 @@ class Planner {
     if (!fix_shape(p, home, b)) return false;
     if (!is_materialized(p, b)) {
       p.materialize.push_back(b);
-      p.delta += cost_.seconds(g_[b].bytes, 0, 0);
+      p.delta += cost_.buffer_seconds(g_[b].node, g_[b].bytes);
     }
     return add_buffer(p, b);
   }
@@ -253,7 +253,7 @@ class Planner {
     const ir::Node* n = g_[b].node;
     if (scan_group_ && (is_reduction(n) || is_scan(n))) return fail(p);
     p.recompute.push_back(b);
-    p.delta += cost_.seconds(0, 0, g_[b].flops * std::max(f, 1.0));
+    p.delta += cost_.work_seconds(n, g_[b].flops * std::max(f, 1.0));
     for (const FusionRead& r : g_[b].reads)
       if (!read(p, g_[b].node, r, std::max(f, 1.0), budget)) return false;
     return true;

@@ -32,8 +32,35 @@
 namespace kiln::passes {
 
 std::string DeviceRates::str() const {
-  return fmt::format("bandwidth {:g} B/s, launch overhead {:g} s, compute {:g} op/s", bandwidth,
-                     launch_overhead, compute_rate);
+  std::string s = fmt::format("bandwidth {:g} B/s, launch overhead {:g} s, compute {:g} op/s",
+                              bandwidth, launch_overhead, compute_rate);
+  if (matmul_rate > 0) s += fmt::format(", matmul {:g} flop/s", matmul_rate);
+  for (const auto& [op, sec] : op_seconds)
+    s += fmt::format(", {} {:.3g} ns/element", ir::op_name(op), sec * 1e9);
+  if (cache_bandwidth > 0) s += fmt::format(", cache bandwidth {:g} B/s", cache_bandwidth);
+  return s;
+}
+
+WorkKind work_kind(const ir::Node* n) {
+  if (n->op == ir::Op::Matmul) return WorkKind::matmul;
+  if (ir::op_kind(n->op) == ir::OpKind::Elementwise && ir::op_cost(n->op) >= 4) return WorkKind::costly;
+  return WorkKind::simple;
+}
+
+double CostModel::work_seconds(const ir::Node* n, double flops) const {
+  switch (work_kind(n)) {
+    case WorkKind::matmul:
+      if (rates_.matmul_rate > 0) return flops / rates_.matmul_rate;
+      break;
+    case WorkKind::costly:
+      // node_flops counts op_cost per element evaluated.
+      if (auto it = rates_.op_seconds.find(n->op); it != rates_.op_seconds.end())
+        return flops / ir::op_cost(n->op) * it->second;
+      break;
+    case WorkKind::simple:
+      break;
+  }
+  return flops / rates_.compute_rate;
 }
 
 namespace {
@@ -68,7 +95,7 @@ void count_matmul_context(const std::vector<const ir::Node*>& roots, const ReadM
 
 }  // namespace
 
-double CostModel::executed_flops(const FusedGroup& group) const {
+double CostModel::executed_flops(const FusedGroup& group, double* work) const {
   std::unordered_set<const ir::Node*> buffers(group.inputs.begin(), group.inputs.end());
   std::unordered_set<const ir::Node*> outputs(group.outputs.begin(), group.outputs.end());
   auto inlined_view = [&](const ir::Node* n) {
@@ -114,18 +141,25 @@ double CostModel::executed_flops(const FusedGroup& group) const {
   double flops = 0;
   for (const ir::Node* n : evaluated) {
     auto c = contexts.find(n);
-    flops += node_flops(n) * factor.at(n) * (c == contexts.end() ? 1 : std::max(1, c->second));
+    const double f = node_flops(n) * factor.at(n) * (c == contexts.end() ? 1 : std::max(1, c->second));
+    flops += f;
+    if (work) *work += work_seconds(n, f);
   }
   return flops;
 }
 
 GroupCost CostModel::estimate(const FusedGroup& group) const {
   GroupCost c;
-  for (const ir::Node* in : group.inputs) c.bytes += node_bytes(in);
-  for (const ir::Node* out : group.outputs) c.bytes += node_bytes(out);
+  double memory = 0;
+  for (const std::vector<const ir::Node*>* buffers : {&group.inputs, &group.outputs})
+    for (const ir::Node* b : *buffers) {
+      c.bytes += node_bytes(b);
+      memory += buffer_seconds(b, node_bytes(b));
+    }
   c.launches = 1;
-  c.flops = executed_flops(group);
-  c.seconds = seconds(c.bytes, c.launches, c.flops);
+  double work = 0;
+  c.flops = executed_flops(group, &work);
+  c.seconds = memory + launch_seconds(c.launches) + work;
   return c;
 }
 

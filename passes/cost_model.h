@@ -1,10 +1,14 @@
 // The fusion cost model (DESIGN.md §5): estimated time of a group =
-//   global-memory bytes read and written / bandwidth
+//   global-memory bytes read and written / bandwidth (per buffer: an intermediate of at most
+//     kCacheResidentBytes moves at the cache's bandwidth; graph inputs always come from memory)
 //   + kernel launches * launch overhead
-//   + scalar work executed (recomputation included) / compute rate,
+//   + scalar work executed (recomputation included), priced by kind: a contraction's
+//     multiply-adds at the matmul rate, each costly elementwise op (cost 4 or more: exp, tanh,
+//     div...) at its own measured time per element, the rest at the compute rate,
 // with the rates of the target device.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "passes/fuser.h"
@@ -15,6 +19,12 @@ struct DeviceRates {
   double bandwidth = 32e9;        // bytes per second, read + written
   double launch_overhead = 5e-6;  // seconds per kernel launch
   double compute_rate = 50e9;     // scalar operations per second (all cores, vectorized)
+  // By kind of work; 0 means "as above" (compute_rate, bandwidth), which the reference rates use.
+  double matmul_rate = 0;      // a contraction's flops per second (2 per multiply-add)
+  double cache_bandwidth = 0;  // bytes per second of buffers of at most kCacheResidentBytes
+  // Seconds per f32 element of each costly elementwise op (ir::op_cost >= 4), all cores; an op
+  // not here is priced at op_cost / compute_rate.
+  std::map<ir::Op, double> op_seconds = {};
 
   // Fixed rates of a 2-core AVX2 machine: deterministic estimates for golden tests and dumps.
   static DeviceRates reference_cpu() { return DeviceRates{}; }
@@ -24,6 +34,14 @@ struct DeviceRates {
   std::string str() const;
 };
 
+// A buffer this small is assumed to stay in the caches from the kernel that writes it to the one
+// that reads it (and from one run to the next): two cores' L2 and a share of the L3.
+inline constexpr double kCacheResidentBytes = 4.0 * 1024 * 1024;
+
+// The op kinds the cost model prices with their own rate.
+enum class WorkKind : uint8_t { simple, costly, matmul };
+WorkKind work_kind(const ir::Node* n);
+
 class CostModel {
  public:
   explicit CostModel(DeviceRates rates) : rates_(rates) {}
@@ -31,14 +49,21 @@ class CostModel {
   // The estimate for one group as it would be lowered (see the .cpp for how recomputation,
   // hoisting of row reductions and broadcast reads are counted).
   GroupCost estimate(const FusedGroup& group) const;
-  // The formula alone, for costs the fuser adds up incrementally.
-  double seconds(double bytes, int launches, double flops) const {
-    return bytes / rates_.bandwidth + launches * rates_.launch_overhead +
-           flops / rates_.compute_rate;
+  // The formula's terms, for costs the fuser adds up incrementally: moving buffer n's `bytes`;
+  // `flops` of n's work (node_flops units); `launches` kernel launches.
+  // A graph input is read from memory whatever its size: a program realizing in a loop touches it
+  // once per run, and the run's other buffers have evicted it by the next.
+  double buffer_seconds(const ir::Node* n, double bytes) const {
+    const bool cached = bytes <= kCacheResidentBytes && rates_.cache_bandwidth > 0 &&
+                        n->op != ir::Op::Input;
+    return bytes / (cached ? rates_.cache_bandwidth : rates_.bandwidth);
   }
+  double work_seconds(const ir::Node* n, double flops) const;
+  double launch_seconds(int launches) const { return launches * rates_.launch_overhead; }
 
  private:
-  double executed_flops(const FusedGroup& group) const;
+  // The group's flops; with `work`, adds their time (work_seconds) to it.
+  double executed_flops(const FusedGroup& group, double* work = nullptr) const;
 
   DeviceRates rates_;
 };

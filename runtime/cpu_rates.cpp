@@ -40,8 +40,12 @@ Expected<double> time_on_cpu(codegen::CpuBackend& backend, support::ThreadPool& 
   std::fill_n(reinterpret_cast<float*>(x->data()), x->numel(), 1.0f);
   void* bufs[] = {x->data(), y->data()};
   codegen::CpuKernelFn fn = (*art)->fn;
+  // Chunks of at least 16384 points, as the target runs kernels of simple work (cpu_target.cpp).
+  int64_t inner = 1;
+  for (size_t d = 1; d < k.domain.size(); ++d) inner *= k.domain[d];
+  const int64_t min_chunk = std::max<int64_t>(1, (int64_t{1} << 14) / inner);
   auto launch = [&] {
-    threads.parallel_for(k.domain[0], 1 << 14, [&](int64_t b, int64_t e) { fn(bufs, b, e); });
+    threads.parallel_for((*art)->outer_extent, min_chunk, [&](int64_t b, int64_t e) { fn(bufs, b, e); });
   };
   launch();  // warm: pages, caches
   return median_seconds(runs, launch);
@@ -52,7 +56,14 @@ Expected<double> time_on_cpu(codegen::CpuBackend& backend, support::ThreadPool& 
 Expected<passes::DeviceRates> measure_cpu_rates(codegen::CpuBackend& backend,
                                                 support::ThreadPool& threads) {
   // 64 MiB in and out (well past a 32 MiB L3); the chain on 64 KiB per thread (in L2).
-  const RateSizes sizes{.stream = int64_t{16} << 20, .compute = int64_t{16384} * threads.size()};
+  // The matmul 256 x 256 x 256 (33.5 MFLOP, its operands in L2); the exps and the cache stream
+  // (1 MiB in, 1 MiB out) in the caches.
+  const RateSizes sizes{.stream = int64_t{16} << 20,
+                        .compute = int64_t{16384} * threads.size(),
+                        .matmul = 256,
+                        .costly = int64_t{16384} * threads.size(),
+                        .cache_stream = int64_t{1} << 18,
+                        .parallel_launch = int64_t{16384} * threads.size()};
   return measure_rates(
       [&](const kir::Kernel& k, int runs) { return time_on_cpu(backend, threads, k, runs); }, sizes);
 }

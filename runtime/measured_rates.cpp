@@ -26,6 +26,46 @@ kir::Kernel unary_kernel(int64_t n, const std::function<const kir::Expr*(kir::Ex
   return k;
 }
 
+// y = x @ x for an n x n x: the contraction the backends recognize as a matmul.
+kir::Kernel matmul_kernel(int64_t n) {
+  kir::Kernel k;
+  k.name = "rates";
+  k.arena = std::make_shared<kir::ExprArena>();
+  k.params = {{DType::f32, {n, n}, false, "x"}, {DType::f32, {n, n}, true, "y"}};
+  k.domain = {n, n};
+  kir::ExprArena& a = *k.arena;
+  auto add = [&](const kir::Expr* x, const kir::Expr* y) { return a.alu(kir::Alu::Add, DType::i64, {x, y}); };
+  auto mul = [&](const kir::Expr* x, int64_t c) { return a.alu(kir::Alu::Mul, DType::i64, {x, a.index(c)}); };
+  const kir::Expr *i = a.var(0), *j = a.var(1), *r = a.var(2);
+  const kir::Expr* prod = a.alu(kir::Alu::Mul, DType::f32,
+                                {a.load(0, DType::f32, add(mul(i, n), r)), a.load(0, DType::f32, add(mul(r, n), j))});
+  k.stores = {{1, add(mul(i, n), j), a.reduce(kir::ReduceOp::Sum, DType::f32, prod, {2}, {n})}};
+  return k;
+}
+
+struct CostlyOp {
+  ir::Op op;
+  kir::Alu alu;
+  int arity;
+};
+
+// The elementwise ops the cost model prices by their own measured time (cost 4 or more, one or
+// two operands, all of them taking f32).
+std::vector<CostlyOp> costly_ops() {
+  std::vector<CostlyOp> out;
+#define KILN_ELEMENTWISE(Enum, name, arity, dtypes, cost, api) \
+  if ((cost) >= 4 && ((arity) == 1 || (arity) == 2)) out.push_back({ir::Op::Enum, kir::Alu::Enum, arity});
+#include "kiln/ops.def"
+  return out;
+}
+
+// Seconds of `runs` runs of `k` less one launch: the work's own time.
+Expected<double> work_seconds(const KernelTimer& time, const kir::Kernel& k, int runs, double launch) {
+  auto t = time(k, runs);
+  if (!t) return t;
+  return std::max(*t - launch, 1e-9);
+}
+
 }  // namespace
 
 Expected<passes::DeviceRates> measure_rates(const KernelTimer& time, const RateSizes& sizes) {
@@ -55,13 +95,66 @@ Expected<passes::DeviceRates> measure_rates(const KernelTimer& time, const RateS
   if (!compute) return std::unexpected(compute.error());
   r.compute_rate = 2.0 * kPairs * static_cast<double>(sizes.compute) /
                    std::max(*compute - r.launch_overhead, 1e-9);
+  if (sizes.matmul > 0) {
+    const auto n = static_cast<double>(sizes.matmul);
+    auto t = work_seconds(time, matmul_kernel(sizes.matmul), 7, r.launch_overhead);
+    if (!t) return std::unexpected(t.error());
+    r.matmul_rate = 2 * n * n * n / *t;
+  }
+  if (sizes.cache_stream > 0) {
+    auto t = work_seconds(time, unary_kernel(sizes.cache_stream, [](kir::ExprArena& a, const kir::Expr* x) {
+      return a.alu(kir::Alu::Add, DType::f32,
+                   {a.alu(kir::Alu::Mul, DType::f32, {x, a.constant(DType::f32, 2)}), a.constant(DType::f32, 1)});
+    }), 21, r.launch_overhead);
+    if (!t) return std::unexpected(t.error());
+    r.cache_bandwidth = std::max(r.bandwidth, 2.0 * static_cast<double>(sizes.cache_stream) * 4 / *t);
+    if (sizes.parallel_launch > 0) {
+      auto small = time(unary_kernel(sizes.parallel_launch, [](kir::ExprArena& a, const kir::Expr* x) {
+        return a.alu(kir::Alu::Add, DType::f32,
+                     {a.alu(kir::Alu::Mul, DType::f32, {x, a.constant(DType::f32, 2)}), a.constant(DType::f32, 1)});
+      }), 101);
+      if (!small) return std::unexpected(small.error());
+      const double moving = 2.0 * static_cast<double>(sizes.parallel_launch) * 4 / r.cache_bandwidth;
+      r.launch_overhead = std::max(r.launch_overhead, *small - moving);
+    }
+  }
+  if (sizes.costly > 0) {
+    // Each costly op (kiln/ops.def cost >= 4) on f32: y = f(x) + f(x/2) + f(x/4) + f(x/8) (a
+    // binary op takes x as its second operand too), x = 1 in the caches: four independent
+    // evaluations per element, less the element's other work (3 multiplications, 3 additions,
+    // 8 bytes at the cache bandwidth).
+    constexpr int kEvals = 4;
+    const auto n = static_cast<double>(sizes.costly);
+    const double cache_bw = r.cache_bandwidth > 0 ? r.cache_bandwidth : r.bandwidth;
+    const double other = n * ((2.0 * (kEvals - 1)) / r.compute_rate + 8.0 / cache_bw);
+    for (const auto& [op, alu, arity] : costly_ops()) {
+      auto t = work_seconds(time, unary_kernel(sizes.costly, [&](kir::ExprArena& a, const kir::Expr* x) {
+        const kir::Expr* sum = nullptr;
+        for (int e = 0; e < kEvals; ++e) {
+          const kir::Expr* arg = e == 0 ? x : a.alu(kir::Alu::Mul, DType::f32, {x, a.constant(DType::f32, 1.0 / (1 << e))});
+          std::vector<const kir::Expr*> args{arg};
+          if (arity == 2) args.push_back(x);
+          const kir::Expr* v = a.alu(alu, DType::f32, std::move(args));
+          sum = sum ? a.alu(kir::Alu::Add, DType::f32, {sum, v}) : v;
+        }
+        return sum;
+      }), 9, r.launch_overhead);
+      if (!t) return std::unexpected(t.error());
+      r.op_seconds[op] = std::max(*t - other, *t / 4) / (kEvals * n);
+    }
+  }
   return r;
 }
 
 cache::Entry rates_entry(const passes::DeviceRates& rates) {
+  nlohmann::json op_seconds = nlohmann::json::object();
+  for (const auto& [op, sec] : rates.op_seconds) op_seconds[std::string(ir::op_name(op))] = sec;
   const std::string json = nlohmann::json{{"bandwidth", rates.bandwidth},
                                           {"launch_overhead", rates.launch_overhead},
-                                          {"compute_rate", rates.compute_rate}}
+                                          {"compute_rate", rates.compute_rate},
+                                          {"matmul_rate", rates.matmul_rate},
+                                          {"cache_bandwidth", rates.cache_bandwidth},
+                                          {"op_seconds", op_seconds}}
                                .dump();
   cache::Entry e;
   e.value.assign(json.begin(), json.end());
@@ -80,6 +173,21 @@ std::optional<passes::DeviceRates> rates_from_entry(const cache::Entry& entry) {
     if (!j.contains(name) || !j[name].is_number()) return std::nullopt;
     *field = j[name].get<double>();
     if (!std::isfinite(*field) || *field <= 0) return std::nullopt;
+  }
+  // The rates by kind: 0 where the device's measurement leaves them out.
+  for (auto [name, field] : {std::pair{"matmul_rate", &r.matmul_rate},
+                             std::pair{"cache_bandwidth", &r.cache_bandwidth}}) {
+    if (!j.contains(name) || !j[name].is_number()) return std::nullopt;
+    *field = j[name].get<double>();
+    if (!std::isfinite(*field) || *field < 0) return std::nullopt;
+  }
+  if (!j.contains("op_seconds") || !j["op_seconds"].is_object()) return std::nullopt;
+  for (const auto& [name, sec] : j["op_seconds"].items()) {
+    const std::vector<CostlyOp> ops = costly_ops();
+    auto it = std::ranges::find_if(ops, [&](const CostlyOp& c) { return ir::op_name(c.op) == name; });
+    if (it == ops.end() || !sec.is_number() || !std::isfinite(sec.get<double>()) || sec.get<double>() <= 0)
+      return std::nullopt;
+    r.op_seconds[it->op] = sec.get<double>();
   }
   return r;
 }

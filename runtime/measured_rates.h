@@ -1,6 +1,7 @@
-// Measuring a device's rates for the cost model and the autotuner's roofline, with three
-// generated kernels: a stream (bandwidth), a one-element launch (launch overhead) and an
-// arithmetic chain (compute rate). The executor keeps a measurement in the persistent cache
+// Measuring a device's rates for the cost model and the autotuner's roofline, with generated
+// kernels: a stream (bandwidth), a one-element launch (launch overhead) and an arithmetic chain
+// (compute rate); where the sizes ask, a matmul (matmul rate), each costly elementwise op (its
+// time per element) and a stream that stays in the caches (cache bandwidth). The executor keeps a measurement in the persistent cache
 // (runtime/executor.h), so that it is taken once per machine and device.
 #pragma once
 
@@ -18,12 +19,23 @@
 namespace kiln::runtime {
 
 // The median seconds of `runs` runs of `kernel` (after one warm-up run), on the device measured.
-// The kernel's parameters are x (input, filled with 1.0f) and y (output), both f32.
+// The kernel's parameters are x (input, filled with 1.0f) and y (output), both f32 (the matmul's
+// are n x n: y = x @ x).
 using KernelTimer = std::function<Expected<double>(const kir::Kernel& kernel, int runs)>;
 
 struct RateSizes {
   int64_t stream = int64_t{16} << 20;  // f32 elements streamed in and out (past the caches)
   int64_t compute = 16384;             // elements of the arithmetic chain (each 64 mul+add pairs)
+  // The rates by kind of work (passes/cost_model.h); 0 leaves the rate out (then priced as
+  // compute or bandwidth): the side of an n x n x n matmul, the elements each costly op is timed
+  // on, and f32 elements streamed in and out of the caches.
+  int64_t matmul = 0;
+  int64_t costly = 0;
+  int64_t cache_stream = 0;
+  // With cache_stream: the elements of a stream that just spans every thread (a chunk each): its
+  // time beyond its bytes at the cache bandwidth is the launch overhead of a kernel that wakes
+  // the threads (a one-element launch runs on the caller alone).
+  int64_t parallel_launch = 0;
 };
 
 Expected<passes::DeviceRates> measure_rates(const KernelTimer& time, const RateSizes& sizes);

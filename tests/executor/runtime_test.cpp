@@ -35,7 +35,8 @@ TEST(ThreadPool, ChunksCoverTheRangeExactlyOnce) {
       for (int64_t i = b; i < e; ++i) ++hits[i];
     });
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i], 1) << "n=" << n << " i=" << i;
-    EXPECT_LE(calls, 3);
+    EXPECT_LE(calls, 3 * support::ThreadPool::kChunksPerThread);
+    EXPECT_LE(calls, n);
   }
 }
 
@@ -183,6 +184,11 @@ TEST(CpuRates, MeasuredOnRealKernels) {
   EXPECT_GT(r->launch_overhead, 0);
   EXPECT_LT(r->launch_overhead, 1e-2);
   EXPECT_GT(r->compute_rate, 1e8);
+  EXPECT_GT(r->matmul_rate, 1e8);          // flops of a 256^3 matmul
+  EXPECT_EQ(r->op_seconds.size(), 13u);    // every costly op of kiln/ops.def, each timed
+  EXPECT_GT(r->op_seconds.at(ir::Op::Exp), 0);
+  EXPECT_LT(r->op_seconds.at(ir::Op::Exp), 1e-6);
+  EXPECT_GE(r->cache_bandwidth, r->bandwidth);
 }
 
 // The cpu's measured rates are kept in the persistent cache per CPU and thread count: the next
@@ -201,6 +207,10 @@ TEST(CpuRates, KeptInThePersistentCacheAndPlannedWith) {
     ASSERT_TRUE(dev.has_value()) << dev.error().message;
     const passes::DeviceRates measured = (*dev)->cost_model().rates();
     EXPECT_GT(measured.bandwidth, 1e9);
+    // The cpu measures the rates by kind too: a matmul, costly ops, the caches' bandwidth.
+    EXPECT_GT(measured.matmul_rate, 1e9);
+    EXPECT_GT(measured.op_seconds.at(ir::Op::Tanh), 0);
+    EXPECT_GE(measured.cache_bandwidth, measured.bandwidth);
     key = rates_key((*dev)->target());
     EXPECT_NE(std::find(key.parts.begin(), key.parts.end(), std::pair<std::string, std::string>{"setup", "threads=2"}),
               key.parts.end());
@@ -208,12 +218,16 @@ TEST(CpuRates, KeptInThePersistentCacheAndPlannedWith) {
   auto store = cache::Store::open(o.cache_path);
   ASSERT_TRUE(store.has_value());
   ASSERT_TRUE((*store)->get(cache::Table::autotune, key).has_value());
-  ASSERT_TRUE((*store)->put(cache::Table::autotune, key, rates_entry({11e9, 3e-6, 22e9})));
+  passes::DeviceRates planted{11e9, 3e-6, 22e9, 33e9, 55e9, {{ir::Op::Exp, 4e-9}, {ir::Op::Div, 1e-9}}};
+  ASSERT_TRUE((*store)->put(cache::Table::autotune, key, rates_entry(planted)));
   {
     auto dev = open_executor("cpu", o);
     ASSERT_TRUE(dev.has_value());
     EXPECT_EQ((*dev)->cost_model().rates().bandwidth, 11e9);
     EXPECT_EQ((*dev)->cost_model().rates().compute_rate, 22e9);
+    EXPECT_EQ((*dev)->cost_model().rates().matmul_rate, 33e9);
+    EXPECT_EQ((*dev)->cost_model().rates().op_seconds, planted.op_seconds);
+    EXPECT_EQ((*dev)->cost_model().rates().cache_bandwidth, 55e9);
   }
   ASSERT_TRUE((*store)->put(cache::Table::autotune, key, rates_entry({0, 3e-6, 22e9})));  // damaged
   {

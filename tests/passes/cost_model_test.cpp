@@ -36,6 +36,43 @@ TEST(CostModel, FormulaAddsBytesLaunchesAndWork) {
   EXPECT_DOUBLE_EQ(c.seconds, 8000 / r.bandwidth + r.launch_overhead + 20000 / r.compute_rate);
 }
 
+TEST(CostModel, WorkIsPricedByKindAndSmallBuffersAtTheCacheBandwidth) {
+  // Measured rates by kind: matmul flops, each costly op (exp) its time per element, and the rest
+  // at the compute rate; an intermediate of at most kCacheResidentBytes at the cache bandwidth.
+  DeviceRates r = DeviceRates::reference_cpu();
+  r.matmul_rate = 400e9;
+  r.op_seconds[Op::Exp] = 0.1e-9;  // per element
+  r.cache_bandwidth = 128e9;
+  CostModel model(r);
+  testing::GraphFixture f;
+  const Node* x = f.g.input(DType::f32, {1000}, "x");
+  const Node* e = f.un(Op::Exp, x);
+  const Node* a = f.bin(Op::Add, e, x);
+  GroupCost c = model.estimate({.nodes = {e, a}, .outputs = {a}, .inputs = {x}});
+  EXPECT_DOUBLE_EQ(c.flops, 21 * 1000);
+  // x is a graph input: from memory; a (4000 bytes) stays in the caches.
+  EXPECT_DOUBLE_EQ(c.seconds, 4000 / r.bandwidth + 4000 / 128e9 + r.launch_overhead + 1000 * 0.1e-9 +
+                                  1000 / r.compute_rate);
+  const Node* z = f.un(Op::Neg, a);  // reading the intermediate a: both buffers in the caches
+  GroupCost zc = model.estimate({.nodes = {z}, .outputs = {z}, .inputs = {a}});
+  EXPECT_DOUBLE_EQ(zc.seconds, 8000 / 128e9 + r.launch_overhead + 1000 / r.compute_rate);
+  const Node* big = f.g.input(DType::f32, {1 << 21}, "big");  // 8 MiB: memory
+  const Node* y = f.un(Op::Neg, big);
+  GroupCost b = model.estimate({.nodes = {y}, .outputs = {y}, .inputs = {big}});
+  EXPECT_DOUBLE_EQ(b.seconds, 2.0 * (1 << 23) / r.bandwidth + r.launch_overhead + (1 << 21) / r.compute_rate);
+  const Node* p = f.g.input(DType::f32, {64, 32}, "p");
+  const Node* q = f.g.input(DType::f32, {32, 16}, "q");
+  const Node* mm = must(f.b.matmul(p, q));
+  GroupCost m = model.estimate({.nodes = {mm}, .outputs = {mm}, .inputs = {p, q}});
+  EXPECT_DOUBLE_EQ(m.flops, 2.0 * 64 * 16 * 32);
+  EXPECT_DOUBLE_EQ(m.seconds, 4.0 * (64 * 32 + 32 * 16) / r.bandwidth + 4.0 * 64 * 16 / 128e9 +
+                                  r.launch_overhead + 2.0 * 64 * 16 * 32 / 400e9);
+  // Without the rates by kind (the reference rates), everything is priced as before.
+  CostModel plain(DeviceRates::reference_cpu());
+  EXPECT_DOUBLE_EQ(plain.estimate({.nodes = {mm}, .outputs = {mm}, .inputs = {p, q}}).seconds,
+                   4.0 * (64 * 32 + 32 * 16 + 64 * 16) / 32e9 + 5e-6 + 2.0 * 64 * 16 * 32 / 50e9);
+}
+
 TEST(CostModel, ElementwiseChainIsCheaperFused) {
   Fixture f;
   const int64_t n = 1 << 16;
