@@ -26,6 +26,14 @@ kir::Kernel unary_kernel(int64_t n, const std::function<const kir::Expr*(kir::Ex
   return k;
 }
 
+// y = x*2 + 1 over n elements: each read and written once (the stream probes).
+kir::Kernel stream_kernel(int64_t n) {
+  return unary_kernel(n, [](kir::ExprArena& a, const kir::Expr* x) {
+    return a.alu(kir::Alu::Add, DType::f32,
+                 {a.alu(kir::Alu::Mul, DType::f32, {x, a.constant(DType::f32, 2)}), a.constant(DType::f32, 1)});
+  });
+}
+
 // y = x @ x for an n x n x: the contraction the backends recognize as a matmul.
 kir::Kernel matmul_kernel(int64_t n) {
   kir::Kernel k;
@@ -71,11 +79,7 @@ Expected<double> work_seconds(const KernelTimer& time, const kir::Kernel& k, int
 Expected<passes::DeviceRates> measure_rates(const KernelTimer& time, const RateSizes& sizes) {
   passes::DeviceRates r;
   // Bandwidth: y = x*2 + 1, read and written once.
-  auto stream = time(unary_kernel(sizes.stream, [](kir::ExprArena& a, const kir::Expr* x) {
-    return a.alu(kir::Alu::Add, DType::f32,
-                 {a.alu(kir::Alu::Mul, DType::f32, {x, a.constant(DType::f32, 2)}),
-                  a.constant(DType::f32, 1)});
-  }), 5);
+  auto stream = time(stream_kernel(sizes.stream), 5);
   if (!stream) return std::unexpected(stream.error());
   r.bandwidth = 2.0 * static_cast<double>(sizes.stream) * 4 / std::max(*stream, 1e-12);
   // Launch overhead: one element.
@@ -102,17 +106,11 @@ Expected<passes::DeviceRates> measure_rates(const KernelTimer& time, const RateS
     r.matmul_rate = 2 * n * n * n / *t;
   }
   if (sizes.cache_stream > 0) {
-    auto t = work_seconds(time, unary_kernel(sizes.cache_stream, [](kir::ExprArena& a, const kir::Expr* x) {
-      return a.alu(kir::Alu::Add, DType::f32,
-                   {a.alu(kir::Alu::Mul, DType::f32, {x, a.constant(DType::f32, 2)}), a.constant(DType::f32, 1)});
-    }), 21, r.launch_overhead);
+    auto t = work_seconds(time, stream_kernel(sizes.cache_stream), 21, r.launch_overhead);
     if (!t) return std::unexpected(t.error());
     r.cache_bandwidth = std::max(r.bandwidth, 2.0 * static_cast<double>(sizes.cache_stream) * 4 / *t);
     if (sizes.parallel_launch > 0) {
-      auto small = time(unary_kernel(sizes.parallel_launch, [](kir::ExprArena& a, const kir::Expr* x) {
-        return a.alu(kir::Alu::Add, DType::f32,
-                     {a.alu(kir::Alu::Mul, DType::f32, {x, a.constant(DType::f32, 2)}), a.constant(DType::f32, 1)});
-      }), 101);
+      auto small = time(stream_kernel(sizes.parallel_launch), 101);
       if (!small) return std::unexpected(small.error());
       const double moving = 2.0 * static_cast<double>(sizes.parallel_launch) * 4 / r.cache_bandwidth;
       r.launch_overhead = std::max(r.launch_overhead, *small - moving);
@@ -182,8 +180,8 @@ std::optional<passes::DeviceRates> rates_from_entry(const cache::Entry& entry) {
     if (!std::isfinite(*field) || *field < 0) return std::nullopt;
   }
   if (!j.contains("op_seconds") || !j["op_seconds"].is_object()) return std::nullopt;
+  const std::vector<CostlyOp> ops = costly_ops();
   for (const auto& [name, sec] : j["op_seconds"].items()) {
-    const std::vector<CostlyOp> ops = costly_ops();
     auto it = std::ranges::find_if(ops, [&](const CostlyOp& c) { return ir::op_name(c.op) == name; });
     if (it == ops.end() || !sec.is_number() || !std::isfinite(sec.get<double>()) || sec.get<double>() <= 0)
       return std::nullopt;

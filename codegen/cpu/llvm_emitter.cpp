@@ -643,8 +643,9 @@ Expected<Value*> KernelEmitter::aligned_start(const kir::Store& st, Scope* s, Va
   insert_at(s);
   const ir::DType t = k_.params[st.buf].dtype;
   const int64_t size = ir::dtype_size(t);
-  Value* at = b_.CreatePtrToInt(
-      b_.CreateInBoundsGEP(memory_type(ctx_, t), buffers_[st.buf], *index), b_.getInt64Ty());
+  // A plain GEP: only the address's low bits are wanted, whatever the point.
+  Value* at = b_.CreatePtrToInt(b_.CreateGEP(memory_type(ctx_, t), buffers_[st.buf], *index),
+                                b_.getInt64Ty());
   // Bytes to the next line boundary, in elements (a misaligned element address gives some head:
   // the stores then test their address, see stream_stores).
   Value* gap = b_.CreateAnd(b_.CreateSub(b_.getInt64(0), at), b_.getInt64(kLineBytes - 1));
