@@ -34,6 +34,28 @@ std::vector<TuneCandidate> matmul_space() {
           {params(4, 0), 3, "matmul/lanes"}};
 }
 
+// Attention (codegen/cpu/attention_emitter.h): query rows per block 16..128 (up to the next
+// power of two of the query rows), nearest to 32 (the default) first, at the host's lanes; then 16-lane tiles
+// at 32 and 64 rows. The key tile is fixed (results do not depend on the schedule).
+std::vector<TuneCandidate> attention_space(const kir::Kernel& k) {
+  const int64_t rows = k.domain[k.domain.size() - 2];
+  std::vector<TuneCandidate> out;
+  for (int tile : {16, 64, 128}) {  // 32 rows at the host's lanes is the default
+    if (tile > 16 && tile / 2 >= rows) continue;
+    TuneParams p;
+    p.tile = tile;
+    out.push_back({p, 1 + std::abs(log2_int(tile) - 5), "attention/rows"});
+  }
+  for (int tile : {32, 64}) {
+    if (tile > 16 && tile / 2 >= rows) continue;
+    TuneParams p;
+    p.tile = tile;
+    p.vector_width = 16;
+    out.push_back({p, 4 + std::abs(log2_int(tile) - 5), "attention/lanes"});
+  }
+  return out;
+}
+
 // The longest trip count of a loop with no loop inside: the innermost parallel axis (when a store
 // runs outside any reduction) or a reduction's innermost variable.
 int64_t innermost_trip(const kir::Kernel& k) {
@@ -182,13 +204,38 @@ std::vector<TuneCandidate> gpu_scan_space() {
   return out;
 }
 
+// Flash attention (codegen/gpu/attention_writer.cpp): query rows per workgroup (tile) 16/32/64,
+// up to the queries rounded up to a power of two, where the tiles fit, nearest to the heuristic
+// first; then 128 and 256 threads for the heuristic rows.
+std::vector<TuneCandidate> gpu_attention_space(const kir::Kernel& k,
+                                               const codegen::gpu::Strategy& st) {
+  namespace gpu = codegen::gpu;
+  const int64_t queries = k.domain[st.attention.i_var], value_dim = k.domain.back();
+  const int rows = st.attention_rows;
+  std::vector<TuneCandidate> out;
+  for (int tile : {16, 32, 64}) {
+    if (tile == rows || tile > std::max<int64_t>(16, next_pow2(queries)) ||
+        !gpu::attention_tiles(tile, value_dim))
+      continue;
+    out.push_back({gpu_params(0, 0, codegen::GpuReduce::heuristic, tile),
+                   1 + std::abs(log2_int(tile) - log2_int(rows)), "attention/tile"});
+  }
+  for (int block : {128, 256})
+    if (block != st.group_size && block >= rows)
+      out.push_back({gpu_params(block, 0, codegen::GpuReduce::heuristic, 0), 3,
+                     "attention/block_size"});
+  return out;
+}
+
 }  // namespace
 
 std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel) {
   // A scan's loop stays scalar (one summation order): vector widths and unrolls are one kernel.
   if (has_scan(kernel)) return with_default({});
-  return with_default(codegen::cpu::matmul_of(kir::analyze_kernel(kernel)) ? matmul_space()
-                                                                          : loop_space(kernel));
+  const kir::KernelFacts facts = kir::analyze_kernel(kernel);
+  if (codegen::cpu::matmul_of(facts)) return with_default(matmul_space());
+  if (facts.attention) return with_default(attention_space(kernel));
+  return with_default(loop_space(kernel));
 }
 
 std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel, Level level) {
@@ -202,6 +249,8 @@ std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel) {
     case codegen::gpu::Strategy::Kind::row_reduce: return with_default(gpu_row_space(kernel, st));
     case codegen::gpu::Strategy::Kind::scan:
       return with_default(gpu_scan_space());
+    case codegen::gpu::Strategy::Kind::attention:
+      return with_default(gpu_attention_space(kernel, st));
     case codegen::gpu::Strategy::Kind::elementwise: break;
   }
   return with_default(gpu_point_space(kernel));

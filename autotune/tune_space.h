@@ -21,6 +21,8 @@ struct TuneCandidate {
 // heuristics) first, then by priority (ties keep generation order):
 // - recognized matmuls (codegen/cpu/matmul_recognizer.h): the register tile's lanes,
 //   vector_width 8, 16, 4 (the matmul emitter reads nothing else);
+// - attention (codegen/cpu/attention_emitter.h): query rows per block (tile) 16..128, nearest to
+//   32 first, then 16-lane micro-kernels at 32 and 64 rows;
 // - other loops (elementwise, row reductions): vector_width 4/8/16 x unroll (interleave) 1/2/4,
 //   nearest first to 256-bit vectors of the widest parameter dtype and to unroll 2; widths whose
 //   vector x unroll exceeds the innermost trip count are left out (width 4 x 1 always stays).
@@ -34,6 +36,9 @@ std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel, Level level
 // would emit the default's launch shape again are left out:
 // - tiled matmuls: the output tile's side 16/32/64/128 (up to the next power of two of the
 //   larger output side), nearest to 64 first;
+// - flash attention: query rows per workgroup (tile) 16/32/64 (up to the next power of two of
+//   the queries, where the tiles fit shared memory), nearest to the heuristic first; then
+//   block_size 128 and 256;
 // - row reductions (a workgroup per row): block sizes 32..1024 up to the next power of two of the
 //   row's longest loop, nearest to 256 first; then, when every point has a reduction of its own
 //   (not one broadcast over a row, as in softmax), reduce=thread (a thread per point, each

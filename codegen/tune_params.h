@@ -23,7 +23,8 @@ struct TuneParams {
   int block_size = 0;        // threads per workgroup (CUDA block); a power of two in [32, 1024]
   int items_per_thread = 0;  // elementwise: points each thread handles per grid step (1, 2, 4, 8)
   GpuReduce reduce = GpuReduce::heuristic;
-  int tile = 0;              // tiled matmul: the output tile's side (16, 32, 64 or 128)
+  int tile = 0;              // tiled matmul: the output tile's side (16, 32, 64 or 128); attention
+                             // (cpu too): query rows per block (16, 32, 64 or 128)
   int vector_loads = 0;      // elementwise: 1 = scalar accesses, 4 = four points per thread with
                              // 16-byte loads and stores where the access is contiguous and aligned
   int splits = 0;            // row reduction: workgroups sharing each row (1, 2, 4, ... 256); the

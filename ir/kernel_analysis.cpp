@@ -3,6 +3,9 @@
 #include "ir/kernel_analysis.h"
 
 #include <algorithm>
+#include <cmath>
+#include <set>
+#include <unordered_map>
 
 #include "ir/post_order.h"
 
@@ -92,6 +95,195 @@ std::optional<MatmulPattern> recognize_matmul(const Kernel& k, const FreeVars& f
     }
   }
   return std::nullopt;
+}
+
+namespace {
+
+// `a` (at key variable ja) and `b` (at jb) are one expression up to renaming ja to jb and each
+// reduction's own variables pairwise. `ren` maps a's variables to b's; `same` memoizes pairs.
+class Renamed {
+ public:
+  Renamed(int32_t ja, int32_t jb) { ren_[ja] = jb; }
+  bool equal(const Expr* a, const Expr* b) {
+    if (a == b && !reads_renamed(a)) return true;
+    if (a->kind != b->kind || a->dtype != b->dtype || a->args.size() != b->args.size())
+      return false;
+    if (!same_.insert({a, b}).second) return true;
+    switch (a->kind) {
+      case ExprKind::Const:
+        return a->fval == b->fval && a->ival == b->ival;
+      case ExprKind::Var: {
+        auto it = ren_.find(a->var);
+        return (it == ren_.end() ? a->var : it->second) == b->var;
+      }
+      case ExprKind::Load:
+        if (a->buf != b->buf) return false;
+        break;
+      case ExprKind::Alu:
+        if (a->alu != b->alu) return false;
+        break;
+      case ExprKind::Reduce:
+        if (a->reduce_op != b->reduce_op || a->rextents != b->rextents ||
+            a->rvars.size() != b->rvars.size())
+          return false;
+        for (size_t i = 0; i < a->rvars.size(); ++i) ren_[a->rvars[i]] = b->rvars[i];
+        break;
+      case ExprKind::Scan:
+        return false;
+    }
+    for (size_t i = 0; i < a->args.size(); ++i)
+      if (!equal(a->args[i], b->args[i])) return false;
+    return true;
+  }
+
+ private:
+  // Whether `e` reads a variable that is renamed (so that a == b does not imply equality).
+  bool reads_renamed(const Expr* e) {
+    auto it = reads_.find(e);
+    if (it != reads_.end()) return it->second;
+    bool r = false;
+    if (e->kind == ExprKind::Var) r = ren_.contains(e->var) && ren_.at(e->var) != e->var;
+    if (e->kind == ExprKind::Reduce) r = true;
+    for (const Expr* x : e->args) r = r || reads_renamed(x);
+    reads_.emplace(e, r);
+    return r;
+  }
+
+  std::unordered_map<int32_t, int32_t> ren_;
+  std::set<std::pair<const Expr*, const Expr*>> same_;
+  std::unordered_map<const Expr*, bool> reads_;
+};
+
+const Expr* one_reduce(const Expr* e, ReduceOp op) {
+  if (e->kind != ExprKind::Reduce || e->reduce_op != op || e->rvars.size() != 1 ||
+      e->dtype != DType::f32)
+    return nullptr;
+  return e;
+}
+
+// A loop variable plus a constant, read through integer casts: (var, offset).
+std::optional<std::pair<int32_t, int64_t>> var_plus_const(const Expr* e) {
+  if (e->kind == ExprKind::Var) return std::pair{e->var, int64_t{0}};
+  // Only wide signed integers: a narrower cast could wrap.
+  if (e->kind != ExprKind::Alu || (e->dtype != DType::i32 && e->dtype != DType::i64))
+    return std::nullopt;
+  if (e->alu == Alu::Cast) return var_plus_const(e->args[0]);
+  if (e->alu != Alu::Add && e->alu != Alu::Sub) return std::nullopt;
+  const Expr *x = e->args[0], *c = e->args[1];
+  if (e->alu == Alu::Add && x->kind == ExprKind::Const) std::swap(x, c);
+  if (c->kind != ExprKind::Const) return std::nullopt;
+  auto t = var_plus_const(x);
+  if (!t) return std::nullopt;
+  t->second += e->alu == Alu::Add ? c->ival : -c->ival;
+  return t;
+}
+
+// X = where(cond, ·, -inf) with cond comparing i + a against j + b: the largest visible key is
+// i + offset.
+std::optional<int64_t> causal_offset(const Expr* x, int32_t i_var, int32_t j_var) {
+  if (x->kind != ExprKind::Alu || x->alu != Alu::Where) return std::nullopt;
+  const Expr* other = x->args[2];
+  if (other->kind != ExprKind::Const || !std::isinf(other->fval) || other->fval > 0)
+    return std::nullopt;
+  const Expr* cond = x->args[0];
+  if (cond->kind != ExprKind::Alu || !is_comparison(cond->alu)) return std::nullopt;
+  auto l = var_plus_const(cond->args[0]);
+  auto r = var_plus_const(cond->args[1]);
+  if (!l || !r) return std::nullopt;
+  Alu op = cond->alu;
+  // Normalize to (i side) op (j side).
+  if (l->first == j_var && r->first == i_var) {
+    std::swap(l, r);
+    op = op == Alu::Ge ? Alu::Le : op == Alu::Le ? Alu::Ge : op == Alu::Gt ? Alu::Lt
+       : op == Alu::Lt ? Alu::Gt : op;
+  }
+  if (l->first != i_var || r->first != j_var) return std::nullopt;
+  // i + a >= j + b  <=>  j <= i + (a - b);  i + a > j + b  <=>  j <= i + (a - b - 1).
+  if (op == Alu::Ge) return l->second - r->second;
+  if (op == Alu::Gt) return l->second - r->second - 1;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<AttentionPattern> recognize_attention(const Kernel& k, const FreeVars& fv) {
+  if (k.domain.size() < 2 || k.stores.empty() || !well_formed(k)) return std::nullopt;
+  std::vector<const Expr*> reduces;
+  std::unordered_set<const Expr*> seen;
+  for (const Store& st : k.stores) {
+    collect_reduces(st.value, seen, reduces);
+    if (has_reduce(st.index)) return std::nullopt;
+  }
+  if (reduces.size() != 1) return std::nullopt;
+  const auto rank = static_cast<int32_t>(k.domain.size());
+  for (const Store& st : k.stores)
+    for (const Expr* e : {st.index, st.value})
+      if (!std::ranges::all_of(fv.of(e), [&](int32_t v) { return v >= 0 && v < rank; }))
+        return std::nullopt;
+  AttentionPattern p;
+  p.reduce = one_reduce(reduces[0], ReduceOp::Sum);
+  if (!p.reduce) return std::nullopt;
+  p.i_var = rank - 2;
+  p.e_var = rank - 1;
+  p.j_var = p.reduce->rvars[0];
+  p.keys = p.reduce->rextents[0];
+  const Expr* body = p.reduce->args[0];
+  if (p.j_var < rank || body->kind != ExprKind::Alu || body->alu != Alu::Mul ||
+      body->dtype != DType::f32)
+    return std::nullopt;
+  // The probabilities are the operand with the Div.
+  const Expr *probs = body->args[0], *value = body->args[1];
+  if (probs->kind != ExprKind::Alu || probs->alu != Alu::Div) std::swap(probs, value);
+  if (probs->kind != ExprKind::Alu || probs->alu != Alu::Div) return std::nullopt;
+  if (!reads_only(fv, value, rank, p.i_var, p.j_var)) return std::nullopt;
+  p.probs = probs;
+  p.value = value;
+  const Expr *num = probs->args[0], *sum = one_reduce(probs->args[1], ReduceOp::Sum);
+  if (!sum || num->kind != ExprKind::Alu || num->alu != Alu::Exp) return std::nullopt;
+  const Expr* diff = num->args[0];
+  if (diff->kind != ExprKind::Alu || diff->alu != Alu::Sub) return std::nullopt;
+  const Expr *x = diff->args[0], *max = one_reduce(diff->args[1], ReduceOp::Max);
+  if (!max || max->rextents[0] != p.keys || sum->rextents[0] != p.keys) return std::nullopt;
+  // S's body: exp(X'' - M) with the same M.
+  const Expr* sbody = sum->args[0];
+  if (sbody->kind != ExprKind::Alu || sbody->alu != Alu::Exp) return std::nullopt;
+  const Expr* sdiff = sbody->args[0];
+  if (sdiff->kind != ExprKind::Alu || sdiff->alu != Alu::Sub || sdiff->args[1] != max)
+    return std::nullopt;
+  if (!Renamed(p.j_var, max->rvars[0]).equal(x, max->args[0]) ||
+      !Renamed(p.j_var, sum->rvars[0]).equal(x, sdiff->args[0]))
+    return std::nullopt;
+  p.logits = x;
+  // X holds exactly one reduction, the scores.
+  std::vector<const Expr*> inner;
+  std::unordered_set<const Expr*> inner_seen;
+  collect_reduces(x, inner_seen, inner);
+  if (inner.size() != 1) return std::nullopt;
+  p.scores = one_reduce(inner[0], ReduceOp::Sum);
+  if (!p.scores || !is_f32_sum_of_products(p.scores)) return std::nullopt;
+  p.d_var = p.scores->rvars[0];
+  p.head_dim = p.scores->rextents[0];
+  if (p.d_var < rank || p.head_dim < 0 || p.keys < 0) return std::nullopt;
+  const Expr *qa = p.scores->args[0]->args[0], *kb = p.scores->args[0]->args[1];
+  // Q reads i and d (not j, not e); K reads j and d (not i, not e).
+  auto only = [&](const Expr* e, int32_t a, int32_t b) {
+    if (has_reduce(e)) return false;
+    return std::ranges::all_of(fv.of(e), [&](int32_t v) {
+      return v == a || v == b || (v >= 0 && v < rank - 2);
+    });
+  };
+  if (!(only(qa, p.i_var, p.d_var) && only(kb, p.j_var, p.d_var))) std::swap(qa, kb);
+  if (!(only(qa, p.i_var, p.d_var) && only(kb, p.j_var, p.d_var))) return std::nullopt;
+  p.query = qa;
+  p.key = kb;
+  // The logits read batch variables, i and j, plus the scores' own d inside them.
+  if (!std::ranges::all_of(fv.of(x), [&](int32_t v) {
+        return v == p.i_var || v == p.j_var || (v >= 0 && v < rank - 2);
+      }))
+    return std::nullopt;
+  if (!only(value, p.j_var, p.e_var)) return std::nullopt;
+  p.causal_offset = causal_offset(x, p.i_var, p.j_var);
+  return p;
 }
 
 }  // namespace kiln::kir

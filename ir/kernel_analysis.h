@@ -38,4 +38,35 @@ struct MatmulPattern {
 // its parameter: the generic code paths report those).
 std::optional<MatmulPattern> recognize_matmul(const Kernel& k, const FreeVars& fv);
 
+// Attention in one kernel (what passes/attention_match.h fuses), domain [batch..., i, e]:
+//   out = epilogue(R),  R = Reduce(Sum, f32, [j], Mul(P, V))   (either operand order)
+//   P = Div(Exp(Sub(X, M)), S),  M = Reduce(Max, [j1], X'),  S = Reduce(Sum, [j2], Exp(Sub(X'', M)))
+// where X, X' and X'' are one logits expression at j, j1 and j2 (equal up to renaming the key
+// variable and the variables of the reductions inside), X holds exactly one reduction
+//   C = Reduce(Sum, f32, [d], Mul(Q, K))   (the scores)
+// with Q reading batch variables, i and d, K batch variables, j and d; the rest of X (a scale, a
+// mask, a bias) reads batch variables, i and j, and V batch variables, j and e. Stores are as in
+// a matmul: parallel variables and R only. Backends compute it flash-style: per block of query
+// rows, key tiles with a running max and sum; the result is Σ_j exp(X_j - m) V_j / Σ_j exp(X_j - m).
+struct AttentionPattern {
+  const Expr* reduce = nullptr;   // R
+  const Expr* probs = nullptr;    // P
+  const Expr* value = nullptr;    // V: batch vars, j_var, e_var
+  const Expr* logits = nullptr;   // X: batch vars, i_var, j_var (holds `scores`)
+  const Expr* scores = nullptr;   // C
+  const Expr* query = nullptr;    // Q: batch vars, i_var, d_var
+  const Expr* key = nullptr;      // K: batch vars, j_var, d_var
+  int32_t i_var = -1;             // domain.size() - 2
+  int32_t e_var = -1;             // domain.size() - 1
+  int32_t j_var = -1;             // R's variable
+  int32_t d_var = -1;             // C's variable
+  int64_t keys = 0;               // j's extent
+  int64_t head_dim = 0;           // d's extent
+  // X is where(j <= i + offset, ·, -inf) (a causal mask, compared on the loop variables): keys
+  // past i + offset are masked for row i, and a key tile past every row's limit can be skipped.
+  std::optional<int64_t> causal_offset;
+};
+
+std::optional<AttentionPattern> recognize_attention(const Kernel& k, const FreeVars& fv);
+
 }  // namespace kiln::kir

@@ -37,6 +37,17 @@ bool same_matmul(const std::optional<MatmulPattern>& a, const std::optional<Matm
          a->k_extent == b->k_extent && a->i_var == b->i_var && a->j_var == b->j_var;
 }
 
+bool same_attention(const std::optional<AttentionPattern>& a,
+                    const std::optional<AttentionPattern>& b) {
+  if (a.has_value() != b.has_value()) return false;
+  if (!a) return true;
+  return a->reduce == b->reduce && a->probs == b->probs && a->value == b->value &&
+         a->logits == b->logits && a->scores == b->scores && a->query == b->query &&
+         a->key == b->key && a->i_var == b->i_var && a->e_var == b->e_var &&
+         a->j_var == b->j_var && a->d_var == b->d_var && a->keys == b->keys &&
+         a->head_dim == b->head_dim && a->causal_offset == b->causal_offset;
+}
+
 bool same_reuse(const std::vector<RowReuse>& a, const std::vector<RowReuse>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
@@ -61,6 +72,7 @@ KernelFacts analyze_kernel(const Kernel& kernel) {
   KernelFacts f;
   f.free_vars = FreeVars(kernel);
   f.matmul = recognize_matmul(kernel, f.free_vars);
+  f.attention = recognize_attention(kernel, f.free_vars);
   f.row_reuse = find_row_reuse(kernel);
   f.loop_split = split_innermost(kernel);
   return f;
@@ -77,6 +89,9 @@ Expected<void> verify_facts(const Kernel& kernel, const KernelFacts& facts) {
   if (facts.matmul)
     for (const Expr* e : {facts.matmul->reduce, facts.matmul->a, facts.matmul->b})
       if (auto ok = foreign(e, "matmul pattern"); !ok) return ok;
+  if (const auto& a = facts.attention)
+    for (const Expr* e : {a->reduce, a->probs, a->value, a->logits, a->scores, a->query, a->key})
+      if (auto ok = foreign(e, "attention pattern"); !ok) return ok;
   for (const RowReuse& r : facts.row_reuse)
     for (const Expr* e : {r.reduce, r.body_value, r.point_value})
       if (auto ok = foreign(e, "row reuse"); !ok) return ok;
@@ -85,6 +100,9 @@ Expected<void> verify_facts(const Kernel& kernel, const KernelFacts& facts) {
   const KernelFacts now = analyze_kernel(kernel);
   if (!same_matmul(facts.matmul, now.matmul))
     return make_error(fmt::format("kernel {}: its matmul pattern is not the kernel's", kernel.name));
+  if (!same_attention(facts.attention, now.attention))
+    return make_error(
+        fmt::format("kernel {}: its attention pattern is not the kernel's", kernel.name));
   if (!same_reuse(facts.row_reuse, now.row_reuse))
     return make_error(fmt::format("kernel {}: its row reuse is not the kernel's", kernel.name));
   if (!same_split(facts.loop_split, now.loop_split))
@@ -100,6 +118,16 @@ std::string facts_text(const Kernel& kernel, const KernelFacts& facts) {
                        m->k_var, m->k_extent, m->i_var, m->j_var);
   else
     out += "matmul: no\n";
+  // Only where there is one: most kernels are not attention, and their text stays as it was.
+  if (const auto& a = facts.attention) {
+    out += fmt::format(
+        "attention: {} = reduce over keys v{}<{}> of probabilities {}, scores {} over v{}<{}>, "
+        "rows v{}, columns v{}",
+        name(a->reduce), a->j_var, a->keys, name(a->probs), name(a->scores), a->d_var,
+        a->head_dim, a->i_var, a->e_var);
+    out += a->causal_offset ? fmt::format(", causal: keys j <= i + {}\n", *a->causal_offset)
+                            : std::string("\n");
+  }
   if (facts.row_reuse.empty()) out += "row reuse: no\n";
   for (const RowReuse& r : facts.row_reuse)
     out += fmt::format("row reuse: {} kept per row of {}, read back as {}\n", name(r.body_value),

@@ -21,6 +21,7 @@ namespace kiln::kir {
 struct KernelFacts {
   FreeVars free_vars;
   std::optional<MatmulPattern> matmul;  // recognize_matmul
+  std::optional<AttentionPattern> attention;  // recognize_attention
   std::vector<RowReuse> row_reuse;      // find_row_reuse
   LoopSplit loop_split;                 // split_innermost
 };

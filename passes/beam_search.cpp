@@ -94,7 +94,7 @@ class Planner {
     }
     if (slot_ < 0) p.delta += cost_.launch_seconds(1);
     if (fn.forced && !fix_shape(p, target_, n)) return p;
-    p.delta += (fn.forced ? cost_.buffer_seconds(fn.node, fn.bytes) : 0) + cost_.work_seconds(fn.node, fn.flops);
+    p.delta += (fn.forced ? cost_.buffer_seconds(fn.node, fn.bytes) : 0) + work(n, 1.0);
     for (const FusionRead& r : fn.reads) {
       if (!read(p, fn.node, r, 1.0, kMaxRecompute)) return p;
     }
@@ -105,6 +105,13 @@ class Planner {
   bool fail(Placement& p) const {
     p.ok = false;
     return false;
+  }
+
+  // Node q's work, evaluated `factor` times per element.
+  double work(int32_t q, double factor) const {
+    const FusionNode& fn = g_[q];
+    if (fn.attention) return cost_.attention_seconds(*fn.attention) * factor;
+    return cost_.work_seconds(fn.node, fn.flops * factor);
   }
 
   bool member(const Placement& p, int32_t q) const {
@@ -163,7 +170,7 @@ class Planner {
       double have = factor_of(p, n);
       if (want <= have * (1 + 1e-9)) continue;
       p.factors.push_back({n, want});
-      p.delta += cost_.work_seconds(g_[n].node, g_[n].flops * (want - have));
+      p.delta += work(n, want - have);
       for (const FusionRead& r : g_[n].reads)
         if (g_[r.base].role == Role::Placed && member(p, r.base))
           stack.push_back({r.base, want * r.extra});
@@ -181,7 +188,7 @@ class Planner {
       if (s_.group_of[static_cast<size_t>(q)] != target_ || list_contains(seen, q)) continue;
       seen.push_back(q);
       const ir::Node* n = g_[q].node;
-      if (n->op == ir::Op::Matmul) p.delta += cost_.work_seconds(n, g_[q].flops * factor_of(p, q));
+      if (n->op == ir::Op::Matmul) p.delta += work(q, factor_of(p, q));
       if (n->op == ir::Op::Matmul || ir::is_reduce(n->op)) continue;
       for (const FusionRead& r : g_[q].reads) stack.push_back(r.base);
     }
@@ -253,7 +260,7 @@ class Planner {
     const ir::Node* n = g_[b].node;
     if (scan_group_ && (is_reduction(n) || is_scan(n))) return fail(p);
     p.recompute.push_back(b);
-    p.delta += cost_.work_seconds(n, g_[b].flops * std::max(f, 1.0));
+    p.delta += work(b, std::max(f, 1.0));
     for (const FusionRead& r : g_[b].reads)
       if (!read(p, g_[b].node, r, std::max(f, 1.0), budget)) return false;
     return true;

@@ -193,7 +193,8 @@ kir::Kernel collapse_domain(const kir::Kernel& k) {
   if (k.domain.size() < 2) return k;
   const std::vector<const Expr*> exprs = kir::kernel_exprs(k);
   if (std::ranges::any_of(exprs, [](const Expr* e) { return e->kind == ExprKind::Scan; })) return k;
-  if (kir::recognize_matmul(k, kir::FreeVars(k))) return k;
+  const kir::FreeVars fv(k);
+  if (kir::recognize_matmul(k, fv) || kir::recognize_attention(k, fv)) return k;
   for (size_t a = 0; a + 1 < k.domain.size(); ++a)
     if (Classifier(k, a).collapsible(exprs)) return rebuild(k, a, exprs);
   return k;

@@ -24,9 +24,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "passes/attention_match.h"
 #include "passes/fusion_reads.h"
 
 namespace kiln::passes {
@@ -61,6 +63,19 @@ double CostModel::work_seconds(const ir::Node* n, double flops) const {
       break;
   }
   return flops / rates_.compute_rate;
+}
+
+double CostModel::attention_seconds(const AttentionMatch& m) const {
+  const AttentionWork w = attention_work(m);
+  const double mm_rate = rates_.matmul_rate > 0 ? rates_.matmul_rate : rates_.compute_rate;
+  auto exp_it = rates_.op_seconds.find(ir::Op::Exp);
+  const double exp_seconds = exp_it != rates_.op_seconds.end()
+                                 ? exp_it->second
+                                 : ir::op_cost(ir::Op::Exp) / rates_.compute_rate;
+  // The contractions run on small tiles (a key tile against a block of query rows) at a share of
+  // the matmul rate; each score is also scaled, masked, compared and summed (a few simple ops).
+  return w.contraction_flops / (mm_rate * kAttentionMatmulShare) + w.exps * exp_seconds +
+         w.logits * kAttentionOpsPerScore / rates_.compute_rate;
 }
 
 namespace {
@@ -109,11 +124,28 @@ double CostModel::executed_flops(const FusedGroup& group, double* work) const {
   ReadMap reads;
   std::unordered_map<const ir::Node*, double> factor;  // lookup only
   for (const ir::Node* o : group.outputs) factor[o] = 1;
+  // Attentions computed here whole run as one flash-style loop nest: priced by
+  // attention_seconds, their interiors not node by node.
+  std::unordered_set<const ir::Node*> computed(group.nodes.begin(), group.nodes.end());
+  auto in_group = [&](const ir::Node* n) { return computed.contains(n) && !buffers.contains(n); };
+  std::unordered_set<const ir::Node*> covered;
+  double attention_flops = 0;
+  for (const ir::Node* n : group.nodes) {
+    if (n->op != ir::Op::Matmul || covered.contains(n)) continue;
+    std::optional<AttentionMatch> m = match_attention(n, in_group);
+    if (!m) continue;
+    covered.insert(m->interior.begin(), m->interior.end());
+    const AttentionWork w = attention_work(*m);
+    attention_flops += w.contraction_flops + w.exps * ir::op_cost(ir::Op::Exp) + w.logits;
+    if (work) *work += attention_seconds(*m);
+    covered.insert(n);
+  }
   std::vector<const ir::Node*> evaluated;  // in `order`
   for (const ir::Node* n : order) {
     auto it = factor.find(n);
     if (it == factor.end()) continue;  // reached only as an inlined view, or dead
     if (inlined_view(n) && !outputs.contains(n)) continue;
+    if (covered.contains(n)) continue;
     evaluated.push_back(n);
     std::vector<ValueRead>& mine = reads[n] = collect_reads(n, stop);
     for (const ValueRead& r : mine) {
@@ -138,7 +170,7 @@ double CostModel::executed_flops(const FusedGroup& group, double* work) const {
     for (const ir::Node* n : evaluated)
       if (has_loop_body(n)) count_matmul_context({n}, reads, contexts);
   }
-  double flops = 0;
+  double flops = attention_flops;
   for (const ir::Node* n : evaluated) {
     auto c = contexts.find(n);
     const double f = node_flops(n) * factor.at(n) * (c == contexts.end() ? 1 : std::max(1, c->second));

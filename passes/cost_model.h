@@ -38,6 +38,13 @@ struct DeviceRates {
 // that reads it (and from one run to the next): two cores' L2 and a share of the L3.
 inline constexpr double kCacheResidentBytes = 4.0 * 1024 * 1024;
 
+// An attention kernel's contractions run at this share of the matmul rate (small tiles, the
+// softmax between them); each score costs this many simple ops besides its exponential.
+inline constexpr double kAttentionMatmulShare = 0.6;
+inline constexpr double kAttentionOpsPerScore = 8;
+
+struct AttentionMatch;
+
 // The op kinds the cost model prices with their own rate.
 enum class WorkKind : uint8_t { simple, costly, matmul };
 WorkKind work_kind(const ir::Node* n);
@@ -60,6 +67,9 @@ class CostModel {
   }
   double work_seconds(const ir::Node* n, double flops) const;
   double launch_seconds(int launches) const { return launches * rates_.launch_overhead; }
+  // A whole attention in one kernel (passes/attention_match.h): its contractions, exponentials and
+  // logits, counted once each.
+  double attention_seconds(const AttentionMatch& m) const;
 
  private:
   // The group's flops; with `work`, adds their time (work_seconds) to it.

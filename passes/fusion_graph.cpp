@@ -2,6 +2,7 @@
 #include "passes/fusion_graph.h"
 
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "passes/fusion_reads.h"
@@ -17,6 +18,34 @@ Role role_of(const ir::Node* n, const std::unordered_set<const ir::Node*>& outpu
   return view_or_source && !outputs.contains(n) ? Role::Inlined : Role::Placed;
 }
 
+// The attention whose output is `out`, with an interior whose nodes have no reader outside the
+// match (and are not graph outputs or inputs): the fuser computes them in out's group only.
+std::optional<AttentionMatch> attention_at(
+    const ir::Node* out, const std::unordered_set<const ir::Node*>& outputs,
+    const std::unordered_map<const ir::Node*, std::vector<const ir::Node*>>& users) {
+  std::unordered_set<const ir::Node*> banned;
+  for (;;) {
+    auto inside = [&](const ir::Node* n) {
+      return n->op != ir::Op::Input && !outputs.contains(n) && !banned.contains(n);
+    };
+    std::optional<AttentionMatch> m = match_attention(out, inside);
+    if (!m) return std::nullopt;
+    std::unordered_set<const ir::Node*> members(m->interior.begin(), m->interior.end());
+    members.insert(out);
+    bool ok = true;
+    for (const ir::Node* n : m->interior) {
+      auto it = users.find(n);
+      if (it == users.end()) continue;
+      for (const ir::Node* u : it->second)
+        if (!members.contains(u)) {
+          banned.insert(n);
+          ok = false;
+        }
+    }
+    if (ok) return m;
+  }
+}
+
 }  // namespace
 
 FusionGraph::FusionGraph(const Outputs& outputs) {
@@ -30,7 +59,28 @@ FusionGraph::FusionGraph(const Outputs& outputs) {
     fn.role = role_of(n, outs);
     nodes_.push_back(std::move(fn));
   }
+  // Attention outputs (passes/attention_match.h): their interiors are computed in their group.
+  std::unordered_map<const ir::Node*, std::vector<const ir::Node*>> users;
+  for (const ir::Node* n : live)
+    for (const ir::Node* in : n->inputs) users[in].push_back(n);
+  std::unordered_set<const ir::Node*> interior;
+  for (FusionNode& fn : nodes_) {
+    if (fn.role != Role::Placed || fn.node->op != ir::Op::Matmul || interior.contains(fn.node))
+      continue;
+    fn.attention = attention_at(fn.node, outs, users);
+    if (!fn.attention) continue;
+    for (const ir::Node* n : fn.attention->interior) {
+      interior.insert(n);
+      nodes_[static_cast<size_t>(index_.at(n))].role = Role::Inlined;
+    }
+  }
   auto stop = [&](const ir::Node* m) { return nodes_[index_.at(m)].role != Role::Inlined; };
+  // Inside an attention's interior, the walk stops at computed nodes (they are read in the
+  // kernel, not from buffers) and goes through views and sources as everywhere.
+  auto stop_inside = [&](const ir::Node* m) {
+    if (!interior.contains(m)) return stop(m);
+    return !ir::is_view(m->op) && ir::op_kind(m->op) != ir::OpKind::Source;
+  };
   // The distinct views through which each placed value is read, by view id (ordered).
   std::vector<std::set<uint32_t>> views(nodes_.size());
   for (FusionNode& fn : nodes_) {
@@ -40,6 +90,26 @@ FusionGraph::FusionGraph(const Outputs& outputs) {
     fn.forced = outs.contains(fn.node);
     // A placed movement op (a graph output) is itself the view its operands are read through.
     bool is_view = ir::is_view(fn.node->op);
+    if (fn.attention) {
+      // The match's buffer reads, each once; a matmul reads its operands many times, so each is
+      // written to a buffer whatever the partition (as for any matmul).
+      std::vector<const ir::Node*> readers = fn.attention->interior;
+      readers.push_back(fn.node);
+      std::set<int32_t> added;
+      for (const ir::Node* reader : readers) {
+        if (ir::is_view(reader->op) || ir::op_kind(reader->op) == ir::OpKind::Source) continue;
+        for (const ValueRead& r : collect_reads(reader, stop_inside)) {
+          if (interior.contains(r.base)) continue;
+          int32_t b = index_.at(r.base);
+          if (!added.insert(b).second) continue;
+          fn.reads.push_back({b, r.reader, 1.0, r.view == r.base});
+          FusionNode& base = nodes_[static_cast<size_t>(b)];
+          if (base.role == Role::Placed && ir::op_kind(base.node->op) != ir::OpKind::Source)
+            base.forced = true;
+        }
+      }
+      continue;
+    }
     for (const ValueRead& r : collect_reads(fn.node, stop)) {
       int32_t b = index_.at(r.base);
       fn.reads.push_back({b, r.reader, r.extra, !is_view && r.view == r.base});

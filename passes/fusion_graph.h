@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
+#include "passes/attention_match.h"
 #include "passes/passes.h"
 
 namespace kiln::passes {
@@ -32,6 +34,9 @@ struct FusionNode {
   double flops = 0;  // node_flops
   double bytes = 0;  // node_bytes
   std::vector<FusionRead> reads;
+  // Set on the output of an attention (passes/attention_match.h): the match's interior nodes are
+  // Inlined (computed in this node's group only), and `reads` are the match's buffer reads.
+  std::optional<AttentionMatch> attention;
 };
 
 class FusionGraph {

@@ -19,6 +19,7 @@
 #include "codegen/cpu/alu_lowering.h"
 #include "codegen/cpu/bounds_checks.h"
 #include "codegen/cpu/dtype_lowering.h"
+#include "codegen/cpu/attention_emitter.h"
 #include "codegen/cpu/matmul_emitter.h"
 #include "codegen/cpu/reduce_lowering.h"
 #include "codegen/cpu/streaming_stores.h"
@@ -821,17 +822,22 @@ llvm::Function* create_kernel_function(llvm::Module& module, const EmitOptions& 
 Expected<llvm::Function*> emit_kernel(const kir::Kernel& kernel, const EmitOptions& options,
                                       llvm::Module& module) {
   KILN_CHECK(options.facts) << "emit_kernel needs the kernel's facts (" << kernel.name << ")";
-  if (options.check == CheckMode::none)
+  if (options.check == CheckMode::none) {
     if (std::optional<MatmulPattern> mm = matmul_of(*options.facts))
       return emit_matmul_kernel(kernel, *mm, options, module);
+    if (options.facts->attention)
+      return emit_attention_kernel(kernel, *options.facts->attention, options, module);
+  }
   return KernelEmitter(kernel, options, module).run();
 }
 
 int64_t parallel_extent(const kir::Kernel& kernel, const EmitOptions& options) {
   KILN_CHECK(options.facts) << "parallel_extent needs the kernel's facts (" << kernel.name << ")";
-  if (options.check == CheckMode::none)
+  if (options.check == CheckMode::none) {
     if (std::optional<MatmulPattern> mm = matmul_of(*options.facts))
       if (std::optional<int64_t> blocks = gemv_column_blocks(kernel, *mm)) return *blocks;
+    if (options.facts->attention) return attention_units(kernel, options);
+  }
   return kernel.outer_extent();
 }
 

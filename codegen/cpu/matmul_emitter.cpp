@@ -15,6 +15,7 @@
 #include <llvm/IR/Module.h>
 
 #include "codegen/cpu/dtype_lowering.h"
+#include "codegen/cpu/emit_support.h"
 #include "codegen/cpu/expr_emitter.h"
 
 namespace kiln::codegen::cpu {
@@ -147,42 +148,13 @@ void MatmulEmitter::create_scratch() {
   a_pack_ = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), b_pack_, b_bytes, "a.pack");
 }
 
-// malloc(bytes); a null result traps (the kernel signature has no way to report it).
 Value* MatmulEmitter::malloc_or_trap(int64_t bytes, const char* name) {
-  llvm::FunctionCallee malloc_fn = m_.getOrInsertFunction("malloc", b_.getPtrTy(), b_.getInt64Ty());
-  Value* p = b_.CreateCall(malloc_fn, {i64(bytes)}, name);
-  BasicBlock* fail = BasicBlock::Create(ctx_, "scratch.fail", fn_);
-  BasicBlock* ok = BasicBlock::Create(ctx_, "scratch.ok", fn_);
-  b_.CreateCondBr(b_.CreateIsNull(p), fail, ok);
-  b_.SetInsertPoint(fail);
-  b_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {});
-  b_.CreateUnreachable();
-  b_.SetInsertPoint(ok);
-  return p;
+  return emit_malloc_or_trap(b_, fn_, bytes, name);
 }
 
-// for (iv = start; iv < end; iv += step) body(iv); leaves the builder after the loop.
 Expected<void> MatmulEmitter::loop(Value* start, Value* end, int64_t step, const std::string& name,
                                    const Body& body, llvm::MDNode* hints) {
-  BasicBlock* pre = b_.GetInsertBlock();
-  BasicBlock* header = BasicBlock::Create(ctx_, name + ".header", fn_);
-  BasicBlock* inside = BasicBlock::Create(ctx_, name + ".body", fn_);
-  BasicBlock* exit = BasicBlock::Create(ctx_, name + ".exit", fn_);
-  b_.CreateBr(header);
-  b_.SetInsertPoint(header);
-  llvm::PHINode* iv = b_.CreatePHI(b_.getInt64Ty(), 2, name);
-  iv->addIncoming(start, pre);
-  b_.CreateCondBr(b_.CreateICmpSLT(iv, end), inside, exit);
-  b_.SetInsertPoint(inside);
-  ex_->forget();
-  if (Expected<void> ok = body(iv); !ok) return ok;
-  Value* next = b_.CreateAdd(iv, i64(step), name + ".next", /*HasNUW=*/false, /*HasNSW=*/true);
-  iv->addIncoming(next, b_.GetInsertBlock());
-  llvm::BranchInst* latch = b_.CreateBr(header);
-  if (hints) latch->setMetadata(llvm::LLVMContext::MD_loop, hints);
-  b_.SetInsertPoint(exit);
-  ex_->forget();
-  return {};
+  return emit_loop(b_, fn_, *ex_, start, end, step, name, body, hints);
 }
 
 // Batch axes 0 .. rank-3 (the outermost one over [begin, end)), then the rows of every batch

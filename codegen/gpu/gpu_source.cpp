@@ -202,6 +202,34 @@ bool has_reduce(const kir::Kernel& k) {
 
 bool power_of_two_in(int v, int lo, int hi) { return v >= lo && v <= hi && (v & (v - 1)) == 0; }
 
+// The attention strategy under `p`: tile = query rows per workgroup (a power of two up to
+// kMaxAttentionRows whose tiles fit), block_size = threads (at least one per row).
+template <typename Bad>
+Expected<Strategy> attention_schedule(const kir::Kernel& k, Strategy st, const TuneParams& p,
+                                      const Bad& bad) {
+  if (p.splits != 0 || p.items_per_thread != 0 || p.vector_loads != 0 ||
+      p.reduce == GpuReduce::workgroup)
+    return bad("an attention kernel takes tile and block_size only");
+  if (p.tile != 0) {
+    if (!power_of_two_in(p.tile, 1, kMaxAttentionRows))
+      return bad(fmt::format("tile (attention query rows) must be a power of two in [1, {}]",
+                             kMaxAttentionRows));
+    if (!attention_tiles(p.tile, k.domain.back()))
+      return bad(fmt::format("tile={}: the attention tiles do not fit {} bytes of shared memory",
+                             p.tile, kAttentionSharedBytes));
+    st.attention_rows = p.tile;
+    st.group_size = heuristic_attention_threads(p.tile, k.domain.back());
+  }
+  if (p.block_size != 0) {
+    if (!power_of_two_in(p.block_size, 32, 1024))
+      return bad("block_size must be a power of two in [32, 1024]");
+    if (p.block_size < st.attention_rows)
+      return bad("block_size: attention needs a thread per query row of the tile");
+    st.group_size = p.block_size;
+  }
+  return st;
+}
+
 // The heuristic strategy with the schedule of `p` applied; an error names a field that does not
 // apply to this kernel (the tuning space offers only fields that do).
 Expected<Strategy> scheduled_strategy(const kir::Kernel& k, const kir::KernelFacts& facts,
@@ -229,6 +257,7 @@ Expected<Strategy> scheduled_strategy(const kir::Kernel& k, const kir::KernelFac
   } else if (p.reduce == GpuReduce::workgroup && st.kind != Strategy::Kind::row_reduce) {
     return bad("reduce=workgroup: the kernel has no row reduction a workgroup can share");
   }
+  if (st.kind == Strategy::Kind::attention) return attention_schedule(k, st, p, bad);
   if (p.block_size != 0) {
     if (!power_of_two_in(p.block_size, 32, 1024)) return bad("block_size must be a power of two in [32, 1024]");
     if (st.kind == Strategy::Kind::matmul_tiled) return bad("block_size: the tiled matmul uses 16x16 threads");
@@ -282,6 +311,7 @@ Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& par
     case Strategy::Kind::matmul_tiled:
       launch = write_matmul(em, kernel, st->matmul, params.tile, shared);
       break;
+    case Strategy::Kind::attention: launch = write_attention(em, kernel, *st, shared); break;
     case Strategy::Kind::row_reduce: launch = write_row_reduce(em, kernel, *st, shared); break;
     case Strategy::Kind::scan:
       launch = write_scan(em, kernel, st->group_size);

@@ -1,4 +1,4 @@
-// Strategy choice for GPU kernels: matmul recognition and row-level reductions.
+// Strategy choice for GPU kernels: attention and matmul recognition, row-level reductions.
 #include "codegen/gpu/launch_strategy.h"
 
 #include <fmt/format.h>
@@ -44,6 +44,7 @@ const char* strategy_name(Strategy::Kind k) {
     case Strategy::Kind::matmul_tiled: return "matmul-tiled";
     case Strategy::Kind::scan:
       return "scan";
+    case Strategy::Kind::attention: return "attention";
     case Strategy::Kind::elementwise: break;
   }
   return "elementwise";
@@ -100,6 +101,55 @@ std::optional<kir::MatmulPattern> matmul_of(const kir::Kernel& k, const kir::Ker
   return m;
 }
 
+std::optional<AttentionTiles> attention_tiles(int rows, int64_t value_dim) {
+  AttentionTiles t;
+  t.rows = rows;
+  t.probs = 0;
+  t.max = int64_t{rows} * kKeyTile;
+  t.sum = t.max + rows;
+  t.scale = t.sum + rows;
+  t.work = t.scale + rows;
+  const int64_t budget = kAttentionSharedBytes / 4 - t.work;
+  const int64_t chunks = int64_t{rows + kKeyTile} * kDepthChunk;
+  if (chunks > budget || value_dim < 1) return std::nullopt;
+  for (int keys = kKeyTile; keys >= 1 && t.value_keys == 0; keys /= 2)
+    if (keys * value_dim <= budget) t.value_keys = keys;
+  if (t.value_keys == 0) return std::nullopt;
+  t.floats = t.work + std::max(chunks, t.value_keys * value_dim);
+  return t;
+}
+
+int heuristic_attention_rows(const kir::Kernel& k, const kir::AttentionPattern& a) {
+  const auto rank = static_cast<int32_t>(k.domain.size());
+  const int64_t queries = k.domain[a.i_var], value_dim = k.domain[a.e_var];
+  const int64_t batch =
+      product(std::vector<int64_t>(k.domain.begin(), k.domain.begin() + rank - 2));
+  const auto most = static_cast<uint64_t>(std::max<int64_t>(queries, 1));
+  int rows = static_cast<int>(std::min<uint64_t>(kMaxAttentionRows, std::bit_ceil(most)));
+  while (rows > 16 && batch * ((queries + rows - 1) / rows) < kSplitTargetGroups) rows /= 2;
+  while (rows >= 1 && !attention_tiles(rows, value_dim)) rows /= 2;
+  return rows;
+}
+
+int heuristic_attention_threads(int rows, int64_t value_dim) {
+  const int64_t widest = int64_t{rows} * std::max<int64_t>(kKeyTile, value_dim);
+  return static_cast<int>(std::clamp<int64_t>(
+      static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(widest))) / 4, 64, 256));
+}
+
+std::optional<kir::AttentionPattern> attention_of(const kir::Kernel& k,
+                                                  const kir::KernelFacts& facts) {
+  const std::optional<kir::AttentionPattern>& a = facts.attention;
+  const auto rank = static_cast<int32_t>(k.domain.size());
+  if (!a || rank < 2 || a->i_var != rank - 2 || a->e_var != rank - 1 || a->keys < 1 ||
+      a->head_dim < 1)
+    return std::nullopt;
+  for (const Expr* e : {a->reduce, a->value, a->logits, a->scores, a->query, a->key})
+    if (e == nullptr || e->dtype != ir::DType::f32) return std::nullopt;
+  if (heuristic_attention_rows(k, *a) < 1) return std::nullopt;
+  return a;
+}
+
 int64_t row_count(const kir::Kernel& k, const Strategy& st) {
   return product(std::vector<int64_t>(k.domain.begin(), k.domain.begin() + st.row_vars));
 }
@@ -146,6 +196,14 @@ Strategy choose_strategy(const kir::Kernel& k, const kir::KernelFacts& facts) {
       s.group_size = heuristic_elementwise_block(row_count_of_scan(k));
       return s;
     }
+  // Before the matmul: R = sum_j P V is one too, with P recomputed for every output.
+  if (auto a = gpu::attention_of(k, facts)) {
+    s.kind = Strategy::Kind::attention;
+    s.attention = *a;
+    s.attention_rows = heuristic_attention_rows(k, *a);
+    s.group_size = heuristic_attention_threads(s.attention_rows, k.domain.back());
+    return s;
+  }
   if (auto m = gpu::matmul_of(k, facts)) {
     s.kind = Strategy::Kind::matmul_tiled;
     s.matmul = *m;

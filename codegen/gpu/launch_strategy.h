@@ -1,5 +1,5 @@
-// How a kernel maps to GPU threads, decided by analysing its expressions: a tiled matmul, a
-// workgroup per row with cooperative reductions, or one thread per point.
+// How a kernel maps to GPU threads, decided by analysing its expressions: flash attention, a
+// tiled matmul, a workgroup per row with cooperative reductions, or one thread per point.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,10 @@ struct Strategy {
   // innermost axis in order with each scan's running sum in a register. Correct first: a row is
   // not yet shared by a workgroup (a blocked scan), so a long row runs long in one thread (and
   // over a driver's loop budget, check_loop_iterations, past about 65535 steps on lavapipe).
-  enum class Kind { elementwise, row_reduce, matmul_tiled, scan } kind = Kind::elementwise;
+  // attention: a workgroup per (batch point, block of attention_rows query rows) walking the keys
+  // in tiles with an online softmax (codegen/gpu/attention_writer.cpp).
+  enum class Kind { elementwise, row_reduce, matmul_tiled, scan, attention };
+  Kind kind = Kind::elementwise;
   // row_reduce: a workgroup per row = per point of the first `row_vars` parallel variables
   // (domain.size() - 1: threads share the innermost axis; domain.size(): a workgroup per point).
   // `row_reduces` read only those variables (operands first); each is computed cooperatively.
@@ -37,6 +40,8 @@ struct Strategy {
   int cols = 1;
   std::vector<const kir::Expr*> row_reduces;
   kir::MatmulPattern matmul;
+  kir::AttentionPattern attention;
+  int attention_rows = 0;  // attention: query rows per workgroup (a power of two, <= 64)
 };
 
 const char* strategy_name(Strategy::Kind k);
@@ -79,6 +84,37 @@ int heuristic_columns(const kir::Kernel& k, const FreeVars& fv,
 // kMinMatmulSide and K >= 1: smaller ones are not worth a tile.
 inline constexpr int64_t kMinMatmulSide = 8;
 std::optional<kir::MatmulPattern> matmul_of(const kir::Kernel& k, const kir::KernelFacts& facts);
+
+// The flash-attention tiling (codegen/gpu/attention_writer.cpp): `rows` query rows per workgroup,
+// kKeyTile keys per tile, head_dim staged kDepthChunk at a time, the value tile staged
+// `value_keys` keys at a time. One shared float array holds, at these offsets: the rows x
+// kKeyTile logits (then probabilities), each row's running max, running sum and rescale factor,
+// and a work area that first holds the query and key chunks (rows + kKeyTile) x kDepthChunk, then
+// the value rows value_keys x value_dim. All within kAttentionSharedBytes (Vulkan's guaranteed
+// minimum of shared memory, CUDA's static limit being larger) for both dialects alike.
+inline constexpr int kKeyTile = 32;
+inline constexpr int kDepthChunk = 16;
+inline constexpr int64_t kAttentionSharedBytes = 16 * 1024;
+inline constexpr int kMaxAttentionRows = 64;
+struct AttentionTiles {
+  int rows = 0;
+  int value_keys = 0;
+  int64_t probs = 0, max = 0, sum = 0, scale = 0, work = 0, floats = 0;  // offsets, size
+};
+// nullopt when even one value row does not fit beside the rest.
+std::optional<AttentionTiles> attention_tiles(int rows, int64_t value_dim);
+// Query rows per workgroup when the tile field is 0: up to 64 (at most the queries, rounded up to
+// a power of two), halved down to 16 while the workgroups would number under
+// kSplitTargetGroups, and while the tiles would not fit; 0 when not even one row fits.
+int heuristic_attention_rows(const kir::Kernel& k, const kir::AttentionPattern& a);
+// Threads per workgroup for `rows` query rows when block_size is 0: a quarter of the larger of
+// the scores and the output tile, in [64, 256].
+int heuristic_attention_threads(int rows, int64_t value_dim);
+// The kernel's attention pattern (kir::KernelFacts::attention) when every value it computes is
+// f32 and its tiles fit (some row count does): otherwise the generic strategies run it.
+std::optional<kir::AttentionPattern> attention_of(const kir::Kernel& k,
+                                                  const kir::KernelFacts& facts);
+
 Strategy choose_strategy(const kir::Kernel& k, const kir::KernelFacts& facts);
 
 }  // namespace kiln::codegen::gpu

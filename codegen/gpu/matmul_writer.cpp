@@ -21,51 +21,6 @@ struct Tiling {
   int per;      // R = T / 16
 };
 
-// The loops over a thread's outputs, the staging steps and the staged slice run a constant number
-// of trips (R, R * R, 16). CUDA writes them as loops, nvcc unrolling those under `#pragma unroll`
-// (registers for acc[]; CUDA has no loop budget). GLSL writes them unrolled, each iteration with
-// the index replaced by its value: the SPIR-V then holds no loop for them, so they spend nothing of
-// lavapipe's loop budget per invocation (GpuSource::loop_iterations) and count no trips; Mesa
-// unrolls such loops too, but the bound cannot count on what a driver may do.
-struct ConstantLoop {
-  const char* var;
-  int trips;
-  bool pragma;  // CUDA: `#pragma unroll`
-};
-
-std::string loop_header(CExprEmitter& em, Scope* s, const ConstantLoop& l) {
-  return fmt::format("{0}for (int {1} = 0; {1} < {2}; ++{1})",
-                     l.pragma ? "#pragma unroll\n" + em.indent(s) : "", l.var, l.trips);
-}
-
-// Writes `body(scope, index)` for each iteration of `l` in `s`: once in a CUDA loop (the index
-// is the loop variable), or once per value in a block of its own (the index is the value).
-template <typename Body>
-Expected<void> write_constant_loop(CExprEmitter& em, Scope* s, const ConstantLoop& l, Body body) {
-  if (em.dialect().cuda()) {
-    Scope* loop = em.open_loop(s, loop_header(em, s, l), l.trips);
-    if (Expected<void> r = body(loop, std::string(l.var)); !r) return r;
-    em.close(loop);
-    return {};
-  }
-  for (int i = 0; i < l.trips; ++i) {
-    Scope* block = em.open_block(s);
-    if (Expected<void> r = body(block, std::to_string(i)); !r) return r;
-    em.close(block);
-  }
-  return {};
-}
-
-// A loop whose body is the one statement `line(index)`: one line in CUDA, one per value in GLSL.
-template <typename Line>
-void write_constant_loop_line(CExprEmitter& em, Scope* s, const ConstantLoop& l, Line line) {
-  if (em.dialect().cuda()) {
-    em.append_loop(s, loop_header(em, s, l) + " " + line(std::string(l.var)), l.trips);
-    return;
-  }
-  for (int i = 0; i < l.trips; ++i) em.append(s, line(std::to_string(i)));
-}
-
 // Stages one operand slice: element e = lid + 256 q (q < R) of the slice, row-major with
 // `inner` columns, holds `val` at (row var = base_row + e / inner, col var = base_col + e % inner)
 // or 0 outside [0, rows) x [0, cols).

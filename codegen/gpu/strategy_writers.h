@@ -1,5 +1,6 @@
-// Shared pieces of the GPU launch strategies' body writers (codegen/gpu/gpu_source.cpp and
-// codegen/gpu/matmul_writer.cpp): flat-index decomposition, stores, launch limits.
+// Shared pieces of the GPU launch strategies' body writers (codegen/gpu/gpu_source.cpp,
+// matmul_writer.cpp, attention_writer.cpp): flat-index decomposition, stores, constant loops,
+// launch limits.
 #pragma once
 
 #include <fmt/format.h>
@@ -57,6 +58,54 @@ inline Expected<void> emit_stores(CExprEmitter& em, Scope* s, const kir::Kernel&
   return {};
 }
 
+// The loops over a thread's outputs and the staging steps of the tiled strategies (matmul,
+// attention) run a constant number of trips. CUDA writes them as loops, nvcc unrolling those
+// under `#pragma unroll` (registers for acc[]; CUDA has no loop budget). GLSL writes them
+// unrolled, each iteration with the index replaced by its value: the SPIR-V then holds no loop
+// for them, so they spend nothing of lavapipe's loop budget per invocation
+// (GpuSource::loop_iterations) and count no trips; Mesa unrolls such loops too, but the bound
+// cannot count on what a driver may do.
+struct ConstantLoop {
+  const char* var;
+  int trips;
+  bool pragma;  // CUDA: `#pragma unroll`
+};
+
+inline std::string loop_header(CExprEmitter& em, Scope* s, const ConstantLoop& l) {
+  return fmt::format("{0}for (int {1} = 0; {1} < {2}; ++{1})",
+                     l.pragma ? "#pragma unroll\n" + em.indent(s) : "", l.var, l.trips);
+}
+
+// Writes `body(scope, index)` for each iteration of `l` in `s`: once in a CUDA loop (the index
+// is the loop variable), or once per value in a block of its own (the index is the value).
+template <typename Body>
+inline Expected<void> write_constant_loop(CExprEmitter& em, Scope* s, const ConstantLoop& l,
+                                          Body body) {
+  if (em.dialect().cuda()) {
+    Scope* loop = em.open_loop(s, loop_header(em, s, l), l.trips);
+    if (Expected<void> r = body(loop, std::string(l.var)); !r) return r;
+    em.close(loop);
+    return {};
+  }
+  for (int i = 0; i < l.trips; ++i) {
+    Scope* block = em.open_block(s);
+    if (Expected<void> r = body(block, std::to_string(i)); !r) return r;
+    em.close(block);
+  }
+  return {};
+}
+
+// A loop whose body is the one statement `line(index)`: one line in CUDA, one per value in GLSL.
+template <typename Line>
+inline void write_constant_loop_line(CExprEmitter& em, Scope* s, const ConstantLoop& l,
+                                     Line line) {
+  if (em.dialect().cuda()) {
+    em.append_loop(s, loop_header(em, s, l) + " " + line(std::string(l.var)), l.trips);
+    return;
+  }
+  for (int i = 0; i < l.trips; ++i) em.append(s, line(std::to_string(i)));
+}
+
 // A workgroup (or st.splits of them) per row (codegen/gpu/row_reduce_writer.cpp); `shared`
 // receives its shared arrays, the dialect its scratch arrays.
 Expected<LaunchShape> write_row_reduce(CExprEmitter& em, const kir::Kernel& k, const Strategy& st,
@@ -66,5 +115,10 @@ Expected<LaunchShape> write_row_reduce(CExprEmitter& em, const kir::Kernel& k, c
 // or 128; 0: 64 when both sides reach 64, else 16); `shared` receives its shared arrays.
 Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k,
                                    const kir::MatmulPattern& m, int tile, std::string& shared);
+
+// Flash attention (codegen/gpu/attention_writer.cpp): st.attention_rows query rows per workgroup
+// of st.group_size threads; `shared` receives its shared array.
+Expected<LaunchShape> write_attention(CExprEmitter& em, const kir::Kernel& k, const Strategy& st,
+                                      std::string& shared);
 
 }  // namespace kiln::codegen::gpu

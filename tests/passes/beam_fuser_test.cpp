@@ -137,14 +137,52 @@ TEST(BeamFuser, TwoLayerMlpIsTwoGroupsSplitAtTheMatmulOperand) {
   expect_reasons_complete(plan);
 }
 
-TEST(BeamFuser, AttentionScoresAreWrittenOnceNotContractedPerReduction) {
+// softmax(q kᵀ s) v is one kernel (passes/attention_match.h): the backends emit it flash-style,
+// so nothing of the [2,128,128] scores is written.
+TEST(BeamFuser, AttentionIsOneKernel) {
   Fixture f;
   const Node* q = f.g.input(DType::f32, {2, 128, 64}, "q");
   const Node* k = f.g.input(DType::f32, {2, 128, 64}, "k");
   const Node* v = f.g.input(DType::f32, {2, 128, 64}, "v");
-  const Node* y = must(f.b.attention(q, k, v, false, 0.125));
+  const Node* y = must(f.b.attention(q, k, v, true, 0.125));
   FusionPlan plan = f.fuse({y});
-  ASSERT_EQ(plan.groups.size(), 3u);  // scores, softmax, probabilities @ v
+  ASSERT_EQ(plan.groups.size(), 1u);
+  EXPECT_EQ(plan.groups[0].outputs, (std::vector<const Node*>{y}));
+  EXPECT_EQ(plan.groups[0].inputs, (std::vector<const Node*>{q, k, v}));
+  // Priced as one flash loop nest: both contractions once, half of them under the causal mask.
+  const double dense = 2.0 * 2 * 128 * 128 * (64 + 64);
+  EXPECT_LT(plan.costs[0].flops, dense);
+  expect_reasons_complete(plan);
+}
+
+// The same ops written out one by one, with an additive mask read from a buffer, fuse the same.
+TEST(BeamFuser, AttentionWrittenOutOpByOpIsOneKernel) {
+  Fixture f;
+  const Node* q = f.g.input(DType::f32, {4, 96, 32}, "q");
+  const Node* k = f.g.input(DType::f32, {4, 80, 32}, "k");
+  const Node* v = f.g.input(DType::f32, {4, 80, 48}, "v");
+  const Node* mask = f.g.input(DType::f32, {96, 80}, "mask");
+  const Node* kt = must(f.b.permute(k, {0, 2, 1}));
+  const Node* s = f.bin(Op::Add, f.bin(Op::Mul, must(f.b.matmul(q, kt)), must(f.b.scalar(0.25, DType::f32))), mask);
+  const Node* y = must(f.b.matmul(must(f.b.softmax(s, -1)), v));
+  FusionPlan plan = f.fuse({y});
+  ASSERT_EQ(plan.groups.size(), 1u);
+  EXPECT_EQ(plan.groups[0].inputs.size(), 4u);
+  expect_reasons_complete(plan);
+}
+
+// When the probabilities are an output too they are written, and no matmul is inlined into a
+// reduction's loop (the scores would be contracted once per reduction).
+TEST(BeamFuser, AttentionWhoseProbabilitiesAreAnOutputIsNotOneKernel) {
+  Fixture f;
+  const Node* q = f.g.input(DType::f32, {2, 128, 64}, "q");
+  const Node* k = f.g.input(DType::f32, {2, 128, 64}, "k");
+  const Node* v = f.g.input(DType::f32, {2, 128, 64}, "v");
+  const Node* kt = must(f.b.permute(k, {0, 2, 1}));
+  const Node* p = must(f.b.softmax(must(f.b.matmul(q, kt)), -1));
+  const Node* y = must(f.b.matmul(p, v));
+  FusionPlan plan = f.fuse({y, p});
+  ASSERT_GE(plan.groups.size(), 2u);
   for (const FusedGroup& grp : plan.groups) {
     int matmuls = 0, reductions = 0;
     for (const Node* n : grp.nodes) {

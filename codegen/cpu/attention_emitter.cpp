@@ -1,0 +1,536 @@
+// The flash-style attention loop nest in LLVM IR (see attention_emitter.h for the algorithm).
+#include "codegen/cpu/attention_emitter.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include "codegen/cpu/dtype_lowering.h"
+#include "codegen/cpu/emit_support.h"
+#include "codegen/cpu/expr_emitter.h"
+#include "codegen/cpu/vector_math.h"
+
+namespace kiln::codegen::cpu {
+
+namespace {
+
+using kir::Expr;
+using llvm::BasicBlock;
+using llvm::Value;
+
+constexpr int64_t kBK = kAttentionKeyTile;
+// The running sum's lanes: fixed, so that its summation order is the same on every ISA.
+constexpr int64_t kSumLanes = 16;
+constexpr int64_t kAlign = 64;
+
+int64_t round_up(int64_t x, int64_t m) {
+  return (x + m - 1) / m * m;
+}
+
+int64_t pow2_floor(int64_t x) {
+  return x < 1 ? 1 : int64_t{1} << (std::bit_width(static_cast<uint64_t>(x)) - 1);
+}
+
+int64_t pow2_ceil(int64_t x) {
+  return x <= 1 ? 1 : static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(x)));
+}
+
+// The loop nest's sizes for one kernel and schedule.
+struct Geometry {
+  int64_t rank = 0, lq = 0, dv = 0, lk = 0, d = 0, batch_points = 1;
+  int64_t lanes = 8;   // the micro-kernels' vector lanes
+  int64_t bq = 32;     // query rows per block (a power of two)
+  int64_t blocks = 0;  // blocks per batch point
+  int64_t mr = 1;      // rows of the scores' register tile
+  int64_t tiles = 0;   // key tiles
+  int64_t dvp = 0;     // V's row padded to the lanes
+  int64_t e_vecs = 1;  // vectors of one p·V pass over e
+  int64_t r2 = 1;      // rows of one p·V pass
+  int64_t units() const { return dv == 0 ? 0 : batch_points * blocks; }
+};
+
+Geometry geometry(const kir::Kernel& k, const kir::AttentionPattern& p, const EmitOptions& opt) {
+  Geometry g;
+  g.rank = static_cast<int64_t>(k.domain.size());
+  g.lq = k.domain[static_cast<size_t>(g.rank - 2)];
+  g.dv = k.domain.back();
+  g.lk = p.keys;
+  g.d = p.head_dim;
+  for (int64_t a = 0; a + 2 < g.rank; ++a) g.batch_points *= k.domain[static_cast<size_t>(a)];
+  const bool wide = opt.features.find("+avx512f") != std::string::npos;
+  g.lanes = wide ? 16 : 8;
+  if (opt.params.vector_width == 8 || opt.params.vector_width == 16)
+    g.lanes = opt.params.vector_width;
+  // Accumulators the register file holds beside the operands (as in the matmul emitter).
+  const int64_t budget = g.lanes == 16 ? 24 : 12;
+  const int tile = opt.params.tile;
+  g.bq = tile >= 16 && tile <= 128 && std::has_single_bit(static_cast<unsigned>(tile)) ? tile : 32;
+  // A short query axis (decode: one row) takes a block no taller than it.
+  g.bq = std::min(g.bq, pow2_ceil(g.lq));
+  g.blocks = (g.lq + g.bq - 1) / g.bq;
+  g.mr = std::min(g.bq, std::min<int64_t>(8, pow2_floor(budget / (kBK / g.lanes))));
+  g.tiles = (g.lk + kBK - 1) / kBK;
+  g.dvp = round_up(std::max<int64_t>(g.dv, 1), g.lanes);
+  g.e_vecs = std::min<int64_t>(g.dvp / g.lanes, 8);
+  g.r2 = std::min(g.bq, std::min<int64_t>(8, pow2_floor(budget / g.e_vecs)));
+  return g;
+}
+
+class AttentionEmitter {
+ public:
+  AttentionEmitter(const kir::Kernel& k, const kir::AttentionPattern& p, const EmitOptions& opt,
+                   llvm::Module& m)
+      : k_(k), p_(p), opt_(opt), g_(geometry(k, p, opt)), m_(m), ctx_(m.getContext()), b_(ctx_) {}
+
+  Expected<llvm::Function*> run();
+
+ private:
+  Value* i64(int64_t v) { return b_.getInt64(v); }
+  Value* f32(double v) { return llvm::ConstantFP::get(b_.getFloatTy(), v); }
+  Value* at(Value* base, Value* index) {
+    return b_.CreateInBoundsGEP(b_.getFloatTy(), base, index);
+  }
+  Value* at(Value* base, int64_t index) { return at(base, i64(index)); }
+  Value* smin(Value* a, Value* b) { return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, a, b); }
+  Value* smax(Value* a, Value* b) { return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, a, b); }
+  Expected<void> loop(Value* start, Value* end, int64_t step, const std::string& name,
+                      const LoopBody& body, llvm::MDNode* hints = nullptr) {
+    return emit_loop(b_, fn_, *ex_, start, end, step, name, body, hints);
+  }
+  Expected<Value*> emit(const Expr* e) { return ex_->emit(e); }
+
+  void create_function();
+  void create_scratch();
+  Expected<void> unit(Value* u);
+  Expected<void> pack_kv();
+  Expected<void> pack_q(Value* i0);
+  Expected<void> key_tile(Value* t, Value* i0);
+  void scores(Value* t);
+  Expected<void> logits(Value* j0, Value* i0);
+  Expected<void> softmax();
+  void accumulate(Value* j0);
+  Expected<void> finish(Value* i0, Value* rows);
+  Expected<void> store_all();
+
+  const kir::Kernel& k_;
+  const kir::AttentionPattern& p_;
+  const EmitOptions& opt_;
+  const Geometry g_;
+  llvm::Module& m_;
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> b_;
+  llvm::Function* fn_ = nullptr;
+  std::vector<Value*> buffers_;
+  std::unique_ptr<ExprEmitter> ex_;
+  llvm::VectorType* vec_ = nullptr;  // <lanes x float>
+  llvm::VectorType* sum_ = nullptr;  // <kSumLanes x float>
+  Value* scratch_ = nullptr;
+  Value* kpack_ = nullptr;  // [tile][d][kBK]
+  Value* vpack_ = nullptr;  // [key][dvp], tiles * kBK rows
+  Value* qpack_ = nullptr;  // [d][bq]
+  Value* stile_ = nullptr;  // [bq][kBK]: scores, then logits, then probabilities
+  Value* acc_ = nullptr;    // [bq][dvp]
+  llvm::AllocaInst* max_ = nullptr;     // [bq] running max
+  llvm::AllocaInst* lsum_ = nullptr;    // [bq][kSumLanes] running sum
+  llvm::AllocaInst* packed_ = nullptr;  // the batch point K and V are packed for, or -1
+};
+
+void AttentionEmitter::create_function() {
+  llvm::Type* ptr = b_.getPtrTy();
+  fn_ = create_kernel_function(m_, opt_);
+  fn_->addFnAttr("min-legal-vector-width", std::to_string(std::max(g_.lanes, kSumLanes) * 32));
+  b_.SetInsertPoint(BasicBlock::Create(ctx_, "entry", fn_));
+  for (size_t i = 0; i < k_.params.size(); ++i) {
+    Value* slot = b_.CreateConstInBoundsGEP1_64(ptr, fn_->getArg(0), i);
+    buffers_.push_back(b_.CreateLoad(ptr, slot, fmt::format("buf{}", i)));
+  }
+  ex_ = std::make_unique<ExprEmitter>(b_, k_, buffers_);
+  vec_ = llvm::FixedVectorType::get(b_.getFloatTy(), static_cast<unsigned>(g_.lanes));
+  sum_ = llvm::FixedVectorType::get(b_.getFloatTy(), static_cast<unsigned>(kSumLanes));
+}
+
+// One allocation per call (threads running disjoint chunks never share it); K's and V's padding
+// is zeroed once and never written, so padded keys add exact zeros.
+void AttentionEmitter::create_scratch() {
+  max_ = b_.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), static_cast<uint64_t>(g_.bq)));
+  lsum_ = b_.CreateAlloca(
+      llvm::ArrayType::get(b_.getFloatTy(), static_cast<uint64_t>(g_.bq * kSumLanes)));
+  lsum_->setAlignment(llvm::Align(kSumLanes * 4));
+  packed_ = b_.CreateAlloca(b_.getInt64Ty());
+  b_.CreateStore(i64(-1), packed_);
+  const int64_t k_bytes = round_up(g_.tiles * g_.d * kBK * 4, kAlign);
+  const int64_t v_bytes = round_up(g_.tiles * kBK * g_.dvp * 4, kAlign);
+  const int64_t q_bytes = round_up(g_.d * g_.bq * 4, kAlign);
+  const int64_t s_bytes = round_up(g_.bq * kBK * 4, kAlign);
+  const int64_t a_bytes = round_up(g_.bq * g_.dvp * 4, kAlign);
+  scratch_ = emit_malloc_or_trap(b_, fn_, k_bytes + v_bytes + q_bytes + s_bytes + a_bytes + kAlign,
+                                 "scratch");
+  Value* addr = b_.CreatePtrToInt(scratch_, b_.getInt64Ty());
+  Value* pad = b_.CreateAnd(b_.CreateSub(i64(0), addr), i64(kAlign - 1));
+  kpack_ = b_.CreateInBoundsGEP(b_.getInt8Ty(), scratch_, pad, "k.pack");
+  vpack_ = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), kpack_, k_bytes, "v.pack");
+  qpack_ = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), vpack_, v_bytes, "q.pack");
+  stile_ = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), qpack_, q_bytes, "s.tile");
+  acc_ = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), stile_, s_bytes, "acc");
+  b_.CreateMemSet(kpack_, b_.getInt8(0), i64(k_bytes + v_bytes), llvm::MaybeAlign(kAlign));
+}
+
+// K as [tile][d][key in tile] and V as [key][e], for the bound batch point.
+Expected<void> AttentionEmitter::pack_kv() {
+  Expected<void> ok = loop(i64(0), i64(g_.lk), 1, "pk", [&](Value* j) -> Expected<void> {
+    Value* tile = b_.CreateUDiv(j, i64(kBK));
+    Value* jj = b_.CreateURem(j, i64(kBK));
+    Value* row = b_.CreateAdd(b_.CreateMul(tile, i64(g_.d * kBK)), jj);
+    return loop(i64(0), i64(g_.d), 1, "pkd", [&](Value* d) -> Expected<void> {
+      ex_->bind_var(p_.j_var, j);
+      ex_->bind_var(p_.d_var, d);
+      Expected<Value*> v = emit(p_.key);
+      if (!v) return std::unexpected(v.error());
+      b_.CreateStore(*v, at(kpack_, b_.CreateAdd(row, b_.CreateMul(d, i64(kBK)))));
+      return {};
+    });
+  });
+  if (!ok) return ok;
+  return loop(i64(0), i64(g_.lk), 1, "pv", [&](Value* j) -> Expected<void> {
+    Value* row = b_.CreateMul(j, i64(g_.dvp));
+    return loop(i64(0), i64(g_.dv), 1, "pve", [&](Value* e) -> Expected<void> {
+      ex_->bind_var(p_.j_var, j);
+      ex_->bind_var(p_.e_var, e);
+      Expected<Value*> v = emit(p_.value);
+      if (!v) return std::unexpected(v.error());
+      b_.CreateStore(*v, at(vpack_, b_.CreateAdd(row, e)));
+      return {};
+    });
+  });
+}
+
+// qpack[d][r] = q(min(i0 + r, lq - 1), d): rows past the axis repeat the last one (their loads
+// stay in range; their results are never stored).
+Expected<void> AttentionEmitter::pack_q(Value* i0) {
+  return loop(i64(0), i64(g_.bq), 1, "pq", [&](Value* r) -> Expected<void> {
+    Value* i = smin(b_.CreateAdd(i0, r), i64(g_.lq - 1));
+    return loop(i64(0), i64(g_.d), 1, "pqd", [&](Value* d) -> Expected<void> {
+      ex_->bind_var(p_.i_var, i);
+      ex_->bind_var(p_.d_var, d);
+      Expected<Value*> v = emit(p_.query);
+      if (!v) return std::unexpected(v.error());
+      b_.CreateStore(*v, at(qpack_, b_.CreateAdd(b_.CreateMul(d, i64(g_.bq)), r)));
+      return {};
+    });
+  });
+}
+
+// stile[r][jj] = sum over d (in order) of qpack[d][r] * kpack[t][d][jj], mr rows at a time in
+// registers.
+void AttentionEmitter::scores(Value* t) {
+  const int64_t vecs = kBK / g_.lanes;
+  Value* kt = at(kpack_, b_.CreateMul(t, i64(g_.d * kBK)));
+  Expected<void> ok = loop(i64(0), i64(g_.bq), g_.mr, "sr", [&](Value* r0) -> Expected<void> {
+    std::vector<llvm::AllocaInst*> acc;
+    {
+      llvm::IRBuilderBase::InsertPointGuard guard(b_);
+      b_.SetInsertPoint(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      for (int64_t i = 0; i < g_.mr * vecs; ++i) acc.push_back(b_.CreateAlloca(vec_));
+    }
+    for (llvm::AllocaInst* a : acc) b_.CreateStore(llvm::ConstantFP::get(vec_, 0.0), a);
+    Expected<void> inner = loop(i64(0), i64(g_.d), 1, "sd", [&](Value* d) -> Expected<void> {
+      std::vector<Value*> kv;
+      for (int64_t v = 0; v < vecs; ++v)
+        kv.push_back(b_.CreateAlignedLoad(
+            vec_, at(kt, b_.CreateAdd(b_.CreateMul(d, i64(kBK)), i64(v * g_.lanes))),
+            llvm::Align(g_.lanes * 4)));
+      for (int64_t r = 0; r < g_.mr; ++r) {
+        Value* q = b_.CreateLoad(
+            b_.getFloatTy(),
+            at(qpack_, b_.CreateAdd(b_.CreateMul(d, i64(g_.bq)), b_.CreateAdd(r0, i64(r)))));
+        Value* splat = b_.CreateVectorSplat(static_cast<unsigned>(g_.lanes), q);
+        for (int64_t v = 0; v < vecs; ++v) {
+          llvm::AllocaInst* a = acc[static_cast<size_t>(r * vecs + v)];
+          b_.CreateStore(b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vec_},
+                                            {splat, kv[static_cast<size_t>(v)], b_.CreateLoad(vec_, a)}),
+                         a);
+        }
+      }
+      return {};
+    });
+    if (!inner) return inner;
+    for (int64_t r = 0; r < g_.mr; ++r)
+      for (int64_t v = 0; v < vecs; ++v) {
+        Value* row = b_.CreateMul(b_.CreateAdd(r0, i64(r)), i64(kBK));
+        b_.CreateAlignedStore(b_.CreateLoad(vec_, acc[static_cast<size_t>(r * vecs + v)]),
+                              at(stile_, b_.CreateAdd(row, i64(v * g_.lanes))),
+                              llvm::Align(g_.lanes * 4));
+      }
+    return {};
+  });
+  KILN_CHECK(ok.has_value()) << "the scores' micro-kernel emits no kernel expression";
+}
+
+// stile[r][jj] = logits(i, j0 + jj) with the scores bound to stile[r][jj]; -inf past the keys.
+Expected<void> AttentionEmitter::logits(Value* j0, Value* i0) {
+  return loop(i64(0), i64(g_.bq), 1, "lr", [&](Value* r) -> Expected<void> {
+    Value* i = smin(b_.CreateAdd(i0, r), i64(g_.lq - 1));
+    Value* row = b_.CreateMul(r, i64(kBK));
+    return loop(
+        i64(0), i64(kBK), 1, "lj",
+        [&](Value* jj) -> Expected<void> {
+          Value* j = b_.CreateAdd(j0, jj);
+          Value* slot = at(stile_, b_.CreateAdd(row, jj));
+          ex_->bind_var(p_.i_var, i);
+          ex_->bind_var(p_.j_var, smin(j, i64(g_.lk - 1)));
+          ex_->bind_expr(p_.scores, b_.CreateLoad(b_.getFloatTy(), slot));
+          Expected<Value*> x = emit(p_.logits);
+          if (!x) return std::unexpected(x.error());
+          Value* inf = f32(-std::numeric_limits<double>::infinity());
+          b_.CreateStore(b_.CreateSelect(b_.CreateICmpSLT(j, i64(g_.lk)), *x, inf), slot);
+          return {};
+        },
+        vectorize_hints(ctx_, static_cast<int>(g_.lanes), 0));
+  });
+}
+
+// Per row: m_new = max(m, max of the tile) (NaN wins, as in the reference's max), p = exp(x -
+// m_new) in place, l = l * alpha + p (16 fixed lanes), acc *= alpha, alpha = exp(m - m_new).
+// While every logit so far is -inf (m_new = -inf), p = 0 and alpha = 1: keys masked before the
+// first visible one add nothing, and a row with none visible ends 0 / 0 = NaN like the
+// reference's exp(-inf - -inf).
+Expected<void> AttentionEmitter::softmax() {
+  return loop(i64(0), i64(g_.bq), 1, "sm", [&](Value* r) -> Expected<void> {
+    Value* row = at(stile_, b_.CreateMul(r, i64(kBK)));
+    Value* mx = nullptr;
+    for (int64_t c = 0; c < kBK / kSumLanes; ++c) {
+      Value* x = b_.CreateAlignedLoad(sum_, at(row, c * kSumLanes), llvm::Align(kSumLanes * 4));
+      mx = mx ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, mx, x) : x;
+    }
+    Value* tile_max = b_.CreateUnaryIntrinsic(llvm::Intrinsic::vector_reduce_fmaximum, mx);
+    Value* m_at = at(max_, r);
+    Value* m_old = b_.CreateLoad(b_.getFloatTy(), m_at);
+    Value* m_new = b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, m_old, tile_max);
+    Value* dead = b_.CreateFCmpOEQ(m_new, f32(-std::numeric_limits<double>::infinity()));
+    Value* alpha = b_.CreateSelect(dead, f32(1.0), emit_exp_f32(b_, b_.CreateFSub(m_old, m_new)));
+    b_.CreateStore(m_new, m_at);
+    Expected<void> ok = loop(
+        i64(0), i64(kBK), 1, "se",
+        [&](Value* jj) -> Expected<void> {
+          Value* slot = at(row, jj);
+          Value* x = b_.CreateLoad(b_.getFloatTy(), slot);
+          Value* p = emit_exp_f32(b_, b_.CreateFSub(x, m_new));
+          b_.CreateStore(b_.CreateSelect(dead, f32(0.0), p), slot);
+          return {};
+        },
+        vectorize_hints(ctx_, static_cast<int>(g_.lanes), 0));
+    if (!ok) return ok;
+    // The loop's exit block: reload the row base (values of the body do not reach here).
+    row = at(stile_, b_.CreateMul(r, i64(kBK)));
+    Value* s = nullptr;
+    for (int64_t c = 0; c < kBK / kSumLanes; ++c) {
+      Value* p = b_.CreateAlignedLoad(sum_, at(row, c * kSumLanes), llvm::Align(kSumLanes * 4));
+      s = s ? b_.CreateFAdd(s, p) : p;
+    }
+    Value* l_at = at(lsum_, b_.CreateMul(r, i64(kSumLanes)));
+    Value* l = b_.CreateAlignedLoad(sum_, l_at, llvm::Align(kSumLanes * 4));
+    Value* alpha_v = b_.CreateVectorSplat(kSumLanes, alpha);
+    b_.CreateAlignedStore(b_.CreateFAdd(b_.CreateFMul(l, alpha_v), s), l_at,
+                          llvm::Align(kSumLanes * 4));
+    Value* acc_row = at(acc_, b_.CreateMul(r, i64(g_.dvp)));
+    Value* alpha_e = b_.CreateVectorSplat(static_cast<unsigned>(g_.lanes), alpha);
+    for (int64_t v = 0; v < g_.dvp / g_.lanes; ++v) {
+      Value* a = at(acc_row, v * g_.lanes);
+      b_.CreateAlignedStore(
+          b_.CreateFMul(b_.CreateAlignedLoad(vec_, a, llvm::Align(g_.lanes * 4)), alpha_e), a,
+          llvm::Align(g_.lanes * 4));
+    }
+    return {};
+  });
+}
+
+// acc[r][e] += sum over the tile's keys (in order) of p[r][jj] * V[j0 + jj][e]: r2 rows by e_vecs
+// vectors at a time in registers.
+void AttentionEmitter::accumulate(Value* j0) {
+  const int64_t total = g_.dvp / g_.lanes;
+  for (int64_t e0 = 0; e0 < total; e0 += g_.e_vecs) {
+    const int64_t ev = std::min(g_.e_vecs, total - e0);
+    Expected<void> ok = loop(i64(0), i64(g_.bq), g_.r2, "pr", [&](Value* r0) -> Expected<void> {
+      std::vector<Value*> where;
+      std::vector<Value*> acc;
+      for (int64_t r = 0; r < g_.r2; ++r)
+        for (int64_t v = 0; v < ev; ++v) {
+          Value* a = at(acc_, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(r0, i64(r)), i64(g_.dvp)),
+                                           i64((e0 + v) * g_.lanes)));
+          where.push_back(a);
+        }
+      std::vector<llvm::AllocaInst*> regs;
+      {
+        llvm::IRBuilderBase::InsertPointGuard guard(b_);
+        b_.SetInsertPoint(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+        for (size_t i = 0; i < where.size(); ++i) regs.push_back(b_.CreateAlloca(vec_));
+      }
+      for (size_t i = 0; i < where.size(); ++i)
+        b_.CreateStore(b_.CreateAlignedLoad(vec_, where[i], llvm::Align(g_.lanes * 4)), regs[i]);
+      Expected<void> inner = loop(i64(0), i64(kBK), 1, "pj", [&](Value* jj) -> Expected<void> {
+        Value* vrow = at(vpack_, b_.CreateMul(b_.CreateAdd(j0, jj), i64(g_.dvp)));
+        std::vector<Value*> vv;
+        for (int64_t v = 0; v < ev; ++v)
+          vv.push_back(b_.CreateAlignedLoad(vec_, at(vrow, (e0 + v) * g_.lanes),
+                                            llvm::Align(g_.lanes * 4)));
+        for (int64_t r = 0; r < g_.r2; ++r) {
+          Value* p = b_.CreateLoad(
+              b_.getFloatTy(),
+              at(stile_, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(r0, i64(r)), i64(kBK)), jj)));
+          Value* splat = b_.CreateVectorSplat(static_cast<unsigned>(g_.lanes), p);
+          for (int64_t v = 0; v < ev; ++v) {
+            llvm::AllocaInst* a = regs[static_cast<size_t>(r * ev + v)];
+            b_.CreateStore(b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vec_},
+                                              {splat, vv[static_cast<size_t>(v)], b_.CreateLoad(vec_, a)}),
+                           a);
+          }
+        }
+        return {};
+      });
+      if (!inner) return inner;
+      for (int64_t r = 0; r < g_.r2; ++r)
+        for (int64_t v = 0; v < ev; ++v) {
+          Value* a = at(acc_, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(r0, i64(r)), i64(g_.dvp)),
+                                           i64((e0 + v) * g_.lanes)));
+          b_.CreateAlignedStore(b_.CreateLoad(vec_, regs[static_cast<size_t>(r * ev + v)]), a,
+                                llvm::Align(g_.lanes * 4));
+        }
+      return {};
+    });
+    KILN_CHECK(ok.has_value()) << "the p·V micro-kernel emits no kernel expression";
+  }
+}
+
+Expected<void> AttentionEmitter::key_tile(Value* t, Value* i0) {
+  Value* j0 = b_.CreateMul(t, i64(kBK));
+  scores(t);
+  if (Expected<void> ok = logits(j0, i0); !ok) return ok;
+  if (Expected<void> ok = softmax(); !ok) return ok;
+  accumulate(j0);
+  return {};
+}
+
+// The stores of every point of the block's real rows, the attention bound to acc / l (0 over no
+// keys: a sum over nothing).
+Expected<void> AttentionEmitter::finish(Value* i0, Value* rows) {
+  return loop(i64(0), rows, 1, "fr", [&](Value* r) -> Expected<void> {
+    Value* l_at = at(lsum_, b_.CreateMul(r, i64(kSumLanes)));
+    Value* lv = b_.CreateAlignedLoad(sum_, l_at, llvm::Align(kSumLanes * 4));
+    // A fixed tree: halves added lane by lane down to one.
+    for (int64_t w = kSumLanes / 2; w >= 1; w /= 2) {
+      std::vector<int> lo, hi;
+      for (int64_t i = 0; i < w; ++i) {
+        lo.push_back(static_cast<int>(i));
+        hi.push_back(static_cast<int>(i + w));
+      }
+      lv = b_.CreateFAdd(b_.CreateShuffleVector(lv, lo), b_.CreateShuffleVector(lv, hi));
+    }
+    Value* l = b_.CreateExtractElement(lv, uint64_t{0});
+    Value* i = b_.CreateAdd(i0, r);
+    Value* acc_row = at(acc_, b_.CreateMul(r, i64(g_.dvp)));
+    return loop(i64(0), i64(g_.dv), 1, "fe", [&](Value* e) -> Expected<void> {
+      ex_->bind_var(p_.i_var, i);
+      ex_->bind_var(p_.e_var, e);
+      Value* value = g_.lk == 0 ? f32(0.0)
+                                : b_.CreateFDiv(b_.CreateLoad(b_.getFloatTy(), at(acc_row, e)), l);
+      ex_->bind_expr(p_.reduce, value);
+      return store_all();
+    });
+  });
+}
+
+Expected<void> AttentionEmitter::store_all() {
+  for (const kir::Store& st : k_.stores) {
+    Expected<Value*> index = ex_->emit(st.index);
+    if (!index) return std::unexpected(index.error());
+    Expected<Value*> value = ex_->emit(st.value);
+    if (!value) return std::unexpected(value.error());
+    const ir::DType t = k_.params[static_cast<size_t>(st.buf)].dtype;
+    llvm::Type* mt = memory_type(ctx_, t);
+    b_.CreateStore(to_memory(b_, *value, t),
+                   b_.CreateInBoundsGEP(mt, buffers_[static_cast<size_t>(st.buf)], *index));
+  }
+  return {};
+}
+
+// Work unit u = (batch point, block of query rows), the block fastest.
+Expected<void> AttentionEmitter::unit(Value* u) {
+  Value* bp = b_.CreateUDiv(u, i64(g_.blocks));
+  Value* qb = b_.CreateURem(u, i64(g_.blocks));
+  // The batch variables, innermost fastest.
+  Value* rest = bp;
+  for (int64_t a = g_.rank - 3; a >= 0; --a) {
+    const int64_t ext = k_.domain[static_cast<size_t>(a)];
+    ex_->bind_var(static_cast<int32_t>(a), b_.CreateURem(rest, i64(ext)));
+    rest = b_.CreateUDiv(rest, i64(ext));
+  }
+  // K and V once per batch point met by this call.
+  BasicBlock* pack = BasicBlock::Create(ctx_, "pack", fn_);
+  BasicBlock* packed = BasicBlock::Create(ctx_, "packed", fn_);
+  b_.CreateCondBr(b_.CreateICmpNE(bp, b_.CreateLoad(b_.getInt64Ty(), packed_)), pack, packed);
+  b_.SetInsertPoint(pack);
+  if (Expected<void> ok = pack_kv(); !ok) return ok;
+  b_.CreateStore(bp, packed_);
+  b_.CreateBr(packed);
+  b_.SetInsertPoint(packed);
+  ex_->forget();
+
+  Value* i0 = b_.CreateMul(qb, i64(g_.bq));
+  Value* rows = smin(i64(g_.bq), b_.CreateSub(i64(g_.lq), i0));
+  if (Expected<void> ok = pack_q(i0); !ok) return ok;
+  const double ninf = -std::numeric_limits<double>::infinity();
+  for (int64_t r = 0; r < g_.bq; ++r) b_.CreateStore(f32(ninf), at(max_, r));
+  b_.CreateMemSet(lsum_, b_.getInt8(0), i64(g_.bq * kSumLanes * 4), llvm::MaybeAlign(4));
+  b_.CreateMemSet(acc_, b_.getInt8(0), i64(g_.bq * g_.dvp * 4), llvm::MaybeAlign(kAlign));
+  Value* tiles = i64(g_.tiles);
+  if (p_.causal_offset) {
+    // Keys past the block's last row + offset are masked for every row of the block.
+    Value* visible = b_.CreateAdd(b_.CreateAdd(i0, rows), i64(*p_.causal_offset));
+    visible = smax(smin(visible, i64(g_.lk)), i64(0));
+    tiles = b_.CreateUDiv(b_.CreateAdd(visible, i64(kBK - 1)), i64(kBK));
+  }
+  if (Expected<void> ok =
+          loop(i64(0), tiles, 1, "kt", [&](Value* t) { return key_tile(t, i0); });
+      !ok)
+    return ok;
+  return finish(i0, rows);
+}
+
+Expected<llvm::Function*> AttentionEmitter::run() {
+  create_function();
+  if (g_.units() > 0) {
+    create_scratch();
+    Expected<void> ok = loop(fn_->getArg(1), fn_->getArg(2), 1, "u",
+                             [&](Value* u) { return unit(u); });
+    if (!ok) return std::unexpected(ok.error());
+    emit_free(b_, scratch_);
+  }
+  b_.CreateRetVoid();
+  add_buffer_alias_scopes(*fn_, buffers_);
+  return fn_;
+}
+
+}  // namespace
+
+Expected<llvm::Function*> emit_attention_kernel(const kir::Kernel& kernel,
+                                                const kir::AttentionPattern& p,
+                                                const EmitOptions& options, llvm::Module& module) {
+  return AttentionEmitter(kernel, p, options, module).run();
+}
+
+int64_t attention_units(const kir::Kernel& kernel, const EmitOptions& options) {
+  KILN_CHECK(options.facts && options.facts->attention)
+      << "attention_units needs the kernel's attention pattern (" << kernel.name << ")";
+  return geometry(kernel, *options.facts->attention, options).units();
+}
+
+}  // namespace kiln::codegen::cpu

@@ -1,0 +1,231 @@
+// The cpu backend's attention kernels (codegen/cpu/attention_emitter.h): graphs lowered whole by
+// passes::lower_group, recognized (kir::recognize_attention), run in one call and in chunks, and
+// compared with a double-precision softmax(logits) v written out here; every schedule gives the
+// same bits.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "codegen/cpu/attention_emitter.h"
+#include "ir/builder.h"
+#include "passes/lower.h"
+#include "tests/codegen/cpu_test_support.h"
+#include "tests/support/must.h"
+
+namespace kiln::codegen::testing {
+namespace {
+
+using ir::Node;
+using ir::Op;
+using ir::Shape;
+using kiln::tests::must;
+
+struct Graph {
+  ir::Graph g;
+  ir::Builder b{g};
+  const Node* in(Shape s, const char* name) { return g.input(DType::f32, std::move(s), name); }
+  const Node* bin(Op op, const Node* x, const Node* y) { return must(b.binary(op, x, y)); }
+};
+
+// Seeded values in [-2, 2], exact in f32.
+std::vector<double> values(int64_t n, int seed) {
+  std::vector<double> v(static_cast<size_t>(n));
+  uint64_t s = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(seed + 1);
+  for (double& x : v) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    x = static_cast<float>(static_cast<double>((s >> 33) % 4001) / 1000.0 - 2.0);
+  }
+  return v;
+}
+
+kir::Kernel lower(const Node* y, const std::vector<const Node*>& inputs) {
+  passes::FusedGroup group;
+  for (const Node* n : ir::topo_order({y}))
+    if (std::ranges::count(inputs, n) == 0) group.nodes.push_back(n);
+  group.outputs = {y};
+  group.inputs = inputs;
+  auto lowered = passes::lower_group(group, "attention");
+  KILN_CHECK(lowered.has_value()) << lowered.error().message;
+  return std::move(lowered->kernel);
+}
+
+// Batch b, query i, key j -> the logit, -inf where masked; q [B, Lq, D], k [B, Lk, D],
+// v [B, Lk, Dv] (row-major), output [B, Lq, Dv] in double.
+using Logit = std::function<double(int64_t b, int64_t i, int64_t j, double score)>;
+std::vector<double> reference(const std::vector<double>& q, const std::vector<double>& k,
+                              const std::vector<double>& v, int64_t batch, int64_t lq, int64_t lk,
+                              int64_t d, int64_t dv, const Logit& logit) {
+  std::vector<double> y(static_cast<size_t>(batch * lq * dv));
+  std::vector<double> x(static_cast<size_t>(lk));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < lq; ++i) {
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < lk; ++j) {
+        double s = 0;
+        for (int64_t t = 0; t < d; ++t)
+          s += q[static_cast<size_t>((b * lq + i) * d + t)] * k[static_cast<size_t>((b * lk + j) * d + t)];
+        x[static_cast<size_t>(j)] = logit(b, i, j, s);
+        m = std::max(m, x[static_cast<size_t>(j)]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < lk; ++j) sum += std::exp(x[static_cast<size_t>(j)] - m);
+      for (int64_t e = 0; e < dv; ++e) {
+        double acc = 0;
+        for (int64_t j = 0; j < lk; ++j)
+          acc += std::exp(x[static_cast<size_t>(j)] - m) / sum *
+                 v[static_cast<size_t>((b * lk + j) * dv + e)];
+        y[static_cast<size_t>((b * lq + i) * dv + e)] = acc;
+      }
+    }
+  return y;
+}
+
+// Runs the kernel (whole and chunked: run_kernel compares them) with the output pre-filled with
+// NaN except where `expect_nan` says the reference itself is NaN; checks every element.
+void expect_matches(const kir::Kernel& kern, const std::vector<std::vector<double>>& in,
+                    const std::vector<double>& want, const TuneParams& params = {}) {
+  std::vector<Buffer> bufs;
+  for (const auto& v : in) bufs.push_back(Buffer(DType::f32, v));
+  bufs.push_back(Buffer(DType::f32, std::vector<double>(want.size(), NAN)));
+  std::vector<Buffer> out = run_kernel(kern, bufs, params);
+  ASSERT_EQ(out.size(), in.size() + 1);
+  int bad = 0;
+  for (size_t i = 0; i < want.size() && bad < 5; ++i) {
+    const double got = out.back().get(i);
+    const bool ok = std::isnan(want[i]) ? std::isnan(got) : std::abs(got - want[i]) <= 2e-5 * (1 + std::abs(want[i]));
+    if (!ok) {
+      ++bad;
+      ADD_FAILURE() << "element " << i << ": got " << got << ", want " << want[i] << " ("
+                    << params.str() << ")";
+    }
+  }
+}
+
+kir::AttentionPattern pattern_of(const kir::Kernel& kern) {
+  const kir::KernelFacts facts = kir::analyze_kernel(kern);
+  EXPECT_TRUE(facts.attention.has_value()) << kir::print_kernel(kern);
+  EXPECT_FALSE(facts.matmul.has_value());
+  return facts.attention.value_or(kir::AttentionPattern{});
+}
+
+TEST(CpuAttention, CausalCompositeWithOddSizes) {
+  Graph f;
+  const int64_t batch = 6, lq = 150, lk = 150, d = 40, dv = 24;
+  const Node* q = f.in({2, 3, lq, d}, "q");
+  const Node* k = f.in({2, 3, lk, d}, "k");
+  const Node* v = f.in({2, 3, lk, dv}, "v");
+  const kir::Kernel kern = lower(must(f.b.attention(q, k, v, true, 0.2)), {q, k, v});
+  EXPECT_EQ(pattern_of(kern).causal_offset, std::optional<int64_t>(0));
+  const auto qv = values(batch * lq * d, 1), kv = values(batch * lk * d, 2),
+             vv = values(batch * lk * dv, 3);
+  const auto want = reference(qv, kv, vv, batch, lq, lk, d, dv, [](int64_t, int64_t i, int64_t j, double s) {
+    return j <= i ? s * 0.2 : -std::numeric_limits<double>::infinity();
+  });
+  expect_matches(kern, {qv, kv, vv}, want);
+}
+
+// The ops one by one: scores scaled, an additive mask read from a buffer, more keys than queries.
+TEST(CpuAttention, AdditiveMaskFromABuffer) {
+  Graph f;
+  const int64_t batch = 2, lq = 33, lk = 129, d = 16, dv = 20;
+  const Node* q = f.in({batch, lq, d}, "q");
+  const Node* k = f.in({batch, lk, d}, "k");
+  const Node* v = f.in({batch, lk, dv}, "v");
+  const Node* mask = f.in({lq, lk}, "mask");
+  const Node* kt = must(f.b.permute(k, {0, 2, 1}));
+  const Node* s = f.bin(Op::Add, f.bin(Op::Mul, must(f.b.matmul(q, kt)), must(f.b.scalar(0.5, DType::f32))), mask);
+  const kir::Kernel kern = lower(must(f.b.matmul(must(f.b.softmax(s, -1)), v)), {q, k, mask, v});
+  EXPECT_FALSE(pattern_of(kern).causal_offset.has_value());
+  const auto qv = values(batch * lq * d, 4), kv = values(batch * lk * d, 5),
+             vv = values(batch * lk * dv, 6), mv = values(lq * lk, 7);
+  const auto want = reference(qv, kv, vv, batch, lq, lk, d, dv, [&](int64_t, int64_t i, int64_t j, double sc) {
+    return sc * 0.5 + static_cast<float>(mv[static_cast<size_t>(i * lk + j)]);
+  });
+  // Parameters in the order of the group's inputs (first use, as the fuser lists them).
+  expect_matches(kern, {qv, kv, mv, vv}, want);
+}
+
+// Decode: one query row against a long key sequence, many heads.
+TEST(CpuAttention, OneQueryRowAgainstManyKeys) {
+  Graph f;
+  const int64_t heads = 8, lk = 300, d = 32, dv = 32;
+  const Node* q = f.in({1, heads, 1, d}, "q");
+  const Node* k = f.in({1, heads, lk, d}, "k");
+  const Node* v = f.in({1, heads, lk, dv}, "v");
+  const kir::Kernel kern = lower(must(f.b.attention(q, k, v, false, 0.125)), {q, k, v});
+  pattern_of(kern);
+  const auto qv = values(heads * d, 8), kv = values(heads * lk * d, 9), vv = values(heads * lk * dv, 10);
+  const auto want = reference(qv, kv, vv, heads, 1, lk, d, dv,
+                              [](int64_t, int64_t, int64_t, double s) { return s * 0.125; });
+  expect_matches(kern, {qv, kv, vv}, want);
+}
+
+// A mask that hides every key from row 0 (j <= i - 1): the reference's softmax of all -inf is
+// NaN (exp(-inf - -inf)); the other rows see keys up to i - 1, and whole tiles are skipped.
+TEST(CpuAttention, ARowWithEveryKeyMaskedIsNaN) {
+  Graph f;
+  const int64_t lq = 100, lk = 100, d = 8, dv = 8;
+  const Node* q = f.in({lq, d}, "q");
+  const Node* k = f.in({lk, d}, "k");
+  const Node* v = f.in({lk, dv}, "v");
+  const Node* i = must(f.b.reshape(must(f.b.arange(0, lq, 1, DType::i32)), {lq, 1}));
+  const Node* j = must(f.b.reshape(must(f.b.arange(0, lk, 1, DType::i32)), {1, lk}));
+  const Node* visible = f.bin(Op::Gt, i, j);  // j <= i - 1
+  const Node* ninf = must(f.b.scalar(-std::numeric_limits<double>::infinity(), DType::f32));
+  const Node* s = must(f.b.where(visible, must(f.b.matmul(q, must(f.b.permute(k, {1, 0})))), ninf));
+  const kir::Kernel kern = lower(must(f.b.matmul(must(f.b.softmax(s, -1)), v)), {q, k, v});
+  EXPECT_EQ(pattern_of(kern).causal_offset, std::optional<int64_t>(-1));
+  const auto qv = values(lq * d, 11), kv = values(lk * d, 12), vv = values(lk * dv, 13);
+  const auto want = reference(qv, kv, vv, 1, lq, lk, d, dv, [](int64_t, int64_t r, int64_t c, double sc) {
+    return c < r ? sc : -std::numeric_limits<double>::infinity();
+  });
+  for (int64_t e = 0; e < dv; ++e) ASSERT_TRUE(std::isnan(want[static_cast<size_t>(e)]));
+  expect_matches(kern, {qv, kv, vv}, want);
+}
+
+// Query rows per block and the micro-kernels' lanes change the loop nest, not the sums' order:
+// every schedule gives the same bits (as every ISA does: this suite also runs for x86-64-v3).
+TEST(CpuAttention, EverySchedulePrintsTheSameBits) {
+  Graph f;
+  const int64_t batch = 3, lq = 200, lk = 200, d = 24, dv = 40;
+  const Node* q = f.in({batch, lq, d}, "q");
+  const Node* k = f.in({batch, lk, d}, "k");
+  const Node* v = f.in({batch, lk, dv}, "v");
+  const kir::Kernel kern = lower(must(f.b.attention(q, k, v, true, 0.3)), {q, k, v});
+  std::vector<Buffer> in{Buffer(DType::f32, values(batch * lq * d, 14)),
+                         Buffer(DType::f32, values(batch * lk * d, 15)),
+                         Buffer(DType::f32, values(batch * lk * dv, 16))};
+  std::vector<uint8_t> first;
+  for (int tile : {0, 16, 32, 64, 128})
+    for (int lanes : {0, 8, 16}) {
+      TuneParams p;
+      p.tile = tile;
+      p.vector_width = lanes;
+      std::vector<Buffer> out = run_kernel(kern, in, p);
+      ASSERT_EQ(out.size(), 4u);
+      if (first.empty()) first = out[3].bytes;
+      EXPECT_EQ(out[3].bytes, first) << p.str();
+    }
+}
+
+// Work units are (batch point, block of query rows): the runtime splits them over threads.
+TEST(CpuAttention, UnitsAreBatchPointsTimesQueryBlocks) {
+  Graph f;
+  const Node* q = f.in({2, 4, 100, 16}, "q");
+  const Node* k = f.in({2, 4, 100, 16}, "k");
+  const Node* v = f.in({2, 4, 100, 16}, "v");
+  const kir::Kernel kern = lower(must(f.b.attention(q, k, v, true, 0.25)), {q, k, v});
+  const kir::KernelFacts facts = kir::analyze_kernel(kern);
+  cpu::EmitOptions opt;
+  opt.facts = &facts;
+  opt.params.tile = 32;
+  EXPECT_EQ(cpu::attention_units(kern, opt), 2 * 4 * 4);
+  opt.params.tile = 128;
+  EXPECT_EQ(cpu::attention_units(kern, opt), 2 * 4 * 1);
+}
+
+}  // namespace
+}  // namespace kiln::codegen::testing
