@@ -449,17 +449,7 @@ Expected<void> AttentionEmitter::finish(Value* i0, Value* rows) {
 }
 
 Expected<void> AttentionEmitter::store_all() {
-  for (const kir::Store& st : k_.stores) {
-    Expected<Value*> index = ex_->emit(st.index);
-    if (!index) return std::unexpected(index.error());
-    Expected<Value*> value = ex_->emit(st.value);
-    if (!value) return std::unexpected(value.error());
-    const ir::DType t = k_.params[static_cast<size_t>(st.buf)].dtype;
-    llvm::Type* mt = memory_type(ctx_, t);
-    b_.CreateStore(to_memory(b_, *value, t),
-                   b_.CreateInBoundsGEP(mt, buffers_[static_cast<size_t>(st.buf)], *index));
-  }
-  return {};
+  return emit_stores(b_, k_, *ex_, buffers_);
 }
 
 // Work unit u = (batch point, block of query rows), the block fastest.

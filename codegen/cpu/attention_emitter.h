@@ -10,6 +10,10 @@
 // row the online softmax (running max m, running sum l, rescale by exp(m_old - m_new)) and the
 // accumulation of p·V (over keys in order). Stores: the epilogue at acc / l.
 //
+// One difference from the reference's dense evaluation: a key tile skipped under a causal mask
+// adds nothing, where the reference adds 0 * V (NaN for an infinite or NaN value row). Masked keys
+// inside a computed tile add 0 * V like the reference.
+//
 // Results do not depend on the vector width or ISA: every sum runs in a fixed order (d, then
 // keys; the running sum l in 16 fixed lanes reduced by a fixed tree), and the key tile is a
 // constant. TuneParams::tile picks the query rows per block (16..128; 0: the heuristic),

@@ -1,6 +1,8 @@
 // Loops and scratch for the emitters with their own loop nests.
 #include "codegen/cpu/emit_support.h"
 
+#include "codegen/cpu/dtype_lowering.h"
+
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
@@ -29,6 +31,21 @@ Expected<void> emit_loop(llvm::IRBuilder<>& b, llvm::Function* fn, ExprEmitter& 
   if (hints) latch->setMetadata(llvm::LLVMContext::MD_loop, hints);
   b.SetInsertPoint(exit);
   ex.forget();
+  return {};
+}
+
+Expected<void> emit_stores(llvm::IRBuilder<>& b, const kir::Kernel& kernel, ExprEmitter& ex,
+                           const std::vector<llvm::Value*>& buffers) {
+  for (const kir::Store& st : kernel.stores) {
+    Expected<llvm::Value*> index = ex.emit(st.index);
+    if (!index) return std::unexpected(index.error());
+    Expected<llvm::Value*> value = ex.emit(st.value);
+    if (!value) return std::unexpected(value.error());
+    const ir::DType t = kernel.params[static_cast<size_t>(st.buf)].dtype;
+    llvm::Type* mt = memory_type(b.getContext(), t);
+    b.CreateStore(to_memory(b, *value, t),
+                  b.CreateInBoundsGEP(mt, buffers[static_cast<size_t>(st.buf)], *index));
+  }
   return {};
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <llvm/IR/IRBuilder.h>
 
@@ -22,6 +23,11 @@ Expected<void> emit_loop(llvm::IRBuilder<>& b, llvm::Function* fn, ExprEmitter& 
                          llvm::Value* start, llvm::Value* end, int64_t step,
                          const std::string& name, const LoopBody& body,
                          llvm::MDNode* hints = nullptr);
+
+// Every store of `kernel`, in order, at the point the emitter's variables are bound to (with the
+// kernel's reduction bound to its value): what an emitter with its own loop nest runs per point.
+Expected<void> emit_stores(llvm::IRBuilder<>& b, const kir::Kernel& kernel, ExprEmitter& ex,
+                           const std::vector<llvm::Value*>& buffers);
 
 // malloc(bytes); a null result traps (the kernel signature has no way to report it).
 llvm::Value* emit_malloc_or_trap(llvm::IRBuilder<>& b, llvm::Function* fn, int64_t bytes,

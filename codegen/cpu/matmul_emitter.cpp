@@ -285,16 +285,7 @@ Expected<void> MatmulEmitter::epilogue(Value* i0, Value* i_hi, Value* j0) {
 
 // The kernel's stores, in order, at the bound point (its reduction bound to its value).
 Expected<void> MatmulEmitter::store_all() {
-  for (const kir::Store& st : k_.stores) {
-    Expected<Value*> index = ex_->emit(st.index);
-    if (!index) return std::unexpected(index.error());
-    Expected<Value*> value = ex_->emit(st.value);
-    if (!value) return std::unexpected(value.error());
-    const ir::DType t = k_.params[st.buf].dtype;
-    llvm::Type* mt = memory_type(ctx_, t);
-    b_.CreateStore(to_memory(b_, *value, t), b_.CreateInBoundsGEP(mt, buffers_[st.buf], *index));
-  }
-  return {};
+  return emit_stores(b_, k_, *ex_, buffers_);
 }
 
 // The matrix-vector path. Per span of at most `span` columns of this call's blocks: zero M rows of
