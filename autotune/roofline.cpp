@@ -1,7 +1,11 @@
 // The roofline bound: bytes and flops of a kernel against bandwidth and peak rate.
 #include "autotune/roofline.h"
 
+#include "ir/kernel_analysis.h"
+
 #include <algorithm>
+#include <optional>
+#include <vector>
 #include <map>
 #include <set>
 #include <utility>
@@ -88,9 +92,45 @@ double kernel_bytes(const kir::Kernel& kernel) {
   return bytes;
 }
 
+namespace {
+
+// An attention kernel (kir::recognize_attention) runs flash-style: per visible score (a causal
+// mask's hidden keys are not computed) the q·k and p·v multiply-adds, the logits' own ops, and the
+// softmax's max, subtraction, exponential and sum, each once. The generic count would price the
+// softmax once per output column and the scores once per reduction reading them.
+double attention_flops(const kir::Kernel& kernel, const kir::AttentionPattern& p) {
+  const size_t rank = kernel.domain.size();
+  double batch = 1;
+  for (size_t a = 0; a + 2 < rank; ++a) batch *= static_cast<double>(kernel.domain[a]);
+  const int64_t lq = kernel.domain[rank - 2], dv = kernel.domain[rank - 1];
+  double visible = 0;
+  for (int64_t i = 0; i < lq; ++i)
+    visible += static_cast<double>(
+        p.causal_offset ? std::clamp<int64_t>(i + *p.causal_offset + 1, 0, p.keys) : p.keys);
+  // The logits' ALU ops besides the scores (a scale, a mask's comparison and select, a bias).
+  double logit_ops = 0;
+  std::set<const kir::Expr*> seen;
+  std::vector<const kir::Expr*> stack{p.logits};
+  while (!stack.empty()) {
+    const kir::Expr* e = stack.back();
+    stack.pop_back();
+    if (e == p.scores || !seen.insert(e).second) continue;
+    if (e->kind == kir::ExprKind::Alu) ++logit_ops;
+    if (e->kind != kir::ExprKind::Load) stack.insert(stack.end(), e->args.begin(), e->args.end());
+  }
+  const double per_score = 2.0 * static_cast<double>(p.head_dim + dv) + logit_ops + 4;
+  return batch * visible * per_score;
+}
+
+}  // namespace
+
 KernelWork kernel_work(const kir::Kernel& kernel) {
   KernelWork w;
   w.bytes = kernel_bytes(kernel);
+  if (std::optional<kir::AttentionPattern> att = kir::recognize_attention(kernel, kir::FreeVars(kernel))) {
+    w.flops = attention_flops(kernel, *att);
+    return w;
+  }
   double points = 1;
   for (int64_t x : kernel.domain) points *= static_cast<double>(x);
   FlopCounter counter(kernel.domain);

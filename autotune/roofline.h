@@ -19,7 +19,10 @@ struct KernelWork {
 // - flops: one per ALU op (transcendentals too) and one per reduction step, per point of the
 //   domain, times the extents of the reductions enclosing the op; index arithmetic (the operands
 //   of load indices and store indices) is not counted. A shared subexpression counts once per
-//   enclosing reduction (as the generic emitter's memoization computes it).
+//   enclosing reduction (as the generic emitter's memoization computes it);
+// - an attention kernel (kir::recognize_attention): per score a causal mask leaves visible,
+//   2 * (head dim + value dim) for the two contractions, the logits' own ops, and 4 for the
+//   softmax's max, subtraction, exponential and sum (the flash-style kernels' work).
 KernelWork kernel_work(const kir::Kernel& kernel);
 // kernel_work's bytes alone, from the parameters (no walk of the body).
 double kernel_bytes(const kir::Kernel& kernel);

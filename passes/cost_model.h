@@ -40,7 +40,7 @@ inline constexpr double kCacheResidentBytes = 4.0 * 1024 * 1024;
 
 // An attention kernel's contractions run at this share of the matmul rate (small tiles, the
 // softmax between them); each score costs this many simple ops besides its exponential.
-inline constexpr double kAttentionMatmulShare = 0.6;
+inline constexpr double kAttentionMatmulShare = 0.75;
 inline constexpr double kAttentionOpsPerScore = 8;
 
 struct AttentionMatch;

@@ -91,6 +91,10 @@ FusionGraph::FusionGraph(const Outputs& outputs) {
     // A placed movement op (a graph output) is itself the view its operands are read through.
     bool is_view = ir::is_view(fn.node->op);
     if (fn.attention) {
+      // Written to a buffer of its own shape: a reader's view (the heads moved back beside the
+      // model axis) would otherwise become the kernel's domain, and the kernel would no longer
+      // be one (batch, query row, value column) loop nest the backends recognize.
+      fn.forced = true;
       // The match's buffer reads, each once; a matmul reads its operands many times, so each is
       // written to a buffer whatever the partition (as for any matmul).
       std::vector<const ir::Node*> readers = fn.attention->interior;

@@ -171,6 +171,27 @@ TEST(BeamFuser, AttentionWrittenOutOpByOpIsOneKernel) {
   expect_reasons_complete(plan);
 }
 
+// Heads split from and merged back into the model axis by views (a transformer's layout): the
+// attention is written in its own [batch, heads, rows, columns] shape, so that its kernel stays
+// the loop nest the backends recognize, and the merge is a kernel of its own.
+TEST(BeamFuser, AttentionBetweenHeadViewsKeepsItsOwnShape) {
+  Fixture f;
+  const Node* q = f.g.input(DType::f32, {2, 40, 64}, "q");
+  const Node* k = f.g.input(DType::f32, {2, 40, 64}, "k");
+  const Node* v = f.g.input(DType::f32, {2, 40, 64}, "v");
+  auto heads = [&](const Node* x) {
+    return must(f.b.permute(must(f.b.reshape(x, {2, 40, 4, 16})), {0, 2, 1, 3}));
+  };
+  const Node* a = must(f.b.attention(heads(q), heads(k), heads(v), true, 0.25));
+  const Node* y = must(f.b.reshape(must(f.b.permute(a, {0, 2, 1, 3})), {2, 40, 64}));
+  FusionPlan plan = f.fuse({y});
+  ASSERT_EQ(plan.groups.size(), 2u);
+  EXPECT_EQ(plan.groups[0].outputs, (std::vector<const Node*>{a}));
+  EXPECT_EQ(plan.groups[0].inputs, (std::vector<const Node*>{q, k, v}));
+  EXPECT_EQ(plan.groups[1].outputs, (std::vector<const Node*>{y}));
+  expect_reasons_complete(plan);
+}
+
 // When the probabilities are an output too they are written, and no matmul is inlined into a
 // reduction's loop (the scores would be contracted once per reduction).
 TEST(BeamFuser, AttentionWhoseProbabilitiesAreAnOutputIsNotOneKernel) {
