@@ -18,11 +18,43 @@ Role role_of(const ir::Node* n, const std::unordered_set<const ir::Node*>& outpu
   return view_or_source && !outputs.contains(n) ? Role::Inlined : Role::Placed;
 }
 
+// Whether `n` is a function of sources only (aranges and constants through elementwise ops and
+// views): every group that reads it can compute it, as lowering does for a source. A causal mask
+// is one; the graph interns it, so that the attentions of every layer share one node.
+bool of_sources_only(const ir::Node* n, std::unordered_map<const ir::Node*, bool>& memo) {
+  auto computes = [](const ir::Node* m) {
+    return ir::op_kind(m->op) == ir::OpKind::Elementwise || ir::is_view(m->op);
+  };
+  // Post-order on an explicit stack: a long chain must not exhaust the call stack.
+  std::vector<std::pair<const ir::Node*, bool>> stack{{n, false}};
+  while (!stack.empty()) {
+    auto [m, expanded] = stack.back();
+    stack.pop_back();
+    if (memo.contains(m)) continue;
+    if (!computes(m)) {
+      memo.emplace(m, ir::op_kind(m->op) == ir::OpKind::Source);
+    } else if (!expanded) {
+      stack.push_back({m, true});
+      for (const ir::Node* in : m->inputs)
+        if (!memo.contains(in)) stack.push_back({in, false});
+    } else {
+      bool pure = true;
+      for (const ir::Node* in : m->inputs) pure = pure && memo.at(in);
+      memo.emplace(m, pure);
+    }
+  }
+  return memo.at(n);
+}
+
 // The attention whose output is `out`, with an interior whose nodes have no reader outside the
-// match (and are not graph outputs or inputs): the fuser computes them in out's group only.
+// match (and are not graph outputs or inputs): the fuser computes them in out's group only. An
+// interior node that is a function of sources only may have other readers: it is inlined into
+// each of them (a mask shared by several attentions stays a comparison in each kernel, where
+// the backends see that it is causal).
 std::optional<AttentionMatch> attention_at(
     const ir::Node* out, const std::unordered_set<const ir::Node*>& outputs,
-    const std::unordered_map<const ir::Node*, std::vector<const ir::Node*>>& users) {
+    const std::unordered_map<const ir::Node*, std::vector<const ir::Node*>>& users,
+    std::unordered_map<const ir::Node*, bool>& pure) {
   std::unordered_set<const ir::Node*> banned;
   for (;;) {
     auto inside = [&](const ir::Node* n) {
@@ -34,6 +66,7 @@ std::optional<AttentionMatch> attention_at(
     members.insert(out);
     bool ok = true;
     for (const ir::Node* n : m->interior) {
+      if (of_sources_only(n, pure)) continue;
       auto it = users.find(n);
       if (it == users.end()) continue;
       for (const ir::Node* u : it->second)
@@ -64,10 +97,11 @@ FusionGraph::FusionGraph(const Outputs& outputs) {
   for (const ir::Node* n : live)
     for (const ir::Node* in : n->inputs) users[in].push_back(n);
   std::unordered_set<const ir::Node*> interior;
+  std::unordered_map<const ir::Node*, bool> pure;
   for (FusionNode& fn : nodes_) {
     if (fn.role != Role::Placed || fn.node->op != ir::Op::Matmul || interior.contains(fn.node))
       continue;
-    fn.attention = attention_at(fn.node, outs, users);
+    fn.attention = attention_at(fn.node, outs, users, pure);
     if (!fn.attention) continue;
     for (const ir::Node* n : fn.attention->interior) {
       interior.insert(n);

@@ -13,7 +13,9 @@
 namespace kiln::passes {
 
 // Input: read from a buffer, never computed. Inlined: a movement op or source (not a graph
-// output), recomputed inside every group that reads it. Placed: assigned to one group.
+// output), or a node of an attention's interior (a function of sources only when it has readers
+// outside the attention), recomputed inside every group that reads it. Placed: assigned to one
+// group.
 enum class Role : uint8_t { Input, Inlined, Placed };
 
 struct FusionRead {

@@ -192,6 +192,27 @@ TEST(BeamFuser, AttentionBetweenHeadViewsKeepsItsOwnShape) {
   expect_reasons_complete(plan);
 }
 
+// Two layers' causal attentions share one interned mask node: each kernel computes the mask
+// (a comparison of aranges, which the backends recognize as causal) instead of reading a mask
+// buffer written by a kernel of its own.
+TEST(BeamFuser, AttentionsSharingACausalMaskEachComputeIt) {
+  Fixture f;
+  const Node* q = f.g.input(DType::f32, {4, 64, 32}, "q");
+  const Node* k = f.g.input(DType::f32, {4, 64, 32}, "k");
+  const Node* v = f.g.input(DType::f32, {4, 64, 32}, "v");
+  const Node* k2 = f.g.input(DType::f32, {4, 64, 32}, "k2");
+  const Node* a = must(f.b.attention(q, k, v, true, 0.25));
+  const Node* y = must(f.b.attention(a, k2, v, true, 0.25));
+  FusionPlan plan = f.fuse({y});
+  ASSERT_EQ(plan.groups.size(), 2u);
+  EXPECT_EQ(plan.groups[0].inputs, (std::vector<const Node*>{q, k, v}));
+  EXPECT_EQ(plan.groups[1].inputs, (std::vector<const Node*>{a, k2, v}));
+  for (const FusedGroup& grp : plan.groups)
+    EXPECT_TRUE(std::any_of(grp.nodes.begin(), grp.nodes.end(),
+                            [](const Node* n) { return n->op == Op::Ge; }));
+  expect_reasons_complete(plan);
+}
+
 // When the probabilities are an output too they are written, and no matmul is inlined into a
 // reduction's loop (the scores would be contracted once per reduction).
 TEST(BeamFuser, AttentionWhoseProbabilitiesAreAnOutputIsNotOneKernel) {
