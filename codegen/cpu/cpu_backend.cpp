@@ -15,6 +15,8 @@
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/DataLayout.h>
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
@@ -239,6 +241,21 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   auto tm = impl_->make_target_machine();
   if (!tm) return std::unexpected(tm.error());
   auto ctx = std::make_unique<llvm::LLVMContext>();
+  // LLVM's own diagnostics: remarks and warnings (a loop the emitter asked to vectorize that the
+  // vectorizer left scalar) are the optimizer's business and were printed to the user's stderr by
+  // every compile; errors fail the compile with their text.
+  std::string llvm_errors;
+  ctx->setDiagnosticHandlerCallBack(
+      [](const llvm::DiagnosticInfo* info, void* errors) {
+        if (info->getSeverity() != llvm::DS_Error) return;
+        std::string text;
+        llvm::raw_string_ostream os(text);
+        llvm::DiagnosticPrinterRawOStream printer(os);
+        info->print(printer);
+        os.flush();
+        *static_cast<std::string*>(errors) += text + "\n";
+      },
+      &llvm_errors);
   auto module = std::make_unique<llvm::Module>(art->symbol, *ctx);
   module->setDataLayout(impl_->data_layout);
   module->setTargetTriple(impl_->triple.str());
@@ -275,6 +292,9 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   codegen.hoist_invariants = cpu::distinct_constants(exprs) <= cpu::kMaxHoistedConstants;
   auto object = cpu::emit_object(*module, **tm, codegen);
   if (!object) return std::unexpected(object.error());
+  if (!llvm_errors.empty())
+    return make_error(fmt::format("cpu backend: LLVM failed to compile kernel '{}': {}",
+                                  kernel.name, llvm_errors));
   art->object = std::move(*object);
   {
     std::lock_guard lock(impl_->mu);

@@ -1,0 +1,71 @@
+"""The LLM decode workload (examples/llm): kiln's tokens equal the numpy reference's, in Python
+and through the C++ API, and a decode loop compiles only in its first step (the position is an
+input, not a shape: one plan serves every step)."""
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+
+def llama_module(source_dir):
+    spec = importlib.util.spec_from_file_location("llama", os.path.join(source_dir, "examples", "llm", "llama.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run_llama(source_dir, tmp_path, *args):
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path))  # a cold cache of its own
+    r = subprocess.run([sys.executable, os.path.join(source_dir, "examples", "llm", "llama.py"), *args],
+                       env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def compile_counts(out):
+    m = re.search(r"(\d+) steps, (\d+) kernels a step, (\d+) kernels compiled in all \(first step (\d+)", out)
+    assert m, out
+    return tuple(int(g) for g in m.groups())
+
+
+@pytest.mark.parametrize("topk", [1, 4])
+def test_python_decoder_matches_numpy_and_compiles_once(source_dir, tmp_path, topk):
+    steps = 200 if topk == 4 else 40
+    out = run_llama(source_dir, tmp_path, "--steps", str(steps), "--topk", str(topk))
+    assert f"the {steps} tokens match numpy's" in out, out
+    positions, kernels, compiled, first = compile_counts(out)
+    assert positions == steps + 7  # the 8 prompt tokens, then one step per generated token but the last
+    assert compiled == first > 0, out  # every kernel compiled in the first step, none after
+    tokens = re.search(r"^tokens: (.*)$", out, re.M).group(1).split()
+    if topk == 4:
+        assert len(set(tokens)) > 50, tokens  # sampling, not one token repeated
+
+
+def test_cpp_decoder_prints_the_numpy_tokens(source_dir, tmp_path):
+    exe = os.environ.get("KILN_LLM_DECODE")
+    if not exe:
+        pytest.skip("KILN_LLM_DECODE (the kiln_llm_decode program) is not set: ctest sets it")
+    steps, topk = 60, 4
+    r = subprocess.run([exe, "--steps", str(steps), "--topk", str(topk), "--cache", "none"],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = [int(t) for t in re.search(r"^tokens: (.*)$", r.stdout, re.M).group(1).split()]
+    positions, kernels, compiled, first = compile_counts(r.stdout)
+    assert compiled == first > 0, r.stdout
+    llama = llama_module(source_dir)
+    cfg = llama.Config()
+    ref, _ = llama.generate(llama.NumpyDecoder(cfg, llama.weights(cfg)), llama.prompt_tokens(cfg), steps, topk)
+    assert got == ref
+
+
+def test_cpp_decoder_rejects_bad_arguments(tmp_path):
+    exe = os.environ.get("KILN_LLM_DECODE")
+    if not exe:
+        pytest.skip("KILN_LLM_DECODE is not set: ctest sets it")
+    for args, what in [(["--steps", "600"], "--steps must be in [1, 504]"), (["--bogus"], "usage:"),
+                       (["--device", "nosuch:0"], "nosuch")]:
+        r = subprocess.run([exe, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert r.returncode != 0 and what in r.stderr, (args, r.stderr)
