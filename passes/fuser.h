@@ -50,6 +50,12 @@ struct FusionPlan {
   std::vector<FusionReason> reasons;
 };
 
+// The fusers' behaviour, in every stored plan's key (runtime/cache_keys.h): raise it with any
+// change to which kernels a graph becomes, so that plans cached by an older kiln are not reused.
+// fuser-2: interior nodes of an attention that are functions of sources are inlined into every
+// reader (a causal mask shared by several attentions).
+inline constexpr const char* kFuserVersion = "fuser-2";
+
 class Fuser {
  public:
   virtual ~Fuser() = default;

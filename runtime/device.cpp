@@ -164,13 +164,13 @@ std::string describe_fuser(const DeviceOptions& options, const passes::Fuser& fu
   switch (options.fuser) {
     case passes::FuserKind::first:
     case passes::FuserKind::none:
-      return std::string(fuser.name());
+      return fmt::format("{} {}", fuser.name(), passes::kFuserVersion);
     case passes::FuserKind::beam:
     case passes::FuserKind::greedy:
       break;
   }
   const bool greedy = options.fuser == passes::FuserKind::greedy;
-  return fmt::format("{} max_blocks={} beam_width={} {}", fuser.name(),
+  return fmt::format("{} {} max_blocks={} beam_width={} {}", fuser.name(), passes::kFuserVersion,
                      greedy ? 1 : options.beam.max_blocks, greedy ? 1 : options.beam.beam_width,
                      cost.rates().str());
 }

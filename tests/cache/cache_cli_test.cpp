@@ -1,4 +1,6 @@
 // `kiln cache` as a user runs it: the real binary on cache files filled through the store API.
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "tests/cache/temp_dir.h"
@@ -92,6 +94,12 @@ TEST_F(CacheCli, VerifyPassesOnWhatKilnStoredAndARunRefusesAPlanThatDoesNotFit) 
     plan_key = plans[0].key;
     std::optional<Entry> e = (*store)->show(plan_key);
     ASSERT_TRUE(e.has_value());
+    // The key names the fuser's version (passes::kFuserVersion): a plan an older fuser made is
+    // not reused by a kiln whose fuser partitions the graph otherwise.
+    auto fuser = std::find_if(e->parts.begin(), e->parts.end(),
+                              [](const auto& part) { return part.first == "fuser"; });
+    ASSERT_NE(fuser, e->parts.end());
+    EXPECT_EQ(fuser->second.rfind("beam fuser-", 0), 0u) << fuser->second;
     auto record = nlohmann::json::from_cbor(e->value);
     // The output becomes the bias %b1 (f32[1024]), an input slot of another shape.
     int b1 = -1;
