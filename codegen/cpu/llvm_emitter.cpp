@@ -183,10 +183,7 @@ void KernelEmitter::create_function() {
   root->cursor = entry;
   scopes_.push_back(std::move(root));
   insert_at(scopes_[0].get());
-  for (size_t i = 0; i < k_.params.size(); ++i) {
-    Value* slot = b_.CreateConstInBoundsGEP1_64(ptr, fn_->getArg(0), i);
-    buffers_.push_back(b_.CreateLoad(ptr, slot, fmt::format("buf{}", i)));
-  }
+  buffers_ = load_buffer_pointers(b_, fn_, k_.params.size());
   if (opt_.check == CheckMode::validate)
     check_slot_ = b_.CreateLoad(
         ptr, b_.CreateConstInBoundsGEP1_64(ptr, fn_->getArg(0), k_.params.size()), "check_slot");
@@ -801,6 +798,16 @@ llvm::MDNode* no_vectorize_hint(llvm::LLVMContext& ctx) {
   llvm::MDNode* md = llvm::MDNode::getDistinct(ctx, {nullptr, llvm::MDNode::get(ctx, off)});
   md->replaceOperandWith(0, md);
   return md;
+}
+
+std::vector<Value*> load_buffer_pointers(llvm::IRBuilderBase& b, llvm::Function* fn, size_t count) {
+  llvm::Type* ptr = b.getPtrTy();
+  std::vector<Value*> buffers;
+  for (size_t i = 0; i < count; ++i) {
+    Value* slot = b.CreateConstInBoundsGEP1_64(ptr, fn->getArg(0), i);
+    buffers.push_back(b.CreateLoad(ptr, slot, fmt::format("buf{}", i)));
+  }
+  return buffers;
 }
 
 llvm::Function* create_kernel_function(llvm::Module& module, const EmitOptions& options) {

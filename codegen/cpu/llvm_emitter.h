@@ -14,6 +14,7 @@
 
 namespace llvm {
 class Function;
+class IRBuilderBase;
 class LLVMContext;
 class MDNode;
 class Module;
@@ -36,6 +37,11 @@ struct EmitOptions {
 // Declares the kernel entry point `void SYMBOL(ptr buffers, i64 begin, i64 end)` in `module`
 // with the host attributes of `options`, shared by every kernel kind's emitter.
 llvm::Function* create_kernel_function(llvm::Module& module, const EmitOptions& options);
+
+// The kernel's `count` buffer pointers, loaded from its first argument at b's insertion point
+// (named buf0, buf1, ...): every emitter's prologue.
+std::vector<llvm::Value*> load_buffer_pointers(llvm::IRBuilderBase& b, llvm::Function* fn,
+                                               size_t count);
 
 // The most buffers a kernel gets alias scopes for (see add_buffer_alias_scopes).
 inline constexpr size_t kMaxScopedBuffers = 16;

@@ -119,15 +119,11 @@ class MatmulEmitter {
 };
 
 void MatmulEmitter::create_function() {
-  llvm::Type* ptr = b_.getPtrTy();
   fn_ = create_kernel_function(m_, opt_);
   // Without it the x86 backend splits 512-bit vectors on CPUs that prefer 256-bit ones.
   fn_->addFnAttr("min-legal-vector-width", std::to_string(kLanes * 32));
   b_.SetInsertPoint(BasicBlock::Create(ctx_, "entry", fn_));
-  for (size_t i = 0; i < k_.params.size(); ++i) {
-    Value* slot = b_.CreateConstInBoundsGEP1_64(ptr, fn_->getArg(0), i);
-    buffers_.push_back(b_.CreateLoad(ptr, slot, fmt::format("buf{}", i)));
-  }
+  buffers_ = load_buffer_pointers(b_, fn_, k_.params.size());
   ex_ = std::make_unique<ExprEmitter>(b_, k_, buffers_);
   vec_ = llvm::FixedVectorType::get(b_.getFloatTy(), kLanes);
 }
