@@ -6,7 +6,7 @@ and then a warm one (the plan and kernels found in the cache file of the cold ru
 
     PYTHONPATH=build/python python3 bench/llm_decode.py [--steps 200] [--topk 1] [--cpp build/examples/llm/kiln_llm_decode]
 
-Every decoder's tokens are checked against numpy's: a row whose tokens differ says so.
+Every decoder's tokens are checked against numpy's in float64: a row whose tokens differ says so.
 """
 import argparse
 import importlib.util
@@ -15,6 +15,8 @@ import re
 import subprocess
 import sys
 import tempfile
+
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -45,8 +47,9 @@ def main():
     prompt = llama.prompt_tokens(cfg)
     rows = []
 
-    ref, t = llama.generate(llama.NumpyDecoder(cfg, w), prompt, args.steps, args.topk)
-    rows.append(("numpy", median(t[1:]), t[0], "", ref))
+    ref, _ = llama.generate(llama.NumpyDecoder(cfg, w), prompt, args.steps, args.topk)  # float64
+    got, t = llama.generate(llama.NumpyDecoder(cfg, w, np.float32), prompt, args.steps, args.topk)
+    rows.append(("numpy float32", median(t[1:]), t[0], "", got))
     try:
         import torch
         got, t = llama.generate(llama.TorchDecoder(cfg, w, torch), prompt, args.steps, args.topk)

@@ -101,17 +101,23 @@ def prompt_tokens(cfg, n=8):
 
 
 class NumpyDecoder:
-    """The reference, in float32 like kiln."""
+    """The reference on the same (float32) weights, computed in `dtype`: float64 by default, so
+    that its tokens do not depend on the CPU (numpy's float32 matmuls sum in an order that
+    OpenBLAS picks per instruction set, and kiln's results are the same bits everywhere); float32
+    is the speed peer of bench/llm_decode.py."""
 
-    def __init__(self, cfg, w):
-        self.cfg, self.w = cfg, w
-        self.cos, self.sin = rope_tables(cfg)
+    def __init__(self, cfg, w, dtype=np.float64):
+        self.cfg, self.dt = cfg, dtype
+        cast = lambda a: a.astype(dtype)  # noqa: E731
+        self.w = {"layers": [{k: cast(v) for k, v in lw.items()} for lw in w["layers"]],
+                  "emb": cast(w["emb"]), "norm": cast(w["norm"]), "out": cast(w["out"])}
+        self.cos, self.sin = (cast(t) for t in rope_tables(cfg))
         shape = (cfg.ctx, cfg.width)
-        self.k = [np.zeros(shape, np.float32) for _ in range(cfg.layers)]
-        self.v = [np.zeros(shape, np.float32) for _ in range(cfg.layers)]
+        self.k = [np.zeros(shape, dtype) for _ in range(cfg.layers)]
+        self.v = [np.zeros(shape, dtype) for _ in range(cfg.layers)]
 
     def rms(self, x, g):
-        return x * (1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + np.float32(self.cfg.eps))) * g
+        return x * (1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.dt(self.cfg.eps))) * g
 
     def rope(self, x, pos):
         c = self.cfg
@@ -132,8 +138,8 @@ class NumpyDecoder:
             qh = q.reshape(c.heads, 1, c.head_dim)
             kh = self.k[li].reshape(c.ctx, c.heads, c.head_dim).transpose(1, 2, 0)
             vh = self.v[li].reshape(c.ctx, c.heads, c.head_dim).transpose(1, 0, 2)
-            s = (qh @ kh) * np.float32(c.head_dim ** -0.5)
-            s = np.where(live, s, np.float32(-np.inf))
+            s = (qh @ kh) * self.dt(c.head_dim ** -0.5)
+            s = np.where(live, s, self.dt(-np.inf))
             p = np.exp(s - s.max(axis=-1, keepdims=True))
             p = p / p.sum(axis=-1, keepdims=True)
             o = (p @ vh).transpose(1, 0, 2).reshape(1, c.width)
