@@ -206,6 +206,13 @@ kiln_status kiln_device_last_stats(kiln_device device, kiln_realize_stats* out) 
   return KILN_OK;
 }
 
+kiln_status kiln_device_last_dynamic_kernels(kiln_device device, int32_t* out) {
+  if (!device) return null_argument(__func__, "device");
+  if (!out) return null_argument(__func__, "out");
+  *out = device->device.last_stats().dynamic_kernels;
+  return KILN_OK;
+}
+
 // ---- Tensors ---------------------------------------------------------------------------------
 
 kiln_status kiln_tensor_from_host(kiln_device device, kiln_dtype dtype, const int64_t* shape,
@@ -298,6 +305,15 @@ kiln_status kiln_tensor_realize(kiln_tensor tensor) {
   if (!tensor) return null_argument(__func__, "tensor");
   return guarded(__func__, [&] {
     if (auto r = tensor->tensor.realize(); !r) return fail(KILN_ERROR_DEVICE, r.error().message);
+    return KILN_OK;
+  });
+}
+
+kiln_status kiln_tensor_mark_dynamic(kiln_tensor tensor, int64_t axis, const char* name) {
+  if (!tensor) return null_argument(__func__, "tensor");
+  return guarded(__func__, [&] {
+    if (auto r = tensor->tensor.mark_dynamic(axis, name ? name : ""); !r)
+      return fail(KILN_ERROR_INVALID_ARGUMENT, r.error().message);
     return KILN_OK;
   });
 }

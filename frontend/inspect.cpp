@@ -126,7 +126,7 @@ Expected<std::string> dump_kg(const Device& device, const KgFile& file, std::str
   ir::Graph g;
   std::vector<const ir::Node*> inputs, outputs;
   for (const auto& [name, node] : file.kg.inputs)
-    inputs.push_back(g.input(node->dtype, node->shape));
+    inputs.push_back(g.input(node->dtype, node->shape, "", ir::input_symbols_attr(ir::input_symbols(*node))));
   for (const auto& [name, node] : file.kg.outputs) outputs.push_back(node);
   const auto copy = copy_kg(file, outputs, g, inputs);
   ir::KgGraph names;
@@ -159,7 +159,12 @@ Expected<std::string> dump_tensors(const std::vector<Tensor>& tensors, std::stri
   std::unordered_map<const TensorImpl*, const ir::Node*> node_of;
   for (const Recipe& r : recipes(*state, roots)) {
     if (!r.build) {
-      node_of[r.tensor.get()] = g.input(r.tensor->dtype, r.tensor->shape);
+      std::string symbols;
+      {
+        std::lock_guard lock(state->mu);
+        symbols = ir::input_symbols_attr(r.tensor->symbols);
+      }
+      node_of[r.tensor.get()] = g.input(r.tensor->dtype, r.tensor->shape, "", std::move(symbols));
       continue;
     }
     Nodes operands;

@@ -178,6 +178,12 @@ void find_donors(const std::vector<TensorImpl*>& order, const std::vector<Tensor
   }
 }
 
+// A realized operand's marked axes (Tensor::mark_dynamic) as its input node's attribute.
+std::string input_symbols_of(TensorImpl& t) {
+  std::lock_guard lock(t.dev->mu);
+  return ir::input_symbols_attr(t.symbols);
+}
+
 // The graph of the claimed tensors `order` (operands first): a realized operand is an input bound
 // to its buffer, a claimed tensor its builder call. Returns the nodes of `outputs`. Operands the
 // device may write over (find_donors) are in `donated`, and their tensors in `donors`.
@@ -196,7 +202,7 @@ Expected<Nodes> build_graph(ir::Graph& g, const std::vector<TensorImpl*>& order,
         continue;
       }
       auto [it, fresh] = input_of.emplace(d.get(), nullptr);
-      if (fresh) it->second = g.input(d->dtype, d->shape);
+      if (fresh) it->second = g.input(d->dtype, d->shape, "", input_symbols_of(*d));
       ins.push_back(it->second);
     }
     ir::NodeResult r = t->build(b, ins);
@@ -265,8 +271,10 @@ Expected<void> TensorImpl::realize(const std::vector<Tensor>& tensors) {
           recipes.push_back(std::move(t->build));
           t->build = nullptr;
         }
-        dev->last = RealizeStats{stats->kernels, stats->compiled, stats->compile_ms, stats->run_ms,
-                                 stats->plan_cache_hit, stats->donated};
+        dev->last = RealizeStats{stats->kernels,        stats->compiled,
+                                 stats->compile_ms,     stats->run_ms,
+                                 stats->plan_cache_hit, stats->donated,
+                                 stats->dynamic_kernels, stats->recompile_reasons};
       }
     }
     dev->done.notify_all();
@@ -418,6 +426,22 @@ Shape Tensor::shape() const { return ok() ? impl_->shape : Shape{}; }
 int64_t Tensor::numel() const { return ir::shape_numel(shape()); }
 
 Expected<void> Tensor::realize() { return TensorImpl::realize({*this}); }
+
+Expected<void> Tensor::mark_dynamic(int64_t axis, std::string name) {
+  if (!impl_) return make_error("mark_dynamic: an empty tensor");
+  if (impl_->error) return std::unexpected(*impl_->error);
+  const auto rank = static_cast<int64_t>(impl_->shape.size());
+  const std::optional<int64_t> a = ir::normalize_axis(axis, rank);
+  if (!a) return make_error(fmt::format("mark_dynamic: axis {} is out of range for a tensor of shape {}", axis,
+                                        ir::shape_str(impl_->shape)));
+  if (name.empty()) name = fmt::format("s{}", *a);
+  if (name.find_first_of(",?=[] ") != std::string::npos)
+    return make_error(fmt::format("mark_dynamic: '{}' is not a symbol name (letters, digits, '_')", name));
+  std::lock_guard lock(impl_->dev->mu);
+  impl_->symbols.resize(impl_->shape.size());
+  impl_->symbols[*a] = std::move(name);
+  return {};
+}
 Expected<void> realize(const std::vector<Tensor>& tensors) { return TensorImpl::realize(tensors); }
 
 Expected<HostTensor> Tensor::to_host() {

@@ -67,6 +67,9 @@ struct TensorImpl {
   std::vector<std::shared_ptr<TensorImpl>> deps;  // operands, until realized
   BuildFn build;                                  // until realized
   uint64_t claim = 0;                             // the realize computing it now (0: none)
+  // Tensor::mark_dynamic: per axis, the size symbol's name ("" static; empty vector: none),
+  // written and read under DeviceState::mu.
+  std::vector<std::string> symbols;
   // Scratch of realize: the last walk that saw it (written under DeviceState::mu) and its node in
   // the claiming realize's graph (written by that realize alone).
   uint64_t seen = 0;

@@ -33,7 +33,7 @@ constexpr std::string_view kAttrNames[] = {"axes",   "keepdim", "axis", "shape",
                                            "size",   "name",    "slot", "exclusive", "reverse",
                                            "k",      "largest", "upper", "reduction",
                                            "mode", "coord", "nearest", "scale", "roi_start",
-                                           "roi_end", "cubic_a", "exclude_outside", "antialias"};
+                                           "roi_end", "cubic_a", "exclude_outside", "antialias", "dynamic"};
 
 inline uint64_t mix(uint64_t h, uint64_t v) {
   // splitmix64-style combine: cheap and well distributed.
@@ -214,14 +214,36 @@ const Node* Graph::make(Op op, DType dtype, Shape shape, std::vector<const Node*
   return n;
 }
 
-const Node* Graph::input(DType dtype, Shape shape, std::string name) {
+const Node* Graph::input(DType dtype, Shape shape, std::string name, std::string dynamic) {
   int64_t slot;
   {
     std::lock_guard lock(impl_->mu);
     slot = impl_->next_slot++;
   }
-  return make(Op::Input, dtype, std::move(shape), {},
-              Attrs{{AttrKey::name, std::move(name)}, {AttrKey::slot, slot}});
+  Attrs attrs{{AttrKey::name, std::move(name)}, {AttrKey::slot, slot}};
+  if (!dynamic.empty()) attrs.set(AttrKey::dynamic, std::move(dynamic));
+  return make(Op::Input, dtype, std::move(shape), {}, std::move(attrs));
+}
+
+std::vector<std::string> input_symbols(const Node& input) {
+  std::vector<std::string> out(input.shape.size());
+  const AttrValue* v = input.attrs.find(AttrKey::dynamic);
+  if (!v) return out;
+  const std::string& text = std::get<std::string>(*v);
+  size_t axis = 0, start = 0;
+  for (size_t i = 0; i <= text.size() && axis < out.size(); ++i)
+    if (i == text.size() || text[i] == ',') {
+      out[axis++] = text.substr(start, i - start);
+      start = i + 1;
+    }
+  return out;
+}
+
+std::string input_symbols_attr(const std::vector<std::string>& symbols) {
+  if (std::ranges::all_of(symbols, [](const std::string& s) { return s.empty(); })) return "";
+  std::string out;
+  for (size_t i = 0; i < symbols.size(); ++i) out += (i ? "," : "") + symbols[i];
+  return out;
 }
 
 size_t Graph::size() const {

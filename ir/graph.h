@@ -77,11 +77,11 @@ Op op_of(Movement m);
 enum class AttrKey : uint8_t {
   axes, keepdim, axis, shape, dims, start, end, step, before, after, value, to, dtype, shifts,
   dim, size, name, slot, exclusive, reverse, k, largest, upper, reduction, mode, coord, nearest,
-  scale, roi_start, roi_end, cubic_a, exclude_outside, antialias
+  scale, roi_start, roi_end, cubic_a, exclude_outside, antialias, dynamic
 };
 // How many keys there are (a new key goes last, and here): attr_name's table and
 // ir/kg_ops.cpp's attr_key_of walk them all.
-inline constexpr int kAttrKeyCount = static_cast<int>(AttrKey::antialias) + 1;
+inline constexpr int kAttrKeyCount = static_cast<int>(AttrKey::dynamic) + 1;
 std::string_view attr_name(AttrKey k);
 using AttrValue = std::variant<int64_t, double, bool, DType, std::vector<int64_t>, std::string>;
 
@@ -132,7 +132,8 @@ class Graph {
   // Interns a node. No checking here: use ir/builder.h for checked construction.
   const Node* make(Op op, DType dtype, Shape shape, std::vector<const Node*> inputs, Attrs attrs);
   // A fresh graph input with a unique slot.
-  const Node* input(DType dtype, Shape shape, std::string name = "");
+  // `dynamic`: the input's symbolic dimensions (input_symbols), "" for none.
+  const Node* input(DType dtype, Shape shape, std::string name = "", std::string dynamic = "");
   size_t size() const;
   // Unique among the graphs of this process, never reused: with a node's address it names the
   // node for as long as the graph lives (nodes are immutable, and freed only with their graph).
@@ -145,5 +146,12 @@ class Graph {
 
 // All nodes reachable from `outputs`, in topological order (by id), each once.
 std::vector<const Node*> topo_order(const std::vector<const Node*>& outputs);
+
+// An input's symbolic dimensions (DESIGN.md §2 "Shapes", docs/dynamic-shapes.md): per axis, the
+// name of the size symbol it was marked with (`?b` in `.kg`, Tensor::mark_dynamic), "" for a
+// static axis. Kept in the input's `dynamic` attribute as the names joined by ','.
+std::vector<std::string> input_symbols(const Node& input);
+// The attribute's text for `symbols` ("" when none is named).
+std::string input_symbols_attr(const std::vector<std::string>& symbols);
 
 }  // namespace kiln::ir

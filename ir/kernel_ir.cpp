@@ -244,16 +244,29 @@ std::string const_text(const Expr* e) {
 }
 }  // namespace
 
+namespace {
+// A shape as print_kernel shows it: a dynamic kernel's leading extent is `?` (not its identity).
+std::string extents_text(const ir::Shape& s, bool dynamic, int64_t bound = 0) {
+  if (!dynamic || s.empty()) return ir::shape_str(s);
+  std::string out = bound > 0 ? fmt::format("[?<={}", bound) : "[?";
+  for (size_t d = 1; d < s.size(); ++d) out += fmt::format(",{}", s[d]);
+  return out + "]";
+}
+}  // namespace
+
 std::string print_kernel(const Kernel& k, bool with_labels) {
   std::string out = with_labels ? fmt::format("kernel {}\n", k.name) : "kernel\n";
   for (size_t i = 0; i < k.params.size(); ++i) {
     const Param& p = k.params[i];
     out += fmt::format("  param %{} {} {}{}", i, p.output ? "out" : "in", ir::dtype_name(p.dtype),
-                       ir::shape_str(p.shape));
+                       extents_text(p.shape, k.dynamic_outer));
     if (with_labels && !p.label.empty()) out += fmt::format("  # {}", p.label);
     out += "\n";
   }
-  out += fmt::format("  domain {}\n", ir::shape_str(k.domain));
+  out += fmt::format("  domain {}", extents_text(k.domain, k.dynamic_outer, k.dynamic_bound));
+  // With labels (dumps), a dynamic kernel also shows this instance's extent.
+  if (k.dynamic_outer && with_labels && !k.domain.empty()) out += fmt::format("  # ? = {}", k.domain[0]);
+  out += "\n";
   std::unordered_map<const Expr*, std::string> names;
   auto ref = [&](const Expr* e) -> std::string {
     if (e->kind == ExprKind::Const) return const_text(e);

@@ -144,6 +144,16 @@ struct Kernel {
   std::vector<int64_t> domain;
   std::vector<Store> stores;
   std::shared_ptr<ExprArena> arena;
+  // A dynamic kernel (DESIGN.md §2 "Shapes", docs/dynamic-shapes.md): its code serves every extent
+  // of the outer axis, which it takes at run time, so one compiled kernel serves every size of
+  // that axis. Its identity (print_kernel) leaves out domain[0] and the leading extent of every
+  // parameter, which index expressions never read (C order: the outermost axis has no stride).
+  // The planner sets it where the policy asks for it and the target can serve it
+  // (Target::serves_any_outer_extent); the values above stay those of this instance.
+  bool dynamic_outer = false;
+  // A dynamic kernel of a size bucket (kiln.toml shapes.buckets): the largest outer extent it
+  // serves, a power of two (its code may assume no more); 0: any extent.
+  int64_t dynamic_bound = 0;
 
   int64_t outer_extent() const { return domain.empty() ? 1 : domain[0]; }
 };

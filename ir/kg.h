@@ -1,6 +1,8 @@
 // The `.kg` graph file format (DESIGN.md §4): reader and canonical printer.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -13,17 +15,27 @@ namespace kiln::ir {
 
 using NamedNode = std::pair<std::string, const Node*>;  // name without the leading '%'
 
+// Sizes of `.kg` size symbols (`?b`) given by the reader's caller (kiln run --dim b=N), by name.
+using KgSizes = std::map<std::string, int64_t, std::less<>>;
+
 struct KgGraph {
   std::vector<NamedNode> inputs;   // in declaration order
   std::vector<NamedNode> outputs;  // in `output` order
   std::vector<NamedNode> values;   // every `%name = ...` statement, in file order (for naming)
+  // The size symbols the inputs' types define (`input %x : f32[?b,64]`, DESIGN.md §4), with the
+  // size each took, in order of first use. An input's symbolic axes: ir::input_symbols.
+  std::vector<std::pair<std::string, int64_t>> sizes = {};
 };
 
 // Parses `.kg` text into `g`. Composites are expanded into primitives, literals become scalar
 // `full` nodes. Errors read "FILE:LINE:COL: error: WHAT" and say what was expected there.
-Expected<KgGraph> read_kg(Graph& g, std::string_view text, std::string_view filename);
+// An input dimension may be a size symbol: `?b=64` (64 unless `sizes` gives b), or `?b` (sized by
+// `sizes`, or by an earlier input); attribute lists and integers may name a defined symbol
+// (`reshape(%x, shape=[?b,8,8])`), which reads as its size.
+Expected<KgGraph> read_kg(Graph& g, std::string_view text, std::string_view filename,
+                          const KgSizes* sizes = nullptr);
 // Reads a file; a missing or unreadable file is an error naming the path.
-Expected<KgGraph> read_kg_file(Graph& g, const std::string& path);
+Expected<KgGraph> read_kg_file(Graph& g, const std::string& path, const KgSizes* sizes = nullptr);
 
 // Canonical `.kg` text of everything reachable from the outputs. Inputs print under their names;
 // statement values that are outputs take the output's name, those listed in `values` their name

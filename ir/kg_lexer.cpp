@@ -54,7 +54,7 @@ std::expected<std::vector<KgToken>, KgLexError> lex_kg_line(std::string_view lin
       continue;
     }
     size_t start = i;
-    if (c == '(' || c == ')' || c == '[' || c == ']' || c == ',' || c == '=' || c == ':') {
+    if (c == '(' || c == ')' || c == '[' || c == ']' || c == ',' || c == '=' || c == ':' || c == '?') {
       out.push_back({KgToken::Kind::Punct, line.substr(i, 1), col(i)});
       ++i;
       continue;

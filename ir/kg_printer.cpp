@@ -147,8 +147,17 @@ std::string print_kg(const KgGraph& graph) {
     if (needs_statement.contains(n) && !name_of.contains(n)) name_of[n] = names.temp();
 
   std::string out = "kiln.graph v1\n";
-  for (const Node* n : inputs)
-    out += fmt::format("input %{} : {}{}\n", name_of[n], dtype_name(n->dtype), shape_str(n->shape));
+  // Size symbols print as `?b=64` where first used, `?b` after.
+  std::unordered_set<std::string> sized;
+  for (const Node* n : inputs) {
+    const std::vector<std::string> symbols = input_symbols(*n);
+    std::vector<std::string> dims;
+    for (size_t d = 0; d < n->shape.size(); ++d)
+      dims.push_back(symbols[d].empty() ? fmt::format("{}", n->shape[d])
+                     : sized.insert(symbols[d]).second ? fmt::format("?{}={}", symbols[d], n->shape[d])
+                                                       : "?" + symbols[d]);
+    out += fmt::format("input %{} : {}[{}]\n", name_of[n], dtype_name(n->dtype), fmt::join(dims, ","));
+  }
   for (const Node* n : order)
     if (n->op != Op::Input && needs_statement.contains(n))
       out += fmt::format("%{} = {}\n", name_of[n], statement(n, literal[n], name_of));

@@ -6,6 +6,8 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "ir/kg.h"
@@ -74,7 +76,23 @@ LineResult<T> parse_number(const KgToken& t, std::string_view what) {
 LineResult<int64_t> parse_int(const KgToken& t) { return parse_number<int64_t>(t, "integer"); }
 LineResult<double> parse_double(const KgToken& t) { return parse_number<double>(t, "number"); }
 
-LineResult<std::vector<int64_t>> parse_int_list(Cursor& c) {
+// The size symbols bound so far (`?b` in an input's type), by name.
+using Symbols = std::map<std::string, int64_t, std::less<>>;
+
+// `?name` (its '?' just read): the size the symbol stands for.
+LineResult<int64_t> symbol_size(Cursor& c, const KgToken& mark, const Symbols& symbols) {
+  const KgToken& name = c.next();
+  if (name.kind != Kind::Ident)
+    return fail(name, fmt::format("expected a size symbol's name after '?', got {}", describe(name)));
+  auto it = symbols.find(name.text);
+  if (it == symbols.end())
+    return fail(mark, fmt::format("size symbol '?{}' is not defined (an input's type defines it, "
+                                  "as in 'input %x : f32[?{},64]')",
+                                  name.text, name.text));
+  return it->second;
+}
+
+LineResult<std::vector<int64_t>> parse_int_list(Cursor& c, const Symbols& symbols) {
   c.next();  // '['
   std::vector<int64_t> out;
   if (c.is(Kind::Punct, "]")) {
@@ -83,11 +101,17 @@ LineResult<std::vector<int64_t>> parse_int_list(Cursor& c) {
   }
   while (true) {
     const KgToken& t = c.next();
-    if (t.kind != Kind::Number || !t.is_int)
+    if (t.kind == Kind::Punct && t.text == "?") {
+      auto v = symbol_size(c, t, symbols);
+      if (!v) return std::unexpected(v.error());
+      out.push_back(*v);
+    } else if (t.kind != Kind::Number || !t.is_int) {
       return fail(t, fmt::format("expected an integer in the list, got {}", describe(t)));
-    auto v = parse_int(t);
-    if (!v) return std::unexpected(v.error());
-    out.push_back(*v);
+    } else {
+      auto v = parse_int(t);
+      if (!v) return std::unexpected(v.error());
+      out.push_back(*v);
+    }
     if (c.is(Kind::Punct, "]")) {
       c.next();
       return out;
@@ -97,14 +121,19 @@ LineResult<std::vector<int64_t>> parse_int_list(Cursor& c) {
   }
 }
 
-LineResult<AttrValue> parse_attr_value(Cursor& c) {
+LineResult<AttrValue> parse_attr_value(Cursor& c, const Symbols& symbols) {
   const KgToken& t = c.peek();
   if (t.kind == Kind::Punct && t.text == "[") {
-    auto list = parse_int_list(c);
+    auto list = parse_int_list(c, symbols);
     if (!list) return std::unexpected(list.error());
     return AttrValue(std::move(*list));
   }
   c.next();
+  if (t.kind == Kind::Punct && t.text == "?") {
+    auto v = symbol_size(c, t, symbols);
+    if (!v) return std::unexpected(v.error());
+    return AttrValue(*v);
+  }
   if (t.kind == Kind::Number) {
     if (t.is_int) {
       auto v = parse_int(t);
@@ -129,7 +158,8 @@ LineResult<AttrValue> parse_attr_value(Cursor& c) {
 
 class Reader {
  public:
-  Reader(Graph& g, std::string_view file) : g_(g), builder_(g), file_(file) {}
+  Reader(Graph& g, std::string_view file, const KgSizes* sizes)
+      : g_(g), builder_(g), file_(file), given_(sizes) {}
   Expected<KgGraph> run(std::string_view text);
 
  private:
@@ -137,8 +167,12 @@ class Reader {
   LineResult<void> input(Cursor& c);
   LineResult<void> output(Cursor& c);
   LineResult<void> assignment(Cursor& c);
-  LineResult<std::vector<int64_t>> dims(Cursor& c);
+  // An input's dimensions: integers, or size symbols `?b` (sized by `?b=N`, the caller's sizes,
+  // or an earlier input), whose names go to `symbols` (one per axis, "" for a number).
+  LineResult<std::vector<int64_t>> dims(Cursor& c, std::vector<std::string>* symbols = nullptr);
   LineResult<const Node*> lookup(const KgToken& value) const;
+  // `?name` or `?name=N` in an input's type (the '?' just read): the symbol and its size.
+  LineResult<std::pair<std::string, int64_t>> symbol_dim(Cursor& c, const KgToken& mark);
   std::unexpected<Error> error_at(int line, int col, std::string_view message) const {
     return make_error(fmt::format("{}:{}:{}: error: {}", file_, line, col, message));
   }
@@ -147,6 +181,8 @@ class Reader {
   Builder builder_;
   std::string_view file_;
   std::unordered_map<std::string, const Node*> values_;
+  const KgSizes* given_;
+  Symbols symbols_;
   KgGraph out_;
 };
 
@@ -205,7 +241,7 @@ LineResult<const Node*> Reader::lookup(const KgToken& value) const {
   return it->second;
 }
 
-LineResult<std::vector<int64_t>> Reader::dims(Cursor& c) {
+LineResult<std::vector<int64_t>> Reader::dims(Cursor& c, std::vector<std::string>* symbols) {
   if (auto r = c.expect(Kind::Punct, "[", "'[' and the dimensions"); !r)
     return std::unexpected(r.error());
   std::vector<int64_t> out;
@@ -215,10 +251,19 @@ LineResult<std::vector<int64_t>> Reader::dims(Cursor& c) {
   }
   while (true) {
     const KgToken& t = c.next();
-    auto v = t.kind == Kind::Number && t.is_int ? parse_int(t) : fail(t, "");
-    if (!v || *v < 0)
-      return fail(t, fmt::format("expected a non-negative integer dimension, got {}", describe(t)));
-    out.push_back(*v);
+    if (symbols && t.kind == Kind::Punct && t.text == "?") {
+      auto size = symbol_dim(c, t);
+      if (!size) return std::unexpected(size.error());
+      symbols->resize(out.size());
+      symbols->push_back(size->first);
+      out.push_back(size->second);
+    } else {
+      auto v = t.kind == Kind::Number && t.is_int ? parse_int(t) : fail(t, "");
+      if (!v || *v < 0)
+        return fail(t, fmt::format("expected a non-negative integer dimension{}, got {}",
+                                   symbols ? " or a size symbol '?b'" : "", describe(t)));
+      out.push_back(*v);
+    }
     if (c.is(Kind::Punct, "]")) {
       c.next();
       return out;
@@ -226,6 +271,39 @@ LineResult<std::vector<int64_t>> Reader::dims(Cursor& c) {
     if (auto r = c.expect(Kind::Punct, ",", "',' or ']' in the dimensions"); !r)
       return std::unexpected(r.error());
   }
+}
+
+LineResult<std::pair<std::string, int64_t>> Reader::symbol_dim(Cursor& c, const KgToken& mark) {
+  const KgToken& name = c.next();
+  if (name.kind != Kind::Ident)
+    return fail(name, fmt::format("expected a size symbol's name after '?', got {}", describe(name)));
+  std::optional<int64_t> size;
+  if (c.is(Kind::Punct, "=")) {
+    c.next();
+    const KgToken& t = c.next();
+    auto v = t.kind == Kind::Number && t.is_int ? parse_int(t) : fail(t, "");
+    if (!v || *v < 0)
+      return fail(t, fmt::format("expected the size of '?{}', a non-negative integer, got {}", name.text,
+                                 describe(t)));
+    size = *v;
+  }
+  // The caller's size wins over the file's example size; a symbol sized already keeps its size.
+  if (given_)
+    if (auto it = given_->find(std::string(name.text)); it != given_->end()) size = it->second;
+  auto known = symbols_.find(name.text);
+  if (known != symbols_.end()) {
+    if (size && *size != known->second && !(given_ && given_->contains(std::string(name.text))))
+      return fail(mark, fmt::format("size symbol '?{}' is {} here but {} where it was first given",
+                                    name.text, *size, known->second));
+    return std::pair{std::string(name.text), known->second};
+  }
+  if (!size)
+    return fail(mark, fmt::format("size symbol '?{}' has no size: write '?{}=N' in the file, or "
+                                  "give it when reading (kiln run --dim {}=N)",
+                                  name.text, name.text, name.text));
+  symbols_.emplace(std::string(name.text), *size);
+  out_.sizes.emplace_back(std::string(name.text), *size);
+  return std::pair{std::string(name.text), *size};
 }
 
 LineResult<void> Reader::input(Cursor& c) {
@@ -243,12 +321,14 @@ LineResult<void> Reader::input(Cursor& c) {
     return fail(dt_tok,
                 fmt::format("expected a dtype (f32 f64 f16 bf16 i32 i64 i8 u8 bool), got {}",
                             describe(dt_tok)));
-  auto shape = dims(c);
+  std::vector<std::string> symbols;
+  auto shape = dims(c, &symbols);
   if (!shape) return std::unexpected(shape.error());
   if (auto r = c.expect_end(); !r) return r;
   if (auto fits = detail::check_numel("input", *shape); !fits)
     return fail(**name, fits.error().message);
-  const Node* n = g_.input(*dt, std::move(*shape), key);
+  symbols.resize(shape->size());
+  const Node* n = g_.input(*dt, std::move(*shape), key, input_symbols_attr(symbols));
   values_.emplace(key, n);
   out_.inputs.emplace_back(std::move(key), n);
   return {};
@@ -289,7 +369,7 @@ LineResult<void> Reader::assignment(Cursor& c) {
       c.next();
       for (const auto& [k, v] : attrs)
         if (k == t.text) return fail(t, fmt::format("attribute '{}' is given twice", t.text));
-      auto v = parse_attr_value(c);
+      auto v = parse_attr_value(c, symbols_);
       if (!v) return std::unexpected(v.error());
       attrs.emplace_back(std::string(t.text), std::move(*v));
     } else if (!attrs.empty() && (t.kind == Kind::Value || t.kind == Kind::Number)) {
@@ -321,11 +401,12 @@ LineResult<void> Reader::assignment(Cursor& c) {
 
 }  // namespace
 
-Expected<KgGraph> read_kg(Graph& g, std::string_view text, std::string_view filename) {
-  return Reader(g, filename).run(text);
+Expected<KgGraph> read_kg(Graph& g, std::string_view text, std::string_view filename,
+                          const KgSizes* sizes) {
+  return Reader(g, filename, sizes).run(text);
 }
 
-Expected<KgGraph> read_kg_file(Graph& g, const std::string& path) {
+Expected<KgGraph> read_kg_file(Graph& g, const std::string& path, const KgSizes* sizes) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return make_error(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
   std::string text;
@@ -335,7 +416,7 @@ Expected<KgGraph> read_kg_file(Graph& g, const std::string& path) {
   int err = std::ferror(f) ? errno : 0;
   std::fclose(f);
   if (err) return make_error(fmt::format("cannot read '{}': {}", path, std::strerror(err)));
-  return read_kg(g, text, path);
+  return read_kg(g, text, path, sizes);
 }
 
 }  // namespace kiln::ir

@@ -54,6 +54,9 @@ struct Config {
   LoggerConfig compilation_logger{"minimal", {{"stderr", ""}}}; // disabled | minimal | full
   int max_streams = 8;                                          // [streaming] max_streams
   std::string persistent_memory = "enabled";                    // enabled | disabled | enforced
+  // [shapes] (docs/dynamic-shapes.md): which kernels take their outer size at run time.
+  std::string shapes_policy = "automatic";                      // static | dynamic | automatic
+  bool shapes_buckets = false;                                  // one kernel per power-of-two bucket
   // [cache] (kiln's addition for issue 4): the store behind every cache scope.
   std::string cache_max_size = "2GiB";                          // size cap, LRU eviction
   bool cache_read_only = false;                                 // shipped caches

@@ -212,6 +212,9 @@ std::vector<KeySpec> make_specs() {
   s.push_back(choice_key("memory.persistent_memory", {"enabled", "disabled", "enforced"},
                          field(&Config::persistent_memory)));
   add_logger(s, "memory", &Config::memory_logger, verbose_levels);
+  s.push_back(choice_key("shapes.policy", {"static", "dynamic", "automatic"},
+                         field(&Config::shapes_policy)));
+  s.push_back(bool_key("shapes.buckets", &Config::shapes_buckets));
   s.push_back(size_key("cache.max_size", &Config::cache_max_size));
   s.push_back(bool_key("cache.read_only", &Config::cache_read_only));
   add_logger(s, "cache", &Config::cache_logger, verbose_levels);
@@ -242,6 +245,7 @@ const std::vector<std::string>& section_names() {
                                                  "streaming",
                                                  "memory",
                                                  "memory.logger",
+                                                 "shapes",
                                                  "cache",
                                                  "cache.logger"};
   return names;

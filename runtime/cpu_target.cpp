@@ -25,13 +25,18 @@ constexpr double kOpsPerPoint = 4;
 class CpuKernel final : public Artifact {
  public:
   CpuKernel(std::shared_ptr<const codegen::CpuArtifact> code, int64_t min_chunk)
-      : code(std::move(code)), min_chunk(min_chunk) {}
+      : code(std::move(code)), min_chunk(min_chunk), outer_extent(this->code->outer_extent) {}
+  CpuKernel(std::shared_ptr<const codegen::CpuArtifact> code, int64_t min_chunk, int64_t outer_extent)
+      : code(std::move(code)), min_chunk(min_chunk), outer_extent(outer_extent) {}
   const std::string& source() const override { return code->llvm_ir; }
   double compile_ms() const override { return code->compile_ms; }
   bool loaded() const override { return code->fn != nullptr; }
 
   std::shared_ptr<const codegen::CpuArtifact> code;
   int64_t min_chunk;  // outer indices per thread chunk, at least
+  // The launch's range [0, outer_extent): the code's, or a dynamic kernel's instance's
+  // (with_outer_extent). min_chunk depends on the inner axes and the work per point only.
+  int64_t outer_extent;
 };
 
 // The smallest chunk of the outer axis worth a thread: kMinPointsPerChunk points of the domain,
@@ -79,7 +84,7 @@ class CpuStream final : public Stream {
     const auto t0 = std::chrono::steady_clock::now();
     const codegen::CpuKernelFn fn = k.code->fn;
     void* const* argv = pointers_.data();
-    threads_.parallel_for(k.code->outer_extent, k.min_chunk,
+    threads_.parallel_for(k.outer_extent, k.min_chunk,
                           [&](int64_t b, int64_t e) { fn(argv, b, e); });
     if (timed)
       times_.push_back(
@@ -134,6 +139,19 @@ Expected<std::shared_ptr<const Artifact>> CpuTarget::compile(const kir::Kernel& 
   return std::make_shared<const CpuKernel>(std::move(*code), min_chunk_of(kernel));
 }
 
+bool CpuTarget::serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                                        codegen::CheckMode check) const {
+  return codegen::CpuBackend::serves_any_outer_extent(kernel, facts, check);
+}
+
+std::shared_ptr<const Artifact> CpuTarget::with_outer_extent(const Artifact& artifact,
+                                                             int64_t outer_extent) const {
+  const auto& k = static_cast<const CpuKernel&>(artifact);
+  // Code specialized to its size serves that size only.
+  if (!k.code->dynamic_outer && outer_extent != k.code->outer_extent) return nullptr;
+  return std::make_shared<const CpuKernel>(k.code, k.min_chunk, outer_extent);
+}
+
 std::optional<cache::Entry> CpuTarget::to_entry(const Artifact& artifact) const {
   const codegen::CpuArtifact& a = *static_cast<const CpuKernel&>(artifact).code;
   if (a.object.empty()) return std::nullopt;
@@ -143,6 +161,7 @@ std::optional<cache::Entry> CpuTarget::to_entry(const Artifact& artifact) const 
   e.metadata = json{{"symbol", a.symbol},
                     {"outer_extent", a.outer_extent},
                     {"min_chunk", static_cast<const CpuKernel&>(artifact).min_chunk},
+                    {"dynamic_outer", a.dynamic_outer},
                     {"compile_ms", a.compile_ms}}
                    .dump();
   return e;
@@ -154,6 +173,7 @@ Expected<CpuEntry> read_cpu_entry(const cache::Entry& e) {
   try {
     CpuEntry out{meta.at("symbol").get<std::string>(), meta.at("outer_extent").get<int64_t>(),
                  meta.at("min_chunk").get<int64_t>()};
+    if (meta.contains("dynamic_outer")) out.dynamic_outer = meta.at("dynamic_outer").get<bool>();
     if (out.symbol.empty()) return make_error("its symbol is empty");
     if (out.outer_extent < 0) return make_error(fmt::format("its outer extent is {}", out.outer_extent));
     if (out.min_chunk < 1) return make_error(fmt::format("its chunk is {}", out.min_chunk));
@@ -177,6 +197,7 @@ Expected<std::shared_ptr<const Artifact>> CpuTarget::from_entry(const cache::Ent
     code->symbol = stored->symbol;
     code->outer_extent = stored->outer_extent;
   }
+  code->dynamic_outer = stored->dynamic_outer;
   code->llvm_ir = e.source;
   code->compile_ms = 0;
   return std::make_shared<const CpuKernel>(std::move(code), stored->min_chunk);

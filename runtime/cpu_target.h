@@ -26,6 +26,7 @@ struct CpuEntry {
   std::string symbol;
   int64_t outer_extent = 0;
   int64_t min_chunk = 1;
+  bool dynamic_outer = false;  // compiled from a dynamic kernel (absent in older entries: false)
 };
 Expected<CpuEntry> read_cpu_entry(const cache::Entry& entry);
 
@@ -45,6 +46,10 @@ class CpuTarget final : public Target {
                                                     const kir::KernelFacts& facts,
                                                     const codegen::TuneParams& params,
                                                     codegen::CheckMode check, bool load) override;
+  bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                               codegen::CheckMode check) const override;
+  std::shared_ptr<const Artifact> with_outer_extent(const Artifact& artifact,
+                                                    int64_t outer_extent) const override;
   std::optional<cache::Entry> to_entry(const Artifact& artifact) const override;
   Expected<std::shared_ptr<const Artifact>> from_entry(const cache::Entry& entry, bool load) override;
   Expected<std::vector<ArtifactForm>> forms(const Artifact& artifact, const std::string& name) override;

@@ -116,6 +116,13 @@ Expected<DeviceOptions> device_options_from_config(const Config& config) {
         config.autotune_level));
   o.autotune_level = *level;
   o.autotune = config.autotune_enabled;
+  if (config.shapes_policy == "static") o.shape_policy = ShapePolicy::static_;
+  else if (config.shapes_policy == "dynamic") o.shape_policy = ShapePolicy::dynamic;
+  else if (config.shapes_policy == "automatic") o.shape_policy = ShapePolicy::automatic;
+  else
+    return make_error(fmt::format(
+        "shapes.policy: unknown policy '{}' (expected static, dynamic or automatic)", config.shapes_policy));
+  o.shape_buckets = config.shapes_buckets;
   if (config.persistent_memory == "enabled") o.persistent_memory = PersistentMemory::enabled;
   else if (config.persistent_memory == "disabled") o.persistent_memory = PersistentMemory::disabled;
   else if (config.persistent_memory == "enforced") o.persistent_memory = PersistentMemory::enforced;
@@ -185,6 +192,9 @@ void fill_run_stats(const Plan& plan, const std::string& source, double plan_ms,
   stats->cache_hits = hit ? 0 : plan.loaded;
   stats->cache_misses = hit ? 0 : plan.compiled;
   stats->miss_reasons = hit ? std::vector<std::string>{} : plan.miss_reasons;
+  stats->recompile_reasons = hit ? std::vector<std::string>{} : plan.recompile_reasons;
+  stats->dynamic_kernels = 0;
+  for (const PlanStep& st : plan.steps) stats->dynamic_kernels += st.kernel.dynamic_outer ? 1 : 0;
   stats->compiled = hit ? 0 : plan.compiled;
   stats->tuned = hit ? 0 : plan.tuned;
   stats->compile_ms = hit ? 0 : plan.compile_ms;

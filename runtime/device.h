@@ -67,6 +67,10 @@ struct RunStats {
   int cache_misses = 0;       // kernels compiled because the persistent cache did not have them
   int tuned = 0;              // kernels autotuned during this request (DeviceOptions::autotune)
   std::vector<std::string> miss_reasons;  // with DeviceOptions::explain_misses
+  // Why this request built a plan for a graph seen before at other sizes (which input dimension
+  // changed), and which kernels the shape policy generalized then (docs/dynamic-shapes.md).
+  std::vector<std::string> recompile_reasons;
+  int dynamic_kernels = 0;  // kernels of the plan that take their outer extent at run time
   std::vector<KernelRunInfo> groups;
   // With DeviceOptions::time_kernels: the device's limits the achieved rates compare with, in
   // bytes and operations per second (DeviceRates), and whether they were measured on this machine
@@ -82,6 +86,14 @@ struct RunStats {
   // donated inputs are then no longer what they were.
   int donated = 0;
 };
+
+// kiln.toml shapes.policy (docs/dynamic-shapes.md): which kernels take their outer extent at run
+// time (kir::Kernel::dynamic_outer), so that one compiled kernel serves every size of that axis.
+// static: none (every size compiles its own); dynamic: every kernel the target can serve so;
+// automatic: a kernel is specialized to its size until the same kernel comes at a second size,
+// then generalized (Inductor's automatic dynamic). Inputs marked dynamic (`?b` in `.kg`,
+// Tensor::mark_dynamic) make their plans' kernels dynamic at once, except under static.
+enum class ShapePolicy { static_, dynamic, automatic };
 
 struct DeviceOptions {
   int num_threads = 0;  // the cpu's threads; 0: every core (KILN_NUM_THREADS, read at the edge)
@@ -133,6 +145,10 @@ struct DeviceOptions {
   // GPU devices: time every kernel launch on the device (RunStats::device_ms); `kiln run
   // --stats` turns it on. Off, launches carry no events or timestamp queries.
   bool time_kernels = false;
+  ShapePolicy shape_policy = ShapePolicy::automatic;  // kiln.toml shapes.policy
+  // kiln.toml shapes.buckets: a dynamic kernel serves the outer extents of one power-of-two
+  // bucket (compiled and tuned once per bucket) instead of every extent.
+  bool shape_buckets = false;
 };
 
 struct Config;

@@ -2,6 +2,8 @@
 // stream pool, and execute().
 #include "runtime/executor.h"
 
+#include <algorithm>
+#include <bit>
 #include <chrono>
 #include <fmt/format.h>
 
@@ -115,7 +117,13 @@ cache::KeyParts Executor::stored_plan_key(const StructuralKey& key) {
 }
 cache::KeyParts Executor::stored_plan_key(const StructuralKey& key, const std::string& tuning) {
   fuser();
-  return plan_key(*target_, key.key, fuser_description_, options_.check_mode, tuning);
+  // A plan holds dynamic kernels or not by the shape policy: static and dynamic plans are kept
+  // apart (automatic, the default, adds nothing, so its keys are those of before the policy).
+  std::string planned = fuser_description_;
+  if (options_.shape_policy != ShapePolicy::automatic)
+    planned += options_.shape_policy == ShapePolicy::static_ ? " shapes=static" : " shapes=dynamic";
+  if (options_.shape_buckets) planned += " buckets";
+  return plan_key(*target_, key.key, planned, options_.check_mode, tuning);
 }
 
 codegen::TuneParams Executor::schedule(const kir::Kernel& kernel, int* tuned) {
@@ -128,10 +136,87 @@ codegen::TuneParams Executor::schedule(const kir::Kernel& kernel, int* tuned) {
   }, tuned);
 }
 
+namespace {
+// The smallest power of two at least n (n >= 1).
+int64_t bucket_of(int64_t n) { return int64_t{1} << std::bit_width(static_cast<uint64_t>(std::max<int64_t>(n, 1) - 1)); }
+}  // namespace
+
+std::optional<int64_t> Executor::dynamic_choice(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                                                bool marked, bool track,
+                                                std::vector<std::string>& reasons) {
+  const ShapePolicy policy = options_.shape_policy;
+  if (policy == ShapePolicy::static_ || kernel.domain.empty()) return std::nullopt;
+  if (!target_->serves_any_outer_extent(kernel, facts, kernels_.check_mode())) return std::nullopt;
+  const int64_t extent = kernel.outer_extent();
+  const int64_t bound = options_.shape_buckets ? bucket_of(extent) : 0;
+  if (policy == ShapePolicy::dynamic || marked) return bound;
+  if (!track) return std::nullopt;
+  // Automatic: specialized at the first size, generalized at the second.
+  kir::Kernel general = kernel;
+  general.dynamic_outer = true;
+  std::string text = kir::print_kernel(general, /*with_labels=*/false);
+  std::lock_guard lock(shapes_mu_);
+  auto [it, fresh] = seen_kernels_.emplace(std::move(text), SeenKernel{extent, false});
+  if (fresh || (!it->second.generalized && it->second.extent == extent)) return std::nullopt;
+  if (!it->second.generalized) {
+    reasons.push_back(fmt::format("{}: outer extent {} (first compiled at {}): dynamic from now on, "
+                                  "one kernel for every extent{}",
+                                  kernel.name, extent, it->second.extent,
+                                  options_.shape_buckets ? " of a power-of-two bucket" : ""));
+    it->second.generalized = true;
+  }
+  return bound;
+}
+
+PlannerOptions::DynamicFn Executor::dynamic_fn(const std::vector<const ir::Node*>& inputs, bool track) {
+  if (options_.shape_policy == ShapePolicy::static_) return nullptr;
+  const bool marked = std::ranges::any_of(
+      inputs, [](const ir::Node* n) { return n->attrs.has(ir::AttrKey::dynamic); });
+  return [this, marked, track](const kir::Kernel& k, const kir::KernelFacts& facts,
+                               std::vector<std::string>& reasons) {
+    return dynamic_choice(k, facts, marked, track, reasons);
+  };
+}
+
+std::vector<std::string> Executor::shape_change(const std::vector<const ir::Node*>& outputs,
+                                                const StructuralKey& key) {
+  // The graph without its shapes: ops, dtypes, ranks and wiring (no shapes, no attributes).
+  std::string shapeless;
+  std::unordered_map<const ir::Node*, size_t> pos;
+  for (const ir::Node* n : ir::topo_order(outputs)) {
+    shapeless += fmt::format("{}:{}:{}(", static_cast<int>(n->op), static_cast<int>(n->dtype), n->shape.size());
+    for (const ir::Node* in : n->inputs) shapeless += fmt::format("{},", pos.at(in));
+    shapeless += ")";
+    pos.emplace(n, pos.size());
+  }
+  for (const ir::Node* o : outputs) shapeless += fmt::format("|{}", pos.at(o));
+  std::vector<ir::Shape> shapes;
+  for (const ir::Node* in : key.inputs) shapes.push_back(in->shape);
+  std::lock_guard lock(shapes_mu_);
+  auto [it, fresh] = seen_graphs_.emplace(std::move(shapeless), shapes);
+  std::vector<std::string> out;
+  if (fresh) return out;
+  const std::vector<ir::Shape>& before = it->second;
+  for (size_t i = 0; i < shapes.size() && i < before.size(); ++i) {
+    if (shapes[i].size() != before[i].size()) continue;
+    const std::string& given = key.inputs[i]->attrs.s(ir::AttrKey::name);
+    const std::string name = given.empty() ? fmt::format("input {}", i) : fmt::format("input %{}", given);
+    const std::vector<std::string> symbols = ir::input_symbols(*key.inputs[i]);
+    for (size_t d = 0; d < shapes[i].size(); ++d)
+      if (shapes[i][d] != before[i][d])
+        out.push_back(fmt::format("new plan: {} dimension {}{} changed {} -> {}", name, d,
+                                  symbols[d].empty() ? "" : " (?" + symbols[d] + ")", before[i][d],
+                                  shapes[i][d]));
+  }
+  it->second = std::move(shapes);
+  return out;
+}
+
 Expected<std::shared_ptr<Plan>> Executor::lower(ir::Graph& g,
                                                 const std::vector<const ir::Node*>& outputs,
                                                 const std::vector<const ir::Node*>& inputs) {
   PlannerOptions po = planner_options(options_, &fuser(), nullptr);
+  po.dynamic = dynamic_fn(inputs, /*track=*/false);
   return build_plan(g, outputs, inputs, po);
 }
 
@@ -142,6 +227,7 @@ Expected<std::shared_ptr<Plan>> Executor::build(ir::Graph& g,
   int tuned = 0;
   PlannerOptions po = planner_options(options_, &fuser(), &kernels);
   po.source_extension = target_->source_extension();
+  po.dynamic = dynamic_fn(inputs, /*track=*/true);
   if (decisions_)
     po.tune = [&](const kir::Kernel& k) -> Expected<codegen::TuneParams> { return schedule(k, &tuned); };
   auto plan = build_plan(g, outputs, inputs, po);
@@ -197,9 +283,13 @@ Expected<std::shared_ptr<const Plan>> Executor::get_plan(ir::Graph& g,
     }
   }
   if (!plan) {
+    std::vector<std::string> changed = shape_change(outputs, key);
     auto built = build(g, outputs, key.inputs, kernels_);
     if (!built) return std::unexpected(built.error());
     plan = std::move(*built);
+    changed.insert(changed.end(), plan->recompile_reasons.begin(), plan->recompile_reasons.end());
+    plan->recompile_reasons = std::move(changed);
+    for (const std::string& why : plan->recompile_reasons) log(LogComponent::compilation, "recompile: " + why);
     *source = "built";
     log_built_plan(*plan);
     if (store_) store_plan(*disk_key, *plan);

@@ -113,6 +113,16 @@ class Executor final : public Device {
   // The schedule a run would take from the decisions already stored (autotune), else TuneParams{};
   // adds each decision's entry to `entries`.
   codegen::TuneParams stored_schedule(const kir::Kernel& kernel, std::vector<CacheEntryRef>& entries);
+  // The shape policy's choice for one kernel (PlannerOptions::dynamic): `marked` when the plan
+  // has an input with a symbolic dimension; `track` lets the automatic policy note the kernel's
+  // size (a build that compiles), or generalize it when it saw another.
+  std::optional<int64_t> dynamic_choice(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                                        bool marked, bool track, std::vector<std::string>& reasons);
+  PlannerOptions::DynamicFn dynamic_fn(const std::vector<const ir::Node*>& inputs, bool track);
+  // On a plan miss for a graph seen before with other input shapes (the same ops and wiring),
+  // which input dimensions changed.
+  std::vector<std::string> shape_change(const std::vector<const ir::Node*>& outputs,
+                                        const StructuralKey& key);
   // Lowering only (no kernels compiled).
   Expected<std::shared_ptr<Plan>> lower(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
                                         const std::vector<const ir::Node*>& inputs);
@@ -183,6 +193,16 @@ class Executor final : public Device {
   std::unique_ptr<passes::Fuser> fuser_;
   std::string fuser_description_;
 
+  // The automatic shape policy: per kernel (its dynamic form's text), the outer extent it was
+  // first compiled at, or that it was generalized; per graph without its shapes, the input
+  // shapes of the last plan built for it (RunStats::recompile_reasons).
+  struct SeenKernel {
+    int64_t extent = 0;
+    bool generalized = false;
+  };
+  std::mutex shapes_mu_;
+  std::unordered_map<std::string, SeenKernel> seen_kernels_;
+  std::unordered_map<std::string, std::vector<ir::Shape>> seen_graphs_;
   std::mutex plans_mu_;
   std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;
 

@@ -41,7 +41,7 @@ Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel, const kir::Ke
       KernelLookup hit = it->second;
       hit.source = KernelLookup::Source::memory;
       hit.miss_reason.clear();  // reported when it was first looked up
-      return hit;
+      return bound(kernel, std::move(hit));
     }
   }
   KernelLookup found;
@@ -67,7 +67,22 @@ Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel, const kir::Ke
   std::lock_guard lock(mu_);
   if (!found.digest.empty()) by_digest_.emplace(found.digest, found.artifact);
   auto [it, inserted] = kernels_.emplace(text, found);
-  return inserted ? found : it->second;
+  return bound(kernel, inserted ? found : it->second);
+}
+
+Expected<KernelLookup> KernelCache::bound(const kir::Kernel& kernel, KernelLookup lookup) const {
+  if (!kernel.dynamic_outer) return lookup;
+  auto artifact = bind(*lookup.artifact, kernel.outer_extent());
+  if (!artifact) return std::unexpected(artifact.error());
+  lookup.artifact = std::move(*artifact);
+  return lookup;
+}
+
+Expected<std::shared_ptr<const Artifact>> KernelCache::bind(const Artifact& artifact,
+                                                           int64_t outer_extent) const {
+  std::shared_ptr<const Artifact> out = target_.with_outer_extent(artifact, outer_extent);
+  if (!out) return make_error(fmt::format("{} cannot run a dynamic kernel", target_.name()));
+  return out;
 }
 
 Expected<bool> KernelCache::warm(const kir::Kernel& kernel, const kir::KernelFacts& facts,

@@ -55,10 +55,14 @@ class KernelCache {
   std::shared_ptr<const Artifact> load(const std::string& digest);
   // Whether `digest` names an intact kernel entry of this target (loads nothing).
   bool has_entry(const std::string& digest) const;
+  // A dynamic kernel's artifact (kir::Kernel::dynamic_outer; compiled for one instance) bound to
+  // the instance whose outer extent is `outer_extent`; get() returns it bound to its kernel.
+  Expected<std::shared_ptr<const Artifact>> bind(const Artifact& artifact, int64_t outer_extent) const;
   codegen::CheckMode check_mode() const { return check_; }
 
  private:
   void put(const cache::KeyParts& key, const Artifact& artifact);
+  Expected<KernelLookup> bound(const kir::Kernel& kernel, KernelLookup lookup) const;
   // The artifact of a stored entry; null, with a warning saying why, when the target cannot use it.
   std::shared_ptr<const Artifact> usable(const cache::Entry& e, bool load) const;
   Target& target_;

@@ -61,6 +61,9 @@ struct Plan {
   int loaded = 0;                                  // kernels read from the persistent cache
   int tuned = 0;                                   // kernels autotuned while building it
   std::vector<std::string> miss_reasons;           // persistent-cache misses, when explained
+  // Why it was built for a graph seen at other sizes, and the kernels generalized then
+  // (RunStats::recompile_reasons).
+  std::vector<std::string> recompile_reasons;
   double compile_ms = 0;                           // codegen time while building it
   double plan_ms = 0;                              // total build time (passes + fusion + codegen)
 };

@@ -19,7 +19,7 @@ json kernel_shape_json(const kir::Kernel& k) {
   for (const kir::Param& p : k.params)
     params.push_back({{"dtype", std::string(ir::dtype_name(p.dtype))}, {"shape", p.shape},
                       {"output", p.output}, {"label", p.label}});
-  return {{"name", k.name}, {"domain", k.domain}, {"params", params}};
+  return {{"name", k.name}, {"domain", k.domain}, {"params", params}, {"dynamic", k.dynamic_outer}};
 }
 
 // A shape a buffer can have: no negative dimension, and an element count that 64-bit byte offsets
@@ -43,6 +43,9 @@ Expected<kir::Kernel> kernel_shape_from_json(const json& j) {
   kir::Kernel k;
   k.name = j.at("name").get<std::string>();
   k.domain = j.at("domain").get<std::vector<int64_t>>();
+  if (j.contains("dynamic")) k.dynamic_outer = j.at("dynamic").get<bool>();  // absent before dynamic kernels
+  if (k.dynamic_outer && k.domain.empty())
+    return make_error(fmt::format("kernel {}: dynamic with no outer axis", k.name));
   if (!valid_shape(k.domain))
     return make_error(fmt::format("kernel {}: domain [{}] is not a valid extent", k.name, fmt::join(k.domain, ",")));
   for (const json& p : j.at("params")) {

@@ -28,6 +28,12 @@ struct PlannerOptions {
   ValueNamer namer;                      // null: %t<id> for every value
   // The schedule each kernel is compiled with (the autotuner's winner); null: TuneParams{}.
   std::function<Expected<codegen::TuneParams>(const kir::Kernel&)> tune;
+  // The shape policy (DeviceOptions::shape_policy) for one lowered kernel: nullopt keeps it
+  // specialized; a value makes it dynamic with that kir::Kernel::dynamic_bound. It may add a line
+  // to `reasons` (Plan::recompile_reasons). null: every kernel specialized.
+  using DynamicFn = std::function<std::optional<int64_t>(
+      const kir::Kernel&, const kir::KernelFacts&, std::vector<std::string>& reasons)>;
+  DynamicFn dynamic;
   // Kernels compiled at once when there is no tuner (runtime/planner.cpp: compile_steps).
   int compile_threads = 1;
   // Verify the IR after every step of the lowering script (passes/pipeline.h).

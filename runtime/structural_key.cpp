@@ -17,6 +17,9 @@ void put(std::string& s, uint64_t v) {
     s.push_back(static_cast<char>(byte | (v ? 0x80 : 0)));
   } while (v);
 }
+// Precedes an input's symbolic dimensions: larger than every op's number.
+constexpr uint64_t kSymbolsMarker = uint64_t{1} << 32;
+
 void put_i(std::string& s, int64_t v) { put(s, (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
 
 void put_attr(std::string& s, const ir::AttrValue& v) {
@@ -150,6 +153,12 @@ void serialize(const std::vector<const ir::Node*>& live,
     for (int64_t d : n->shape) put_i(k.key, d);
     if (n->op == ir::Op::Input) {
       put(k.key, k.inputs.size());  // names and slots are not structure
+      // Symbolic dimensions are (marked inputs make dynamic kernels), after a marker no op's
+      // number reaches, so that keys without them stay as they were.
+      if (const ir::AttrValue* dyn = n->attrs.find(ir::AttrKey::dynamic)) {
+        put(k.key, kSymbolsMarker);
+        put_attr(k.key, *dyn);
+      }
       k.inputs.push_back(n);
       continue;
     }

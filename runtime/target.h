@@ -122,6 +122,23 @@ class Target {
                                                             const kir::KernelFacts& facts,
                                                             const codegen::TuneParams& params,
                                                             codegen::CheckMode check, bool load) = 0;
+  // Whether `kernel` (ir/kernel_facts.h: `facts`), made dynamic (kir::Kernel::dynamic_outer) and
+  // compiled with `check`, serves every extent of its outer axis (DESIGN.md §2 "Shapes"), so the
+  // planner may share one compiled kernel between sizes. false on targets that specialize every
+  // size.
+  virtual bool serves_any_outer_extent(const kir::Kernel& /*kernel*/,
+                                       const kir::KernelFacts& /*facts*/,
+                                       codegen::CheckMode /*check*/) const {
+    return false;
+  }
+  // A dynamic kernel's artifact, compiled for one instance, bound to an instance whose outer
+  // extent is `outer_extent` (the same code; only the launch's range changes).
+  virtual std::shared_ptr<const Artifact> with_outer_extent(const Artifact& artifact,
+                                                            int64_t outer_extent) const {
+    (void)artifact;
+    (void)outer_extent;
+    return nullptr;
+  }
   // The persistent-cache entry of an artifact: binary, source, and metadata (the launch shape);
   // nullopt when there is nothing to store. (The store seals every entry against damage.)
   virtual std::optional<cache::Entry> to_entry(const Artifact& artifact) const = 0;

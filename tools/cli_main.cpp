@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "tools/commands.h"
+#include "tools/graph_file.h"
 #include "tools/tool_main.h"
 
 namespace kiln::tools {
@@ -106,6 +107,8 @@ int kiln_tool_main(int argc, char** argv) {
   run_cmd->add_option("--input", input_args, "NAME=PATH.npy (or an ONNX TensorProto PATH.pb) for a graph input (repeatable)");
   run_cmd->add_flag("--random-inputs", run.inputs.random, "Fill unbound inputs with seeded random data");
   run_cmd->add_option("--seed", run.inputs.seed, "Seed for --random-inputs")->default_val(0);
+  std::vector<std::string> run_dims, dump_dims;
+  run_cmd->add_option("--dim", run_dims, "NAME=N: the size of the graph's size symbol ?NAME (repeatable)");
   run_cmd->add_option("--device", run.device, "cpu, reference, vulkan:N or cuda:N (see kiln devices)")
       ->default_val("cpu");
   run_cmd->add_option("--out", run.out_dir, "Write each output %y to DIR/y.npy");
@@ -121,6 +124,7 @@ int kiln_tool_main(int argc, char** argv) {
   auto* dump_cmd = app.add_subcommand(
       "dump", "Show how a .kg graph is optimized, fused and compiled (graph, groups, kernels, source)");
   add_dump_options(dump_cmd, dump);
+  dump_cmd->add_option("--dim", dump_dims, "NAME=N: the size of the graph's size symbol ?NAME (repeatable)");
 
   WarmOptions warm;
   auto* warm_cmd = app.add_subcommand(
@@ -181,9 +185,13 @@ int kiln_tool_main(int argc, char** argv) {
       if (!run.inputs.files.emplace(parsed->first, parsed->second).second)
         return report_error(fmt::format("--input {} is given twice", parsed->first));
     }
+    for (const std::string& arg : run_dims)
+      if (auto ok = parse_dim_arg(arg, run.sizes); !ok) return report_error(ok.error().message);
     run.fusion.fuser_given = run_cmd->count("--fuser") > 0;
     return run_command(run);
   }
+  for (const std::string& arg : dump_dims)
+    if (auto ok = parse_dim_arg(arg, dump.sizes); !ok) return report_error(ok.error().message);
   dump.stage_given = dump_cmd->count("--stage") > 0;
   dump.fusion.fuser_given = dump_cmd->count("--fuser") > 0;
   dump.arch_given = dump_cmd->count("--arch") > 0;

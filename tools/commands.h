@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/kg.h"
 #include "runtime/device.h"
 #include "tools/graph_inputs.h"
 
@@ -29,6 +30,7 @@ Expected<passes::BeamOptions> beam_options(const FuserFlags& flags);
 struct RunOptions {
   std::string graph_path;
   InputSpec inputs;
+  ir::KgSizes sizes;  // --dim NAME=N: the sizes of the graph's size symbols (`?b`)
   std::string device = "cpu";
   std::string out_dir;     // empty: print a summary of each output instead of writing files
   bool stats = false;
@@ -47,6 +49,7 @@ void add_autotune_flags(CLI::App* cmd, bool& on, bool& off, const std::string& o
 
 struct DumpOptions {
   std::string graph_path;
+  ir::KgSizes sizes;  // --dim NAME=N (as kiln run)
   std::string stage = "kernels";  // graph | groups | kernels | source (llvm: an alias of source)
   bool stage_given = false;       // --stage was on the command line
   bool why = false;               // groups: list why each kernel boundary did not fuse

@@ -96,7 +96,7 @@ Expected<runtime::DeviceOptions> dump_device_options(const DumpOptions& o, const
 }
 
 Expected<void> prepare(const DumpOptions& o, DumpInput& in) {
-  auto graph = read_graph_file(in.g, o.graph_path);
+  auto graph = read_graph_file(in.g, o.graph_path, nullptr, &o.sizes);
   if (!graph) return std::unexpected(graph.error());
   in.graph = std::move(graph->graph);
   for (const auto& [name, node] : in.graph.outputs) in.outputs.push_back(node);

@@ -70,6 +70,10 @@ void print_stats(const runtime::RunStats& s, const runtime::RunStats& last, int 
                s.plan_source == "built" ? "built" : "from " + s.plan_source, s.cache_hits,
                s.cache_hits == 1 ? "" : "s", s.cache_misses, s.cache_misses == 1 ? "" : "es");
   for (const std::string& why : s.miss_reasons) fmt::print("  miss {}\n", why);
+  if (s.dynamic_kernels > 0)
+    fmt::print("shapes: {} of {} kernel{} dynamic (outer extent at run time)\n", s.dynamic_kernels,
+               s.kernels, s.kernels == 1 ? "" : "s");
+  for (const std::string& why : s.recompile_reasons) fmt::print("  recompile: {}\n", why);
   for (const auto& g : s.groups)
     fmt::print("  {}: {} op{}: {}\n", g.name, g.num_ops, g.num_ops == 1 ? "" : "s",
                fmt::join(g.values, " "));
@@ -103,6 +107,8 @@ Expected<void> write_stats_json(const std::string& path, const runtime::RunStats
   j["cache_hits"] = s.cache_hits;
   j["cache_misses"] = s.cache_misses;
   j["miss_reasons"] = s.miss_reasons;
+  j["recompile_reasons"] = s.recompile_reasons;
+  j["dynamic_kernels"] = s.dynamic_kernels;
   j["upload_bytes"] = s.upload_bytes;
   j["download_bytes"] = s.download_bytes;
   j["groups"] = nlohmann::json::array();
@@ -140,7 +146,7 @@ Expected<void> write_stats_json(const std::string& path, const runtime::RunStats
 
 int run_command(const RunOptions& o) {
   ir::Graph g;
-  auto file = read_graph_file(g, o.graph_path, &o.inputs);
+  auto file = read_graph_file(g, o.graph_path, &o.inputs, &o.sizes);
   if (!file) return report_error(file.error().message);
   ir::KgGraph* graph = &file->graph;
   auto host = load_inputs(*graph, o.inputs, file->constants);

@@ -261,6 +261,7 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   module->setTargetTriple(impl_->triple.str());
   cpu::EmitOptions options{art->symbol, impl_->cpu, cpu_features(), params, mode, facts};
   art->outer_extent = cpu::parallel_extent(kernel, options);
+  art->dynamic_outer = kernel.dynamic_outer;
   if (Expected<llvm::Function*> fn = cpu::emit_kernel(kernel, options, *module); !fn)
     return std::unexpected(fn.error());
   std::string problems;
@@ -322,6 +323,11 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::load(const std::vector<
   }
   art->compile_ms = ms_since(start);
   return art;
+}
+
+bool CpuBackend::serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                                         CheckMode check) {
+  return cpu::serves_any_outer_extent(kernel, facts, check);
 }
 
 std::string CpuBackend::llvm_version() const {

@@ -28,6 +28,8 @@ struct CpuArtifact {
   // cpu::kLargeKernelOps operations, the module as emitted (a comment line first says so).
   std::string llvm_ir;
   int64_t outer_extent = 1;  // fn's range: cpu::parallel_extent (rows, or a gemv's column blocks)
+  // Compiled from a dynamic kernel (kir::Kernel::dynamic_outer): fn serves every outer extent.
+  bool dynamic_outer = false;
   double compile_ms = 0;
   // The relocatable object code of the kernel's module (what the persistent cache stores): a
   // later process on the same CPU, features and LLVM version loads it with CpuBackend::load.
@@ -69,6 +71,10 @@ class CpuBackend {
   // object several times, or next to compiled kernels, never clashes.
   Expected<std::shared_ptr<const CpuArtifact>> load(const std::vector<uint8_t>& object,
                                                     const std::string& symbol, int64_t outer_extent);
+  // Whether the code compile() makes of `kernel` made dynamic (kir::Kernel::dynamic_outer)
+  // serves every extent of its outer axis (cpu::serves_any_outer_extent).
+  static bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                                      CheckMode check);
   // Everything besides the kernel that changes the object code, for cache keys.
   std::string llvm_version() const;      // e.g. "19.1.7"
   static constexpr const char* kCodegenVersion = "kiln-cpu-7";  // bump when emission changes

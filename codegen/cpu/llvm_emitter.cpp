@@ -686,7 +686,9 @@ Expected<llvm::Function*> KernelEmitter::run() {
   const size_t rank = std::max<size_t>(k_.domain.size(), 1);
   Scope* s = scopes_[0].get();
   for (size_t d = 0; d + 1 < rank; ++d) {
-    s = d == 0 ? open_loop(s, fn_->getArg(1), fn_->getArg(2), "p0", k_.outer_extent())
+    s = d == 0 ? open_loop(s, fn_->getArg(1), fn_->getArg(2), "p0",
+                           k_.dynamic_outer ? (k_.dynamic_bound > 0 ? k_.dynamic_bound : -1)
+                                            : k_.outer_extent())
                : open_loop(s, b_.getInt64(0), b_.getInt64(k_.domain[d]), fmt::format("p{}", d));
     var_scope_[static_cast<int32_t>(d)] = s;
     var_value_[static_cast<int32_t>(d)] = s->iv;
@@ -710,8 +712,11 @@ Expected<llvm::Function*> KernelEmitter::run() {
     piece_lo_ = opt_.facts->loop_split.bounds[piece];
     const std::string name =
         opt_.facts->loop_split.bounds.size() == 2 ? fmt::format("p{}", last) : fmt::format("p{}.{}", last, piece);
+    // A dynamic kernel's only axis has no known extent (serves_any_outer_extent: one piece).
     const int64_t trips =
-        opt_.facts->loop_split.bounds[piece + 1] - opt_.facts->loop_split.bounds[piece];
+        last == 0 && k_.dynamic_outer
+            ? (k_.dynamic_bound > 0 ? k_.dynamic_bound : -1)
+            : opt_.facts->loop_split.bounds[piece + 1] - opt_.facts->loop_split.bounds[piece];
     // A streaming output: a scalar head up to its first aligned element, then the vector loop.
     if (const kir::Store* st = opt_.facts->loop_split.bounds.size() == 2 ? aligned_store() : nullptr) {
       Expected<Value*> mid = aligned_start(*st, s, lo, hi);
@@ -846,6 +851,27 @@ int64_t parallel_extent(const kir::Kernel& kernel, const EmitOptions& options) {
     if (options.facts->attention) return attention_units(kernel, options);
   }
   return kernel.outer_extent();
+}
+
+bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                             CheckMode check) {
+  // Checked code bounds every access by the buffers' lengths.
+  if (check != CheckMode::none || kernel.domain.empty()) return false;
+  // Attention splits its work by query blocks and heads.
+  if (facts.attention) return false;
+  if (std::optional<MatmulPattern> mm = matmul_of(facts)) {
+    // The matrix-vector path keeps every row's accumulators: one row (size 1, specialized) stays
+    // as it is; a dynamic kernel of more rows takes the tiled path, whose rows are [begin, end).
+    if (gemv_column_blocks(kernel, *mm) && (kernel.domain.size() != 2 || kernel.domain[0] < 2))
+      return false;
+  }
+  // A one-axis kernel runs its only axis as the innermost loop: in one piece (no wrap-around
+  // indices cut it), and with no row of a reduction reused along it.
+  if (kernel.domain.size() == 1 &&
+      (facts.loop_split.bounds.size() != 2 || !facts.row_reuse.empty()))
+    return false;
+  // Streaming stores are chosen by an output's size: such a kernel keeps its size.
+  return std::ranges::none_of(streaming_buffers(kernel), [](bool b) { return b; });
 }
 
 }  // namespace kiln::codegen::cpu

@@ -69,4 +69,12 @@ Expected<llvm::Function*> emit_kernel(const kir::Kernel& kernel, const EmitOptio
 // product (blocks of columns).
 int64_t parallel_extent(const kir::Kernel& kernel, const EmitOptions& options);
 
+// Whether emit_kernel's code for `kernel` made dynamic (kir::Kernel::dynamic_outer) serves every
+// extent of its outer axis, with parallel_extent the outer extent of each instance: the emitters
+// read domain[0] only as the [begin, end) they are called with. Not so for checked code, attention,
+// a one-row matrix-vector product, a one-axis kernel cut in pieces or reusing reduction rows,
+// or a kernel with streaming outputs.
+bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                             CheckMode check);
+
 }  // namespace kiln::codegen::cpu

@@ -395,7 +395,8 @@ Expected<llvm::Function*> MatmulEmitter::run() {
 
 std::optional<int64_t> gemv_column_blocks(const kir::Kernel& kernel, const MatmulPattern&) {
   const size_t rank = kernel.domain.size();
-  if (rank < 2) return std::nullopt;
+  // A dynamic kernel's rows are its caller's [begin, end): the tiled path.
+  if (rank < 2 || kernel.dynamic_outer) return std::nullopt;
   for (size_t axis = 0; axis + 2 < rank; ++axis)
     if (kernel.domain[axis] != 1) return std::nullopt;
   const int64_t m = kernel.domain[rank - 2], n = kernel.domain.back();

@@ -48,6 +48,9 @@ std::vector<bool> streaming_buffers(const kir::Kernel& kernel) {
     if (e->kind == kir::ExprKind::Load && e->buf >= 0 && static_cast<size_t>(e->buf) < loaded.size())
       loaded[e->buf] = true;
   std::vector<bool> out(kernel.params.size(), false);
+  // A dynamic kernel's sizes are those of one instance: it streams nothing (a kernel whose
+  // outputs stream at its size is not made dynamic: serves_any_outer_extent).
+  if (kernel.dynamic_outer) return out;
   for (size_t i = 0; i < kernel.params.size(); ++i) {
     const kir::Param& p = kernel.params[i];
     out[i] = stored[i] && !loaded[i] &&

@@ -65,6 +65,11 @@ struct RealizeStats {
   // Results written over an operand's buffer (buffer donation, docs/embedding.md): `w = w - lr * g`
   // reuses w's buffer when nothing else holds w.
   int donated = 0;
+  // Kernels that take their outer size at run time (docs/dynamic-shapes.md), and why this
+  // realize compiled for a graph seen before at other sizes: the input dimension that changed,
+  // the kernels generalized.
+  int dynamic_kernels = 0;
+  std::vector<std::string> recompiles;
 };
 
 // The settings a device opens with (docs/embedding.md lists them): every kiln.toml key by its
@@ -137,6 +142,12 @@ class KILN_EXPORT Tensor {
   Shape shape() const;
   int64_t numel() const;
 
+  // Marks axis `axis` dynamic (docs/dynamic-shapes.md): where this tensor is an input of a realize
+  // (made from data, or realized before), the plan's kernels take that size at run time, so a
+  // graph recorded again at another size of the axis compiles no kernel anew. `name` names the
+  // size symbol in dumps ("" = "s<axis>"). An axis out of range is an error; a tensor already in
+  // a realize may take the mark from its next one.
+  Expected<void> mark_dynamic(int64_t axis, std::string name = "");
   // Runs everything this tensor depends on; later ops read the result without recomputing.
   Expected<void> realize();
   Expected<HostTensor> to_host();

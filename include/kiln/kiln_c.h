@@ -145,6 +145,9 @@ typedef struct kiln_realize_stats {
 } kiln_realize_stats;
 /* Statistics of the latest realize on the device, from whichever thread. */
 KILN_EXPORT kiln_status kiln_device_last_stats(kiln_device device, kiln_realize_stats* out);
+/* Of the latest realize's kernels, how many take their outer size at run time, so that another
+ * size of it compiles nothing (docs/dynamic-shapes.md). */
+KILN_EXPORT kiln_status kiln_device_last_dynamic_kernels(kiln_device device, int32_t* out);
 
 /* ---- Tensors ------------------------------------------------------------------------------ */
 
@@ -173,6 +176,10 @@ KILN_EXPORT kiln_status kiln_tensor_numel(kiln_tensor tensor, int64_t* out);
 /* Runs what the tensor depends on (once; later ops read the result). Realizing a tensor that
  * another thread is realizing waits for that realize. */
 KILN_EXPORT kiln_status kiln_tensor_realize(kiln_tensor tensor);
+/* Marks axis `axis` (negative counts from the end) of the tensor dynamic: where it is an input of
+ * a realize, the plan's kernels take that size at run time (docs/dynamic-shapes.md). `name` names
+ * the size symbol (NULL or "": "s<axis>"). An axis out of range is KILN_ERROR_INVALID_ARGUMENT. */
+KILN_EXPORT kiln_status kiln_tensor_mark_dynamic(kiln_tensor tensor, int64_t axis, const char* name);
 /* Realizes `count` tensors of one device in one request: one plan, shared intermediates. */
 KILN_EXPORT kiln_status kiln_realize(const kiln_tensor* tensors, size_t count);
 /* Realizes and copies the result into `data`, which holds `bytes` bytes (exactly the tensor's

@@ -204,6 +204,13 @@ class Tensor:
         return id(self)
 
     # ---- running it and reading it ----------------------------------------------------------
+    def mark_dynamic(self, axis, name=None):
+        """Marks `axis` dynamic (docs/dynamic-shapes.md): where this tensor is an input of a realize,
+        the kernels take that size at run time, so the same computation at another size of the
+        axis compiles nothing new. `name` names the size symbol in dumps. Returns self."""
+        check(lib.kiln_tensor_mark_dynamic(self._h, int(axis), name.encode() if name else None))
+        return self
+
     def realize(self):
         """Runs what this tensor depends on (once: later ops read the result). Returns self."""
         check(lib.kiln_tensor_realize(self._h))

@@ -36,6 +36,9 @@ persistent_memory = "enforced"
 [memory.logger]
 level = "verbose"
 targets = "stdout"
+[shapes]
+policy = "dynamic"
+buckets = true
 [cache]
 max_size = "512MiB"
 read_only = true
@@ -78,7 +81,9 @@ TEST(ConfigParse, EmptyFileGivesTheDesignDefaults) {
   EXPECT_EQ(c.memory_logger.level, "disabled");
   EXPECT_EQ(c.file, "/proj/kiln.toml");
   EXPECT_EQ(c.project_root, "/proj");
-  EXPECT_EQ(c.sources.size(), 24u);
+  EXPECT_EQ(c.shapes_policy, "automatic");
+  EXPECT_FALSE(c.shapes_buckets);
+  EXPECT_EQ(c.sources.size(), 26u);
   for (const auto& [key, source] : c.sources) EXPECT_EQ(source, "default") << key;
   EXPECT_TRUE(r->warnings.empty());
 }
@@ -107,6 +112,8 @@ TEST(ConfigParse, EveryKeyIsRead) {
             (std::vector<LogTarget>{{"stderr", ""}}));  // default kept
   EXPECT_EQ(c.max_streams, 3);
   EXPECT_EQ(c.persistent_memory, "enforced");
+  EXPECT_EQ(c.shapes_policy, "dynamic");
+  EXPECT_TRUE(c.shapes_buckets);
   EXPECT_EQ(c.memory_logger.level, "verbose");
   EXPECT_EQ(c.memory_logger.targets, (std::vector<LogTarget>{{"stdout", ""}}));
   EXPECT_EQ(c.cache_max_size, "512MiB");
@@ -115,7 +122,8 @@ TEST(ConfigParse, EveryKeyIsRead) {
   EXPECT_EQ(c.cache_logger.targets, (std::vector<LogTarget>{{"file", "/proj/logs/cache.log"}}));
   EXPECT_EQ(c.sources.at("fusion.enabled"), "/proj/kiln.toml:2");
   EXPECT_EQ(c.sources.at("autotune.logger.targets"), "/proj/kiln.toml:14");
-  EXPECT_EQ(c.sources.at("cache.logger.targets"), "/proj/kiln.toml:33");
+  EXPECT_EQ(c.sources.at("cache.logger.targets"), "/proj/kiln.toml:36");
+  EXPECT_EQ(c.sources.at("shapes.policy"), "/proj/kiln.toml:29");
   EXPECT_EQ(c.sources.at("compilation.logger.targets"), "default");
 }
 
@@ -157,6 +165,9 @@ TEST(ConfigParse, WrongValuesNameLineColumnAndWhatWasExpected) {
        "kiln.toml:2:12: error: cache.max_size: expected a size such as \"512MiB\" or \"2GiB\", got "
        "\"lots\""},
       {"streaming = 3\n", "kiln.toml:1:13: error: streaming: expected a table, got 3"},
+      {"[shapes]\npolicy = \"sometimes\"\n",
+       "kiln.toml:2:10: error: shapes.policy: expected one of static, dynamic, automatic, got "
+       "\"sometimes\""},
   };
   for (const auto& [text, message] : cases) EXPECT_EQ(error_of(text), message) << text;
 }

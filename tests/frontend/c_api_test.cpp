@@ -149,6 +149,53 @@ TEST(CApi, MlpForwardMatchesTheCxxApi) {
     EXPECT_NEAR(got[row * 4] + got[row * 4 + 1] + got[row * 4 + 2] + got[row * 4 + 3], 1.0, 1e-5);
 }
 
+// A marked batch axis: the second and third sizes compile nothing, and the stats say the
+// kernels are dynamic (the cpu; other targets specialize every size).
+TEST(CApi, AMarkedAxisServesEveryBatchSize) {
+  CDevice d;
+  OPEN_OR_SKIP(d);
+  Handles h;
+  const std::vector<float> w = ramp(16 * 4, 0.02f, -0.1f);
+  const int64_t wshape[] = {16, 4};
+  kiln_tensor tw = nullptr;
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, wshape, 2, w.data(), w.size() * sizeof(float), &tw));
+  h.keep(tw);
+  int compiled = 0;
+  for (int64_t b : {6, 9, 31}) {
+    const std::vector<float> x = ramp(static_cast<size_t>(b * 16), 0.1f, -0.5f);
+    const int64_t xshape[] = {b, 16};
+    kiln_tensor tx = nullptr, y = nullptr;
+    C_OK(kiln_tensor_from_host(d.dev, KILN_F32, xshape, 2, x.data(), x.size() * sizeof(float), &tx));
+    C_OK(kiln_tensor_mark_dynamic(h.keep(tx), 0, "batch"));
+    C_OK(kiln_matmul(tx, tw, &y));
+    std::vector<float> got(static_cast<size_t>(b * 4));
+    C_OK(kiln_tensor_to_host(h.keep(y), got.data(), got.size() * sizeof(float)));
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t j = 0; j < 4; ++j) {
+        double want = 0;
+        for (int64_t k = 0; k < 16; ++k) want += double{x[i * 16 + k]} * w[k * 4 + j];
+        EXPECT_NEAR(got[i * 4 + j], want, 1e-4 * (1 + std::abs(want)));
+      }
+    kiln_realize_stats s{};
+    int32_t dynamic = -1;
+    C_OK(kiln_device_last_stats(d.dev, &s));
+    C_OK(kiln_device_last_dynamic_kernels(d.dev, &dynamic));
+    if (b != 6) compiled += s.compiled;
+    if (device_name() == "cpu") {
+      EXPECT_EQ(dynamic, s.kernels);
+    } else {
+      EXPECT_EQ(dynamic, 0);
+    }
+  }
+  if (device_name() == "cpu") {
+    EXPECT_EQ(compiled, 0);
+  }
+  kiln_tensor t = h.keep(nullptr);
+  EXPECT_EQ(kiln_tensor_mark_dynamic(tw, 2, nullptr), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("axis 2 is out of range"), std::string::npos);
+  EXPECT_EQ(kiln_tensor_mark_dynamic(t, 0, nullptr), KILN_ERROR_INVALID_ARGUMENT);
+}
+
 // Linear regression by gradient descent, one realize per step: w -= lr * x^T (x w - y) / n.
 TEST(CApi, TrainingLoopMatchesTheCxxApi) {
   CDevice d;

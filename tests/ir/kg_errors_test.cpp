@@ -37,7 +37,7 @@ const ErrorCase kCases[] = {
     {kHead + "input %i : f31[2]\n",
      "g.kg:3:12: error: expected a dtype (f32 f64 f16 bf16 i32 i64 i8 u8 bool), got 'f31'"},
     {kHead + "input %i : f32[2,-1]\n",
-     "g.kg:3:18: error: expected a non-negative integer dimension, got '-1'"},
+     "g.kg:3:18: error: expected a non-negative integer dimension or a size symbol '?b', got '-1'"},
     {kHead + "input %h : f32[4294967296,4294967296]\n",
      "g.kg:3:7: error: input: shape [4294967296,4294967296] has too many elements (kiln indexes at most 2^59)"},
     {kHead + "%y = sum(%x, axes=[1.5])\n",

@@ -1,0 +1,67 @@
+"""Dynamic shapes from Python (docs/dynamic-shapes.md): an MLP served at 100 batch sizes compiles
+each kernel once when its input is marked dynamic, every size matches numpy, and the shape policy
+setting is honoured."""
+import numpy as np
+import pytest
+
+import kiln
+from conftest import assert_close, open_test_device
+
+
+class Mlp:
+    def __init__(self, dev, rng):
+        self.w = [rng.standard_normal((48, 32)).astype(np.float32) * 0.2, rng.standard_normal(32).astype(np.float32),
+                  rng.standard_normal((32, 5)).astype(np.float32) * 0.2, rng.standard_normal(5).astype(np.float32)]
+        self.t = [kiln.tensor(a, device=dev) for a in self.w]
+
+    def __call__(self, x):
+        w1, b1, w2, b2 = self.t
+        return kiln.relu(x @ w1 + b1) @ w2 + b2
+
+    def numpy(self, x):
+        w1, b1, w2, b2 = (a.astype(np.float64) for a in self.w)
+        return np.maximum(x @ w1 + b1, 0) @ w2 + b2
+
+
+def serve(dev, sizes, mark, rng):
+    mlp = Mlp(dev, rng)
+    compiled = []
+    for b in sizes:
+        x = rng.standard_normal((b, 48)).astype(np.float32)
+        t = kiln.tensor(x, device=dev)
+        if mark:
+            t.mark_dynamic(0, "batch")
+        y = mlp(t)
+        assert_close(y, mlp.numpy(x.astype(np.float64)), np.float32, scale=10)
+        compiled.append(dev.last_stats().compiled)
+    return compiled, dev.last_stats()
+
+
+def test_a_marked_batch_dimension_compiles_each_kernel_once():
+    dev = open_test_device()
+    compiled, last = serve(dev, range(2, 102), True, np.random.default_rng(0))
+    assert compiled[0] > 0
+    assert sum(compiled[1:]) == 0, compiled
+    assert last.dynamic_kernels == last.kernels
+
+
+def test_automatic_generalizes_at_the_second_size():
+    dev = open_test_device()
+    compiled, last = serve(dev, [8, 8, 9, 10, 50], False, np.random.default_rng(1))
+    assert compiled[0] > 0 and compiled[1] == 0 and compiled[2] > 0, compiled
+    assert compiled[3:] == [0, 0], compiled
+    assert last.dynamic_kernels == last.kernels
+
+
+def test_the_static_policy_compiles_every_size():
+    dev = open_test_device(**{"shapes.policy": "static"})
+    compiled, last = serve(dev, [8, 9, 10], True, np.random.default_rng(2))
+    assert all(c > 0 for c in compiled), compiled
+    assert last.dynamic_kernels == 0
+
+
+def test_mark_dynamic_checks_its_axis():
+    t = kiln.tensor(np.zeros((2, 3), np.float32))
+    with pytest.raises(kiln.InvalidArgumentError, match="axis 5 is out of range"):
+        t.mark_dynamic(5)
+    assert t.mark_dynamic(-1) is t
