@@ -5,13 +5,9 @@
 # SHAPES_POLICY=static every size compiles its own kernels.
 #   [SHAPES_POLICY=dynamic|static|automatic] bash bench/dynamic_batch.sh [BUILD_DIR] [FIRST] [COUNT]
 set -euo pipefail
-here="$(cd "$(dirname "$0")/.." && pwd)"
-build="${1:-$here/build}"
+source "$(dirname "$0")/scratch_cache.sh"
 first="${2:-1}"
 count="${3:-100}"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-export KILN_COMPILATION_CACHE="file=$work/cache.sqlite" KILN_AUTOTUNE_CACHE="file=$work/cache.sqlite"
 export KILN_SHAPES_POLICY="${SHAPES_POLICY:-automatic}"
 for ((b = first; b < first + count; b++)); do
   "$build/tools/kiln" run "$here/examples/mlp_batch.kg" --random-inputs --no-autotune --dim "b=$b" \

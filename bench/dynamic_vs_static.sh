@@ -7,13 +7,9 @@
 # dynamic ones, and a workload with none runs the same code twice (its ratio is the noise).
 #   [ROUNDS=3] [WORKLOADS="matmul life"] bash bench/dynamic_vs_static.sh [BUILD_DIR] [REPEAT]
 set -euo pipefail
-here="$(cd "$(dirname "$0")/.." && pwd)"
-build="${1:-$here/build}"
+source "$(dirname "$0")/scratch_cache.sh"
 repeat="${2:-10}"
 kiln="$build/tools/kiln"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-export KILN_COMPILATION_CACHE="file=$work/cache.sqlite" KILN_AUTOTUNE_CACHE="file=$work/cache.sqlite"
 workloads="${WORKLOADS:-ew_chain softmax layernorm reduce_sum argmax_axis0 small_ops gemv life matmul matmul_bias_relu attention}"
 rounds="${ROUNDS:-2}"
 

@@ -7,7 +7,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <unordered_map>
 
 #include "onnx/importer.h"
@@ -21,7 +26,66 @@ Expected<std::shared_ptr<const KgFile>> finish(std::shared_ptr<KgFile> file,
                                                Expected<ir::KgGraph> kg) {
   if (!kg) return std::unexpected(kg.error());
   file->kg = std::move(*kg);
+  if (file->kg.sizes.empty()) file->text.clear();  // kept only to read again at other sizes
   return file;
+}
+
+// `.kg` text into a new file; its text kept when it has size symbols.
+Expected<std::shared_ptr<const KgFile>> read_text(std::string text, std::string filename,
+                                                  const ir::KgSizes* sizes = nullptr) {
+  auto file = std::make_shared<KgFile>();
+  file->text = std::move(text);
+  file->filename = std::move(filename);
+  auto kg = ir::read_kg(file->graph, file->text, file->filename, sizes);
+  return finish(std::move(file), std::move(kg));
+}
+
+// The file at the sizes of the tensors bound to its symbolic dimensions: `file` itself when they
+// are the file's, else the file read again at them (kept). A symbol given two sizes is an error.
+Expected<std::shared_ptr<const KgFile>> at_sizes_of(const std::shared_ptr<const KgFile>& file,
+                                                    std::span<const std::string_view> names,
+                                                    std::span<const Tensor> inputs) {
+  if (file->kg.sizes.empty() || file->text.empty()) return file;
+  const size_t count = file->callable_inputs();
+  ir::KgSizes sizes;
+  std::map<std::string, std::string, std::less<>> where;
+  for (size_t i = 0; i < inputs.size() && i < count; ++i) {
+    size_t at = i;
+    if (!names.empty()) {
+      std::string_view name = names[i];
+      if (name.starts_with('%')) name.remove_prefix(1);
+      auto it = std::find_if(file->kg.inputs.begin(), file->kg.inputs.begin() + static_cast<std::ptrdiff_t>(count),
+                             [&](const ir::NamedNode& in) { return in.first == name; });
+      if (it == file->kg.inputs.begin() + static_cast<std::ptrdiff_t>(count)) continue;  // bind() says so
+      at = static_cast<size_t>(it - file->kg.inputs.begin());
+    }
+    const auto& [name, node] = file->kg.inputs[at];
+    const Shape shape = inputs[i].shape();
+    if (!inputs[i].ok() || shape.size() != node->shape.size()) continue;  // bind() says so
+    const std::vector<std::string> symbols = ir::input_symbols(*node);
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (symbols[d].empty()) continue;
+      auto [it, fresh] = sizes.emplace(symbols[d], shape[d]);
+      if (fresh) {
+        where[symbols[d]] = name;
+      } else if (it->second != shape[d]) {
+        return make_error(fmt::format("size symbol ?{} is {} in input %{} but {} in input %{}", symbols[d],
+                                      it->second, where[symbols[d]], shape[d], name));
+      }
+    }
+  }
+  bool same = true;
+  for (const auto& [symbol, size] : file->kg.sizes)
+    if (auto it = sizes.find(symbol); it != sizes.end() && it->second != size) same = false;
+  if (same) return file;
+  {
+    std::lock_guard lock(file->mu);
+    if (auto it = file->at_sizes.find(sizes); it != file->at_sizes.end()) return it->second;
+  }
+  auto again = read_text(file->text, file->filename, &sizes);
+  if (!again) return std::unexpected(again.error());
+  std::lock_guard lock(file->mu);
+  return file->at_sizes.emplace(std::move(sizes), std::move(*again)).first->second;
 }
 
 std::string declared_inputs(const KgFile& file) {
@@ -98,8 +162,15 @@ std::unordered_map<const ir::Node*, const ir::Node*> copy_kg(
 
 Expected<std::shared_ptr<const KgFile>> read_kg_file(const std::string& path) {
   auto file = std::make_shared<KgFile>();
-  if (std::filesystem::path(path).extension() != ".onnx")
-    return finish(std::move(file), ir::read_kg_file(file->graph, path));
+  if (std::filesystem::path(path).extension() != ".onnx") {
+    // Read here (not by ir::read_kg_file) to keep the text of a file with size symbols.
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return make_error(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) return make_error(fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
+    return read_text(text.str(), path);
+  }
   auto model = onnx::import_model_file(file->graph, path);
   if (!model) return make_error(fmt::format("{}: {}", path, model.error().message));
   // The importer lists the model's inputs first, then the constants it binds.
@@ -154,17 +225,18 @@ Expected<std::vector<Tensor>> constants_on(const KgFile& file, const Device& dev
 
 Expected<std::shared_ptr<const KgFile>> read_kg_text(std::string_view text,
                                                      std::string_view filename) {
-  auto file = std::make_shared<KgFile>();
-  auto kg = ir::read_kg(file->graph, text, filename);
-  return finish(std::move(file), std::move(kg));
+  return read_text(std::string(text), std::string(filename));
 }
 
 Expected<std::vector<Tensor>> call_kg(const Device& device,
-                                      const std::shared_ptr<const KgFile>& file,
+                                      const std::shared_ptr<const KgFile>& given,
                                       std::span<const std::string_view> names,
                                       std::span<const Tensor> inputs) {
   const std::shared_ptr<DeviceState>& state = TensorImpl::state_of(device);
   if (!state) return make_error("the device is not open");
+  auto sized = at_sizes_of(given, names, inputs);
+  if (!sized) return std::unexpected(sized.error());
+  const std::shared_ptr<const KgFile>& file = *sized;
   auto bound = bind(*file, names, inputs);
   if (!bound) return std::unexpected(bound.error());
   auto constants = constants_on(*file, device);

@@ -3,6 +3,7 @@
 // binds .npy files the same way).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -41,6 +42,12 @@ struct KgFile {
   mutable std::mutex mu;
   mutable std::vector<std::pair<std::weak_ptr<DeviceState>, std::vector<std::shared_ptr<runtime::Buffer>>>>
       device_constants;
+
+  // A `.kg` file with size symbols (`?b`, docs/dynamic-shapes.md) keeps its text, and is read
+  // again at the sizes of the tensors it is called on: one read per distinct sizes (under `mu`).
+  std::string text;
+  std::string filename;
+  mutable std::map<ir::KgSizes, std::shared_ptr<const KgFile>, std::less<>> at_sizes;
 };
 
 // Reads a graph file by its extension: an ONNX model (`.onnx`, docs/onnx.md; every dimension of

@@ -246,3 +246,36 @@ TEST(DynamicShapes, ADynamicKernelFromTheCacheServesAnotherSize) {
 }
 
 }  // namespace
+
+namespace {
+
+// A graph with a size symbol is called at the sizes of the tensors bound to it; a symbol bound
+// to two sizes is an error naming both inputs.
+TEST(DynamicShapes, AGraphWithASizeSymbolServesEverySize) {
+  auto dev = open_cpu({});
+  auto graph = kiln::Graph::parse("kiln.graph v1\n"
+                                  "input %x : f32[?n=4,3]\n"
+                                  "input %t : f32[?n,3]\n"
+                                  "%s = add(%x, %t)\n"
+                                  "%y = reshape(%s, shape=[?n,3,1])\n"
+                                  "output %y\n",
+                                  "sym.kg");
+  ASSERT_TRUE(graph.has_value()) << graph.error().message;
+  for (int64_t n : {4, 7, 0, 1}) {
+    const std::vector<float> xs = values(static_cast<size_t>(n * 3), 0.5f, 1), ts = values(static_cast<size_t>(n * 3), 0.25f, 2);
+    auto out = graph->call(dev, {{"x", kiln::Tensor::from_host(dev, std::span<const float>(xs), {n, 3})},
+                                 {"t", kiln::Tensor::from_host(dev, std::span<const float>(ts), {n, 3})}});
+    ASSERT_TRUE(out.has_value()) << out.error().message;
+    EXPECT_EQ((*out)[0].shape(), (kiln::Shape{n, 3, 1}));
+    auto got = (*out)[0].to_vector<float>();
+    ASSERT_TRUE(got.has_value());
+    for (size_t i = 0; i < xs.size(); ++i) EXPECT_EQ((*got)[i], xs[i] + ts[i]) << "n=" << n;
+  }
+  const std::vector<float> five(15, 1.f), six(18, 1.f);
+  auto bad = graph->call(dev, {kiln::Tensor::from_host(dev, std::span<const float>(five), {5, 3}),
+                               kiln::Tensor::from_host(dev, std::span<const float>(six), {6, 3})});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().message, "size symbol ?n is 5 in input %x but 6 in input %t");
+}
+
+}  // namespace

@@ -65,3 +65,19 @@ def test_mark_dynamic_checks_its_axis():
     with pytest.raises(kiln.InvalidArgumentError, match="axis 5 is out of range"):
         t.mark_dynamic(5)
     assert t.mark_dynamic(-1) is t
+
+
+def test_a_graph_with_a_size_symbol_is_called_at_any_size(source_dir):
+    """examples/mlp_batch.kg declares %x : f32[?b=64,784]: any batch size may be bound."""
+    import os
+    graph = kiln.Graph(os.path.join(source_dir, "examples", "mlp_batch.kg"))
+    rng = np.random.default_rng(3)
+    w1, b1 = rng.standard_normal((784, 256)).astype(np.float32) * 0.05, rng.standard_normal(256).astype(np.float32)
+    w2, b2 = rng.standard_normal((256, 10)).astype(np.float32) * 0.05, rng.standard_normal(10).astype(np.float32)
+    for b in (64, 5, 1, 130):
+        x = rng.standard_normal((b, 784)).astype(np.float32)
+        y = graph(x=x, W1=w1, b1=b1, W2=w2, b2=b2)["y"]
+        want = np.maximum(x.astype(np.float64) @ w1 + b1, 0) @ w2 + b2
+        assert_close(y, want, np.float32, scale=20)
+    with pytest.raises(kiln.Error, match="is declared f32"):
+        graph(x=np.zeros((5, 783), np.float32), W1=w1, b1=b1, W2=w2, b2=b2)
