@@ -6,13 +6,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
+#include <optional>
 #include <unordered_map>
 
 #include "onnx/importer.h"
@@ -40,6 +36,15 @@ Expected<std::shared_ptr<const KgFile>> read_text(std::string text, std::string 
   return finish(std::move(file), std::move(kg));
 }
 
+// Where the input called `name` (a leading % allowed) is among the file's callable inputs.
+std::optional<size_t> input_position(const KgFile& file, std::string_view name) {
+  if (name.starts_with('%')) name.remove_prefix(1);
+  const size_t count = file.callable_inputs();
+  for (size_t i = 0; i < count; ++i)
+    if (file.kg.inputs[i].first == name) return i;
+  return std::nullopt;
+}
+
 // The file at the sizes of the tensors bound to its symbolic dimensions: `file` itself when they
 // are the file's, else the file read again at them (kept). A symbol given two sizes is an error.
 Expected<std::shared_ptr<const KgFile>> at_sizes_of(const std::shared_ptr<const KgFile>& file,
@@ -52,12 +57,9 @@ Expected<std::shared_ptr<const KgFile>> at_sizes_of(const std::shared_ptr<const 
   for (size_t i = 0; i < inputs.size() && i < count; ++i) {
     size_t at = i;
     if (!names.empty()) {
-      std::string_view name = names[i];
-      if (name.starts_with('%')) name.remove_prefix(1);
-      auto it = std::find_if(file->kg.inputs.begin(), file->kg.inputs.begin() + static_cast<std::ptrdiff_t>(count),
-                             [&](const ir::NamedNode& in) { return in.first == name; });
-      if (it == file->kg.inputs.begin() + static_cast<std::ptrdiff_t>(count)) continue;  // bind() says so
-      at = static_cast<size_t>(it - file->kg.inputs.begin());
+      std::optional<size_t> position = input_position(*file, names[i]);
+      if (!position) continue;  // bind() says so
+      at = *position;
     }
     const auto& [name, node] = file->kg.inputs[at];
     const Shape shape = inputs[i].shape();
@@ -115,13 +117,11 @@ Expected<std::vector<const Tensor*>> bind(const KgFile& file,
     if (!names.empty()) {
       std::string_view name = names[i];
       if (name.starts_with('%')) name.remove_prefix(1);
-      auto end = kg.inputs.begin() + static_cast<std::ptrdiff_t>(count);
-      auto it = std::find_if(kg.inputs.begin(), end,
-                             [&](const ir::NamedNode& in) { return in.first == name; });
-      if (it == end)
+      std::optional<size_t> position = input_position(file, name);
+      if (!position)
         return make_error(
             fmt::format("the graph has no input %{} (its inputs: {})", name, declared_inputs(file)));
-      at = static_cast<size_t>(it - kg.inputs.begin());
+      at = *position;
       if (bound[at]) return make_error(fmt::format("input %{} is bound twice", name));
     }
     bound[at] = &inputs[i];
@@ -163,13 +163,10 @@ std::unordered_map<const ir::Node*, const ir::Node*> copy_kg(
 Expected<std::shared_ptr<const KgFile>> read_kg_file(const std::string& path) {
   auto file = std::make_shared<KgFile>();
   if (std::filesystem::path(path).extension() != ".onnx") {
-    // Read here (not by ir::read_kg_file) to keep the text of a file with size symbols.
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return make_error(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in.bad()) return make_error(fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
-    return read_text(text.str(), path);
+    // The text is kept (not read by ir::read_kg_file) to read it again at other sizes.
+    auto text = ir::read_text_file(path);
+    if (!text) return std::unexpected(text.error());
+    return read_text(std::move(*text), path);
   }
   auto model = onnx::import_model_file(file->graph, path);
   if (!model) return make_error(fmt::format("{}: {}", path, model.error().message));

@@ -34,6 +34,8 @@ struct KgGraph {
 // (`reshape(%x, shape=[?b,8,8])`), which reads as its size.
 Expected<KgGraph> read_kg(Graph& g, std::string_view text, std::string_view filename,
                           const KgSizes* sizes = nullptr);
+// A file's bytes; a missing or unreadable file is an error naming the path.
+Expected<std::string> read_text_file(const std::string& path);
 // Reads a file; a missing or unreadable file is an error naming the path.
 Expected<KgGraph> read_kg_file(Graph& g, const std::string& path, const KgSizes* sizes = nullptr);
 

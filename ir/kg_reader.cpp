@@ -406,7 +406,7 @@ Expected<KgGraph> read_kg(Graph& g, std::string_view text, std::string_view file
   return Reader(g, filename, sizes).run(text);
 }
 
-Expected<KgGraph> read_kg_file(Graph& g, const std::string& path, const KgSizes* sizes) {
+Expected<std::string> read_text_file(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return make_error(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
   std::string text;
@@ -416,7 +416,13 @@ Expected<KgGraph> read_kg_file(Graph& g, const std::string& path, const KgSizes*
   int err = std::ferror(f) ? errno : 0;
   std::fclose(f);
   if (err) return make_error(fmt::format("cannot read '{}': {}", path, std::strerror(err)));
-  return read_kg(g, text, path, sizes);
+  return text;
+}
+
+Expected<KgGraph> read_kg_file(Graph& g, const std::string& path, const KgSizes* sizes) {
+  auto text = read_text_file(path);
+  if (!text) return std::unexpected(text.error());
+  return read_kg(g, *text, path, sizes);
 }
 
 }  // namespace kiln::ir

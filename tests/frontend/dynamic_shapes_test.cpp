@@ -21,7 +21,9 @@ using Settings = std::vector<std::pair<std::string, std::string>>;
 
 kiln::Device open_cpu(Settings extra) {
   Settings settings = {{"compilation.cache", "none"}, {"autotune.cache", "none"},
-                       {"autotune.enabled", "false"}};
+                       {"autotune.enabled", "false"},
+                       // The reference rates, so the plan (and the kernels counted) is the same on every CPU.
+                       {"cpu_rates", "reference"}};
   settings.insert(settings.end(), extra.begin(), extra.end());
   return kiln::Device::open("cpu", kiln::Options{.settings = settings, .use_config = false,
                                                  .config_dir = ""})
