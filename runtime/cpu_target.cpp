@@ -85,7 +85,7 @@ class CpuStream final : public Stream {
     const codegen::CpuKernelFn fn = k.code->fn;
     void* const* argv = pointers_.data();
     threads_.parallel_for(k.outer_extent, k.min_chunk,
-                          [&](int64_t b, int64_t e) { fn(argv, b, e); });
+                          [&](int64_t b, int64_t e) { fn(argv, b, e); }, k.code->chunks_per_thread);
     if (timed)
       times_.push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -162,6 +162,7 @@ std::optional<cache::Entry> CpuTarget::to_entry(const Artifact& artifact) const 
                     {"outer_extent", a.outer_extent},
                     {"min_chunk", static_cast<const CpuKernel&>(artifact).min_chunk},
                     {"dynamic_outer", a.dynamic_outer},
+                    {"chunks_per_thread", a.chunks_per_thread},
                     {"compile_ms", a.compile_ms}}
                    .dump();
   return e;
@@ -174,9 +175,12 @@ Expected<CpuEntry> read_cpu_entry(const cache::Entry& e) {
     CpuEntry out{meta.at("symbol").get<std::string>(), meta.at("outer_extent").get<int64_t>(),
                  meta.at("min_chunk").get<int64_t>()};
     if (meta.contains("dynamic_outer")) out.dynamic_outer = meta.at("dynamic_outer").get<bool>();
+    if (meta.contains("chunks_per_thread")) out.chunks_per_thread = meta.at("chunks_per_thread").get<int>();
     if (out.symbol.empty()) return make_error("its symbol is empty");
     if (out.outer_extent < 0) return make_error(fmt::format("its outer extent is {}", out.outer_extent));
     if (out.min_chunk < 1) return make_error(fmt::format("its chunk is {}", out.min_chunk));
+    if (out.chunks_per_thread < 0)
+      return make_error(fmt::format("its chunks per thread are {}", out.chunks_per_thread));
     if (e.value.empty()) return make_error("it holds no object code");
     return out;
   } catch (const json::exception& x) {
@@ -198,6 +202,7 @@ Expected<std::shared_ptr<const Artifact>> CpuTarget::from_entry(const cache::Ent
     code->outer_extent = stored->outer_extent;
   }
   code->dynamic_outer = stored->dynamic_outer;
+  code->chunks_per_thread = stored->chunks_per_thread;
   code->llvm_ir = e.source;
   code->compile_ms = 0;
   return std::make_shared<const CpuKernel>(std::move(code), stored->min_chunk);
@@ -209,8 +214,13 @@ Expected<std::vector<ArtifactForm>> CpuTarget::forms(const Artifact& artifact, c
 
 Expected<autotune::TuneDecision> CpuTarget::tune(const kir::Kernel& kernel, autotune::Level level,
                                                  double roofline_ms) {
-  autotune::ParallelFor pf = [this](int64_t n, const std::function<void(int64_t, int64_t)>& chunk) {
-    threads_.parallel_for(n, 1, chunk);
+  // Candidates run cut as the device runs the kernel (a matrix-vector product's stripes are
+  // timed as they will run); their compiles share the same cut.
+  const int per_thread = codegen::CpuBackend::chunks_per_thread(kernel, kir::analyze_kernel(kernel),
+                                                                codegen::CheckMode::none);
+  autotune::ParallelFor pf = [this, per_thread](int64_t n,
+                                                const std::function<void(int64_t, int64_t)>& chunk) {
+    threads_.parallel_for(n, 1, chunk, per_thread);
   };
   return autotune::tune_cpu_kernel(*backend_, pf, kernel, level, roofline_ms);
 }

@@ -104,10 +104,11 @@ void ThreadPool::worker_loop() {
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
-                              const std::function<void(int64_t, int64_t)>& fn) {
+                              const std::function<void(int64_t, int64_t)>& fn, int chunks_per_thread) {
   if (n <= 0) return;
+  if (chunks_per_thread <= 0) chunks_per_thread = kChunksPerThread;
   int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(1, min_chunk));
-  int chunks = static_cast<int>(std::min<int64_t>(int64_t{size()} * kChunksPerThread, max_chunks));
+  int chunks = static_cast<int>(std::min<int64_t>(int64_t{size()} * chunks_per_thread, max_chunks));
   if (chunks <= 1 || workers_.empty()) {
     fn(0, n);
     return;

@@ -22,8 +22,11 @@ class ThreadPool {
   // Runs fn(begin, end) over [0, n) in contiguous chunks of at least `min_chunk` (at most
   // kChunksPerThread per thread), which the caller and the workers claim one at a time: a worker
   // that wakes late (a sleeping thread took 30-50 µs to wake on a VM) leaves its chunks to the
-  // others instead of holding the job up. Returns when every chunk is done.
-  void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
+  // others instead of holding the job up. Returns when every chunk is done. A kernel whose
+  // chunks read longer runs of memory when they are fewer (a matrix-vector product's column
+  // stripes) asks for fewer chunks per thread; 0 means kChunksPerThread.
+  void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn,
+                    int chunks_per_thread = 0);
   static constexpr int kChunksPerThread = 4;
 
   // Every core: std::thread::hardware_concurrency() (at least 1). KILN_NUM_THREADS is read at

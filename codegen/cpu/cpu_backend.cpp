@@ -262,6 +262,7 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   cpu::EmitOptions options{art->symbol, impl_->cpu, cpu_features(), params, mode, facts};
   art->outer_extent = cpu::parallel_extent(kernel, options);
   art->dynamic_outer = kernel.dynamic_outer;
+  art->chunks_per_thread = cpu::chunks_per_thread(kernel, *facts, mode);
   if (Expected<llvm::Function*> fn = cpu::emit_kernel(kernel, options, *module); !fn)
     return std::unexpected(fn.error());
   std::string problems;
@@ -323,6 +324,11 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::load(const std::vector<
   }
   art->compile_ms = ms_since(start);
   return art;
+}
+
+int CpuBackend::chunks_per_thread(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                                  CheckMode check) {
+  return cpu::chunks_per_thread(kernel, facts, check);
 }
 
 bool CpuBackend::serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,

@@ -30,6 +30,10 @@ struct CpuArtifact {
   int64_t outer_extent = 1;  // fn's range: cpu::parallel_extent (rows, or a gemv's column blocks)
   // Compiled from a dynamic kernel (kir::Kernel::dynamic_outer): fn serves every outer extent.
   bool dynamic_outer = false;
+  // Chunks of [0, outer_extent) per thread that the caller should cut the range into: 0, as
+  // many as balance best (support::ThreadPool's default); 1 for a matrix-vector product, whose
+  // chunks are column stripes that read each row of the matrix in one run (cpu::chunks_per_thread).
+  int chunks_per_thread = 0;
   double compile_ms = 0;
   // The relocatable object code of the kernel's module (what the persistent cache stores): a
   // later process on the same CPU, features and LLVM version loads it with CpuBackend::load.
@@ -75,9 +79,11 @@ class CpuBackend {
   // serves every extent of its outer axis (cpu::serves_any_outer_extent).
   static bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
                                       CheckMode check);
+  // CpuArtifact::chunks_per_thread of the code compile() makes of `kernel` (cpu::chunks_per_thread).
+  static int chunks_per_thread(const kir::Kernel& kernel, const kir::KernelFacts& facts, CheckMode check);
   // Everything besides the kernel that changes the object code, for cache keys.
   std::string llvm_version() const;      // e.g. "19.1.7"
-  static constexpr const char* kCodegenVersion = "kiln-cpu-7";  // bump when emission changes
+  static constexpr const char* kCodegenVersion = "kiln-cpu-8";  // bump when emission changes
   // The CPU compiled for and its feature string (e.g. "znver3", "+avx2,+fma,..."; for a named
   // target, that CPU and its features), part of cache keys.
   std::string cpu_name() const;

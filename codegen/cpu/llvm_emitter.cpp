@@ -853,6 +853,13 @@ int64_t parallel_extent(const kir::Kernel& kernel, const EmitOptions& options) {
   return kernel.outer_extent();
 }
 
+int chunks_per_thread(const kir::Kernel& kernel, const kir::KernelFacts& facts, CheckMode check) {
+  if (check != CheckMode::none) return 0;
+  if (std::optional<MatmulPattern> mm = matmul_of(facts))
+    if (gemv_column_blocks(kernel, *mm)) return 1;
+  return 0;
+}
+
 bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
                              CheckMode check) {
   // Checked code bounds every access by the buffers' lengths.

@@ -49,8 +49,10 @@ Tile tile_for(const EmitOptions& opt, int64_t n) {
 constexpr int64_t kAlign = 64;
 // The matrix-vector path's accumulators per span, all rows together: 32 KiB, within L1.
 constexpr int64_t kGemvSpanFloats = 8192;
-// Rows of b (consecutive k) each pass of the matrix-vector path reads together.
-constexpr int64_t kGemvKRows = 4;
+// Rows of b (consecutive k) each pass of the matrix-vector path reads together: 8 for one or two
+// rows of a (more prefetch streams at once: a 4096 x 4096 W read 10% faster than with 4), 4 for
+// more, whose M x rows values of a would not stay in registers.
+int64_t gemv_k_rows(int64_t m) { return m <= 2 ? 8 : 4; }
 // Packed B columns per block: about what stays in a core's L2 next to the A sliver.
 constexpr int64_t kBlockBytes = 512 * 1024;
 
@@ -347,8 +349,9 @@ Expected<void> MatmulEmitter::gemv() {
             vectorize_hints(ctx_, opt_.params.vector_width, 0));
       });
     };
-    const int64_t grouped = p_.k_extent / kGemvKRows * kGemvKRows;
-    Expected<void> ks = ks_from(i64(0), i64(grouped), kGemvKRows, "gk4");
+    const int64_t rows = gemv_k_rows(m);
+    const int64_t grouped = p_.k_extent / rows * rows;
+    Expected<void> ks = ks_from(i64(0), i64(grouped), rows, "gkr");
     if (ks) ks = ks_from(i64(grouped), i64(p_.k_extent), 1, "gk");
     if (!ks) return ks;
     for (int64_t r = 0; r < m; ++r) {

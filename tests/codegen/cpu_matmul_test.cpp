@@ -150,14 +150,17 @@ TEST(CpuMatmul, EveryTileWidth) {
 }
 
 // At most kGemvMaxRows rows and unit batch axes: the matrix-vector path, whose range counts
-// blocks of kGemvBlockColumns columns (run_kernel also runs it in uneven chunks of blocks).
-size_t gemv_blocks(const Shape& as, const Shape& bs) {
+// blocks of kGemvBlockColumns columns (run_kernel also runs it in uneven chunks of blocks), run
+// one stripe of blocks per thread (chunks_per_thread 1); the tiled path's rows run in the pool's
+// balanced chunks (0). Returns the range and the chunks per thread.
+std::pair<size_t, int> gemv_blocks(const Shape& as, const Shape& bs) {
   Graph f;
   const Node* a = f.in(as, "a");
   const Node* b = f.in(bs, "b");
   auto art = backend().compile(lower({must(f.b.matmul(a, b))}, {a, b}), {});
   EXPECT_TRUE(art.has_value()) << art.error().message;
-  return art ? static_cast<size_t>((*art)->outer_extent) : 0;
+  if (!art) return {0, -1};
+  return {static_cast<size_t>((*art)->outer_extent), (*art)->chunks_per_thread};
 }
 
 TEST(CpuMatmul, MatrixVectorProductsRunOverColumnBlocks) {
@@ -171,11 +174,11 @@ TEST(CpuMatmul, MatrixVectorProductsRunOverColumnBlocks) {
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::PrintToString(c.a) + " @ " + ::testing::PrintToString(c.b));
     check_plain(c.a, c.b);
-    EXPECT_EQ(gemv_blocks(c.a, c.b), c.blocks);
+    EXPECT_EQ(gemv_blocks(c.a, c.b), std::make_pair(c.blocks, 1));
   }
   // Five rows, or a batch of two, take the tiled path over rows.
-  EXPECT_EQ(gemv_blocks({5, 9}, {9, 70}), 5u);
-  EXPECT_EQ(gemv_blocks({2, 1, 9}, {9, 70}), 2u);
+  EXPECT_EQ(gemv_blocks({5, 9}, {9, 70}), std::make_pair(size_t{5}, 0));
+  EXPECT_EQ(gemv_blocks({2, 1, 9}, {9, 70}), std::make_pair(size_t{2}, 0));
   for (int lanes : {4, 8, 16}) {
     SCOPED_TRACE(lanes);
     check_plain({2, 77}, {77, 333}, TuneParams{lanes, 0});

@@ -61,6 +61,22 @@ TEST(ThreadPool, BackToBackAndAfterSleepJobsRunEveryChunkOnce) {
   }
 }
 
+// A kernel that asks for one chunk per thread (a matrix-vector product's column stripes) gets at
+// most one per thread, still covering the range once.
+TEST(ThreadPool, OneChunkPerThreadWhenAsked) {
+  support::ThreadPool pool(3);
+  for (int64_t n : {1, 2, 3, 64, 1000}) {
+    std::vector<std::atomic<int>> hits(n);
+    std::atomic<int> calls{0};
+    pool.parallel_for(n, 1, [&](int64_t b, int64_t e) {
+      ++calls;
+      for (int64_t i = b; i < e; ++i) ++hits[i];
+    }, 1);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i], 1) << "n=" << n << " i=" << i;
+    EXPECT_EQ(calls, std::min<int64_t>(n, 3)) << "n=" << n;
+  }
+}
+
 TEST(ThreadPool, MinChunkKeepsSmallRangesOnOneThread) {
   support::ThreadPool pool(4);
   std::atomic<int> calls{0};

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "ir/builder.h"
+#include "passes/lower.h"
 #include "runtime/config.h"
 #include "runtime/executor.h"
 #include "runtime/cpu_target.h"
@@ -198,6 +199,44 @@ TEST_F(CheckModeCacheTest, KernelDigestsDifferPerMode) {
     EXPECT_EQ(again->digest, got->digest);
   }
   EXPECT_EQ(digests.size(), 3u);
+}
+
+// A matrix-vector product's kernel runs one stripe of columns per thread; the cache entry keeps
+// that (a kernel loaded from it runs as compiled), and an entry that says a negative count is
+// refused with what is wrong.
+TEST_F(CheckModeCacheTest, AMatrixVectorKernelKeepsItsChunksPerThreadInTheCache) {
+  auto target = CpuTarget::create({});
+  ASSERT_TRUE(target.has_value()) << target.error().message;
+  ir::Graph g;
+  ir::Builder b(g);
+  const ir::Node* x = g.input(DType::f32, {1, 96}, "x");
+  const ir::Node* w = g.input(DType::f32, {96, 200}, "w");
+  passes::FusedGroup group;
+  group.nodes = {must(b.matmul(x, w))};
+  group.outputs = group.nodes;
+  group.inputs = {x, w};
+  auto lowered = passes::lower_group(group, "gemv");
+  ASSERT_TRUE(lowered.has_value()) << lowered.error().message;
+  const kir::Kernel& k = lowered->kernel;
+  auto art = (*target)->compile(k, kir::analyze_kernel(k), codegen::TuneParams{}, CheckMode::none, false);
+  ASSERT_TRUE(art.has_value()) << art.error().message;
+  std::optional<cache::Entry> entry = (*target)->to_entry(**art);
+  ASSERT_TRUE(entry.has_value());
+  auto stored = read_cpu_entry(*entry);
+  ASSERT_TRUE(stored.has_value()) << stored.error().message;
+  EXPECT_EQ(stored->chunks_per_thread, 1);
+  EXPECT_EQ(stored->outer_extent, 4);  // 200 columns in blocks of 64
+  auto loaded = (*target)->from_entry(*entry, true);
+  ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
+  EXPECT_EQ(read_cpu_entry(*(*target)->to_entry(**loaded))->chunks_per_thread, 1);
+  cache::Entry bad = *entry;
+  const std::string field = "\"chunks_per_thread\":1";
+  ASSERT_NE(bad.metadata.find(field), std::string::npos) << bad.metadata;
+  bad.metadata.replace(bad.metadata.find(field), field.size(), "\"chunks_per_thread\":-2");
+  auto refused = read_cpu_entry(bad);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("chunks per thread are -2"), std::string::npos)
+      << refused.error().message;
 }
 
 TEST_F(CheckModeCacheTest, PlansOfOneModeAreNotServedToAnother) {
