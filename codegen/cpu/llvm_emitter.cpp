@@ -68,6 +68,9 @@ constexpr int64_t kMinVectorTrips = 8;
 
 // A cache line: where a streaming output's vector stores start (streaming_stores.h).
 constexpr int64_t kLineBytes = 64;
+// Iterations of a row-filling reduction per block that prefetches the next row (a 1 KiB f32
+// block: 16 lines; 2 cores streaming softmax's 4096 x 4096 rows: 7.2 ms -> 5.6 in a C model).
+constexpr int64_t kPrefetchBlock = 256;
 
 class KernelEmitter {
  public:
@@ -94,6 +97,8 @@ class KernelEmitter {
   Expected<Value*> emit_uncached(const Expr* e, Scope* s);
   Expected<Value*> emit_load(const Expr* e, Scope* s);
   Expected<Value*> emit_reduce(const Expr* e, Scope* s);
+  std::vector<int32_t> next_row_inputs(const Expr* reduce) const;
+  void prefetch_next_row(const std::vector<int32_t>& bufs, Value* column);
   Expected<Value*> emit_scan(const Expr* e, Scope* s);
   Expected<Value*> emit_select_scan(const Expr* e, Scope* s);
   // Before the innermost loop of each row: every scan's accumulator starts at 0.
@@ -425,10 +430,16 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
   llvm::AllocaInst* idx = is_arg ? entry_alloca(b_.getInt32Ty()) : nullptr;
   // A long float sum folds blocks (codegen/sum_blocks.h): `acc` sums one block, `total` (f64) the
   // blocks' sums.
-  const SumBlocks blocks = e->reduce_op == kir::ReduceOp::Sum && ir::is_float(bt)
-                               ? sum_blocks(e->rextents)
-                               : SumBlocks{};
-  llvm::AllocaInst* total = blocks.level >= 0 ? entry_alloca(b_.getDoubleTy()) : nullptr;
+  const bool float_sum = e->reduce_op == kir::ReduceOp::Sum && ir::is_float(bt);
+  SumBlocks blocks = float_sum ? sum_blocks(e->rextents) : SumBlocks{};
+  // A reduction that fills a reused row (row_reuse.h) runs in blocks that prefetch the next
+  // row's inputs: the row's later passes compute from the kept row and read no memory, so
+  // without it the next row's read waits until they end (prefetch_next_row).
+  const std::vector<int32_t> prefetched =
+      row_fills_.count(e) && blocks.level < 0 ? next_row_inputs(e) : std::vector<int32_t>{};
+  if (!prefetched.empty()) blocks = SumBlocks{0, kPrefetchBlock};
+  llvm::AllocaInst* total =
+      blocks.level >= 0 && float_sum ? entry_alloca(b_.getDoubleTy()) : nullptr;
   insert_at(s);
   if (total)
     b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), 0.0), total);
@@ -448,8 +459,9 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
                               fmt::format("r{}.block", e->rvars[r]));
       opened.push_back(block_scope);
       insert_at(block_scope);
-      b_.CreateStore(*init, acc);
+      if (total) b_.CreateStore(*init, acc);
       start = b_.CreateNSWMul(block_scope->iv, b_.getInt64(blocks.block));
+      if (!prefetched.empty()) prefetch_next_row(prefetched, start);
       end = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin,
                                      b_.CreateNSWAdd(start, b_.getInt64(blocks.block)), end);
       inner = block_scope;
@@ -485,7 +497,7 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
     var_scope_.erase(rv);
     var_value_.erase(rv);
   }
-  if (block_scope) {  // after the block's loops: total += the block's sum
+  if (total) {  // after the block's loops: total += the block's sum
     block_scope->cursor = loops_[first_in_block->loop].exit;
     insert_at(block_scope);
     Value* part = b_.CreateFPExt(b_.CreateLoad(body_ty, acc), b_.getDoubleTy());
@@ -499,6 +511,48 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
       total ? b_.CreateFPTrunc(b_.CreateLoad(b_.getDoubleTy(), total), body_ty)
             : static_cast<Value*>(b_.CreateLoad(body_ty, acc));
   return emit_cast(b_, result, bt, e->dtype);
+}
+
+// The input buffers whose next row a row-filling reduction should prefetch: those shaped like the
+// domain (C-ordered, so the point after the current row's last is the next row's first), when
+// the reduction runs along the innermost axis once per row of at least two blocks, in unchecked
+// code (a checked kernel touches nothing it is not sure of).
+std::vector<int32_t> KernelEmitter::next_row_inputs(const Expr* reduce) const {
+  const size_t rank = k_.domain.size();
+  if (opt_.check != CheckMode::none || rank < 2 || reduce->rvars.size() != 1 ||
+      reduce->rextents[0] != k_.domain.back() || reduce->rextents[0] < 2 * kPrefetchBlock)
+    return {};
+  for (size_t d = 0; d + 1 < rank; ++d)
+    if (!var_value_.count(static_cast<int32_t>(d))) return {};
+  std::vector<int32_t> bufs;
+  for (size_t i = 0; i < k_.params.size(); ++i)
+    if (!k_.params[i].output && k_.params[i].shape == k_.domain)
+      bufs.push_back(static_cast<int32_t>(i));
+  return bufs;
+}
+
+// Prefetches (into L1) the lines of kPrefetchBlock elements from `column` of the row after the
+// current one, in each of `bufs`. The row after a chunk's last is prefetched too: a prefetch
+// never faults, and the address is computed without an inbounds claim.
+void KernelEmitter::prefetch_next_row(const std::vector<int32_t>& bufs, Value* column) {
+  const size_t rank = k_.domain.size();
+  Value* row = b_.getInt64(0);
+  for (size_t d = 0; d + 1 < rank; ++d)
+    row = b_.CreateAdd(b_.CreateMul(row, b_.getInt64(k_.domain[d])),
+                       var_value_.at(static_cast<int32_t>(d)));
+  Value* next = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(row, b_.getInt64(1)),
+                                          b_.getInt64(k_.domain.back())),
+                             column);
+  llvm::Function* prefetch =
+      llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::prefetch, {b_.getPtrTy()});
+  for (int32_t buf : bufs) {
+    const int64_t size = ir::dtype_size(k_.params[static_cast<size_t>(buf)].dtype);
+    Value* base = b_.CreateGEP(b_.getInt8Ty(), buffers_[static_cast<size_t>(buf)],
+                               b_.CreateMul(next, b_.getInt64(size)));
+    for (int64_t at = 0; at < kPrefetchBlock * size; at += kLineBytes)
+      b_.CreateCall(prefetch, {b_.CreateGEP(b_.getInt8Ty(), base, b_.getInt64(at)), b_.getInt32(0),
+                               b_.getInt32(3), b_.getInt32(1)});
+  }
 }
 
 void KernelEmitter::init_scans(Scope* row) {

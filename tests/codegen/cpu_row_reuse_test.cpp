@@ -87,11 +87,14 @@ TEST(CpuRowReuse, OnlyTheSameCostlyValueOverTheSameRow) {
 }
 
 // Two reused values from two reductions (softmax plus tanh(x) * sum tanh), in f32 and f64, odd
-// row lengths, against a double loop (run_kernel also runs uneven chunks of rows).
+// row lengths, against a double loop (run_kernel also runs uneven chunks of rows). Rows of at
+// least two prefetch blocks (700: two blocks of 256 and a tail) fill in blocks that prefetch the
+// next row; short ones (37) do not.
 TEST(CpuRowReuse, TwoReusedValuesMatchTheLoop) {
-  for (DType t : {DType::f32, DType::f64}) {
-    SCOPED_TRACE(ir::dtype_name(t));
-    RowKernel k{5, 37, t};
+  for (auto [t, cols] : {std::pair{DType::f32, int64_t{37}}, std::pair{DType::f64, int64_t{37}},
+                         std::pair{DType::f32, int64_t{700}}, std::pair{DType::f64, int64_t{700}}}) {
+    SCOPED_TRACE(std::string(ir::dtype_name(t)) + " x " + std::to_string(cols));
+    RowKernel k{5, cols, t};
     const Expr* mx = k.reduce(ReduceOp::Max, k.x(2), 2, k.cols);
     auto shifted_exp = [&](int32_t v) { return k.un(Alu::Exp, k.bin(Alu::Sub, k.x(v), mx)); };
     const Expr* sum = k.reduce(ReduceOp::Sum, shifted_exp(3), 3, k.cols);
@@ -100,6 +103,9 @@ TEST(CpuRowReuse, TwoReusedValuesMatchTheLoop) {
                               k.bin(Alu::Mul, k.un(Alu::Tanh, k.x(1)), tsum));
     kir::Kernel kernel = k.kernel(value);
     ASSERT_EQ(kir::find_row_reuse(kernel).size(), 2u);
+    auto art = backend().compile(kernel, {});
+    ASSERT_TRUE(art.has_value()) << art.error().message;
+    EXPECT_EQ((*art)->llvm_ir.find("@llvm.prefetch") != std::string::npos, cols == 700);
     std::vector<double> x;
     for (int64_t j = 0; j < k.rows * k.cols; ++j)
       x.push_back(static_cast<float>(std::sin(j * 0.7) * 3 + (j / k.cols)));
