@@ -154,6 +154,39 @@ TEST(CpuBackend, SumOverContiguousAxisVectorizes) {
   }
 }
 
+// A point that is a chain of 75 dependent operations (small_ops' shape: x = relu(x * c + d),
+// repeated) runs 4 vectors at once by default: with 4 lanes forced, the vector loop steps 16
+// points. The values equal a scalar loop's (run_kernel also checks uneven chunks), at a size
+// with a remainder.
+TEST(CpuBackend, ADeepChainRunsSeveralVectorsAtOnce) {
+  auto a = std::make_shared<kir::ExprArena>();
+  const kir::Expr* v = a->load(0, DType::f32, a->var(0));
+  for (int i = 0; i < 25; ++i) {
+    v = a->alu(Alu::Mul, DType::f32, {v, a->constant(DType::f32, 1.0001)});
+    v = a->alu(Alu::Add, DType::f32, {v, a->constant(DType::f32, i % 2 ? 0.0001 : -0.0002)});
+    v = a->alu(Alu::Max, DType::f32, {v, a->constant(DType::f32, 0.0)});
+  }
+  const int64_t n = 515;
+  kir::Kernel k = make_kernel("chain", {in_param(DType::f32, {n}), out_param(DType::f32, {n})}, {n},
+                              a, {{1, a->var(0), v}});
+  auto art = backend().compile(k, TuneParams{.vector_width = 4, .unroll = 0});
+  ASSERT_TRUE(art.has_value()) << art.error().message;
+  EXPECT_NE((*art)->llvm_ir.find("add nuw i64 %index, 16"), std::string::npos) << (*art)->llvm_ir;
+  std::vector<double> x;
+  for (int64_t j = 0; j < n; ++j) x.push_back(static_cast<double>(j % 13) * 0.25 - 1);
+  auto out = run_kernel(k, {Buffer(DType::f32, x)}, TuneParams{.vector_width = 4, .unroll = 0});
+  ASSERT_EQ(out.size(), 2u);
+  for (int64_t j = 0; j < n; ++j) {
+    float want = static_cast<float>(x[static_cast<size_t>(j)]);
+    for (int i = 0; i < 25; ++i) {
+      want = want * 1.0001f;
+      want = want + (i % 2 ? 0.0001f : -0.0002f);
+      want = std::max(want, 0.0f);
+    }
+    ASSERT_EQ(out[1].get(j), want) << j;
+  }
+}
+
 TEST(CpuBackend, TuneParamsBecomeLoopMetadata) {
   kir::Kernel k = elementwise_f32(1000, Alu::Exp);
   auto a4 = backend().compile(k, TuneParams{.vector_width = 4, .unroll = 1});
