@@ -716,8 +716,6 @@ Expected<Value*> KernelEmitter::aligned_start(const kir::Store& st, Scope* s, Va
   return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(lo, head), hi);
 }
 
-// vectorize.width / interleave.count on loops with no loop inside (the only ones the vectorizer
-// considers; metadata on outer loops would only produce "not vectorized" remarks).
 // Whether some store's value is a chain of at least kDeepChain dependent operations.
 bool KernelEmitter::deep_chain() const {
   std::unordered_map<const Expr*, int> depth;
@@ -731,6 +729,8 @@ bool KernelEmitter::deep_chain() const {
   });
 }
 
+// vectorize.width / interleave.count on loops with no loop inside (the only ones the vectorizer
+// considers; metadata on outer loops would only produce "not vectorized" remarks).
 void KernelEmitter::add_loop_metadata() {
   const TuneParams& p = opt_.params;
   const bool deep = p.unroll == 0 && deep_chain();
