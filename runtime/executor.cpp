@@ -138,7 +138,9 @@ codegen::TuneParams Executor::schedule(const kir::Kernel& kernel, int* tuned) {
 
 namespace {
 // The smallest power of two at least n (n >= 1).
-int64_t bucket_of(int64_t n) { return int64_t{1} << std::bit_width(static_cast<uint64_t>(std::max<int64_t>(n, 1) - 1)); }
+int64_t bucket_of(int64_t n) {
+  return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(n, 1))));
+}
 }  // namespace
 
 std::optional<int64_t> Executor::dynamic_choice(const kir::Kernel& kernel, const kir::KernelFacts& facts,
