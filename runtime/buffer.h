@@ -66,7 +66,8 @@ class Buffer {
   std::function<void()> release_;  // external memory: hands it back to its owner
 };
 
-// Size-bucketed free lists of 64-byte-aligned blocks. Thread-safe.
+// Size-bucketed free lists of 64-byte-aligned blocks. Thread-safe. Blocks of 4 MiB and more are
+// mapped on their own with huge pages advised, so a fresh large output faults in 2 MiB at a time.
 //
 // An allocation the system cannot meet (DESIGN.md §7) first returns the pool's cached free blocks
 // to the system and tries again; if that fails too it is an error naming what it was for (`what`,
@@ -100,7 +101,8 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   BufferPool(PersistentMemory mode, std::string device) : mode_(mode), device_(std::move(device)) {}
   Expected<std::shared_ptr<Buffer>> allocate_persistent(ir::DType dtype, const ir::Shape& shape,
                                                         std::string_view what);
-  // aligned_alloc, and once more after trim() when it fails; null when both fail.
+  // aligned_alloc, or for blocks of 4 MiB and more a 2 MiB-aligned mapping with huge pages
+  // advised; once more after trim() when it fails; null when both fail.
   std::byte* system_alloc(size_t capacity);
   void trim();  // returns every cached free block to the system
   PersistentMemory mode_;

@@ -61,6 +61,9 @@ struct RunStats {
   // time of its parallel loop; CUDA: events; Vulkan: timestamp queries) and summed; 0 otherwise
   // and on reference.
   double device_ms = 0;
+  // With DeviceOptions::time_kernels: the minor page faults the process took while the plan ran
+  // (fresh memory touched for the first time: a first run's outputs), or -1 where not counted.
+  int64_t page_faults = -1;
   bool plan_cache_hit = false;
   std::string plan_source;    // "memory" (this process), "disk" (an earlier process) or "built"
   int cache_hits = 0;         // kernels linked from the persistent cache during this request

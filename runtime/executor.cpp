@@ -2,6 +2,8 @@
 // stream pool, and execute().
 #include "runtime/executor.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -21,6 +23,12 @@ namespace kiln::runtime {
 namespace {
 double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// The process's minor page faults so far (every thread's), or -1 when the OS does not say.
+int64_t minor_page_faults() {
+  rusage u{};
+  return getrusage(RUSAGE_SELF, &u) == 0 ? static_cast<int64_t>(u.ru_minflt) : -1;
 }
 }  // namespace
 
@@ -395,6 +403,7 @@ Expected<std::vector<std::shared_ptr<Buffer>>> Executor::execute(
   if (!stream) return make_error(fmt::format("{}: {}", name_, stream.error().message));
   Realize r;
   r.time_kernels = stats != nullptr && options_.time_kernels;
+  const int64_t faults_before = r.time_kernels ? minor_page_faults() : -1;
   if (donated && !donated->empty() && target_->host_memory()) {
     r.donated.assign((*plan)->slots.size(), false);
     for (size_t s = 0; s < (*plan)->slots.size(); ++s)
@@ -413,7 +422,11 @@ Expected<std::vector<std::shared_ptr<Buffer>>> Executor::execute(
     stats->upload_bytes = r.up;
     stats->download_bytes = r.down;
     stats->device_ms = r.kernel_ms;
+    stats->page_faults = -1;
     if (r.time_kernels) {
+      if (faults_before >= 0)
+        if (const int64_t after = minor_page_faults(); after >= 0)
+          stats->page_faults = after - faults_before;
       const passes::DeviceRates& rates = device_rates();
       stats->bandwidth = rates.bandwidth;
       stats->compute_rate = rates.compute_rate;

@@ -62,7 +62,9 @@ void print_kernel_profile(const runtime::RunStats& s, int repeat) {
   }
 }
 
-void print_stats(const runtime::RunStats& s, const runtime::RunStats& last, int repeat) {
+void print_stats(const RepeatedRun& ran, int repeat) {
+  const runtime::RunStats& s = ran.stats;
+  const runtime::RunStats& last = ran.last;
   fmt::print("kernels: {} launched, {} compiled\n", s.kernels, s.compiled);
   if (s.tuned > 0) fmt::print("autotune: {} kernel{} tuned\n", s.tuned, s.tuned == 1 ? "" : "s");
   if (!s.plan_source.empty())
@@ -83,6 +85,17 @@ void print_stats(const runtime::RunStats& s, const runtime::RunStats& last, int 
                s.download_bytes,
                repeat > 1 ? fmt::format(" (last run: {} to the device)", last.upload_bytes) : "");
   fmt::print("run: {:.3f} ms{}\n", s.run_ms, repeat > 1 ? fmt::format(" (median of {})", repeat) : "");
+  // The first run against the steady state: fresh outputs are faulted in (compilation is not in
+  // either time).
+  if (repeat > 1)
+    fmt::print("first run: {:.3f} ms, {:.2f}x the median{}\n", ran.first_run_ms,
+               s.run_ms > 0 ? ran.first_run_ms / s.run_ms : 0.0,
+               ran.first_page_faults >= 0
+                   ? fmt::format("; page faults: {} in the first run, {} in the median", ran.first_page_faults,
+                                 ran.median_page_faults)
+                   : "");
+  else if (ran.first_page_faults >= 0)
+    fmt::print("page faults: {}\n", ran.first_page_faults);
   if (s.device_ms > 0)
     fmt::print("device: {:.3f} ms in kernels{}\n", s.device_ms,
                repeat > 1 ? fmt::format(" (median of {})", repeat) : "");
@@ -92,7 +105,8 @@ void print_stats(const runtime::RunStats& s, const runtime::RunStats& last, int 
   print_kernel_profile(s, repeat);
 }
 
-Expected<void> write_stats_json(const std::string& path, const runtime::RunStats& s) {
+Expected<void> write_stats_json(const std::string& path, const RepeatedRun& ran) {
+  const runtime::RunStats& s = ran.stats;
   nlohmann::json j;
   j["kernels"] = s.kernels;
   j["compiled"] = s.compiled;
@@ -100,6 +114,8 @@ Expected<void> write_stats_json(const std::string& path, const runtime::RunStats
   j["compile_ms"] = s.compile_ms;
   j["plan_ms"] = s.plan_ms;
   j["run_ms"] = s.run_ms;
+  j["first_run_ms"] = ran.first_run_ms;
+  j["page_faults"] = {{"first_run", ran.first_page_faults}, {"median_run", ran.median_page_faults}};
   j["device_ms"] = s.device_ms;
   j["key_ms"] = s.key_ms;
   j["lookup_ms"] = s.lookup_ms;
@@ -174,7 +190,6 @@ int run_command(const RunOptions& o) {
 
   auto ran = run_repeated(**device, g, outputs, *bindings, o.repeat);
   if (!ran) return report_error(ran.error().message);
-  const runtime::RunStats& first = ran->stats;
   const std::vector<std::shared_ptr<runtime::Buffer>>& results = ran->results;
 
   if (!o.out_dir.empty()) {
@@ -191,9 +206,9 @@ int run_command(const RunOptions& o) {
       return report_error(w.error().message);
     }
   }
-  if (o.stats) print_stats(first, ran->last, o.repeat);
+  if (o.stats) print_stats(*ran, o.repeat);
   if (!o.stats_json.empty())
-    if (auto w = write_stats_json(o.stats_json, first); !w) return report_error(w.error().message);
+    if (auto w = write_stats_json(o.stats_json, *ran); !w) return report_error(w.error().message);
   return 0;
 }
 

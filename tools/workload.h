@@ -47,10 +47,14 @@ Expected<runtime::Bindings> bind_inputs(runtime::Device& device, const ir::KgGra
 
 // `outputs` realized `repeat` times (at least once): the first run's statistics with each time
 // (run, device, key, lookup, every kernel's) the median over the runs, the last run's statistics,
-// and the last run's results.
+// and the last run's results; the first run's own run time and page faults, and the median run's
+// page faults.
 struct RepeatedRun {
   runtime::RunStats stats;
   runtime::RunStats last;
+  double first_run_ms = 0;
+  int64_t first_page_faults = -1;
+  int64_t median_page_faults = -1;
   std::vector<std::shared_ptr<runtime::Buffer>> results;
 };
 Expected<RepeatedRun> run_repeated(runtime::Device& device, ir::Graph& g,

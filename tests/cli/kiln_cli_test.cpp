@@ -103,6 +103,11 @@ TEST_F(KilnCli, StatsGiveTheKernelsDeviceTime) {
   EXPECT_NE(cpu.out.find("overhead: key "), std::string::npos) << cpu.out;
   EXPECT_GT(c["key_ms"].get<double>(), 0.0);
   EXPECT_GE(c["lookup_ms"].get<double>(), 0.0);
+  // The first run against the median, and the page faults of each.
+  EXPECT_NE(cpu.out.find("x the median; page faults: "), std::string::npos) << cpu.out;
+  EXPECT_GT(c["first_run_ms"].get<double>(), 0.0);
+  EXPECT_GE(c["page_faults"]["first_run"].get<int64_t>(), 0);
+  EXPECT_GE(c["page_faults"]["median_run"].get<int64_t>(), 0);
   Result gpu =
       run_kiln("run " + g + " --random-inputs --device vulkan:0 --repeat 3 --stats --stats-json " +
                stats.string());

@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "ir/builder.h"
@@ -69,6 +73,102 @@ TEST(PersistentMemory, CpuDeviceReturnsPersistentResultsWhenEnforced) {
     EXPECT_EQ((*out)[0]->persistent(), mode == PersistentMemory::enforced);
     EXPECT_EQ((*out)[0]->to_host().get(3), 2.0);
   }
+}
+
+// "THPeligible:" of the mapping in /proc/self/smaps that holds `p`: 1 when huge pages may back
+// it, -1 when the kernel does not say.
+int thp_eligible(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(':') > line.find('-')) {
+      inside = lo <= addr && addr < hi;
+    } else if (inside && line.rfind("THPeligible:", 0) == 0) {
+      return std::stoi(line.substr(12));
+    }
+  }
+  return -1;
+}
+
+bool transparent_huge_pages_offered() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string s((std::istreambuf_iterator<char>(f)), {});
+  return s.find("[never]") == std::string::npos && !s.empty();
+}
+
+// Blocks of 4 MiB and more are mapped on 2 MiB boundaries with huge pages advised, reused like
+// any block (a slightly smaller request takes one), and returned with the call that matches how
+// they were made: freeing a mapped block with free() aborts, and under ASan is reported.
+TEST(BufferPool, LargeBlocksAreMappedOnHugePageBoundaries) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  auto pool = BufferPool::create(PersistentMemory::enabled);
+  std::byte* first = nullptr;
+  {
+    auto big = pool->allocate(DType::f32, {(int64_t{8} << 20) / 4 + 5}).value();  // 8 MiB + 20 bytes
+    first = big->data();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % kHuge, 0u);
+    first[0] = std::byte{1};
+    first[big->nbytes() - 1] = std::byte{2};
+    if (transparent_huge_pages_offered() && thp_eligible(first) >= 0) {
+      EXPECT_EQ(thp_eligible(first), 1) << "no huge pages advised for an 8 MiB block";
+    }
+  }
+  EXPECT_EQ(pool->cached_bytes(), (size_t{8} << 20) + 4096);  // whole 4 KiB pages
+  {
+    // Within 1/8 of its size: the same block, then back to the free list.
+    auto smaller = pool->allocate(DType::f32, {(int64_t{15} << 19) / 4}).value();  // 7.5 MiB
+    EXPECT_EQ(smaller->data(), first);
+    EXPECT_EQ(pool->cached_bytes(), 0u);
+  }
+  {
+    // A 4 MiB persistent copy of host data: mapped, aligned, returned to the system when freed.
+    auto weights = pool->from_host(ones(int64_t{1} << 20)).value();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(weights->data()) % kHuge, 0u);
+    EXPECT_EQ(weights->to_host().get((int64_t{1} << 20) - 1), 1.0);
+    EXPECT_EQ(pool->persistent_bytes(), size_t{4} << 20);
+  }
+  EXPECT_EQ(pool->persistent_bytes(), 0u);
+  // A block under 4 MiB stays an ordinary 64-byte-aligned allocation.
+  auto small = pool->allocate(DType::f32, {1000}).value();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small->data()) % 64, 0u);
+}  // the pool's destructor returns the cached mapped block
+
+// With kernels timed, a realize counts the page faults it took: the first run of a plan touches its
+// fresh 16 MiB output (8 faults with huge pages, 4096 without); a later run reuses the block the
+// first run's result gave back, and takes fewer.
+TEST(BufferPool, TheFirstRunsPageFaultsAreCounted) {
+  DeviceOptions o;
+  o.cpu_rates = RatesSource::reference;
+  o.time_kernels = true;
+  auto dev = open_executor("cpu", o);
+  ASSERT_TRUE(dev.has_value()) << dev.error().message;
+  ir::Graph g;
+  ir::Builder b(g);
+  constexpr int64_t n = int64_t{4} << 20;
+  const ir::Node* x = g.input(DType::f32, {n}, "x");
+  const ir::Node* y = *b.binary(ir::Op::Add, x, x);
+  Bindings in{{x, (*dev)->pool()->from_host(ones(n)).value()}};
+  RunStats first, later;
+  {
+    auto out = (*dev)->execute(g, {y}, in, &first);
+    ASSERT_TRUE(out.has_value()) << out.error().message;
+    EXPECT_EQ((*out)[0]->to_host().get(n - 1), 2.0);
+  }
+  auto out = (*dev)->execute(g, {y}, in, &later);
+  ASSERT_TRUE(out.has_value()) << out.error().message;
+  EXPECT_GE(first.page_faults, 8);
+  EXPECT_GE(later.page_faults, 0);
+  EXPECT_LT(later.page_faults, first.page_faults);
+  // Untimed realizes do not count them.
+  RunStats untimed;
+  DeviceOptions plain;
+  plain.cpu_rates = RatesSource::reference;
+  auto quiet = open_executor("cpu", plain);
+  ASSERT_TRUE(quiet.has_value()) << quiet.error().message;
+  ASSERT_TRUE((*quiet)->execute(g, {y}, {{x, (*quiet)->pool()->from_host(ones(n)).value()}}, &untimed));
+  EXPECT_EQ(untimed.page_faults, -1);
 }
 
 // Realizes running at once never exceed max_streams: four threads realize at once, and the device's
