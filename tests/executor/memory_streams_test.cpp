@@ -56,19 +56,37 @@ TEST(PersistentMemory, EnforcedMakesResultsPersistentToo) {
   EXPECT_FALSE(pool->allocate(DType::f32, {16}).value()->persistent());
 }
 
+// y = x + x over f32[n], on a cpu executor opened with `o` (reference rates) whose pool holds x,
+// all ones.
+struct Doubling {
+  Doubling(int64_t n, DeviceOptions o) {
+    o.cpu_rates = RatesSource::reference;
+    auto opened = open_executor("cpu", o);
+    EXPECT_TRUE(opened.has_value()) << (opened ? "" : opened.error().message);
+    if (!opened) return;
+    dev = std::move(*opened);
+    ir::Builder b(g);
+    x = g.input(DType::f32, {n}, "x");
+    y = *b.binary(ir::Op::Add, x, x);
+    in = Bindings{{x, dev->pool()->from_host(ones(n)).value()}};
+  }
+  Expected<std::vector<std::shared_ptr<Buffer>>> run(RunStats* stats = nullptr) {
+    return dev->execute(g, {y}, in, stats);
+  }
+  std::unique_ptr<Executor> dev;
+  ir::Graph g;
+  const ir::Node* x = nullptr;
+  const ir::Node* y = nullptr;
+  Bindings in;
+};
+
 TEST(PersistentMemory, CpuDeviceReturnsPersistentResultsWhenEnforced) {
   for (auto mode : {PersistentMemory::enabled, PersistentMemory::enforced}) {
     DeviceOptions o;
-    o.cpu_rates = RatesSource::reference;
     o.persistent_memory = mode;
-    auto dev = open_executor("cpu", o);
-    ASSERT_TRUE(dev.has_value()) << dev.error().message;
-    ir::Graph g;
-    ir::Builder b(g);
-    const ir::Node* x = g.input(DType::f32, {64}, "x");
-    const ir::Node* y = *b.binary(ir::Op::Add, x, x);
-    Bindings in{{x, (*dev)->pool()->from_host(ones(64)).value()}};
-    auto out = (*dev)->execute(g, {y}, in, nullptr);
+    Doubling d(64, o);
+    ASSERT_TRUE(d.dev);
+    auto out = d.run();
     ASSERT_TRUE(out.has_value()) << out.error().message;
     EXPECT_EQ((*out)[0]->persistent(), mode == PersistentMemory::enforced);
     EXPECT_EQ((*out)[0]->to_host().get(3), 2.0);
@@ -139,35 +157,27 @@ TEST(BufferPool, LargeBlocksAreMappedOnHugePageBoundaries) {
 // fresh 16 MiB output (8 faults with huge pages, 4096 without); a later run reuses the block the
 // first run's result gave back, and takes fewer.
 TEST(BufferPool, TheFirstRunsPageFaultsAreCounted) {
-  DeviceOptions o;
-  o.cpu_rates = RatesSource::reference;
-  o.time_kernels = true;
-  auto dev = open_executor("cpu", o);
-  ASSERT_TRUE(dev.has_value()) << dev.error().message;
-  ir::Graph g;
-  ir::Builder b(g);
   constexpr int64_t n = int64_t{4} << 20;
-  const ir::Node* x = g.input(DType::f32, {n}, "x");
-  const ir::Node* y = *b.binary(ir::Op::Add, x, x);
-  Bindings in{{x, (*dev)->pool()->from_host(ones(n)).value()}};
+  DeviceOptions o;
+  o.time_kernels = true;
+  Doubling d(n, o);
+  ASSERT_TRUE(d.dev);
   RunStats first, later;
   {
-    auto out = (*dev)->execute(g, {y}, in, &first);
+    auto out = d.run(&first);
     ASSERT_TRUE(out.has_value()) << out.error().message;
     EXPECT_EQ((*out)[0]->to_host().get(n - 1), 2.0);
   }
-  auto out = (*dev)->execute(g, {y}, in, &later);
+  auto out = d.run(&later);
   ASSERT_TRUE(out.has_value()) << out.error().message;
   EXPECT_GE(first.page_faults, 8);
   EXPECT_GE(later.page_faults, 0);
   EXPECT_LT(later.page_faults, first.page_faults);
   // Untimed realizes do not count them.
+  Doubling quiet(n, DeviceOptions{});
+  ASSERT_TRUE(quiet.dev);
   RunStats untimed;
-  DeviceOptions plain;
-  plain.cpu_rates = RatesSource::reference;
-  auto quiet = open_executor("cpu", plain);
-  ASSERT_TRUE(quiet.has_value()) << quiet.error().message;
-  ASSERT_TRUE((*quiet)->execute(g, {y}, {{x, (*quiet)->pool()->from_host(ones(n)).value()}}, &untimed));
+  ASSERT_TRUE(quiet.run(&untimed).has_value());
   EXPECT_EQ(untimed.page_faults, -1);
 }
 
