@@ -3,11 +3,19 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <llvm/AsmParser/Parser.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Support/SourceMgr.h>
+#include <llvm/Support/raw_ostream.h>
+#include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <limits>
 
+#include "codegen/cpu/llvm_optimizer.h"
 #include "tests/codegen/cpu_test_support.h"
 
 namespace kiln::codegen::testing {
@@ -163,6 +171,121 @@ TEST(CpuVectorMath, SpecialValues) {
     EXPECT_LE(rel_error(got[0], static_cast<float>(c.want)), 1e-6)
         << kir::alu_name(c.op) << "(" << c.x << ") = " << got[0] << ", want " << c.want;
   }
+}
+
+// The scaling p * 2^h * 2^(n - h) (h = n >> 1) of a vectorized exp, as O3 leaves it, with n
+// converted from the floored float f. `lanes` wide.
+std::string two_step_scaling_ir(unsigned lanes, const std::string& features) {
+  const std::string f = fmt::format("<{} x float>", lanes), i = fmt::format("<{} x i32>", lanes);
+  auto splat = [&](int v) {
+    std::vector<std::string> e(lanes, fmt::format("i32 {}", v));
+    return fmt::format("<{}>", fmt::join(e, ", "));
+  };
+  return fmt::format(
+      "define {0} @scale({0} %p, {0} %f) #0 {{\n"
+      "  %n = fptosi {0} %f to {1}\n"
+      "  %h = ashr {1} %n, {2}\n"
+      "  %r = sub {1} %n, %h\n"
+      "  %s1 = shl {1} %h, {3}\n"
+      "  %b1 = add {1} %s1, {4}\n"
+      "  %e1 = bitcast {1} %b1 to {0}\n"
+      "  %s2 = shl {1} %r, {3}\n"
+      "  %b2 = add {1} %s2, {4}\n"
+      "  %e2 = bitcast {1} %b2 to {0}\n"
+      "  %m1 = fmul {0} %p, %e1\n"
+      "  %m2 = fmul {0} %m1, %e2\n"
+      "  ret {0} %m2\n"
+      "}}\n"
+      "attributes #0 = {{ \"target-features\"=\"{5}\" }}\n",
+      f, i, splat(1), splat(23), splat(127 << 23), features);
+}
+
+// exp's scaling by 2^n becomes one vscalefps where the target features have it: 16 lanes with
+// AVX-512F, 8 with AVX-512VL too; nothing changes for AVX2 or for 8 lanes without VL. The IR is
+// only rewritten, never run, so this holds on every host.
+TEST(CpuVectorMath, ExpScalesWithVscalefWhereTheTargetHasIt) {
+  struct Case {
+    unsigned lanes;
+    const char* features;
+    const char* want;  // the intrinsic, or null for none
+  };
+  for (const Case& c : {Case{16, "+avx2,+fma,+avx512f,+avx512vl", "llvm.x86.avx512.mask.scalef.ps.512"},
+                        Case{8, "+avx2,+fma,+avx512f,+avx512vl", "llvm.x86.avx512.mask.scalef.ps.256"},
+                        Case{8, "+avx2,+fma,+avx512f", nullptr}, Case{8, "+avx2,+fma", nullptr},
+                        Case{16, "+avx2,+fma", nullptr}}) {
+    llvm::LLVMContext ctx;
+    llvm::SMDiagnostic diag;
+    const std::string text = two_step_scaling_ir(c.lanes, c.features);
+    std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(text, diag, ctx);
+    ASSERT_TRUE(m) << diag.getMessage().str() << "\n" << text;
+    llvm::Function* fn = m->getFunction("scale");
+    const bool rewrote = cpu::scale_exp_with_vscalef(*fn);
+    std::string ir;
+    llvm::raw_string_ostream os(ir);
+    fn->print(os);
+    const std::string what = fmt::format("{} lanes, {}\n{}", c.lanes, c.features, ir);
+    EXPECT_EQ(rewrote, c.want != nullptr) << what;
+    if (c.want) {
+      EXPECT_NE(ir.find(c.want), std::string::npos) << what;
+      // Scaled by the floored float itself; the halves and the multiplies are gone.
+      EXPECT_NE(ir.find("(<" + std::to_string(c.lanes) + " x float> %p, <" +
+                        std::to_string(c.lanes) + " x float> %f"),
+                std::string::npos)
+          << what;
+      EXPECT_EQ(ir.find("ashr"), std::string::npos) << what;
+      EXPECT_EQ(ir.find("fmul"), std::string::npos) << what;
+    } else {
+      EXPECT_EQ(ir.find("scalef"), std::string::npos) << what;
+      EXPECT_NE(ir.find("%m2 = fmul"), std::string::npos) << what;
+    }
+  }
+}
+
+// With vscalefps (the host's AVX-512 code) and without it (x86-64-v3), exp gives the same bits at
+// every input, across the subnormal results below -87.3, the overflow near 88.72 and the special
+// values: the one rounding of p * 2^n is the same either way.
+TEST(CpuVectorMath, ExpIsTheSameBitsWithAndWithoutVscalef) {
+  auto native = CpuBackend::create("native");
+  ASSERT_TRUE(native.has_value()) << native.error().message;
+  if ((*native)->cpu_features().find("+avx512f") == std::string::npos)
+    GTEST_SKIP() << "this host has no AVX-512: only the two-step scaling runs here";
+  auto v3 = CpuBackend::create("x86-64-v3");
+  ASSERT_TRUE(v3.has_value()) << v3.error().message;
+  std::vector<float> x;
+  for (double v = -105; v < 90; v += 0.0009765625 * 3.1) x.push_back(static_cast<float>(v));
+  for (float v = -87.5f; v > -104.f; v = std::nextafter(v, -200.f) - 1e-4f) x.push_back(v);
+  for (float v = 88.5f; v < 88.8f; v = std::nextafter(v, 100.f) + 1e-5f) x.push_back(v);
+  for (float v : {0.f, -0.f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                  std::numeric_limits<float>::denorm_min(), -1e-30f, 1e-30f})
+    x.push_back(v);
+  const int64_t n = static_cast<int64_t>(x.size());
+  auto arena = std::make_shared<kir::ExprArena>();
+  const kir::Expr* i = arena->var(0);
+  kir::Kernel k = make_kernel("exp_bits", {in_param(DType::f32, {n}), out_param(DType::f32, {n})},
+                              {n}, arena,
+                              {{1, i, arena->alu(Alu::Exp, DType::f32, {arena->load(0, DType::f32, i)})}});
+  auto run = [&](CpuBackend& backend, std::string* ir) {
+    std::vector<float> out(x.size());
+    auto art = backend.compile(k, {});
+    EXPECT_TRUE(art.has_value()) << (art ? "" : art.error().message);
+    if (!art) return out;
+    *ir = (*art)->llvm_ir;
+    void* args[] = {x.data(), out.data()};
+    (*art)->fn(args, 0, (*art)->outer_extent);
+    return out;
+  };
+  std::string ir_native, ir_v3;
+  const std::vector<float> a = run(**native, &ir_native), b = run(**v3, &ir_v3);
+  EXPECT_NE(ir_native.find("scalef"), std::string::npos) << "no vscalefps in the AVX-512 code";
+  EXPECT_EQ(ir_v3.find("scalef"), std::string::npos);
+  int subnormal = 0;
+  for (size_t j = 0; j < x.size(); ++j) {
+    ASSERT_EQ(std::bit_cast<uint32_t>(a[j]), std::bit_cast<uint32_t>(b[j]))
+        << "exp(" << x[j] << "): " << a[j] << " with vscalefps, " << b[j] << " without";
+    subnormal += std::fpclassify(a[j]) == FP_SUBNORMAL;
+  }
+  EXPECT_GT(subnormal, 1000) << "the sweep should reach the subnormal results";
 }
 
 }  // namespace
