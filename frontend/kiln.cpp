@@ -274,7 +274,8 @@ Expected<void> TensorImpl::realize(const std::vector<Tensor>& tensors) {
         dev->last = RealizeStats{stats->kernels,        stats->compiled,
                                  stats->compile_ms,     stats->run_ms,
                                  stats->plan_cache_hit, stats->donated,
-                                 stats->dynamic_kernels, stats->recompile_reasons};
+                                 stats->dynamic_kernels, stats->recompile_reasons,
+                                 stats->plan_source};
       }
     }
     dev->done.notify_all();

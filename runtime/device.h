@@ -65,7 +65,9 @@ struct RunStats {
   // (fresh memory touched for the first time: a first run's outputs), or -1 where not counted.
   int64_t page_faults = -1;
   bool plan_cache_hit = false;
-  std::string plan_source;    // "memory" (this process), "disk" (an earlier process) or "built"
+  // "memory" (this process), "disk" (an earlier process), "symbolic" (this process's symbolic
+  // plan of the graph's shape family, at these sizes: nothing lowered or compiled) or "built"
+  std::string plan_source;
   int cache_hits = 0;         // kernels linked from the persistent cache during this request
   int cache_misses = 0;       // kernels compiled because the persistent cache did not have them
   int tuned = 0;              // kernels autotuned during this request (DeviceOptions::autotune)

@@ -16,6 +16,7 @@
 #include "runtime/dump_writer.h"
 #include "runtime/gpu_target.h"
 #include "runtime/measured_rates.h"
+#include "runtime/plan_record.h"
 #include "runtime/planner.h"
 
 namespace kiln::runtime {
@@ -73,6 +74,7 @@ Executor::~Executor() {
   persistent_.clear();
   idle_streams_.clear();
   plans_.clear();
+  families_.clear();
 }
 
 const passes::DeviceRates& Executor::device_rates() {
@@ -277,7 +279,13 @@ Expected<std::shared_ptr<const Plan>> Executor::get_plan(ir::Graph& g,
   const auto t0 = std::chrono::steady_clock::now();
   std::optional<cache::KeyParts> disk_key;
   std::shared_ptr<Plan> plan;
-  if (store_) {
+  // Another size of a family with a symbolic plan takes that plan at its sizes.
+  std::optional<ShapeFamily> family;
+  if (options_.shape_policy != ShapePolicy::static_) {
+    family = structural_family(outputs);
+    if ((plan = symbolic_plan(*family, key, outputs))) *source = "symbolic";
+  }
+  if (!plan && store_) {
     disk_key = stored_plan_key(key);
     plan = stored_plan(*disk_key, key, outputs, /*load=*/true);
     // Not tuning, a plan a tuned warm-up stored (`kiln warm --autotune`, or a process with
@@ -309,11 +317,58 @@ Expected<std::shared_ptr<const Plan>> Executor::get_plan(ir::Graph& g,
     plan->optimized_outputs.clear();
     plan->fusion.groups.clear();
     plan->fusion.reasons.clear();
+    if (family) note_built(*family, plan);
   }
   plan->plan_ms = ms_between(t0, std::chrono::steady_clock::now());
   std::lock_guard lock(plans_mu_);
   // Two realizes that built the same plan at once keep the first.
   return plans_.emplace(key.key, std::move(plan)).first->second;
+}
+
+std::shared_ptr<Plan> Executor::symbolic_plan(const ShapeFamily& family, const StructuralKey& key,
+                                              const std::vector<const ir::Node*>& outputs) {
+  std::vector<PlanTemplate> templates;
+  {
+    std::lock_guard lock(shapes_mu_);
+    auto it = families_.find(family.key);
+    if (it == families_.end() || it->second.templates.empty()) return nullptr;
+    templates = it->second.templates;
+  }
+  for (const PlanTemplate& t : templates) {
+    std::optional<Plan> plan = instantiate_plan(t, family.dims);
+    if (!plan) continue;
+    // Each dynamic kernel serves its new extent as it would in a plan built now: within its size
+    // bucket, and without a size-chosen path (streaming stores, the one-row matrix product).
+    const bool bound = std::ranges::all_of(plan->steps, [&](PlanStep& step) {
+      if (!step.kernel.dynamic_outer) return true;
+      const int64_t extent = step.kernel.outer_extent();
+      if (step.kernel.dynamic_bound != 0 && bucket_of(extent) != step.kernel.dynamic_bound) return false;
+      if (!target_->serves_any_outer_extent(step.kernel, *step.facts, kernels_.check_mode())) return false;
+      auto artifact = kernels_.bind(*step.artifact, extent);
+      if (!artifact) return false;
+      step.artifact = std::move(*artifact);
+      return true;
+    });
+    if (bound && check_plan_fits(*plan, key.inputs, outputs)) {
+      log(LogComponent::compilation,
+          fmt::format("plan for {}: the symbolic plan of {} kernels at new sizes, nothing built",
+                      name_, plan->steps.size()));
+      return std::make_shared<Plan>(std::move(*plan));
+    }
+  }
+  return nullptr;
+}
+
+void Executor::note_built(const ShapeFamily& family, std::shared_ptr<const Plan> plan) {
+  std::lock_guard lock(shapes_mu_);
+  Family& f = families_[family.key];
+  if (f.last && f.last_dims != family.dims)
+    if (std::optional<PlanTemplate> t = make_plan_template(*f.last, f.last_dims, plan, family.dims)) {
+      f.templates.insert(f.templates.begin(), std::move(*t));
+      if (f.templates.size() > kTemplatesPerFamily) f.templates.pop_back();
+    }
+  f.last = std::move(plan);
+  f.last_dims = family.dims;
 }
 
 void Executor::log(LogComponent component, const std::string& message) const {

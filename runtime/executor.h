@@ -21,6 +21,7 @@
 #include "runtime/device.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/logger.h"
+#include "runtime/plan_family.h"
 #include "runtime/structural_key.h"
 #include "runtime/target.h"
 #include "runtime/tune_decisions.h"
@@ -123,6 +124,13 @@ class Executor final : public Device {
   // which input dimensions changed.
   std::vector<std::string> shape_change(const std::vector<const ir::Node*>& outputs,
                                         const StructuralKey& key);
+  // Symbolic plans (plan_family.h): the plan of a family's templates for these sizes, its dynamic
+  // kernels bound to their new extents and checked against the graph; null where no template
+  // serves them (the plan is then built).
+  std::shared_ptr<Plan> symbolic_plan(const ShapeFamily& family, const StructuralKey& key,
+                                      const std::vector<const ir::Node*>& outputs);
+  // A plan built for `family`: a template made with the family's previous one where they allow.
+  void note_built(const ShapeFamily& family, std::shared_ptr<const Plan> plan);
   // Lowering only (no kernels compiled).
   Expected<std::shared_ptr<Plan>> lower(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
                                         const std::vector<const ir::Node*>& inputs);
@@ -130,7 +138,8 @@ class Executor final : public Device {
   Expected<std::shared_ptr<Plan>> build(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
                                         const std::vector<const ir::Node*>& inputs,
                                         KernelCache& kernels);
-  // *source: "memory" (this process), "disk" (a stored plan record) or "built".
+  // *source: "memory" (this process), "disk" (a stored plan record), "symbolic" (a family's
+  // template at these sizes) or "built".
   Expected<std::shared_ptr<const Plan>> get_plan(ir::Graph& g,
                                                  const std::vector<const ir::Node*>& outputs,
                                                  const StructuralKey& key, std::string* source);
@@ -203,6 +212,15 @@ class Executor final : public Device {
   std::mutex shapes_mu_;
   std::unordered_map<std::string, SeenKernel> seen_kernels_;
   std::unordered_map<std::string, std::vector<ir::Shape>> seen_graphs_;
+  // Per shape family (structural_family's key): the last plan built for it, at its sizes, and
+  // the templates made from two of its plans (the newest first; one per size bucket, say).
+  struct Family {
+    std::shared_ptr<const Plan> last;
+    std::vector<int64_t> last_dims;
+    std::vector<PlanTemplate> templates;
+  };
+  static constexpr size_t kTemplatesPerFamily = 8;
+  std::unordered_map<std::string, Family> families_;
   std::mutex plans_mu_;
   std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;
 

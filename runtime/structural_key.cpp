@@ -142,15 +142,19 @@ void structural_order(const std::vector<const ir::Node*>& outputs, Find pos_of, 
   }
 }
 
+// With `family`, the sizes go to family->dims instead of the key, and so does an attribute that
+// repeats its node's shape (a marker stands for it).
 template <typename Pos>
 void serialize(const std::vector<const ir::Node*>& live,
-               const std::vector<const ir::Node*>& outputs, Pos pos, StructuralKey& k) {
+               const std::vector<const ir::Node*>& outputs, Pos pos, StructuralKey& k,
+               ShapeFamily* family = nullptr) {
   k.key.reserve(live.size() * 16);
   for (const ir::Node* n : live) {
     put(k.key, static_cast<uint64_t>(n->op));
     put(k.key, static_cast<uint64_t>(n->dtype));
     put(k.key, n->shape.size());
-    for (int64_t d : n->shape) put_i(k.key, d);
+    if (family) family->dims.insert(family->dims.end(), n->shape.begin(), n->shape.end());
+    else for (int64_t d : n->shape) put_i(k.key, d);
     if (n->op == ir::Op::Input) {
       put(k.key, k.inputs.size());  // names and slots are not structure
       // Symbolic dimensions are (marked inputs make dynamic kernels), after a marker no op's
@@ -167,7 +171,11 @@ void serialize(const std::vector<const ir::Node*>& live,
     put(k.key, n->attrs.items().size());
     for (const auto& [key, value] : n->attrs.items()) {
       put(k.key, static_cast<uint64_t>(key));
-      put_attr(k.key, value);
+      const auto* sizes = std::get_if<std::vector<int64_t>>(&value);
+      if (family && key == ir::AttrKey::shape && sizes && *sizes == n->shape)
+        put(k.key, kSymbolsMarker);  // no attribute's variant index
+      else
+        put_attr(k.key, value);
     }
   }
   k.key.push_back('|');
@@ -186,6 +194,20 @@ StructuralKey structural_key(const std::vector<const ir::Node*>& outputs) {
   serialize(
       live, outputs, [&](const ir::Node* n) { return static_cast<uint64_t>(table.find(n)); }, k);
   return k;
+}
+
+ShapeFamily structural_family(const std::vector<const ir::Node*>& outputs) {
+  StructuralKey k;
+  ShapeFamily family;
+  std::vector<const ir::Node*> live;
+  Positions table;
+  structural_order(
+      outputs, [&](const ir::Node* n) { return table.find(n); },
+      [&](const ir::Node* n, uint64_t p) { table.place(n, p); }, live);
+  serialize(
+      live, outputs, [&](const ir::Node* n) { return static_cast<uint64_t>(table.find(n)); }, k, &family);
+  family.key = std::move(k.key);
+  return family;
 }
 
 }  // namespace kiln::runtime

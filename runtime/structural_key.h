@@ -17,4 +17,17 @@ struct StructuralKey {
 
 StructuralKey structural_key(const std::vector<const ir::Node*>& outputs);
 
+// The subgraph's shape family: the structural key without its sizes (`key`), and the sizes it
+// left out (`dims`: every node's shape in structural order). Two subgraphs with equal family keys
+// differ only in sizes; a symbolic plan (runtime/plan_family.h) built from two of them serves the
+// others whose sizes follow the same affine functions of one size. An attribute that repeats its
+// node's shape (reshape's and expand's `shape`) is left out with it; every other attribute stays,
+// so a slice bound or a pad width that changes makes another family.
+struct ShapeFamily {
+  std::string key;
+  std::vector<int64_t> dims;
+};
+
+ShapeFamily structural_family(const std::vector<const ir::Node*>& outputs);
+
 }  // namespace kiln::runtime

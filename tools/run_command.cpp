@@ -69,7 +69,9 @@ void print_stats(const RepeatedRun& ran, int repeat) {
   if (s.tuned > 0) fmt::print("autotune: {} kernel{} tuned\n", s.tuned, s.tuned == 1 ? "" : "s");
   if (!s.plan_source.empty())
     fmt::print("cache: plan {}, {} kernel hit{}, {} miss{}\n",
-               s.plan_source == "built" ? "built" : "from " + s.plan_source, s.cache_hits,
+               s.plan_source == "built"      ? "built"
+               : s.plan_source == "symbolic" ? "instantiated from its symbolic plan"
+                                             : "from " + s.plan_source, s.cache_hits,
                s.cache_hits == 1 ? "" : "s", s.cache_misses, s.cache_misses == 1 ? "" : "es");
   for (const std::string& why : s.miss_reasons) fmt::print("  miss {}\n", why);
   if (s.dynamic_kernels > 0)

@@ -70,6 +70,10 @@ struct RealizeStats {
   // the kernels generalized.
   int dynamic_kernels = 0;
   std::vector<std::string> recompiles;
+  // Where the plan came from: "memory" (this device ran these shapes before), "symbolic" (the
+  // symbolic plan of the graph at other sizes: nothing lowered or compiled), "disk" (the
+  // persistent cache) or "built".
+  std::string plan_source;
 };
 
 // The settings a device opens with (docs/embedding.md lists them): every kiln.toml key by its

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <unistd.h>
@@ -96,18 +97,64 @@ bool mentions(const std::vector<std::string>& lines, const std::string& text) {
   return std::ranges::any_of(lines, [&](const std::string& l) { return l.find(text) != std::string::npos; });
 }
 
+// Counts of RealizeStats::plan_source.
+struct Sources {
+  int built = 0, symbolic = 0, memory = 0, other = 0;
+  void add(const std::string& source) {
+    (source == "built" ? built : source == "symbolic" ? symbolic : source == "memory" ? memory : other) += 1;
+  }
+};
+
 TEST(DynamicShapes, OneHundredBatchSizesCompileEachKernelOnce) {
   auto dev = open_cpu({{"shapes.policy", "dynamic"}});
   Mlp mlp(dev);
   int compiled = 0, first = -1;
+  Sources plans;
   for (int64_t b = 2; b < 102; ++b) {
     const kiln::RealizeStats s = run_mlp(dev, mlp, b);
     if (first < 0) first = s.compiled;
     compiled += s.compiled;
+    plans.add(s.plan_source);
     EXPECT_EQ(s.dynamic_kernels, s.kernels) << "b=" << b;
   }
   EXPECT_GT(first, 0);
   EXPECT_EQ(compiled, first) << "every kernel was compiled at the first size only";
+  // Two sizes build a plan each; their symbolic plan serves the other 98.
+  EXPECT_EQ(plans.built, 2);
+  EXPECT_EQ(plans.symbolic, 98);
+  EXPECT_EQ(run_mlp(dev, mlp, 50).plan_source, "memory");  // an instance is kept as any plan
+}
+
+// Under the automatic policy the first size is specialized, the second generalizes the kernels,
+// and the third makes the symbolic plan; sizes 0 and 1 are built (size-1 facts), and the sizes
+// around them keep their results.
+TEST(DynamicShapes, ASymbolicPlanServesEverySizeItCan) {
+  auto dev = open_cpu({{"shapes.policy", "automatic"}});
+  Mlp mlp(dev);
+  std::vector<std::string> sources;
+  for (int64_t b : {16, 24, 40, 7, 1, 0, 2, 300, 16}) sources.push_back(run_mlp(dev, mlp, b).plan_source);
+  EXPECT_EQ(sources, (std::vector<std::string>{"built", "built", "built", "symbolic", "built", "built",
+                                               "symbolic", "symbolic", "memory"}));
+}
+
+TEST(DynamicShapes, StaticBuildsAPlanForEverySize) {
+  auto dev = open_cpu({{"shapes.policy", "static"}});
+  Mlp mlp(dev);
+  for (int64_t b : {4, 5, 6, 7}) EXPECT_EQ(run_mlp(dev, mlp, b).plan_source, "built") << "b=" << b;
+}
+
+// Under buckets, each bucket's kernels are its own: a symbolic plan serves the sizes of the
+// bucket it was made in, and the next bucket makes its own.
+TEST(DynamicShapes, SymbolicPlansKeepToTheirBucket) {
+  auto dev = open_cpu({{"shapes.policy", "dynamic"}, {"shapes.buckets", "true"}});
+  Mlp mlp(dev);
+  std::vector<int64_t> built_at;
+  for (int64_t b = 5; b <= 24; ++b) {
+    const kiln::RealizeStats s = run_mlp(dev, mlp, b);
+    if (s.plan_source == "built") built_at.push_back(b);
+    else EXPECT_EQ(s.plan_source, "symbolic") << "b=" << b;
+  }
+  EXPECT_EQ(built_at, (std::vector<int64_t>{5, 6, 9, 10, 17, 18}));
 }
 
 TEST(DynamicShapes, SizesZeroAndOneAreCorrect) {
@@ -278,6 +325,77 @@ TEST(DynamicShapes, AGraphWithASizeSymbolServesEverySize) {
                                kiln::Tensor::from_host(dev, std::span<const float>(six), {6, 3})});
   ASSERT_FALSE(bad.has_value());
   EXPECT_EQ(bad.error().message, "size symbol ?n is 5 in input %x but 6 in input %t");
+}
+
+}  // namespace
+
+namespace {
+
+// Graphs of one input x [b, 6] at sizes that make a symbolic plan (2, 3), use it (5, 9, 17, 33,
+// 4, 64) and leave it (1, 0), each size against the reference interpreter. `symbolic` says
+// whether the graph's plan follows b (its kernels dynamic, its sizes affine in b); a graph whose
+// kernels read b in an index (a reduction over it, a slice, pad, flip or concat along it, a
+// transpose) builds every size.
+TEST(DynamicShapes, SymbolicPlansMatchTheReferenceAtEverySize) {
+  auto dev = open_cpu({{"shapes.policy", "dynamic"}});
+  auto ref = kiln::Device::open("reference", kiln::Options{.settings = {}, .use_config = false,
+                                                            .config_dir = ""})
+                 .value();
+  const std::vector<float> wv = values(6 * 5, 0.1f, 9), gv = values(6, 0.2f, 3), bv = values(6, 0.1f, 4);
+  struct Case {
+    const char* name;
+    bool symbolic;
+    std::function<kiln::Tensor(const kiln::Device&, const kiln::Tensor&, int64_t)> f;
+  };
+  const std::vector<Case> cases = {
+      {"elementwise", true, [](auto&, const kiln::Tensor& x, int64_t) { return kiln::exp(x * 0.5) + 1.0; }},
+      {"softmax", true, [](auto&, const kiln::Tensor& x, int64_t) { return kiln::softmax(x, 1); }},
+      {"layernorm", true,
+       [&](const kiln::Device& d, const kiln::Tensor& x, int64_t) {
+         return kiln::layernorm(x, kiln::Tensor::from_host(d, std::span<const float>(gv), {6}),
+                                kiln::Tensor::from_host(d, std::span<const float>(bv), {6}));
+       }},
+      {"row sum", true, [](auto&, const kiln::Tensor& x, int64_t) { return x.sum({1}); }},
+      {"argmax", true, [](auto&, const kiln::Tensor& x, int64_t) { return x.argmax(1); }},
+      {"cumsum", true, [](auto&, const kiln::Tensor& x, int64_t) { return kiln::cumsum(x, 1); }},
+      {"inner slice", true, [](auto&, const kiln::Tensor& x, int64_t) { return x.slice(1, 1, 5) * 3.0; }},
+      {"reshapes", true,
+       [](auto&, const kiln::Tensor& x, int64_t b) {
+         return (x.reshape({b * 6}) + 1.0).reshape({b, 3, 2}).sum({2});
+       }},
+      {"mlp", true,
+       [&](const kiln::Device& d, const kiln::Tensor& x, int64_t) {
+         return kiln::relu(kiln::matmul(x, kiln::Tensor::from_host(d, std::span<const float>(wv), {6, 5})));
+       }},
+      {"batch sum", false, [](auto&, const kiln::Tensor& x, int64_t) { return x.sum({0}); }},
+      {"batch slice", false, [](auto&, const kiln::Tensor& x, int64_t) { return x.slice(0, 1, std::nullopt); }},
+      {"batch concat", false, [](auto&, const kiln::Tensor& x, int64_t) { return kiln::concat({x, x * 2.0}, 0); }},
+      {"batch pad", false, [](auto&, const kiln::Tensor& x, int64_t) { return x.pad({1, 0}, {2, 0}, 7.0); }},
+      {"batch flip", false, [](auto&, const kiln::Tensor& x, int64_t) { return x.flip({0}) - 1.0; }},
+      {"transpose", false, [](auto&, const kiln::Tensor& x, int64_t) { return x.transpose() * 2.0; }},
+  };
+  for (const Case& c : cases) {
+    Sources plans;
+    for (int64_t b : {2, 3, 5, 9, 1, 0, 17, 33, 4, 64}) {
+      const std::vector<float> xs = values(static_cast<size_t>(b * 6), 0.3f, static_cast<int>(b));
+      auto got = c.f(dev, kiln::Tensor::from_host(dev, std::span<const float>(xs), {b, 6}), b).to_host();
+      plans.add(dev.last_stats().plan_source);
+      auto want = c.f(ref, kiln::Tensor::from_host(ref, std::span<const float>(xs), {b, 6}), b).to_host();
+      ASSERT_TRUE(got.has_value() && want.has_value()) << c.name << " b=" << b;
+      ASSERT_EQ(got->shape, want->shape) << c.name << " b=" << b;
+      const int64_t n = got->numel();
+      for (int64_t i = 0; i < n; ++i) {
+        const double g = got->get(i), w = want->get(i);
+        if (std::abs(g - w) > 1e-5 * (1 + std::abs(w))) {
+          ADD_FAILURE() << c.name << " b=" << b << " element " << i << ": " << g << " vs " << w;
+          break;
+        }
+      }
+    }
+    if (c.symbolic) EXPECT_EQ(plans.symbolic, 6) << c.name;
+    else EXPECT_EQ(plans.symbolic, 0) << c.name;
+    EXPECT_EQ(plans.symbolic + plans.built, 10) << c.name;
+  }
 }
 
 }  // namespace

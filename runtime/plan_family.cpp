@@ -1,0 +1,118 @@
+// Symbolic plans: two plans of one shape family made into a template, and the template's plan for
+// another size of the family (plan_family.h).
+#include "runtime/plan_family.h"
+
+#include "autotune/roofline.h"
+
+namespace kiln::runtime {
+
+namespace {
+
+// Every size a plan holds, in one fixed order: the slots' shapes, then per step the kernel's
+// domain and its parameters' shapes. `Sized` is Plan or const Plan.
+template <typename Sized, typename F>
+void for_each_size(Sized& plan, F&& f) {
+  for (auto& slot : plan.slots)
+    for (auto& d : slot.shape) f(d);
+  for (auto& step : plan.steps) {
+    for (auto& d : step.kernel.domain) f(d);
+    for (auto& param : step.kernel.params)
+      for (auto& d : param.shape) f(d);
+  }
+}
+
+// Whether two plans are one plan but for their sizes: the same slots (dtypes, bindings, ranks),
+// outputs, steps, wiring and kernels. A kernel's identity leaves out its sizes only when it is
+// dynamic (its outer extent and leading extents), so a fixed-size kernel must be the same kernel.
+bool same_but_sizes(const Plan& a, const Plan& b) {
+  if (a.slots.size() != b.slots.size() || a.steps.size() != b.steps.size() ||
+      a.output_slots != b.output_slots)
+    return false;
+  for (size_t s = 0; s < a.slots.size(); ++s)
+    if (a.slots[s].dtype != b.slots[s].dtype || a.slots[s].input_index != b.slots[s].input_index ||
+        a.slots[s].shape.size() != b.slots[s].shape.size())
+      return false;
+  for (size_t k = 0; k < a.steps.size(); ++k) {
+    const PlanStep& x = a.steps[k];
+    const PlanStep& y = b.steps[k];
+    if (!x.facts || !y.facts || !x.artifact || !y.artifact) return false;
+    if (x.args != y.args || x.release_after != y.release_after || x.num_ops != y.num_ops ||
+        x.kernel_digest != y.kernel_digest || x.in_place.size() != y.in_place.size())
+      return false;
+    for (size_t i = 0; i < x.in_place.size(); ++i)
+      if (x.in_place[i].param != y.in_place[i].param || x.in_place[i].input_slot != y.in_place[i].input_slot)
+        return false;
+    const kir::Kernel& kx = x.kernel;
+    const kir::Kernel& ky = y.kernel;
+    if (kx.dynamic_outer != ky.dynamic_outer || kx.dynamic_bound != ky.dynamic_bound ||
+        kx.domain.size() != ky.domain.size() || kx.params.size() != ky.params.size())
+      return false;
+    for (size_t p = 0; p < kx.params.size(); ++p)
+      if (kx.params[p].shape.size() != ky.params[p].shape.size()) return false;
+    if (kir::print_kernel(kx, false) != kir::print_kernel(ky, false)) return false;
+  }
+  return true;
+}
+
+// q as a * t + c through (t1, q1) and (t2, q2), with integer a and c; a size that changes is at
+// least 2 at both.
+std::optional<Affine> fit(int64_t t1, int64_t q1, int64_t t2, int64_t q2) {
+  if (q1 == q2) return Affine{0, q1};
+  if (q1 < 2 || q2 < 2 || (q2 - q1) % (t2 - t1) != 0) return std::nullopt;
+  const int64_t a = (q2 - q1) / (t2 - t1);
+  return Affine{a, q1 - a * t1};
+}
+
+}  // namespace
+
+std::optional<PlanTemplate> make_plan_template(const Plan& first, const std::vector<int64_t>& dims1,
+                                               std::shared_ptr<const Plan> second,
+                                               const std::vector<int64_t>& dims2) {
+  if (!second || dims1.size() != dims2.size() || !same_but_sizes(first, *second)) return std::nullopt;
+  PlanTemplate t;
+  while (t.variable < dims1.size() && dims1[t.variable] == dims2[t.variable]) ++t.variable;
+  if (t.variable == dims1.size()) return std::nullopt;
+  const int64_t t1 = dims1[t.variable], t2 = dims2[t.variable];
+  for (size_t i = 0; i < dims1.size(); ++i) {
+    std::optional<Affine> f = fit(t1, dims1[i], t2, dims2[i]);
+    if (!f) return std::nullopt;
+    t.graph.push_back(*f);
+  }
+  std::vector<int64_t> sizes1;
+  for_each_size(first, [&](int64_t d) { sizes1.push_back(d); });
+  size_t i = 0;
+  bool affine = true;
+  for_each_size(*second, [&](int64_t d) {
+    std::optional<Affine> f = fit(t1, sizes1[i++], t2, d);
+    if (f) t.sizes.push_back(*f);
+    affine = affine && f;
+  });
+  if (!affine) return std::nullopt;
+  t.base = std::move(second);
+  return t;
+}
+
+std::optional<Plan> instantiate_plan(const PlanTemplate& t, const std::vector<int64_t>& dims) {
+  if (!t.base || dims.size() != t.graph.size()) return std::nullopt;
+  const int64_t at = dims[t.variable];
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (t.graph[i].at(at) != dims[i] || (t.graph[i].a != 0 && dims[i] < 2)) return std::nullopt;
+  Plan plan = *t.base;
+  size_t i = 0;
+  bool fits = true;
+  for_each_size(plan, [&](int64_t& d) {
+    const Affine& f = t.sizes[i++];
+    if (f.a == 0) return;
+    d = f.at(at);
+    fits = fits && d >= 2;
+  });
+  if (!fits) return std::nullopt;
+  for (PlanStep& step : plan.steps) step.flops = autotune::kernel_work(step.kernel).flops;
+  plan.compiled = plan.loaded = plan.tuned = 0;
+  plan.compile_ms = plan.plan_ms = 0;
+  plan.miss_reasons.clear();
+  plan.recompile_reasons.clear();
+  return plan;
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,51 @@
+// Symbolic plans (docs/dynamic-shapes.md, DESIGN.md §2 "Shapes"): one plan that serves every size
+// of a graph's shape family (runtime/structural_key.h), so a new batch size neither lowers nor
+// fuses again.
+//
+// A plan's sizes are those of one instance. The executor builds the plans of two sizes of one
+// family as usual; when they are the same plan but for their sizes (the same steps, wiring and
+// kernels, each kernel dynamic or of fixed size) and each size of the graph and of the plan is an
+// affine function a * t + c (integer a and c) of one size t, the first input dimension that
+// changed, the pair is a PlanTemplate. For a third size of the family, the template checks that
+// every size of its graph is that function of its t, and writes the plan's sizes for it: the
+// same kernels, launched over other extents, and buffers of other sizes. Sizes 0 and 1 are
+// specialization facts (a one-row matrix product takes another path): a size that changes is at
+// least 2 in both plans and in every instance.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "runtime/plan.h"
+
+namespace kiln::runtime {
+
+struct Affine {
+  int64_t a = 0, c = 0;
+  int64_t at(int64_t t) const { return a * t + c; }
+};
+
+struct PlanTemplate {
+  std::shared_ptr<const Plan> base;  // the plan of the second size: its kernels and wiring
+  size_t variable = 0;               // the family size (ShapeFamily::dims index) that is t
+  std::vector<Affine> graph;         // each family size as a function of t
+  std::vector<Affine> sizes;         // each of the plan's sizes (slots, domains, parameters)
+};
+
+// The template of two plans built for two sizes of one family (`dims1`, `dims2`: their
+// ShapeFamily::dims), or nullopt where the plans differ in more than sizes, a size is not an
+// affine function of t with integer coefficients, a size that changes is below 2, or a plan was
+// read back from a record (no kernel facts to check an instance with).
+std::optional<PlanTemplate> make_plan_template(const Plan& first, const std::vector<int64_t>& dims1,
+                                               std::shared_ptr<const Plan> second,
+                                               const std::vector<int64_t>& dims2);
+
+// The template's plan for the family sizes `dims`, or nullopt where `dims` are not the
+// template's functions of their t, or a size that changes would be below 2. Its kernels are the
+// base plan's; a dynamic step's artifact is still bound to the base's extent (the executor binds
+// it to the new one), and nothing in it counts as compiled, loaded or tuned.
+std::optional<Plan> instantiate_plan(const PlanTemplate& t, const std::vector<int64_t>& dims);
+
+}  // namespace kiln::runtime
