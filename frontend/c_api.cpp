@@ -213,6 +213,13 @@ kiln_status kiln_device_last_dynamic_kernels(kiln_device device, int32_t* out) {
   return KILN_OK;
 }
 
+kiln_status kiln_device_last_donated(kiln_device device, int32_t* out) {
+  if (!device) return null_argument(__func__, "device");
+  if (!out) return null_argument(__func__, "out");
+  *out = device->device.last_stats().donated;
+  return KILN_OK;
+}
+
 // ---- Tensors ---------------------------------------------------------------------------------
 
 kiln_status kiln_tensor_from_host(kiln_device device, kiln_dtype dtype, const int64_t* shape,

@@ -30,6 +30,7 @@ cache::KeyParts plan_key(const Target& target, const std::string& structure,
                        {"fuser", fuser}}};
   add_identity(key, target);
   key.parts.emplace_back("schema", kCacheKeySchema);
+  key.parts.emplace_back("planner", kPlannerVersion);
   key.parts.emplace_back("check", std::string(codegen::check_mode_name(check)));
   key.parts.emplace_back("autotune", autotune);
   return key;

@@ -18,6 +18,10 @@ namespace kiln::runtime {
 // Bumped when the parts of these keys, or the entries stored under them, change meaning, or when
 // code generated for the same key changes its results (4: long float sums fold in blocks).
 inline constexpr const char* kCacheKeySchema = "4";
+// In plan keys only: bumped when the planner records other facts for the same kernels, so that a
+// plan an older kiln stored is built again rather than run without them (2: a kernel that writes
+// several results may write one over a donated input; runtime/planner.cpp, find_in_place).
+inline constexpr const char* kPlannerVersion = "2";
 
 // A compiled kernel: {kernel (canonical text, no labels), tune, identity..., schema, check}.
 // Checked and unchecked code of one kernel differ (and so does its calling convention).
@@ -29,8 +33,8 @@ cache::KeyParts kernel_key(const Target& target, std::string kernel_text,
                            const codegen::TuneParams& params, codegen::CheckMode check);
 
 // A plan record: {graph (digest of the structural key), fuser (its name, options and rates),
-// identity..., schema, check, autotune (the level, or "off")}: the record names kernels keyed
-// with the same check mode and schedules.
+// identity..., schema, planner (kPlannerVersion), check, autotune (the level, or "off")}: the
+// record names kernels keyed with the same check mode and schedules.
 cache::KeyParts plan_key(const Target& target, const std::string& structure,
                          const std::string& fuser, codegen::CheckMode check,
                          const std::string& autotune);

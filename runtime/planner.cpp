@@ -110,20 +110,37 @@ void wire_outputs(Plan& plan, const std::unordered_map<const ir::Node*, int>& sl
 }
 
 // Whether every load of the parameters bound to `input_slot` in `step` reads the element its
-// point stores: the kernel has one store, to `param`, over a domain of the output's element count
-// (so each point writes its own element, once), and each such load's index is that store's index
-// (hash-consed: one expression). Then a point reads only what it alone writes, after reading it.
+// point stores: the kernel has one store to `param`, over a domain of the output's element count
+// (so each point writes its own element, once); each load of the input that this store's value
+// reads has that store's index (hash-consed: one expression), and no other store reads the input
+// at all (it might run after this one wrote over the element). Then a point reads only what it
+// alone writes, before writing it. A kernel that writes a layer's key and value caches at once,
+// `where(here, row, k)` and `where(here, row, v)`, updates both in place.
 bool loads_match_store(const PlanStep& step, const InPlace& ip) {
   const kir::Kernel& k = step.kernel;
-  if (k.stores.size() != 1 || k.stores[0].buf != ip.param) return false;
+  const auto own = std::ranges::find(k.stores, ip.param, &kir::Store::buf);
+  if (own == k.stores.end() || std::count_if(k.stores.begin(), k.stores.end(), [&](const kir::Store& s) {
+        return s.buf == ip.param;
+      }) != 1)
+    return false;
   int64_t points = 1;
   for (int64_t d : k.domain) points *= d;
   if (points != ir::shape_numel(k.params[ip.param].shape)) return false;
-  const kir::Expr* index = k.stores[0].index;
-  for (const kir::Expr* e : kir::kernel_exprs(k))
-    if (e->kind == kir::ExprKind::Load && step.args[e->buf] == ip.input_slot && e->args[0] != index)
-      return false;
-  return true;
+  auto reads_input = [&](const kir::Expr* e) {
+    return e->kind == kir::ExprKind::Load && step.args[e->buf] == ip.input_slot;
+  };
+  // The expressions the stores in `stores` reach (kernel_exprs walks a kernel's stores).
+  auto reached = [&](std::vector<kir::Store> stores) {
+    kir::Kernel part;
+    part.stores = std::move(stores);
+    return kir::kernel_exprs(part);
+  };
+  for (const kir::Expr* e : reached({*own}))
+    if (reads_input(e) && e->args[0] != own->index) return false;
+  std::vector<kir::Store> others;
+  for (const kir::Store& s : k.stores)
+    if (&s != &*own) others.push_back(s);
+  return others.empty() || std::ranges::none_of(reached(std::move(others)), reads_input);
 }
 
 // Each step's in-place candidates (PlanStep::in_place), once the outputs are wired.

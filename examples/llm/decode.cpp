@@ -133,6 +133,9 @@ struct Decoder {
   const Model& m;
   std::vector<kiln::Tensor> k, v;  // per layer: [ctx, width]
   int compiled = 0, first_compiled = 0, kernels = 0;
+  // Steps whose realize wrote every layer's new key and value caches over the old ones (buffer
+  // donation: the old caches are held by nothing but the step's graph).
+  int in_place = 0;
   std::vector<double> run_ms;  // each step's realize: time running its kernels
 
   Decoder(const kiln::Device& d, const Model& model) : dev(d), m(model) {
@@ -190,6 +193,7 @@ struct Decoder {
     compiled += st.compiled;
     kernels = st.kernels;
     run_ms.push_back(st.run_ms);
+    if (st.donated == 2 * c.layers) ++in_place;
     auto ids = next.to_vector<int64_t>();
     if (!ids) {
       std::fprintf(stderr, "kiln_llm_decode: %s\n", ids.error().message.c_str());
@@ -274,6 +278,8 @@ int main(int argc, char** argv) {
               "%.2f ms a step running kernels (median)\n",
               static_cast<long long>(positions), dec.kernels, dec.compiled, dec.first_compiled,
               run.empty() ? dec.run_ms[0] : run[run.size() / 2]);
+  std::printf("kiln C++: caches updated in place in %d of %lld steps\n", dec.in_place,
+              static_cast<long long>(positions));
   std::printf("tokens:");
   for (int64_t t : tokens) std::printf(" %lld", static_cast<long long>(t));
   std::printf("\n");

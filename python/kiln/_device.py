@@ -24,7 +24,7 @@ def python_defaults():
     return {"compilation.cache": store, "autotune.cache": store, "autotune.logger.targets": "stderr"}
 
 
-Stats = collections.namedtuple("Stats", "kernels compiled compile_ms run_ms plan_cache_hit dynamic_kernels")
+Stats = collections.namedtuple("Stats", "kernels compiled compile_ms run_ms plan_cache_hit dynamic_kernels donated")
 Stats.__doc__ = """Statistics of a device's most recent realize: kernels launched, of them compiled
 (not found in a cache), compile and run times in milliseconds, and whether the whole plan came
 from a cache."""
@@ -85,7 +85,10 @@ class Device:
         check(lib.kiln_device_last_stats(self._h, byref(s)))
         dynamic = ctypes.c_int32()
         check(lib.kiln_device_last_dynamic_kernels(self._h, byref(dynamic)))
-        return Stats(s.kernels, s.compiled, s.compile_ms, s.run_ms, bool(s.plan_cache_hit), dynamic.value)
+        donated = ctypes.c_int32()
+        check(lib.kiln_device_last_donated(self._h, byref(donated)))
+        return Stats(s.kernels, s.compiled, s.compile_ms, s.run_ms, bool(s.plan_cache_hit), dynamic.value,
+                     donated.value)
 
     def __repr__(self):
         return f"kiln.Device({self.name!r})"

@@ -251,6 +251,36 @@ TEST(CApi, TrainingLoopMatchesTheCxxApi) {
   EXPECT_LT(loss(got), 0.95 * loss(w0));
 }
 
+// A weight update whose old weights no handle holds is written over their memory on the cpu, and
+// kiln_device_last_donated says so; held by a handle, they are kept and nothing is donated.
+TEST(CApi, LastDonatedCountsResultsWrittenInPlace) {
+  CDevice d;
+  OPEN_OR_SKIP(d);
+  const std::vector<float> w0 = ramp(16, 0.25f, -1.f);
+  const int64_t shape[1] = {16};
+  kiln_tensor w;
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, shape, 1, w0.data(), w0.size() * 4, &w));
+  C_OK(kiln_tensor_realize(w));
+  for (const bool held : {true, false}) {
+    kiln_tensor next;
+    C_OK(kiln_mul_scalar(w, 0.5, &next));
+    if (!held) kiln_tensor_release(w);  // only `next` holds the old w now
+    C_OK(kiln_tensor_realize(next));
+    int32_t donated = -1;
+    C_OK(kiln_device_last_donated(d.dev, &donated));
+    EXPECT_EQ(donated, !held && device_name() == "cpu" ? 1 : 0) << (held ? "held" : "released");
+    if (held) kiln_tensor_release(w);
+    w = next;
+  }
+  std::vector<float> got(16);
+  C_OK(kiln_tensor_to_host(w, got.data(), 64));
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], w0[i] * 0.25f) << i;
+  kiln_tensor_release(w);
+  int32_t n = 0;
+  EXPECT_EQ(kiln_device_last_donated(nullptr, &n), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_device_last_donated(d.dev, nullptr), KILN_ERROR_INVALID_ARGUMENT);
+}
+
 TEST(CApi, FailuresReturnAStatusAndAMessage) {
   CDevice d;
   OPEN_OR_SKIP(d);

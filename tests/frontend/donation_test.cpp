@@ -177,6 +177,68 @@ TEST(Donation, KernelsThatReadOtherElementsDoNotWriteOver) {
   }
 }
 
+// A kernel that writes two results may write each over its own operand: a decoder's step that
+// writes one row of a layer's key and value caches, `k = where(here, row, k)` and the same for v,
+// in one kernel, updates both caches in their own memory.
+TEST(Donation, TwoCachesWrittenByOneKernelAreBothUpdatedInPlace) {
+  auto dev = open_cpu();
+  auto ref_dev = open_cpu();
+  const std::vector<int32_t> rows_v = {0, 1, 2, 3, 4, 5, 6, 7};
+  auto rows = kiln::Tensor::from_host(dev, std::span<const int32_t>(rows_v), {8, 1});
+  auto ref_rows = kiln::Tensor::from_host(ref_dev, std::span<const int32_t>(rows_v), {8, 1});
+  auto k = kiln::Tensor::from_host(dev, std::span<const float>(iota(8 * 4, 1.f)), {8, 4});
+  auto v = kiln::Tensor::from_host(dev, std::span<const float>(iota(8 * 4, 2.f)), {8, 4});
+  auto rk = kiln::Tensor::from_host(ref_dev, std::span<const float>(iota(8 * 4, 1.f)), {8, 4});
+  auto rv = kiln::Tensor::from_host(ref_dev, std::span<const float>(iota(8 * 4, 2.f)), {8, 4});
+  std::vector<kiln::Tensor> held;
+  ASSERT_TRUE(kiln::realize({k, v}).has_value());
+  const void* k_at = address_of(k);
+  const void* v_at = address_of(v);
+  for (int32_t pos = 0; pos < 8; ++pos) {
+    const std::vector<float> row = iota(4, 0.5f * static_cast<float>(pos + 1));
+    auto step = [&](const kiln::Device& d, const kiln::Tensor& r, kiln::Tensor& kk, kiln::Tensor& vv) {
+      auto at = kiln::Tensor::from_host(d, std::span<const int32_t>(&pos, 1), {1});
+      auto x = kiln::Tensor::from_host(d, std::span<const float>(row), {1, 4});
+      auto here = kiln::eq(r, at);
+      kk = kiln::where(here, x * 3.0, kk);
+      vv = kiln::where(here, x - 1.0, vv);
+      return kiln::realize({kk, vv});
+    };
+    ASSERT_TRUE(step(dev, rows, k, v).has_value());
+    EXPECT_EQ(dev.last_stats().kernels, 1) << "pos " << pos;
+    EXPECT_EQ(dev.last_stats().donated, 2) << "pos " << pos;
+    EXPECT_EQ(address_of(k), k_at) << "pos " << pos;
+    EXPECT_EQ(address_of(v), v_at) << "pos " << pos;
+    held.push_back(rk);
+    held.push_back(rv);
+    ASSERT_TRUE(step(ref_dev, ref_rows, rk, rv).has_value());
+    EXPECT_EQ(ref_dev.last_stats().donated, 0);
+  }
+  EXPECT_EQ(k.to_vector<float>().value(), rk.to_vector<float>().value());
+  EXPECT_EQ(v.to_vector<float>().value(), rv.to_vector<float>().value());
+  EXPECT_EQ(held.front().to_vector<float>().value(), iota(8 * 4, 1.f));  // held: unchanged
+}
+
+// Where another result of the same kernel reads the operand too, no result may take its memory:
+// that result could be computed after the operand's element was written over.
+TEST(Donation, AnOperandThatAnotherResultReadsIsNotWrittenOver) {
+  auto dev = open_cpu();
+  const auto v = iota(64, 1.f);
+  auto w = kiln::Tensor::from_host(dev, std::span<const float>(v), {64});
+  ASSERT_TRUE(w.realize().has_value());
+  auto a = w * 2.0;
+  auto b = w + 1.0;
+  w = kiln::Tensor();
+  ASSERT_TRUE(kiln::realize({a, b}).has_value());
+  EXPECT_EQ(dev.last_stats().kernels, 1);
+  EXPECT_EQ(dev.last_stats().donated, 0);
+  auto av = a.to_vector<float>().value(), bv = b.to_vector<float>().value();
+  for (size_t i = 0; i < v.size(); ++i) {
+    EXPECT_EQ(av[i], v[i] * 2.f) << i;
+    EXPECT_EQ(bv[i], v[i] + 1.f) << i;
+  }
+}
+
 // A training step after the first takes no new memory from the system: the update writes over
 // the weights, and intermediates come from the pool.
 TEST(Donation, ATrainingStepAllocatesNothingAfterTheFirst) {

@@ -1,6 +1,6 @@
 """The LLM decode workload (examples/llm): kiln's tokens equal the numpy reference's, in Python
 and through the C++ API, and a decode loop compiles only in its first step (the position is an
-input, not a shape: one plan serves every step)."""
+input, not a shape: one plan serves every step) and writes its key/value caches in place."""
 import importlib.util
 import os
 import re
@@ -25,6 +25,13 @@ def run_llama(source_dir, tmp_path, *args):
     return r.stdout
 
 
+def steps_in_place(out):
+    """How many steps wrote every layer's new key/value caches over the old ones (buffer donation)."""
+    m = re.search(r"caches updated in place in (\d+) of (\d+) steps", out)
+    assert m, out
+    return int(m.group(1)), int(m.group(2))
+
+
 def compile_counts(out):
     m = re.search(r"(\d+) steps, (\d+) kernels a step, (\d+) kernels compiled in all \(first step (\d+)", out)
     assert m, out
@@ -39,6 +46,7 @@ def test_python_decoder_matches_numpy_and_compiles_once(source_dir, tmp_path, to
     positions, kernels, compiled, first = compile_counts(out)
     assert positions == steps + 7  # the 8 prompt tokens, then one step per generated token but the last
     assert compiled == first > 0, out  # every kernel compiled in the first step, none after
+    assert steps_in_place(out) == (positions, positions), out  # the caches are written in place
     tokens = re.search(r"^tokens: (.*)$", out, re.M).group(1).split()
     if topk == 4:
         assert len(set(tokens)) > 50, tokens  # sampling, not one token repeated
@@ -55,6 +63,7 @@ def test_cpp_decoder_prints_the_numpy_tokens(source_dir, tmp_path):
     got = [int(t) for t in re.search(r"^tokens: (.*)$", r.stdout, re.M).group(1).split()]
     positions, kernels, compiled, first = compile_counts(r.stdout)
     assert compiled == first > 0, r.stdout
+    assert steps_in_place(r.stdout) == (positions, positions), r.stdout
     llama = llama_module(source_dir)
     cfg = llama.Config()
     ref, _ = llama.generate(llama.NumpyDecoder(cfg, llama.weights(cfg)), llama.prompt_tokens(cfg), steps, topk)
