@@ -178,7 +178,8 @@ class Planner {
   }
 
   // A reduction reading `b` evaluates it in the reduction's own loop: matmuls among b's inlined
-  // producers run their contraction again there (the cost model counts one run per loop nest).
+  // producers run their contraction again there (the cost model counts one run per loop nest),
+  // and neither run is a matmul loop nest any more: both are priced as loose contractions.
   void rerun_matmuls(Placement& p, int32_t b) const {
     constexpr size_t kMaxWalk = 64;  // a bound on the walk; longer prologues are rare
     std::vector<int32_t> seen, stack{b};
@@ -188,7 +189,10 @@ class Planner {
       if (s_.group_of[static_cast<size_t>(q)] != target_ || list_contains(seen, q)) continue;
       seen.push_back(q);
       const ir::Node* n = g_[q].node;
-      if (n->op == ir::Op::Matmul) p.delta += work(q, factor_of(p, q));
+      if (n->op == ir::Op::Matmul) {
+        const double flops = g_[q].flops * factor_of(p, q);
+        p.delta += 2 * cost_.loose_contraction_seconds(flops) - cost_.work_seconds(n, flops);
+      }
       if (n->op == ir::Op::Matmul || ir::is_reduce(n->op)) continue;
       for (const FusionRead& r : g_[q].reads) stack.push_back(r.base);
     }

@@ -18,7 +18,9 @@
 //   each. The formula counts that for matmuls (the contraction is re-run: attention scores fused
 //   into softmax cost three matmuls) but counts an elementwise value once, so softmax's exp, read
 //   by the sum's loop and by the output loop, is priced once: fusing a whole row softmax or
-//   layernorm into one kernel is what the model is calibrated to choose.
+//   layernorm into one kernel is what the model is calibrated to choose. A matmul run in more than
+//   one loop nest is no longer a matmul kernel's: each run is priced as a loose contraction
+//   (kLooseContractionShare of the compute rate), not at the matmul rate.
 #include "passes/cost_model.h"
 
 #include <fmt/format.h>
@@ -173,9 +175,11 @@ double CostModel::executed_flops(const FusedGroup& group, double* work) const {
   double flops = attention_flops;
   for (const ir::Node* n : evaluated) {
     auto c = contexts.find(n);
-    const double f = node_flops(n) * factor.at(n) * (c == contexts.end() ? 1 : std::max(1, c->second));
+    const int runs = c == contexts.end() ? 1 : std::max(1, c->second);
+    const double f = node_flops(n) * factor.at(n) * runs;
     flops += f;
-    if (work) *work += work_seconds(n, f);
+    // A matmul that a reduction's loop runs again is no matmul loop nest: every run is loose.
+    if (work) *work += n->op == ir::Op::Matmul && runs > 1 ? loose_contraction_seconds(f) : work_seconds(n, f);
   }
   return flops;
 }

@@ -43,6 +43,15 @@ inline constexpr double kCacheResidentBytes = 4.0 * 1024 * 1024;
 inline constexpr double kAttentionMatmulShare = 0.75;
 inline constexpr double kAttentionOpsPerScore = 8;
 
+// A contraction evaluated outside a matmul loop nest: where a reduction in its group reads the
+// product (an RMSNorm's sum of squares over a projection's output row), the backends see no matmul
+// pattern, and each run of it (the kernel's, and the reduction's own) is a plain scalar reduction
+// with strided loads of its second operand, the hoisted one on one thread. Such a run is priced at
+// this share of the compute rate: a 256 x 256 vector-matrix product under an RMSNorm, fused so,
+// ran at 3.7 GFLOP/s where the compute rate was 120 Gop/s (2 cores, AVX-512: 1/32 is one lane of
+// one core), and took 141 us against 3.9 for the product and the norm as two kernels.
+inline constexpr double kLooseContractionShare = 1.0 / 32;
+
 struct AttentionMatch;
 
 // The op kinds the cost model prices with their own rate.
@@ -67,6 +76,10 @@ class CostModel {
   }
   double work_seconds(const ir::Node* n, double flops) const;
   double launch_seconds(int launches) const { return launches * rates_.launch_overhead; }
+  // `flops` of a contraction run outside a matmul loop nest (kLooseContractionShare).
+  double loose_contraction_seconds(double flops) const {
+    return flops / (rates_.compute_rate * kLooseContractionShare);
+  }
   // A whole attention in one kernel (passes/attention_match.h): its contractions, exponentials and
   // logits, counted once each.
   double attention_seconds(const AttentionMatch& m) const;

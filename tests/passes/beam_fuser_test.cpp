@@ -248,6 +248,56 @@ TEST(BeamFuser, MeanAndVarianceOfTheSameRowsShareOneKernel) {
   EXPECT_EQ(plan.groups[0].inputs, (std::vector<const Node*>{x}));
 }
 
+// A decoder's attention output projection, its residual and the RMSNorm that follows: the norm's
+// sum of squares reads the product's row, so in one kernel both would be plain loops re-running
+// the contraction (no matmul loop nest; 141 us against 3.9 as two kernels). The projection and
+// the residual are one kernel, the norm another, whatever the launch overhead.
+TEST(BeamFuser, AReductionOfAMatmulsRowIsItsOwnKernel) {
+  for (const double launch : {5e-6, 50e-6}) {
+    DeviceRates rates = DeviceRates::reference_cpu();
+    rates.launch_overhead = launch;
+    rates.matmul_rate = 250e9;
+    Fixture f;
+    f.model = CostModel(rates);
+    const Node* o = f.g.input(DType::f32, {1, 256}, "o");
+    const Node* x = f.g.input(DType::f32, {1, 256}, "x");
+    const Node* w = f.g.input(DType::f32, {256, 256}, "w");
+    const Node* gain = f.g.input(DType::f32, {256}, "gain");
+    const Node* mm = must(f.b.matmul(o, w));
+    const Node* h = f.bin(Op::Add, x, mm);
+    const Node* ms = must(f.b.mean(f.bin(Op::Mul, h, h), std::vector<int64_t>{1}, true));
+    const Node* y = f.bin(Op::Mul, f.bin(Op::Mul, h, f.un(Op::Rsqrt, f.bin(Op::Add, ms, f.lit(1e-5)))), gain);
+    FusionPlan plan = f.fuse({h, y});
+    for (const FusedGroup& grp : plan.groups)
+      EXPECT_FALSE(contains(grp.nodes, mm) && contains(grp.nodes, ms))
+          << "launch " << launch << ": the sum re-runs the matmul in its kernel";
+    ASSERT_EQ(plan.groups.size(), 2u) << "launch " << launch;
+    EXPECT_EQ(plan.groups[0].outputs, (std::vector<const Node*>{h}));
+    expect_reasons_complete(plan);
+  }
+}
+
+// The cost model prices a matmul that a reduction's loop runs again as two loose contractions,
+// not two runs at the matmul rate.
+TEST(CostModel, AMatmulRunAgainByAReductionIsPricedAsLooseContractions) {
+  DeviceRates rates = DeviceRates::reference_cpu();
+  rates.matmul_rate = 250e9;
+  const CostModel model(rates);
+  Fixture f;
+  const Node* o = f.g.input(DType::f32, {1, 256}, "o");
+  const Node* w = f.g.input(DType::f32, {256, 256}, "w");
+  const Node* mm = must(f.b.matmul(o, w));
+  const Node* sq = f.bin(Op::Mul, mm, mm);
+  const Node* sum = f.red(Op::Sum, sq, 1);
+  const Node* y = f.bin(Op::Mul, mm, sum);
+  const FusedGroup fused{.nodes = {mm, sq, sum, y}, .outputs = {y}, .inputs = {o, w}};
+  const FusedGroup alone{.nodes = {mm}, .outputs = {mm}, .inputs = {o, w}};
+  const GroupCost c = model.estimate(fused);
+  const double contraction = 2.0 * 256 * 256;
+  EXPECT_GE(c.seconds, model.loose_contraction_seconds(2 * contraction));
+  EXPECT_LT(model.estimate(alone).seconds, model.loose_contraction_seconds(contraction) / 4);
+}
+
 // One step of Conway's life on a torus: the eight rolled neighbours of `g`.
 const Node* life_step(Fixture& f, const Node* g) {
   const Node* n = nullptr;
