@@ -933,10 +933,12 @@ int64_t parallel_extent(const kir::Kernel& kernel, const EmitOptions& options) {
   return kernel.outer_extent();
 }
 
-int chunks_per_thread(const kir::Kernel& kernel, const kir::KernelFacts& facts, CheckMode check) {
+int chunks_per_thread(const kir::Kernel&, const kir::KernelFacts& facts, CheckMode check) {
   if (check != CheckMode::none) return 0;
-  if (std::optional<MatmulPattern> mm = matmul_of(facts))
-    if (gemv_column_blocks(kernel, *mm)) return 1;
+  // A matmul's calls each pack b (the matrix-vector path's stripes, the tiled path's every block):
+  // one call per thread packs it once per thread. With the pool's 4 chunks a thread, a 1024^3
+  // matmul on 2 threads packed all of b 8 times: 7.2 ms, against 5.7 to 6.2 in one stripe each.
+  if (matmul_of(facts)) return 1;
   return 0;
 }
 

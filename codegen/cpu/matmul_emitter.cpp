@@ -53,12 +53,34 @@ constexpr int64_t kGemvSpanFloats = 8192;
 // rows of a (more prefetch streams at once: a 4096 x 4096 W read 10% faster than with 4), 4 for
 // more, whose M x rows values of a would not stay in registers.
 int64_t gemv_k_rows(int64_t m) { return m <= 2 ? 8 : 4; }
-// Packed B columns per block: up to 4 MiB, so a 1024 x 1024 B is one block. A's rows are packed
-// once per block they meet, so fewer blocks pack them fewer times (once here, not 8 times with
-// 512 KiB blocks); each panel (K x NR) is read back from L3 where it no longer fits in L2. 1024^3
-// matmul: 11.0 to 12.1 ms against 12.5 to 14.8 with 512 KiB (two threads, A B in each of six
-// rounds), 19.5 to 19.9 against 21.8 to 22.0 on one thread, and faster on AVX2 too.
-constexpr int64_t kBlockBytes = 4 * 1024 * 1024;
+// Packed B columns per block. Where a's rows are read in place (contiguous_in_k), nothing is
+// packed per row block, and the block stays in L2 while every row block sweeps it: 512 KiB. A
+// 1024^3 matmul on a 2-core Xeon with AVX-512 (2 MiB of L2 a core, a slow L3): 6.3 to 6.8 ms
+// against 15.5 to 16.6 with 4 MiB blocks read back from L3 and a's rows packed. Where a's rows
+// are packed, they are packed once per block they meet, so larger blocks pack them fewer times:
+// 1 MiB (the same Xeon: 9.9 ms, against 8.6 to 9.6 with 512 KiB and 15.5 to 16.6 with 4 MiB; on
+// a Zen 4, 4 MiB blocks were 10 to 20% faster than 512 KiB ones).
+constexpr int64_t kBlockBytes = 512 * 1024;
+constexpr int64_t kPackedABlockBytes = 1024 * 1024;
+
+// Whether the row operand is one f32 load contiguous in k (its index is k plus terms free of k: a
+// row-major a, or a view that keeps k innermost). The micro-kernel then broadcasts a's values
+// from where they are (MR rows, each read in order, stay in L1 while the block's panels pass),
+// and nothing is packed per row block. Anything else (a cast, a prologue's arithmetic, a
+// transposed view) is packed once per row block and block.
+bool contiguous_in_k(const kir::Kernel& k, const MatmulPattern& p) {
+  const Expr* a = p.a;
+  if (a->kind != kir::ExprKind::Load || a->dtype != ir::DType::f32) return false;
+  const Expr* index = a->args[0];
+  auto is_k = [&](const Expr* e) { return e->kind == kir::ExprKind::Var && e->var == p.k_var; };
+  if (is_k(index)) return true;
+  if (index->kind != kir::ExprKind::Alu || index->alu != kir::Alu::Add || index->args.size() != 2)
+    return false;
+  const kir::FreeVars fv(k);
+  for (size_t s = 0; s < 2; ++s)
+    if (is_k(index->args[s]) && !fv.uses(index->args[1 - s], p.k_var)) return true;
+  return false;
+}
 
 int64_t round_up(int64_t x, int64_t m) {
   return (x + m - 1) / m * m;
@@ -77,6 +99,7 @@ class MatmulEmitter {
         kVecs(t_.vecs),
         kNR(t_.nr()),
         kK(std::max<int64_t>(p.k_extent, 1)),
+        direct_a_(contiguous_in_k(k, p)),
         m_(m),
         ctx_(m.getContext()),
         b_(ctx_) {}
@@ -109,6 +132,8 @@ class MatmulEmitter {
   const Tile t_;
   const int64_t kMR, kLanes, kVecs, kNR;  // t_'s, named like the constants they are
   const int64_t kK;                       // the reduction extent, at least 1 (scratch sizes)
+  const bool direct_a_;                   // a's rows read in place, not packed (contiguous_in_k)
+  std::vector<Value*> a_rows_;            // direct_a_: the row block's rows, clamped to the last
   int64_t nc_ = 0;                        // columns per packed B block, a multiple of kNR
   llvm::Module& m_;
   llvm::LLVMContext& ctx_;
@@ -139,7 +164,8 @@ void MatmulEmitter::create_scratch() {
   for (int64_t i = 0; i < kMR * kVecs; ++i) acc_.push_back(b_.CreateAlloca(vec_));
   tile_ = b_.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), kMR * kNR));
   tile_->setAlignment(llvm::Align(kLanes * 4));
-  const int64_t panels = std::max<int64_t>(1, kBlockBytes / (kK * kNR * 4));
+  const int64_t block = direct_a_ ? kBlockBytes : kPackedABlockBytes;
+  const int64_t panels = std::max<int64_t>(1, block / (kK * kNR * 4));
   nc_ = std::min(panels * kNR, round_up(k_.domain.back(), kNR));
   const int64_t b_bytes = round_up(kK * nc_ * 4, kAlign);
   const int64_t bytes = b_bytes + round_up(kK * kMR * 4, kAlign) + kAlign;
@@ -176,8 +202,8 @@ Expected<void> MatmulEmitter::batch_loops(size_t axis, Value* begin, Value* end)
 }
 
 // Per block of nc_ columns: pack B once, then per row block of [i_lo, i_hi) pack A once (the
-// packed rows stay in L1 while they meet every panel of the block) and run the micro-kernel and
-// epilogue for every panel.
+// packed rows stay in L1 while they meet every panel of the block; rows read in place need no
+// packing) and run the micro-kernel and epilogue for every panel.
 Expected<void> MatmulEmitter::rows(Value* i_lo, Value* i_hi) {
   const int64_t n = k_.domain.back();
   // No rows, no packing.
@@ -187,7 +213,15 @@ Expected<void> MatmulEmitter::rows(Value* i_lo, Value* i_hi) {
         b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(jc, i64(nc_)), i64(n));
     if (Expected<void> ok = pack_b(jc, j_end); !ok) return ok;
     return loop(i_lo, i_hi, kMR, "i0", [&](Value* i0) -> Expected<void> {
-      if (Expected<void> ok = pack_a(i0, i_hi); !ok) return ok;
+      if (direct_a_) {
+        a_rows_.clear();
+        Value* last = b_.CreateSub(i_hi, i64(1));
+        for (int64_t r = 0; r < kMR; ++r)
+          a_rows_.push_back(
+              b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(i0, i64(r)), last));
+      } else if (Expected<void> ok = pack_a(i0, i_hi); !ok) {
+        return ok;
+      }
       return loop(jc, j_end, kNR, "j0", [&](Value* j0) -> Expected<void> {
         micro_kernel(float_at(b_pack_, b_.CreateMul(b_.CreateSub(j0, jc), i64(kK))));
         return epilogue(i0, i_hi, j0);
@@ -197,24 +231,46 @@ Expected<void> MatmulEmitter::rows(Value* i_lo, Value* i_hi) {
 }
 
 // Panel p of the block holds b(k, j0 + jj) at [p][k][jj] for j0 = jc + p * NR, 0 past the last
-// column (b is evaluated at a clamped column, so its loads stay in range).
+// column (b is evaluated at a clamped column, so its loads stay in range). A whole panel (every
+// column below n) needs neither: its row of NR values is a plain loop that LLVM vectorizes (a
+// row-major b's row is one contiguous copy), 1.5 ns an element packed one by one before.
 Expected<void> MatmulEmitter::pack_b(Value* jc, Value* j_end) {
   const int64_t n = k_.domain.back();
-  return loop(jc, j_end, kNR, "pb", [&](Value* j0) {
+  return loop(jc, j_end, kNR, "pb", [&](Value* j0) -> Expected<void> {
     Value* panel = float_at(b_pack_, b_.CreateMul(b_.CreateSub(j0, jc), i64(kK)));
-    return loop(i64(0), i64(p_.k_extent), 1, "pbk", [&](Value* k) {
-      return loop(i64(0), i64(kNR), 1, "pbj", [&](Value* jj) -> Expected<void> {
-        Value* j = b_.CreateAdd(j0, jj);
-        ex_->bind_var(p_.k_var, k);
-        ex_->bind_var(p_.j_var, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, j, i64(n - 1)));
-        Expected<Value*> v = ex_->emit(p_.b);
-        if (!v) return std::unexpected(v.error());
-        Value* x = b_.CreateSelect(b_.CreateICmpSLT(j, i64(n)), *v,
-                                   llvm::ConstantFP::get(b_.getFloatTy(), 0.0));
-        b_.CreateStore(x, float_at(panel, b_.CreateAdd(b_.CreateMul(k, i64(kNR)), jj)));
-        return {};
+    auto pack = [&](bool whole) {
+      return loop(i64(0), i64(p_.k_extent), 1, whole ? "pbk" : "pbkt", [&](Value* k) {
+        return loop(
+            i64(0), i64(kNR), 1, whole ? "pbj" : "pbjt",
+            [&](Value* jj) -> Expected<void> {
+              Value* j = b_.CreateAdd(j0, jj);
+              ex_->bind_var(p_.k_var, k);
+              ex_->bind_var(p_.j_var,
+                            whole ? j : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, j, i64(n - 1)));
+              Expected<Value*> v = ex_->emit(p_.b);
+              if (!v) return std::unexpected(v.error());
+              Value* x = whole ? *v
+                               : b_.CreateSelect(b_.CreateICmpSLT(j, i64(n)), *v,
+                                                 llvm::ConstantFP::get(b_.getFloatTy(), 0.0));
+              b_.CreateStore(x, float_at(panel, b_.CreateAdd(b_.CreateMul(k, i64(kNR)), jj)));
+              return {};
+            },
+            whole ? vectorize_hints(ctx_, static_cast<int>(kLanes), 0) : nullptr);
       });
-    });
+    };
+    llvm::BasicBlock* whole = BasicBlock::Create(ctx_, "pb.whole", fn_);
+    llvm::BasicBlock* tail = BasicBlock::Create(ctx_, "pb.tail", fn_);
+    llvm::BasicBlock* done = BasicBlock::Create(ctx_, "pb.done", fn_);
+    b_.CreateCondBr(b_.CreateICmpSLE(b_.CreateAdd(j0, i64(kNR)), i64(n)), whole, tail);
+    b_.SetInsertPoint(whole);
+    if (Expected<void> ok = pack(true); !ok) return ok;
+    b_.CreateBr(done);
+    b_.SetInsertPoint(tail);
+    if (Expected<void> ok = pack(false); !ok) return ok;
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+    ex_->forget();
+    return {};
   });
 }
 
@@ -248,9 +304,18 @@ void MatmulEmitter::micro_kernel(Value* panel) {
       bv.push_back(b_.CreateAlignedLoad(vec_, float_at(panel, at), llvm::Align(kLanes * 4)));
     }
     for (int64_t r = 0; r < kMR; ++r) {
-      Value* at = b_.CreateAdd(b_.CreateMul(k, i64(kMR)), i64(r));
-      Value* splat =
-          b_.CreateVectorSplat(kLanes, b_.CreateLoad(b_.getFloatTy(), float_at(a_pack_, at)));
+      Value* a = nullptr;
+      if (direct_a_) {  // a(row r, k) where it is: one load (contiguous_in_k)
+        ex_->forget();
+        ex_->bind_var(p_.k_var, k);
+        ex_->bind_var(p_.i_var, a_rows_[static_cast<size_t>(r)]);
+        Expected<Value*> v = ex_->emit(p_.a);
+        if (!v) return std::unexpected(v.error());
+        a = *v;
+      } else {
+        a = b_.CreateLoad(b_.getFloatTy(), float_at(a_pack_, b_.CreateAdd(b_.CreateMul(k, i64(kMR)), i64(r))));
+      }
+      Value* splat = b_.CreateVectorSplat(kLanes, a);
       for (int64_t v = 0; v < kVecs; ++v) {
         llvm::AllocaInst* acc = acc_[r * kVecs + v];
         Value* sum = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vec_},

@@ -11,10 +11,12 @@
 namespace kiln::codegen::cpu {
 
 // Per thread chunk [begin, end) of the outermost axis and per batch point: per block of columns
-// (as many NR-wide panels as fit about an L2), the column operand is packed once into a scratch
-// buffer (zero past N); per MR-row block the row operand is packed once (prologues evaluated
-// there), then each panel accumulates an MR x NR register tile over all of k and the epilogues
-// run per element of the tile. Scratch comes from malloc/free (never a global), so concurrent
+// (as many NR-wide panels as fit half a core's L2), the column operand is packed once into a
+// scratch buffer (zero past N); per MR-row block the row operand is packed once (prologues
+// evaluated there) unless its rows are read in place (one load contiguous in k), then each panel
+// accumulates an MR x NR register tile over all of k and the epilogues run per element of the
+// tile. Each call packs the column operand, so a thread runs one stripe of rows
+// (chunks_per_thread 1). Scratch comes from malloc/free (never a global), so concurrent
 // calls on disjoint ranges are safe. TuneParams::vector_width 4, 8 or 16 forces the tile's lanes.
 //
 // A matmul with at most kGemvMaxRows rows and unit batch axes (a matrix-vector product) takes a

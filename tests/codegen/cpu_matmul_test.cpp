@@ -151,8 +151,8 @@ TEST(CpuMatmul, EveryTileWidth) {
 
 // At most kGemvMaxRows rows and unit batch axes: the matrix-vector path, whose range counts
 // blocks of kGemvBlockColumns columns (run_kernel also runs it in uneven chunks of blocks), run
-// one stripe of blocks per thread (chunks_per_thread 1); the tiled path's rows run in the pool's
-// balanced chunks (0). Returns the range and the chunks per thread.
+// one stripe of blocks per thread (chunks_per_thread 1); the tiled path's rows run one stripe
+// per thread too, since each call packs b. Returns the range and the chunks per thread.
 std::pair<size_t, int> gemv_blocks(const Shape& as, const Shape& bs) {
   Graph f;
   const Node* a = f.in(as, "a");
@@ -177,8 +177,8 @@ TEST(CpuMatmul, MatrixVectorProductsRunOverColumnBlocks) {
     EXPECT_EQ(gemv_blocks(c.a, c.b), std::make_pair(c.blocks, 1));
   }
   // Five rows, or a batch of two, take the tiled path over rows.
-  EXPECT_EQ(gemv_blocks({5, 9}, {9, 70}), std::make_pair(size_t{5}, 0));
-  EXPECT_EQ(gemv_blocks({2, 1, 9}, {9, 70}), std::make_pair(size_t{2}, 0));
+  EXPECT_EQ(gemv_blocks({5, 9}, {9, 70}), std::make_pair(size_t{5}, 1));
+  EXPECT_EQ(gemv_blocks({2, 1, 9}, {9, 70}), std::make_pair(size_t{2}, 1));
   for (int lanes : {4, 8, 16}) {
     SCOPED_TRACE(lanes);
     check_plain({2, 77}, {77, 333}, TuneParams{lanes, 0});
