@@ -247,6 +247,9 @@ class PlanBuilder {
     int32_t from = s_.group_of[static_cast<size_t>(e.producer)];
     const FusedGroup& mine = groups_[static_cast<size_t>(group)];
     const FusedGroup& theirs = groups_[static_cast<size_t>(from)];
+    // A matmul's kernel has the matmul's shape (beam_search.cpp, Planner::place).
+    if (p.node->op == ir::Op::Matmul && !p.attention && mine.outputs[0]->shape != p.node->shape)
+      return "matmul result read in another shape";
     if (mine.outputs[0]->shape != theirs.outputs[0]->shape) {
       // The consumer cannot join the producer's kernel; a value that need not be written could
       // still have been recomputed here, and the cost model preferred the buffer.

@@ -91,9 +91,20 @@ class Planner {
         fail(p);
         return p;
       }
+      // One matmul a kernel: the backends' matmul loop nest computes one contraction, and a
+      // kernel of two (a decoder's q, k and v projections of one row) ran each as a plain loop.
+      if (fn.node->op == ir::Op::Matmul && !fn.attention && open.has_matmul) {
+        fail(p);
+        return p;
+      }
     }
     if (slot_ < 0) p.delta += cost_.launch_seconds(1);
     if (fn.forced && !fix_shape(p, target_, n)) return p;
+    // A matmul's kernel has the matmul's domain (its epilogue's outputs have its shape): in a
+    // larger one it would be evaluated per point of it (a [1, 256] projection inside a
+    // [512, 256] cache update, 512 times) with no matmul loop nest, and it could not be written
+    // from there for another kernel to read.
+    if (fn.node->op == ir::Op::Matmul && !fn.attention && !fix_shape(p, target_, n)) return p;
     p.delta += (fn.forced ? cost_.buffer_seconds(fn.node, fn.bytes) : 0) + work(n, 1.0);
     for (const FusionRead& r : fn.reads) {
       if (!read(p, fn.node, r, 1.0, kMaxRecompute)) return p;

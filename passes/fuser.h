@@ -28,7 +28,7 @@ struct FusedGroup {
 // between two computed (non-Input, non-source) nodes whose groups differ carries one reason;
 // the texts are short, stable phrases such as "shape mismatch", "would create a cycle",
 // "binding limit", "reduce axes differ", "max_blocks reached", "matmul operand",
-// "cheaper to materialize", "graph output".
+// "matmul result read in another shape", "cheaper to materialize", "graph output".
 struct FusionReason {
   const ir::Node* producer;
   const ir::Node* consumer;

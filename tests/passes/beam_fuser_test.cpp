@@ -277,6 +277,43 @@ TEST(BeamFuser, AReductionOfAMatmulsRowIsItsOwnKernel) {
   }
 }
 
+// A decoder's q, k and v projections of one row, and a cache update that takes the v row: each
+// projection is a kernel of its own (the backends' matmul loop nest computes one contraction),
+// and the v projection is not computed inside the [512, 256] update, once per row of it.
+TEST(BeamFuser, EachMatmulIsAKernelOfItsOwnShape) {
+  for (const bool measured_like : {false, true}) {
+    Fixture f;
+    if (measured_like) {
+      DeviceRates rates = DeviceRates::reference_cpu();
+      rates.launch_overhead = 20e-6;
+      rates.matmul_rate = 250e9;
+      f.model = CostModel(rates);
+    }
+    const Node* h = f.g.input(DType::f32, {1, 256}, "h");
+    const Node* here = f.g.input(DType::boolean, {512, 1}, "here");
+    const Node* cache = f.g.input(DType::f32, {512, 256}, "cache");
+    std::vector<const Node*> proj;
+    for (const char* name : {"wq", "wk", "wv"})
+      proj.push_back(must(f.b.matmul(h, f.g.input(DType::f32, {256, 256}, name))));
+    const Node* q = f.un(Op::Relu, proj[0]);
+    const Node* k = f.un(Op::Relu, proj[1]);
+    const Node* updated = must(f.b.where(here, proj[2], cache));
+    FusionPlan plan = f.fuse({q, k, updated});
+    for (const FusedGroup& grp : plan.groups) {
+      int matmuls = 0;
+      for (const Node* n : grp.nodes) {
+        if (n->op != Op::Matmul) continue;
+        ++matmuls;
+        for (const Node* o : grp.outputs)
+          EXPECT_EQ(o->shape, n->shape) << "a matmul computed in a kernel of another shape";
+      }
+      EXPECT_LE(matmuls, 1) << (measured_like ? "measured-like rates" : "reference rates");
+    }
+    EXPECT_EQ(reason_of(plan, proj[2], updated), "matmul result read in another shape");
+    expect_reasons_complete(plan);
+  }
+}
+
 // The cost model prices a matmul that a reduction's loop runs again as two loose contractions,
 // not two runs at the matmul rate.
 TEST(CostModel, AMatmulRunAgainByAReductionIsPricedAsLooseContractions) {
