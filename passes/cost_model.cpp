@@ -3,7 +3,8 @@
 //   seconds = bytes / bandwidth + launches * launch_overhead + flops / compute_rate
 //
 // - bytes: every input buffer once (a kernel streams each buffer it reads; repeated reads of the
-//   same buffer are assumed to hit cache) plus every output once.
+//   same buffer are assumed to hit cache) plus every output once. A buffer read only as the
+//   table of gathers counts the elements they gather (an embedding row, not the table).
 // - launches: 1 per group.
 // - flops: the scalar work the kernel actually executes. Each computed node n costs
 //   node_flops(n) (per-element unit cost times elements; reductions and matmuls count their
@@ -184,13 +185,32 @@ double CostModel::executed_flops(const FusedGroup& group, double* work) const {
   return flops;
 }
 
+namespace {
+
+// The bytes a group reads of its input buffer `b`: all of it, unless the group reads it only as
+// the table of gathers, which read as many of its elements as they give (an embedding lookup of
+// one row reads the row, not the table).
+double bytes_read(const FusedGroup& group, const ir::Node* b) {
+  double gathered = 0;
+  for (const ir::Node* n : group.nodes)
+    for (size_t i = 0; i < n->inputs.size(); ++i) {
+      if (n->inputs[i] != b) continue;
+      if (n->op != ir::Op::Gather || i != 0) return node_bytes(b);
+      gathered += static_cast<double>(n->numel()) * ir::dtype_size(b->dtype);
+    }
+  return gathered > 0 ? std::min(gathered, node_bytes(b)) : node_bytes(b);
+}
+
+}  // namespace
+
 GroupCost CostModel::estimate(const FusedGroup& group) const {
   GroupCost c;
   double memory = 0;
   for (const std::vector<const ir::Node*>* buffers : {&group.inputs, &group.outputs})
     for (const ir::Node* b : *buffers) {
-      c.bytes += node_bytes(b);
-      memory += buffer_seconds(b, node_bytes(b));
+      const double bytes = buffers == &group.inputs ? bytes_read(group, b) : node_bytes(b);
+      c.bytes += bytes;
+      memory += buffer_seconds(b, bytes);
     }
   c.launches = 1;
   double work = 0;

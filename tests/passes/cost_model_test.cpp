@@ -36,6 +36,21 @@ TEST(CostModel, FormulaAddsBytesLaunchesAndWork) {
   EXPECT_DOUBLE_EQ(c.seconds, 8000 / r.bandwidth + r.launch_overhead + 20000 / r.compute_rate);
 }
 
+// An embedding lookup reads the rows it gathers, not the table; a group that also reads the table
+// another way reads all of it.
+TEST(CostModel, AGatheredTableCountsTheRowsItGives) {
+  Fixture f;
+  const Node* table = f.g.input(DType::f32, {4096, 256}, "table");
+  const Node* ids = f.g.input(DType::i32, {1}, "ids");
+  const Node* row = must(f.b.gather(table, ids, 0));  // [1, 256]
+  const Node* y = f.un(Op::Exp, row);
+  GroupCost c = f.model.estimate({.nodes = {row, y}, .outputs = {y}, .inputs = {table, ids}});
+  EXPECT_DOUBLE_EQ(c.bytes, 256 * 4 + 4 + 256 * 4);  // the row, the id, the output
+  const Node* total = f.red(Op::Sum, table, 1);      // [4096, 1]: reads the whole table
+  GroupCost both = f.model.estimate({.nodes = {row, y, total}, .outputs = {y, total}, .inputs = {table, ids}});
+  EXPECT_DOUBLE_EQ(both.bytes, 4096.0 * 256 * 4 + 4 + 256 * 4 + 4096 * 4);
+}
+
 TEST(CostModel, WorkIsPricedByKindAndSmallBuffersAtTheCacheBandwidth) {
   // Measured rates by kind: matmul flops, each costly op (exp) its time per element, and the rest
   // at the compute rate; an intermediate of at most kCacheResidentBytes at the cache bandwidth.
