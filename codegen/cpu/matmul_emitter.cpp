@@ -117,7 +117,8 @@ class MatmulEmitter {
   Expected<void> batch_loops(size_t axis, Value* begin, Value* end);
   Expected<void> rows(Value* i_lo, Value* i_hi);
   Expected<void> pack_b(Value* jc, Value* j_end);
-  Expected<void> pack_a(Value* i0, Value* i_hi);
+  std::vector<Value*> clamped_rows(Value* i0, Value* i_hi);
+  Expected<void> pack_a();
   void micro_kernel(Value* panel);
   Expected<void> epilogue(Value* i0, Value* i_hi, Value* j0);
   Expected<void> store_all();
@@ -133,7 +134,7 @@ class MatmulEmitter {
   const int64_t kMR, kLanes, kVecs, kNR;  // t_'s, named like the constants they are
   const int64_t kK;                       // the reduction extent, at least 1 (scratch sizes)
   const bool direct_a_;                   // a's rows read in place, not packed (contiguous_in_k)
-  std::vector<Value*> a_rows_;            // direct_a_: the row block's rows, clamped to the last
+  std::vector<Value*> a_rows_;            // the row block's rows, clamped to the last (clamped_rows)
   int64_t nc_ = 0;                        // columns per packed B block, a multiple of kNR
   llvm::Module& m_;
   llvm::LLVMContext& ctx_;
@@ -168,7 +169,7 @@ void MatmulEmitter::create_scratch() {
   const int64_t panels = std::max<int64_t>(1, block / (kK * kNR * 4));
   nc_ = std::min(panels * kNR, round_up(k_.domain.back(), kNR));
   const int64_t b_bytes = round_up(kK * nc_ * 4, kAlign);
-  const int64_t bytes = b_bytes + round_up(kK * kMR * 4, kAlign) + kAlign;
+  const int64_t bytes = b_bytes + (direct_a_ ? 0 : round_up(kK * kMR * 4, kAlign)) + kAlign;
   scratch_ = malloc_or_trap(bytes, "scratch");
   Value* addr = b_.CreatePtrToInt(scratch_, b_.getInt64Ty());
   Value* pad = b_.CreateAnd(b_.CreateSub(i64(0), addr), i64(kAlign - 1));
@@ -213,15 +214,9 @@ Expected<void> MatmulEmitter::rows(Value* i_lo, Value* i_hi) {
         b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(jc, i64(nc_)), i64(n));
     if (Expected<void> ok = pack_b(jc, j_end); !ok) return ok;
     return loop(i_lo, i_hi, kMR, "i0", [&](Value* i0) -> Expected<void> {
-      if (direct_a_) {
-        a_rows_.clear();
-        Value* last = b_.CreateSub(i_hi, i64(1));
-        for (int64_t r = 0; r < kMR; ++r)
-          a_rows_.push_back(
-              b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(i0, i64(r)), last));
-      } else if (Expected<void> ok = pack_a(i0, i_hi); !ok) {
-        return ok;
-      }
+      a_rows_ = clamped_rows(i0, i_hi);
+      if (!direct_a_)
+        if (Expected<void> ok = pack_a(); !ok) return ok;
       return loop(jc, j_end, kNR, "j0", [&](Value* j0) -> Expected<void> {
         micro_kernel(float_at(b_pack_, b_.CreateMul(b_.CreateSub(j0, jc), i64(kK))));
         return epilogue(i0, i_hi, j0);
@@ -274,13 +269,19 @@ Expected<void> MatmulEmitter::pack_b(Value* jc, Value* j_end) {
   });
 }
 
-// a_pack[k][r] = a(i0 + r, k). Rows past i_hi repeat the last row (loads stay in range); the
+// The row block's MR rows from i0; rows past i_hi repeat the last row (loads stay in range); the
 // epilogue does not store them.
-Expected<void> MatmulEmitter::pack_a(Value* i0, Value* i_hi) {
-  std::vector<Value*> row;
+std::vector<Value*> MatmulEmitter::clamped_rows(Value* i0, Value* i_hi) {
+  std::vector<Value*> rows;
   Value* last = b_.CreateSub(i_hi, i64(1));
   for (int64_t r = 0; r < kMR; ++r)
-    row.push_back(b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(i0, i64(r)), last));
+    rows.push_back(b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(i0, i64(r)), last));
+  return rows;
+}
+
+// a_pack[k][r] = a(row r of the block, k), the rows of a_rows_.
+Expected<void> MatmulEmitter::pack_a() {
+  const std::vector<Value*>& row = a_rows_;
   return loop(i64(0), i64(p_.k_extent), 1, "pak", [&](Value* k) -> Expected<void> {
     for (int64_t r = 0; r < kMR; ++r) {
       ex_->forget();  // a's values belong to one row
