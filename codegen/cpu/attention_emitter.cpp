@@ -135,6 +135,8 @@ class AttentionEmitter {
   Expected<void> key_tile(Value* t, Value* i0);
   void scores(Value* t);
   Expected<void> logits(Value* j0, Value* i0);
+  Expected<void> logits_pass(Value* j0, Value* i0, const Expr* x, bool guard);
+  Value* fast_max(Value* a, Value* b);
   Expected<void> softmax();
   void accumulate(Value* j0);
   Expected<void> finish(Value* i0, Value* rows);
@@ -159,6 +161,8 @@ class AttentionEmitter {
   Value* stile_ = nullptr;  // [bq][kBK]: scores, then logits, then probabilities
   Value* acc_ = nullptr;    // [bq][dvp]
   llvm::AllocaInst* max_ = nullptr;     // [bq] running max
+  llvm::AllocaInst* tmax_ = nullptr;    // [bq] the tile's max, then the offset of its p
+  llvm::AllocaInst* alpha_ = nullptr;   // [bq] the tile's rescale of l and acc
   llvm::AllocaInst* lsum_ = nullptr;    // [bq][kSumLanes] running sum
   llvm::AllocaInst* packed_ = nullptr;  // the batch point K and V are packed for, or -1
 };
@@ -177,6 +181,8 @@ void AttentionEmitter::create_function() {
 // is zeroed once and never written, so padded keys add exact zeros.
 void AttentionEmitter::create_scratch() {
   max_ = b_.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), static_cast<uint64_t>(g_.bq)));
+  tmax_ = b_.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), static_cast<uint64_t>(g_.bq)));
+  alpha_ = b_.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), static_cast<uint64_t>(g_.bq)));
   lsum_ = b_.CreateAlloca(
       llvm::ArrayType::get(b_.getFloatTy(), static_cast<uint64_t>(g_.bq * kSumLanes)));
   lsum_->setAlignment(llvm::Align(kSumLanes * 4));
@@ -294,7 +300,31 @@ void AttentionEmitter::scores(Value* t) {
 }
 
 // stile[r][jj] = logits(i, j0 + jj) with the scores bound to stile[r][jj]; -inf past the keys.
+// Under a causal mask, a tile whose keys every row of the block sees (and all within the keys)
+// takes the mask's visible branch alone: the same values without a compare and select per score.
 Expected<void> AttentionEmitter::logits(Value* j0, Value* i0) {
+  if (!p_.causal_offset) return logits_pass(j0, i0, p_.logits, true);
+  const Expr* visible = p_.logits->args[1];
+  Value* last = b_.CreateAdd(j0, i64(kBK - 1));
+  Value* interior = b_.CreateAnd(b_.CreateICmpSLE(last, b_.CreateAdd(i0, i64(*p_.causal_offset))),
+                                 b_.CreateICmpSLT(last, i64(g_.lk)));
+  BasicBlock* inside = BasicBlock::Create(ctx_, "lg.interior", fn_);
+  BasicBlock* edge = BasicBlock::Create(ctx_, "lg.edge", fn_);
+  BasicBlock* done = BasicBlock::Create(ctx_, "lg.done", fn_);
+  b_.CreateCondBr(interior, inside, edge);
+  b_.SetInsertPoint(inside);
+  if (Expected<void> ok = logits_pass(j0, i0, visible, false); !ok) return ok;
+  b_.CreateBr(done);
+  b_.SetInsertPoint(edge);
+  ex_->forget();
+  if (Expected<void> ok = logits_pass(j0, i0, p_.logits, true); !ok) return ok;
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+  ex_->forget();
+  return {};
+}
+
+Expected<void> AttentionEmitter::logits_pass(Value* j0, Value* i0, const Expr* x, bool guard) {
   return loop(i64(0), i64(g_.bq), 1, "lr", [&](Value* r) -> Expected<void> {
     Value* i = smin(b_.CreateAdd(i0, r), i64(g_.lq - 1));
     Value* row = b_.CreateMul(r, i64(kBK));
@@ -304,49 +334,85 @@ Expected<void> AttentionEmitter::logits(Value* j0, Value* i0) {
           Value* j = b_.CreateAdd(j0, jj);
           Value* slot = at(stile_, b_.CreateAdd(row, jj));
           ex_->bind_var(p_.i_var, i);
-          ex_->bind_var(p_.j_var, smin(j, i64(g_.lk - 1)));
+          ex_->bind_var(p_.j_var, guard ? smin(j, i64(g_.lk - 1)) : j);
           ex_->bind_expr(p_.scores, b_.CreateLoad(b_.getFloatTy(), slot));
-          Expected<Value*> x = emit(p_.logits);
-          if (!x) return std::unexpected(x.error());
+          Expected<Value*> v = emit(x);
+          if (!v) return std::unexpected(v.error());
           Value* inf = f32(-std::numeric_limits<double>::infinity());
-          b_.CreateStore(b_.CreateSelect(b_.CreateICmpSLT(j, i64(g_.lk)), *x, inf), slot);
+          b_.CreateStore(guard ? b_.CreateSelect(b_.CreateICmpSLT(j, i64(g_.lk)), *v, inf) : *v,
+                         slot);
           return {};
         },
         vectorize_hints(ctx_, static_cast<int>(g_.lanes), 0));
   });
 }
 
-// Per row: m_new = max(m, max of the tile) (NaN wins, as in the reference's max), p = exp(x -
-// m_new) in place, l = l * alpha + p (16 fixed lanes), acc *= alpha, alpha = exp(m - m_new).
-// While every logit so far is -inf (m_new = -inf), p = 0 and alpha = 1: keys masked before the
-// first visible one add nothing, and a row with none visible ends 0 / 0 = NaN like the
-// reference's exp(-inf - -inf).
+// The larger of a and b where neither is NaN (x86's max: b where either is). A NaN logit makes
+// its row NaN however the maxima pick: its p = exp(NaN - m) is NaN, and so are l and acc from then
+// on (every later step multiplies or adds them), as in the reference, whose max is NaN.
+Value* AttentionEmitter::fast_max(Value* a, Value* b) {
+  return b_.CreateSelect(b_.CreateFCmpOGT(a, b), a, b);
+}
+
+// In three passes, so that rows do not wait on one another:
+//   1. per row, the tile's max (tmax);
+//   2. over the rows (vectorized): m_new = max(m, tmax), alpha = exp(m - m_new) (1 while every
+//      logit so far is -inf), and the offset p is taken at: m_new, or 0 while m_new = -inf, so that
+//      masked keys before the first visible one give p = exp(-inf) = 0;
+//   3. per row, p = exp(x - offset) in place and l = l * alpha + p (16 fixed lanes).
+// acc *= alpha is done as accumulate() loads acc. A row with no visible key ends 0 / 0 = NaN like
+// the reference's exp(-inf - -inf).
 Expected<void> AttentionEmitter::softmax() {
-  return loop(i64(0), i64(g_.bq), 1, "sm", [&](Value* r) -> Expected<void> {
+  Expected<void> ok = loop(i64(0), i64(g_.bq), 1, "smx", [&](Value* r) -> Expected<void> {
     Value* row = at(stile_, b_.CreateMul(r, i64(kBK)));
     Value* mx = nullptr;
     for (int64_t c = 0; c < kBK / kSumLanes; ++c) {
       Value* x = b_.CreateAlignedLoad(sum_, at(row, c * kSumLanes), llvm::Align(kSumLanes * 4));
-      mx = mx ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, mx, x) : x;
+      mx = mx ? fast_max(mx, x) : x;
     }
-    Value* tile_max = b_.CreateUnaryIntrinsic(llvm::Intrinsic::vector_reduce_fmaximum, mx);
-    Value* m_at = at(max_, r);
-    Value* m_old = b_.CreateLoad(b_.getFloatTy(), m_at);
-    Value* m_new = b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, m_old, tile_max);
-    Value* dead = b_.CreateFCmpOEQ(m_new, f32(-std::numeric_limits<double>::infinity()));
-    Value* alpha = b_.CreateSelect(dead, f32(1.0), emit_exp_f32(b_, b_.CreateFSub(m_old, m_new)));
-    b_.CreateStore(m_new, m_at);
-    Expected<void> ok = loop(
+    for (int64_t w = kSumLanes / 2; w >= 1; w /= 2) {
+      std::vector<int> lo, hi;
+      for (int64_t i = 0; i < w; ++i) {
+        lo.push_back(static_cast<int>(i));
+        hi.push_back(static_cast<int>(i + w));
+      }
+      mx = fast_max(b_.CreateShuffleVector(mx, lo), b_.CreateShuffleVector(mx, hi));
+    }
+    b_.CreateStore(b_.CreateExtractElement(mx, uint64_t{0}), at(tmax_, r));
+    return {};
+  });
+  if (!ok) return ok;
+  const double ninf = -std::numeric_limits<double>::infinity();
+  ok = loop(
+      i64(0), i64(g_.bq), 1, "sma",
+      [&](Value* r) -> Expected<void> {
+        Value* m_at = at(max_, r);
+        Value* t_at = at(tmax_, r);
+        Value* m_old = b_.CreateLoad(b_.getFloatTy(), m_at);
+        Value* m_new = fast_max(m_old, b_.CreateLoad(b_.getFloatTy(), t_at));
+        Value* dead = b_.CreateFCmpOEQ(m_new, f32(ninf));
+        Value* alpha =
+            b_.CreateSelect(dead, f32(1.0), emit_exp_f32(b_, b_.CreateFSub(m_old, m_new)));
+        b_.CreateStore(m_new, m_at);
+        b_.CreateStore(b_.CreateSelect(dead, f32(0.0), m_new), t_at);
+        b_.CreateStore(alpha, at(alpha_, r));
+        return {};
+      },
+      vectorize_hints(ctx_, static_cast<int>(std::min<int64_t>(kSumLanes, g_.bq)), 0));
+  if (!ok) return ok;
+  return loop(i64(0), i64(g_.bq), 1, "sm", [&](Value* r) -> Expected<void> {
+    Value* offset = b_.CreateLoad(b_.getFloatTy(), at(tmax_, r));
+    Value* row = at(stile_, b_.CreateMul(r, i64(kBK)));
+    Expected<void> exp_ok = loop(
         i64(0), i64(kBK), 1, "se",
         [&](Value* jj) -> Expected<void> {
           Value* slot = at(row, jj);
           Value* x = b_.CreateLoad(b_.getFloatTy(), slot);
-          Value* p = emit_exp_f32(b_, b_.CreateFSub(x, m_new));
-          b_.CreateStore(b_.CreateSelect(dead, f32(0.0), p), slot);
+          b_.CreateStore(emit_exp_f32(b_, b_.CreateFSub(x, offset)), slot);
           return {};
         },
         vectorize_hints(ctx_, static_cast<int>(g_.lanes), 0));
-    if (!ok) return ok;
+    if (!exp_ok) return exp_ok;
     // The loop's exit block: reload the row base (values of the body do not reach here).
     row = at(stile_, b_.CreateMul(r, i64(kBK)));
     Value* s = nullptr;
@@ -356,17 +422,9 @@ Expected<void> AttentionEmitter::softmax() {
     }
     Value* l_at = at(lsum_, b_.CreateMul(r, i64(kSumLanes)));
     Value* l = b_.CreateAlignedLoad(sum_, l_at, llvm::Align(kSumLanes * 4));
-    Value* alpha_v = b_.CreateVectorSplat(kSumLanes, alpha);
+    Value* alpha_v = b_.CreateVectorSplat(kSumLanes, b_.CreateLoad(b_.getFloatTy(), at(alpha_, r)));
     b_.CreateAlignedStore(b_.CreateFAdd(b_.CreateFMul(l, alpha_v), s), l_at,
                           llvm::Align(kSumLanes * 4));
-    Value* acc_row = at(acc_, b_.CreateMul(r, i64(g_.dvp)));
-    Value* alpha_e = b_.CreateVectorSplat(static_cast<unsigned>(g_.lanes), alpha);
-    for (int64_t v = 0; v < g_.dvp / g_.lanes; ++v) {
-      Value* a = at(acc_row, v * g_.lanes);
-      b_.CreateAlignedStore(
-          b_.CreateFMul(b_.CreateAlignedLoad(vec_, a, llvm::Align(g_.lanes * 4)), alpha_e), a,
-          llvm::Align(g_.lanes * 4));
-    }
     return {};
   });
 }
@@ -392,8 +450,18 @@ void AttentionEmitter::accumulate(Value* j0) {
         b_.SetInsertPoint(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
         for (size_t i = 0; i < where.size(); ++i) regs.push_back(b_.CreateAlloca(vec_));
       }
-      for (size_t i = 0; i < where.size(); ++i)
-        b_.CreateStore(b_.CreateAlignedLoad(vec_, where[i], llvm::Align(g_.lanes * 4)), regs[i]);
+      // acc *= alpha (softmax()) as the rows are loaded.
+      for (int64_t r = 0; r < g_.r2; ++r) {
+        Value* alpha = b_.CreateVectorSplat(
+            static_cast<unsigned>(g_.lanes),
+            b_.CreateLoad(b_.getFloatTy(), at(alpha_, b_.CreateAdd(r0, i64(r)))));
+        for (int64_t v = 0; v < ev; ++v) {
+          const size_t i = static_cast<size_t>(r * ev + v);
+          b_.CreateStore(
+              b_.CreateFMul(b_.CreateAlignedLoad(vec_, where[i], llvm::Align(g_.lanes * 4)), alpha),
+              regs[i]);
+        }
+      }
       Expected<void> inner = loop(i64(0), i64(kBK), 1, "pj", [&](Value* jj) -> Expected<void> {
         Value* vrow = at(vpack_, b_.CreateMul(b_.CreateAdd(j0, jj), i64(g_.dvp)));
         std::vector<Value*> vv;

@@ -6,9 +6,12 @@
 // kAttentionKeyTile ([tile][d][key], zero past the last key) and V as rows padded to the vector
 // width; per unit, Q's rows are packed ([d][row]). Per key tile (tiles wholly past a causal
 // mask's limit for the block's last row are skipped): the scores of the block's rows in a
-// register tile (fused multiply-adds over d in order), the logits expression per score, then per
-// row the online softmax (running max m, running sum l, rescale by exp(m_old - m_new)) and the
-// accumulation of p·V (over keys in order). Stores: the epilogue at acc / l.
+// register tile (fused multiply-adds over d in order), the logits expression per score (a tile
+// that every row of the block sees whole takes the causal mask's visible branch alone), then the
+// online softmax in passes over the block's rows (each row's tile max; over the rows at once the
+// running max m and the rescale alpha = exp(m_old - m_new); per row p = exp(x - m) and the running
+// sum l), and the accumulation of p·V (over keys in order), acc rescaled by alpha as it is loaded.
+// Stores: the epilogue at acc / l.
 //
 // One difference from the reference's dense evaluation: a key tile skipped under a causal mask
 // adds nothing, where the reference adds 0 * V (NaN for an infinite or NaN value row). Masked keys

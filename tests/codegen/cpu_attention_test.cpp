@@ -186,6 +186,42 @@ TEST(CpuAttention, ARowWithEveryKeyMaskedIsNaN) {
   expect_matches(kern, {qv, kv, vv}, want);
 }
 
+// A NaN logit makes its row NaN, wherever it falls: in the first key tile, in the last (partial)
+// one, or as the only unmasked logit of a tile after one in which every key of the row was masked
+// (while the running max is still -inf). Rows without one are untouched.
+TEST(CpuAttention, ANaNLogitMakesItsRowNaN) {
+  Graph f;
+  const int64_t lq = 8, lk = 200, d = 16, dv = 24;
+  const Node* q = f.in({lq, d}, "q");
+  const Node* k = f.in({lk, d}, "k");
+  const Node* v = f.in({lk, dv}, "v");
+  const Node* mask = f.in({lq, lk}, "mask");
+  const Node* kt = must(f.b.permute(k, {1, 0}));
+  const Node* s = f.bin(Op::Add, f.bin(Op::Mul, must(f.b.matmul(q, kt)), must(f.b.scalar(0.5, DType::f32))), mask);
+  const kir::Kernel kern = lower(must(f.b.matmul(must(f.b.softmax(s, -1)), v)), {q, k, mask, v});
+  const double ninf = -std::numeric_limits<double>::infinity();
+  std::vector<double> mv(static_cast<size_t>(lq * lk), 0.0);
+  auto m = [&](int64_t i, int64_t j) -> double& { return mv[static_cast<size_t>(i * lk + j)]; };
+  for (int64_t j = 0; j < 128; ++j) m(3, j) = ninf;
+  m(3, 100) = NAN;  // the only unmasked logit of its tile, after a whole masked tile
+  m(5, 0) = NAN;    // the first key
+  m(6, lk - 1) = NAN;  // the last, partial tile
+  for (int64_t j = 0; j < lk; j += 3) m(1, j) = ninf;  // masked keys, no NaN
+  const auto qv = values(lq * d, 21), kv = values(lk * d, 22), vv = values(lk * dv, 23);
+  const auto want = reference(qv, kv, vv, 1, lq, lk, d, dv, [&](int64_t, int64_t i, int64_t j, double sc) {
+    return sc * 0.5 + m(i, j);
+  });
+  for (int64_t i = 0; i < lq; ++i)
+    EXPECT_EQ(std::isnan(want[static_cast<size_t>(i * dv)]), i == 3 || i == 5 || i == 6) << i;
+  for (int tile : {0, 16})
+    for (int lanes : {0, 8}) {
+      TuneParams p;
+      p.tile = tile;
+      p.vector_width = lanes;
+      expect_matches(kern, {qv, kv, mv, vv}, want, p);
+    }
+}
+
 // Query rows per block and the micro-kernels' lanes change the loop nest, not the sums' order:
 // every schedule gives the same bits (as every ISA does: this suite also runs for x86-64-v3).
 TEST(CpuAttention, EverySchedulePrintsTheSameBits) {
