@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <new>
 #include <optional>
 
@@ -142,9 +143,12 @@ Expected<std::shared_ptr<Buffer>> BufferPool::allocate(ir::DType dtype, const ir
   std::byte* data = nullptr;
   {
     std::lock_guard lock(mu_);
-    // Reuse a block of exactly this capacity, or one at most 1/8 larger.
+    // Reuse a block of exactly this capacity, or one at most 1/8 larger: of the smallest such
+    // capacity, the block released last (the most likely to be still in cache; the oldest would
+    // cycle a loop's result through every cached block of its size).
     auto it = free_.lower_bound(cap);
     if (it != free_.end() && it->first <= cap + cap / 8) {
+      it = std::prev(free_.upper_bound(it->first));
       cap = it->first;
       data = it->second;
       cached_bytes_ -= cap;

@@ -121,6 +121,7 @@ std::vector<std::pair<std::string, std::string>> CpuTarget::identity() const {
   return {{"target", "cpu"},
           {"cpu", backend_->cpu_name()},
           {"features", backend_->cpu_features()},
+          {"llc", std::to_string(backend_->llc_bytes())},
           {"llvm", backend_->llvm_version()},
           {"codegen", codegen::CpuBackend::kCodegenVersion}};
 }

@@ -48,7 +48,8 @@ std::vector<DeviceInfo> list_devices(int cpu_threads, const codegen::cuda::Nvrtc
                       {"threads", std::to_string(cpu_threads > 0 ? cpu_threads
                                                                  : support::ThreadPool::default_threads())},
                       {"llvm", (*backend)->llvm_version()},
-                      {"features", (*backend)->cpu_features()}};
+                      {"features", (*backend)->cpu_features()},
+                      {"last-level cache", fmt::format("{} MiB", (*backend)->llc_bytes() >> 20)}};
   } else {
     cpu.properties = {{"absent", backend.error().message}};
   }

@@ -7,7 +7,10 @@
 #include <fmt/ranges.h>
 #include <algorithm>
 #include <chrono>
+#include <exception>
+#include <fstream>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include <llvm/Config/llvm-config.h>
@@ -107,6 +110,7 @@ struct CpuBackend::Impl {
   llvm::Triple triple;
   std::string cpu;
   std::vector<std::string> features;
+  int64_t llc_bytes = 0;
   uint64_t next_dylib = 0;
 
   Expected<std::unique_ptr<llvm::TargetMachine>> make_target_machine() const;
@@ -168,7 +172,35 @@ std::string CpuBackend::cpu_target_problem(std::string_view cpu_target) {
   return "";
 }
 
-Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(std::string_view cpu_target) {
+int64_t CpuBackend::host_llc_bytes() {
+  int level = 0;
+  int64_t bytes = 0;
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", index);
+    std::ifstream level_file(dir + "level"), size_file(dir + "size"), type_file(dir + "type");
+    int l = 0;
+    std::string size, type;
+    if (!(level_file >> l) || !(size_file >> size) || !(type_file >> type)) break;
+    if (type == "Instruction" || l < level || size.empty()) continue;
+    // "491520K", "32768K", "2M"
+    int64_t n = 0;
+    size_t used = 0;
+    try {
+      n = std::stoll(size, &used);
+    } catch (const std::exception&) {
+      continue;
+    }
+    const std::string unit = size.substr(used);
+    const int64_t scale = unit == "K" ? 1024 : unit == "M" ? 1024 * 1024 : unit.empty() ? 1 : 0;
+    if (n <= 0 || scale == 0) continue;
+    level = l;
+    bytes = n * scale;
+  }
+  return bytes;
+}
+
+Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(std::string_view cpu_target,
+                                                        std::optional<int64_t> llc_bytes) {
   if (std::string problem = cpu_target_problem(cpu_target); !problem.empty())
     return make_error("compilation.cpu_target: " + problem);
   static std::once_flag init_once;
@@ -181,7 +213,9 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(std::string_view cpu_ta
   if (cpu_target == "native") {
     impl.cpu = llvm::sys::getHostCPUName().str();
     impl.features = host_features();
+    impl.llc_bytes = llc_bytes.value_or(host_llc_bytes());
   } else {
+    impl.llc_bytes = llc_bytes.value_or(0);
     impl.cpu = std::string(cpu_target);
     impl.features = named_cpu_features(cpu_target);
     if (auto missing = missing_on_host(impl.features); !missing.empty())
@@ -226,6 +260,10 @@ std::string CpuBackend::cpu_features() const {
   return fmt::format("{}", fmt::join(impl_->features, ","));
 }
 
+int64_t CpuBackend::llc_bytes() const {
+  return impl_->llc_bytes;
+}
+
 Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kernel& kernel,
                                                                  const TuneParams& params,
                                                                  CheckMode mode,
@@ -259,7 +297,8 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   auto module = std::make_unique<llvm::Module>(art->symbol, *ctx);
   module->setDataLayout(impl_->data_layout);
   module->setTargetTriple(impl_->triple.str());
-  cpu::EmitOptions options{art->symbol, impl_->cpu, cpu_features(), params, mode, facts};
+  cpu::EmitOptions options{art->symbol, impl_->cpu, cpu_features(), params, mode, facts,
+                           impl_->llc_bytes};
   art->outer_extent = cpu::parallel_extent(kernel, options);
   art->dynamic_outer = kernel.dynamic_outer;
   art->chunks_per_thread = cpu::chunks_per_thread(kernel, *facts, mode);
@@ -286,7 +325,7 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   cpu::optimize_module(*module, **tm);
   if (mode == CheckMode::none && impl_->triple.isX86())
     if (llvm::Function* fn = module->getFunction(art->symbol))
-      cpu::stream_stores(*fn, cpu::streaming_buffers(kernel));
+      cpu::stream_stores(*fn, cpu::streaming_buffers(kernel, impl_->llc_bytes));
   if (!large) module->print(ir_stream, nullptr);
   ir_stream.flush();
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,7 +54,14 @@ class CpuBackend {
   // compiles for that CPU's features only, so that a cache warmed here runs on any machine that
   // has them. A name LLVM does not know, or a CPU whose features this host lacks (its kernels
   // could not run here), is an error naming the setting and the missing features.
-  static Expected<std::unique_ptr<CpuBackend>> create(std::string_view cpu_target = "native");
+  // `llc_bytes`, the last-level cache's size that decides streaming stores (streaming_stores.h):
+  // absent, the host's for "native" (host_llc_bytes) and 0 (unknown) for a named CPU, whose
+  // kernels may run on any machine; tests pin it.
+  static Expected<std::unique_ptr<CpuBackend>> create(std::string_view cpu_target = "native",
+                                                      std::optional<int64_t> llc_bytes = {});
+  // This host's last-level cache in bytes, as Linux reports it for CPU 0 (sysfs); 0 when it
+  // reports none.
+  static int64_t host_llc_bytes();
   // Why `cpu_target` is not a CPU LLVM knows ("" when it is one, or "native"), for kiln.toml
   // checks before any backend exists.
   static std::string cpu_target_problem(std::string_view cpu_target);
@@ -88,6 +96,8 @@ class CpuBackend {
   // target, that CPU and its features), part of cache keys.
   std::string cpu_name() const;
   std::string cpu_features() const;
+  // The last-level cache size compiled for (create's llc_bytes), part of cache keys.
+  int64_t llc_bytes() const;
 
  private:
   CpuBackend();

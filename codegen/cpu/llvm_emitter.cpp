@@ -669,7 +669,7 @@ Expected<void> KernelEmitter::emit_store(const kir::Store& st, Scope* s) {
 
 const kir::Store* KernelEmitter::aligned_store() const {
   if (opt_.check != CheckMode::none || !scans_.empty()) return nullptr;
-  const std::vector<bool> streaming = streaming_buffers(k_);
+  const std::vector<bool> streaming = streaming_buffers(k_, opt_.llc_bytes);
   for (const kir::Store& st : k_.stores) {
     if (!streaming[st.buf]) continue;
     // Only an index of loop variables and constants can be evaluated before the loop runs.
@@ -959,7 +959,8 @@ bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& 
   if (kernel.domain.size() == 1 &&
       (facts.loop_split.bounds.size() != 2 || !facts.row_reuse.empty()))
     return false;
-  // Streaming stores are chosen by an output's size: such a kernel keeps its size.
+  // Streaming stores are chosen by an output's size: such a kernel keeps its size (whatever the
+  // cache, the sizes that may stream somewhere).
   return std::ranges::none_of(streaming_buffers(kernel), [](bool b) { return b; });
 }
 

@@ -32,6 +32,8 @@ struct EmitOptions {
   // The kernel's analyses (ir/kernel_facts.h): free variables, matmul pattern, row reuse, loop
   // cuts. Never null when emitting.
   const kir::KernelFacts* facts = nullptr;
+  // The last-level cache's bytes (0: unknown), which decides streaming stores (streaming_stores.h).
+  int64_t llc_bytes = 0;
 };
 
 // Declares the kernel entry point `void SYMBOL(ptr buffers, i64 begin, i64 end)` in `module`

@@ -40,7 +40,7 @@ int64_t buffer_of(const llvm::Function& fn, const llvm::Value* base) {
 
 }  // namespace
 
-std::vector<bool> streaming_buffers(const kir::Kernel& kernel) {
+std::vector<bool> streaming_buffers(const kir::Kernel& kernel, int64_t llc_bytes) {
   std::vector<bool> stored(kernel.params.size(), false), loaded(kernel.params.size(), false);
   for (const kir::Store& st : kernel.stores)
     if (st.buf >= 0 && static_cast<size_t>(st.buf) < stored.size()) stored[st.buf] = true;
@@ -51,6 +51,10 @@ std::vector<bool> streaming_buffers(const kir::Kernel& kernel) {
   // A dynamic kernel's sizes are those of one instance: it streams nothing (a kernel whose
   // outputs stream at its size is not made dynamic: serves_any_outer_extent).
   if (kernel.dynamic_outer) return out;
+  int64_t footprint = 0;
+  for (const kir::Param& p : kernel.params)
+    footprint += ir::shape_numel(p.shape) * ir::dtype_size(p.dtype);
+  if (llc_bytes > 0 && footprint < llc_bytes / kStreamingCacheFraction) return out;
   for (size_t i = 0; i < kernel.params.size(); ++i) {
     const kir::Param& p = kernel.params[i];
     out[i] = stored[i] && !loaded[i] &&

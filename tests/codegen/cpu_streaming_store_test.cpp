@@ -59,6 +59,42 @@ TEST(CpuStreamingStores, OnlyLargeOutputsThatTheKernelDoesNotReadStream) {
             (std::vector<bool>{false, true}));
 }
 
+// Where the last-level cache holds the kernel's buffers several times over, its outputs stay
+// there: a kernel streams only when its footprint is a quarter of the cache or more.
+TEST(CpuStreamingStores, ALargeLastLevelCacheKeepsAKernelThatFitsInIt) {
+  const int64_t mib = int64_t{1} << 20;
+  const kir::Kernel k32 = twice_plus_one(DType::f32, {1 << 22});  // 16 MiB in, 16 MiB out
+  const kir::Kernel k128 = twice_plus_one(DType::f32, {1 << 24});  // 64 MiB in, 64 MiB out
+  EXPECT_EQ(codegen::cpu::streaming_buffers(k32, 32 * mib), (std::vector<bool>{false, true}));
+  EXPECT_EQ(codegen::cpu::streaming_buffers(k32, 128 * mib), (std::vector<bool>{false, true}));
+  EXPECT_EQ(codegen::cpu::streaming_buffers(k32, 129 * mib), (std::vector<bool>{false, false}));
+  EXPECT_EQ(codegen::cpu::streaming_buffers(k32, 480 * mib), (std::vector<bool>{false, false}));
+  EXPECT_EQ(codegen::cpu::streaming_buffers(k128, 480 * mib), (std::vector<bool>{false, true}));
+  // Compiled for such a cache (as a "native" backend on that host would be): ordinary stores.
+  auto big = CpuBackend::create(test_cpu_target(), 480 * mib);
+  ASSERT_TRUE(big.has_value()) << big.error().message;
+  EXPECT_EQ((*big)->llc_bytes(), 480 * mib);
+  auto art = (*big)->compile(k32, {});
+  ASSERT_TRUE(art.has_value()) << art.error().message;
+  EXPECT_EQ(count((*art)->llvm_ir, "!nontemporal"), 0);
+  auto streamed = backend().compile(k32, {});
+  ASSERT_TRUE(streamed.has_value()) << streamed.error().message;
+  EXPECT_GT(count((*streamed)->llvm_ir, "!nontemporal"), 0);
+}
+
+// The host's last-level cache as Linux reports it: what a "native" backend compiles for, unless
+// pinned; a named CPU's kernels may run anywhere, so it knows none.
+TEST(CpuStreamingStores, NativeTargetsCompileForTheHostsLastLevelCache) {
+  const int64_t host = CpuBackend::host_llc_bytes();
+  EXPECT_GE(host, 0);
+  auto native = CpuBackend::create("native");
+  ASSERT_TRUE(native.has_value()) << native.error().message;
+  EXPECT_EQ((*native)->llc_bytes(), host);
+  auto v3 = CpuBackend::create("x86-64-v3");
+  ASSERT_TRUE(v3.has_value()) << v3.error().message;
+  EXPECT_EQ((*v3)->llc_bytes(), 0);
+}
+
 TEST(CpuStreamingStores, ALargeOutputIsWrittenNonTemporallyWithTheSameValues) {
   for (DType t : {DType::f32, DType::u8, DType::f64}) {
     SCOPED_TRACE(std::string(ir::dtype_name(t)));

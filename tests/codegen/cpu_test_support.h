@@ -31,9 +31,11 @@ inline std::string test_cpu_target() {
   return t && *t ? t : "native";
 }
 
+// Its last-level cache is pinned as unknown (0), so that which outputs stream (by size alone,
+// codegen/cpu/streaming_stores.h) is the same on every machine.
 inline CpuBackend& backend() {
   static std::unique_ptr<CpuBackend> b = [] {
-    auto created = CpuBackend::create(test_cpu_target());
+    auto created = CpuBackend::create(test_cpu_target(), int64_t{0});
     KILN_CHECK(created.has_value()) << created.error().message;
     return std::move(*created);
   }();
