@@ -56,11 +56,13 @@ Expected<double> time_on_cpu(codegen::CpuBackend& backend, support::ThreadPool& 
 Expected<passes::DeviceRates> measure_cpu_rates(codegen::CpuBackend& backend,
                                                 support::ThreadPool& threads) {
   // 64 MiB in and out (well past a 32 MiB L3); the chain on 64 KiB per thread (in L2).
-  // The matmul 256 x 256 x 256 (33.5 MFLOP, its operands in L2); the exps and the cache stream
-  // (1 MiB in, 1 MiB out) in the caches.
+  // The matmul 512 x 512 x 512 (268 MFLOP, 3 MiB of operands): a contraction large enough for
+  // the rate kiln's matmuls reach (256^3, a fifth of a millisecond, came out at 240 to 258
+  // GFLOP/s where 1024^3 ran at 312, 130% of it); the exps and the cache stream (1 MiB in,
+  // 1 MiB out) in the caches.
   const RateSizes sizes{.stream = int64_t{16} << 20,
                         .compute = int64_t{16384} * threads.size(),
-                        .matmul = 256,
+                        .matmul = 512,
                         .costly = int64_t{16384} * threads.size(),
                         .cache_stream = int64_t{1} << 18,
                         .parallel_launch = int64_t{16384} * threads.size()};

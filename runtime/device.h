@@ -44,6 +44,9 @@ struct KernelRunInfo {
   double ms = 0;
   double bytes = 0;
   double flops = 0;
+  // The rate its flops compare with (operations per second): the device's measured contraction
+  // rate (DeviceRates::matmul_rate) for a matmul or attention kernel, else its compute rate.
+  double peak_flops = 0;
 };
 
 struct RunStats {
@@ -82,6 +85,7 @@ struct RunStats {
   // (kept in the cache) or are the target's reference rates (RatesSource::reference).
   double bandwidth = 0;
   double compute_rate = 0;
+  double matmul_rate = 0;  // a contraction's flops per second (0: as compute_rate)
   bool rates_measured = false;
   // GPU devices: bytes copied to and from the device during this request (inputs kept on the
   // device by memory.persistent_memory are not copied again).

@@ -11,6 +11,7 @@
 
 #include "autotune/kernel_buffers.h"
 #include "autotune/roofline.h"
+#include "ir/kernel_facts.h"
 #include "runtime/cache_keys.h"
 #include "runtime/cpu_target.h"
 #include "runtime/dump_writer.h"
@@ -30,6 +31,15 @@ double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
 int64_t minor_page_faults() {
   rusage u{};
   return getrusage(RUSAGE_SELF, &u) == 0 ? static_cast<int64_t>(u.ru_minflt) : -1;
+}
+
+// Whether the step's kernel is a contraction (a matmul or an attention), whose achieved flops
+// compare with the device's contraction rate: from its recorded facts, else analyzed here (a plan
+// read back from its record keeps none; a kernel without its body there counts as none).
+bool is_contraction(const PlanStep& step) {
+  if (step.facts) return step.facts->matmul.has_value() || step.facts->attention.has_value();
+  const kir::KernelFacts facts = kir::analyze_kernel(step.kernel);
+  return facts.matmul.has_value() || facts.attention.has_value();
 }
 }  // namespace
 
@@ -485,11 +495,14 @@ Expected<std::vector<std::shared_ptr<Buffer>>> Executor::execute(
       const passes::DeviceRates& rates = device_rates();
       stats->bandwidth = rates.bandwidth;
       stats->compute_rate = rates.compute_rate;
+      stats->matmul_rate = rates.matmul_rate > 0 ? rates.matmul_rate : rates.compute_rate;
       stats->rates_measured = rates_measured_;
       const std::vector<PlanStep>& steps = (*plan)->steps;
       for (size_t i = 0; i < steps.size() && i < stats->groups.size(); ++i) {
         stats->groups[i].bytes = autotune::kernel_bytes(steps[i].kernel);
         stats->groups[i].flops = std::max(0.0, steps[i].flops);
+        stats->groups[i].peak_flops =
+            is_contraction(steps[i]) ? stats->matmul_rate : stats->compute_rate;
         if (i < r.launch_ms.size()) stats->groups[i].ms = r.launch_ms[i];
       }
     }

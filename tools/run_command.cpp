@@ -39,7 +39,8 @@ Achieved achieved(const runtime::KernelRunInfo& k, const runtime::RunStats& s) {
   a.gbs = k.bytes / (k.ms * 1e6);
   a.gflops = k.flops / (k.ms * 1e6);
   if (s.bandwidth > 0) a.of_bandwidth = a.gbs * 1e9 / s.bandwidth;
-  if (s.compute_rate > 0) a.of_compute = a.gflops * 1e9 / s.compute_rate;
+  const double peak = k.peak_flops > 0 ? k.peak_flops : s.compute_rate;
+  if (peak > 0) a.of_compute = a.gflops * 1e9 / peak;
   return a;
 }
 
@@ -49,9 +50,14 @@ void print_kernel_profile(const runtime::RunStats& s, int repeat) {
   double total = 0;
   for (const auto& k : s.groups) total += k.ms;
   if (s.groups.empty() || total <= 0) return;
-  fmt::print("kernel time{}; limits {:.1f} GB/s, {:.1f} GFLOP/s ({}):\n",
+  const bool contraction = std::ranges::any_of(
+      s.groups, [&](const auto& k) { return k.peak_flops > 0 && k.peak_flops != s.compute_rate; });
+  fmt::print("kernel time{}; limits {:.1f} GB/s, {:.1f} GFLOP/s{} ({}):\n",
              repeat > 1 ? fmt::format(" (median of {})", repeat) : "", s.bandwidth / 1e9,
              s.compute_rate / 1e9,
+             contraction ? fmt::format(", {:.1f} GFLOP/s in matmul and attention kernels",
+                                       s.matmul_rate / 1e9)
+                         : "",
              s.rates_measured ? "measured on this machine" : "the target's reference rates");
   fmt::print("  {:<10} {:>10} {:>7} {:>9} {:>6} {:>9} {:>6}\n", "kernel", "ms", "share", "GB/s",
              "of bw", "GFLOP/s", "of pk");
@@ -149,10 +155,12 @@ Expected<void> write_stats_json(const std::string& path, const RepeatedRun& ran)
                                    {"gb_per_s", a.gbs},
                                    {"gflop_per_s", a.gflops},
                                    {"of_bandwidth", a.of_bandwidth},
-                                   {"of_compute", a.of_compute}});
+                                   {"of_compute", a.of_compute},
+                                   {"peak_gflop_per_s", (g.peak_flops > 0 ? g.peak_flops : s.compute_rate) / 1e9}});
   }
   j["limits"] = {{"bandwidth_gb_per_s", s.bandwidth / 1e9},
                  {"gflop_per_s", s.compute_rate / 1e9},
+                 {"matmul_gflop_per_s", s.matmul_rate / 1e9},
                  {"measured", s.rates_measured}};
   std::ofstream f(path);
   if (!f) return make_error(fmt::format("cannot write '{}'", path));

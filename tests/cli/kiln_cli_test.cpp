@@ -54,6 +54,32 @@ const char* kAddGraph =
     "%z = mul(%y, 2)\n"
     "output %z\n";
 
+// A matmul kernel's flops compare with the device's measured contraction rate, not with the
+// elementwise compute rate (against which a 64^3 product read as several times the peak).
+TEST_F(KilnCli, AMatmulKernelsAchievedFlopsCompareWithTheContractionRate) {
+  auto g = write("mm.kg",
+                 "kiln.graph v1\n"
+                 "input %a : f32[64,64]\n"
+                 "input %b : f32[64,64]\n"
+                 "%c = matmul(%a, %b)\n"
+                 "output %c\n");
+  auto stats = dir_ / "stats.json";
+  // The rates measured on this machine (the suite's are the fixed reference rates, which have
+  // no contraction rate of their own).
+  Result r = kiln::testing::run_shell("KILN_CPU_RATES=measured " + std::string(KILN_BINARY) +
+                                      " run " + g + " --random-inputs --repeat 3 --stats --stats-json " +
+                                      stats.string() + " 2>&1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("GFLOP/s in matmul and attention kernels"), std::string::npos) << r.out;
+  auto c = nlohmann::json::parse(std::ifstream(stats));
+  ASSERT_EQ(c["kernel_profile"].size(), 1u);
+  const auto& k = c["kernel_profile"][0];
+  const double peak = c["limits"]["matmul_gflop_per_s"].get<double>();
+  EXPECT_GT(peak, 0.0);
+  EXPECT_DOUBLE_EQ(k["peak_gflop_per_s"].get<double>(), peak);
+  EXPECT_NEAR(k["of_compute"].get<double>(), k["gflop_per_s"].get<double>() / peak, 1e-9);
+}
+
 TEST_F(KilnCli, RunWritesOutputsAndStatsJson) {
   auto g = write("g.kg", kAddGraph);
   auto x = npy("x.npy", kiln::ir::DType::f32, {2, 3}, 0);
@@ -99,6 +125,9 @@ TEST_F(KilnCli, StatsGiveTheKernelsDeviceTime) {
   EXPECT_DOUBLE_EQ(k["gb_per_s"].get<double>(), 60 / (k["ms"].get<double>() * 1e6));
   EXPECT_GT(c["limits"]["bandwidth_gb_per_s"].get<double>(), 0.0);
   EXPECT_GT(c["limits"]["gflop_per_s"].get<double>(), 0.0);
+  EXPECT_GT(c["limits"]["matmul_gflop_per_s"].get<double>(), 0.0);
+  // An elementwise kernel's flops compare with the device's compute rate.
+  EXPECT_DOUBLE_EQ(k["peak_gflop_per_s"].get<double>(), c["limits"]["gflop_per_s"].get<double>());
   // Where the time outside the kernels goes: the structural key and the plan lookup.
   EXPECT_NE(cpu.out.find("overhead: key "), std::string::npos) << cpu.out;
   EXPECT_GT(c["key_ms"].get<double>(), 0.0);
