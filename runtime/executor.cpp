@@ -329,10 +329,37 @@ Expected<std::shared_ptr<const Plan>> Executor::get_plan(ir::Graph& g,
     plan->fusion.reasons.clear();
     if (family) note_built(*family, plan);
   }
+  prefault_slots(*plan);
   plan->plan_ms = ms_between(t0, std::chrono::steady_clock::now());
   std::lock_guard lock(plans_mu_);
   // Two realizes that built the same plan at once keep the first.
   return plans_.emplace(key.key, std::move(plan)).first->second;
+}
+
+void Executor::prefault_slots(const Plan& plan) {
+  if (!target_->host_memory()) return;
+  // At most what the pool keeps cached: more would be returned to the system unused.
+  constexpr size_t kMaxPrefaultBytes = size_t{1} << 30;
+  constexpr size_t kPage = 4096;
+  std::vector<std::shared_ptr<Buffer>> held;
+  size_t total = 0;
+  // Results made persistent (PersistentMemory::enforced) are fresh memory every run.
+  std::vector<bool> skip(plan.slots.size(), false);
+  if (pool_->persistent_mode() == PersistentMemory::enforced)
+    for (int s : plan.output_slots) skip[static_cast<size_t>(s)] = true;
+  for (size_t s = 0; s < plan.slots.size(); ++s) {
+    const Slot& slot = plan.slots[s];
+    if (slot.input_index >= 0 || skip[s]) continue;
+    auto made = pool_->allocate(slot.dtype, slot.shape, "a prefaulted buffer");
+    if (!made) return;  // the run reports what it cannot allocate
+    const size_t bytes = (*made)->nbytes();
+    if (total + bytes > kMaxPrefaultBytes) return;
+    total += bytes;
+    // One write a page: the fault maps (and zeroes) it, as the run's first store would.
+    volatile std::byte* data = (*made)->data();
+    for (size_t at = 0; at < bytes; at += kPage) data[at] = std::byte{0};
+    held.push_back(std::move(*made));
+  }
 }
 
 std::shared_ptr<Plan> Executor::symbolic_plan(const ShapeFamily& family, const StructuralKey& key,
