@@ -155,7 +155,7 @@ TEST(CpuBackend, SumOverContiguousAxisVectorizes) {
 }
 
 // A point that is a chain of 75 dependent operations (small_ops' shape: x = relu(x * c + d),
-// repeated) runs 4 vectors at once by default: with 4 lanes forced, the vector loop steps 16
+// repeated) runs 8 vectors at once by default: with 4 lanes forced, the vector loop steps 32
 // points. The values equal a scalar loop's (run_kernel also checks uneven chunks), at a size
 // with a remainder.
 TEST(CpuBackend, ADeepChainRunsSeveralVectorsAtOnce) {
@@ -171,7 +171,7 @@ TEST(CpuBackend, ADeepChainRunsSeveralVectorsAtOnce) {
                               a, {{1, a->var(0), v}});
   auto art = backend().compile(k, TuneParams{.vector_width = 4, .unroll = 0});
   ASSERT_TRUE(art.has_value()) << art.error().message;
-  EXPECT_NE((*art)->llvm_ir.find("add nuw i64 %index, 16"), std::string::npos) << (*art)->llvm_ir;
+  EXPECT_NE((*art)->llvm_ir.find("add nuw i64 %index, 32"), std::string::npos) << (*art)->llvm_ir;
   std::vector<double> x;
   for (int64_t j = 0; j < n; ++j) x.push_back(static_cast<double>(j % 13) * 0.25 - 1);
   auto out = run_kernel(k, {Buffer(DType::f32, x)}, TuneParams{.vector_width = 4, .unroll = 0});
