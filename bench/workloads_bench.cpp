@@ -82,8 +82,10 @@ std::unique_ptr<Prepared> prepare(const Workload& w) {
   return p;
 }
 
+// The workload being timed (reset before main returns, while the device is still open).
+std::unique_ptr<Prepared> current;
+
 void run_workload(benchmark::State& state, const Workload& w) {
-  static std::unique_ptr<Prepared> current;
   if (!current || current->workload != &w) {
     current.reset();  // the last workload's buffers go first
     current = prepare(w);
@@ -115,4 +117,5 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
+  current.reset();
 }
