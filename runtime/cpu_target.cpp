@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autotune/runner.h"
+#include "codegen/cpu/streaming_stores.h"
 #include "runtime/cpu_rates.h"
 
 namespace kiln::runtime {
@@ -127,6 +128,11 @@ std::vector<std::pair<std::string, std::string>> CpuTarget::identity() const {
 }
 
 Expected<passes::DeviceRates> CpuTarget::measure_rates() { return measure_cpu_rates(*backend_, threads_); }
+
+// As for streaming stores (codegen/cpu/streaming_stores.h): a quarter of the last-level cache.
+int64_t CpuTarget::cache_resident_bytes() const {
+  return backend_->llc_bytes() / codegen::cpu::kStreamingCacheFraction;
+}
 
 std::string CpuTarget::rates_setup() const { return fmt::format("threads={}", threads_.size()); }
 

@@ -56,6 +56,7 @@ class CpuTarget final : public Target {
   Expected<std::vector<ArtifactForm>> forms(const Artifact& artifact, const std::string& name) override;
   Expected<autotune::TuneDecision> tune(const kir::Kernel& kernel, autotune::Level level,
                                         double roofline_ms) override;
+  int64_t cache_resident_bytes() const override;
   bool host_memory() const override { return true; }
   std::shared_ptr<DeviceMemory> wrap(std::shared_ptr<Buffer> buffer) override;
   Expected<std::shared_ptr<DeviceMemory>> allocate(size_t bytes) override;

@@ -153,6 +153,11 @@ class Target {
   // stopping early at a fraction of `roofline_ms` (0: no early stop).
   virtual Expected<autotune::TuneDecision> tune(const kir::Kernel& kernel, autotune::Level level,
                                                 double roofline_ms) = 0;
+  // The largest footprint (a kernel's buffers together, in bytes) that stays in the device's
+  // last-level cache from one run to the next (0: unknown). Tuning candidates are timed back to
+  // back on the same buffers, so such a kernel runs from the cache there, and a bound from the
+  // memory bandwidth says nothing of it.
+  virtual int64_t cache_resident_bytes() const { return 0; }
 
   // Where kernels read and write. true (the cpu): in host buffers, so the executor binds inputs
   // and allocates results as host buffers and wraps them (no copy). false (a GPU): in the device's
