@@ -40,6 +40,7 @@ cache::KeyParts autotune_key(const Target& target, const kir::Kernel& kernel, au
   cache::KeyParts key{{{"kernel", kir::print_kernel(kernel, /*with_labels=*/false)}}};
   add_identity(key, target);
   key.parts.emplace_back("autotune", std::string(autotune::level_name(level)));
+  key.parts.emplace_back("tuner", kTunerVersion);
   return key;
 }
 

@@ -23,6 +23,12 @@ inline constexpr const char* kCacheKeySchema = "4";
 // several results may write one over a donated input; runtime/planner.cpp, find_in_place).
 inline constexpr const char* kPlannerVersion = "2";
 
+// In tuning-decision keys only: bumped when the tuner would decide otherwise on the same timings
+// (another stop rule, candidates scored otherwise), so that a decision an older kiln stored is
+// made again (2: no early stop at the memory-bound roofline for a kernel the cache holds,
+// Target::cache_resident_bytes).
+inline constexpr const char* kTunerVersion = "2";
+
 // A compiled kernel: {kernel (canonical text, no labels), tune, identity..., schema, check}.
 // Checked and unchecked code of one kernel differ (and so does its calling convention).
 cache::KeyParts kernel_key(const Target& target, const kir::Kernel& kernel,
@@ -39,8 +45,8 @@ cache::KeyParts plan_key(const Target& target, const std::string& structure,
                          const std::string& fuser, codegen::CheckMode check,
                          const std::string& autotune);
 
-// An autotune decision: {kernel, identity..., autotune (the level)}: what the measurements
-// depend on.
+// An autotune decision: {kernel, identity..., autotune (the level), tuner (kTunerVersion)}: what
+// the measurements and the decision depend on.
 cache::KeyParts autotune_key(const Target& target, const kir::Kernel& kernel, autotune::Level level);
 
 // A measurement of the target's rates: {rates (the rate kernels' version), identity..., setup
