@@ -55,8 +55,10 @@ inline constexpr size_t kMaxScopedBuffers = 16;
 void add_buffer_alias_scopes(llvm::Function& fn, const std::vector<llvm::Value*>& buffers);
 
 // llvm.loop metadata asking the vectorizer for `vector_width` lanes and `interleave` copies (each
-// ignored when <= 0) for a loop with no loop inside; null when both are <= 0.
-llvm::MDNode* vectorize_hints(llvm::LLVMContext& ctx, int vector_width, int interleave);
+// ignored when <= 0) for a loop with no loop inside; with `keep_rolled`, LLVM's unroller leaves
+// the (vectorized) loop a loop. Null when there is nothing to ask.
+llvm::MDNode* vectorize_hints(llvm::LLVMContext& ctx, int vector_width, int interleave,
+                              bool keep_rolled = false);
 // Loop metadata that keeps the loop vectorizer (and its interleaving) off the loop.
 llvm::MDNode* no_vectorize_hint(llvm::LLVMContext& ctx);
 
