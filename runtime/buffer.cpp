@@ -1,8 +1,6 @@
 // Buffer and BufferPool.
 #include "runtime/buffer.h"
 
-#include <sys/mman.h>
-
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -13,53 +11,19 @@
 #include <fmt/format.h>
 
 #include "kiln/error.h"
+#include "support/host_memory.h"
 
 namespace kiln::runtime {
 
 namespace {
-constexpr size_t kAlign = 64;
 // Cached free blocks beyond this are returned to the system.
 constexpr size_t kMaxCachedBytes = size_t{4} << 30;
 // No single buffer beyond 2^47 bytes (128 TiB, x86-64's user address space): larger requests
 // are errors at once, and round_capacity never overflows.
 constexpr size_t kMaxAllocation = size_t{1} << 47;
 
-// Blocks of at least this many bytes are mapped on their own, 2 MiB-aligned, with huge pages
-// advised (MADV_HUGEPAGE): touching a fresh 64 MiB output then takes 32 page faults, not 16384,
-// which is most of what a plan's first run costs beyond its steady state. Their capacity is a
-// whole number of 4 KiB pages; a capacity this large always means a mapped block.
-constexpr size_t kMapThreshold = size_t{4} << 20;
-constexpr size_t kHugePage = size_t{2} << 20;
-constexpr size_t kPage = 4096;
-
-size_t round_capacity(size_t bytes) {
-  size_t n = std::max<size_t>(bytes, kAlign);
-  if (n >= kMapThreshold) return (n + kPage - 1) / kPage * kPage;
-  return (n + kAlign - 1) / kAlign * kAlign;
-}
-
-bool mapped(size_t capacity) { return capacity >= kMapThreshold; }
-
-// `capacity` bytes (a multiple of kPage) starting on a 2 MiB boundary, huge pages advised where
-// the OS offers them (transparent_hugepage "madvise" or "always"); null when the system has no room.
-std::byte* map_block(size_t capacity) {
-  const size_t span = capacity + kHugePage;
-  void* p = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  const auto start = reinterpret_cast<uintptr_t>(p);
-  const uintptr_t aligned = (start + kHugePage - 1) & ~(kHugePage - 1);
-  if (aligned > start) munmap(p, aligned - start);
-  if (const size_t tail = start + span - (aligned + capacity); tail > 0)
-    munmap(reinterpret_cast<void*>(aligned + capacity), tail);
-  auto* block = reinterpret_cast<std::byte*>(aligned);
-  madvise(block, capacity, MADV_HUGEPAGE);  // advice only: without it the block has 4 KiB pages
-  return block;
-}
-
-void free_block(std::byte* data, size_t capacity) {
-  if (mapped(capacity)) munmap(data, capacity);
-  else std::free(data);
-}
+size_t round_capacity(size_t bytes) { return support::host_block_capacity(bytes); }
+void free_block(std::byte* data, size_t capacity) { support::free_host_block(data, capacity); }
 }  // namespace
 
 Buffer::Buffer(ir::DType dtype, ir::Shape shape, std::byte* data, size_t capacity,
@@ -126,8 +90,7 @@ void BufferPool::trim() {
 
 std::byte* BufferPool::system_alloc(size_t capacity) {
   auto take = [capacity] {
-    return mapped(capacity) ? map_block(capacity)
-                            : static_cast<std::byte*>(std::aligned_alloc(kAlign, capacity));
+    return support::allocate_host_block(capacity);
   };
   if (std::byte* data = take()) return data;
   trim();

@@ -23,11 +23,12 @@ inline constexpr const char* kCacheKeySchema = "4";
 // several results may write one over a donated input; runtime/planner.cpp, find_in_place).
 inline constexpr const char* kPlannerVersion = "2";
 
-// In tuning-decision keys only: bumped when the tuner would decide otherwise on the same timings
-// (another stop rule, candidates scored otherwise), so that a decision an older kiln stored is
-// made again (2: no early stop at the memory-bound roofline for a kernel the cache holds,
-// Target::cache_resident_bytes).
-inline constexpr const char* kTunerVersion = "2";
+// In tuning-decision keys only: bumped when the tuner would decide otherwise (another stop rule,
+// candidates scored or timed otherwise), so that a decision an older kiln stored is made again
+// (2: no early stop at the memory-bound roofline for a kernel the cache holds,
+// Target::cache_resident_bytes; 3: cpu candidates timed on the pool's kind of memory, huge pages
+// for large buffers, not on 4 KiB heap pages).
+inline constexpr const char* kTunerVersion = "3";
 
 // A compiled kernel: {kernel (canonical text, no labels), tune, identity..., schema, check}.
 // Checked and unchecked code of one kernel differ (and so does its calling convention).
