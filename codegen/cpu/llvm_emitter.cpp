@@ -943,8 +943,10 @@ Expected<llvm::Function*> emit_kernel(const kir::Kernel& kernel, const EmitOptio
 int64_t parallel_extent(const kir::Kernel& kernel, const EmitOptions& options) {
   KILN_CHECK(options.facts) << "parallel_extent needs the kernel's facts (" << kernel.name << ")";
   if (options.check == CheckMode::none) {
-    if (std::optional<MatmulPattern> mm = matmul_of(*options.facts))
+    if (std::optional<MatmulPattern> mm = matmul_of(*options.facts)) {
       if (std::optional<int64_t> blocks = gemv_column_blocks(kernel, *mm)) return *blocks;
+      if (std::optional<int64_t> units = tiled_units(kernel, *mm, options)) return *units;
+    }
     if (options.facts->attention) return attention_units(kernel, options);
   }
   return kernel.outer_extent();

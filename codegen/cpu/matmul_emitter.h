@@ -11,11 +11,13 @@
 namespace kiln::codegen::cpu {
 
 // Per thread chunk [begin, end) of the outermost axis and per batch point: per block of columns
-// (as many NR-wide panels as fit half a core's L2), the column operand is packed once into a
-// scratch buffer (zero past N); per MR-row block the row operand is packed once (prologues
+// (as many NR-wide panels as fit a quarter of a core's L2), the column operand is packed once into
+// a scratch buffer (zero past N); per MR-row block the row operand is packed once (prologues
 // evaluated there) unless its rows are read in place (one load contiguous in k), then each panel
 // accumulates an MR x NR register tile over all of k and the epilogues run per element of the
-// tile. Each call packs the column operand, so a thread runs one stripe of rows
+// tile. A kernel of one batch point that is not dynamic takes [begin, end) in units of a column
+// block and a group of rows (tiled_units), so that each block is packed by the one thread whose
+// chunk holds its units. Each call packs what it meets, so a thread runs one chunk
 // (chunks_per_thread 1). Scratch comes from malloc/free (never a global), so concurrent
 // calls on disjoint ranges are safe. TuneParams::vector_width 4, 8 or 16 forces the tile's lanes.
 //
@@ -31,5 +33,10 @@ constexpr int64_t kGemvBlockColumns = 64;
 
 // The number of column blocks when `kernel` takes the matrix-vector path; nullopt otherwise.
 std::optional<int64_t> gemv_column_blocks(const kir::Kernel& kernel, const MatmulPattern& p);
+
+// The number of (column block, row group) units when `kernel` takes the tiled path over units
+// (one batch point, not dynamic, not empty); nullopt where its range is the outermost axis.
+std::optional<int64_t> tiled_units(const kir::Kernel& kernel, const MatmulPattern& p,
+                                   const EmitOptions& options);
 
 }  // namespace kiln::codegen::cpu

@@ -137,6 +137,7 @@ TEST(CpuMatmul, OddSizes) {
 TEST(CpuMatmul, ManyRowsAndColumnBlocks) {
   check_plain({130, 70}, {70, 97});
   check_plain({20, 3000}, {3000, 150});  // B blocks narrower than N
+  check_plain({1, 130, 700}, {700, 1000});  // a unit batch axis
 }
 
 // vector_width picks the register tile's lanes (the host's choice is tested everywhere else).
@@ -151,8 +152,10 @@ TEST(CpuMatmul, EveryTileWidth) {
 
 // At most kGemvMaxRows rows and unit batch axes: the matrix-vector path, whose range counts
 // blocks of kGemvBlockColumns columns (run_kernel also runs it in uneven chunks of blocks), run
-// one stripe of blocks per thread (chunks_per_thread 1); the tiled path's rows run one stripe
-// per thread too, since each call packs b. Returns the range and the chunks per thread.
+// one stripe of blocks per thread (chunks_per_thread 1). More rows and unit batch axes: the
+// tiled path over units of a column block and a row group; a batch: the tiled path over the
+// outer batch axis. Those run one stripe per thread too, since each call packs the blocks of b
+// it meets. Returns the range and the chunks per thread.
 std::pair<size_t, int> gemv_blocks(const Shape& as, const Shape& bs) {
   Graph f;
   const Node* a = f.in(as, "a");
@@ -176,12 +179,30 @@ TEST(CpuMatmul, MatrixVectorProductsRunOverColumnBlocks) {
     check_plain(c.a, c.b);
     EXPECT_EQ(gemv_blocks(c.a, c.b), std::make_pair(c.blocks, 1));
   }
-  // Five rows, or a batch of two, take the tiled path over rows.
-  EXPECT_EQ(gemv_blocks({5, 9}, {9, 70}), std::make_pair(size_t{5}, 1));
+  // Five rows take the tiled path: one column block and one row group of MR (6) rows. A batch
+  // of two takes it over the batch axis.
+  EXPECT_EQ(gemv_blocks({5, 9}, {9, 70}), std::make_pair(size_t{1}, 1));
   EXPECT_EQ(gemv_blocks({2, 1, 9}, {9, 70}), std::make_pair(size_t{2}, 1));
   for (int lanes : {4, 8, 16}) {
     SCOPED_TRACE(lanes);
     check_plain({2, 77}, {77, 333}, TuneParams{lanes, 0});
+  }
+}
+
+// A product of one batch point splits its range into units of a column block (as many panels as
+// fit kBlockBytes of b) and a group of rows (a multiple of MR): each unit's block of b is packed
+// by the call that runs it, not by every call. run_kernel runs the range in uneven chunks, which
+// cut blocks between calls.
+TEST(CpuMatmul, OneProductSplitsIntoColumnBlocksAndRowGroups) {
+  // K = 700: 2 panels of 64 columns a block with AVX-512 (8 blocks of 128 columns, 8 row groups
+  // of 18 rows), 11 of 16 with AVX2 (6 blocks of 176 columns, 11 row groups of 12 rows).
+  const auto [units, per_thread] = gemv_blocks({130, 700}, {700, 1000});
+  EXPECT_TRUE(units == 8 * 8 || units == 6 * 11) << units;
+  EXPECT_EQ(per_thread, 1);
+  for (int lanes : {8, 16}) {
+    SCOPED_TRACE(lanes);
+    check_plain({130, 700}, {700, 1000}, TuneParams{lanes, 0});
+    check_plain({7, 700}, {700, 1000}, TuneParams{lanes, 0});  // one row group
   }
 }
 
@@ -241,10 +262,13 @@ TEST(CpuMatmul, ConcurrentChunksAgreeWithOneCall) {
   std::vector<float> whole(97 * 150, NAN), split(97 * 150, NAN);
   void* one[] = {af.data(), bf.data(), whole.data()};
   void* many[] = {af.data(), bf.data(), split.data()};
-  (*art)->fn(one, 0, 97);
+  // The range counts the tiled path's units: one column block x 17 row groups of 6 rows.
+  const int64_t range = (*art)->outer_extent;
+  ASSERT_GE(range, 4);
+  (*art)->fn(one, 0, range);
   std::vector<std::thread> threads;
   for (int64_t t = 0; t < 4; ++t)
-    threads.emplace_back([&, t] { (*art)->fn(many, 97 * t / 4, 97 * (t + 1) / 4); });
+    threads.emplace_back([&, t] { (*art)->fn(many, range * t / 4, range * (t + 1) / 4); });
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)), 0);
   const auto want = ref_matmul(av, {97, 40}, bv, {40, 150}, y->shape);
