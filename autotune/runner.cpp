@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -76,14 +77,19 @@ class CpuBench final : public CandidateBench {
   std::vector<void*> timing_ptrs_;
   bool restore_ = false;
 
+  // Cut as the device cuts it: in units of chunk_align points.
   Expected<void> run_on(size_t i, void* const* args) {
     const codegen::CpuKernelFn fn = artifacts_[i]->fn;
+    const int64_t n = artifacts_[i]->outer_extent;
+    const int64_t align = std::max<int64_t>(1, artifacts_[i]->chunk_align);
     try {
-      const auto chunk = [&](int64_t begin, int64_t end) { fn(args, begin, end); };
+      const auto chunk = [&](int64_t begin, int64_t end) {
+        fn(args, begin * align, std::min(end * align, n));
+      };
       if (pf_)
-        pf_(artifacts_[i]->outer_extent, chunk);
+        pf_((n + align - 1) / align, chunk);
       else
-        chunk(0, artifacts_[i]->outer_extent);
+        chunk(0, (n + align - 1) / align);
     } catch (const std::exception& e) {
       return make_error(fmt::format("threw: {}", e.what()));
     }

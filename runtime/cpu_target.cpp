@@ -4,6 +4,7 @@
 
 #include "autotune/roofline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fmt/format.h>
@@ -22,6 +23,17 @@ using json = nlohmann::json;
 // Points of the parallel domain per thread chunk below which waking a thread costs more than it saves.
 constexpr int64_t kMinPointsPerChunk = 1 << 14;
 constexpr double kOpsPerPoint = 4;
+// A launch of fewer smallest chunks than this (each about kMinPointsPerChunk * kOpsPerPoint
+// operations, a microsecond or two) runs on the workers that are awake, without waking those
+// asleep (support::ThreadPool::parallel_for): small_ops (6 of them) between two benchmark
+// repetitions took 7 us with a wake, 5 without.
+constexpr int64_t kWakeMinChunks = 16;
+// Such a launch of a one-axis kernel of at least this many times kOpsPerPoint operations a point
+// runs on the caller alone: its few microseconds of vector arithmetic gain less on a second core
+// than that core's start costs (its vector units come out of idle slowly). small_ops (768
+// dependent operations a point, 512 points, 4 us on one core) ran 3.7-4.5 us on two threads when
+// they were awake, 6-8 us (one run in ten 210) under Google Benchmark; on the caller, 5.
+constexpr int64_t kHeavyPoint = 16;
 
 class CpuKernel final : public Artifact {
  public:
@@ -85,8 +97,16 @@ class CpuStream final : public Stream {
     const auto t0 = std::chrono::steady_clock::now();
     const codegen::CpuKernelFn fn = k.code->fn;
     void* const* argv = pointers_.data();
-    threads_.parallel_for(k.outer_extent, k.min_chunk,
-                          [&](int64_t b, int64_t e) { fn(argv, b, e); }, k.code->chunks_per_thread);
+    const int64_t n = k.outer_extent, align = std::max<int64_t>(1, k.code->chunk_align);
+    // Cut in units of `align` points (codegen::CpuArtifact::chunk_align).
+    const int64_t units = (n + align - 1) / align, min_units = (k.min_chunk + align - 1) / align;
+    const auto run = [&](int64_t b, int64_t e) { fn(argv, b * align, std::min(e * align, n)); };
+    const bool small = units < kWakeMinChunks * min_units;
+    if (small && align > 1 && k.min_chunk * kHeavyPoint <= kMinPointsPerChunk)
+      run(0, units);  // a few microseconds of vector arithmetic: one core
+    else
+      threads_.parallel_for(units, min_units, run, k.code->chunks_per_thread,
+                            /*wake_sleepers=*/!small);
     if (timed)
       times_.push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -170,6 +190,7 @@ std::optional<cache::Entry> CpuTarget::to_entry(const Artifact& artifact) const 
                     {"min_chunk", static_cast<const CpuKernel&>(artifact).min_chunk},
                     {"dynamic_outer", a.dynamic_outer},
                     {"chunks_per_thread", a.chunks_per_thread},
+                    {"chunk_align", a.chunk_align},
                     {"compile_ms", a.compile_ms}}
                    .dump();
   return e;
@@ -183,11 +204,14 @@ Expected<CpuEntry> read_cpu_entry(const cache::Entry& e) {
                  meta.at("min_chunk").get<int64_t>()};
     if (meta.contains("dynamic_outer")) out.dynamic_outer = meta.at("dynamic_outer").get<bool>();
     if (meta.contains("chunks_per_thread")) out.chunks_per_thread = meta.at("chunks_per_thread").get<int>();
+    if (meta.contains("chunk_align")) out.chunk_align = meta.at("chunk_align").get<int64_t>();
     if (out.symbol.empty()) return make_error("its symbol is empty");
     if (out.outer_extent < 0) return make_error(fmt::format("its outer extent is {}", out.outer_extent));
     if (out.min_chunk < 1) return make_error(fmt::format("its chunk is {}", out.min_chunk));
     if (out.chunks_per_thread < 0)
       return make_error(fmt::format("its chunks per thread are {}", out.chunks_per_thread));
+    if (out.chunk_align < 1)
+      return make_error(fmt::format("its chunk alignment is {}", out.chunk_align));
     if (e.value.empty()) return make_error("it holds no object code");
     return out;
   } catch (const json::exception& x) {
@@ -210,6 +234,7 @@ Expected<std::shared_ptr<const Artifact>> CpuTarget::from_entry(const cache::Ent
   }
   code->dynamic_outer = stored->dynamic_outer;
   code->chunks_per_thread = stored->chunks_per_thread;
+  code->chunk_align = stored->chunk_align;
   code->llvm_ir = e.source;
   code->compile_ms = 0;
   return std::make_shared<const CpuKernel>(std::move(code), stored->min_chunk);

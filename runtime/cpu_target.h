@@ -28,6 +28,7 @@ struct CpuEntry {
   int64_t min_chunk = 1;
   bool dynamic_outer = false;  // compiled from a dynamic kernel (absent in older entries: false)
   int chunks_per_thread = 0;   // codegen::CpuArtifact::chunks_per_thread (absent: 0)
+  int64_t chunk_align = 1;     // codegen::CpuArtifact::chunk_align (absent: 1)
 };
 Expected<CpuEntry> read_cpu_entry(const cache::Entry& entry);
 

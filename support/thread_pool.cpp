@@ -88,7 +88,9 @@ void ThreadPool::worker_loop() {
     };
     if (!spin_until(fresh)) {
       std::unique_lock lock(mu_);
+      sleeping_.fetch_add(1, std::memory_order_acq_rel);
       wake_.wait(lock, fresh);
+      sleeping_.fetch_sub(1, std::memory_order_acq_rel);
     }
     if (stop_.load(std::memory_order_acquire)) return;
     const std::function<void(int64_t, int64_t)>* job;
@@ -108,12 +110,15 @@ void ThreadPool::worker_loop() {
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
-                              const std::function<void(int64_t, int64_t)>& fn, int chunks_per_thread) {
+                              const std::function<void(int64_t, int64_t)>& fn, int chunks_per_thread,
+                              bool wake_sleepers) {
   if (n <= 0) return;
   if (chunks_per_thread <= 0) chunks_per_thread = kChunksPerThread;
   int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(1, min_chunk));
   int chunks = static_cast<int>(std::min<int64_t>(int64_t{size()} * chunks_per_thread, max_chunks));
-  if (chunks <= 1 || workers_.empty()) {
+  if (chunks <= 1 || workers_.empty() ||
+      (!wake_sleepers &&
+       sleeping_.load(std::memory_order_acquire) == static_cast<int>(workers_.size()))) {
     fn(0, n);
     return;
   }
@@ -128,7 +133,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
     gen = static_cast<uint32_t>(generation_.fetch_add(1, std::memory_order_acq_rel) + 1);
     claim_.store(uint64_t{gen} << 32, std::memory_order_release);
   }
-  wake_.notify_all();
+  if (wake_sleepers) wake_.notify_all();
   run_chunks(gen, &fn, n, chunks);
   auto finished = [&] { return done_chunks_.load(std::memory_order_acquire) == chunks; };
   if (spin_until(finished)) return;

@@ -25,8 +25,14 @@ class ThreadPool {
   // others instead of holding the job up. Returns when every chunk is done. A kernel whose
   // chunks read longer runs of memory when they are fewer (a matrix-vector product's column
   // stripes) asks for fewer chunks per thread; 0 means kChunksPerThread.
+  //
+  // With `wake_sleepers` false (a job too small to be worth a wake), workers asleep are left so:
+  // the job runs on the workers spinning for work and the caller, or on the caller alone when
+  // every worker sleeps. Waking one costs the caller a futex call and the job its late start: a
+  // 4 us job (small_ops) between two Google Benchmark repetitions took 7 us on 2 threads, one run
+  // in ten 210, against 5 on one.
   void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn,
-                    int chunks_per_thread = 0);
+                    int chunks_per_thread = 0, bool wake_sleepers = true);
   static constexpr int kChunksPerThread = 4;
 
   // Every core: std::thread::hardware_concurrency() (at least 1). KILN_NUM_THREADS is read at
@@ -54,6 +60,7 @@ class ThreadPool {
   std::atomic<uint64_t> claim_ = 0;
   std::atomic<int> done_chunks_ = 0;
   std::atomic<bool> stop_ = false;
+  std::atomic<int> sleeping_ = 0;  // workers waiting on wake_
   std::mutex run_mu_;  // one parallel_for at a time
 };
 

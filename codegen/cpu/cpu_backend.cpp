@@ -302,6 +302,7 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   art->outer_extent = cpu::parallel_extent(kernel, options);
   art->dynamic_outer = kernel.dynamic_outer;
   art->chunks_per_thread = cpu::chunks_per_thread(kernel, *facts, mode);
+  art->chunk_align = cpu::chunk_alignment(kernel, options);
   if (Expected<llvm::Function*> fn = cpu::emit_kernel(kernel, options, *module); !fn)
     return std::unexpected(fn.error());
   std::string problems;

@@ -35,6 +35,9 @@ struct CpuArtifact {
   // many as balance best (support::ThreadPool's default); 1 for a matrix-vector product, whose
   // chunks are column stripes that read each row of the matrix in one run (cpu::chunks_per_thread).
   int chunks_per_thread = 0;
+  // Where the caller may cut [0, outer_extent): at multiples of this (cpu::chunk_alignment), so
+  // that each chunk of a one-axis kernel fills whole vector iterations.
+  int64_t chunk_align = 1;
   double compile_ms = 0;
   // The relocatable object code of the kernel's module (what the persistent cache stores): a
   // later process on the same CPU, features and LLVM version loads it with CpuBackend::load.
@@ -91,7 +94,7 @@ class CpuBackend {
   static int chunks_per_thread(const kir::Kernel& kernel, const kir::KernelFacts& facts, CheckMode check);
   // Everything besides the kernel that changes the object code, for cache keys.
   std::string llvm_version() const;      // e.g. "19.1.7"
-  static constexpr const char* kCodegenVersion = "kiln-cpu-18";  // bump when emission changes
+  static constexpr const char* kCodegenVersion = "kiln-cpu-19";  // bump when emission changes
   // The CPU compiled for and its feature string (e.g. "znver3", "+avx2,+fma,..."; for a named
   // target, that CPU and its features), part of cache keys.
   std::string cpu_name() const;

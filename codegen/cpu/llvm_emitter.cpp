@@ -76,6 +76,25 @@ constexpr int64_t kMinVectorTrips = 8;
 constexpr int kDeepChain = 64;
 constexpr int kDeepChainInterleave = 8;
 
+// Whether a stored value is a chain of at least kDeepChain dependent operations.
+bool has_deep_chain(const kir::Kernel& k) {
+  std::unordered_map<const Expr*, int> depth;
+  for (const Expr* e : kir::kernel_exprs(k)) {
+    int d = 0;
+    for (const Expr* a : e->args) d = std::max(d, depth.at(a));
+    depth[e] = d + (e->kind == ExprKind::Alu ? 1 : 0);
+  }
+  return std::ranges::any_of(k.stores, [&](const kir::Store& st) {
+    return depth.at(st.value) >= kDeepChain;
+  });
+}
+
+// chunk_alignment's lanes and interleave where the schedule leaves them to LLVM: AVX-512's f32
+// lanes, and the interleave LLVM gives a short loop body. A multiple of what AVX2 and wider
+// types take.
+constexpr int64_t kChunkLanes = 16;
+constexpr int64_t kChunkInterleave = 4;
+
 // A reduction loop of more iterations than this stays a loop after vectorizing. Unrolled whole,
 // the row a row kernel reads in two passes (layernorm's mean, then its variance) is one set of
 // loads to LLVM, which it keeps in registers from one pass to the next: a 1024-wide f32 row is 64
@@ -727,17 +746,7 @@ Expected<Value*> KernelEmitter::aligned_start(const kir::Store& st, Scope* s, Va
 }
 
 // Whether some store's value is a chain of at least kDeepChain dependent operations.
-bool KernelEmitter::deep_chain() const {
-  std::unordered_map<const Expr*, int> depth;
-  for (const Expr* e : kir::kernel_exprs(k_)) {
-    int d = 0;
-    for (const Expr* a : e->args) d = std::max(d, depth.at(a));
-    depth[e] = d + (e->kind == ExprKind::Alu ? 1 : 0);
-  }
-  return std::ranges::any_of(k_.stores, [&](const kir::Store& st) {
-    return depth.at(st.value) >= kDeepChain;
-  });
-}
+bool KernelEmitter::deep_chain() const { return has_deep_chain(k_); }
 
 // vectorize.width / interleave.count on loops with no loop inside (the only ones the vectorizer
 // considers; metadata on outer loops would only produce "not vectorized" remarks).
@@ -959,6 +968,21 @@ int chunks_per_thread(const kir::Kernel&, const kir::KernelFacts& facts, CheckMo
   // matmul on 2 threads packed all of b 8 times: 7.2 ms, against 5.7 to 6.2 in one stripe each.
   if (matmul_of(facts)) return 1;
   return 0;
+}
+
+int64_t chunk_alignment(const kir::Kernel& kernel, const EmitOptions& options) {
+  KILN_CHECK(options.facts) << "chunk_alignment needs the kernel's facts (" << kernel.name << ")";
+  if (kernel.domain.size() != 1 || kernel.domain[0] < kMinVectorTrips) return 1;
+  if (options.check == CheckMode::none && (matmul_of(*options.facts) || options.facts->attention))
+    return 1;
+  for (const Expr* e : kir::kernel_exprs(kernel))
+    if (e->kind == ExprKind::Scan) return 1;  // a scan's loop stays scalar
+  const TuneParams& p = options.params;
+  const int64_t lanes = p.vector_width > 0 ? p.vector_width : kChunkLanes;
+  const int64_t interleave = p.unroll > 0          ? p.unroll
+                             : has_deep_chain(kernel) ? kDeepChainInterleave
+                                                      : kChunkInterleave;
+  return lanes * interleave;
 }
 
 bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,

@@ -172,6 +172,8 @@ TEST(CpuBackend, ADeepChainRunsSeveralVectorsAtOnce) {
   auto art = backend().compile(k, TuneParams{.vector_width = 4, .unroll = 0});
   ASSERT_TRUE(art.has_value()) << art.error().message;
   EXPECT_NE((*art)->llvm_ir.find("add nuw i64 %index, 32"), std::string::npos) << (*art)->llvm_ir;
+  // The caller cuts its range at multiples of one vector iteration: 4 lanes x 8.
+  EXPECT_EQ((*art)->chunk_align, 32);
   std::vector<double> x;
   for (int64_t j = 0; j < n; ++j) x.push_back(static_cast<double>(j % 13) * 0.25 - 1);
   auto out = run_kernel(k, {Buffer(DType::f32, x)}, TuneParams{.vector_width = 4, .unroll = 0});
@@ -185,6 +187,31 @@ TEST(CpuBackend, ADeepChainRunsSeveralVectorsAtOnce) {
     }
     ASSERT_EQ(out[1].get(j), want) << j;
   }
+}
+
+// A one-axis kernel's range is cut at multiples of its vector body's iteration (lanes x
+// interleave; 16 x 4 where LLVM chooses), so that no chunk runs only its loop's remainder; a
+// kernel of more axes, whose range is its rows, anywhere.
+TEST(CpuBackend, OneAxisKernelsAreCutAtWholeVectorIterations) {
+  auto chosen = backend().compile(elementwise_f32(1000, Alu::Exp), {});
+  ASSERT_TRUE(chosen.has_value()) << chosen.error().message;
+  EXPECT_EQ((*chosen)->chunk_align, 16 * 4);
+  auto tuned =
+      backend().compile(elementwise_f32(1000, Alu::Exp), TuneParams{.vector_width = 8, .unroll = 2});
+  ASSERT_TRUE(tuned.has_value()) << tuned.error().message;
+  EXPECT_EQ((*tuned)->chunk_align, 8 * 2);
+  auto short_loop = backend().compile(elementwise_f32(4, Alu::Exp), {});
+  ASSERT_TRUE(short_loop.has_value()) << short_loop.error().message;
+  EXPECT_EQ((*short_loop)->chunk_align, 1);
+  auto a = std::make_shared<kir::ExprArena>();
+  const kir::Expr* row = a->alu(Alu::Mul, DType::i64, {a->var(0), a->index(100)});
+  const kir::Expr* at = a->alu(Alu::Add, DType::i64, {row, a->var(1)});
+  kir::Kernel rows =
+      make_kernel("rows", {in_param(DType::f32, {30, 100}), out_param(DType::f32, {30, 100})},
+                  {30, 100}, a, {{1, at, a->load(0, DType::f32, at)}});
+  auto two_axes = backend().compile(rows, {});
+  ASSERT_TRUE(two_axes.has_value()) << two_axes.error().message;
+  EXPECT_EQ((*two_axes)->chunk_align, 1);
 }
 
 TEST(CpuBackend, TuneParamsBecomeLoopMetadata) {

@@ -91,6 +91,32 @@ TEST(ThreadPool, MinChunkKeepsSmallRangesOnOneThread) {
   EXPECT_EQ(calls, 1);
 }
 
+// A job that does not wake sleepers (wake_sleepers false) runs on the caller alone once every
+// worker sleeps (a pause longer than the poll), and still covers its range once; the next job
+// that wakes them runs on them again.
+TEST(ThreadPool, ASmallJobLeavesSleepingWorkersAsleep) {
+  support::ThreadPool pool(3);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the poll: all asleep
+  std::vector<std::atomic<int>> hits(600);
+  std::atomic<int> elsewhere{0};
+  pool.parallel_for(600, 1, [&](int64_t b, int64_t e) {
+    if (std::this_thread::get_id() != caller) ++elsewhere;
+    for (int64_t i = b; i < e; ++i) ++hits[i];
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // time for a woken worker
+  }, 0, /*wake_sleepers=*/false);
+  for (int64_t i = 0; i < 600; ++i) ASSERT_EQ(hits[i], 1) << i;
+  EXPECT_EQ(elsewhere, 0);
+  // A job that wakes them is shared again: its chunks wait until another thread took one.
+  std::atomic<bool> shared{false};
+  pool.parallel_for(12, 1, [&](int64_t, int64_t) {
+    if (std::this_thread::get_id() != caller) shared = true;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!shared && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  });
+  EXPECT_TRUE(shared);
+}
+
 TEST(StructuralKey, IgnoresIdsSlotsAndNamesButNotStructure) {
   ir::Graph g;
   ir::Builder b(g);

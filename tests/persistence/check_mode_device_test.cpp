@@ -239,6 +239,42 @@ TEST_F(CheckModeCacheTest, AMatrixVectorKernelKeepsItsChunksPerThreadInTheCache)
       << refused.error().message;
 }
 
+// A one-axis kernel's range is cut at multiples of its vector iteration (chunk_align); the cache
+// entry keeps that, and refuses an alignment below 1 with what is wrong.
+TEST_F(CheckModeCacheTest, AOneAxisKernelKeepsItsChunkAlignmentInTheCache) {
+  auto target = CpuTarget::create({});
+  ASSERT_TRUE(target.has_value()) << target.error().message;
+  ir::Graph g;
+  ir::Builder b(g);
+  const ir::Node* x = g.input(DType::f32, {1000}, "x");
+  passes::FusedGroup group;
+  group.nodes = {must(b.unary(ir::Op::Exp, x))};
+  group.outputs = group.nodes;
+  group.inputs = {x};
+  auto lowered = passes::lower_group(group, "ew");
+  ASSERT_TRUE(lowered.has_value()) << lowered.error().message;
+  const kir::Kernel& k = lowered->kernel;
+  const codegen::TuneParams params{.vector_width = 8, .unroll = 2};
+  auto art = (*target)->compile(k, kir::analyze_kernel(k), params, CheckMode::none, false);
+  ASSERT_TRUE(art.has_value()) << art.error().message;
+  std::optional<cache::Entry> entry = (*target)->to_entry(**art);
+  ASSERT_TRUE(entry.has_value());
+  auto stored = read_cpu_entry(*entry);
+  ASSERT_TRUE(stored.has_value()) << stored.error().message;
+  EXPECT_EQ(stored->chunk_align, 16);
+  auto loaded = (*target)->from_entry(*entry, true);
+  ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
+  EXPECT_EQ(read_cpu_entry(*(*target)->to_entry(**loaded))->chunk_align, 16);
+  cache::Entry bad = *entry;
+  const std::string field = "\"chunk_align\":16";
+  ASSERT_NE(bad.metadata.find(field), std::string::npos) << bad.metadata;
+  bad.metadata.replace(bad.metadata.find(field), field.size(), "\"chunk_align\":0");
+  auto refused = read_cpu_entry(bad);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("chunk alignment is 0"), std::string::npos)
+      << refused.error().message;
+}
+
 TEST_F(CheckModeCacheTest, PlansOfOneModeAreNotServedToAnother) {
   Outputs want;
   {
