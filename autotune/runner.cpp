@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -77,19 +76,16 @@ class CpuBench final : public CandidateBench {
   std::vector<void*> timing_ptrs_;
   bool restore_ = false;
 
-  // Cut as the device cuts it: in units of chunk_align points.
+  // Cut as the device cuts it: in units of chunk_align points (CpuArtifact::units).
   Expected<void> run_on(size_t i, void* const* args) {
-    const codegen::CpuKernelFn fn = artifacts_[i]->fn;
-    const int64_t n = artifacts_[i]->outer_extent;
-    const int64_t align = std::max<int64_t>(1, artifacts_[i]->chunk_align);
+    const codegen::CpuArtifact& code = *artifacts_[i];
+    const int64_t n = code.outer_extent;
     try {
-      const auto chunk = [&](int64_t begin, int64_t end) {
-        fn(args, begin * align, std::min(end * align, n));
-      };
+      const auto chunk = [&](int64_t begin, int64_t end) { code.run_units(args, begin, end, n); };
       if (pf_)
-        pf_((n + align - 1) / align, chunk);
+        pf_(code.units(n), chunk);
       else
-        chunk(0, (n + align - 1) / align);
+        chunk(0, code.units(n));
     } catch (const std::exception& e) {
       return make_error(fmt::format("threw: {}", e.what()));
     }

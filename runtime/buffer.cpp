@@ -19,11 +19,9 @@ namespace {
 // Cached free blocks beyond this are returned to the system.
 constexpr size_t kMaxCachedBytes = size_t{4} << 30;
 // No single buffer beyond 2^47 bytes (128 TiB, x86-64's user address space): larger requests
-// are errors at once, and round_capacity never overflows.
+// are errors at once, and support::host_block_capacity never overflows.
 constexpr size_t kMaxAllocation = size_t{1} << 47;
 
-size_t round_capacity(size_t bytes) { return support::host_block_capacity(bytes); }
-void free_block(std::byte* data, size_t capacity) { support::free_host_block(data, capacity); }
 }  // namespace
 
 Buffer::Buffer(ir::DType dtype, ir::Shape shape, std::byte* data, size_t capacity,
@@ -55,7 +53,7 @@ std::shared_ptr<BufferPool> BufferPool::create(PersistentMemory mode, std::strin
 }
 
 BufferPool::~BufferPool() {
-  for (auto& [cap, p] : free_) free_block(p, cap);
+  for (auto& [cap, p] : free_) support::free_host_block(p, cap);
 }
 
 namespace {
@@ -85,7 +83,7 @@ void BufferPool::trim() {
     blocks.swap(free_);
     cached_bytes_ = 0;
   }
-  for (auto& [cap, p] : blocks) free_block(p, cap);
+  for (auto& [cap, p] : blocks) support::free_host_block(p, cap);
 }
 
 std::byte* BufferPool::system_alloc(size_t capacity) {
@@ -102,7 +100,7 @@ Expected<std::shared_ptr<Buffer>> BufferPool::allocate(ir::DType dtype, const ir
   const std::optional<size_t> bytes = tensor_bytes(dtype, shape);
   if (!bytes || *bytes > kMaxAllocation)
     return std::unexpected(out_of_memory(device_, what, dtype, shape, bytes));
-  size_t cap = round_capacity(*bytes);
+  size_t cap = support::host_block_capacity(*bytes);
   std::byte* data = nullptr;
   {
     std::lock_guard lock(mu_);
@@ -132,7 +130,7 @@ Expected<std::shared_ptr<Buffer>> BufferPool::allocate_persistent(ir::DType dtyp
   const std::optional<size_t> bytes = tensor_bytes(dtype, shape);
   if (!bytes || *bytes > kMaxAllocation)
     return std::unexpected(out_of_memory(device_, what, dtype, shape, bytes));
-  const size_t cap = round_capacity(*bytes);
+  const size_t cap = support::host_block_capacity(*bytes);
   std::byte* data = system_alloc(cap);
   if (!data) return std::unexpected(out_of_memory(device_, what, dtype, shape, bytes));
   {
@@ -164,11 +162,11 @@ void BufferPool::release(std::byte* data, size_t capacity, bool persistent) {
   std::lock_guard lock(mu_);
   if (persistent) {
     persistent_bytes_ -= capacity;
-    free_block(data, capacity);
+    support::free_host_block(data, capacity);
     return;
   }
   if (cached_bytes_ + capacity > kMaxCachedBytes) {
-    free_block(data, capacity);
+    support::free_host_block(data, capacity);
     return;
   }
   free_.emplace(capacity, data);

@@ -95,17 +95,16 @@ class CpuStream final : public Stream {
     pointers_.clear();
     for (DeviceMemory* m : args) pointers_.push_back(static_cast<HostMemory*>(m)->data());
     const auto t0 = std::chrono::steady_clock::now();
-    const codegen::CpuKernelFn fn = k.code->fn;
     void* const* argv = pointers_.data();
-    const int64_t n = k.outer_extent, align = std::max<int64_t>(1, k.code->chunk_align);
-    // Cut in units of `align` points (codegen::CpuArtifact::chunk_align).
-    const int64_t units = (n + align - 1) / align, min_units = (k.min_chunk + align - 1) / align;
-    const auto run = [&](int64_t b, int64_t e) { fn(argv, b * align, std::min(e * align, n)); };
+    const codegen::CpuArtifact& code = *k.code;
+    // Cut in units of chunk_align points (codegen::CpuArtifact::units).
+    const int64_t units = code.units(k.outer_extent), min_units = code.units(k.min_chunk);
+    const auto run = [&](int64_t b, int64_t e) { code.run_units(argv, b, e, k.outer_extent); };
     const bool small = units < kWakeMinChunks * min_units;
-    if (small && align > 1 && k.min_chunk * kHeavyPoint <= kMinPointsPerChunk)
+    if (small && code.align() > 1 && k.min_chunk * kHeavyPoint <= kMinPointsPerChunk)
       run(0, units);  // a few microseconds of vector arithmetic: one core
     else
-      threads_.parallel_for(units, min_units, run, k.code->chunks_per_thread,
+      threads_.parallel_for(units, min_units, run, code.chunks_per_thread,
                             /*wake_sleepers=*/!small);
     if (timed)
       times_.push_back(

@@ -2,6 +2,7 @@
 // safe) -> O3 -> ORC LLJIT -> a native function. The one place that includes LLVM headers.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -23,6 +24,14 @@ namespace kiln::codegen {
 using CpuKernelFn = void (*)(void* const* buffers, int64_t begin, int64_t end);
 
 struct CpuArtifact {
+  // [0, extent) of fn's range in units of chunk_align points (the last one partial): how callers
+  // cut it between threads; run_units runs the units [begin, end).
+  int64_t units(int64_t extent) const { return (extent + align() - 1) / align(); }
+  void run_units(void* const* args, int64_t begin, int64_t end, int64_t extent) const {
+    fn(args, begin * align(), std::min(end * align(), extent));
+  }
+  int64_t align() const { return std::max<int64_t>(1, chunk_align); }
+
   CpuKernelFn fn = nullptr;
   std::string symbol;
   // The optimized module, for `kiln dump --stage llvm`; for a kernel of more than

@@ -89,7 +89,8 @@ int64_t round_up(int64_t x, int64_t m) {
 // Columns per packed B block (create_scratch): as many NR-wide panels as fit the block's bytes.
 int64_t block_columns(const kir::Kernel& k, const MatmulPattern& p, const Tile& t) {
   const int64_t block = contiguous_in_k(k, p) ? kBlockBytes : kPackedABlockBytes;
-  const int64_t panels = std::max<int64_t>(1, block / (std::max<int64_t>(p.k_extent, 1) * t.nr() * 4));
+  const int64_t k_extent = std::max<int64_t>(p.k_extent, 1);
+  const int64_t panels = std::max<int64_t>(1, block / (k_extent * t.nr() * 4));
   return std::min(panels * t.nr(), round_up(k.domain.back(), t.nr()));
 }
 
@@ -575,8 +576,6 @@ std::optional<int64_t> gemv_column_blocks(const kir::Kernel& kernel, const Matmu
 std::optional<int64_t> tiled_units(const kir::Kernel& kernel, const MatmulPattern& p,
                                    const EmitOptions& options) {
   if (gemv_column_blocks(kernel, p)) return std::nullopt;
-  for (size_t d = 0; d < kernel.domain.size(); ++d)
-    if (kernel.domain[d] == 0) return std::nullopt;
   std::optional<TiledSplit> split = tiled_split(kernel, p, options);
   if (!split) return std::nullopt;
   return split->units();
