@@ -6,6 +6,8 @@
 //   same buffer are assumed to hit cache) plus every output once. A buffer read only as the
 //   table of gathers counts the elements they gather (an embedding row, not the table).
 // - launches: 1 per group.
+// - A group of fewer than kOneCoreWorkOps operations runs on one core: its work is priced at
+//   the serial compute rate's share of the all-core rates, where the device measured one.
 // - flops: the scalar work the kernel actually executes. Each computed node n costs
 //   node_flops(n) (per-element unit cost times elements; reductions and matmuls count their
 //   bodies) times its evaluation factor f(n). Outputs have f = 1. A node read by an inlined
@@ -39,6 +41,7 @@ namespace kiln::passes {
 std::string DeviceRates::str() const {
   std::string s = fmt::format("bandwidth {:g} B/s, launch overhead {:g} s, compute {:g} op/s",
                               bandwidth, launch_overhead, compute_rate);
+  if (serial_compute_rate > 0) s += fmt::format(", one core {:g} op/s", serial_compute_rate);
   if (matmul_rate > 0) s += fmt::format(", matmul {:g} flop/s", matmul_rate);
   for (const auto& [op, sec] : op_seconds)
     s += fmt::format(", {} {:.3g} ns/element", ir::op_name(op), sec * 1e9);
@@ -215,6 +218,9 @@ GroupCost CostModel::estimate(const FusedGroup& group) const {
   c.launches = 1;
   double work = 0;
   c.flops = executed_flops(group, &work);
+  // Too little work to wake a second core: all of it runs on the one that launches it.
+  if (rates_.serial_compute_rate > 0 && c.flops < kOneCoreWorkOps)
+    work *= rates_.compute_rate / rates_.serial_compute_rate;
   c.seconds = memory + launch_seconds(c.launches) + work;
   return c;
 }

@@ -4,7 +4,8 @@
 //   + kernel launches * launch overhead
 //   + scalar work executed (recomputation included), priced by kind: a contraction's
 //     multiply-adds at the matmul rate, each costly elementwise op (cost 4 or more: exp, tanh,
-//     div...) at its own measured time per element, the rest at the compute rate,
+//     div...) at its own measured time per element, the rest at the compute rate (all of it on
+//     one core when the group is too small to wake another: kOneCoreWorkOps),
 // with the rates of the target device.
 #pragma once
 
@@ -25,6 +26,9 @@ struct DeviceRates {
   // Seconds per f32 element of each costly elementwise op (ir::op_cost >= 4), all cores; an op
   // not here is priced at op_cost / compute_rate.
   std::map<ir::Op, double> op_seconds = {};
+  // Scalar operations per second of one core: a group of fewer than kOneCoreWorkOps operations
+  // runs on one (the cpu target wakes no worker for it). 0: as compute_rate (a GPU, the reference).
+  double serial_compute_rate = 0;
 
   // Fixed rates of a 2-core AVX2 machine: deterministic estimates for golden tests and dumps.
   static DeviceRates reference_cpu() { return DeviceRates{}; }
@@ -37,6 +41,13 @@ struct DeviceRates {
 // A buffer this small is assumed to stay in the caches from the kernel that writes it to the one
 // that reads it (and from one run to the next): two cores' L2 and a share of the L3.
 inline constexpr double kCacheResidentBytes = 4.0 * 1024 * 1024;
+
+// A group that executes fewer operations than this runs on one core where the device's rates say
+// how fast one is (DeviceRates::serial_compute_rate): the cpu target wakes no sleeping worker for a
+// launch of fewer than 16 chunks of 16384 points at 4 operations a point (runtime/cpu_target.cpp),
+// and runs such a one-axis kernel of heavy points on the caller. small_ops (262144 operations)
+// was priced at both cores' rate, 1.4 us, and ran 4.3 on one.
+inline constexpr double kOneCoreWorkOps = double{1 << 20};
 
 // An attention kernel's contractions run at this share of the matmul rate (small tiles, the
 // softmax between them); each score costs this many simple ops besides its exponential.

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "runtime/buffer.h"
+#include "runtime/cpu_target.h"
 #include "runtime/measured_rates.h"
 
 namespace kiln::runtime {
@@ -27,7 +28,7 @@ double median_seconds(int runs, const std::function<void()>& fn) {
 }
 
 Expected<double> time_on_cpu(codegen::CpuBackend& backend, support::ThreadPool& threads,
-                             const kir::Kernel& k, int runs) {
+                             const kir::Kernel& k, int runs, bool one_core) {
   auto art = backend.compile(k, {});
   if (!art) return std::unexpected(art.error());
   std::shared_ptr<BufferPool> pool = BufferPool::create();
@@ -39,13 +40,16 @@ Expected<double> time_on_cpu(codegen::CpuBackend& backend, support::ThreadPool& 
   const std::shared_ptr<Buffer>& y = *made_y;
   std::fill_n(reinterpret_cast<float*>(x->data()), x->numel(), 1.0f);
   void* bufs[] = {x->data(), y->data()};
-  codegen::CpuKernelFn fn = (*art)->fn;
-  // Chunks of at least 16384 points, as the target runs kernels of simple work (cpu_target.cpp).
-  int64_t inner = 1;
-  for (size_t d = 1; d < k.domain.size(); ++d) inner *= k.domain[d];
-  const int64_t min_chunk = std::max<int64_t>(1, (int64_t{1} << 14) / inner);
+  const codegen::CpuArtifact& code = **art;
+  const int64_t extent = code.outer_extent, min_chunk = cpu_min_chunk(k);
+  // Cut as the device cuts a launch (a matmul's column blocks and row groups as a plan runs them),
+  // over every thread, or run on this one alone.
+  const auto run = [&](int64_t b, int64_t e) { code.run_units(bufs, b, e, extent); };
   auto launch = [&] {
-    threads.parallel_for((*art)->outer_extent, min_chunk, [&](int64_t b, int64_t e) { fn(bufs, b, e); });
+    if (one_core)
+      run(0, code.units(extent));
+    else
+      threads.parallel_for(code.units(extent), code.units(min_chunk), run, code.chunks_per_thread);
   };
   launch();  // warm: pages, caches
   return median_seconds(runs, launch);
@@ -59,15 +63,18 @@ Expected<passes::DeviceRates> measure_cpu_rates(codegen::CpuBackend& backend,
   // The matmul 512 x 512 x 512 (268 MFLOP, 3 MiB of operands): a contraction large enough for
   // the rate kiln's matmuls reach (256^3, a fifth of a millisecond, came out at 240 to 258
   // GFLOP/s where 1024^3 ran at 312, 130% of it); the exps and the cache stream (1 MiB in,
-  // 1 MiB out) in the caches.
+  // 1 MiB out) in the caches. The chain again on one core (16384 elements, 2 Mi operations: the
+  // rate of launches too small to wake a worker, passes::kOneCoreWorkOps).
   const RateSizes sizes{.stream = int64_t{16} << 20,
                         .compute = int64_t{16384} * threads.size(),
                         .matmul = 512,
                         .costly = int64_t{16384} * threads.size(),
                         .cache_stream = int64_t{1} << 18,
-                        .parallel_launch = int64_t{16384} * threads.size()};
-  return measure_rates(
-      [&](const kir::Kernel& k, int runs) { return time_on_cpu(backend, threads, k, runs); }, sizes);
+                        .parallel_launch = int64_t{16384} * threads.size(),
+                        .serial_compute = 16384};
+  return measure_rates([&](const kir::Kernel& k, int runs, bool one_core) {
+    return time_on_cpu(backend, threads, k, runs, one_core);
+  }, sizes);
 }
 
 }  // namespace kiln::runtime

@@ -28,6 +28,8 @@ constexpr double kOpsPerPoint = 4;
 // asleep (support::ThreadPool::parallel_for): small_ops (6 of them) between two benchmark
 // repetitions took 7 us with a wake, 5 without.
 constexpr int64_t kWakeMinChunks = 16;
+// The cost model prices the work of such launches on one core.
+static_assert(kWakeMinChunks * kMinPointsPerChunk * kOpsPerPoint == passes::kOneCoreWorkOps);
 // Such a launch of a one-axis kernel of at least this many times kOpsPerPoint operations a point
 // runs on the caller alone: its few microseconds of vector arithmetic gain less on a second core
 // than that core's start costs (its vector units come out of idle slowly). small_ops (768
@@ -52,10 +54,11 @@ class CpuKernel final : public Artifact {
   int64_t outer_extent;
 };
 
-// The smallest chunk of the outer axis worth a thread: kMinPointsPerChunk points of the domain,
-// fewer for kernels that compute more per point (kMinPointsPerChunk at up to kOpsPerPoint
-// operations a point; small_ops' 512 chained operations on 512 points run on both cores).
-int64_t min_chunk_of(const kir::Kernel& kernel) {
+}  // namespace
+
+// kMinPointsPerChunk points of the domain, fewer for kernels that compute more per point
+// (kMinPointsPerChunk at up to kOpsPerPoint operations a point).
+int64_t cpu_min_chunk(const kir::Kernel& kernel) {
   int64_t inner = 1;
   for (size_t d = 1; d < kernel.domain.size(); ++d) inner *= kernel.domain[d];
   double points = 1;
@@ -64,6 +67,8 @@ int64_t min_chunk_of(const kir::Kernel& kernel) {
   const auto heavier = static_cast<int64_t>(std::max(1.0, ops / kOpsPerPoint));
   return std::max<int64_t>(1, kMinPointsPerChunk / heavier / std::max<int64_t>(1, inner));
 }
+
+namespace {
 
 class HostMemory final : public DeviceMemory {
  public:
@@ -162,7 +167,7 @@ Expected<std::shared_ptr<const Artifact>> CpuTarget::compile(const kir::Kernel& 
   // Compiling links too: a cpu artifact is always ready to run.
   auto code = backend_->compile(kernel, params, check, &facts);
   if (!code) return std::unexpected(code.error());
-  return std::make_shared<const CpuKernel>(std::move(*code), min_chunk_of(kernel));
+  return std::make_shared<const CpuKernel>(std::move(*code), cpu_min_chunk(kernel));
 }
 
 bool CpuTarget::serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,

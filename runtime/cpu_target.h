@@ -32,6 +32,9 @@ struct CpuEntry {
 };
 Expected<CpuEntry> read_cpu_entry(const cache::Entry& entry);
 
+// The smallest chunk of a kernel's outer axis worth a thread of its own.
+int64_t cpu_min_chunk(const kir::Kernel& kernel);
+
 class CpuTarget final : public Target {
  public:
   static Expected<std::unique_ptr<CpuTarget>> create(const CpuTargetOptions& options);

@@ -181,7 +181,7 @@ Expected<autotune::TuneDecision> tune_gpu_kernel(GpuBackend& backend, const kir:
 Expected<passes::DeviceRates> measure_gpu_rates(GpuBackend& backend) {
   // 128 MiB streamed; the chain over 4 Mi elements (512 Mi flops: well above launch overhead).
   const RateSizes sizes{.stream = int64_t{16} << 20, .compute = int64_t{4} << 20};
-  return measure_rates([&](const kir::Kernel& k, int runs) { return time_on_device(backend, k, runs); },
+  return measure_rates([&](const kir::Kernel& k, int runs, bool) { return time_on_device(backend, k, runs); },
                        sizes);
 }
 

@@ -68,8 +68,9 @@ std::vector<CostlyOp> costly_ops() {
 }
 
 // Seconds of `runs` runs of `k` less one launch: the work's own time.
-Expected<double> work_seconds(const KernelTimer& time, const kir::Kernel& k, int runs, double launch) {
-  auto t = time(k, runs);
+Expected<double> work_seconds(const KernelTimer& time, const kir::Kernel& k, int runs, double launch,
+                              bool one_core = false) {
+  auto t = time(k, runs, one_core);
   if (!t) return t;
   return std::max(*t - launch, 1e-9);
 }
@@ -79,26 +80,34 @@ Expected<double> work_seconds(const KernelTimer& time, const kir::Kernel& k, int
 Expected<passes::DeviceRates> measure_rates(const KernelTimer& time, const RateSizes& sizes) {
   passes::DeviceRates r;
   // Bandwidth: y = x*2 + 1, read and written once.
-  auto stream = time(stream_kernel(sizes.stream), 5);
+  auto stream = time(stream_kernel(sizes.stream), 5, false);
   if (!stream) return std::unexpected(stream.error());
   r.bandwidth = 2.0 * static_cast<double>(sizes.stream) * 4 / std::max(*stream, 1e-12);
   // Launch overhead: one element.
-  auto tiny = time(unary_kernel(1, [](kir::ExprArena&, const kir::Expr* x) { return x; }), 101);
+  auto tiny = time(unary_kernel(1, [](kir::ExprArena&, const kir::Expr* x) { return x; }), 101, false);
   if (!tiny) return std::unexpected(tiny.error());
   r.launch_overhead = std::max(*tiny, 1e-9);
   // Compute: 64 dependent mul+add pairs per element, on a buffer that stays in the caches.
   constexpr int kPairs = 64;
-  auto compute = time(unary_kernel(sizes.compute, [](kir::ExprArena& a, const kir::Expr* x) {
-    const kir::Expr* v = x;
-    for (int p = 0; p < kPairs; ++p)
-      v = a.alu(kir::Alu::Add, DType::f32,
-                {a.alu(kir::Alu::Mul, DType::f32, {v, a.constant(DType::f32, 0.999)}),
-                 a.constant(DType::f32, 0.001)});
-    return v;
-  }), 9);
+  auto chain = [](int64_t n) {
+    return unary_kernel(n, [](kir::ExprArena& a, const kir::Expr* x) {
+      const kir::Expr* v = x;
+      for (int p = 0; p < kPairs; ++p)
+        v = a.alu(kir::Alu::Add, DType::f32,
+                  {a.alu(kir::Alu::Mul, DType::f32, {v, a.constant(DType::f32, 0.999)}),
+                   a.constant(DType::f32, 0.001)});
+      return v;
+    });
+  };
+  auto compute = time(chain(sizes.compute), 9, false);
   if (!compute) return std::unexpected(compute.error());
   r.compute_rate = 2.0 * kPairs * static_cast<double>(sizes.compute) /
                    std::max(*compute - r.launch_overhead, 1e-9);
+  if (sizes.serial_compute > 0) {
+    auto t = work_seconds(time, chain(sizes.serial_compute), 21, r.launch_overhead, /*one_core=*/true);
+    if (!t) return std::unexpected(t.error());
+    r.serial_compute_rate = 2.0 * kPairs * static_cast<double>(sizes.serial_compute) / *t;
+  }
   if (sizes.matmul > 0) {
     const auto n = static_cast<double>(sizes.matmul);
     auto t = work_seconds(time, matmul_kernel(sizes.matmul), 7, r.launch_overhead);
@@ -110,7 +119,7 @@ Expected<passes::DeviceRates> measure_rates(const KernelTimer& time, const RateS
     if (!t) return std::unexpected(t.error());
     r.cache_bandwidth = std::max(r.bandwidth, 2.0 * static_cast<double>(sizes.cache_stream) * 4 / *t);
     if (sizes.parallel_launch > 0) {
-      auto small = time(stream_kernel(sizes.parallel_launch), 101);
+      auto small = time(stream_kernel(sizes.parallel_launch), 101, false);
       if (!small) return std::unexpected(small.error());
       const double moving = 2.0 * static_cast<double>(sizes.parallel_launch) * 4 / r.cache_bandwidth;
       r.launch_overhead = std::max(r.launch_overhead, *small - moving);
@@ -150,6 +159,7 @@ cache::Entry rates_entry(const passes::DeviceRates& rates) {
   const std::string json = nlohmann::json{{"bandwidth", rates.bandwidth},
                                           {"launch_overhead", rates.launch_overhead},
                                           {"compute_rate", rates.compute_rate},
+                                          {"serial_compute_rate", rates.serial_compute_rate},
                                           {"matmul_rate", rates.matmul_rate},
                                           {"cache_bandwidth", rates.cache_bandwidth},
                                           {"op_seconds", op_seconds}}
@@ -174,7 +184,8 @@ std::optional<passes::DeviceRates> rates_from_entry(const cache::Entry& entry) {
   }
   // The rates by kind: 0 where the device's measurement leaves them out.
   for (auto [name, field] : {std::pair{"matmul_rate", &r.matmul_rate},
-                             std::pair{"cache_bandwidth", &r.cache_bandwidth}}) {
+                             std::pair{"cache_bandwidth", &r.cache_bandwidth},
+                             std::pair{"serial_compute_rate", &r.serial_compute_rate}}) {
     if (!j.contains(name) || !j[name].is_number()) return std::nullopt;
     *field = j[name].get<double>();
     if (!std::isfinite(*field) || *field < 0) return std::nullopt;

@@ -1,6 +1,6 @@
 // Measuring a device's rates for the cost model and the autotuner's roofline, with generated
 // kernels: a stream (bandwidth), a one-element launch (launch overhead) and an arithmetic chain
-// (compute rate); where the sizes ask, a matmul (matmul rate), each costly elementwise op (its
+// (compute rate); where the sizes ask, the chain on one core (the rate of work too small for more), a matmul (matmul rate), each costly elementwise op (its
 // time per element) and a stream that stays in the caches (cache bandwidth). The executor keeps a measurement in the persistent cache
 // (runtime/executor.h), so that it is taken once per machine and device.
 #pragma once
@@ -18,10 +18,10 @@
 
 namespace kiln::runtime {
 
-// The median seconds of `runs` runs of `kernel` (after one warm-up run), on the device measured.
-// The kernel's parameters are x (input, filled with 1.0f) and y (output), both f32 (the matmul's
-// are n x n: y = x @ x).
-using KernelTimer = std::function<Expected<double>(const kir::Kernel& kernel, int runs)>;
+// The median seconds of `runs` runs of `kernel` (after one warm-up run), on the device measured,
+// over all its cores or, with `one_core`, on one. The kernel's parameters are x (input, filled
+// with 1.0f) and y (output), both f32 (the matmul's are n x n: y = x @ x).
+using KernelTimer = std::function<Expected<double>(const kir::Kernel& kernel, int runs, bool one_core)>;
 
 struct RateSizes {
   int64_t stream = int64_t{16} << 20;  // f32 elements streamed in and out (past the caches)
@@ -36,6 +36,9 @@ struct RateSizes {
   // time beyond its bytes at the cache bandwidth is the launch overhead of a kernel that wakes
   // the threads (a one-element launch runs on the caller alone).
   int64_t parallel_launch = 0;
+  // The arithmetic chain's elements timed on one core (DeviceRates::serial_compute_rate); 0 leaves
+  // that rate out.
+  int64_t serial_compute = 0;
 };
 
 Expected<passes::DeviceRates> measure_rates(const KernelTimer& time, const RateSizes& sizes);

@@ -234,6 +234,7 @@ TEST(CpuRates, MeasuredOnRealKernels) {
   EXPECT_GT(r->op_seconds.at(ir::Op::Exp), 0);
   EXPECT_LT(r->op_seconds.at(ir::Op::Exp), 1e-6);
   EXPECT_GE(r->cache_bandwidth, r->bandwidth);
+  EXPECT_GT(r->serial_compute_rate, 1e8);  // the chain on one core
 }
 
 // The cpu's measured rates are kept in the persistent cache per CPU and thread count: the next
@@ -263,7 +264,7 @@ TEST(CpuRates, KeptInThePersistentCacheAndPlannedWith) {
   auto store = cache::Store::open(o.cache_path);
   ASSERT_TRUE(store.has_value());
   ASSERT_TRUE((*store)->get(cache::Table::autotune, key).has_value());
-  passes::DeviceRates planted{11e9, 3e-6, 22e9, 33e9, 55e9, {{ir::Op::Exp, 4e-9}, {ir::Op::Div, 1e-9}}};
+  passes::DeviceRates planted{11e9, 3e-6, 22e9, 33e9, 55e9, {{ir::Op::Exp, 4e-9}, {ir::Op::Div, 1e-9}}, 9e9};
   ASSERT_TRUE((*store)->put(cache::Table::autotune, key, rates_entry(planted)));
   {
     auto dev = open_executor("cpu", o);
@@ -273,6 +274,7 @@ TEST(CpuRates, KeptInThePersistentCacheAndPlannedWith) {
     EXPECT_EQ((*dev)->cost_model().rates().matmul_rate, 33e9);
     EXPECT_EQ((*dev)->cost_model().rates().op_seconds, planted.op_seconds);
     EXPECT_EQ((*dev)->cost_model().rates().cache_bandwidth, 55e9);
+    EXPECT_EQ((*dev)->cost_model().rates().serial_compute_rate, 9e9);
   }
   ASSERT_TRUE((*store)->put(cache::Table::autotune, key, rates_entry({0, 3e-6, 22e9})));  // damaged
   {

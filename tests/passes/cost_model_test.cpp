@@ -88,6 +88,37 @@ TEST(CostModel, WorkIsPricedByKindAndSmallBuffersAtTheCacheBandwidth) {
                    4.0 * (64 * 32 + 32 * 16 + 64 * 16) / 32e9 + 5e-6 + 2.0 * 64 * 16 * 32 / 50e9);
 }
 
+// A group of fewer than kOneCoreWorkOps operations runs on one core (the cpu wakes no worker for
+// it): its work is priced at the serial rate where the device measured one, a larger group's at
+// the rate of all cores.
+TEST(CostModel, WorkTooSmallToWakeASecondCoreIsPricedOnOne) {
+  DeviceRates r = DeviceRates::reference_cpu();
+  r.compute_rate = 100e9;
+  r.serial_compute_rate = 40e9;
+  r.op_seconds[Op::Exp] = 0.1e-9;
+  CostModel model(r);
+  testing::GraphFixture f;
+  const Node* x = f.g.input(DType::f32, {4096}, "x");
+  const Node* e = f.un(Op::Exp, x);
+  const Node* a = f.bin(Op::Add, e, x);  // 21 operations a point: 86016 in all
+  GroupCost small = model.estimate({.nodes = {e, a}, .outputs = {a}, .inputs = {x}});
+  ASSERT_LT(small.flops, kOneCoreWorkOps);
+  const double work = (4096 * 0.1e-9 + 4096 / 100e9) * (100e9 / 40e9);
+  EXPECT_DOUBLE_EQ(small.seconds, 2 * 4096 * 4 / r.bandwidth + r.launch_overhead + work);
+  // Without a serial rate (the reference rates, a GPU's), the same group at the all-core rates.
+  GroupCost plain = Fixture{}.model.estimate({.nodes = {e, a}, .outputs = {a}, .inputs = {x}});
+  DeviceRates ref = DeviceRates::reference_cpu();
+  EXPECT_DOUBLE_EQ(plain.seconds, 2 * 4096 * 4 / ref.bandwidth + ref.launch_overhead + small.flops / ref.compute_rate);
+  // 64 times the points: over the threshold, every core's rate.
+  const Node* big = f.g.input(DType::f32, {4096 * 64}, "big");
+  const Node* be = f.un(Op::Exp, big);
+  const Node* ba = f.bin(Op::Add, be, big);
+  GroupCost large = model.estimate({.nodes = {be, ba}, .outputs = {ba}, .inputs = {big}});
+  ASSERT_GE(large.flops, kOneCoreWorkOps);
+  EXPECT_DOUBLE_EQ(large.seconds, 2 * 4096 * 64 * 4 / r.bandwidth + r.launch_overhead +
+                                      4096 * 64 * (0.1e-9 + 1 / 100e9));
+}
+
 TEST(CostModel, ElementwiseChainIsCheaperFused) {
   Fixture f;
   const int64_t n = 1 << 16;
