@@ -45,7 +45,7 @@ cache::KeyParts autotune_key(const Target& target, const kir::Kernel& kernel, au
 }
 
 cache::KeyParts rates_key(const Target& target) {
-  cache::KeyParts key{{{"rates", "kiln-rates-4"}}};
+  cache::KeyParts key{{{"rates", "kiln-rates-5"}}};
   add_identity(key, target);
   key.parts.emplace_back("setup", target.rates_setup());
   return key;
