@@ -252,6 +252,14 @@ std::string extents_text(const ir::Shape& s, bool dynamic, int64_t bound = 0) {
   for (size_t d = 1; d < s.size(); ++d) out += fmt::format(",{}", s[d]);
   return out + "]";
 }
+
+// A dynamic kernel of one axis reads and writes a buffer of as many elements as its domain at the
+// domain's index, whatever the buffer's shape: `[?]`, so that an elementwise kernel over [8, s]
+// is one kernel for every s, not only for every leading extent.
+std::string param_text(const Kernel& k, const Param& p) {
+  if (k.dynamic_outer && k.domain.size() == 1 && ir::shape_numel(p.shape) == k.domain[0]) return "[?]";
+  return extents_text(p.shape, k.dynamic_outer);
+}
 }  // namespace
 
 std::string print_kernel(const Kernel& k, bool with_labels) {
@@ -259,7 +267,7 @@ std::string print_kernel(const Kernel& k, bool with_labels) {
   for (size_t i = 0; i < k.params.size(); ++i) {
     const Param& p = k.params[i];
     out += fmt::format("  param %{} {} {}{}", i, p.output ? "out" : "in", ir::dtype_name(p.dtype),
-                       extents_text(p.shape, k.dynamic_outer));
+                       param_text(k, p));
     if (with_labels && !p.label.empty()) out += fmt::format("  # {}", p.label);
     out += "\n";
   }

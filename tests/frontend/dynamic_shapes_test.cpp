@@ -264,6 +264,42 @@ TEST(DynamicShapes, ElementwiseAndRowKernelsServeEverySize) {
   EXPECT_LE(compiled, 6);
 }
 
+// A marked inner axis: an elementwise kernel over [4, s] runs as one axis of 4 * s points and reads
+// and writes its buffers at that index, so one kernel serves every s (and, from the third size, one
+// symbolic plan); a kernel that reads s in an index (a bias per row, broadcast along s) is built at
+// each size. Every size against the host.
+TEST(DynamicShapes, AMarkedInnerAxisOfAnElementwiseKernelCompilesOnce) {
+  auto dev = open_cpu({{"shapes.policy", "automatic"}});
+  const std::vector<float> bias = {0.5f, -1.f, 2.f, 0.25f};
+  const auto tb = kiln::Tensor::from_host(dev, std::span<const float>(bias), {4, 1});
+  int flat_compiled = 0, bias_compiled = 0;
+  Sources flat_plans;
+  for (int64_t n : {2, 3, 5, 9, 17, 33, 4, 64}) {
+    const std::vector<float> xs = values(static_cast<size_t>(4 * n), 0.2f, static_cast<int>(n));
+    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {4, n});
+    ASSERT_TRUE(x.mark_dynamic(1, "s").has_value());
+    auto got = (kiln::exp(x * 0.5) - 1.0).to_vector<float>();
+    ASSERT_TRUE(got.has_value()) << got.error().message;
+    const kiln::RealizeStats flat = dev.last_stats();
+    flat_compiled += flat.compiled;
+    flat_plans.add(flat.plan_source);
+    EXPECT_EQ(flat.dynamic_kernels, flat.kernels) << "n=" << n;
+    auto got_b = (x * 2.0 + tb).to_vector<float>();
+    ASSERT_TRUE(got_b.has_value()) << got_b.error().message;
+    bias_compiled += dev.last_stats().compiled;
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const size_t k = static_cast<size_t>(i * n + j);
+        EXPECT_NEAR((*got)[k], std::exp(0.5 * xs[k]) - 1, 1e-5 * (1 + std::exp(0.5 * xs[k]))) << "n=" << n;
+        EXPECT_FLOAT_EQ((*got_b)[k], xs[k] * 2.0f + bias[static_cast<size_t>(i)]) << "n=" << n;
+      }
+  }
+  EXPECT_EQ(flat_compiled, 1) << "one kernel for every size of the marked axis";
+  EXPECT_EQ(flat_plans.built, 2);
+  EXPECT_EQ(flat_plans.symbolic, 6);
+  EXPECT_EQ(bias_compiled, 8) << "the row bias's index divides by s: a kernel per size";
+}
+
 // A dynamic kernel in the persistent cache serves another process's other sizes.
 TEST(DynamicShapes, ADynamicKernelFromTheCacheServesAnotherSize) {
   const std::string path = (std::filesystem::temp_directory_path() /
