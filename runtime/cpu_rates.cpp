@@ -10,6 +10,7 @@
 #include "runtime/buffer.h"
 #include "runtime/cpu_target.h"
 #include "runtime/measured_rates.h"
+#include "support/warm_up.h"
 
 namespace kiln::runtime {
 
@@ -57,12 +58,10 @@ Expected<double> time_on_cpu(codegen::CpuBackend& backend, support::ThreadPool& 
   // one run and kWarmupMs, at most kMaxWarmupRuns.
   constexpr double kWarmupMs = 10;
   constexpr int kMaxWarmupRuns = 1000;
-  const auto warm_from = std::chrono::steady_clock::now();
-  for (int r = 0; r < kMaxWarmupRuns; ++r) {
+  support::warm_up([&] {
     launch();
-    if (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warm_from).count() >= kWarmupMs)
-      break;
-  }
+    return true;
+  }, 1, kWarmupMs, kMaxWarmupRuns);
   return median_seconds(runs, launch);
 }
 

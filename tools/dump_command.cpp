@@ -5,7 +5,6 @@
 #include <filesystem>
 
 #include <algorithm>
-#include <chrono>
 #include <fstream>
 
 #include "ir/kg.h"
@@ -13,6 +12,7 @@
 #include "runtime/dump_text.h"
 #include "runtime/executor.h"
 #include "runtime/structural_key.h"
+#include "support/warm_up.h"
 #include "tools/commands.h"
 #include "tools/dump_dot.h"
 #include "tools/dump_html.h"
@@ -150,13 +150,13 @@ Expected<std::string> measure_text(const DumpOptions& o, DumpInput& in) {
   // the core wakes up (small_ops: 6.2-6.8 us in the median of its first 10 runs, 4.2 after).
   constexpr int kWarmupRuns = 2, kMaxWarmupRuns = 10000;
   constexpr double kWarmupMs = 20;
-  const auto warm_from = std::chrono::steady_clock::now();
-  for (int r = 0; r < kMaxWarmupRuns; ++r) {
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warm_from).count();
-    if (r >= kWarmupRuns && ms >= kWarmupMs) break;
+  Expected<void> warmed;
+  support::warm_up([&] {
     auto warm = run_repeated(*in.executor, in.g, in.outputs, *bindings, 1);
-    if (!warm) return std::unexpected(warm.error());
-  }
+    if (!warm) warmed = std::unexpected(warm.error());
+    return warm.has_value();
+  }, kWarmupRuns, kWarmupMs, kMaxWarmupRuns);
+  if (!warmed) return std::unexpected(warmed.error());
   auto ran = run_repeated(*in.executor, in.g, in.outputs, *bindings, o.repeat);
   if (!ran) return std::unexpected(ran.error());
   const runtime::PlanCosts costs = runtime::plan_costs(*in.plan, in.executor->cost_model());
