@@ -51,6 +51,7 @@ struct Config {
   bool verify_ir = passes::kVerifyIrByDefault;
   CacheScope compilation_cache;                                 // [compilation] cache
   std::string cpu_target = "native";                            // native | x86-64-v3 | v4 | CPU
+  std::string matmul_precision = "highest";                     // highest | high (tensor cores)
   LoggerConfig compilation_logger{"minimal", {{"stderr", ""}}}; // disabled | minimal | full
   int max_streams = 8;                                          // [streaming] max_streams
   std::string persistent_memory = "enabled";                    // enabled | disabled | enforced

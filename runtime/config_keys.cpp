@@ -207,6 +207,8 @@ std::vector<KeySpec> make_specs() {
   s.push_back(bool_key("compilation.verify_ir", &Config::verify_ir));
   s.push_back(scope_key("compilation.cache", &Config::compilation_cache));
   s.push_back(cpu_target_key("compilation.cpu_target"));
+  s.push_back(choice_key("compilation.matmul_precision", {"highest", "high"},
+                         field(&Config::matmul_precision)));
   add_logger(s, "compilation", &Config::compilation_logger, full_levels);
   s.push_back(count_key("streaming.max_streams", &Config::max_streams));
   s.push_back(choice_key("memory.persistent_memory", {"enabled", "disabled", "enforced"},

@@ -86,6 +86,7 @@ Expected<DeviceOptions> device_options_from_config(const Config& config) {
   o.cache_max_size = *size;
   o.explain_misses = config.cache_logger.level == "verbose";
   o.cpu_target = config.cpu_target;
+  o.tensor_core_matmul = config.matmul_precision == "high";
   if (config.check_mode == "enforce") {
     o.check_mode = codegen::CheckMode::enforce;
   } else if (config.check_mode == "validate") {

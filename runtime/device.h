@@ -128,6 +128,10 @@ struct DeviceOptions {
   // The CPU the cpu device compiles for (kiln.toml compilation.cpu_target, codegen::CpuBackend::
   // create): "native", "x86-64-v3", "x86-64-v4" or an LLVM CPU name. Part of every cache key.
   std::string cpu_target = "native";
+  // kiln.toml compilation.matmul_precision = "high": CUDA devices of sm_80 and later run matmuls
+  // on the tensor cores, their f32 operands rounded to tf32. Part of those devices' cache keys.
+  // false: f32 arithmetic everywhere.
+  bool tensor_core_matmul = false;
   // The rates the cost model plans with (and the autotuner's roofline): measured on this machine
   // (kept per device), or the target kind's fixed reference rates, for the cpu and for GPUs.
   RatesSource cpu_rates = RatesSource::measured;

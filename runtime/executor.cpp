@@ -559,7 +559,7 @@ Expected<std::unique_ptr<Executor>> open_executor(std::string_view name, DeviceO
     auto backend = open_gpu_backend(name, options.nvrtc);
     if (!backend) return make_error(fmt::format("'{}' is not a device kiln compiles for", name));
     if (!*backend) return std::unexpected(backend->error());
-    target = std::make_unique<GpuTarget>(std::move(**backend));
+    target = std::make_unique<GpuTarget>(std::move(**backend), options.tensor_core_matmul);
   }
   return Executor::create(std::move(target), std::move(options));
 }

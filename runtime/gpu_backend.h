@@ -74,6 +74,9 @@ class GpuBackend {
   // (codegen::gpu::GpuSource::loop_iterations counts them the same way), before it ends them
   // early without an error; compile() refuses sources over it. nullopt: no such budget.
   virtual std::optional<int64_t> loop_iteration_limit() const { return std::nullopt; }
+  // Whether compiled kernels may use warp-level tensor-core instructions (mma.sync on tf32
+  // operands): CUDA devices and compilers of sm_80 and later.
+  virtual bool warp_mma() const { return false; }
 
   // Generated source -> device binary (NVRTC / shaderc). Thread-safe. `name` is for messages.
   virtual Expected<std::vector<uint8_t>> compile(const codegen::gpu::GpuSource& source,

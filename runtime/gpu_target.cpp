@@ -111,14 +111,17 @@ Expected<codegen::gpu::GpuSource> emit_for_device(const GpuBackend& backend,
                                                   const kir::Kernel& kernel,
                                                   const codegen::TuneParams& params,
                                                   codegen::CheckMode check,
-                                                  const kir::KernelFacts* facts) {
-  auto source = codegen::gpu::emit_source(kernel, params, backend.dialect(), check, facts);
+                                                  const kir::KernelFacts* facts,
+                                                  bool tensor_cores) {
+  auto source =
+      codegen::gpu::emit_source(kernel, params, backend.dialect(), check, facts, tensor_cores);
   const std::optional<int64_t> limit = backend.loop_iteration_limit();
   if (!source || !limit || source->loop_iterations <= *limit || !(params == codegen::TuneParams{}))
     return source;
   for (const autotune::TuneCandidate& c : autotune::gpu_tune_space(kernel)) {
     if (c.params == params) continue;
-    auto other = codegen::gpu::emit_source(kernel, c.params, backend.dialect(), check, facts);
+    auto other = codegen::gpu::emit_source(kernel, c.params, backend.dialect(), check, facts,
+                                           tensor_cores);
     if (other && other->loop_iterations <= *limit) return other;
   }
   return source;
@@ -131,14 +134,18 @@ passes::DeviceRates gpu_rates(const GpuBackend& backend) {
   return passes::DeviceRates::reference_gpu();
 }
 
-GpuTarget::GpuTarget(std::unique_ptr<GpuBackend> backend) : backend_(std::move(backend)) {}
+GpuTarget::GpuTarget(std::unique_ptr<GpuBackend> backend, bool tensor_core_matmul)
+    : backend_(std::move(backend)), tensor_cores_(tensor_core_matmul && backend_->warp_mma()) {}
 
 GpuTarget::~GpuTarget() = default;
 
 std::vector<std::pair<std::string, std::string>> GpuTarget::identity() const {
-  return {{"target", backend_->binary_kind()},
-          {"device", backend_->fingerprint()},
-          {"codegen", codegen::gpu::kGpuCodegenVersion}};
+  std::vector<std::pair<std::string, std::string>> id{
+      {"target", backend_->binary_kind()},
+      {"device", backend_->fingerprint()},
+      {"codegen", codegen::gpu::kGpuCodegenVersion}};
+  if (tensor_cores_) id.emplace_back("matmul", "tensor-cores");
+  return id;
 }
 
 Expected<passes::DeviceRates> GpuTarget::measure_rates() { return measure_gpu_rates(*backend_); }
@@ -152,7 +159,7 @@ Expected<std::shared_ptr<const Artifact>> GpuTarget::compile(const kir::Kernel& 
                                                              const codegen::TuneParams& params,
                                                              codegen::CheckMode check, bool load) {
   auto t0 = std::chrono::steady_clock::now();
-  auto source = emit_for_device(*backend_, kernel, params, check, &facts);
+  auto source = emit_for_device(*backend_, kernel, params, check, &facts, tensor_cores_);
   if (!source) return std::unexpected(source.error());
   auto binary = backend_->compile(*source, kernel.name);
   if (!binary) return std::unexpected(binary.error());
@@ -215,7 +222,7 @@ Expected<std::vector<ArtifactForm>> GpuTarget::forms(const Artifact& artifact, c
 Expected<autotune::TuneDecision> GpuTarget::tune(const kir::Kernel& kernel, autotune::Level level,
                                                  double roofline_ms) {
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return tune_gpu_kernel(*backend_, kernel, level, roofline_ms, threads);
+  return tune_gpu_kernel(*backend_, kernel, level, roofline_ms, threads, {}, tensor_cores_);
 }
 
 std::shared_ptr<DeviceMemory> GpuTarget::wrap(std::shared_ptr<Buffer>) {

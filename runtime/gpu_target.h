@@ -43,7 +43,8 @@ Expected<codegen::gpu::GpuSource> emit_for_device(const GpuBackend& backend,
                                                   const kir::Kernel& kernel,
                                                   const codegen::TuneParams& params,
                                                   codegen::CheckMode check,
-                                                  const kir::KernelFacts* facts = nullptr);
+                                                  const kir::KernelFacts* facts = nullptr,
+                                                  bool tensor_cores = false);
 
 // The source and launch shape a GPU kernel entry holds beside its binary, read and checked; an
 // error when they are not one, or (with a non-empty `binary_kind`) the binary is of another kind.
@@ -51,7 +52,9 @@ Expected<codegen::gpu::GpuSource> read_gpu_entry(const cache::Entry& entry, std:
 
 class GpuTarget final : public Target {
  public:
-  explicit GpuTarget(std::unique_ptr<GpuBackend> backend);
+  // `tensor_core_matmul` (kiln.toml compilation.matmul_precision = "high"): matmuls on the tensor
+  // cores where the backend has them (GpuBackend::warp_mma; part of identity() then).
+  explicit GpuTarget(std::unique_ptr<GpuBackend> backend, bool tensor_core_matmul = false);
   ~GpuTarget() override;
 
   std::string name() const override { return backend_->name(); }
@@ -78,9 +81,11 @@ class GpuTarget final : public Target {
   Expected<std::unique_ptr<Stream>> create_stream() override;
 
   GpuBackend& backend() { return *backend_; }
+  bool tensor_cores() const { return tensor_cores_; }
 
  private:
   std::unique_ptr<GpuBackend> backend_;
+  bool tensor_cores_;
 };
 
 // "cuda:N" / "vulkan:N" -> the backend's device N; nullopt for names of no GPU API; an error for

@@ -20,14 +20,15 @@ using codegen::gpu::GpuSource;
 
 class GpuBench final : public autotune::CandidateBench {
  public:
-  GpuBench(GpuBackend& backend, const kir::Kernel& k, size_t n)
-      : backend_(backend), k_(k), sources_(n), binaries_(n), programs_(n) {}
+  GpuBench(GpuBackend& backend, const kir::Kernel& k, size_t n, bool tensor_cores)
+      : backend_(backend), k_(k), tensor_cores_(tensor_cores), sources_(n), binaries_(n),
+        programs_(n) {}
 
   Expected<double> compile(size_t i, const codegen::TuneParams& params) override {
     const auto start = std::chrono::steady_clock::now();
     // The default gives way to a schedule within the device's loop budget as it does untuned
     // (gpu_target.h); another candidate over it fails in compile(), and is disqualified.
-    auto src = emit_for_device(backend_, k_, params, codegen::CheckMode::none);
+    auto src = emit_for_device(backend_, k_, params, codegen::CheckMode::none, nullptr, tensor_cores_);
     if (!src) return std::unexpected(src.error());
     auto bin = backend_.compile(*src, k_.name);
     if (!bin) return std::unexpected(bin.error());
@@ -119,6 +120,7 @@ class GpuBench final : public autotune::CandidateBench {
 
   GpuBackend& backend_;
   const kir::Kernel& k_;
+  bool tensor_cores_;
   std::vector<GpuSource> sources_;
   std::vector<std::vector<uint8_t>> binaries_;
   std::vector<std::shared_ptr<const GpuProgram>> programs_;
@@ -171,9 +173,10 @@ autotune::ParallelFor thread_parallel_for(int threads) {
 Expected<autotune::TuneDecision> tune_gpu_kernel(GpuBackend& backend, const kir::Kernel& kernel,
                                                  autotune::Level level, double roofline_ms,
                                                  int compile_threads,
-                                                 const autotune::TuneOptions& options) {
+                                                 const autotune::TuneOptions& options,
+                                                 bool tensor_cores) {
   const std::vector<autotune::TuneCandidate> space = autotune::gpu_tune_space(kernel, level);
-  GpuBench bench(backend, kernel, space.size());
+  GpuBench bench(backend, kernel, space.size(), tensor_cores);
   return autotune::tune_kernel(bench, kernel, space, level, roofline_ms,
                                thread_parallel_for(compile_threads), options);
 }

@@ -10,11 +10,13 @@
 namespace kiln::runtime {
 
 // Candidates are emitted and compiled on up to `compile_threads` threads at once (GpuBackend::
-// compile is thread-safe), then loaded and run on one stream of `backend`.
+// compile is thread-safe), then loaded and run on one stream of `backend`. `tensor_cores`: as
+// GpuTarget's (its matmuls on the tensor cores).
 Expected<autotune::TuneDecision> tune_gpu_kernel(GpuBackend& backend, const kir::Kernel& kernel,
                                                  autotune::Level level, double roofline_ms,
                                                  int compile_threads,
-                                                 const autotune::TuneOptions& options = {});
+                                                 const autotune::TuneOptions& options = {},
+                                                 bool tensor_cores = false);
 
 // Bandwidth, launch overhead and compute rate of the device, measured with the rate kernels of
 // runtime/measured_rates.h timed on the device (the executor keeps them in the persistent cache).

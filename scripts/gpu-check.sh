@@ -7,14 +7,17 @@
 #       libraries they need into build-gpu/lib, writes the GPU-sized workload graphs, warms a kernel
 #       cache for them and for examples/ with `kiln warm --target cuda --arch sm_90`, and packs it
 #       all into .gpu/bundle.tar.xz (well under the 64 MiB a GPU run can carry).
-#   scripts/gpu-check.sh run [tests|bench|all] [REPORT_DIR]
+#   scripts/gpu-check.sh run [tests|tensor-cores|bench|all] [REPORT_DIR]
 #       On the GPU machine, from the repository root with .gpu/ beside it: unpacks the bundle and
 #       runs, writing logs and REPORT_DIR/gpu-report.md (default .gpu/report):
 #         tests: ctest -L gpu (the CUDA driver tests, the conformance suites and the random-graph
-#                fuzz on cuda:0); `kiln run` of every example on cuda:0 checked against cpu; every
+#                fuzz on cuda:0); `kiln run` of every example on cuda:0 checked against cpu, and
+#                the matmul examples on the tensor cores (matmul_precision = high); every
 #                example and workload run with the warmed cache, which must compile nothing;
-#         bench: the workloads at GPU sizes next to PyTorch eager and torch.compile
-#                (scripts/gpu/workloads.py).
+#         tensor-cores: the tensor-core part of tests alone (its conformance suite, the matmul
+#                examples on tf32);
+#         bench: the workloads at GPU sizes next to PyTorch eager and torch.compile, the
+#                matmuls also on tf32 next to PyTorch's (scripts/gpu/workloads.py).
 #       Exits 1 if any check failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -106,11 +109,16 @@ run_tests() {
     fi
   done
 
+  run_tensor_cores
+
   echo "## Warm cache (kiln warm --target cuda --arch sm_90, built without a GPU)" >>"$report"
   local hits=0 misses=0
   for g in examples/*.kg $build/gpu-graphs/*.kg; do
     local out
+    # The warm cache holds untuned kernels (tuning needs the GPU): runs that use it as shipped
+    # keep autotune off.
     out=$(KILN_COMPILATION_CACHE="file=$root/$build/warm-cache.sqlite" KILN_CACHE_READ_ONLY=true \
+      KILN_AUTOTUNE_ENABLED=false \
       KILN_CACHE_LOGGER_LEVEL=verbose timeout 120 $kiln run "$g" --random-inputs --device cuda:0 --stats 2>&1)
     echo "### $g" >>"$logs/warm.log"
     echo "$out" >>"$logs/warm.log"
@@ -125,6 +133,37 @@ run_tests() {
     fi
   done
   echo "    $hits graphs ran from the warmed cache alone, $misses did not" >>"$report"
+}
+
+# The matmul examples on the tensor cores (compilation.matmul_precision = high) against cpu: the
+# source must hold the tf32 mma.sync, and the outputs agree within 2e-3 of their scale (tf32 keeps
+# 10 mantissa bits). Runs the tensor-core conformance suite too when called alone.
+run_tensor_cores() {
+  local kiln=$build/tools/kiln
+  echo "## Tensor cores (compilation.matmul_precision = high): cuda:0 against cpu" >>"$report"
+  if [[ "${1:-}" == alone ]]; then
+    (cd $build && timeout 120 ctest -R "cuda:0.TensorCore" --timeout 100 -V) \
+      >"$logs/ctest-tensor-cores.log" 2>&1 || fail "ctest -R cuda:0.TensorCore (see ctest-tensor-cores.log)"
+    grep -E "tests passed|tests failed" "$logs/ctest-tensor-cores.log" | sed 's/^/    /' >>"$report"
+  fi
+  for n in matmul matmul_bias_relu; do
+    mkdir -p "/tmp/gc/$n"
+    {
+      echo "### $n (high)"
+      timeout 120 $kiln run "examples/$n.kg" --random-inputs --seed 7 --device cpu --out "/tmp/gc/$n/cpu" &&
+        KILN_COMPILATION_MATMUL_PRECISION=high timeout 120 $kiln dump "examples/$n.kg" --target cuda \
+          --no-autotune --stage source >"/tmp/gc/$n/high.cu" &&
+        grep -q "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" "/tmp/gc/$n/high.cu" &&
+        KILN_COMPILATION_MATMUL_PRECISION=high timeout 120 $kiln run "examples/$n.kg" --random-inputs \
+          --seed 7 --device cuda:0 --out "/tmp/gc/$n/high" --stats &&
+        python3 scripts/gpu/compare_npy.py "/tmp/gc/$n/high" "/tmp/gc/$n/cpu" --of-scale 2e-3
+    } >>"$logs/examples.log" 2>&1
+    if [[ $? -eq 0 ]]; then
+      echo "    $n: ok, mma.sync on tf32 in its source; $(python3 scripts/gpu/compare_npy.py "/tmp/gc/$n/high" "/tmp/gc/$n/cpu" --of-scale 2e-3 | tr -s ' ' | paste -sd';')" >>"$report"
+    else
+      fail "tensor-core $n (see examples.log)"
+    fi
+  done
 }
 
 run_bench() {
@@ -146,9 +185,10 @@ case "${1:-}" in
     echo "# kiln GPU check ($what), $(date -u '+%Y-%m-%d %H:%M UTC'), bundle of $(cat $build/commit)" >"$report"
     case "$what" in
       tests) run_tests ;;
+      tensor-cores) run_tensor_cores alone ;;
       bench) run_bench ;;
       all) run_tests; run_bench ;;
-      *) echo "gpu-check: run tests|bench|all"; exit 2 ;;
+      *) echo "gpu-check: run tests|tensor-cores|bench|all"; exit 2 ;;
     esac
     echo "gpu-check: $failures failed" | tee -a "$report"
     cat "$report"

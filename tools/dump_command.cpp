@@ -106,7 +106,8 @@ Expected<void> prepare(const DumpOptions& o, DumpInput& in) {
   if (!options) return std::unexpected(options.error());
   const bool tune = options->autotune;
   auto executor = open_target({.target = o.target, .arch = o.arch, .arch_given = o.arch_given,
-                               .tune = tune, .compile_only_fallback = true},
+                               .tune = tune, .tune_asked = o.autotune,
+                               .compile_only_fallback = true},
                               std::move(*options));
   if (!executor) return std::unexpected(executor.error());
   in.executor = std::move(*executor);

@@ -96,7 +96,7 @@ int warm_command(const WarmOptions& o) {
   std::string cache_path = options->cache_path;
   // --check only looks decisions up: a CUDA compiler gives the same keys as the device.
   auto device = open_target({.target = o.target, .arch = o.arch, .arch_given = o.arch_given,
-                             .tune = tune},
+                             .tune = tune, .tune_asked = o.autotune},
                             std::move(*options));
   if (!device) return report_error(device.error().message);
   Warmer warmer{std::move(*device)};

@@ -73,6 +73,16 @@ Expected<std::unique_ptr<runtime::Executor>> open_target(const TargetChoice& c,
   auto backend = c.target == "vulkan" ? runtime::open_vulkan_backend(0)
                  : on_gpu             ? runtime::open_cuda_backend(0, options.nvrtc)
                                       : runtime::open_cuda_compiler(c.arch, options.nvrtc);
+  if (!backend && c.target == "cuda" && c.tune && !c.tune_asked) {
+    fmt::print(stderr,
+               "kiln: note: no CUDA device to tune on ({}); compiling untuned kernels for {} "
+               "(autotune.enabled is on: they are tuned where they first run on a GPU)\n",
+               backend.error().message, c.arch);
+    options.autotune = false;
+    TargetChoice untuned = c;
+    untuned.tune = false;
+    return open_target(untuned, std::move(options));
+  }
   if (!backend && c.target == "vulkan" && c.compile_only_fallback && !c.tune)
     backend = runtime::open_vulkan_compiler();
   if (!backend) {
@@ -86,8 +96,9 @@ Expected<std::unique_ptr<runtime::Executor>> open_target(const TargetChoice& c,
   if (c.target == "cuda" && c.tune && c.arch_given && device_arch != c.arch)
     return make_error(fmt::format("--autotune --arch {}: cuda:0 is {}; tuning measures the device itself",
                                   c.arch, device_arch));
-  return runtime::Executor::create(std::make_unique<runtime::GpuTarget>(std::move(*backend)),
-                                   std::move(options));
+  const bool tensor_cores = options.tensor_core_matmul;
+  return runtime::Executor::create(
+      std::make_unique<runtime::GpuTarget>(std::move(*backend), tensor_cores), std::move(options));
 }
 
 Expected<runtime::Bindings> bind_inputs(runtime::Device& device, const ir::KgGraph& graph,

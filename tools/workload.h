@@ -36,6 +36,11 @@ struct TargetChoice {
   std::string arch = "sm_90";  // cuda
   bool arch_given = false;
   bool tune = false;
+  // --autotune was on the command line. Without it, tuning asked by kiln.toml's autotune.enabled
+  // (on by default) gives way, on --target cuda with no CUDA device, to untuned kernels for
+  // `arch` (a note on stderr says so): warming a cache for a GPU on a machine without one works
+  // with the defaults.
+  bool tune_asked = false;
   bool compile_only_fallback = false;
 };
 Expected<std::unique_ptr<runtime::Executor>> open_target(const TargetChoice& choice,

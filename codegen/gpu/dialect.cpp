@@ -257,6 +257,13 @@ std::string DialectText::helper(const std::string& name, DType t) {
   return key;
 }
 
+void DialectText::define_helper(const std::string& key, const std::string& def) {
+  if (helpers_.contains(key)) return;
+  helper_loop_iterations_[key] = 0;
+  helpers_[key] = def;
+  helper_order_.push_back(def);
+}
+
 std::string DialectText::buffer_ref(int buf) const {
   return cuda() ? fmt::format("p{}", buf) : fmt::format("b{}.d", buf);
 }

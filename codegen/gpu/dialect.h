@@ -71,6 +71,8 @@ class DialectText {
   // The loop passes of the helper calls written since the last take (each call's loops and
   // the helpers it calls), for the scope the text goes in (CExprEmitter::loop_iterations).
   int64_t take_helper_loop_iterations() { return std::exchange(pending_loop_iterations_, 0); }
+  // Defines the prelude text `def` (loop-free device functions) under `key`, once.
+  void define_helper(const std::string& key, const std::string& def);
 
   std::string buffer_ref(int buf) const;  // the element array of parameter `buf`
   // Four-wide vectors of 4-byte elements (f32, i32; memory and register types agree): the type,

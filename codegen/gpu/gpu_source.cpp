@@ -295,7 +295,8 @@ Expected<Strategy> scheduled_strategy(const kir::Kernel& k, const kir::KernelFac
 }  // namespace
 
 Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& params,
-                                Dialect dialect, CheckMode check, const kir::KernelFacts* facts) {
+                                Dialect dialect, CheckMode check, const kir::KernelFacts* facts,
+                                bool tensor_cores) {
   for (int64_t e : kernel.domain)
     if (e < 0) return std::unexpected(kiln::Error{fmt::format("gpu codegen: kernel {}: negative domain extent {}", kernel.name, e)});
   std::optional<kir::KernelFacts> computed;
@@ -307,9 +308,12 @@ Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& par
   CExprEmitter em(kernel, d, check, fv);
   std::string shared;
   Expected<LaunchShape> launch = std::unexpected(kiln::Error{"unreachable"});
+  const bool mma = st->kind == Strategy::Kind::matmul_tiled && tensor_cores &&
+                   dialect == Dialect::cuda && mma_supports(st->matmul);
   switch (st->kind) {
     case Strategy::Kind::matmul_tiled:
-      launch = write_matmul(em, kernel, st->matmul, params.tile, shared);
+      launch = mma ? write_mma_matmul(em, kernel, st->matmul, params.tile, shared)
+                   : write_matmul(em, kernel, st->matmul, params.tile, shared);
       break;
     case Strategy::Kind::attention: launch = write_attention(em, kernel, *st, shared); break;
     case Strategy::Kind::row_reduce: launch = write_row_reduce(em, kernel, *st, shared); break;
@@ -324,7 +328,7 @@ Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& par
   GpuSource out;
   out.entry = dialect == Dialect::cuda ? entry_name(kernel) : "main";
   out.launch = *launch;
-  out.strategy = st->cols > 1 ? "column-reduce" : strategy_name(st->kind);
+  out.strategy = st->cols > 1 ? "column-reduce" : mma ? "matmul-mma" : strategy_name(st->kind);
   out.scratch_bytes = d.scratch_size();
   out.scratch_zero_bytes = d.scratch_zero_bytes();
   out.text = d.translation_unit(kernel, check, out.entry, launch->group_size, shared, em.take_root_text());

@@ -57,9 +57,13 @@ struct GpuSource {
 
 // Deterministic: the same kernel, params and dialect give byte-identical text. `facts` are the
 // kernel's analyses (ir/kernel_facts.h) as the lowering script recorded them; null: computed here.
+// `tensor_cores` (CUDA on sm_80 and later, kiln.toml compilation.matmul_precision = "high"): a
+// matmul runs on the tensor cores (strategy "matmul-mma"), its f32 operands rounded to tf32 (10
+// mantissa bits), products and sums in f32.
 Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& params, Dialect dialect,
                                 CheckMode check = CheckMode::none,
-                                const kir::KernelFacts* facts = nullptr);
+                                const kir::KernelFacts* facts = nullptr,
+                                bool tensor_cores = false);
 
 // An error when `source` (of kernel `kernel`) runs more loop iterations per invocation than
 // `limit`, the budget of `device` (a driver that cuts loops short past it): it names the kernel,

@@ -72,6 +72,38 @@ Expected<void> write_products(CExprEmitter& em, Scope* ks, const Tiling& t) {
 
 }  // namespace
 
+Scope* open_matmul_tiles(CExprEmitter& em, const kir::Kernel& k, int tile, LaunchShape& launch) {
+  DialectText& d = em.dialect();
+  const size_t rank = k.domain.size();
+  const int64_t tm = ceil_div(k.domain[rank - 2], tile), tn = ceil_div(k.domain[rank - 1], tile);
+  const int64_t total = product(k.domain, 0, rank - 2) * tm * tn;
+  const std::string L = d.i64_type();
+  launch.groups = std::clamp<int64_t>(total, 1, kMaxGroups);
+  Scope* s = em.open_loop(em.root(),
+                          fmt::format("for ({0} tile = {1}; tile < {2}; tile += {3})", L,
+                                      d.group_id(), d.i64_lit(total), d.num_groups()),
+                          ceil_div(total, launch.groups));
+  em.append(s, fmt::format("{0} i0 = (tile / {1}) % {2} * {3}; {0} j0 = tile % {1} * {3};", L,
+                           d.i64_lit(tn), d.i64_lit(tm), d.i64_lit(tile)));
+  em.append(s, fmt::format("{} bt = tile / {};", L, d.i64_lit(tm * tn)));
+  if (rank > 2) bind_flat(em, s, k.domain, iota_vars(rank - 2), "bt");
+  return s;
+}
+
+Expected<void> store_matmul_point(CExprEmitter& em, Scope* s, const kir::Kernel& k,
+                                  const kir::MatmulPattern& m, const std::string& acc) {
+  DialectText& d = em.dialect();
+  const size_t rank = k.domain.size();
+  Scope* out = em.open_if(s, fmt::format("if (gi < {} && gj < {})", d.i64_lit(k.domain[rank - 2]),
+                                         d.i64_lit(k.domain[rank - 1])));
+  em.bind_var(out, static_cast<int32_t>(rank - 2), "gi");
+  em.bind_var(out, static_cast<int32_t>(rank - 1), "gj");
+  em.bind_expr(out, m.reduce, acc);
+  if (Expected<void> r = emit_stores(em, out, k); !r) return r;
+  em.close(out);
+  return {};
+}
+
 Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k,
                                    const kir::MatmulPattern& m, int tile_side,
                                    std::string& shared) {
@@ -80,23 +112,14 @@ Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k,
   const int64_t M = k.domain[rank - 2], N = k.domain[rank - 1];
   const int side = tile_side != 0 ? tile_side : heuristic_matmul_tile(M, N);
   const Tiling t{side, side / 16};
-  const int64_t tm = ceil_div(M, t.tile), tn = ceil_div(N, t.tile);
-  const int64_t total = product(k.domain, 0, rank - 2) * tm * tn;
   const std::string L = d.i64_type();
   shared += d.shared_decl("float", "kiln_sa", int64_t{t.tile} * kDepth);
   shared += d.shared_decl("float", "kiln_sb", int64_t{t.tile} * kDepth);
   Scope* root = em.root();
   em.append(root, fmt::format("{} lid = {};", L, d.local_id()));
   em.append(root, fmt::format("int ty = int(lid) / 16; int tx = int(lid) % 16;"));
-  const LaunchShape launch{std::clamp<int64_t>(total, 1, kMaxGroups), kThreads};
-  Scope* tile = em.open_loop(root,
-                             fmt::format("for ({0} tile = {1}; tile < {2}; tile += {3})", L,
-                                         d.group_id(), d.i64_lit(total), d.num_groups()),
-                             ceil_div(total, launch.groups));
-  em.append(tile, fmt::format("{0} i0 = (tile / {1}) % {2} * {3}; {0} j0 = tile % {1} * {3};", L,
-                              d.i64_lit(tn), d.i64_lit(tm), d.i64_lit(t.tile)));
-  em.append(tile, fmt::format("{} bt = tile / {};", L, d.i64_lit(tm * tn)));
-  if (rank > 2) bind_flat(em, tile, k.domain, iota_vars(rank - 2), "bt");
+  LaunchShape launch{1, kThreads};
+  Scope* tile = open_matmul_tiles(em, k, t.tile, launch);
   em.append(tile, fmt::format("float acc[{}];", t.per * t.per));
   write_constant_loop_line(em, tile, {"r", t.per * t.per, false}, [&](const std::string& r) {
     return fmt::format("acc[{}] = {};", r, d.float_lit(DType::f32, 0));
@@ -121,14 +144,7 @@ Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k,
             each,
             fmt::format("{0} gi = i0 + ty + 16 * ({2} / {1}); {0} gj = j0 + tx + 16 * ({2} % {1});",
                         L, t.per, rc));
-        Scope* out =
-            em.open_if(each, fmt::format("if (gi < {} && gj < {})", d.i64_lit(M), d.i64_lit(N)));
-        em.bind_var(out, iv, "gi");
-        em.bind_var(out, jv, "gj");
-        em.bind_expr(out, m.reduce, fmt::format("acc[{}]", rc));
-        if (Expected<void> r = emit_stores(em, out, k); !r) return r;
-        em.close(out);
-        return Expected<void>();
+        return store_matmul_point(em, each, k, m, fmt::format("acc[{}]", rc));
       });
   if (!stored) return std::unexpected(stored.error());
   em.close(tile);

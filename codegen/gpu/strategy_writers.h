@@ -111,10 +111,27 @@ inline void write_constant_loop_line(CExprEmitter& em, Scope* s, const ConstantL
 Expected<LaunchShape> write_row_reduce(CExprEmitter& em, const kir::Kernel& k, const Strategy& st,
                                        std::string& shared);
 
+// The matmul strategies' grid-stride loop over output tiles (`tile` x `tile`, the batch point
+// outermost), opened in the root with i0, j0 (the tile's first row and column) and the batch
+// variables bound; sets launch.groups from the tile count.
+Scope* open_matmul_tiles(CExprEmitter& em, const kir::Kernel& k, int tile, LaunchShape& launch);
+// The kernel's stores at output point (gi, gj) (declared before) when it is inside the output,
+// the matmul's result there being `acc`.
+Expected<void> store_matmul_point(CExprEmitter& em, Scope* s, const kir::Kernel& k,
+                                  const kir::MatmulPattern& m, const std::string& acc);
+
 // The tiled matmul (codegen/gpu/matmul_writer.cpp) with `tile` x `tile` output tiles (16, 32, 64
 // or 128; 0: 64 when both sides reach 64, else 16); `shared` receives its shared arrays.
 Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k,
                                    const kir::MatmulPattern& m, int tile, std::string& shared);
+
+// The tensor-core matmul (codegen/gpu/mma_matmul_writer.cpp, CUDA on sm_80 and later) with
+// `tile` x `tile` output tiles (16, 32, 64 or 128; 0: heuristic_mma_tile), for a pattern
+// mma_supports takes: f32 operands and sums (the operands rounded to tf32).
+bool mma_supports(const kir::MatmulPattern& m);
+int heuristic_mma_tile(int64_t rows, int64_t cols);
+Expected<LaunchShape> write_mma_matmul(CExprEmitter& em, const kir::Kernel& k,
+                                       const kir::MatmulPattern& m, int tile, std::string& shared);
 
 // Flash attention (codegen/gpu/attention_writer.cpp): st.attention_rows query rows per workgroup
 // of st.group_size threads; `shared` receives its shared array.

@@ -99,6 +99,7 @@ class CudaCompiler final : public GpuCompiler {
   }
   std::string fingerprint() const override { return cuda_fingerprint(sm_, nvrtc_); }
   codegen::gpu::Dialect dialect() const override { return codegen::gpu::Dialect::cuda; }
+  bool warp_mma() const override { return sm_ >= 80; }
   std::string binary_kind() const override { return "cubin"; }
   Expected<std::vector<uint8_t>> compile(const codegen::gpu::GpuSource& source,
                                          const std::string& name) override {
@@ -133,6 +134,7 @@ class CudaBackend final : public GpuBackend {
   // one sm_XX share binaries, and `kiln warm --arch sm_XX` can fill the cache without the device.
   std::string fingerprint() const override { return cuda_fingerprint(info_.sm(), nvrtc_); }
   codegen::gpu::Dialect dialect() const override { return codegen::gpu::Dialect::cuda; }
+  bool warp_mma() const override { return info_.sm() >= 80; }
   std::string binary_kind() const override { return "cubin"; }
 
   Expected<std::vector<uint8_t>> compile(const codegen::gpu::GpuSource& source,

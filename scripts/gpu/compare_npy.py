@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""compare_npy.py GOT_DIR WANT_DIR: every WANT_DIR/*.npy against GOT_DIR's file of the same name.
+"""compare_npy.py GOT_DIR WANT_DIR [--of-scale TOL]: every WANT_DIR/*.npy against GOT_DIR's file
+of the same name.
 
 Prints one line per output (shape, dtype, max relative difference) and exits 1 if any output is
 missing, differs in shape or dtype, holds a NaN where the other does not, or differs by more than
-the dtype's tolerance (float32: 1e-3 of max(|want|, 1); integers and bools: exactly).
+the dtype's tolerance (float32: 1e-3 of max(|want|, 1) for each element; integers and bools:
+exactly). With --of-scale TOL, floats may differ by TOL times the output's scale (max(max|want|,
+1)) instead: the bound for results computed at a lower precision, such as matmuls on tf32, whose
+error grows with the output's magnitude rather than each element's.
 """
 import pathlib
 import sys
@@ -13,7 +17,7 @@ import numpy as np
 TOL = {np.dtype("float64"): 1e-9, np.dtype("float32"): 1e-3, np.dtype("float16"): 1e-2}
 
 
-def main(got_dir, want_dir):
+def main(got_dir, want_dir, of_scale=None):
     bad = 0
     wants = sorted(pathlib.Path(want_dir).glob("*.npy"))
     if not wants:
@@ -39,15 +43,27 @@ def main(got_dir, want_dir):
             nan_mismatch = int(np.count_nonzero(np.isnan(g) != np.isnan(w)))
             nan_mismatch += int(np.count_nonzero((np.isinf(g) | np.isinf(w)) & (g != w)))
             fin = np.isfinite(w) & np.isfinite(g)
-            rel = float(np.max(np.abs(g[fin] - w[fin]) / np.maximum(np.abs(w[fin]), 1.0))) if fin.any() else 0.0
-            ok = nan_mismatch == 0 and rel <= TOL.get(want.dtype, 1e-2)
-            print(f"  {want_path.stem}: {want.dtype}{list(want.shape)}, max rel diff {rel:.2e}"
+            if of_scale is None:
+                rel = float(np.max(np.abs(g[fin] - w[fin]) / np.maximum(np.abs(w[fin]), 1.0))) if fin.any() else 0.0
+                ok = nan_mismatch == 0 and rel <= TOL.get(want.dtype, 1e-2)
+                what = "max rel diff"
+            else:
+                scale = max(float(np.max(np.abs(w[fin]))) if fin.any() else 0.0, 1.0)
+                rel = float(np.max(np.abs(g[fin] - w[fin]))) / scale if fin.any() else 0.0
+                ok = nan_mismatch == 0 and rel <= of_scale
+                what = "max diff of scale"
+            print(f"  {want_path.stem}: {want.dtype}{list(want.shape)}, {what} {rel:.2e}"
                   f"{f', {nan_mismatch} NaN/inf mismatches' if nan_mismatch else ''}")
         bad += 0 if ok else 1
     return 1 if bad else 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    tol = None
+    if len(args) == 4 and args[2] == "--of-scale":
+        tol = float(args[3])
+        args = args[:2]
+    if len(args) != 2:
         sys.exit(__doc__)
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(args[0], args[1], tol))

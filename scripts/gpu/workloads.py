@@ -41,6 +41,9 @@ SIZES = {
     "attention": ("attention.kg", {"q": [4, 16, 2048, 64], "k": [4, 16, 2048, 64],
                                    "v": [4, 16, 2048, 64]}),
 }
+# The matmuls again on the tensor cores: kiln with compilation.matmul_precision = "high" (f32
+# operands rounded to tf32), PyTorch with torch.backends.cuda.matmul.allow_tf32 (cuBLAS on tf32).
+TF32 = {"matmul_tf32": "matmul", "matmul_bias_relu_tf32": "matmul_bias_relu"}
 MEMORY_BOUND = ["ew_chain", "softmax", "layernorm", "gemv", "reduce_sum", "argmax_axis0"]
 
 
@@ -167,12 +170,13 @@ def device_bandwidth(torch):
     return 2 * x.numel() * 4 / (ms * 1e-3)
 
 
-def run_kiln(kiln, graph, outdir, name):
+def run_kiln(kiln, graph, outdir, name, env=None):
+    import os
     stats = pathlib.Path(outdir) / f"kiln-{name}.json"
     cmd = [kiln, "run", str(graph), "--random-inputs", "--seed", "1", "--device", "cuda:0",
            "--repeat", "12", "--stats-json", str(stats)]
     t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
     wall = time.time() - t0
     if p.returncode != 0:
         return {"error": (p.stderr or p.stdout).strip().splitlines()[-1:] or ["failed"],
@@ -191,21 +195,28 @@ def bench(kiln, graphdir, outdir, only):
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
           f"copy bandwidth {bw / 1e9:.0f} GB/s (read + write)", flush=True)
     rows = []
-    for name in SIZES:
+    for name in list(SIZES) + list(TF32):
         if only and name not in only:
             continue
-        row = {"name": name, "kiln": run_kiln(kiln, pathlib.Path(graphdir) / f"{name}.kg", out, name)}
-        args = torch_inputs(torch, name)
-        row["eager_ms"] = time_torch(torch, fns[name], args)
+        base = TF32.get(name, name)
+        tf32 = name in TF32
+        env = {"KILN_COMPILATION_MATMUL_PRECISION": "high"} if tf32 else {}
+        row = {"name": name,
+               "kiln": run_kiln(kiln, pathlib.Path(graphdir) / f"{base}.kg", out, name, env)}
+        args = torch_inputs(torch, base)
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        row["eager_ms"] = time_torch(torch, fns[base], args)
         t0 = time.time()
         try:
-            compiled = torch.compile(fns[name])
+            torch._dynamo.reset()
+            compiled = torch.compile(fns[base])
             row["compile_ms"] = time_torch(torch, compiled, args)
         except Exception as e:  # reported, not fatal: the other workloads still run
             row["compile_ms"] = None
             row["compile_error"] = str(e).splitlines()[0]
+        torch.backends.cuda.matmul.allow_tf32 = False
         row["torch_compile_s"] = time.time() - t0
-        b = bytes_once(name)
+        b = bytes_once(base)
         row["bytes"] = b
         k = row["kiln"].get("device_ms")
         if b and k:

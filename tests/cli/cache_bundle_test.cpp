@@ -345,6 +345,16 @@ TEST_F(CacheBundle, GpuAutotuneWarmsChecksAndShipsTunedPlans) {
   if (cuda.code != 0) {
     EXPECT_TRUE(cuda.out.starts_with("kiln: error: --autotune measures kernels on the GPU itself: cuda"))
         << cuda.out;
+    // Tuning asked only by kiln.toml's autotune.enabled (on by default) gives way to untuned
+    // kernels for the arch, with a note: a cache for a GPU warms on a machine without one.
+    Result by_config = kiln("warm --target cuda --arch sm_90 " + record_ + cache("cuda.sqlite"),
+                            env + " KILN_AUTOTUNE_ENABLED=true");
+    EXPECT_EQ(by_config.code, 0) << by_config.out;
+    EXPECT_NE(by_config.out.find("kiln: note: no CUDA device to tune on"), std::string::npos)
+        << by_config.out;
+    EXPECT_NE(by_config.out.find("2 graphs warmed for cuda sm_90, 3 kernels compiled, 0 tuned"),
+              std::string::npos)
+        << by_config.out;
   }
 }
 

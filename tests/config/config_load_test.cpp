@@ -141,6 +141,25 @@ TEST_F(ConfigLoad, UnknownConfigVariablesWarnButOtherKilnVariablesDoNot) {
   EXPECT_EQ(r->config.max_blocks, 5);
 }
 
+// compilation.matmul_precision: f32 matmuls by default; "high" (kiln.toml, the environment or an
+// embedder's setting) asks the devices for tensor-core matmuls.
+TEST_F(ConfigLoad, MatmulPrecisionHighAsksForTensorCores) {
+  auto r = load_config(dir_.string());
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_FALSE(device_options_from_config(r->config)->tensor_core_matmul);
+  {
+    ScopedEnv high("KILN_COMPILATION_MATMUL_PRECISION", "high");
+    auto e = load_config(dir_.string());
+    ASSERT_TRUE(e.has_value()) << e.error().message;
+    EXPECT_TRUE(device_options_from_config(e->config)->tensor_core_matmul);
+  }
+  Config c = default_config(dir_.string());
+  ASSERT_TRUE(apply_setting(c, "compilation.matmul_precision", "high").has_value());
+  EXPECT_TRUE(device_options_from_config(c)->tensor_core_matmul);
+  ASSERT_TRUE(apply_setting(c, "compilation.matmul_precision", "highest").has_value());
+  EXPECT_FALSE(device_options_from_config(c)->tensor_core_matmul);
+}
+
 // Autotuning is on by default at balanced (issue 16), and one setting turns it off: in kiln.toml,
 // the environment, or an embedder's options.
 TEST_F(ConfigLoad, AutotuneIsOnByDefaultAndOneSettingTurnsItOff) {

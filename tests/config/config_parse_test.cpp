@@ -74,6 +74,7 @@ TEST(ConfigParse, EmptyFileGivesTheDesignDefaults) {
   EXPECT_EQ(c.verify_ir, passes::kVerifyIrByDefault);
   EXPECT_EQ(c.compilation_cache.kind, "target");
   EXPECT_EQ(c.cpu_target, "native");
+  EXPECT_EQ(c.matmul_precision, "highest");
   EXPECT_EQ(c.max_streams, 8);
   EXPECT_EQ(c.persistent_memory, "enabled");
   EXPECT_EQ(c.cache_max_size, "2GiB");
@@ -83,7 +84,7 @@ TEST(ConfigParse, EmptyFileGivesTheDesignDefaults) {
   EXPECT_EQ(c.project_root, "/proj");
   EXPECT_EQ(c.shapes_policy, "automatic");
   EXPECT_FALSE(c.shapes_buckets);
-  EXPECT_EQ(c.sources.size(), 26u);
+  EXPECT_EQ(c.sources.size(), 27u);
   for (const auto& [key, source] : c.sources) EXPECT_EQ(source, "default") << key;
   EXPECT_TRUE(r->warnings.empty());
 }
@@ -129,6 +130,9 @@ TEST(ConfigParse, EveryKeyIsRead) {
 
 TEST(ConfigParse, WrongValuesNameLineColumnAndWhatWasExpected) {
   const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[compilation]\nmatmul_precision = \"tf32\"\n",
+       "kiln.toml:2:20: error: compilation.matmul_precision: expected one of highest, high, got "
+       "\"tf32\""},
       {"[autotune]\nlevel = \"fast\"\n",
        "kiln.toml:2:9: error: autotune.level: expected one of minimal, balanced, extensive, full, "
        "got \"fast\""},

@@ -110,7 +110,12 @@ void expect_matches_reference(Case& c, const std::vector<const ir::Node*>& outpu
     ADD_FAILURE() << "cannot open device " << device_under_test_name() << ": " << dut.error().message;
     return;
   }
-  runtime::Device& device = **dut;
+  expect_matches_reference_on(**dut, c, outputs, what);
+}
+
+void expect_matches_reference_on(runtime::Device& device, Case& c,
+                                 const std::vector<const ir::Node*>& outputs,
+                                 const std::string& what, double relative_tol) {
   runtime::Bindings dut_in, ref_in;
   for (auto& [node, host] : c.inputs) {
     dut_in[node] = device.pool()->from_host(host).value();
@@ -130,7 +135,7 @@ void expect_matches_reference(Case& c, const std::vector<const ir::Node*>& outpu
     double scale = 1;
     for (int64_t i = 0; i < w.numel(); ++i)
       if (std::isfinite(w.get(i))) scale = std::max(scale, std::abs(w.get(i)));
-    double tol = tolerance(w.dtype) * scale;
+    double tol = (relative_tol > 0 ? relative_tol : tolerance(w.dtype)) * scale;
     int bad = 0;
     for (int64_t i = 0; i < w.numel() && bad < 5; ++i) {
       double a = g.get(i), b = w.get(i);

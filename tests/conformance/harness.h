@@ -42,5 +42,9 @@ struct Case {
 void expect_matches_reference(Case& c, const std::vector<const ir::Node*>& outputs,
                               const std::string& what);
 double tolerance(ir::DType dtype);
+// The same on `device`, with relative tolerance `tol` (0: tolerance(dtype)).
+void expect_matches_reference_on(runtime::Device& device, Case& c,
+                                 const std::vector<const ir::Node*>& outputs,
+                                 const std::string& what, double tol = 0);
 
 }  // namespace kiln::testing

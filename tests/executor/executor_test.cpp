@@ -5,6 +5,8 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "ir/builder.h"
 #include "runtime/cache_keys.h"
 #include "runtime/executor.h"
@@ -196,6 +198,54 @@ TEST_F(ExecutorTest, ACompileOnlyTargetShowsKernelsAndRefusesToRun) {
   auto out = (*dev)->execute(t.g, {t.y}, in, nullptr);
   ASSERT_FALSE(out.has_value());
   EXPECT_EQ(out.error().message.find("cuda (sm_90, compile only)"), 0u) << out.error().message;
+}
+
+// compilation.matmul_precision = "high" on a CUDA compiler of sm_80 or later: a matmul becomes
+// the tensor-core strategy (mma.sync on tf32, compiled by NVRTC and checked by ptxas into the
+// cubin), the target says so in its cache identity, and the default precision and older
+// architectures keep the tiled matmul.
+TEST_F(ExecutorTest, TensorCoreMatmulsOnCudaSm80AndLater) {
+  auto key_of = [](const Target& t) {
+    for (const auto& [k, v] : t.identity())
+      if (k == "matmul") return v;
+    return std::string("none");
+  };
+  struct Want {
+    const char* arch;
+    bool asked;
+    const char* strategy;
+    const char* instruction;
+  };
+  const Want wants[] = {
+      {"sm_90", true, "matmul-mma", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"},
+      {"sm_80", true, "matmul-mma", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"},
+      {"sm_90", false, "matmul-tiled", nullptr},
+      {"sm_75", true, "matmul-tiled", nullptr},
+  };
+  for (const Want& w : wants) {
+    SCOPED_TRACE(fmt::format("{} {}", w.arch, w.asked ? "high" : "highest"));
+    auto compiler = open_cuda_compiler(w.arch);
+    if (!compiler) GTEST_SKIP() << compiler.error().message;
+    auto dev = Executor::create(std::make_unique<GpuTarget>(std::move(*compiler), w.asked), options());
+    ASSERT_TRUE(dev.has_value()) << dev.error().message;
+    const bool mma = w.instruction != nullptr;
+    EXPECT_EQ(key_of((*dev)->target()), mma ? "tensor-cores" : "none");
+    ir::Graph g;
+    ir::Builder b(g);
+    const ir::Node* x = g.input(DType::f32, {100, 50}, "x");
+    const ir::Node* m = g.input(DType::f32, {50, 72}, "m");
+    const ir::Node* y = *b.unary(ir::Op::Relu, *b.matmul(x, m));
+    auto plan = (*dev)->inspect(g, {y});
+    ASSERT_TRUE(plan.has_value()) << plan.error().message;
+    ASSERT_EQ((*plan)->steps.size(), 1u);
+    const auto& k = static_cast<const GpuKernel&>(*(*plan)->steps[0].artifact);
+    EXPECT_EQ(k.gpu_source.strategy, w.strategy);
+    EXPECT_FALSE(k.binary.empty());
+    EXPECT_EQ(k.gpu_source.text.find("mma.sync") != std::string::npos, mma);
+    if (mma) {
+      EXPECT_NE(k.gpu_source.text.find(w.instruction), std::string::npos);
+    }
+  }
 }
 
 // Realizing the same outputs again reuses their structural key; a new graph never does, even

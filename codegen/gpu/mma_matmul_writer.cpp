@@ -1,0 +1,207 @@
+// The tensor-core matmul strategy (CUDA, sm_80 and later; kiln.toml compilation.matmul_precision
+// = "high"): the tiled matmul of matmul_writer.cpp with the products on the tensor cores through
+// warp-level `mma.sync`. A workgroup of W warps computes a T x T output tile (T = 16, 32, 64 or
+// 128), each warp a (MI * 16) x (NI * 8) block of it as MI x NI m16n8 accumulator fragments. The
+// operands are staged 32 deep through shared memory: each thread loads its 16 elements of the
+// next slice of both operands into registers (prologues evaluated there, zero outside the
+// matrices) while the warps multiply the current one, so the loads are in flight during the
+// products.
+//
+// The operands are f32 (the matmul pattern's, ir/kernel_analysis.h): mma.m16n8k8 on tf32 operands,
+// each element rounded to tf32 (10-bit mantissa, cvt.rna) as it is staged; products and sums in
+// f32.
+//
+// Fragment layouts (PTX ISA, mma.m16n8k8 .tf32), lane = 4 g + t (grp, quad in the text):
+//   A (16 x 8):  a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)
+//   B (8 x 8):   b0 (t, g), b1 (t + 4, g)
+//   C (16 x 8):  c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1)
+// Shared rows are padded (A by 4 words, B by 8) so that a warp's fragment reads hit 32 banks.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "codegen/gpu/strategy_writers.h"
+
+namespace kiln::codegen::gpu {
+
+namespace {
+
+constexpr int kDepth = 32;        // the k slice staged per step
+constexpr int kPerThread = 16;    // elements of each operand slice a thread stages
+constexpr int kPadA = 4, kPadB = 8;
+
+struct MmaTiling {
+  int tile;            // T
+  int warps_m, warps_n;
+  int mi, ni;          // fragments per warp along M (16 rows each) and N (8 columns each)
+  int threads() const { return 32 * warps_m * warps_n; }
+  int a_stride() const { return kDepth + kPadA; }
+  int b_stride() const { return tile + kPadB; }
+};
+
+MmaTiling mma_tiling(int tile) {
+  MmaTiling t;
+  t.tile = tile;
+  t.warps_m = tile >= 64 ? 2 : 1;
+  t.warps_n = tile == 128 ? 4 : tile >= 32 ? 2 : 1;
+  t.mi = tile / (16 * t.warps_m);
+  t.ni = tile / (8 * t.warps_n);
+  return t;
+}
+
+// Loads this thread's kPerThread elements of an operand slice into registers `dst`: element
+// e = lid + threads * q of the slice (row-major, `inner` columns) is `val` at (row var =
+// row_base + e / inner, col var = col_base + e % inner), or 0 outside [0, rows) x [0, cols).
+struct RegSlice {
+  const kir::Expr* val;
+  int32_t row_var, col_var;
+  std::string row_base, col_base, rows, cols, dst;
+  int inner;
+};
+
+Expected<void> load_registers(CExprEmitter& em, Scope* s, const RegSlice& sp, int threads) {
+  DialectText& d = em.dialect();
+  const std::string L = d.i64_type();
+  return write_constant_loop(em, s, {"q", kPerThread, true}, [&](Scope* q, const std::string& qi) {
+    const std::string e = em.fresh("e"), r = em.fresh("r"), c = em.fresh("c");
+    em.append(q, fmt::format("{} {} = lid + {} * {};", L, e, d.i64_lit(threads), d.cast(L, qi)));
+    em.append(q, fmt::format("{0} {1} = {2} + {3} / {4}; {0} {5} = {6} + {3} % {4};", L, r,
+                             sp.row_base, e, d.i64_lit(sp.inner), c, sp.col_base));
+    em.append(q, fmt::format("{}[{}] = 0.0f;", sp.dst, qi));
+    Scope* in = em.open_if(q, fmt::format("if ({} < {} && {} < {})", r, sp.rows, c, sp.cols));
+    em.bind_var(in, sp.row_var, r);
+    em.bind_var(in, sp.col_var, c);
+    Expected<std::string> x = em.emit(sp.val);
+    if (!x) return Expected<void>(std::unexpected(x.error()));
+    em.append(in, fmt::format("{}[{}] = {};", sp.dst, qi, *x));
+    em.close(in);
+    return Expected<void>();
+  });
+}
+
+// The staged elements' conversion to tf32, as a prelude device function.
+std::string mma_prelude() {
+  return "__device__ __forceinline__ uint kiln_tf32(float x) { uint u; asm(\"cvt.rna.tf32.f32 "
+         "%0, %1;\" : \"=r\"(u) : \"f\"(x)); return u; }\n";
+}
+
+}  // namespace
+
+int heuristic_mma_tile(int64_t rows, int64_t cols) {
+  const int64_t side = std::min(rows, cols);
+  return side >= 1024 ? 128 : side >= 64 ? 64 : side >= 32 ? 32 : 16;
+}
+
+bool mma_supports(const kir::MatmulPattern& m) {
+  return m.a && m.b && m.reduce && m.a->dtype == DType::f32 && m.b->dtype == DType::f32 &&
+         m.reduce->dtype == DType::f32;
+}
+
+Expected<LaunchShape> write_mma_matmul(CExprEmitter& em, const kir::Kernel& k,
+                                       const kir::MatmulPattern& m, int tile_side,
+                                       std::string& shared) {
+  DialectText& d = em.dialect();
+  const size_t rank = k.domain.size();
+  const int64_t M = k.domain[rank - 2], N = k.domain[rank - 1];
+  const MmaTiling t = mma_tiling(tile_side != 0 ? tile_side : heuristic_mma_tile(M, N));
+  constexpr int kstep = 8;
+  const std::string L = d.i64_type();
+  d.define_helper("kiln_mma", mma_prelude());
+  const int as = t.a_stride(), bs = t.b_stride();
+  shared += d.shared_decl("uint", "kiln_ta", int64_t{t.tile} * as);
+  shared += d.shared_decl("uint", "kiln_tb", int64_t{kDepth} * bs);
+  Scope* root = em.root();
+  em.append(root, fmt::format("{} lid = {};", L, d.local_id()));
+  em.append(root, fmt::format("int lane = int(lid) & 31; int warp = int(lid) >> 5; int grp = lane "
+                              ">> 2; int quad = lane & 3;"));
+  em.append(root, fmt::format("int wm = warp / {} * {}; int wn = warp % {} * {};", t.warps_n,
+                              t.mi * 16, t.warps_n, t.ni * 8));
+  LaunchShape launch{1, t.threads()};
+  Scope* tile = open_matmul_tiles(em, k, t.tile, launch);
+  const int accs = t.mi * t.ni * 4;
+  em.append(tile, fmt::format("float acc[{}];", accs));
+  write_constant_loop_line(em, tile, {"r", accs, true},
+                           [&](const std::string& r) { return fmt::format("acc[{}] = 0.0f;", r); });
+  em.append(tile, fmt::format("float pa[{0}]; float pb[{0}];", kPerThread));
+  const auto iv = static_cast<int32_t>(rank - 2), jv = static_cast<int32_t>(rank - 1);
+  const std::string K = d.i64_lit(m.k_extent);
+  const auto load = [&](Scope* s, const std::string& k0) -> Expected<void> {
+    const RegSlice a{m.a, iv, m.k_var, "i0", k0, d.i64_lit(M), K, "pa", kDepth};
+    const RegSlice b{m.b, m.k_var, jv, k0, "j0", K, d.i64_lit(N), "pb", t.tile};
+    if (auto r = load_registers(em, s, a, t.threads()); !r) return r;
+    return load_registers(em, s, b, t.threads());
+  };
+  if (auto r = load(tile, d.i64_lit(0)); !r) return std::unexpected(r.error());
+  Scope* ks = em.open_loop(tile,
+                           fmt::format("for ({0} k0 = {1}; k0 < {2}; k0 += {3})", L, d.i64_lit(0),
+                                       K, d.i64_lit(kDepth)),
+                           ceil_div(m.k_extent, kDepth));
+  em.append(ks, d.barrier());
+  write_constant_loop_line(em, ks, {"q", kPerThread, true}, [&](const std::string& q) {
+    return fmt::format(
+        "{{ int e = int(lid) + {0} * {1}; kiln_ta[e / {2} * {3} + e % {2}] = {4}; "
+        "kiln_tb[e / {5} * {6} + e % {5}] = {7}; }}",
+        t.threads(), q, kDepth, as, "kiln_tf32(pa[" + q + "])", t.tile, bs,
+        "kiln_tf32(pb[" + q + "])");
+  });
+  em.append(ks, d.barrier());
+  Scope* next = em.open_if(ks, fmt::format("if (k0 + {} < {})", d.i64_lit(kDepth), K));
+  em.append(next, fmt::format("{} k1 = k0 + {};", L, d.i64_lit(kDepth)));
+  if (auto r = load(next, "k1"); !r) return std::unexpected(r.error());
+  em.close(next);
+  // The products of the staged slice, kstep deep at a time.
+  const Expected<void> products = write_constant_loop(
+      em, ks, {"kk", kDepth / kstep, true}, [&](Scope* s, const std::string& kk) {
+        em.append(s, fmt::format("uint fa[{}][4]; uint fb[{}][2];", t.mi, t.ni));
+        // A element (row r of the tile, k c of the slice) and B element (k r, column c).
+        const auto a_at = [&](const std::string& r, const std::string& c) {
+          return fmt::format("kiln_ta[({}) * {} + {}]", r, as, c);
+        };
+        const auto b_at = [&](const std::string& r, const std::string& c) {
+          return fmt::format("kiln_tb[({}) * {} + {}]", r, bs, c);
+        };
+        const std::string k8 = fmt::format("{} * {}", kk, kstep);
+        write_constant_loop_line(em, s, {"mi", t.mi, true}, [&](const std::string& mi) {
+          const std::string r0 = fmt::format("wm + {} * 16 + grp", mi), r1 = r0 + " + 8";
+          const std::string c0 = k8 + " + quad", c1 = k8 + " + quad + 4";
+          return fmt::format("{{ fa[{0}][0] = {1}; fa[{0}][1] = {2}; fa[{0}][2] = {3}; "
+                             "fa[{0}][3] = {4}; }}",
+                             mi, a_at(r0, c0), a_at(r1, c0), a_at(r0, c1), a_at(r1, c1));
+        });
+        write_constant_loop_line(em, s, {"ni", t.ni, true}, [&](const std::string& ni) {
+          const std::string c = fmt::format("wn + {} * 8 + grp", ni);
+          return fmt::format("{{ fb[{0}][0] = {1}; fb[{0}][1] = {2}; }}", ni,
+                             b_at(k8 + " + quad", c), b_at(k8 + " + quad + 4", c));
+        });
+        const char* op = "m16n8k8.row.col.f32.tf32.tf32.f32";
+        return write_constant_loop(em, s, {"mi", t.mi, true}, [&](Scope* ms, const std::string& mi) {
+          write_constant_loop_line(em, ms, {"ni", t.ni, true}, [&](const std::string& ni) {
+            const std::string c = fmt::format("acc[({} * {} + {}) * 4", mi, t.ni, ni);
+            return fmt::format(
+                "asm volatile(\"mma.sync.aligned.{0} {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, "
+                "{{%8,%9}}, {{%0,%1,%2,%3}};\" : \"+f\"({1} + 0]), \"+f\"({1} + 1]), "
+                "\"+f\"({1} + 2]), \"+f\"({1} + 3]) : \"r\"(fa[{2}][0]), \"r\"(fa[{2}][1]), "
+                "\"r\"(fa[{2}][2]), \"r\"(fa[{2}][3]), \"r\"(fb[{3}][0]), \"r\"(fb[{3}][1]));",
+                op, c, mi, ni);
+          });
+          return Expected<void>();
+        });
+      });
+  if (!products) return std::unexpected(products.error());
+  em.close(ks);
+  const Expected<void> stored = write_constant_loop(
+      em, tile, {"f", accs, true}, [&](Scope* each, const std::string& f) {
+        // Accumulator f = (mi * NI + ni) * 4 + c holds C fragment element c of (mi, ni).
+        em.append(each, fmt::format("int fm = {0} / 4 / {1}, fn = {0} / 4 % {1}, fc = {0} % 4;", f,
+                                    t.ni));
+        em.append(each, fmt::format("{0} gi = i0 + wm + fm * 16 + grp + fc / 2 * 8; {0} gj = j0 + "
+                                    "wn + fn * 8 + 2 * quad + fc % 2;",
+                                    L));
+        return store_matmul_point(em, each, k, m, fmt::format("acc[{}]", f));
+      });
+  if (!stored) return std::unexpected(stored.error());
+  em.close(tile);
+  return launch;
+}
+
+}  // namespace kiln::codegen::gpu
