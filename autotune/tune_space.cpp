@@ -242,8 +242,9 @@ std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel, Level level
   return capped(cpu_tune_space(kernel), level);
 }
 
-std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel) {
-  const codegen::gpu::Strategy st = codegen::gpu::choose_strategy(kernel, kir::analyze_kernel(kernel));
+std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel, bool tensor_cores) {
+  const codegen::gpu::Strategy st =
+      codegen::gpu::choose_strategy(kernel, kir::analyze_kernel(kernel), tensor_cores);
   switch (st.kind) {
     case codegen::gpu::Strategy::Kind::matmul_tiled: return with_default(gpu_matmul_space(kernel));
     case codegen::gpu::Strategy::Kind::row_reduce: return with_default(gpu_row_space(kernel, st));
@@ -256,8 +257,9 @@ std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel) {
   return with_default(gpu_point_space(kernel));
 }
 
-std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel, Level level) {
-  return capped(gpu_tune_space(kernel), level);
+std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel, Level level,
+                                          bool tensor_cores) {
+  return capped(gpu_tune_space(kernel, tensor_cores), level);
 }
 
 }  // namespace kiln::autotune

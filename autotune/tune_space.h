@@ -45,7 +45,9 @@ std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel, Level level
 //   reduction a loop in it) with blocks of 64/128/256;
 // - other kernels (a thread per point): block sizes 64..512 x items per thread 1/2/4 (up to the
 //   points there are), nearest to 256 x 2 first; reduce=thread is the strategy already.
-std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel);
-std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel, Level level);
+// `tensor_cores`: as codegen::gpu::choose_strategy's (f16 and bf16 matmuls are matmuls).
+std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel, bool tensor_cores = false);
+std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel, Level level,
+                                          bool tensor_cores = false);
 
 }  // namespace kiln::autotune

@@ -27,12 +27,15 @@ bool well_formed(const Kernel& k) {
   return std::ranges::all_of(k.domain, [](int64_t d) { return d >= 0; });
 }
 
-bool is_f32_sum_of_products(const Expr* r) {
-  if (r->reduce_op != ReduceOp::Sum || r->dtype != DType::f32 || r->rvars.size() != 1) return false;
+// A Sum over one variable of a product, all in f32 (or, with `half`, all in f16 or all in bf16).
+bool is_sum_of_products(const Expr* r, bool half) {
+  const DType t = r->dtype;
+  const bool dtype_ok = t == DType::f32 || (half && (t == DType::f16 || t == DType::bf16));
+  if (r->reduce_op != ReduceOp::Sum || !dtype_ok || r->rvars.size() != 1) return false;
   const Expr* body = r->args[0];
   if (body->kind != ExprKind::Alu || body->alu != Alu::Mul) return false;
-  return body->dtype == DType::f32 && body->args.size() == 2 &&
-         body->args[0]->dtype == DType::f32 && body->args[1]->dtype == DType::f32;
+  return body->dtype == t && body->args.size() == 2 && body->args[0]->dtype == t &&
+         body->args[1]->dtype == t;
 }
 
 // `e` reads only variables in [0, limit) other than `excluded`, or `extra`; and no reduction.
@@ -60,7 +63,7 @@ bool has_reduce(const Expr* e) {
   return !found.empty();
 }
 
-std::optional<MatmulPattern> recognize_matmul(const Kernel& k, const FreeVars& fv) {
+std::optional<MatmulPattern> recognize_matmul(const Kernel& k, const FreeVars& fv, bool half) {
   if (k.domain.size() < 2 || k.stores.empty() || !well_formed(k)) return std::nullopt;
   std::vector<const Expr*> reduces;
   std::unordered_set<const Expr*> seen;
@@ -68,7 +71,7 @@ std::optional<MatmulPattern> recognize_matmul(const Kernel& k, const FreeVars& f
     collect_reduces(st.value, seen, reduces);
     collect_reduces(st.index, seen, reduces);
   }
-  if (reduces.size() != 1 || !is_f32_sum_of_products(reduces[0])) return std::nullopt;
+  if (reduces.size() != 1 || !is_sum_of_products(reduces[0], half)) return std::nullopt;
   const Expr* r = reduces[0];
   const auto rank = static_cast<int32_t>(k.domain.size());
   MatmulPattern p{.reduce = r,
@@ -260,7 +263,7 @@ std::optional<AttentionPattern> recognize_attention(const Kernel& k, const FreeV
   collect_reduces(x, inner_seen, inner);
   if (inner.size() != 1) return std::nullopt;
   p.scores = one_reduce(inner[0], ReduceOp::Sum);
-  if (!p.scores || !is_f32_sum_of_products(p.scores)) return std::nullopt;
+  if (!p.scores || !is_sum_of_products(p.scores, false)) return std::nullopt;
   p.d_var = p.scores->rvars[0];
   p.head_dim = p.scores->rextents[0];
   if (p.d_var < rank || p.head_dim < 0 || p.keys < 0) return std::nullopt;

@@ -36,7 +36,10 @@ struct MatmulPattern {
 
 // nullopt when the kernel is anything else, or malformed (a buffer or dtype that does not match
 // its parameter: the generic code paths report those).
-std::optional<MatmulPattern> recognize_matmul(const Kernel& k, const FreeVars& fv);
+// `half`: f16 and bf16 matmuls too (a Sum, in that dtype, of products in it), which only the
+// GPU's tensor-core strategy takes (codegen/gpu/launch_strategy.h); KernelFacts::matmul is f32's.
+std::optional<MatmulPattern> recognize_matmul(const Kernel& k, const FreeVars& fv,
+                                              bool half = false);
 
 // Attention in one kernel (what passes/attention_match.h fuses), domain [batch..., i, e]:
 //   out = epilogue(R),  R = Reduce(Sum, f32, [j], Mul(P, V))   (either operand order)

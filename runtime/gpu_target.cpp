@@ -118,7 +118,7 @@ Expected<codegen::gpu::GpuSource> emit_for_device(const GpuBackend& backend,
   const std::optional<int64_t> limit = backend.loop_iteration_limit();
   if (!source || !limit || source->loop_iterations <= *limit || !(params == codegen::TuneParams{}))
     return source;
-  for (const autotune::TuneCandidate& c : autotune::gpu_tune_space(kernel)) {
+  for (const autotune::TuneCandidate& c : autotune::gpu_tune_space(kernel, tensor_cores)) {
     if (c.params == params) continue;
     auto other = codegen::gpu::emit_source(kernel, c.params, backend.dialect(), check, facts,
                                            tensor_cores);

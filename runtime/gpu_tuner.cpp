@@ -175,7 +175,8 @@ Expected<autotune::TuneDecision> tune_gpu_kernel(GpuBackend& backend, const kir:
                                                  int compile_threads,
                                                  const autotune::TuneOptions& options,
                                                  bool tensor_cores) {
-  const std::vector<autotune::TuneCandidate> space = autotune::gpu_tune_space(kernel, level);
+  const std::vector<autotune::TuneCandidate> space =
+      autotune::gpu_tune_space(kernel, level, tensor_cores);
   GpuBench bench(backend, kernel, space.size(), tensor_cores);
   return autotune::tune_kernel(bench, kernel, space, level, roofline_ms,
                                thread_parallel_for(compile_threads), options);

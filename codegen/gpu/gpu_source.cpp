@@ -233,13 +233,13 @@ Expected<Strategy> attention_schedule(const kir::Kernel& k, Strategy st, const T
 // The heuristic strategy with the schedule of `p` applied; an error names a field that does not
 // apply to this kernel (the tuning space offers only fields that do).
 Expected<Strategy> scheduled_strategy(const kir::Kernel& k, const kir::KernelFacts& facts,
-                                      const TuneParams& p, CheckMode check) {
+                                      const TuneParams& p, CheckMode check, bool tensor_cores) {
   const FreeVars& fv = facts.free_vars;
   const auto bad = [&](const std::string& why) {
     return std::unexpected(kiln::Error{fmt::format("gpu codegen: kernel {}: {} ({})", k.name, why, p.str())});
   };
   if (p.vector_width != 0 || p.unroll != 0) return bad("vector_width and unroll are cpu schedule fields");
-  Strategy st = choose_strategy(k, facts);
+  Strategy st = choose_strategy(k, facts, tensor_cores);
   if (st.kind == Strategy::Kind::scan) {
     if (p.reduce != GpuReduce::heuristic || p.splits != 0 || p.items_per_thread != 0 ||
         p.tile != 0 || p.vector_loads != 0)
@@ -302,14 +302,16 @@ Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& par
   std::optional<kir::KernelFacts> computed;
   if (!facts) facts = &computed.emplace(kir::analyze_kernel(kernel));
   const FreeVars& fv = facts->free_vars;
-  Expected<Strategy> st = scheduled_strategy(kernel, *facts, params, check);
+  // The tensor cores are CUDA's.
+  tensor_cores = tensor_cores && dialect == Dialect::cuda;
+  Expected<Strategy> st = scheduled_strategy(kernel, *facts, params, check, tensor_cores);
   if (!st) return std::unexpected(st.error());
   DialectText d(dialect, index_math_fits_i32(kernel));
   CExprEmitter em(kernel, d, check, fv);
   std::string shared;
   Expected<LaunchShape> launch = std::unexpected(kiln::Error{"unreachable"});
-  const bool mma = st->kind == Strategy::Kind::matmul_tiled && tensor_cores &&
-                   dialect == Dialect::cuda && mma_supports(st->matmul);
+  const bool mma =
+      st->kind == Strategy::Kind::matmul_tiled && tensor_cores && mma_supports(st->matmul);
   switch (st->kind) {
     case Strategy::Kind::matmul_tiled:
       launch = mma ? write_mma_matmul(em, kernel, st->matmul, params.tile, shared)

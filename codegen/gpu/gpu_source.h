@@ -58,8 +58,9 @@ struct GpuSource {
 // Deterministic: the same kernel, params and dialect give byte-identical text. `facts` are the
 // kernel's analyses (ir/kernel_facts.h) as the lowering script recorded them; null: computed here.
 // `tensor_cores` (CUDA on sm_80 and later, kiln.toml compilation.matmul_precision = "high"): a
-// matmul runs on the tensor cores (strategy "matmul-mma"), its f32 operands rounded to tf32 (10
-// mantissa bits), products and sums in f32.
+// matmul runs on the tensor cores (strategy "matmul-mma"): f32 operands rounded to tf32 (10
+// mantissa bits); f16 and bf16 ones as they are, their products exact (where the reference rounds
+// each to the operand dtype); products and sums in f32.
 Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& params, Dialect dialect,
                                 CheckMode check = CheckMode::none,
                                 const kir::KernelFacts* facts = nullptr,

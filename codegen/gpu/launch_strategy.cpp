@@ -92,13 +92,19 @@ int heuristic_columns(const kir::Kernel& k, const FreeVars& fv,
       std::min<int64_t>(kMaxColumns, std::bit_ceil(static_cast<uint64_t>(k.domain.back()))));
 }
 
-std::optional<kir::MatmulPattern> matmul_of(const kir::Kernel& k, const kir::KernelFacts& facts) {
+namespace {
+std::optional<kir::MatmulPattern> worth_a_tile(const kir::Kernel& k,
+                                               const std::optional<kir::MatmulPattern>& m) {
   const auto rank = static_cast<int32_t>(k.domain.size());
   if (rank < 2 || k.domain[rank - 1] < kMinMatmulSide || k.domain[rank - 2] < kMinMatmulSide)
     return std::nullopt;
-  const std::optional<kir::MatmulPattern>& m = facts.matmul;
   if (m && m->k_extent < 1) return std::nullopt;
   return m;
+}
+}  // namespace
+
+std::optional<kir::MatmulPattern> matmul_of(const kir::Kernel& k, const kir::KernelFacts& facts) {
+  return worth_a_tile(k, facts.matmul);
 }
 
 std::optional<AttentionTiles> attention_tiles(int rows, int64_t value_dim) {
@@ -187,7 +193,7 @@ int heuristic_splits(const kir::Kernel& k, const Strategy& st) {
   return splits;
 }
 
-Strategy choose_strategy(const kir::Kernel& k, const kir::KernelFacts& facts) {
+Strategy choose_strategy(const kir::Kernel& k, const kir::KernelFacts& facts, bool tensor_cores) {
   const FreeVars& fv = facts.free_vars;
   Strategy s;
   for (const Expr* e : kir::kernel_exprs(k))
@@ -208,6 +214,13 @@ Strategy choose_strategy(const kir::Kernel& k, const kir::KernelFacts& facts) {
     s.kind = Strategy::Kind::matmul_tiled;
     s.matmul = *m;
     return s;
+  }
+  if (tensor_cores) {
+    if (auto m = worth_a_tile(k, kir::recognize_matmul(k, fv, /*half=*/true))) {
+      s.kind = Strategy::Kind::matmul_tiled;
+      s.matmul = *m;
+      return s;
+    }
   }
   const auto rank = static_cast<int32_t>(k.domain.size());
   // Prefer sharing the innermost axis (softmax rows); else a workgroup per point.

@@ -115,6 +115,9 @@ int heuristic_attention_threads(int rows, int64_t value_dim);
 std::optional<kir::AttentionPattern> attention_of(const kir::Kernel& k,
                                                   const kir::KernelFacts& facts);
 
-Strategy choose_strategy(const kir::Kernel& k, const kir::KernelFacts& facts);
+// `tensor_cores` (CUDA with matmul_precision = "high", gpu_source.h): f16 and bf16 matmuls
+// (kir::recognize_matmul with half) are matmuls too; only the tensor-core writer takes them.
+Strategy choose_strategy(const kir::Kernel& k, const kir::KernelFacts& facts,
+                         bool tensor_cores = false);
 
 }  // namespace kiln::codegen::gpu

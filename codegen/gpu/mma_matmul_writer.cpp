@@ -7,14 +7,19 @@
 // matrices) while the warps multiply the current one, so the loads are in flight during the
 // products.
 //
-// The operands are f32 (the matmul pattern's, ir/kernel_analysis.h): mma.m16n8k8 on tf32 operands,
-// each element rounded to tf32 (10-bit mantissa, cvt.rna) as it is staged; products and sums in
-// f32.
+// Element kinds (the operands' dtype):
+// - f32: mma.m16n8k8 on tf32 operands, each element rounded to tf32 (10-bit mantissa, cvt.rna)
+//   as it is staged (shared memory holds the tf32 bits).
+// - f16 / bf16: mma.m16n8k16 on the operands as they are (shared memory holds them as floats,
+//   exact; the fragments pack pairs along k); their products are exact in f32.
+// Sums are in f32 either way; an f16 / bf16 result is rounded to its dtype once, at the end.
 //
-// Fragment layouts (PTX ISA, mma.m16n8k8 .tf32), lane = 4 g + t (grp, quad in the text):
-//   A (16 x 8):  a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)
-//   B (8 x 8):   b0 (t, g), b1 (t + 4, g)
-//   C (16 x 8):  c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1)
+// Fragment layouts (PTX ISA), lane = 4 g + t (grp, quad in the text):
+//   A (16 x 8 tf32):  a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)
+//   B (8 x 8 tf32):   b0 (t, g), b1 (t + 4, g)
+//   A (16 x 16 f16):  a0 (g, 2t..2t+1), a1 (g + 8, 2t..), a2 (g, 2t+8..), a3 (g + 8, 2t+8..)
+//   B (16 x 8 f16):   b0 (2t..2t+1, g), b1 (2t+8..2t+9, g)   (the lower k in the lower half)
+//   C (16 x 8 f32):   c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1)
 // Shared rows are padded (A by 4 words, B by 8) so that a warp's fragment reads hit 32 banks.
 #include <fmt/format.h>
 
@@ -79,10 +84,30 @@ Expected<void> load_registers(CExprEmitter& em, Scope* s, const RegSlice& sp, in
   });
 }
 
-// The staged elements' conversion to tf32, as a prelude device function.
-std::string mma_prelude() {
-  return "__device__ __forceinline__ uint kiln_tf32(float x) { uint u; asm(\"cvt.rna.tf32.f32 "
-         "%0, %1;\" : \"=r\"(u) : \"f\"(x)); return u; }\n";
+enum class Element { tf32, f16, bf16 };
+
+// The conversions of staged elements and fragment pairs, as prelude device functions.
+std::string mma_prelude(Element el) {
+  if (el == Element::tf32)
+    return "__device__ __forceinline__ uint kiln_tf32(float x) { uint u; asm(\"cvt.rna.tf32.f32 "
+           "%0, %1;\" : \"=r\"(u) : \"f\"(x)); return u; }\n";
+  // cvt.rn.{f16,bf16}x2.f32 d, a, b puts a in the upper half and b in the lower.
+  const char* t = el == Element::f16 ? "f16" : "bf16";
+  return fmt::format(
+      "__device__ __forceinline__ uint kiln_pack_{0}(uint lo, uint hi) {{ uint u; "
+      "asm(\"cvt.rn.{0}x2.f32 %0, %1, %2;\" : \"=r\"(u) : \"f\"(__uint_as_float(hi)), "
+      "\"f\"(__uint_as_float(lo))); return u; }}\n",
+      t);
+}
+
+// The shared word of a staged element: tf32 bits, or the float's bits (f16 / bf16).
+std::string staged(Element el, const std::string& v) {
+  return (el == Element::tf32 ? "kiln_tf32(" : "__float_as_uint(") + v + ")";
+}
+
+// A fragment register of f16 / bf16 pairs from shared words `lo` (the lower k) and `hi`.
+std::string pack(Element el, const std::string& lo, const std::string& hi) {
+  return fmt::format("kiln_pack_{}({}, {})", el == Element::f16 ? "f16" : "bf16", lo, hi);
 }
 
 }  // namespace
@@ -93,8 +118,10 @@ int heuristic_mma_tile(int64_t rows, int64_t cols) {
 }
 
 bool mma_supports(const kir::MatmulPattern& m) {
-  return m.a && m.b && m.reduce && m.a->dtype == DType::f32 && m.b->dtype == DType::f32 &&
-         m.reduce->dtype == DType::f32;
+  if (!m.a || !m.b || !m.reduce) return false;
+  const DType t = m.reduce->dtype;
+  return (t == DType::f32 || t == DType::f16 || t == DType::bf16) && m.a->dtype == t &&
+         m.b->dtype == t;
 }
 
 Expected<LaunchShape> write_mma_matmul(CExprEmitter& em, const kir::Kernel& k,
@@ -104,9 +131,12 @@ Expected<LaunchShape> write_mma_matmul(CExprEmitter& em, const kir::Kernel& k,
   const size_t rank = k.domain.size();
   const int64_t M = k.domain[rank - 2], N = k.domain[rank - 1];
   const MmaTiling t = mma_tiling(tile_side != 0 ? tile_side : heuristic_mma_tile(M, N));
-  constexpr int kstep = 8;
+  const Element el = m.a->dtype == DType::f16    ? Element::f16
+                     : m.a->dtype == DType::bf16 ? Element::bf16
+                                                 : Element::tf32;
+  const int kstep = el == Element::tf32 ? 8 : 16;
   const std::string L = d.i64_type();
-  d.define_helper("kiln_mma", mma_prelude());
+  d.define_helper(el == Element::tf32 ? "kiln_mma_tf32" : "kiln_mma_half", mma_prelude(el));
   const int as = t.a_stride(), bs = t.b_stride();
   shared += d.shared_decl("uint", "kiln_ta", int64_t{t.tile} * as);
   shared += d.shared_decl("uint", "kiln_tb", int64_t{kDepth} * bs);
@@ -141,8 +171,8 @@ Expected<LaunchShape> write_mma_matmul(CExprEmitter& em, const kir::Kernel& k,
     return fmt::format(
         "{{ int e = int(lid) + {0} * {1}; kiln_ta[e / {2} * {3} + e % {2}] = {4}; "
         "kiln_tb[e / {5} * {6} + e % {5}] = {7}; }}",
-        t.threads(), q, kDepth, as, "kiln_tf32(pa[" + q + "])", t.tile, bs,
-        "kiln_tf32(pb[" + q + "])");
+        t.threads(), q, kDepth, as, staged(el, "pa[" + q + "]"), t.tile, bs,
+        staged(el, "pb[" + q + "]"));
   });
   em.append(ks, d.barrier());
   Scope* next = em.open_if(ks, fmt::format("if (k0 + {} < {})", d.i64_lit(kDepth), K));
@@ -163,17 +193,33 @@ Expected<LaunchShape> write_mma_matmul(CExprEmitter& em, const kir::Kernel& k,
         const std::string k8 = fmt::format("{} * {}", kk, kstep);
         write_constant_loop_line(em, s, {"mi", t.mi, true}, [&](const std::string& mi) {
           const std::string r0 = fmt::format("wm + {} * 16 + grp", mi), r1 = r0 + " + 8";
-          const std::string c0 = k8 + " + quad", c1 = k8 + " + quad + 4";
-          return fmt::format("{{ fa[{0}][0] = {1}; fa[{0}][1] = {2}; fa[{0}][2] = {3}; "
-                             "fa[{0}][3] = {4}; }}",
-                             mi, a_at(r0, c0), a_at(r1, c0), a_at(r0, c1), a_at(r1, c1));
+          const std::string text = "{{ fa[{0}][0] = {1}; fa[{0}][1] = {2}; fa[{0}][2] = {3}; "
+                                   "fa[{0}][3] = {4}; }}";
+          if (el == Element::tf32) {
+            const std::string c0 = k8 + " + quad", c1 = k8 + " + quad + 4";
+            return fmt::format(fmt::runtime(text), mi, a_at(r0, c0), a_at(r1, c0), a_at(r0, c1),
+                               a_at(r1, c1));
+          }
+          const std::string c0 = k8 + " + 2 * quad", c1 = k8 + " + 2 * quad + 8";
+          const auto pair = [&](const std::string& r, const std::string& c) {
+            return pack(el, a_at(r, c), a_at(r, c + " + 1"));
+          };
+          return fmt::format(fmt::runtime(text), mi, pair(r0, c0), pair(r1, c0), pair(r0, c1),
+                             pair(r1, c1));
         });
         write_constant_loop_line(em, s, {"ni", t.ni, true}, [&](const std::string& ni) {
           const std::string c = fmt::format("wn + {} * 8 + grp", ni);
-          return fmt::format("{{ fb[{0}][0] = {1}; fb[{0}][1] = {2}; }}", ni,
-                             b_at(k8 + " + quad", c), b_at(k8 + " + quad + 4", c));
+          const std::string text = "{{ fb[{0}][0] = {1}; fb[{0}][1] = {2}; }}";
+          if (el == Element::tf32)
+            return fmt::format(fmt::runtime(text), ni, b_at(k8 + " + quad", c),
+                               b_at(k8 + " + quad + 4", c));
+          const std::string r0 = k8 + " + 2 * quad", r1 = k8 + " + 2 * quad + 8";
+          return fmt::format(fmt::runtime(text), ni, pack(el, b_at(r0, c), b_at(r0 + " + 1", c)),
+                             pack(el, b_at(r1, c), b_at(r1 + " + 1", c)));
         });
-        const char* op = "m16n8k8.row.col.f32.tf32.tf32.f32";
+        const char* op = el == Element::tf32  ? "m16n8k8.row.col.f32.tf32.tf32.f32"
+                         : el == Element::f16 ? "m16n8k16.row.col.f32.f16.f16.f32"
+                                              : "m16n8k16.row.col.f32.bf16.bf16.f32";
         return write_constant_loop(em, s, {"mi", t.mi, true}, [&](Scope* ms, const std::string& mi) {
           write_constant_loop_line(em, ms, {"ni", t.ni, true}, [&](const std::string& ni) {
             const std::string c = fmt::format("acc[({} * {} + {}) * 4", mi, t.ni, ni);
@@ -197,7 +243,8 @@ Expected<LaunchShape> write_mma_matmul(CExprEmitter& em, const kir::Kernel& k,
         em.append(each, fmt::format("{0} gi = i0 + wm + fm * 16 + grp + fc / 2 * 8; {0} gj = j0 + "
                                     "wn + fn * 8 + 2 * quad + fc % 2;",
                                     L));
-        return store_matmul_point(em, each, k, m, fmt::format("acc[{}]", f));
+        return store_matmul_point(em, each, k, m,
+                                  d.round_to_storage(m.reduce->dtype, fmt::format("acc[{}]", f)));
       });
   if (!stored) return std::unexpected(stored.error());
   em.close(tile);

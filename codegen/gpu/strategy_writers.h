@@ -127,7 +127,7 @@ Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k,
 
 // The tensor-core matmul (codegen/gpu/mma_matmul_writer.cpp, CUDA on sm_80 and later) with
 // `tile` x `tile` output tiles (16, 32, 64 or 128; 0: heuristic_mma_tile), for a pattern
-// mma_supports takes: f32 operands and sums (the operands rounded to tf32).
+// mma_supports takes: operands and sum of one dtype, f32 (on tf32), f16 or bf16.
 bool mma_supports(const kir::MatmulPattern& m);
 int heuristic_mma_tile(int64_t rows, int64_t cols);
 Expected<LaunchShape> write_mma_matmul(CExprEmitter& em, const kir::Kernel& k,

@@ -44,6 +44,8 @@ SIZES = {
 # The matmuls again on the tensor cores: kiln with compilation.matmul_precision = "high" (f32
 # operands rounded to tf32), PyTorch with torch.backends.cuda.matmul.allow_tf32 (cuBLAS on tf32).
 TF32 = {"matmul_tf32": "matmul", "matmul_bias_relu_tf32": "matmul_bias_relu"}
+# The same on bf16 operands (kiln: matmul_precision = "high"; PyTorch: bf16 tensors).
+BF16 = {"matmul_bf16": "matmul"}
 MEMORY_BOUND = ["ew_chain", "softmax", "layernorm", "gemv", "reduce_sum", "argmax_axis0"]
 
 
@@ -82,7 +84,10 @@ def write_graphs(outdir):
             if n != 1:
                 sys.exit(f"workloads.py: {file} has no input %{inp}")
         (out / f"{name}.kg").write_text(text)
-    print(f"workloads.py: {len(SIZES)} graphs in {out}")
+    for name, base in BF16.items():
+        text = (out / f"{base}.kg").read_text()
+        (out / f"{name}.kg").write_text(re.sub(r": f32\[", ": bf16[", text))
+    print(f"workloads.py: {len(SIZES) + len(BF16)} graphs in {out}")
 
 
 def torch_fns(torch):
@@ -140,12 +145,13 @@ def torch_fns(torch):
     return locals()
 
 
-def torch_inputs(torch, name):
+def torch_inputs(torch, name, dtype=None):
     shapes = SIZES[name][1]
     gen = torch.Generator(device="cuda").manual_seed(1)
     if name == "small_ops":
         shapes = {"x": [1, 8, 8, 8]}
-    return [torch.randn(s, device="cuda", generator=gen) for s in shapes.values()]
+    return [torch.randn(s, device="cuda", generator=gen).to(dtype or torch.float32)
+            for s in shapes.values()]
 
 
 def time_torch(torch, fn, args, warm=2, runs=10):
@@ -195,15 +201,15 @@ def bench(kiln, graphdir, outdir, only):
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
           f"copy bandwidth {bw / 1e9:.0f} GB/s (read + write)", flush=True)
     rows = []
-    for name in list(SIZES) + list(TF32):
+    for name in list(SIZES) + list(TF32) + list(BF16):
         if only and name not in only:
             continue
-        base = TF32.get(name, name)
+        base = TF32.get(name, BF16.get(name, name))
         tf32 = name in TF32
-        env = {"KILN_COMPILATION_MATMUL_PRECISION": "high"} if tf32 else {}
-        row = {"name": name,
-               "kiln": run_kiln(kiln, pathlib.Path(graphdir) / f"{base}.kg", out, name, env)}
-        args = torch_inputs(torch, base)
+        env = {"KILN_COMPILATION_MATMUL_PRECISION": "high"} if tf32 or name in BF16 else {}
+        graph = pathlib.Path(graphdir) / f"{name if name in BF16 else base}.kg"
+        row = {"name": name, "kiln": run_kiln(kiln, graph, out, name, env)}
+        args = torch_inputs(torch, base, torch.bfloat16 if name in BF16 else None)
         torch.backends.cuda.matmul.allow_tf32 = tf32
         row["eager_ms"] = time_torch(torch, fns[base], args)
         t0 = time.time()

@@ -1,7 +1,7 @@
 // Matmuls on the tensor cores (kiln.toml compilation.matmul_precision = "high", CUDA devices of
-// sm_80 and later: codegen/gpu/mma_matmul_writer.cpp) against the reference interpreter, the f32
-// operands rounded to tf32: tile-aligned and ragged sides, a depth that is no multiple of the
-// staged slice, batches, a transposed operand, prologues and epilogues. Runs
+// sm_80 and later: codegen/gpu/mma_matmul_writer.cpp) against the reference interpreter: f32
+// operands rounded to tf32, f16 and bf16 operands; tile-aligned and ragged sides, a depth that is
+// no multiple of the staged slice, batches, a transposed operand, prologues and epilogues. Runs
 // where the device under test is a CUDA device with tensor cores; elsewhere each test is skipped
 // with the reason (the option changes nothing on other devices).
 #include <gtest/gtest.h>
@@ -22,6 +22,8 @@ using ir::Op;
 // tf32 keeps 10 of f32's 23 mantissa bits (unit roundoff 2^-11 for each operand): relative to
 // the output's scale, the error of a K-long dot product of normal(0, 1) operands stays far below
 // 2e-3 at the depths here (the default f32 tolerance, 2e-5, would fail them: the check is real).
+// f16 and bf16 operands are exact on the tensor cores, their products too (the reference rounds
+// each product to the operand dtype): their usual tolerances hold.
 constexpr double kTf32Tolerance = 2e-3;
 
 class TensorCoreMatmul : public ::testing::Test {
@@ -36,14 +38,15 @@ class TensorCoreMatmul : public ::testing::Test {
     device_ = std::move(*device);
   }
 
-  void check(Case& c, const ir::Node* out, const std::string& what) {
-    expect_matches_reference_on(*device_, c, {out}, what, kTf32Tolerance);
+  void check(Case& c, const ir::Node* out, const std::string& what, DType t = DType::f32) {
+    expect_matches_reference_on(*device_, c, {out}, what,
+                                t == DType::f32 ? kTf32Tolerance : tolerance(t));
   }
 
   std::unique_ptr<runtime::Device> device_;
 };
 
-TEST_F(TensorCoreMatmul, EverySide) {
+TEST_F(TensorCoreMatmul, EveryOperandDtypeAndSide) {
   struct Sides {
     int64_t m, k, n;
   };
@@ -51,28 +54,32 @@ TEST_F(TensorCoreMatmul, EverySide) {
   // enough for the 128-wide tiles.
   const std::vector<Sides> sides = {{128, 96, 160}, {100, 50, 72}, {513, 33, 65},
                                     {64, 300, 1000}, {1024, 256, 1024}, {16, 16, 16}};
-  for (const Sides& s : sides) {
-    Case c;
-    const ir::Node* a = c.input(DType::f32, {s.m, s.k});
-    const ir::Node* b = c.input(DType::f32, {s.k, s.n});
-    auto y = c.b.matmul(a, b);
-    ASSERT_TRUE(y.has_value()) << y.error().message;
-    check(c, *y, fmt::format("matmul [{},{}]x[{},{}]", s.m, s.k, s.k, s.n));
-  }
+  for (DType t : {DType::f32, DType::f16, DType::bf16})
+    for (const Sides& s : sides) {
+      Case c;
+      const ir::Node* a = c.input(t, {s.m, s.k});
+      const ir::Node* b = c.input(t, {s.k, s.n});
+      auto y = c.b.matmul(a, b);
+      ASSERT_TRUE(y.has_value()) << y.error().message;
+      check(c, *y,
+            fmt::format("matmul {} [{},{}]x[{},{}]", ir::dtype_name(t), s.m, s.k, s.k, s.n), t);
+    }
 }
 
 TEST_F(TensorCoreMatmul, BatchedWithBiasAndRelu) {
-  Case c;
-  const ir::Node* x = c.input(DType::f32, {3, 70, 40});
-  const ir::Node* w = c.input(DType::f32, {3, 40, 90});
-  const ir::Node* bias = c.input(DType::f32, {90});
-  auto y = c.b.matmul(x, w);
-  ASSERT_TRUE(y.has_value()) << y.error().message;
-  auto z = c.b.binary(Op::Add, *y, bias);
-  ASSERT_TRUE(z.has_value()) << z.error().message;
-  auto r = c.b.unary(Op::Relu, *z);
-  ASSERT_TRUE(r.has_value()) << r.error().message;
-  check(c, *r, "relu(bmm [3,70,40]x[3,40,90] + b)");
+  for (DType t : {DType::f32, DType::bf16}) {
+    Case c;
+    const ir::Node* x = c.input(t, {3, 70, 40});
+    const ir::Node* w = c.input(t, {3, 40, 90});
+    const ir::Node* bias = c.input(t, {90});
+    auto y = c.b.matmul(x, w);
+    ASSERT_TRUE(y.has_value()) << y.error().message;
+    auto z = c.b.binary(Op::Add, *y, bias);
+    ASSERT_TRUE(z.has_value()) << z.error().message;
+    auto r = c.b.unary(Op::Relu, *z);
+    ASSERT_TRUE(r.has_value()) << r.error().message;
+    check(c, *r, fmt::format("relu(bmm {} [3,70,40]x[3,40,90] + b)", ir::dtype_name(t)), t);
+  }
 }
 
 TEST_F(TensorCoreMatmul, TransposedOperandAndAPrologue) {

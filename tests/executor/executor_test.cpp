@@ -200,10 +200,11 @@ TEST_F(ExecutorTest, ACompileOnlyTargetShowsKernelsAndRefusesToRun) {
   EXPECT_EQ(out.error().message.find("cuda (sm_90, compile only)"), 0u) << out.error().message;
 }
 
-// compilation.matmul_precision = "high" on a CUDA compiler of sm_80 or later: a matmul becomes
-// the tensor-core strategy (mma.sync on tf32, compiled by NVRTC and checked by ptxas into the
-// cubin), the target says so in its cache identity, and the default precision and older
-// architectures keep the tiled matmul.
+// compilation.matmul_precision = "high" on a CUDA compiler of sm_80 or later: f32, f16 and bf16
+// matmuls become the tensor-core strategy (mma.sync of the operands' kind, compiled by NVRTC and
+// checked by ptxas into the cubin), the target says so in its cache identity; the default
+// precision and older architectures keep the tiled matmul for f32 (and the reductions of the
+// generic strategies for f16 and bf16, whose products the reference rounds).
 TEST_F(ExecutorTest, TensorCoreMatmulsOnCudaSm80AndLater) {
   auto key_of = [](const Target& t) {
     for (const auto& [k, v] : t.identity())
@@ -213,17 +214,22 @@ TEST_F(ExecutorTest, TensorCoreMatmulsOnCudaSm80AndLater) {
   struct Want {
     const char* arch;
     bool asked;
+    DType dtype;
     const char* strategy;
     const char* instruction;
   };
   const Want wants[] = {
-      {"sm_90", true, "matmul-mma", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"},
-      {"sm_80", true, "matmul-mma", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"},
-      {"sm_90", false, "matmul-tiled", nullptr},
-      {"sm_75", true, "matmul-tiled", nullptr},
+      {"sm_90", true, DType::f32, "matmul-mma", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"},
+      {"sm_80", true, DType::f32, "matmul-mma", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"},
+      {"sm_90", true, DType::f16, "matmul-mma", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"},
+      {"sm_90", true, DType::bf16, "matmul-mma", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"},
+      {"sm_90", false, DType::f32, "matmul-tiled", nullptr},
+      {"sm_90", false, DType::bf16, "column-reduce", nullptr},
+      {"sm_75", true, DType::f32, "matmul-tiled", nullptr},
+      {"sm_75", true, DType::f16, "column-reduce", nullptr},
   };
   for (const Want& w : wants) {
-    SCOPED_TRACE(fmt::format("{} {}", w.arch, w.asked ? "high" : "highest"));
+    SCOPED_TRACE(fmt::format("{} {} {}", w.arch, w.asked ? "high" : "highest", ir::dtype_name(w.dtype)));
     auto compiler = open_cuda_compiler(w.arch);
     if (!compiler) GTEST_SKIP() << compiler.error().message;
     auto dev = Executor::create(std::make_unique<GpuTarget>(std::move(*compiler), w.asked), options());
@@ -232,8 +238,8 @@ TEST_F(ExecutorTest, TensorCoreMatmulsOnCudaSm80AndLater) {
     EXPECT_EQ(key_of((*dev)->target()), mma ? "tensor-cores" : "none");
     ir::Graph g;
     ir::Builder b(g);
-    const ir::Node* x = g.input(DType::f32, {100, 50}, "x");
-    const ir::Node* m = g.input(DType::f32, {50, 72}, "m");
+    const ir::Node* x = g.input(w.dtype, {100, 50}, "x");
+    const ir::Node* m = g.input(w.dtype, {50, 72}, "m");
     const ir::Node* y = *b.unary(ir::Op::Relu, *b.matmul(x, m));
     auto plan = (*dev)->inspect(g, {y});
     ASSERT_TRUE(plan.has_value()) << plan.error().message;
