@@ -251,6 +251,9 @@ std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel, bool tensor
     case codegen::gpu::Strategy::Kind::scan:
       return with_default(gpu_scan_space());
     case codegen::gpu::Strategy::Kind::attention:
+      // On the tensor cores (codegen/gpu/mma_attention_writer.cpp) the tiling is fixed.
+      if (tensor_cores && codegen::gpu::mma_attention_supports(kernel, st.attention))
+        return with_default({});
       return with_default(gpu_attention_space(kernel, st));
     case codegen::gpu::Strategy::Kind::elementwise: break;
   }

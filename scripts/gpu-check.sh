@@ -17,7 +17,8 @@
 #         tensor-cores: the tensor-core part of tests alone (its conformance suite, the matmul
 #                examples on tf32);
 #         bench: the workloads at GPU sizes next to PyTorch eager and torch.compile, the
-#                matmuls also on tf32 next to PyTorch's (scripts/gpu/workloads.py).
+#                matmuls also on tf32 next to PyTorch's (scripts/gpu/workloads.py); with
+#                GPU_CHECK_ONLY=a,b only those workloads.
 #       Exits 1 if any check failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -181,8 +182,10 @@ run_tensor_cores() {
 
 run_bench() {
   echo "## Workloads at GPU sizes (median of 10 after 2 warm-ups)" >>"$report"
+  # shellcheck disable=SC2086
   PYTHONUNBUFFERED=1 timeout 540 python3 scripts/gpu/workloads.py bench "$root/$build/tools/kiln" \
-    $build/gpu-graphs "$logs" >"$logs/bench.log" 2>&1 || fail "workloads (see bench.log)"
+    $build/gpu-graphs "$logs" ${GPU_CHECK_ONLY:+--only "$GPU_CHECK_ONLY"} >"$logs/bench.log" 2>&1 ||
+    fail "workloads (see bench.log)"
   if [[ -f "$logs/workloads.md" ]]; then cat "$logs/workloads.md" >>"$report"; fi
 }
 

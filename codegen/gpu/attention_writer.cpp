@@ -97,15 +97,11 @@ Expected<void> AttentionWriter::stage_chunk(Scope* s, const kir::Expr* val, int3
         Scope* inside = n % g_ == 0 ? q : em_.open_if(q, fmt::format("if ({} < {})", e, lit(n)));
         em_.append(inside, fmt::format("{0} {1} = {2} + {3} / {4}; {0} {5} = d0 + {3} % {4};", L_,
                                        r, row_base, e, lit(kDepthChunk), dd));
-        em_.append(inside, fmt::format("float {} = {};", v, flt(0)));
-        Scope* in = em_.open_if(
-            inside, fmt::format("if ({} < {} && {} < {})", r, lit(row_end), dd, lit(a_.head_dim)));
-        em_.bind_var(in, row_var, r);
-        em_.bind_var(in, a_.d_var, dd);
-        Expected<std::string> x = em_.emit(val);
-        if (!x) return Expected<void>(std::unexpected(x.error()));
-        em_.append(in, fmt::format("{} = {};", v, *x));
-        em_.close(in);
+        if (auto w = write_guarded_float(
+                em_, inside, val, fmt::format("{} < {} && {} < {}", r, lit(row_end), dd, lit(a_.head_dim)),
+                {{row_var, r}, {a_.d_var, dd}}, v);
+            !w)
+          return w;
         em_.append(inside, fmt::format("{} = {};",
                                        at(offset, fmt::format("{0} / {1} * {2} + {0} % {1} * {3}",
                                                               e, lit(kDepthChunk), lit(row_stride),
@@ -167,16 +163,8 @@ Expected<void> AttentionWriter::write_logits(Scope* keys) {
         Scope* inside = ns % g_ == 0 ? q : em_.open_if(q, fmt::format("if ({} < {})", s, lit(ns)));
         em_.append(inside, fmt::format("{0} {1} = i0 + {2} / {3}; {0} {4} = j0 + {2} % {3};", L_,
                                        gi, s, lit(kKeyTile), gj));
-        em_.append(inside, fmt::format("float {} = {};", x, flt(-INFINITY)));
-        Scope* in = em_.open_if(
-            inside, fmt::format("if ({} < {} && {} < {})", gi, lit(lq_), gj, lit(a_.keys)));
-        em_.bind_var(in, a_.i_var, gi);
-        em_.bind_var(in, a_.j_var, gj);
-        em_.bind_expr(in, a_.scores, fmt::format("sc[{}]", qi));
-        Expected<std::string> v = em_.emit(a_.logits);
-        if (!v) return Expected<void>(std::unexpected(v.error()));
-        em_.append(in, fmt::format("{} = {};", x, *v));
-        em_.close(in);
+        if (auto r = write_logit(em_, inside, k_, a_, gi, gj, fmt::format("sc[{}]", qi), x); !r)
+          return r;
         em_.append(inside, fmt::format("{} = {};", at(t_.probs, s), x));
         if (inside != q) em_.close(inside);
         return Expected<void>();
@@ -232,14 +220,11 @@ Expected<void> AttentionWriter::write_values(Scope* keys) {
         Scope* inside = nv % g_ == 0 ? q : em_.open_if(q, fmt::format("if ({} < {})", e, lit(nv)));
         em_.append(inside, fmt::format("{0} {1} = j0 + jv + {2} / {3}; {0} {4} = {2} % {3};", L_,
                                        gj, e, lit(e_), ge));
-        em_.append(inside, fmt::format("float {} = {};", v, flt(0)));
-        Scope* in = em_.open_if(inside, fmt::format("if ({} < {})", gj, lit(a_.keys)));
-        em_.bind_var(in, a_.j_var, gj);
-        em_.bind_var(in, a_.e_var, ge);
-        Expected<std::string> x = em_.emit(a_.value);
-        if (!x) return Expected<void>(std::unexpected(x.error()));
-        em_.append(in, fmt::format("{} = {};", v, *x));
-        em_.close(in);
+        if (auto w = write_guarded_float(em_, inside, a_.value,
+                                         fmt::format("{} < {}", gj, lit(a_.keys)),
+                                         {{a_.j_var, gj}, {a_.e_var, ge}}, v);
+            !w)
+          return w;
         em_.append(inside, fmt::format("{} = {};", at(t_.work, e), v));
         if (inside != q) em_.close(inside);
         return Expected<void>();
@@ -278,30 +263,15 @@ Expected<void> AttentionWriter::write_outputs(Scope* task) {
             em_.open_if(q, fmt::format("if ({} < {} && {} < {})", o, lit(no), gi, lit(lq_)));
         em_.append(out, fmt::format("float {} = acc[{}] / {};", rv, qi,
                                     at(t_.sum, fmt::format("{} / {}", o, lit(e_)))));
-        em_.bind_var(out, a_.i_var, gi);
-        em_.bind_var(out, a_.e_var, ge);
-        em_.bind_expr(out, a_.reduce, rv);
-        if (Expected<void> r = emit_stores(em_, out, k_); !r) return r;
+        if (Expected<void> r = store_attention_point(em_, out, k_, a_, gi, ge, rv); !r) return r;
         em_.close(out);
         return Expected<void>();
       });
 }
 
 Expected<LaunchShape> AttentionWriter::write() {
-  const size_t rank = k_.domain.size();
-  const int64_t blocks = ceil_div(lq_, bq_);
-  const int64_t tasks = product(k_.domain, 0, rank - 2) * blocks;
-  const LaunchShape launch{std::clamp<int64_t>(tasks, 1, kMaxGroups), g_};
-  Scope* root = em_.root();
-  em_.append(root, fmt::format("{} lid = {};", L_, d_.cast(L_, d_.local_id())));
-  Scope* task = em_.open_loop(
-      root,
-      fmt::format("for ({0} task = {1}; task < {2}; task += {3})", L_, d_.cast(L_, d_.group_id()),
-                  lit(tasks), d_.cast(L_, d_.num_groups())),
-      ceil_div(tasks, launch.groups));
-  em_.append(task, fmt::format("{0} i0 = task % {1} * {2}; {0} bt = task / {1};", L_, lit(blocks),
-                               lit(bq_)));
-  if (rank > 2) bind_flat(em_, task, k_.domain, iota_vars(rank - 2), "bt");
+  LaunchShape launch;
+  Scope* task = open_attention_tasks(em_, k_, a_, bq_, g_, launch);
   em_.append(task, d_.barrier());  // the previous task's last reads of the row sums
   em_.append(task, fmt::format("if (lid < {}) {{ {} = {}; {} = {}; }}", lit(bq_), at(t_.max, "lid"),
                                flt(-INFINITY), at(t_.sum, "lid"), flt(0)));
@@ -311,17 +281,7 @@ Expected<LaunchShape> AttentionWriter::write() {
   write_constant_loop_line(em_, task, {"q", ap, false}, [&](const std::string& q) {
     return fmt::format("acc[{}] = {};", q, flt(0));
   });
-  // Keys past the block's last row + offset are masked for every row of the block.
-  std::string end = lit(a_.keys);
-  if (a_.causal_offset) {
-    const std::string last = fmt::format("(i0 + {0} < {1} ? i0 + {0} : {1})", lit(bq_), lit(lq_));
-    const std::string limit = fmt::format("({} + {})", last, lit(*a_.causal_offset));
-    end = fmt::format("({0} < {1} ? {0} : {1})", limit, lit(a_.keys));
-  }
-  em_.append(task, fmt::format("{} jend = {};", L_, end));
-  Scope* keys = em_.open_loop(
-      task, fmt::format("for ({0} j0 = {1}; j0 < jend; j0 += {2})", L_, lit(0), lit(kKeyTile)),
-      ceil_div(a_.keys, kKeyTile));
+  Scope* keys = open_key_tiles(em_, task, k_, a_, bq_, kKeyTile);
   if (auto r = write_scores(keys); !r) return std::unexpected(r.error());
   if (auto r = write_logits(keys); !r) return std::unexpected(r.error());
   em_.append(keys, d_.barrier());
@@ -336,6 +296,71 @@ Expected<LaunchShape> AttentionWriter::write() {
 }
 
 }  // namespace
+
+Scope* open_attention_tasks(CExprEmitter& em, const kir::Kernel& k, const kir::AttentionPattern& a,
+                            int rows, int group_size, LaunchShape& launch) {
+  DialectText& d = em.dialect();
+  const std::string L = d.i64_type();
+  const size_t rank = k.domain.size();
+  const int64_t blocks = ceil_div(k.domain[a.i_var], rows);
+  const int64_t tasks = product(k.domain, 0, rank - 2) * blocks;
+  launch = {std::clamp<int64_t>(tasks, 1, kMaxGroups), group_size};
+  Scope* root = em.root();
+  em.append(root, fmt::format("{} lid = {};", L, d.cast(L, d.local_id())));
+  Scope* task = em.open_loop(
+      root,
+      fmt::format("for ({0} task = {1}; task < {2}; task += {3})", L, d.cast(L, d.group_id()),
+                  d.i64_lit(tasks), d.cast(L, d.num_groups())),
+      ceil_div(tasks, launch.groups));
+  em.append(task, fmt::format("{0} i0 = task % {1} * {2}; {0} bt = task / {1};", L,
+                              d.i64_lit(blocks), d.i64_lit(rows)));
+  if (rank > 2) bind_flat(em, task, k.domain, iota_vars(rank - 2), "bt");
+  return task;
+}
+
+Scope* open_key_tiles(CExprEmitter& em, Scope* task, const kir::Kernel& k,
+                      const kir::AttentionPattern& a, int rows, int tile) {
+  DialectText& d = em.dialect();
+  const std::string L = d.i64_type();
+  const int64_t lq = k.domain[a.i_var];
+  std::string end = d.i64_lit(a.keys);
+  if (a.causal_offset) {
+    const std::string last =
+        fmt::format("(i0 + {0} < {1} ? i0 + {0} : {1})", d.i64_lit(rows), d.i64_lit(lq));
+    const std::string limit = fmt::format("({} + {})", last, d.i64_lit(*a.causal_offset));
+    end = fmt::format("({0} < {1} ? {0} : {1})", limit, d.i64_lit(a.keys));
+  }
+  em.append(task, fmt::format("{} jend = {};", L, end));
+  return em.open_loop(
+      task, fmt::format("for ({0} j0 = {1}; j0 < jend; j0 += {2})", L, d.i64_lit(0), d.i64_lit(tile)),
+      ceil_div(a.keys, tile));
+}
+
+Expected<void> store_attention_point(CExprEmitter& em, Scope* s, const kir::Kernel& k,
+                                     const kir::AttentionPattern& a, const std::string& gi,
+                                     const std::string& ge, const std::string& value) {
+  em.bind_var(s, a.i_var, gi);
+  em.bind_var(s, a.e_var, ge);
+  em.bind_expr(s, a.reduce, value);
+  return emit_stores(em, s, k);
+}
+
+Expected<void> write_logit(CExprEmitter& em, Scope* s, const kir::Kernel& k,
+                           const kir::AttentionPattern& a, const std::string& gi,
+                           const std::string& gj, const std::string& scores, const std::string& x) {
+  DialectText& d = em.dialect();
+  em.append(s, fmt::format("float {} = {};", x, d.float_lit(DType::f32, -INFINITY)));
+  Scope* in = em.open_if(s, fmt::format("if ({} < {} && {} < {})", gi,
+                                        d.i64_lit(k.domain[a.i_var]), gj, d.i64_lit(a.keys)));
+  em.bind_var(in, a.i_var, gi);
+  em.bind_var(in, a.j_var, gj);
+  em.bind_expr(in, a.scores, scores);
+  Expected<std::string> v = em.emit(a.logits);
+  if (!v) return std::unexpected(v.error());
+  em.append(in, fmt::format("{} = {};", x, *v));
+  em.close(in);
+  return {};
+}
 
 Expected<LaunchShape> write_attention(CExprEmitter& em, const kir::Kernel& k, const Strategy& st,
                                       std::string& shared) {

@@ -88,6 +88,7 @@ class CExprEmitter {
 
   DialectText& dialect() { return d_; }
   const FreeVars& free_vars() const { return fv_; }
+  CheckMode check() const { return check_; }
 
   // The most loop iterations one invocation runs, every loop written so far together (the
   // prelude helpers' loops once per call), counted as Mesa's llvmpipe counts them: each time a

@@ -312,12 +312,17 @@ Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& par
   Expected<LaunchShape> launch = std::unexpected(kiln::Error{"unreachable"});
   const bool mma =
       st->kind == Strategy::Kind::matmul_tiled && tensor_cores && mma_supports(st->matmul);
+  const bool mma_attention = st->kind == Strategy::Kind::attention && tensor_cores &&
+                             mma_attention_supports(kernel, st->attention);
   switch (st->kind) {
     case Strategy::Kind::matmul_tiled:
       launch = mma ? write_mma_matmul(em, kernel, st->matmul, params.tile, shared)
                    : write_matmul(em, kernel, st->matmul, params.tile, shared);
       break;
-    case Strategy::Kind::attention: launch = write_attention(em, kernel, *st, shared); break;
+    case Strategy::Kind::attention:
+      launch = mma_attention ? write_mma_attention(em, kernel, st->attention, shared)
+                             : write_attention(em, kernel, *st, shared);
+      break;
     case Strategy::Kind::row_reduce: launch = write_row_reduce(em, kernel, *st, shared); break;
     case Strategy::Kind::scan:
       launch = write_scan(em, kernel, st->group_size);
@@ -330,7 +335,10 @@ Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& par
   GpuSource out;
   out.entry = dialect == Dialect::cuda ? entry_name(kernel) : "main";
   out.launch = *launch;
-  out.strategy = st->cols > 1 ? "column-reduce" : mma ? "matmul-mma" : strategy_name(st->kind);
+  out.strategy = st->cols > 1        ? "column-reduce"
+                 : mma              ? "matmul-mma"
+                 : mma_attention    ? "attention-mma"
+                                    : strategy_name(st->kind);
   out.scratch_bytes = d.scratch_size();
   out.scratch_zero_bytes = d.scratch_zero_bytes();
   out.text = d.translation_unit(kernel, check, out.entry, launch->group_size, shared, em.take_root_text());

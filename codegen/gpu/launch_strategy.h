@@ -110,6 +110,10 @@ int heuristic_attention_rows(const kir::Kernel& k, const kir::AttentionPattern& 
 // Threads per workgroup for `rows` query rows when block_size is 0: a quarter of the larger of
 // the scores and the output tile, in [64, 256].
 int heuristic_attention_threads(int rows, int64_t value_dim);
+// Whether the tensor cores take this attention (codegen/gpu/mma_attention_writer.cpp, with
+// compilation.matmul_precision = "high" on CUDA sm_80+): a head and a value width that are
+// multiples of 8, up to 128. Its tiling is fixed (no tuning space).
+bool mma_attention_supports(const kir::Kernel& k, const kir::AttentionPattern& a);
 // The kernel's attention pattern (kir::KernelFacts::attention) when every value it computes is
 // f32 and its tiles fit (some row count does): otherwise the generic strategies run it.
 std::optional<kir::AttentionPattern> attention_of(const kir::Kernel& k,

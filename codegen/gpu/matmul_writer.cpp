@@ -39,14 +39,11 @@ Expected<void> load_slice(CExprEmitter& em, Scope* ks, const SliceSpec& sp, cons
     em.append(q, fmt::format("{} {} = lid + {} * {};", L, e, d.i64_lit(kThreads), d.cast(L, qi)));
     em.append(q, fmt::format("{0} {1} = {2} + {3} / {4}; {0} {5} = {6} + {3} % {4};", L, r,
                              sp.row_base, e, d.i64_lit(sp.inner), c, sp.col_base));
-    em.append(q, fmt::format("float {} = {};", v, d.float_lit(DType::f32, 0)));
-    Scope* in = em.open_if(q, fmt::format("if ({} < {} && {} < {})", r, sp.rows, c, sp.cols));
-    em.bind_var(in, sp.row_var, r);
-    em.bind_var(in, sp.col_var, c);
-    Expected<std::string> x = em.emit(sp.val);
-    if (!x) return Expected<void>(std::unexpected(x.error()));
-    em.append(in, fmt::format("{} = {};", v, *x));
-    em.close(in);
+    if (auto w = write_guarded_float(em, q, sp.val,
+                                     fmt::format("{} < {} && {} < {}", r, sp.rows, c, sp.cols),
+                                     {{sp.row_var, r}, {sp.col_var, c}}, v);
+        !w)
+      return w;
     em.append(q, fmt::format("{}[uint({})] = {};", sp.dst, e, v));
     return Expected<void>();
   });
@@ -71,6 +68,20 @@ Expected<void> write_products(CExprEmitter& em, Scope* ks, const Tiling& t) {
 }
 
 }  // namespace
+
+Expected<void> write_guarded_float(CExprEmitter& em, Scope* s, const kir::Expr* val,
+                                   const std::string& cond,
+                                   const std::vector<std::pair<int32_t, std::string>>& binds,
+                                   const std::string& v) {
+  em.append(s, fmt::format("float {} = {};", v, em.dialect().float_lit(DType::f32, 0)));
+  Scope* in = em.open_if(s, fmt::format("if ({})", cond));
+  for (const auto& [var, text] : binds) em.bind_var(in, var, text);
+  Expected<std::string> x = em.emit(val);
+  if (!x) return std::unexpected(x.error());
+  em.append(in, fmt::format("{} = {};", v, *x));
+  em.close(in);
+  return {};
+}
 
 Scope* open_matmul_tiles(CExprEmitter& em, const kir::Kernel& k, int tile, LaunchShape& launch) {
   DialectText& d = em.dialect();

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/gpu/c_expr_emitter.h"
@@ -111,6 +112,13 @@ inline void write_constant_loop_line(CExprEmitter& em, Scope* s, const ConstantL
 Expected<LaunchShape> write_row_reduce(CExprEmitter& em, const kir::Kernel& k, const Strategy& st,
                                        std::string& shared);
 
+// Declares float `v` in `s`: `val` where `cond` holds, with variables bound as `binds` (variable,
+// text) there, else 0 (an operand element staged by the tiled strategies, zero outside).
+Expected<void> write_guarded_float(CExprEmitter& em, Scope* s, const kir::Expr* val,
+                                   const std::string& cond,
+                                   const std::vector<std::pair<int32_t, std::string>>& binds,
+                                   const std::string& v);
+
 // The matmul strategies' grid-stride loop over output tiles (`tile` x `tile`, the batch point
 // outermost), opened in the root with i0, j0 (the tile's first row and column) and the batch
 // variables bound; sets launch.groups from the tile count.
@@ -132,6 +140,37 @@ bool mma_supports(const kir::MatmulPattern& m);
 int heuristic_mma_tile(int64_t rows, int64_t cols);
 Expected<LaunchShape> write_mma_matmul(CExprEmitter& em, const kir::Kernel& k,
                                        const kir::MatmulPattern& m, int tile, std::string& shared);
+
+// `uint kiln_tf32(float)`: the float rounded to tf32 (cvt.rna), as a prelude helper's text
+// (DialectText::define_helper key "kiln_mma_tf32").
+std::string tf32_helper();
+
+// Pieces both flash-attention writers use (defined in attention_writer.cpp):
+// The loop over tasks (batch point, block of `rows` query rows), opened in the root with `lid`
+// declared there and i0 (the block's first row) and the batch variables bound; sets `launch`
+// (groups from the task count, `group_size` threads).
+Scope* open_attention_tasks(CExprEmitter& em, const kir::Kernel& k, const kir::AttentionPattern& a,
+                            int rows, int group_size, LaunchShape& launch);
+// The loop over key tiles of `tile` keys from j0, in `task`: up to the keys, or with a causal
+// mask up to the block's last row + offset (later keys are masked for every row of the block).
+Scope* open_key_tiles(CExprEmitter& em, Scope* task, const kir::Kernel& k,
+                      const kir::AttentionPattern& a, int rows, int tile);
+// Declares float `x` in `s`: the logit at query row `gi` and key `gj` with the scores bound to
+// `scores`, or -inf past the last row or key.
+Expected<void> write_logit(CExprEmitter& em, Scope* s, const kir::Kernel& k,
+                           const kir::AttentionPattern& a, const std::string& gi,
+                           const std::string& gj, const std::string& scores, const std::string& x);
+
+// The kernel's stores at output point (row gi, value column ge), the attention's result there
+// being `value` (a float of `s`).
+Expected<void> store_attention_point(CExprEmitter& em, Scope* s, const kir::Kernel& k,
+                                     const kir::AttentionPattern& a, const std::string& gi,
+                                     const std::string& ge, const std::string& value);
+
+// Flash attention on the tensor cores (codegen/gpu/mma_attention_writer.cpp, CUDA on sm_80 and
+// later): both products on tf32 mma.sync, where mma_attention_supports (launch_strategy.h).
+Expected<LaunchShape> write_mma_attention(CExprEmitter& em, const kir::Kernel& k,
+                                          const kir::AttentionPattern& a, std::string& shared);
 
 // Flash attention (codegen/gpu/attention_writer.cpp): st.attention_rows query rows per workgroup
 // of st.group_size threads; `shared` receives its shared array.

@@ -43,7 +43,9 @@ SIZES = {
 }
 # The matmuls again on the tensor cores: kiln with compilation.matmul_precision = "high" (f32
 # operands rounded to tf32), PyTorch with torch.backends.cuda.matmul.allow_tf32 (cuBLAS on tf32).
-TF32 = {"matmul_tf32": "matmul", "matmul_bias_relu_tf32": "matmul_bias_relu"}
+# Attention likewise (kiln: both products on tf32; PyTorch's SDPA as in the f32 row).
+TF32 = {"matmul_tf32": "matmul", "matmul_bias_relu_tf32": "matmul_bias_relu",
+        "attention_tf32": "attention"}
 # The same on bf16 operands (kiln: matmul_precision = "high"; PyTorch: bf16 tensors).
 BF16 = {"matmul_bf16": "matmul"}
 MEMORY_BOUND = ["ew_chain", "softmax", "layernorm", "gemv", "reduce_sum", "argmax_axis0"]

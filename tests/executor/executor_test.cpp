@@ -250,7 +250,66 @@ TEST_F(ExecutorTest, TensorCoreMatmulsOnCudaSm80AndLater) {
     EXPECT_EQ(k.gpu_source.text.find("mma.sync") != std::string::npos, mma);
     if (mma) {
       EXPECT_NE(k.gpu_source.text.find(w.instruction), std::string::npos);
+      // A depth of 50 is no multiple of a 16-byte chunk: the operands go through registers.
+      EXPECT_EQ(k.gpu_source.text.find("cp.async.cg"), std::string::npos);
+      // Plain loads along 16-byte chunks (x as stored, m read from its transpose) are copied
+      // to shared memory by cp.async and read into fragments by ldmatrix; an operand off the
+      // chunk grid (x sliced from column 1) keeps the registers.
+      for (bool off_grid : {false, true}) {
+        ir::Graph g2;
+        ir::Builder b2(g2);
+        const ir::Node* x2 = g2.input(w.dtype, {96, off_grid ? 65 : 64}, "x");
+        const ir::Node* mt = g2.input(w.dtype, {72, 64}, "mt");
+        const ir::Node* xa = off_grid ? *b2.slice(x2, 1, 1, 65, 1) : x2;
+        const ir::Node* y2 = *b2.matmul(xa, *b2.permute(mt, {1, 0}));
+        auto plan2 = (*dev)->inspect(g2, {y2});
+        ASSERT_TRUE(plan2.has_value()) << plan2.error().message;
+        ASSERT_EQ((*plan2)->steps.size(), 1u);
+        const auto& k2 = static_cast<const GpuKernel&>(*(*plan2)->steps[0].artifact);
+        EXPECT_EQ(k2.gpu_source.strategy, "matmul-mma");
+        EXPECT_FALSE(k2.binary.empty());
+        EXPECT_NE(k2.gpu_source.text.find(w.instruction), std::string::npos);
+        EXPECT_EQ(k2.gpu_source.text.find("cp.async.cg.shared.global") != std::string::npos, !off_grid);
+        EXPECT_EQ(k2.gpu_source.text.find("kiln_ldm4(fa") != std::string::npos, !off_grid);
+      }
     }
+  }
+}
+
+// Attention on CUDA sm_90 with matmul_precision = "high" runs both products on the tensor cores
+// (strategy attention-mma, tf32 mma.sync) where the head and value widths are multiples of 8 up
+// to 128; otherwise, and at "highest", the SIMT flash kernel. Compiled with NVRTC and ptxas.
+TEST_F(ExecutorTest, AttentionOnTheTensorCoresOnCudaSm80AndLater) {
+  struct Want {
+    bool asked;
+    int64_t head, value;
+    bool causal;
+    const char* strategy;
+  };
+  const Want wants[] = {{true, 64, 64, true, "attention-mma"},   {true, 128, 40, false, "attention-mma"},
+                        {false, 64, 64, true, "attention"},      {true, 36, 64, false, "attention"},
+                        {true, 64, 136, false, "attention"}};
+  for (const Want& w : wants) {
+    SCOPED_TRACE(fmt::format("{} head {} value {}", w.asked ? "high" : "highest", w.head, w.value));
+    auto compiler = open_cuda_compiler("sm_90");
+    if (!compiler) GTEST_SKIP() << compiler.error().message;
+    auto dev = Executor::create(std::make_unique<GpuTarget>(std::move(*compiler), w.asked), options());
+    ASSERT_TRUE(dev.has_value()) << dev.error().message;
+    ir::Graph g;
+    ir::Builder b(g);
+    const ir::Node* q = g.input(DType::f32, {2, 100, w.head}, "q");
+    const ir::Node* k = g.input(DType::f32, {2, 120, w.head}, "k");
+    const ir::Node* v = g.input(DType::f32, {2, 120, w.value}, "v");
+    const ir::Node* y = *b.attention(q, k, v, w.causal, std::nullopt);
+    auto plan = (*dev)->inspect(g, {y});
+    ASSERT_TRUE(plan.has_value()) << plan.error().message;
+    ASSERT_EQ((*plan)->steps.size(), 1u);
+    const auto& kernel = static_cast<const GpuKernel&>(*(*plan)->steps[0].artifact);
+    EXPECT_EQ(kernel.gpu_source.strategy, w.strategy);
+    EXPECT_FALSE(kernel.binary.empty());
+    EXPECT_EQ(kernel.gpu_source.text.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") !=
+                  std::string::npos,
+              std::string(w.strategy) == "attention-mma");
   }
 }
 
