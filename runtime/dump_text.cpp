@@ -328,6 +328,13 @@ std::string parameters_line(const PlanStep& step) {
   return fmt::format("parameters: {}", fmt::join(labels, " "));
 }
 
+std::string step_header(const PlanStep& step, std::string_view comment) {
+  const std::string summary = step.artifact ? step.artifact->summary() : std::string();
+  return fmt::format("\n{0} {1}: {2}\n{0} {3}\n{4}", comment, step.kernel.name,
+                     fmt::join(step.values, " "), parameters_line(step),
+                     summary.empty() ? "" : fmt::format("{} {}\n", comment, summary));
+}
+
 std::string_view comment_marker(std::string_view extension) {
   return extension == "ll" || extension == "spvasm" ? ";" : "//";
 }
@@ -338,8 +345,7 @@ std::string source_text(const Plan& plan, std::string_view extension) {
       fmt::format("{} {} kernel{}\n", c, plan.steps.size(), plan.steps.size() == 1 ? "" : "s");
   for (const PlanStep& step : plan.steps) {
     KILN_CHECK(step.artifact) << "source_text needs a compiled plan (" << step.kernel.name << ")";
-    out += fmt::format("\n{0} {1}: {2}\n{0} {3}\n{4}", c, step.kernel.name, fmt::join(step.values, " "),
-                       parameters_line(step), step.artifact->source());
+    out += step_header(step, c) + step.artifact->source();
   }
   return out;
 }

@@ -81,12 +81,15 @@ std::string kernel_block(const kir::Kernel& kernel, const std::vector<std::strin
 // The plan's buffer wiring: each slot (dtype, shape, input position), each step's slot per
 // parameter and the temporaries released after it, the output slots.
 std::string slots_text(const Plan& plan);
+// A step's head in the source stages, as comments: its name and values, its parameters, and
+// what Artifact::summary says of it (a GPU kernel's strategy and launch shape), each on a line.
+std::string step_header(const PlanStep& step, std::string_view comment);
 // The line comment of a source language by its file extension: ";" for LLVM IR ("ll") and SPIR-V
 // assembly ("spvasm"), "//" for CUDA C and GLSL.
 std::string_view comment_marker(std::string_view extension);
 // The source stage: the generated source of every step (the target's: LLVM IR, CUDA C, GLSL,
-// named by its file extension), each headed by its values and parameters; the plan must have been
-// compiled.
+// named by its file extension), each headed by its values, its parameters and (GPU kernels) its
+// launch strategy and shape (Artifact::summary); the plan must have been compiled.
 std::string source_text(const Plan& plan, std::string_view extension = "ll");
 // "parameters: %x %W1 %b1 %h": each kernel parameter's value, in parameter order (the source of
 // every target numbers its buffers in this order).

@@ -175,6 +175,12 @@ Expected<std::shared_ptr<const Artifact>> GpuTarget::compile(const kir::Kernel& 
   return std::shared_ptr<const Artifact>(std::move(k));
 }
 
+std::string GpuKernel::summary() const {
+  const codegen::gpu::LaunchShape& l = gpu_source.launch;
+  return fmt::format("strategy {}, {} workgroup{} of {} threads", gpu_source.strategy, l.groups,
+                     l.groups == 1 ? "" : "s", l.group_size);
+}
+
 // The stored entry: the binary as value, the generated source as source, the launch shape in the
 // metadata.
 std::optional<cache::Entry> GpuTarget::to_entry(const Artifact& artifact) const {

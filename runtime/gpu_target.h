@@ -25,6 +25,8 @@ class GpuKernel final : public Artifact {
   const std::string& source() const override { return gpu_source.text; }
   double compile_ms() const override { return ms; }
   bool loaded() const override { return program != nullptr; }
+  // "strategy matmul-mma, 64 workgroups of 256 threads"
+  std::string summary() const override;
 
   codegen::gpu::GpuSource gpu_source;
   std::vector<uint8_t> binary;  // GpuBackend::binary_kind()

@@ -38,6 +38,9 @@ class Artifact {
   virtual double compile_ms() const = 0;
   // Whether it can be launched (a compile-only target's artifacts cannot).
   virtual bool loaded() const = 0;
+  // How it runs beyond its source, for dumps (a GPU kernel's launch strategy and shape); empty
+  // where the source says it all.
+  virtual std::string summary() const { return {}; }
 };
 
 // One form of an artifact that `kiln dump` shows or writes: `stage` is what `--stage` names

@@ -44,9 +44,7 @@ Expected<std::string> target_kernels_text(const runtime::Plan& plan, runtime::Ta
                              [&](const runtime::ArtifactForm& f) { return f.stage == stage; });
     if (form == forms->end())
       return make_error(fmt::format("{} has no {} form of its kernels", target.name(), stage));
-    out += fmt::format("\n{0} {1}: {2}\n{0} {3}\n", comment, step.kernel.name,
-                       fmt::join(step.values, " "), runtime::parameters_line(step));
-    out += form->bytes;
+    out += runtime::step_header(step, comment) + form->bytes;
   }
   return out;
 }

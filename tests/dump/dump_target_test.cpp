@@ -52,6 +52,50 @@ TEST_F(DumpTarget, EveryExampleKernelCompilesToPtxThatPtxasAccepts) {
     }
 }
 
+// With compilation.matmul_precision = "high" the matmul and attention examples go to the tensor
+// cores: the source stage heads each kernel with its strategy and launch shape, the matmuls read
+// their plain operands by cp.async and ldmatrix, and ptxas accepts the PTX for sm_80 and sm_90.
+TEST_F(DumpTarget, TensorCoreKernelsNameTheirStrategyAndPassPtxas) {
+  const fs::path ptxas = "/usr/local/cuda/bin/ptxas";
+  if (!fs::exists(ptxas)) GTEST_SKIP() << "no CUDA toolkit at /usr/local/cuda (ptxas)";
+  const fs::path examples = fs::path(KILN_SOURCE_DIR) / "examples";
+  struct Want {
+    const char* graph;
+    const char* summary;
+    const char* text;
+  };
+  const Want wants[] = {
+      {"matmul.kg", "// strategy matmul-mma, 64 workgroups of 256 threads\n", "cp.async.cg.shared.global"},
+      {"matmul_bias_relu.kg", "// strategy matmul-mma, 64 workgroups of 256 threads\n", "ldmatrix.sync.aligned"},
+      {"attention.kg", "// strategy attention-mma, 256 workgroups of 128 threads\n",
+       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"}};
+  for (const Want& w : wants)
+    for (std::string arch : {"sm_80", "sm_90"}) {
+      SCOPED_TRACE(std::string(w.graph) + " " + arch);
+      const std::string graph = (examples / w.graph).string();
+      Result src = run_kiln("dump " + graph + " --target cuda --arch " + arch + " --stage source",
+                            "KILN_COMPILATION_MATMUL_PRECISION=high");
+      ASSERT_EQ(src.code, 0) << src.err;
+      EXPECT_NE(src.out.find(w.summary), std::string::npos) << src.out.substr(0, 400);
+      EXPECT_NE(src.out.find(w.text), std::string::npos);
+      fs::path out = dir_ / (fs::path(w.graph).stem().string() + "_" + arch);
+      Result r = run_kiln("dump " + graph + " --target cuda --arch " + arch + " --out-dir " +
+                              out.string(),
+                          "KILN_COMPILATION_MATMUL_PRECISION=high");
+      ASSERT_EQ(r.code, 0) << r.err;
+      for (const fs::path& p : files_with(out, ".ptx")) {
+        auto check = kiln::testing::run_shell(ptxas.string() + " -arch=" + arch + " " + p.string() +
+                                              " -o " + (out / "check.cubin").string() + " 2>&1");
+        EXPECT_EQ(check.code, 0) << p << ": " << check.out;
+      }
+    }
+  // The default precision keeps the SIMT strategies.
+  Result simt = run_kiln("dump " + (examples / "matmul.kg").string() + " --target cuda --stage source");
+  ASSERT_EQ(simt.code, 0) << simt.err;
+  EXPECT_NE(simt.out.find("// strategy matmul-tiled, "), std::string::npos) << simt.out.substr(0, 400);
+  EXPECT_EQ(simt.out.find("mma.sync"), std::string::npos);
+}
+
 TEST_F(DumpTarget, EveryExampleKernelIsValidSpirv) {
   if (kiln::testing::run_shell("command -v spirv-val").code != 0)
     GTEST_SKIP() << "spirv-val not installed (Debian package spirv-tools)";
