@@ -26,6 +26,7 @@
 #include <tuple>
 #include <unordered_set>
 
+#include "codegen/gpu/lane_emitter.h"
 #include "codegen/gpu/strategy_writers.h"
 #include "codegen/sum_blocks.h"
 
@@ -163,6 +164,31 @@ std::pair<std::string, std::string> RowReduceWriter::shared_arrays(const kir::Ex
 Partial RowReduceWriter::combine(Scope* row, const kir::Expr* r, const Partial& folded) {
   const auto [sh, shi] = shared_arrays(r);
   const DType bt = r->args[0]->dtype;
+  // CUDA, a group per row: the warps combine their lanes with shuffles (5 steps, no barrier),
+  // then every thread folds the warps' results from shared memory in warp order.
+  if (d_.cuda() && cols_ == 1 && !is_arg_reduce(r) && bt != DType::boolean && g_ % 32 == 0) {
+    const std::string v = em_.fresh("wv");
+    em_.append(row, fmt::format("{} {} = {};", d_.reg_type(bt), v, folded.value));
+    // The shuffle into a variable first: every lane must reach it (a step's text may name its
+    // operand twice, in a conditional: an integer max is `a > b ? a : b`).
+    em_.append_loop(row,
+                    fmt::format("for (int o = 16; o > 0; o >>= 1) {{ {0} s = __shfl_xor_sync("
+                                "0xffffffffu, {1}, o); {1} = {2}; }}",
+                                d_.reg_type(bt), v, reduce_step_text(d_, r->reduce_op, bt, v, "s")),
+                    5);
+    em_.append(row, fmt::format("if ((tid & 31u) == 0u) {}[tid >> 5] = {};", sh, v));
+    em_.append(row, d_.barrier());
+    Partial out{em_.fresh("red"), ""};
+    em_.append(row, fmt::format("{} {} = {}[0];", d_.reg_type(bt), out.value, sh));
+    if (g_ > 32)
+      em_.append_loop(row,
+                      fmt::format("for (int w = 1; w < {}; ++w) {} = {};", g_ / 32, out.value,
+                                  reduce_step_text(d_, r->reduce_op, bt, out.value,
+                                                   fmt::format("{}[w]", sh))),
+                      g_ / 32 - 1);
+    em_.append(row, d_.barrier());  // before the next reduction overwrites the shared arrays
+    return out;
+  }
   em_.append(row, fmt::format("{}[tid] = {};", sh, folded.value));
   if (is_arg_reduce(r)) em_.append(row, fmt::format("{}[tid] = {};", shi, folded.index));
   write_tree(em_, row, r, g_, cols_, sh, shi);
@@ -235,7 +261,9 @@ void RowReduceWriter::plan_stages() {
     if (pass_count[i] < 2 || bytes + row_bytes > limit) continue;
     bytes += row_bytes;
     found[i].name = fmt::format("kiln_stage{}", stages_.size());
-    shared_ += d_.shared_decl(d_.reg_type(found[i].dtype), found[i].name, found[i].extent);
+    // 16-byte aligned: CUDA copies rows into it as vectors (write_stages).
+    shared_ += d_.shared_decl((d_.cuda() ? "__align__(16) " : "") + d_.reg_type(found[i].dtype),
+                              found[i].name, found[i].extent);
     stages_.push_back(std::move(found[i]));
   }
 }
@@ -244,6 +272,25 @@ Expected<void> RowReduceWriter::write_stages(Scope* row) {
   if (stages_.empty()) return {};
   for (const Stage& st : stages_) {
     const std::string i = em_.fresh("si");
+    // CUDA copies 4-byte elements 16 bytes at a time where the row starts on a 16-byte boundary
+    // and its length is a multiple of 4 (kept in step: the index advances by one along the row).
+    const kir::Expr* index = st.sample->args[0];
+    if (d_.cuda() && DialectText::has_vec4(st.dtype) && st.extent % kLanes == 0 &&
+        known_divisor(index, st.sample_var, kLanes) % kLanes == 0) {
+      Scope* copy = em_.open_loop(
+          row,
+          fmt::format("for ({0} {1} = lid * {2}; {1} < {3}; {1} += {4})", d_.i64_type(), i,
+                      d_.i64_lit(kLanes), d_.i64_lit(st.extent), d_.i64_lit(int64_t{g_} * kLanes)),
+          ceil_div(st.extent, int64_t{g_} * kLanes));
+      em_.bind_var(copy, st.sample_var, i);
+      Expected<std::string> at = em_.emit(index);
+      if (!at) return std::unexpected(at.error());
+      const std::string vt = d_.vec4_type(st.dtype);
+      em_.append(copy, fmt::format("*({0}*)&{1}[{2}] = *(const {0}*)({3} + {4});", vt, st.name, i,
+                                   d_.buffer_ref(st.buf), *at));
+      em_.close(copy);
+      continue;
+    }
     Scope* copy =
         em_.open_loop(row,
                       fmt::format("for ({0} {1} = lid; {1} < {2}; {1} += {3})", d_.i64_type(), i,

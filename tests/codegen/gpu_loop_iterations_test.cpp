@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "codegen/gpu/gpu_source.h"
 #include "codegen/spirv/spirv_compiler.h"
@@ -33,12 +34,14 @@ GpuSource source(const kir::Kernel& k, const TuneParams& p, Dialect d = Dialect:
 }
 
 // Both dialects write the same loops (the f64 helpers aside: ErfF64IsCountedPerCall; the
-// matmul's constant-trip loops too: TiledMatmul).
-void expect_bound(const kir::Kernel& k, const TuneParams& p, int64_t groups, int64_t want) {
+// matmul's constant-trip loops too: TiledMatmul), unless `want_cuda` says CUDA's count.
+void expect_bound(const kir::Kernel& k, const TuneParams& p, int64_t groups, int64_t want,
+                  std::optional<int64_t> want_cuda = std::nullopt) {
   for (Dialect d : {Dialect::glsl, Dialect::cuda}) {
     const GpuSource src = source(k, p, d);
     EXPECT_EQ(src.launch.groups, groups) << k.name << " " << p.str();
-    EXPECT_EQ(src.loop_iterations, want) << k.name << " " << p.str() << "\n" << src.text;
+    EXPECT_EQ(src.loop_iterations, d == Dialect::cuda ? want_cuda.value_or(want) : want)
+        << k.name << " " << p.str() << "\n" << src.text;
   }
 }
 
@@ -135,15 +138,18 @@ TEST(GpuLoopIterations, ReductionsInTheThread) {
 // A workgroup of 256 per row: its threads fold a strided share, a tree of log2(256) = 8 steps
 // combines the shares (a loop written on one line); split rows gather their parts in the last
 // group to finish and combine them with a second tree.
+// A group's partials combine in GLSL by a tree in shared memory (log2 256 = 8 steps), in CUDA
+// by shuffles within each warp (5 steps) and a fold over the 8 warps' results (7).
 TEST(GpuLoopIterations, RowReduceInWorkgroups) {
+  const int64_t tree = loop(1, 8), warps = loop(1, 5) + loop(1, 7);
   const kir::Kernel split = autotune::testing::row_reduce_kernel(2, 1 << 20);
   // 2 rows x 4 parts: each thread folds every 1024th element of its part's row.
-  expect_bound(
-      split, {.splits = 4}, 8,
-      loop(1, 1) + loop(1, (1 << 20) / 1024) + loop(1, 8) + loop(1, ceil_div(4, 256)) + loop(1, 8));
+  const int64_t split_loops = loop(1, 1) + loop(1, (1 << 20) / 1024) + loop(1, ceil_div(4, 256));
+  expect_bound(split, {.splits = 4}, 8, split_loops + 2 * tree, split_loops + 2 * warps);
   // One group per row: a thread's 2^23 / 256 = 32768 terms run in two blocks of 2^14.
   const kir::Kernel whole = autotune::testing::row_reduce_kernel(2, 1 << 23);
-  expect_bound(whole, {.splits = 1}, 2, loop(1, 1) + loop(1, 2) + 32768 + 2 + loop(1, 8));
+  const int64_t whole_loops = loop(1, 1) + loop(1, 2) + 32768 + 2;
+  expect_bound(whole, {.splits = 1}, 2, whole_loops + tree, whole_loops + warps);
 }
 
 // A T x T tile per group and step of the tile loop, 16-deep slices of K. The loops of constant
