@@ -80,13 +80,10 @@ class MmaAttentionWriter {
 // c[0..3] += a[0..3] (tf32 bits) x (b0, b1).
 void MmaAttentionWriter::mma(Scope* s, const std::string& c, const std::string& a,
                              const std::string& b0, const std::string& b1) {
-  em_.append(s, fmt::format(
-                    "asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-                    "{{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\" : "
-                    "\"+f\"({0}[0]), \"+f\"({0}[1]), \"+f\"({0}[2]), \"+f\"({0}[3]) : "
-                    "\"r\"({1}[0]), \"r\"({1}[1]), \"r\"({1}[2]), \"r\"({1}[3]), \"r\"({2}), "
-                    "\"r\"({3}));",
-                    c, a, b0, b1));
+  const auto at = [](const std::string& x, int i) { return fmt::format("{}[{}]", x, i); };
+  em_.append(s, mma_sync_text("m16n8k8.row.col.f32.tf32.tf32.f32",
+                              {at(c, 0), at(c, 1), at(c, 2), at(c, 3)},
+                              {at(a, 0), at(a, 1), at(a, 2), at(a, 3)}, b0, b1));
 }
 
 // qf[k8][c]: A fragment element c of the head's slice k8 for the warp's rows: a0 (g, t),

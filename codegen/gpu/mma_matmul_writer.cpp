@@ -132,12 +132,14 @@ void write_mma_products(CExprEmitter& em, Scope* s, const MmaTiling& t, Element 
   (void)write_constant_loop(em, s, {"mi", t.mi, true}, [&](Scope* ms, const std::string& mi) {
     write_constant_loop_line(em, ms, {"ni", t.ni, true}, [&](const std::string& ni) {
       const std::string c = fmt::format("acc[({} * {} + {}) * 4", mi, t.ni, ni);
-      return fmt::format(
-          "asm volatile(\"mma.sync.aligned.{0} {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, "
-          "{{%8,%9}}, {{%0,%1,%2,%3}};\" : \"+f\"({1} + 0]), \"+f\"({1} + 1]), "
-          "\"+f\"({1} + 2]), \"+f\"({1} + 3]) : \"r\"(fa[{2}][0]), \"r\"(fa[{2}][1]), "
-          "\"r\"(fa[{2}][2]), \"r\"(fa[{2}][3]), \"r\"(fb[{3}][0]), \"r\"(fb[{3}][1]));",
-          op, c, mi, ni);
+      const auto at = [](const std::string& base, const char* end, int i) {
+        return fmt::format("{}{}{}", base, i, end);
+      };
+      const std::string a = fmt::format("fa[{}][", mi);
+      return mma_sync_text(op, {at(c + " + ", "]", 0), at(c + " + ", "]", 1),
+                                at(c + " + ", "]", 2), at(c + " + ", "]", 3)},
+                           {at(a, "]", 0), at(a, "]", 1), at(a, "]", 2), at(a, "]", 3)},
+                           fmt::format("fb[{}][0]", ni), fmt::format("fb[{}][1]", ni));
     });
     return Expected<void>();
   });
@@ -404,6 +406,16 @@ Expected<LaunchShape> write_mma_async(CExprEmitter& em, const kir::Kernel& k,
 std::string tf32_helper() {
   return "__device__ __forceinline__ uint kiln_tf32(float x) { uint u; asm(\"cvt.rna.tf32.f32 "
          "%0, %1;\" : \"=r\"(u) : \"f\"(x)); return u; }\n";
+}
+
+std::string mma_sync_text(std::string_view shape, const std::array<std::string, 4>& c,
+                          const std::array<std::string, 4>& a, const std::string& b0,
+                          const std::string& b1) {
+  return fmt::format(
+      "asm volatile(\"mma.sync.aligned.{} {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, "
+      "{{%0,%1,%2,%3}};\" : \"+f\"({}), \"+f\"({}), \"+f\"({}), \"+f\"({}) : \"r\"({}), "
+      "\"r\"({}), \"r\"({}), \"r\"({}), \"r\"({}), \"r\"({}));",
+      shape, c[0], c[1], c[2], c[3], a[0], a[1], a[2], a[3], b0, b1);
 }
 
 int heuristic_mma_tile(int64_t rows, int64_t cols) {

@@ -5,8 +5,10 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -144,6 +146,11 @@ Expected<LaunchShape> write_mma_matmul(CExprEmitter& em, const kir::Kernel& k,
 // `uint kiln_tf32(float)`: the float rounded to tf32 (cvt.rna), as a prelude helper's text
 // (DialectText::define_helper key "kiln_mma_tf32").
 std::string tf32_helper();
+// One warp's `mma.sync.aligned.<shape>` (m16n8k8 or m16n8k16, f32 accumulators) as an inline-asm
+// statement: c[0..3] += A fragment a[0..3] x B fragment (b0, b1), each operand a C expression.
+std::string mma_sync_text(std::string_view shape, const std::array<std::string, 4>& c,
+                          const std::array<std::string, 4>& a, const std::string& b0,
+                          const std::string& b1);
 
 // Pieces both flash-attention writers use (defined in attention_writer.cpp):
 // The loop over tasks (batch point, block of `rows` query rows), opened in the root with `lid`

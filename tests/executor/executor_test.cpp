@@ -69,6 +69,23 @@ void plant_decisions(const DeviceOptions& o, const codegen::TuneParams& planted)
   }
 }
 
+// The one kernel of `out`'s plan on a GPU executor, compiled: its strategy and source (the plan
+// owns the kernel; this copies what the tests read).
+struct OneGpuKernel {
+  std::string strategy, text;
+};
+::testing::AssertionResult one_gpu_kernel(Executor& dev, ir::Graph& g, const ir::Node* out,
+                                          OneGpuKernel& got) {
+  auto plan = dev.inspect(g, {out});
+  if (!plan) return ::testing::AssertionFailure() << plan.error().message;
+  if ((*plan)->steps.size() != 1)
+    return ::testing::AssertionFailure() << (*plan)->steps.size() << " steps, not 1";
+  const auto& k = static_cast<const GpuKernel&>(*(*plan)->steps[0].artifact);
+  if (k.binary.empty()) return ::testing::AssertionFailure() << "no binary";
+  got = {k.gpu_source.strategy, k.gpu_source.text};
+  return ::testing::AssertionSuccess();
+}
+
 codegen::TuneParams unusual_schedule() {
   codegen::TuneParams p;
   p.vector_width = 4;
@@ -241,17 +258,14 @@ TEST_F(ExecutorTest, TensorCoreMatmulsOnCudaSm80AndLater) {
     const ir::Node* x = g.input(w.dtype, {100, 50}, "x");
     const ir::Node* m = g.input(w.dtype, {50, 72}, "m");
     const ir::Node* y = *b.unary(ir::Op::Relu, *b.matmul(x, m));
-    auto plan = (*dev)->inspect(g, {y});
-    ASSERT_TRUE(plan.has_value()) << plan.error().message;
-    ASSERT_EQ((*plan)->steps.size(), 1u);
-    const auto& k = static_cast<const GpuKernel&>(*(*plan)->steps[0].artifact);
-    EXPECT_EQ(k.gpu_source.strategy, w.strategy);
-    EXPECT_FALSE(k.binary.empty());
-    EXPECT_EQ(k.gpu_source.text.find("mma.sync") != std::string::npos, mma);
+    OneGpuKernel k;
+    ASSERT_TRUE(one_gpu_kernel(**dev, g, y, k));
+    EXPECT_EQ(k.strategy, w.strategy);
+    EXPECT_EQ(k.text.find("mma.sync") != std::string::npos, mma);
     if (mma) {
-      EXPECT_NE(k.gpu_source.text.find(w.instruction), std::string::npos);
+      EXPECT_NE(k.text.find(w.instruction), std::string::npos);
       // A depth of 50 is no multiple of a 16-byte chunk: the operands go through registers.
-      EXPECT_EQ(k.gpu_source.text.find("cp.async.cg"), std::string::npos);
+      EXPECT_EQ(k.text.find("cp.async.cg"), std::string::npos);
       // Plain loads along 16-byte chunks (x as stored, m read from its transpose) are copied
       // to shared memory by cp.async and read into fragments by ldmatrix; an operand off the
       // chunk grid (x sliced from column 1) keeps the registers.
@@ -262,15 +276,12 @@ TEST_F(ExecutorTest, TensorCoreMatmulsOnCudaSm80AndLater) {
         const ir::Node* mt = g2.input(w.dtype, {72, 64}, "mt");
         const ir::Node* xa = off_grid ? *b2.slice(x2, 1, 1, 65, 1) : x2;
         const ir::Node* y2 = *b2.matmul(xa, *b2.permute(mt, {1, 0}));
-        auto plan2 = (*dev)->inspect(g2, {y2});
-        ASSERT_TRUE(plan2.has_value()) << plan2.error().message;
-        ASSERT_EQ((*plan2)->steps.size(), 1u);
-        const auto& k2 = static_cast<const GpuKernel&>(*(*plan2)->steps[0].artifact);
-        EXPECT_EQ(k2.gpu_source.strategy, "matmul-mma");
-        EXPECT_FALSE(k2.binary.empty());
-        EXPECT_NE(k2.gpu_source.text.find(w.instruction), std::string::npos);
-        EXPECT_EQ(k2.gpu_source.text.find("cp.async.cg.shared.global") != std::string::npos, !off_grid);
-        EXPECT_EQ(k2.gpu_source.text.find("kiln_ldm4(fa") != std::string::npos, !off_grid);
+        OneGpuKernel k2;
+        ASSERT_TRUE(one_gpu_kernel(**dev, g2, y2, k2));
+        EXPECT_EQ(k2.strategy, "matmul-mma");
+        EXPECT_NE(k2.text.find(w.instruction), std::string::npos);
+        EXPECT_EQ(k2.text.find("cp.async.cg.shared.global") != std::string::npos, !off_grid);
+        EXPECT_EQ(k2.text.find("kiln_ldm4(fa") != std::string::npos, !off_grid);
       }
     }
   }
@@ -301,13 +312,10 @@ TEST_F(ExecutorTest, AttentionOnTheTensorCoresOnCudaSm80AndLater) {
     const ir::Node* k = g.input(DType::f32, {2, 120, w.head}, "k");
     const ir::Node* v = g.input(DType::f32, {2, 120, w.value}, "v");
     const ir::Node* y = *b.attention(q, k, v, w.causal, std::nullopt);
-    auto plan = (*dev)->inspect(g, {y});
-    ASSERT_TRUE(plan.has_value()) << plan.error().message;
-    ASSERT_EQ((*plan)->steps.size(), 1u);
-    const auto& kernel = static_cast<const GpuKernel&>(*(*plan)->steps[0].artifact);
-    EXPECT_EQ(kernel.gpu_source.strategy, w.strategy);
-    EXPECT_FALSE(kernel.binary.empty());
-    EXPECT_EQ(kernel.gpu_source.text.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") !=
+    OneGpuKernel kernel;
+    ASSERT_TRUE(one_gpu_kernel(**dev, g, y, kernel));
+    EXPECT_EQ(kernel.strategy, w.strategy);
+    EXPECT_EQ(kernel.text.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") !=
                   std::string::npos,
               std::string(w.strategy) == "attention-mma");
   }
