@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -142,6 +143,9 @@ class KernelEmitter {
   // Before the innermost loop of each row: every scan's accumulator starts at 0.
   void init_scans(Scope* row);
   Expected<void> emit_store(const kir::Store& st, Scope* s);
+  // The operand of a `where` stored at the index it loads an input at (1 or 2), if any: where the
+  // output is written over that input, the points that select it need no store.
+  std::optional<size_t> kept_operand(const kir::Store& st) const;
   // Streaming stores (streaming_stores.h): the store whose address the innermost loop's vector
   // body is aligned for, or null.
   const kir::Store* aligned_store() const;
@@ -692,8 +696,41 @@ Expected<void> KernelEmitter::emit_store(const kir::Store& st, Scope* s) {
   const ir::DType t = k_.params[st.buf].dtype;
   llvm::Type* mt = memory_type(ctx_, t);
   Value* p = b_.CreateInBoundsGEP(mt, buffers_[st.buf], *index);
+  // y[i] = where(c, a, x[i]) (or where(c, x[i], a)): where y is written over x (a donated input,
+  // PlanStep::in_place), a point that keeps x's value holds it already and is not stored. A
+  // decoder step that writes one row of its cache this way touches that row only (LLVM unswitches
+  // the test out of the inner loop where c does not read the inner variable).
+  if (const auto kept = kept_operand(st)) {
+    const Expr* where = st.value;
+    Expected<Value*> c = emit(where->args[0]);
+    if (!c) return std::unexpected(c.error());
+    insert_at(s);
+    Value* cond = *c;
+    if (where->args[0]->dtype != ir::DType::boolean)
+      cond = emit_cast(b_, cond, where->args[0]->dtype, ir::DType::boolean);
+    const int32_t x = where->args[*kept]->buf;
+    Value* changes = *kept == 2 ? cond : b_.CreateNot(cond);
+    branch_if(s, b_.CreateOr(b_.CreateICmpNE(buffers_[st.buf], buffers_[x]), changes),
+              "store.changed");
+    b_.CreateStore(to_memory(b_, *value, t), p);
+    insert_at(s);
+    return {};
+  }
   b_.CreateStore(to_memory(b_, *value, t), p);
   return {};
+}
+
+std::optional<size_t> KernelEmitter::kept_operand(const kir::Store& st) const {
+  const Expr* v = st.value;
+  if (v->kind != ExprKind::Alu || v->alu != kir::Alu::Where) return std::nullopt;
+  for (size_t i : {size_t{2}, size_t{1}}) {
+    const Expr* x = v->args[i];
+    if (x->kind == ExprKind::Load && x->args[0] == st.index && x->buf != st.buf &&
+        !k_.params[x->buf].output && k_.params[x->buf].dtype == k_.params[st.buf].dtype &&
+        x->dtype == k_.params[st.buf].dtype)
+      return i;
+  }
+  return std::nullopt;
 }
 
 const kir::Store* KernelEmitter::aligned_store() const {

@@ -219,6 +219,37 @@ TEST(Donation, TwoCachesWrittenByOneKernelAreBothUpdatedInPlace) {
   EXPECT_EQ(held.front().to_vector<float>().value(), iota(8 * 4, 1.f));  // held: unchanged
 }
 
+// Masked updates written over their operand (where(m, f(w), w) and where(m, w, f(w)), the mask
+// per element): the elements the mask keeps are left as they were, the others change, as on a
+// device where a handle holds every old w.
+TEST(Donation, AMaskedUpdateWrittenOverItsOperandChangesOnlyTheMaskedElements) {
+  auto dev = open_cpu();
+  auto ref_dev = open_cpu();
+  const auto init = iota(1000, 0.1f);
+  auto w = kiln::Tensor::from_host(dev, std::span<const float>(init), {10, 100});
+  auto rw = kiln::Tensor::from_host(ref_dev, std::span<const float>(init), {10, 100});
+  std::vector<kiln::Tensor> held;
+  ASSERT_TRUE(w.realize().has_value());
+  const void* at = address_of(w);
+  for (int step = 0; step < 6; ++step) {
+    const float t = 0.2f * static_cast<float>(step % 3);
+    auto update = [&](const kiln::Device& d, kiln::Tensor& x) {
+      auto th = kiln::Tensor::from_host(d, std::span<const float>(&t, 1), {1});
+      x = step % 2 == 0 ? kiln::where(kiln::gt(x, th), x * 0.5 - 0.01, x)
+                        : kiln::where(kiln::gt(x, th), x, x + 0.3);
+      return x.realize();
+    };
+    held.push_back(rw);
+    ASSERT_TRUE(update(ref_dev, rw).has_value());
+    EXPECT_EQ(ref_dev.last_stats().donated, 0);
+    ASSERT_TRUE(update(dev, w).has_value());
+    EXPECT_EQ(dev.last_stats().donated, 1) << "step " << step;
+    EXPECT_EQ(address_of(w), at) << "step " << step;
+    EXPECT_EQ(w.to_vector<float>().value(), rw.to_vector<float>().value()) << "step " << step;
+  }
+  EXPECT_EQ(held.front().to_vector<float>().value(), init);
+}
+
 // Where another result of the same kernel reads the operand too, no result may take its memory:
 // that result could be computed after the operand's element was written over.
 TEST(Donation, AnOperandThatAnotherResultReadsIsNotWrittenOver) {
