@@ -240,7 +240,9 @@ int main(int argc, char** argv) {
                  static_cast<long long>(cfg.vocab));
     return 2;
   }
-  kiln::Options options;
+  // kiln.toml and the KILN_* environment apply (KILN_DUMP, KILN_COMPILATION_CACHE, ...), as in
+  // the kiln program; the settings below come after them.
+  kiln::Options options{.settings = {}, .use_config = true, .config_dir = ""};
   options.settings.push_back({"autotune.logger.targets", "stderr"});  // stdout is the tokens
   if (!cache.empty()) {  // kernels and plans, and tuning decisions, in the same place
     options.settings.push_back({"compilation.cache", cache});
