@@ -181,6 +181,22 @@ std::optional<std::pair<int32_t, int64_t>> var_plus_const(const Expr* e) {
   return t;
 }
 
+// X = where(m, ·, -inf) with m reading neither the scores, nor i, nor a reduction or scan.
+const Expr* key_mask(const Expr* x, const Expr* scores, int32_t i_var, const FreeVars& fv) {
+  if (x->kind != ExprKind::Alu || x->alu != Alu::Where) return nullptr;
+  const Expr* other = x->args[2];
+  if (other->kind != ExprKind::Const || !std::isinf(other->fval) || other->fval > 0) return nullptr;
+  const Expr* m = x->args[0];
+  if (fv.uses(m, i_var) || has_reduce(m)) return nullptr;
+  bool reads_scores = false;
+  std::unordered_set<const Expr*> seen;
+  ir::pre_order(m, seen, [&](const Expr* e) {
+    if (e == scores || e->kind == ExprKind::Scan) reads_scores = true;
+    return !reads_scores;
+  });
+  return reads_scores ? nullptr : m;
+}
+
 // X = where(cond, ·, -inf) with cond comparing i + a against j + b: the largest visible key is
 // i + offset.
 std::optional<int64_t> causal_offset(const Expr* x, int32_t i_var, int32_t j_var) {
@@ -286,6 +302,7 @@ std::optional<AttentionPattern> recognize_attention(const Kernel& k, const FreeV
     return std::nullopt;
   if (!only(value, p.j_var, p.e_var)) return std::nullopt;
   p.causal_offset = causal_offset(x, p.i_var, p.j_var);
+  p.key_mask = p.causal_offset ? nullptr : key_mask(x, p.scores, p.i_var, fv);
   return p;
 }
 

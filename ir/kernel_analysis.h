@@ -68,6 +68,10 @@ struct AttentionPattern {
   // X is where(j <= i + offset, ·, -inf) (a causal mask, compared on the loop variables): keys
   // past i + offset are masked for row i, and a key tile past every row's limit can be skipped.
   std::optional<int64_t> causal_offset;
+  // Otherwise, X is where(m, ·, -inf) with m reading neither the scores nor the query row nor a
+  // reduction (a decoder's where(keys <= pos, ·, -inf), pos read from a buffer): m is a key mask,
+  // the same for every row, and a key tile it hides entirely can be skipped.
+  const Expr* key_mask = nullptr;
 };
 
 std::optional<AttentionPattern> recognize_attention(const Kernel& k, const FreeVars& fv);

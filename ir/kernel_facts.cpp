@@ -45,7 +45,8 @@ bool same_attention(const std::optional<AttentionPattern>& a,
          a->logits == b->logits && a->scores == b->scores && a->query == b->query &&
          a->key == b->key && a->i_var == b->i_var && a->e_var == b->e_var &&
          a->j_var == b->j_var && a->d_var == b->d_var && a->keys == b->keys &&
-         a->head_dim == b->head_dim && a->causal_offset == b->causal_offset;
+         a->head_dim == b->head_dim && a->causal_offset == b->causal_offset &&
+         a->key_mask == b->key_mask;
 }
 
 bool same_reuse(const std::vector<RowReuse>& a, const std::vector<RowReuse>& b) {
@@ -126,6 +127,7 @@ std::string facts_text(const Kernel& kernel, const KernelFacts& facts) {
         name(a->reduce), a->j_var, a->keys, name(a->probs), name(a->scores), a->d_var,
         a->head_dim, a->i_var, a->e_var);
     out += a->causal_offset ? fmt::format(", causal: keys j <= i + {}\n", *a->causal_offset)
+           : a->key_mask    ? fmt::format(", key mask: {}\n", name(a->key_mask))
                             : std::string("\n");
   }
   if (facts.row_reuse.empty()) out += "row reuse: no\n";

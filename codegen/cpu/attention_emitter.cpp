@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -137,6 +138,11 @@ class AttentionEmitter {
   Expected<void> logits(Value* j0, Value* i0);
   Expected<void> logits_pass(Value* j0, Value* i0, const Expr* x, bool guard);
   Value* fast_max(Value* a, Value* b);
+  // live_[t] = whether the key mask (AttentionPattern::key_mask) holds for any key of tile t, for
+  // the bound batch point.
+  Expected<void> mark_live_tiles();
+  // Runs `body` for tile t where it has a live key (every tile without a key mask).
+  Expected<void> if_live(Value* t, const char* name, const std::function<Expected<void>()>& body);
   Expected<void> softmax();
   void accumulate(Value* j0);
   Expected<void> finish(Value* i0, Value* rows);
@@ -165,7 +171,48 @@ class AttentionEmitter {
   llvm::AllocaInst* alpha_ = nullptr;   // [bq] the tile's rescale of l and acc
   llvm::AllocaInst* lsum_ = nullptr;    // [bq][kSumLanes] running sum
   llvm::AllocaInst* packed_ = nullptr;  // the batch point K and V are packed for, or -1
+  const Expr* mask_ = nullptr;          // AttentionPattern::key_mask
+  llvm::AllocaInst* live_ = nullptr;    // [tiles] i8, with a key mask
 };
+
+Expected<void> AttentionEmitter::mark_live_tiles() {
+  return loop(i64(0), i64(g_.tiles), 1, "lvt", [&](Value* t) -> Expected<void> {
+    Value* j0 = b_.CreateMul(t, i64(kBK));
+    Value* flag = b_.CreateInBoundsGEP(b_.getInt8Ty(), live_, t);
+    b_.CreateStore(b_.getInt8(0), flag);
+    return loop(i64(0), smin(i64(kBK), b_.CreateSub(i64(g_.lk), j0)), 1, "lvj",
+                [&](Value* jj) -> Expected<void> {
+                  ex_->bind_var(p_.j_var, b_.CreateAdd(j0, jj));
+                  Expected<Value*> c = emit(mask_);
+                  if (!c) return std::unexpected(c.error());
+                  Value* on = *c;
+                  if (mask_->dtype != ir::DType::boolean)
+                    on = emit_cast(b_, on, mask_->dtype, ir::DType::boolean);
+                  Value* at_t = b_.CreateInBoundsGEP(b_.getInt8Ty(), live_, t);
+                  b_.CreateStore(b_.CreateOr(b_.CreateLoad(b_.getInt8Ty(), at_t),
+                                             b_.CreateZExt(on, b_.getInt8Ty())),
+                                 at_t);
+                  return {};
+                });
+  });
+}
+
+Expected<void> AttentionEmitter::if_live(Value* t, const char* name,
+                                         const std::function<Expected<void>()>& body) {
+  if (!mask_) return body();
+  Value* live = b_.CreateICmpNE(
+      b_.CreateLoad(b_.getInt8Ty(), b_.CreateInBoundsGEP(b_.getInt8Ty(), live_, t)), b_.getInt8(0));
+  BasicBlock* run = BasicBlock::Create(ctx_, fmt::format("{}.live", name), fn_);
+  BasicBlock* done = BasicBlock::Create(ctx_, fmt::format("{}.done", name), fn_);
+  b_.CreateCondBr(live, run, done);
+  b_.SetInsertPoint(run);
+  ex_->forget();
+  if (Expected<void> ok = body(); !ok) return ok;
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+  ex_->forget();
+  return {};
+}
 
 void AttentionEmitter::create_function() {
   fn_ = create_kernel_function(m_, opt_);
@@ -188,6 +235,8 @@ void AttentionEmitter::create_scratch() {
   lsum_->setAlignment(llvm::Align(kSumLanes * 4));
   packed_ = b_.CreateAlloca(b_.getInt64Ty());
   b_.CreateStore(i64(-1), packed_);
+  mask_ = p_.key_mask;
+  if (mask_) live_ = b_.CreateAlloca(b_.getInt8Ty(), i64(g_.tiles));
   const int64_t k_bytes = round_up(g_.tiles * g_.d * kBK * 4, kAlign);
   const int64_t v_bytes = round_up(g_.tiles * kBK * g_.dvp * 4, kAlign);
   const int64_t q_bytes = round_up(g_.d * g_.bq * 4, kAlign);
@@ -213,7 +262,10 @@ void AttentionEmitter::create_scratch() {
 // key's d values went kBK floats apart, one scalar store each, and a decode step's attention (one
 // query row, 8 heads of 512 keys by 32) spent most of its 100 us packing.
 Expected<void> AttentionEmitter::pack_kv() {
+  if (mask_)
+    if (Expected<void> ok = mark_live_tiles(); !ok) return ok;
   Expected<void> ok = loop(i64(0), i64(g_.tiles), 1, "pkt", [&](Value* t) -> Expected<void> {
+   return if_live(t, "pkt", [&]() -> Expected<void> {
     Value* j0 = b_.CreateMul(t, i64(kBK));
     Value* keys = smin(i64(kBK), b_.CreateSub(i64(g_.lk), j0));
     Value* tile = b_.CreateMul(t, i64(g_.d * kBK));
@@ -231,21 +283,28 @@ Expected<void> AttentionEmitter::pack_kv() {
           },
           vectorize_hints(ctx_, static_cast<int>(g_.lanes), 0));
     });
+   });
   });
   if (!ok) return ok;
-  return loop(i64(0), i64(g_.lk), 1, "pv", [&](Value* j) -> Expected<void> {
-    Value* row = b_.CreateMul(j, i64(g_.dvp));
-    return loop(
-        i64(0), i64(g_.dv), 1, "pve",
-        [&](Value* e) -> Expected<void> {
-          ex_->bind_var(p_.j_var, j);
-          ex_->bind_var(p_.e_var, e);
-          Expected<Value*> v = emit(p_.value);
-          if (!v) return std::unexpected(v.error());
-          b_.CreateStore(*v, at(vpack_, b_.CreateAdd(row, e)));
-          return {};
-        },
-        vectorize_hints(ctx_, static_cast<int>(g_.lanes), 0));
+  return loop(i64(0), i64(g_.tiles), 1, "pvt", [&](Value* t) -> Expected<void> {
+    return if_live(t, "pvt", [&]() -> Expected<void> {
+      Value* j0 = b_.CreateMul(t, i64(kBK));
+      return loop(j0, smin(b_.CreateAdd(j0, i64(kBK)), i64(g_.lk)), 1, "pv",
+                  [&](Value* j) -> Expected<void> {
+        Value* row = b_.CreateMul(j, i64(g_.dvp));
+        return loop(
+            i64(0), i64(g_.dv), 1, "pve",
+            [&](Value* e) -> Expected<void> {
+              ex_->bind_var(p_.j_var, j);
+              ex_->bind_var(p_.e_var, e);
+              Expected<Value*> v = emit(p_.value);
+              if (!v) return std::unexpected(v.error());
+              b_.CreateStore(*v, at(vpack_, b_.CreateAdd(row, e)));
+              return {};
+            },
+            vectorize_hints(ctx_, static_cast<int>(g_.lanes), 0));
+      });
+    });
   });
 }
 
@@ -511,13 +570,17 @@ void AttentionEmitter::accumulate(Value* j0) {
   }
 }
 
+// A tile whose keys the key mask hides from every row adds nothing (its p are exp(-inf) = 0, its
+// max leaves the running max as it is) and is skipped, K and V unpacked, as a causal mask's are.
 Expected<void> AttentionEmitter::key_tile(Value* t, Value* i0) {
-  Value* j0 = b_.CreateMul(t, i64(kBK));
-  scores(t);
-  if (Expected<void> ok = logits(j0, i0); !ok) return ok;
-  if (Expected<void> ok = softmax(); !ok) return ok;
-  accumulate(j0);
-  return {};
+  return if_live(t, "kt", [&]() -> Expected<void> {
+    Value* j0 = b_.CreateMul(t, i64(kBK));
+    scores(t);
+    if (Expected<void> ok = logits(j0, i0); !ok) return ok;
+    if (Expected<void> ok = softmax(); !ok) return ok;
+    accumulate(j0);
+    return {};
+  });
 }
 
 // The stores of every point of the block's real rows, the attention bound to acc / l (0 over no

@@ -2,6 +2,7 @@
 // passes::lower_group, recognized (kir::recognize_attention), run in one call and in chunks, and
 // compared with a double-precision softmax(logits) v written out here; every schedule gives the
 // same bits.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -139,6 +140,7 @@ TEST(CpuAttention, AdditiveMaskFromABuffer) {
   const Node* s = f.bin(Op::Add, f.bin(Op::Mul, must(f.b.matmul(q, kt)), must(f.b.scalar(0.5, DType::f32))), mask);
   const kir::Kernel kern = lower(must(f.b.matmul(must(f.b.softmax(s, -1)), v)), {q, k, mask, v});
   EXPECT_FALSE(pattern_of(kern).causal_offset.has_value());
+  EXPECT_EQ(pattern_of(kern).key_mask, nullptr) << "an additive mask, read per query row";
   const auto qv = values(batch * lq * d, 4), kv = values(batch * lk * d, 5),
              vv = values(batch * lk * dv, 6), mv = values(lq * lk, 7);
   const auto want = reference(qv, kv, vv, batch, lq, lk, d, dv, [&](int64_t, int64_t i, int64_t j, double sc) {
@@ -220,6 +222,51 @@ TEST(CpuAttention, ANaNLogitMakesItsRowNaN) {
       p.vector_width = lanes;
       expect_matches(kern, {qv, kv, mv, vv}, want, p);
     }
+}
+
+// Decode over a cache longer than the step's position: where(j <= pos, s, -inf) with pos read
+// from a buffer (a key mask: the same for every query row). Key tiles past pos are skipped, K and
+// V unpacked: value rows there hold NaN and the results still match the reference computed with
+// finite rows, since those rows are never read. A position before the first key masks every key
+// (NaN, as the reference's exp(-inf - -inf)).
+TEST(CpuAttention, AKeyMaskFromABufferSkipsTheTilesItEmpties) {
+  Graph f;
+  const int64_t heads = 4, lk = 300, d = 32, dv = 24;
+  const Node* q = f.in({heads, 1, d}, "q");
+  const Node* k = f.in({heads, lk, d}, "k");
+  const Node* v = f.in({heads, lk, dv}, "v");
+  const Node* pos = f.in({1}, "pos");
+  const Node* j = must(f.b.reshape(must(f.b.arange(0, lk, 1, DType::f32)), {1, 1, lk}));
+  const Node* ninf = must(f.b.scalar(-std::numeric_limits<double>::infinity(), DType::f32));
+  const Node* scores = f.bin(Op::Mul, must(f.b.matmul(q, must(f.b.permute(k, {0, 2, 1})))),
+                             must(f.b.scalar(0.25, DType::f32)));
+  const Node* s = must(f.b.where(f.bin(Op::Le, j, pos), scores, ninf));
+  const kir::Kernel kern = lower(must(f.b.matmul(must(f.b.softmax(s, -1)), v)), {q, k, pos, v});
+  EXPECT_FALSE(pattern_of(kern).causal_offset.has_value());
+  ASSERT_NE(pattern_of(kern).key_mask, nullptr);
+  EXPECT_NE(kir::facts_text(kern, kir::analyze_kernel(kern)).find(", key mask: $"), std::string::npos)
+      << kir::facts_text(kern, kir::analyze_kernel(kern));
+  const auto qv = values(heads * d, 31), kv = values(heads * lk * d, 32), vv = values(heads * lk * dv, 33);
+  for (const int64_t at : std::vector<int64_t>{-1, 0, 63, 64, 200, lk - 1}) {
+    SCOPED_TRACE(fmt::format("pos {}", at));
+    const auto want = reference(qv, kv, vv, heads, 1, lk, d, dv, [&](int64_t, int64_t, int64_t key, double sc) {
+      return key <= at ? sc * 0.25 : -std::numeric_limits<double>::infinity();
+    });
+    EXPECT_EQ(std::isnan(want[0]), at < 0);
+    // NaN in the value rows of every tile that starts past pos.
+    std::vector<double> poisoned = vv;
+    const int64_t first_dead = at < 0 ? 0 : (at / cpu::kAttentionKeyTile + 1) * cpu::kAttentionKeyTile;
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t key = first_dead; key < lk; ++key)
+        for (int64_t e = 0; e < dv; ++e) poisoned[static_cast<size_t>((h * lk + key) * dv + e)] = NAN;
+    for (int tile : {0, 16})
+      for (int lanes : {0, 8}) {
+        TuneParams p;
+        p.tile = tile;
+        p.vector_width = lanes;
+        expect_matches(kern, {qv, kv, {static_cast<double>(at)}, poisoned}, want, p);
+      }
+  }
 }
 
 // Query rows per block and the micro-kernels' lanes change the loop nest, not the sums' order:
