@@ -14,17 +14,11 @@
 #include <span>
 #include <vector>
 
+#include "bench/api_device.h"
+
 namespace {
 
-kiln::Device& device() {
-  static kiln::Device dev =
-      kiln::Device::open("cpu", kiln::Options{.settings = {{"compilation.cache", "none"},
-                                                           {"autotune.cache", "none"},
-                                                           {"autotune.enabled", "false"}},
-                                              .use_config = false, .config_dir = ""})
-          .value();
-  return dev;
-}
+kiln::Device& device() { return kiln::bench::api_cpu_device(); }
 
 void BurnShape(benchmark::State& state) {
   const auto reps = static_cast<int>(state.range(0));

@@ -12,19 +12,13 @@
 #include <span>
 #include <vector>
 
+#include "bench/api_device.h"
+
 namespace {
 
 constexpr int64_t kWidth = 1024;
 
-kiln::Device& device() {
-  static kiln::Device dev =
-      kiln::Device::open("cpu", kiln::Options{.settings = {{"compilation.cache", "none"},
-                                                           {"autotune.cache", "none"},
-                                                           {"autotune.enabled", "false"}},
-                                              .use_config = false, .config_dir = ""})
-          .value();
-  return dev;
-}
+kiln::Device& device() { return kiln::bench::api_cpu_device(); }
 
 void CacheRowUpdate(benchmark::State& state) {
   const int64_t rows = state.range(0);
