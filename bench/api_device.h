@@ -11,7 +11,8 @@ inline kiln::Device& api_cpu_device() {
       kiln::Device::open("cpu", kiln::Options{.settings = {{"compilation.cache", "none"},
                                                            {"autotune.cache", "none"},
                                                            {"autotune.enabled", "false"}},
-                                              .use_config = false, .config_dir = ""})
+                                              .use_config = false,
+                                              .config_dir = ""})
           .value();
   return dev;
 }

@@ -18,7 +18,9 @@
 
 namespace {
 
-kiln::Device& device() { return kiln::bench::api_cpu_device(); }
+kiln::Device& device() {
+  return kiln::bench::api_cpu_device();
+}
 
 void BurnShape(benchmark::State& state) {
   const auto reps = static_cast<int>(state.range(0));

@@ -18,7 +18,9 @@ namespace {
 
 constexpr int64_t kWidth = 1024;
 
-kiln::Device& device() { return kiln::bench::api_cpu_device(); }
+kiln::Device& device() {
+  return kiln::bench::api_cpu_device();
+}
 
 void CacheRowUpdate(benchmark::State& state) {
   const int64_t rows = state.range(0);
@@ -28,12 +30,15 @@ void CacheRowUpdate(benchmark::State& state) {
   const kiln::Tensor row_ids =
       kiln::Tensor::from_host(device(), std::span<const int32_t>(index), {rows, 1});
   std::vector<float> zeros(static_cast<size_t>(rows * kWidth), 0.f), row(kWidth, 1.f);
-  kiln::Tensor cache = kiln::Tensor::from_host(device(), std::span<const float>(zeros), {rows, kWidth});
-  const kiln::Tensor fresh = kiln::Tensor::from_host(device(), std::span<const float>(row), {1, kWidth});
+  kiln::Tensor cache =
+      kiln::Tensor::from_host(device(), std::span<const float>(zeros), {rows, kWidth});
+  const kiln::Tensor fresh =
+      kiln::Tensor::from_host(device(), std::span<const float>(row), {1, kWidth});
   int32_t pos = 0;
   kiln::Tensor old;
   auto step = [&] {
-    const kiln::Tensor at = kiln::Tensor::from_host(device(), std::span<const int32_t>(&pos, 1), {1});
+    const kiln::Tensor at =
+        kiln::Tensor::from_host(device(), std::span<const int32_t>(&pos, 1), {1});
     if (held) old = cache;
     cache = kiln::where(kiln::eq(row_ids, at), fresh * 2.0, cache);
     pos = static_cast<int32_t>((pos + 1) % rows);

@@ -43,10 +43,9 @@ bool same_attention(const std::optional<AttentionPattern>& a,
   if (!a) return true;
   return a->reduce == b->reduce && a->probs == b->probs && a->value == b->value &&
          a->logits == b->logits && a->scores == b->scores && a->query == b->query &&
-         a->key == b->key && a->i_var == b->i_var && a->e_var == b->e_var &&
-         a->j_var == b->j_var && a->d_var == b->d_var && a->keys == b->keys &&
-         a->head_dim == b->head_dim && a->causal_offset == b->causal_offset &&
-         a->key_mask == b->key_mask;
+         a->key == b->key && a->i_var == b->i_var && a->e_var == b->e_var && a->j_var == b->j_var &&
+         a->d_var == b->d_var && a->keys == b->keys && a->head_dim == b->head_dim &&
+         a->causal_offset == b->causal_offset && a->key_mask == b->key_mask;
 }
 
 bool same_reuse(const std::vector<RowReuse>& a, const std::vector<RowReuse>& b) {

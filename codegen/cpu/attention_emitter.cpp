@@ -132,6 +132,9 @@ class AttentionEmitter {
   void create_scratch();
   Expected<void> unit(Value* u);
   Expected<void> pack_kv();
+  // Tile t of K ([d][key in tile]) and its keys' rows of V.
+  Expected<void> pack_k_tile(Value* t);
+  Expected<void> pack_v_tile(Value* t);
   Expected<void> pack_q(Value* i0);
   Expected<void> key_tile(Value* t, Value* i0);
   void scores(Value* t);
@@ -264,47 +267,49 @@ void AttentionEmitter::create_scratch() {
 Expected<void> AttentionEmitter::pack_kv() {
   if (mask_)
     if (Expected<void> ok = mark_live_tiles(); !ok) return ok;
-  Expected<void> ok = loop(i64(0), i64(g_.tiles), 1, "pkt", [&](Value* t) -> Expected<void> {
-   return if_live(t, "pkt", [&]() -> Expected<void> {
-    Value* j0 = b_.CreateMul(t, i64(kBK));
-    Value* keys = smin(i64(kBK), b_.CreateSub(i64(g_.lk), j0));
-    Value* tile = b_.CreateMul(t, i64(g_.d * kBK));
-    return loop(i64(0), i64(g_.d), 1, "pkd", [&](Value* d) -> Expected<void> {
-      Value* row = b_.CreateAdd(tile, b_.CreateMul(d, i64(kBK)));
-      return loop(
-          i64(0), keys, 1, "pkj",
-          [&](Value* jj) -> Expected<void> {
-            ex_->bind_var(p_.j_var, b_.CreateAdd(j0, jj));
-            ex_->bind_var(p_.d_var, d);
-            Expected<Value*> v = emit(p_.key);
-            if (!v) return std::unexpected(v.error());
-            b_.CreateStore(*v, at(kpack_, b_.CreateAdd(row, jj)));
-            return {};
-          },
-          vectorize_hints(ctx_, static_cast<int>(g_.lanes), 0));
-    });
-   });
+  Expected<void> ok = loop(i64(0), i64(g_.tiles), 1, "pkt", [&](Value* t) {
+    return if_live(t, "pkt", [&] { return pack_k_tile(t); });
   });
   if (!ok) return ok;
-  return loop(i64(0), i64(g_.tiles), 1, "pvt", [&](Value* t) -> Expected<void> {
-    return if_live(t, "pvt", [&]() -> Expected<void> {
-      Value* j0 = b_.CreateMul(t, i64(kBK));
-      return loop(j0, smin(b_.CreateAdd(j0, i64(kBK)), i64(g_.lk)), 1, "pv",
-                  [&](Value* j) -> Expected<void> {
-        Value* row = b_.CreateMul(j, i64(g_.dvp));
-        return loop(
-            i64(0), i64(g_.dv), 1, "pve",
-            [&](Value* e) -> Expected<void> {
-              ex_->bind_var(p_.j_var, j);
-              ex_->bind_var(p_.e_var, e);
-              Expected<Value*> v = emit(p_.value);
-              if (!v) return std::unexpected(v.error());
-              b_.CreateStore(*v, at(vpack_, b_.CreateAdd(row, e)));
-              return {};
-            },
-            vectorize_hints(ctx_, static_cast<int>(g_.lanes), 0));
-      });
-    });
+  return loop(i64(0), i64(g_.tiles), 1, "pvt",
+              [&](Value* t) { return if_live(t, "pvt", [&] { return pack_v_tile(t); }); });
+}
+
+Expected<void> AttentionEmitter::pack_k_tile(Value* t) {
+  Value* j0 = b_.CreateMul(t, i64(kBK));
+  Value* keys = smin(i64(kBK), b_.CreateSub(i64(g_.lk), j0));
+  Value* tile = b_.CreateMul(t, i64(g_.d * kBK));
+  return loop(i64(0), i64(g_.d), 1, "pkd", [&](Value* d) -> Expected<void> {
+    Value* row = b_.CreateAdd(tile, b_.CreateMul(d, i64(kBK)));
+    return loop(
+        i64(0), keys, 1, "pkj",
+        [&](Value* jj) -> Expected<void> {
+          ex_->bind_var(p_.j_var, b_.CreateAdd(j0, jj));
+          ex_->bind_var(p_.d_var, d);
+          Expected<Value*> v = emit(p_.key);
+          if (!v) return std::unexpected(v.error());
+          b_.CreateStore(*v, at(kpack_, b_.CreateAdd(row, jj)));
+          return {};
+        },
+        vectorize_hints(ctx_, static_cast<int>(g_.lanes), 0));
+  });
+}
+
+Expected<void> AttentionEmitter::pack_v_tile(Value* t) {
+  Value* j0 = b_.CreateMul(t, i64(kBK));
+  return loop(j0, smin(b_.CreateAdd(j0, i64(kBK)), i64(g_.lk)), 1, "pv", [&](Value* j) {
+    Value* row = b_.CreateMul(j, i64(g_.dvp));
+    return loop(
+        i64(0), i64(g_.dv), 1, "pve",
+        [&](Value* e) -> Expected<void> {
+          ex_->bind_var(p_.j_var, j);
+          ex_->bind_var(p_.e_var, e);
+          Expected<Value*> v = emit(p_.value);
+          if (!v) return std::unexpected(v.error());
+          b_.CreateStore(*v, at(vpack_, b_.CreateAdd(row, e)));
+          return {};
+        },
+        vectorize_hints(ctx_, static_cast<int>(g_.lanes), 0));
   });
 }
 

@@ -136,8 +136,9 @@ void write_mma_products(CExprEmitter& em, Scope* s, const MmaTiling& t, Element 
         return fmt::format("{}{}{}", base, i, end);
       };
       const std::string a = fmt::format("fa[{}][", mi);
-      return mma_sync_text(op, {at(c + " + ", "]", 0), at(c + " + ", "]", 1),
-                                at(c + " + ", "]", 2), at(c + " + ", "]", 3)},
+      return mma_sync_text(op,
+                           {at(c + " + ", "]", 0), at(c + " + ", "]", 1), at(c + " + ", "]", 2),
+                            at(c + " + ", "]", 3)},
                            {at(a, "]", 0), at(a, "]", 1), at(a, "]", 2), at(a, "]", 3)},
                            fmt::format("fb[{}][0]", ni), fmt::format("fb[{}][1]", ni));
     });

@@ -181,11 +181,11 @@ Partial RowReduceWriter::combine(Scope* row, const kir::Expr* r, const Partial& 
     Partial out{em_.fresh("red"), ""};
     em_.append(row, fmt::format("{} {} = {}[0];", d_.reg_type(bt), out.value, sh));
     if (g_ > 32)
-      em_.append_loop(row,
-                      fmt::format("for (int w = 1; w < {}; ++w) {} = {};", g_ / 32, out.value,
-                                  reduce_step_text(d_, r->reduce_op, bt, out.value,
-                                                   fmt::format("{}[w]", sh))),
-                      g_ / 32 - 1);
+      em_.append_loop(
+          row,
+          fmt::format("for (int w = 1; w < {}; ++w) {} = {};", g_ / 32, out.value,
+                      reduce_step_text(d_, r->reduce_op, bt, out.value, fmt::format("{}[w]", sh))),
+          g_ / 32 - 1);
     em_.append(row, d_.barrier());  // before the next reduction overwrites the shared arrays
     return out;
   }

@@ -244,21 +244,26 @@ TEST(CpuAttention, AKeyMaskFromABufferSkipsTheTilesItEmpties) {
   const kir::Kernel kern = lower(must(f.b.matmul(must(f.b.softmax(s, -1)), v)), {q, k, pos, v});
   EXPECT_FALSE(pattern_of(kern).causal_offset.has_value());
   ASSERT_NE(pattern_of(kern).key_mask, nullptr);
-  EXPECT_NE(kir::facts_text(kern, kir::analyze_kernel(kern)).find(", key mask: $"), std::string::npos)
+  EXPECT_NE(kir::facts_text(kern, kir::analyze_kernel(kern)).find(", key mask: $"),
+            std::string::npos)
       << kir::facts_text(kern, kir::analyze_kernel(kern));
-  const auto qv = values(heads * d, 31), kv = values(heads * lk * d, 32), vv = values(heads * lk * dv, 33);
+  const auto qv = values(heads * d, 31), kv = values(heads * lk * d, 32),
+             vv = values(heads * lk * dv, 33);
   for (const int64_t at : std::vector<int64_t>{-1, 0, 63, 64, 200, lk - 1}) {
     SCOPED_TRACE(fmt::format("pos {}", at));
-    const auto want = reference(qv, kv, vv, heads, 1, lk, d, dv, [&](int64_t, int64_t, int64_t key, double sc) {
-      return key <= at ? sc * 0.25 : -std::numeric_limits<double>::infinity();
-    });
+    const auto want =
+        reference(qv, kv, vv, heads, 1, lk, d, dv, [&](int64_t, int64_t, int64_t key, double sc) {
+          return key <= at ? sc * 0.25 : -std::numeric_limits<double>::infinity();
+        });
     EXPECT_EQ(std::isnan(want[0]), at < 0);
     // NaN in the value rows of every tile that starts past pos.
     std::vector<double> poisoned = vv;
-    const int64_t first_dead = at < 0 ? 0 : (at / cpu::kAttentionKeyTile + 1) * cpu::kAttentionKeyTile;
+    const int64_t first_dead =
+        at < 0 ? 0 : (at / cpu::kAttentionKeyTile + 1) * cpu::kAttentionKeyTile;
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t key = first_dead; key < lk; ++key)
-        for (int64_t e = 0; e < dv; ++e) poisoned[static_cast<size_t>((h * lk + key) * dv + e)] = NAN;
+        for (int64_t e = 0; e < dv; ++e)
+          poisoned[static_cast<size_t>((h * lk + key) * dv + e)] = NAN;
     for (int tile : {0, 16})
       for (int lanes : {0, 8}) {
         TuneParams p;

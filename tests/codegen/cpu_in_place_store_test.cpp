@@ -23,22 +23,27 @@ constexpr int64_t kWidth = 1024;  // a row of f32 is 4096 bytes
 kir::Kernel row_update(int64_t rows, bool keep_first) {
   auto a = std::make_shared<kir::ExprArena>();
   const DType f = DType::f32, L = DType::i64;
-  const Expr* index = a->alu(Alu::Add, L, {a->alu(Alu::Mul, L, {a->var(0), a->index(kWidth)}), a->var(1)});
+  const Expr* index =
+      a->alu(Alu::Add, L, {a->alu(Alu::Mul, L, {a->var(0), a->index(kWidth)}), a->var(1)});
   const Expr* r = a->alu(Alu::Cast, DType::i32, {a->var(0)});
   const Expr* pos = a->load(0, DType::i32, a->index(0));
   const Expr* row = a->load(1, f, a->var(1));
   const Expr* old = a->load(2, f, index);
-  const Expr* value = keep_first
-                          ? a->alu(Alu::Where, f, {a->alu(Alu::Ne, DType::boolean, {r, pos}), old, row})
-                          : a->alu(Alu::Where, f, {a->alu(Alu::Eq, DType::boolean, {r, pos}), row, old});
+  const Expr* value =
+      keep_first ? a->alu(Alu::Where, f, {a->alu(Alu::Ne, DType::boolean, {r, pos}), old, row})
+                 : a->alu(Alu::Where, f, {a->alu(Alu::Eq, DType::boolean, {r, pos}), row, old});
   return make_kernel("row_update",
-                     {in_param(DType::i32, {1}), in_param(f, {1, kWidth}), in_param(f, {rows, kWidth}),
-                      out_param(f, {rows, kWidth})},
+                     {in_param(DType::i32, {1}), in_param(f, {1, kWidth}),
+                      in_param(f, {rows, kWidth}), out_param(f, {rows, kWidth})},
                      {rows, kWidth}, a, {kir::Store{3, index, value}});
 }
 
-float old_value(int64_t i) { return static_cast<float>(i % 977) * 0.25f - 7.f; }
-float new_value(int64_t c) { return 1000.f + static_cast<float>(c); }
+float old_value(int64_t i) {
+  return static_cast<float>(i % 977) * 0.25f - 7.f;
+}
+float new_value(int64_t c) {
+  return 1000.f + static_cast<float>(c);
+}
 
 TEST(CpuInPlaceStore, AnUpdateWrittenOverItsInputStoresOnlyThePointsThatChange) {
   const int64_t rows = 64;
@@ -90,7 +95,8 @@ TEST(CpuInPlaceStore, AnUpdateWrittenOverItsInputStoresOnlyThePointsThatChange) 
     for (int64_t i = 0; i < rows * kWidth; ++i) {
       const float want = i / kWidth == 5 ? new_value(i % kWidth) : old_value(i);
       if (out[3].get(static_cast<size_t>(i)) != want && wrong++ < 5)
-        ADD_FAILURE() << "element " << i << ": " << out[3].get(static_cast<size_t>(i)) << ", expected " << want;
+        ADD_FAILURE() << "element " << i << ": " << out[3].get(static_cast<size_t>(i))
+                      << ", expected " << want;
     }
     EXPECT_EQ(wrong, 0u);
   }

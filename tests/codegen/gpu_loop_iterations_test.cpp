@@ -41,7 +41,8 @@ void expect_bound(const kir::Kernel& k, const TuneParams& p, int64_t groups, int
     const GpuSource src = source(k, p, d);
     EXPECT_EQ(src.launch.groups, groups) << k.name << " " << p.str();
     EXPECT_EQ(src.loop_iterations, d == Dialect::cuda ? want_cuda.value_or(want) : want)
-        << k.name << " " << p.str() << "\n" << src.text;
+        << k.name << " " << p.str() << "\n"
+        << src.text;
   }
 }
 

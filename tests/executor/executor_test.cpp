@@ -315,9 +315,9 @@ TEST_F(ExecutorTest, AttentionOnTheTensorCoresOnCudaSm80AndLater) {
     OneGpuKernel kernel;
     ASSERT_TRUE(one_gpu_kernel(**dev, g, y, kernel));
     EXPECT_EQ(kernel.strategy, w.strategy);
-    EXPECT_EQ(kernel.text.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") !=
-                  std::string::npos,
-              std::string(w.strategy) == "attention-mma");
+    EXPECT_EQ(
+        kernel.text.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != std::string::npos,
+        std::string(w.strategy) == "attention-mma");
   }
 }
 
