@@ -232,6 +232,17 @@ std::vector<const Expr*> kernel_exprs(const Kernel& k) {
   return order;
 }
 
+std::vector<bool> written_only(const Kernel& k) {
+  std::vector<bool> stored(k.params.size(), false), loaded(k.params.size(), false);
+  for (const Store& st : k.stores)
+    if (st.buf >= 0 && static_cast<size_t>(st.buf) < stored.size()) stored[st.buf] = true;
+  for (const Expr* e : kernel_exprs(k))
+    if (e->kind == ExprKind::Load && e->buf >= 0 && static_cast<size_t>(e->buf) < loaded.size())
+      loaded[e->buf] = true;
+  for (size_t i = 0; i < stored.size(); ++i) stored[i] = stored[i] && !loaded[i];
+  return stored;
+}
+
 namespace {
 std::string const_text(const Expr* e) {
   if (ir::is_float(e->dtype)) {

@@ -165,6 +165,10 @@ std::string print_kernel(const Kernel& k, bool with_labels = true);
 // Expressions reachable from the stores, operands first, each once (deterministic).
 std::vector<const Expr*> kernel_exprs(const Kernel& k);
 
+// One flag per parameter: the kernel stores to it and never loads it (an output whose old
+// contents it never reads; the candidates for streaming stores).
+std::vector<bool> written_only(const Kernel& k);
+
 // The free loop variables of every expression reachable from the stores (sorted, unique; a
 // reduction's own variables are bound inside it): the one analysis every backend and the
 // verifier ask "which loop variables does this expression read".

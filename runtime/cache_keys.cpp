@@ -23,17 +23,32 @@ cache::KeyParts kernel_key(const Target& target, std::string kernel_text,
   return key;
 }
 
-cache::KeyParts plan_key(const Target& target, const std::string& structure,
-                         const std::string& fuser, codegen::CheckMode check,
-                         const std::string& autotune) {
-  cache::KeyParts key{{{"graph", cache::KeyParts{{{"structure", structure}}}.digest()},
-                       {"fuser", fuser}}};
+namespace {
+// A plans-table key: `first` names what `structure` is the structure of.
+cache::KeyParts planned_key(const char* first, const Target& target, const std::string& structure,
+                            const std::string& fuser, codegen::CheckMode check,
+                            const std::string& autotune) {
+  cache::KeyParts key{
+      {{first, cache::KeyParts{{{"structure", structure}}}.digest()}, {"fuser", fuser}}};
   add_identity(key, target);
   key.parts.emplace_back("schema", kCacheKeySchema);
   key.parts.emplace_back("planner", kPlannerVersion);
   key.parts.emplace_back("check", std::string(codegen::check_mode_name(check)));
   key.parts.emplace_back("autotune", autotune);
   return key;
+}
+}  // namespace
+
+cache::KeyParts plan_key(const Target& target, const std::string& structure,
+                         const std::string& fuser, codegen::CheckMode check,
+                         const std::string& autotune) {
+  return planned_key("graph", target, structure, fuser, check, autotune);
+}
+
+cache::KeyParts template_key(const Target& target, const std::string& family,
+                             const std::string& fuser, codegen::CheckMode check,
+                             const std::string& autotune) {
+  return planned_key("family", target, family, fuser, check, autotune);
 }
 
 cache::KeyParts autotune_key(const Target& target, const kir::Kernel& kernel, autotune::Level level) {

@@ -46,6 +46,12 @@ cache::KeyParts plan_key(const Target& target, const std::string& structure,
                          const std::string& fuser, codegen::CheckMode check,
                          const std::string& autotune);
 
+// A shape family's symbolic plans (a template record, plan_record.h): as a plan record's key, with
+// {family (digest of the shape family's key, structural_family)} first.
+cache::KeyParts template_key(const Target& target, const std::string& family,
+                             const std::string& fuser, codegen::CheckMode check,
+                             const std::string& autotune);
+
 // An autotune decision: {kernel, identity..., autotune (the level), tuner (kTunerVersion)}: what
 // the measurements and the decision depend on.
 cache::KeyParts autotune_key(const Target& target, const kir::Kernel& kernel, autotune::Level level);

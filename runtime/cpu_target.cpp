@@ -175,6 +175,11 @@ bool CpuTarget::serves_any_outer_extent(const kir::Kernel& kernel, const kir::Ke
   return codegen::CpuBackend::serves_any_outer_extent(kernel, facts, check);
 }
 
+bool CpuTarget::serves_instance(const kir::Kernel& kernel,
+                                const std::vector<bool>& written_only) const {
+  return codegen::CpuBackend::serves_instance(kernel, written_only);
+}
+
 std::shared_ptr<const Artifact> CpuTarget::with_outer_extent(const Artifact& artifact,
                                                              int64_t outer_extent) const {
   const auto& k = static_cast<const CpuKernel&>(artifact);

@@ -53,6 +53,8 @@ class CpuTarget final : public Target {
                                                     codegen::CheckMode check, bool load) override;
   bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
                                codegen::CheckMode check) const override;
+  bool serves_instance(const kir::Kernel& kernel,
+                       const std::vector<bool>& written_only) const override;
   std::shared_ptr<const Artifact> with_outer_extent(const Artifact& artifact,
                                                     int64_t outer_extent) const override;
   std::optional<cache::Entry> to_entry(const Artifact& artifact) const override;

@@ -38,6 +38,10 @@ std::string autotune_problem(const cache::Entry& e) {
 std::string cache_entry_problem(const cache::Entry& entry) {
   switch (entry.table) {
     case cache::Table::plans: {
+      if (!entry.parts.empty() && entry.parts.front().first == "family") {
+        auto templates = decode_template_record(entry.value);
+        return templates ? "" : "its template record is unusable: " + templates.error().message;
+      }
       auto plan = plan_from_entry(entry);
       return plan ? "" : "its plan record is unusable: " + plan.error().message;
     }

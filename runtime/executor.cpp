@@ -4,10 +4,11 @@
 
 #include <sys/resource.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <bit>
 #include <chrono>
-#include <fmt/format.h>
+#include <unordered_set>
 
 #include "autotune/kernel_buffers.h"
 #include "autotune/roofline.h"
@@ -136,6 +137,16 @@ cache::KeyParts Executor::stored_plan_key(const StructuralKey& key) {
                                                 : "off");
 }
 cache::KeyParts Executor::stored_plan_key(const StructuralKey& key, const std::string& tuning) {
+  return plan_key(*target_, key.key, planned_with(), options_.check_mode, tuning);
+}
+
+cache::KeyParts Executor::stored_template_key(const ShapeFamily& family) {
+  return template_key(
+      *target_, family.key, planned_with(), options_.check_mode,
+      options_.autotune ? std::string(autotune::level_name(options_.autotune_level)) : "off");
+}
+
+std::string Executor::planned_with() {
   fuser();
   // A plan holds dynamic kernels or not by the shape policy: static and dynamic plans are kept
   // apart (automatic, the default, adds nothing, so its keys are those of before the policy).
@@ -143,7 +154,7 @@ cache::KeyParts Executor::stored_plan_key(const StructuralKey& key, const std::s
   if (options_.shape_policy != ShapePolicy::automatic)
     planned += options_.shape_policy == ShapePolicy::static_ ? " shapes=static" : " shapes=dynamic";
   if (options_.shape_buckets) planned += " buckets";
-  return plan_key(*target_, key.key, planned, options_.check_mode, tuning);
+  return planned;
 }
 
 codegen::TuneParams Executor::schedule(const kir::Kernel& kernel, int* tuned) {
@@ -197,10 +208,20 @@ std::optional<int64_t> Executor::dynamic_choice(const kir::Kernel& kernel, const
   return bound;
 }
 
+namespace {
+bool any_marked(const std::vector<const ir::Node*>& inputs) {
+  return std::ranges::any_of(inputs,
+                             [](const ir::Node* n) { return n->attrs.has(ir::AttrKey::dynamic); });
+}
+}  // namespace
+
+bool Executor::warms_symbolic(const std::vector<const ir::Node*>& inputs) const {
+  return options_.shape_policy != ShapePolicy::static_ && any_marked(inputs);
+}
+
 PlannerOptions::DynamicFn Executor::dynamic_fn(const std::vector<const ir::Node*>& inputs, bool track) {
   if (options_.shape_policy == ShapePolicy::static_) return nullptr;
-  const bool marked = std::ranges::any_of(
-      inputs, [](const ir::Node* n) { return n->attrs.has(ir::AttrKey::dynamic); });
+  const bool marked = any_marked(inputs);
   return [this, marked, track](const kir::Kernel& k, const kir::KernelFacts& facts,
                                std::vector<std::string>& reasons) {
     return dynamic_choice(k, facts, marked, track, reasons);
@@ -372,47 +393,114 @@ void Executor::prefault_slots(const Plan& plan) {
 std::shared_ptr<Plan> Executor::symbolic_plan(const ShapeFamily& family, const StructuralKey& key,
                                               const std::vector<const ir::Node*>& outputs) {
   std::vector<PlanTemplate> templates;
+  bool look_on_disk = false;
   {
     std::lock_guard lock(shapes_mu_);
-    auto it = families_.find(family.key);
-    if (it == families_.end() || it->second.templates.empty()) return nullptr;
-    templates = it->second.templates;
+    Family& f = families_[family.key];
+    templates = f.templates;
+    look_on_disk = store_ && !f.disk_read;
+    f.disk_read = true;
   }
-  for (const PlanTemplate& t : templates) {
+  // The first time this process meets the family: the templates another process stored.
+  int loaded = 0;
+  if (look_on_disk)
+    if (std::vector<PlanTemplate> stored = stored_templates(family, &loaded); !stored.empty()) {
+      std::lock_guard lock(shapes_mu_);
+      Family& f = families_[family.key];
+      for (PlanTemplate& t : stored)
+        if (f.templates.size() < kTemplatesPerFamily) f.templates.push_back(std::move(t));
+      templates = f.templates;
+    }
+  for (size_t n = 0; n < templates.size(); ++n) {
+    const PlanTemplate& t = templates[n];
     std::optional<Plan> plan = instantiate_plan(t, family.dims);
     if (!plan) continue;
     // Each dynamic kernel serves its new extent as it would in a plan built now: within its size
-    // bucket, and without a size-chosen path (streaming stores, the one-row matrix product).
+    // bucket, and without a size-chosen path (streaming stores; sizes 0 and 1, such as the
+    // one-row matrix product's, never instantiate a template).
+    size_t k = 0;
     const bool bound = std::ranges::all_of(plan->steps, [&](PlanStep& step) {
+      const std::vector<bool>& written_only = t.written_only[k++];
+      // A plan `kiln warm` lowered names its kernels by digest only.
+      if (!step.artifact && !(step.artifact = kernels_.load(step.kernel_digest))) return false;
       if (!step.kernel.dynamic_outer) return true;
       const int64_t extent = step.kernel.outer_extent();
-      if (step.kernel.dynamic_bound != 0 && bucket_of(extent) != step.kernel.dynamic_bound) return false;
-      if (!target_->serves_any_outer_extent(step.kernel, *step.facts, kernels_.check_mode())) return false;
+      if (step.kernel.dynamic_bound != 0 && bucket_of(extent) != step.kernel.dynamic_bound)
+        return false;
+      if (!target_->serves_instance(step.kernel, written_only)) return false;
       auto artifact = kernels_.bind(*step.artifact, extent);
       if (!artifact) return false;
       step.artifact = std::move(*artifact);
       return true;
     });
-    if (bound && check_plan_fits(*plan, key.inputs, outputs)) {
+    // A template read back from the cache is untrusted: its instance is checked as a plan record.
+    if (bound && (!t.from_cache || check_plan_wiring(*plan)) &&
+        check_plan_fits(*plan, key.inputs, outputs)) {
       log(LogComponent::compilation,
           fmt::format("plan for {}: the symbolic plan of {} kernels at new sizes, nothing built",
                       name_, plan->steps.size()));
+      plan->loaded = loaded;
       return std::make_shared<Plan>(std::move(*plan));
     }
   }
   return nullptr;
 }
 
-void Executor::note_built(const ShapeFamily& family, std::shared_ptr<const Plan> plan) {
-  std::lock_guard lock(shapes_mu_);
-  Family& f = families_[family.key];
-  if (f.last && f.last_dims != family.dims)
-    if (std::optional<PlanTemplate> t = make_plan_template(*f.last, f.last_dims, plan, family.dims)) {
-      f.templates.insert(f.templates.begin(), std::move(*t));
-      if (f.templates.size() > kTemplatesPerFamily) f.templates.pop_back();
-    }
-  f.last = std::move(plan);
-  f.last_dims = family.dims;
+std::vector<PlanTemplate> Executor::stored_templates(const ShapeFamily& family, int* loaded) {
+  const cache::KeyParts disk_key = stored_template_key(family);
+  std::optional<cache::Entry> e = store_->get(cache::Table::plans, disk_key);
+  if (!e) return {};
+  auto templates = decode_template_record(e->value);
+  if (!templates) {
+    store_->warn(fmt::format(
+        "cache {}: plans entry {} (symbolic plans) is unusable ({}); they are made again",
+        store_->path(), disk_key.digest(), templates.error().message));
+    return {};
+  }
+  std::vector<PlanTemplate> out;
+  std::unordered_set<std::string> distinct;
+  for (PlanTemplate& t : *templates) {
+    // The base plan's kernels, each loaded by its digest; a template missing one is dropped.
+    auto base = std::make_shared<Plan>(*t.base);
+    const bool intact = std::ranges::all_of(base->steps, [&](PlanStep& step) {
+      distinct.insert(step.kernel_digest);
+      return (step.artifact = kernels_.load(step.kernel_digest)) != nullptr;
+    });
+    if (!intact) continue;
+    t.base = std::move(base);
+    out.push_back(std::move(t));
+  }
+  *loaded = static_cast<int>(distinct.size());
+  log(LogComponent::cache,
+      fmt::format("{} symbolic plan{} of {} from the cache ({} kernels)", out.size(),
+                  out.size() == 1 ? "" : "s", name_, distinct.size()));
+  return out;
+}
+
+bool Executor::note_built(const ShapeFamily& family, std::shared_ptr<const Plan> plan) {
+  std::vector<PlanTemplate> made;
+  {
+    std::lock_guard lock(shapes_mu_);
+    Family& f = families_[family.key];
+    if (f.last && f.last_dims != family.dims)
+      if (std::optional<PlanTemplate> t =
+              make_plan_template(*f.last, f.last_dims, plan, family.dims)) {
+        f.templates.insert(f.templates.begin(), std::move(*t));
+        if (f.templates.size() > kTemplatesPerFamily) f.templates.pop_back();
+        made = f.templates;
+      }
+    f.last = std::move(plan);
+    f.last_dims = family.dims;
+  }
+  // The family's templates (with those read back from the cache) for other processes.
+  if (made.empty() || !store_ || store_->read_only()) return false;
+  std::optional<std::vector<uint8_t>> record = encode_template_record(made);
+  if (!record) return false;
+  cache::Entry e;
+  e.metadata = fmt::format(R"({{"templates": {}, "kernels": {}}})", made.size(),
+                           made.front().base->steps.size());
+  e.value = std::move(*record);
+  return store_->put(cache::Table::plans, stored_template_key(family), e);
 }
 
 void Executor::log(LogComponent component, const std::string& message) const {

@@ -60,10 +60,13 @@ class Executor final : public Device {
   // loading or running anything (a compile-only target works), then stores the plan record.
   // Returns the kernels compiled (those already cached are skipped; nothing when the stored plan
   // and all its kernels are there) and tuned (with DeviceOptions::autotune, each kernel is tuned
-  // first, on the device, and compiled with its winner).
+  // first, on the device, and compiled with its winner). A graph with a marked input (a `.kg`
+  // size symbol) is lowered even when its plan is stored: warmed at a second size of its shape
+  // family, it stores the family's symbolic plan (`symbolic`), which serves a run at any size.
   struct Warmed {
     int compiled = 0;
     int tuned = 0;
+    bool symbolic = false;
   };
   Expected<Warmed> warm(ir::Graph& g, const std::vector<const ir::Node*>& outputs);
   // The persistent-cache entries a realize of `outputs` reads, marked present or not: the plan,
@@ -107,6 +110,10 @@ class Executor final : public Device {
   const passes::Fuser& fuser();
   cache::KeyParts stored_plan_key(const StructuralKey& key);  // with this executor's tuning
   cache::KeyParts stored_plan_key(const StructuralKey& key, const std::string& tuning);
+  // The key of a shape family's symbolic plans in the cache (plan_record.h's template record).
+  cache::KeyParts stored_template_key(const ShapeFamily& family);
+  // The fuser's description, with the shape policy's: a part of both keys above.
+  std::string planned_with();
   cache::Store* tune_store() { return tune_store_ ? tune_store_.get() : store_.get(); }
   // The schedule a kernel runs with: TuneParams{} without autotune, else the tuned winner (tuned
   // now if need be, counted in *tuned).
@@ -120,6 +127,9 @@ class Executor final : public Device {
   std::optional<int64_t> dynamic_choice(const kir::Kernel& kernel, const kir::KernelFacts& facts,
                                         bool marked, bool track, std::vector<std::string>& reasons);
   PlannerOptions::DynamicFn dynamic_fn(const std::vector<const ir::Node*>& inputs, bool track);
+  // Whether a graph of these inputs has a symbolic plan to warm or export: an input is marked
+  // dynamic (a `.kg` size symbol, mark_dynamic) and the shape policy is not static.
+  bool warms_symbolic(const std::vector<const ir::Node*>& inputs) const;
   // On a plan miss for a graph seen before with other input shapes (the same ops and wiring),
   // which input dimensions changed.
   std::vector<std::string> shape_change(const std::vector<const ir::Node*>& outputs,
@@ -129,8 +139,13 @@ class Executor final : public Device {
   // serves them (the plan is then built).
   std::shared_ptr<Plan> symbolic_plan(const ShapeFamily& family, const StructuralKey& key,
                                       const std::vector<const ir::Node*>& outputs);
-  // A plan built for `family`: a template made with the family's previous one where they allow.
-  void note_built(const ShapeFamily& family, std::shared_ptr<const Plan> plan);
+  // The templates of `family` another process stored, their base plans' kernels loaded (*loaded:
+  // how many distinct ones); none (with a warning for an unusable record) where there are none.
+  std::vector<PlanTemplate> stored_templates(const ShapeFamily& family, int* loaded);
+  // A plan built for `family`: a template made with the family's previous one where they allow,
+  // and the family's templates then stored in the cache.
+  // true when a template was made and stored.
+  bool note_built(const ShapeFamily& family, std::shared_ptr<const Plan> plan);
   // Lowering only (no kernels compiled).
   Expected<std::shared_ptr<Plan>> lower(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
                                         const std::vector<const ir::Node*>& inputs);
@@ -223,6 +238,7 @@ class Executor final : public Device {
     std::shared_ptr<const Plan> last;
     std::vector<int64_t> last_dims;
     std::vector<PlanTemplate> templates;
+    bool disk_read = false;  // the cache's template record looked for
   };
   static constexpr size_t kTemplatesPerFamily = 8;
   std::unordered_map<std::string, Family> families_;

@@ -60,7 +60,8 @@ Expected<Executor::Warmed> Executor::warm(ir::Graph& g, const std::vector<const 
   if (!store_) return make_error(name_ + ": no persistent cache to warm");
   const StructuralKey key = structural_key(outputs);
   const cache::KeyParts disk_key = stored_plan_key(key);
-  if (stored_plan(disk_key, key, outputs, /*load=*/false)) return Warmed{};
+  const bool family = warms_symbolic(key.inputs);
+  if (!family && stored_plan(disk_key, key, outputs, /*load=*/false)) return Warmed{};
   auto plan = lower(g, outputs, key.inputs);
   if (!plan) return std::unexpected(plan.error());
   Warmed done;
@@ -73,6 +74,13 @@ Expected<Executor::Warmed> Executor::warm(ir::Graph& g, const std::vector<const 
     step.kernel_digest = kernels_.key(step.kernel, params).digest();
   }
   store_plan(disk_key, **plan);
+  if (family) {
+    // What points into `g` goes, as in get_plan.
+    (*plan)->optimized_outputs.clear();
+    (*plan)->fusion.groups.clear();
+    (*plan)->fusion.reasons.clear();
+    done.symbolic = note_built(structural_family(outputs), *plan);
+  }
   return done;
 }
 
@@ -105,6 +113,20 @@ Expected<std::vector<CacheEntryRef>> Executor::cache_entries(ir::Graph& g,
     std::optional<cache::Entry> kept = tune_store()->show(digest);
     add({cache::Table::autotune, digest, "rates " + name_,
          kept && kept->table == cache::Table::autotune && rates_from_entry(*kept).has_value()});
+  }
+  // A graph with a marked input: its family's symbolic plans and their kernels where stored (a run
+  // at another size reads them), never a miss (a family may have none: a size in an index).
+  if (warms_symbolic(key.inputs)) {
+    const std::string digest = stored_template_key(structural_family(outputs)).digest();
+    if (std::optional<cache::Entry> e = store_->show(digest); e && e->table == cache::Table::plans)
+      if (auto templates = decode_template_record(e->value)) {
+        add({cache::Table::plans, digest, "symbolic plan " + digest, true});
+        for (const PlanTemplate& t : *templates)
+          for (const PlanStep& step : t.base->steps)
+            if (kernels_.has_entry(step.kernel_digest))
+              add({cache::Table::kernels, step.kernel_digest,
+                   fmt::format("kernel {} {}", step.kernel.name, step.kernel_digest), true});
+      }
   }
   // A stored plan whose kernels are all intact names every entry a run reads (and no decision).
   if (std::shared_ptr<Plan> stored = stored_plan(disk_key, key, outputs, /*load=*/false)) {

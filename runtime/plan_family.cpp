@@ -2,6 +2,8 @@
 // another size of the family (plan_family.h).
 #include "runtime/plan_family.h"
 
+#include <algorithm>
+
 #include "autotune/roofline.h"
 
 namespace kiln::runtime {
@@ -35,7 +37,10 @@ bool same_but_sizes(const Plan& a, const Plan& b) {
   for (size_t k = 0; k < a.steps.size(); ++k) {
     const PlanStep& x = a.steps[k];
     const PlanStep& y = b.steps[k];
-    if (!x.facts || !y.facts || !x.artifact || !y.artifact) return false;
+    // Each step's kernel compiled (its artifact) or stored (its digest: `kiln warm` lowers only).
+    if (!x.facts || !y.facts || (!x.artifact && x.kernel_digest.empty()) ||
+        (!y.artifact && y.kernel_digest.empty()))
+      return false;
     if (x.args != y.args || x.release_after != y.release_after || x.num_ops != y.num_ops ||
         x.kernel_digest != y.kernel_digest || x.in_place.size() != y.in_place.size())
       return false;
@@ -54,6 +59,25 @@ bool same_but_sizes(const Plan& a, const Plan& b) {
   return true;
 }
 
+// The element count of `shape`, or nullopt past 64 bits.
+std::optional<int64_t> numel_of(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  return n;
+}
+
+// Whether `r` holds in `plan`.
+bool holds(const Plan& plan, const SizeRelation& r) {
+  if (r.step >= plan.steps.size()) return false;
+  const kir::Kernel& k = plan.steps[r.step].kernel;
+  if (r.param >= k.params.size()) return false;
+  const ir::Shape& shape = k.params[r.param].shape;
+  if (!r.numel) return !k.domain.empty() && !shape.empty() && k.domain[0] == shape[0];
+  const std::optional<int64_t> points = numel_of(k.domain), elements = numel_of(shape);
+  return points && elements && *points == *elements;
+}
+
 // q as a * t + c through (t1, q1) and (t2, q2), with integer a and c; a size that changes is at
 // least 2 at both.
 std::optional<Affine> fit(int64_t t1, int64_t q1, int64_t t2, int64_t q2) {
@@ -64,6 +88,12 @@ std::optional<Affine> fit(int64_t t1, int64_t q1, int64_t t2, int64_t q2) {
 }
 
 }  // namespace
+
+size_t plan_size_count(const Plan& plan) {
+  size_t n = 0;
+  for_each_size(plan, [&](int64_t) { ++n; });
+  return n;
+}
 
 std::optional<PlanTemplate> make_plan_template(const Plan& first, const std::vector<int64_t>& dims1,
                                                std::shared_ptr<const Plan> second,
@@ -88,25 +118,40 @@ std::optional<PlanTemplate> make_plan_template(const Plan& first, const std::vec
     affine = affine && f;
   });
   if (!affine) return std::nullopt;
+  for (const PlanStep& step : second->steps)
+    t.written_only.push_back(kir::written_only(step.kernel));
+  for (uint32_t k = 0; k < second->steps.size(); ++k) {
+    if (!second->steps[k].kernel.dynamic_outer)
+      continue;  // a fixed-size kernel's sizes are constants
+    for (uint32_t p = 0; p < second->steps[k].kernel.params.size(); ++p)
+      for (const bool numel : {true, false})
+        if (SizeRelation r{k, p, numel}; holds(first, r) && holds(*second, r))
+          t.relations.push_back(r);
+  }
   t.base = std::move(second);
   return t;
 }
 
 std::optional<Plan> instantiate_plan(const PlanTemplate& t, const std::vector<int64_t>& dims) {
-  if (!t.base || dims.size() != t.graph.size()) return std::nullopt;
+  if (!t.base || dims.size() != t.graph.size() || t.sizes.size() != plan_size_count(*t.base))
+    return std::nullopt;
   const int64_t at = dims[t.variable];
   for (size_t i = 0; i < dims.size(); ++i)
-    if (t.graph[i].at(at) != dims[i] || (t.graph[i].a != 0 && dims[i] < 2)) return std::nullopt;
+    if (t.graph[i].at(at) != std::optional<int64_t>(dims[i]) || (t.graph[i].a != 0 && dims[i] < 2))
+      return std::nullopt;
   Plan plan = *t.base;
   size_t i = 0;
   bool fits = true;
   for_each_size(plan, [&](int64_t& d) {
     const Affine& f = t.sizes[i++];
     if (f.a == 0) return;
-    d = f.at(at);
-    fits = fits && d >= 2;
+    const std::optional<int64_t> size = f.at(at);
+    fits = fits && size && *size >= 2;
+    d = size.value_or(0);
   });
-  if (!fits) return std::nullopt;
+  if (!fits ||
+      !std::ranges::all_of(t.relations, [&](const SizeRelation& r) { return holds(plan, r); }))
+    return std::nullopt;
   for (PlanStep& step : plan.steps) step.flops = autotune::kernel_work(step.kernel).flops;
   plan.compiled = plan.loaded = plan.tuned = 0;
   plan.compile_ms = plan.plan_ms = 0;

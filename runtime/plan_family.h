@@ -24,7 +24,23 @@ namespace kiln::runtime {
 
 struct Affine {
   int64_t a = 0, c = 0;
-  int64_t at(int64_t t) const { return a * t + c; }
+  // a * t + c, or nullopt where it overflows (a template read back from the cache is untrusted).
+  std::optional<int64_t> at(int64_t t) const {
+    int64_t at = 0;
+    if (__builtin_mul_overflow(a, t, &at) || __builtin_add_overflow(at, c, &at))
+      return std::nullopt;
+    return at;
+  }
+};
+
+// An equality between a dynamic kernel's domain and one of its parameters that held in both plans
+// of a template: two sizes fitted as affine functions of t each can still be one product of sizes
+// that change (an elementwise kernel over [b, b] runs one axis of b * b points, which no a * t + c
+// is), so an instance must keep every such equality.
+struct SizeRelation {
+  uint32_t step = 0, param = 0;
+  bool numel = false;  // true: the domain's point count is the parameter's element count; false:
+                       // the domain's outer extent is the parameter's leading extent
 };
 
 struct PlanTemplate {
@@ -32,7 +48,14 @@ struct PlanTemplate {
   size_t variable = 0;               // the family size (ShapeFamily::dims index) that is t
   std::vector<Affine> graph;         // each family size as a function of t
   std::vector<Affine> sizes;         // each of the plan's sizes (slots, domains, parameters)
+  // Per step, kir::written_only of its kernel: what Target::serves_instance asks at a new size.
+  std::vector<std::vector<bool>> written_only;
+  std::vector<SizeRelation> relations;
+  bool from_cache = false;  // read back from a record (plan_record.h): its instances are checked
 };
+
+// How many sizes a plan holds (a template has a function for each).
+size_t plan_size_count(const Plan& plan);
 
 // The template of two plans built for two sizes of one family (`dims1`, `dims2`: their
 // ShapeFamily::dims), or nullopt where the plans differ in more than sizes, a size is not an

@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <bit>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
+#include "runtime/plan_family.h"
 #include "runtime/planner.h"
 
 namespace kiln::runtime {
@@ -19,7 +21,10 @@ json kernel_shape_json(const kir::Kernel& k) {
   for (const kir::Param& p : k.params)
     params.push_back({{"dtype", std::string(ir::dtype_name(p.dtype))}, {"shape", p.shape},
                       {"output", p.output}, {"label", p.label}});
-  return {{"name", k.name}, {"domain", k.domain}, {"params", params}, {"dynamic", k.dynamic_outer}};
+  json j = {
+      {"name", k.name}, {"domain", k.domain}, {"params", params}, {"dynamic", k.dynamic_outer}};
+  if (k.dynamic_bound != 0) j["bound"] = k.dynamic_bound;
+  return j;
 }
 
 // A shape a buffer can have: no negative dimension, and an element count that 64-bit byte offsets
@@ -46,6 +51,12 @@ Expected<kir::Kernel> kernel_shape_from_json(const json& j) {
   if (j.contains("dynamic")) k.dynamic_outer = j.at("dynamic").get<bool>();  // absent before dynamic kernels
   if (k.dynamic_outer && k.domain.empty())
     return make_error(fmt::format("kernel {}: dynamic with no outer axis", k.name));
+  if (j.contains("bound")) {  // a size bucket's dynamic kernel
+    k.dynamic_bound = j.at("bound").get<int64_t>();
+    if (!k.dynamic_outer || k.dynamic_bound < 1 ||
+        !std::has_single_bit(static_cast<uint64_t>(k.dynamic_bound)))
+      return make_error(fmt::format("kernel {}: a size bucket of {}", k.name, k.dynamic_bound));
+  }
   if (!valid_shape(k.domain))
     return make_error(fmt::format("kernel {}: domain [{}] is not a valid extent", k.name, fmt::join(k.domain, ",")));
   for (const json& p : j.at("params")) {
@@ -64,12 +75,14 @@ Expected<kir::Kernel> kernel_shape_from_json(const json& j) {
 
 bool in_range(int index, size_t size) { return index >= 0 && static_cast<size_t>(index) < size; }
 
+}  // namespace
+
 // Every index the executor follows stays inside the plan, and every buffer a kernel touches is
 // the one its parameter describes: a step's arguments name slots, one per kernel parameter, of
 // the parameter's dtype and shape; a kernel writes only temporaries, each once, and reads only
 // inputs and temporaries written before and not yet released; releases free temporaries only;
 // outputs are inputs or written; plan inputs are numbered once each.
-Expected<void> check_wiring(const Plan& plan) {
+Expected<void> check_plan_wiring(const Plan& plan) {
   const size_t n = plan.slots.size();
   std::unordered_set<int> inputs;
   for (size_t i = 0; i < n; ++i) {
@@ -138,6 +151,8 @@ Expected<void> check_wiring(const Plan& plan) {
   return {};
 }
 
+namespace {
+
 Expected<Plan> plan_from_json(const json& j) {
   if (j.contains("version") && j.at("version").get<int>() != kPlanRecordVersion)
     return make_error(fmt::format("a record of version {}, expected {}", j.at("version").dump(),
@@ -170,13 +185,11 @@ Expected<Plan> plan_from_json(const json& j) {
   }
   plan.output_slots = j.at("outputs").get<std::vector<int>>();
   plan.fuser = j.at("fuser").get<std::string>();
-  if (auto ok = check_wiring(plan); !ok) return std::unexpected(ok.error());
+  if (auto ok = check_plan_wiring(plan); !ok) return std::unexpected(ok.error());
   return plan;
 }
-}  // namespace
 
-std::optional<std::vector<uint8_t>> encode_plan_record(const Plan& plan,
-                                                       const std::vector<std::string>& kernel_digests) {
+std::optional<json> plan_to_json(const Plan& plan, const std::vector<std::string>& kernel_digests) {
   if (kernel_digests.size() != plan.steps.size()) return std::nullopt;
   json slots = json::array(), steps = json::array();
   for (const Slot& s : plan.slots)
@@ -192,20 +205,134 @@ std::optional<std::vector<uint8_t>> encode_plan_record(const Plan& plan,
                      {"num_ops", s.num_ops}, {"in_place", std::move(in_place)}});
     if (s.flops >= 0) steps.back()["flops"] = s.flops;
   }
-  json j = {{"version", kPlanRecordVersion}, {"slots", slots}, {"steps", steps},
-            {"outputs", plan.output_slots}, {"fuser", plan.fuser}};
-  return json::to_cbor(j);
+  return json{{"version", kPlanRecordVersion},
+              {"slots", slots},
+              {"steps", steps},
+              {"outputs", plan.output_slots},
+              {"fuser", plan.fuser}};
 }
 
-Expected<Plan> decode_plan_record(std::span<const uint8_t> bytes) {
+json affines_json(const std::vector<Affine>& fs) {
+  json out = json::array();
+  for (const Affine& f : fs) out.push_back({f.a, f.c});
+  return out;
+}
+
+Expected<std::vector<Affine>> affines_from_json(const json& j, const char* what) {
+  std::vector<Affine> out;
+  for (const json& f : j) {
+    const auto ac = f.get<std::vector<int64_t>>();
+    if (ac.size() != 2)
+      return make_error(fmt::format("{} {}: not a pair [a, c]", what, out.size()));
+    out.push_back(Affine{ac[0], ac[1]});
+  }
+  return out;
+}
+
+// A template's sizes against its base plan: one function per family size (t among them), one per
+// size of the plan, one written-only flag per step parameter.
+Expected<PlanTemplate> template_from_json(const json& j) {
+  auto base = plan_from_json(j.at("plan"));
+  if (!base) return std::unexpected(base.error());
+  PlanTemplate t;
+  t.variable = j.at("variable").get<size_t>();
+  auto graph = affines_from_json(j.at("graph"), "family size");
+  if (!graph) return std::unexpected(graph.error());
+  auto sizes = affines_from_json(j.at("sizes"), "plan size");
+  if (!sizes) return std::unexpected(sizes.error());
+  t.graph = std::move(*graph);
+  t.sizes = std::move(*sizes);
+  if (t.variable >= t.graph.size() || t.graph[t.variable].a != 1 || t.graph[t.variable].c != 0)
+    return make_error(fmt::format("family size {} of {} is not the template's variable", t.variable,
+                                  t.graph.size()));
+  if (t.sizes.size() != plan_size_count(*base))
+    return make_error(fmt::format("{} size functions for a plan of {} sizes", t.sizes.size(),
+                                  plan_size_count(*base)));
+  t.written_only = j.at("written_only").get<std::vector<std::vector<bool>>>();
+  if (t.written_only.size() != base->steps.size())
+    return make_error(fmt::format("written-only flags for {} steps of {}", t.written_only.size(),
+                                  base->steps.size()));
+  for (size_t s = 0; s < base->steps.size(); ++s)
+    if (t.written_only[s].size() != base->steps[s].kernel.params.size())
+      return make_error(fmt::format("step {}: written-only flags for {} parameters of {}", s,
+                                    t.written_only[s].size(), base->steps[s].kernel.params.size()));
+  for (const json& r : j.at("relations")) {
+    const auto v = r.get<std::vector<int64_t>>();
+    if (v.size() != 3 || v[0] < 0 || static_cast<size_t>(v[0]) >= base->steps.size() || v[1] < 0 ||
+        static_cast<size_t>(v[1]) >= base->steps[v[0]].kernel.params.size() ||
+        (v[2] != 0 && v[2] != 1))
+      return make_error(fmt::format("size relation {} names no step parameter", r.dump()));
+    t.relations.push_back(
+        SizeRelation{static_cast<uint32_t>(v[0]), static_cast<uint32_t>(v[1]), v[2] == 1});
+  }
+  t.base = std::make_shared<const Plan>(std::move(*base));
+  t.from_cache = true;
+  return t;
+}
+
+template <typename Decode>
+auto decode_cbor(std::span<const uint8_t> bytes, const char* what, Decode&& decode)
+    -> decltype(decode(json{})) {
   // The parser throws on some damage even without exceptions (an array length past max_size).
   try {
     json j = json::from_cbor(bytes.begin(), bytes.end(), true, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) return make_error("not a CBOR plan record");
-    return plan_from_json(j);
+    if (j.is_discarded() || !j.is_object()) return make_error(fmt::format("not a CBOR {}", what));
+    return decode(j);
   } catch (const json::exception& e) {
     return make_error(fmt::format("a field is missing or of the wrong type ({})", e.what()));
   }
+}
+}  // namespace
+
+std::optional<std::vector<uint8_t>> encode_plan_record(
+    const Plan& plan, const std::vector<std::string>& kernel_digests) {
+  std::optional<json> j = plan_to_json(plan, kernel_digests);
+  if (!j) return std::nullopt;
+  return json::to_cbor(*j);
+}
+
+Expected<Plan> decode_plan_record(std::span<const uint8_t> bytes) {
+  return decode_cbor(bytes, "plan record", [](const json& j) { return plan_from_json(j); });
+}
+
+std::optional<std::vector<uint8_t>> encode_template_record(
+    const std::vector<PlanTemplate>& templates) {
+  json list = json::array();
+  for (const PlanTemplate& t : templates) {
+    if (!t.base) return std::nullopt;
+    std::vector<std::string> digests;
+    for (const PlanStep& step : t.base->steps) digests.push_back(step.kernel_digest);
+    std::optional<json> plan = plan_to_json(*t.base, digests);
+    if (!plan) return std::nullopt;
+    json relations = json::array();
+    for (const SizeRelation& r : t.relations)
+      relations.push_back({r.step, r.param, r.numel ? 1 : 0});
+    list.push_back({{"plan", std::move(*plan)},
+                    {"variable", t.variable},
+                    {"graph", affines_json(t.graph)},
+                    {"sizes", affines_json(t.sizes)},
+                    {"written_only", t.written_only},
+                    {"relations", std::move(relations)}});
+  }
+  return json::to_cbor(json{{"version", kPlanRecordVersion}, {"templates", std::move(list)}});
+}
+
+Expected<std::vector<PlanTemplate>> decode_template_record(std::span<const uint8_t> bytes) {
+  return decode_cbor(
+      bytes, "template record", [](const json& j) -> Expected<std::vector<PlanTemplate>> {
+        if (j.at("version").get<int>() != kPlanRecordVersion)
+          return make_error(fmt::format("a record of version {}, expected {}",
+                                        j.at("version").dump(), kPlanRecordVersion));
+        std::vector<PlanTemplate> out;
+        for (const json& t : j.at("templates")) {
+          auto one = template_from_json(t);
+          if (!one)
+            return make_error(fmt::format("template {}: {}", out.size(), one.error().message));
+          out.push_back(std::move(*one));
+        }
+        if (out.empty()) return make_error("no template");
+        return out;
+      });
 }
 
 std::optional<cache::Entry> plan_record_entry(const Plan& plan,

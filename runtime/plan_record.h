@@ -14,6 +14,7 @@
 #include "cache/store.h"
 #include "kiln/error.h"
 #include "runtime/plan.h"
+#include "runtime/plan_family.h"
 
 namespace kiln::runtime {
 
@@ -45,6 +46,22 @@ Expected<Plan> plan_from_entry(const cache::Entry& entry);
 // the graph's `inputs` with their dtypes and shapes, its outputs those of `outputs`.
 Expected<void> check_plan_fits(const Plan& plan, const std::vector<const ir::Node*>& inputs,
                                const std::vector<const ir::Node*>& outputs);
+
+// A record's checks of its wiring (decode_plan_record), for a plan made otherwise from
+// untrusted sizes (a template's instance).
+Expected<void> check_plan_wiring(const Plan& plan);
+
+// Symbolic plans (plan_family.h) in the cache: a shape family's templates, each with its base
+// plan's record (its kernels by digest), its size functions and per step the parameters the
+// kernel writes and never reads (Target::serves_instance asks for them); nullopt where a base
+// step names no kernel digest.
+std::optional<std::vector<uint8_t>> encode_template_record(
+    const std::vector<PlanTemplate>& templates);
+
+// The templates of a record, as the base plans of decode_plan_record, each checked against its
+// plan: a function for every family size and every size of the plan, a variable that is t, a flag
+// for every parameter. An error saying which template and what is wrong, else.
+Expected<std::vector<PlanTemplate>> decode_template_record(std::span<const uint8_t> bytes);
 
 // The distinct kernel digests of a plan's steps, in step order.
 std::vector<std::string> distinct_kernel_digests(const Plan& plan);

@@ -134,6 +134,15 @@ class Target {
                                        codegen::CheckMode /*check*/) const {
     return false;
   }
+  // Whether the code of a dynamic kernel, compiled at one size, runs `kernel` (a dynamic kernel at
+  // the sizes of another instance) as the code planned and compiled for those sizes would: what
+  // the target chooses by size (the cpu's streaming stores into large outputs) is the same.
+  // `written_only` is kir::written_only of the kernel's body (a kernel read back from a record
+  // has only its sizes). false on targets that specialize every size.
+  virtual bool serves_instance(const kir::Kernel& /*kernel*/,
+                               const std::vector<bool>& /*written_only*/) const {
+    return false;
+  }
   // A dynamic kernel's artifact, compiled for one instance, bound to an instance whose outer
   // extent is `outer_extent` (the same code; only the launch's range changes).
   virtual std::shared_ptr<const Artifact> with_outer_extent(const Artifact& artifact,

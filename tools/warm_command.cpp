@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <filesystem>
 #include <mutex>
 #include <thread>
 
 #include "tools/commands.h"
+#include "tools/graph_file.h"
 #include "tools/workload.h"
 
 namespace kiln::tools {
@@ -26,6 +28,7 @@ struct Warmer {
 
   struct Done {
     int compiled = 0, tuned = 0;
+    bool symbolic = false;             // the graph's symbolic plan stored
     std::vector<std::string> missing;  // with --check
   };
   // Kernels compiled and tuned for one graph, or the misses with --check.
@@ -40,8 +43,43 @@ struct Warmer {
       if (!warmed) return std::unexpected(warmed.error());
       r.compiled = warmed->compiled;
       r.tuned = warmed->tuned;
+      r.symbolic = warmed->symbolic;
     }
     return r;
+  }
+
+  // A `.kg` file with size symbols (`?b=64`) warmed at its sizes, then at a second size of each
+  // symbol: the two plans make the graph's symbolic plan, which serves a run at any size.
+  Expected<Done> run_file(const std::string& path, bool check) {
+    ir::Graph g;
+    auto file = read_graph_file(g, path);
+    if (!file) return std::unexpected(file.error());
+    auto r = run(g, outputs_of(*file), check);
+    if (!r || check || file->graph.sizes.empty()) return r;
+    ir::KgSizes other;
+    for (const auto& [name, n] : file->graph.sizes) other[name] = second_size(n);
+    ir::Graph g2;
+    auto file2 = read_graph_file(g2, path, nullptr, &other);
+    if (!file2) return std::unexpected(file2.error());
+    auto r2 = run(g2, outputs_of(*file2), check);
+    if (!r2) return std::unexpected(r2.error());
+    r->compiled += r2->compiled;
+    r->tuned += r2->tuned;
+    r->symbolic = r2->symbolic;
+    return r;
+  }
+
+  static std::vector<const ir::Node*> outputs_of(const GraphFile& file) {
+    std::vector<const ir::Node*> outs;
+    for (const auto& [name, node] : file.graph.outputs) outs.push_back(node);
+    return outs;
+  }
+  // Another size of a symbol declared n: at least 2 (sizes 0 and 1 are specialized), and in n's
+  // power-of-two bucket where it can be (shapes.buckets makes a kernel per bucket).
+  static int64_t second_size(int64_t n) {
+    if (n <= 2) return 3;
+    const auto bucket = [](int64_t m) { return std::bit_ceil(static_cast<uint64_t>(m)); };
+    return bucket(n + 1) == bucket(n) ? n + 1 : n - 1;
   }
 };
 
@@ -104,19 +142,19 @@ int warm_command(const WarmOptions& o) {
   Progress progress(graphs->size());
   std::mutex mu;
   std::vector<std::string> errors, missing;
+  int symbolic = 0;
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i; (i = next.fetch_add(1)) < graphs->size();) {
       const std::string& path = (*graphs)[i];
-      ir::Graph g;
-      auto graph = read_graph_outputs(g, path);
-      Expected<Warmer::Done> r = std::unexpected(Error{});
-      if (graph) r = warmer.run(g, *graph, o.check);
+      Expected<Warmer::Done> r = warmer.run_file(path, o.check);
       std::lock_guard lock(mu);
-      if (!graph) errors.push_back(graph.error().message);
-      else if (!r) errors.push_back(path + ": " + r.error().message);
+      if (!r)
+        errors.push_back(r.error().message.starts_with(path) ? r.error().message
+                                                             : path + ": " + r.error().message);
       else
         for (const std::string& m : r->missing) missing.push_back(path + ": " + m);
+      symbolic += r && r->symbolic ? 1 : 0;
       progress.step(path, r ? r->compiled : 0, r ? r->tuned : 0);
     }
   };
@@ -132,9 +170,11 @@ int warm_command(const WarmOptions& o) {
     fmt::print("{}: {} graphs checked, {} missing\n", cache_path, graphs->size(), missing.size());
     return errors.empty() && missing.empty() ? 0 : 1;
   }
-  fmt::print("{}: {} graphs warmed for {}, {} kernels compiled{}\n", cache_path, graphs->size(),
-             o.target == "cuda" ? "cuda " + o.arch : o.target, progress.compiled(),
-             tune ? fmt::format(", {} tuned", progress.tuned()) : "");
+  fmt::print(
+      "{}: {} graphs warmed for {}, {} kernels compiled{}{}\n", cache_path, graphs->size(),
+      o.target == "cuda" ? "cuda " + o.arch : o.target, progress.compiled(),
+      tune ? fmt::format(", {} tuned", progress.tuned()) : "",
+      symbolic > 0 ? fmt::format(", {} symbolic plan{}", symbolic, symbolic == 1 ? "" : "s") : "");
   return errors.empty() ? 0 : 1;
 }
 

@@ -376,6 +376,10 @@ bool CpuBackend::serves_any_outer_extent(const kir::Kernel& kernel, const kir::K
   return cpu::serves_any_outer_extent(kernel, facts, check);
 }
 
+bool CpuBackend::serves_instance(const kir::Kernel& kernel, const std::vector<bool>& written_only) {
+  return !cpu::streams_at_its_size(kernel, written_only);
+}
+
 std::string CpuBackend::llvm_version() const {
   return LLVM_VERSION_STRING;
 }

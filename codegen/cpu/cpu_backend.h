@@ -99,6 +99,10 @@ class CpuBackend {
   // serves every extent of its outer axis (cpu::serves_any_outer_extent).
   static bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
                                       CheckMode check);
+  // Whether that code, compiled at another size, runs `kernel` (the sizes of one instance) as
+  // the code compiled for those sizes would: no output large enough for streaming stores
+  // (cpu::streams_at_its_size; `written_only`: kir::written_only of the kernel's body).
+  static bool serves_instance(const kir::Kernel& kernel, const std::vector<bool>& written_only);
   // CpuArtifact::chunks_per_thread of the code compile() makes of `kernel` (cpu::chunks_per_thread).
   static int chunks_per_thread(const kir::Kernel& kernel, const kir::KernelFacts& facts, CheckMode check);
   // Everything besides the kernel that changes the object code, for cache keys.

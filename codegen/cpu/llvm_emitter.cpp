@@ -1041,7 +1041,7 @@ bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& 
     return false;
   // Streaming stores are chosen by an output's size: such a kernel keeps its size (whatever the
   // cache, the sizes that may stream somewhere).
-  return std::ranges::none_of(streaming_buffers(kernel), [](bool b) { return b; });
+  return !streams_at_its_size(kernel, kir::written_only(kernel));
 }
 
 }  // namespace kiln::codegen::cpu

@@ -1,6 +1,7 @@
 // Non-temporal stores into large outputs, after optimization (see streaming_stores.h).
 #include "codegen/cpu/streaming_stores.h"
 
+#include <algorithm>
 #include <bit>
 
 #include <llvm/ADT/APInt.h>
@@ -40,27 +41,33 @@ int64_t buffer_of(const llvm::Function& fn, const llvm::Value* base) {
 
 }  // namespace
 
-std::vector<bool> streaming_buffers(const kir::Kernel& kernel, int64_t llc_bytes) {
-  std::vector<bool> stored(kernel.params.size(), false), loaded(kernel.params.size(), false);
-  for (const kir::Store& st : kernel.stores)
-    if (st.buf >= 0 && static_cast<size_t>(st.buf) < stored.size()) stored[st.buf] = true;
-  for (const kir::Expr* e : kir::kernel_exprs(kernel))
-    if (e->kind == kir::ExprKind::Load && e->buf >= 0 && static_cast<size_t>(e->buf) < loaded.size())
-      loaded[e->buf] = true;
+namespace {
+// The outputs of `written_only` large enough to stream at the parameters' sizes.
+std::vector<bool> large_outputs(const kir::Kernel& kernel, const std::vector<bool>& written_only) {
   std::vector<bool> out(kernel.params.size(), false);
-  // A dynamic kernel's sizes are those of one instance: it streams nothing (a kernel whose
-  // outputs stream at its size is not made dynamic: serves_any_outer_extent).
-  if (kernel.dynamic_outer) return out;
-  int64_t footprint = 0;
-  for (const kir::Param& p : kernel.params)
-    footprint += ir::shape_numel(p.shape) * ir::dtype_size(p.dtype);
-  if (llc_bytes > 0 && footprint < llc_bytes / kStreamingCacheFraction) return out;
-  for (size_t i = 0; i < kernel.params.size(); ++i) {
+  for (size_t i = 0; i < kernel.params.size() && i < written_only.size(); ++i) {
     const kir::Param& p = kernel.params[i];
-    out[i] = stored[i] && !loaded[i] &&
+    out[i] = written_only[i] &&
              ir::shape_numel(p.shape) * ir::dtype_size(p.dtype) >= kStreamingStoreBytes;
   }
   return out;
+}
+}  // namespace
+
+std::vector<bool> streaming_buffers(const kir::Kernel& kernel, int64_t llc_bytes) {
+  // A dynamic kernel's sizes are those of one instance: it streams nothing (a kernel whose
+  // outputs stream at its size is not made dynamic: serves_any_outer_extent).
+  if (kernel.dynamic_outer) return std::vector<bool>(kernel.params.size(), false);
+  int64_t footprint = 0;
+  for (const kir::Param& p : kernel.params)
+    footprint += ir::shape_numel(p.shape) * ir::dtype_size(p.dtype);
+  if (llc_bytes > 0 && footprint < llc_bytes / kStreamingCacheFraction)
+    return std::vector<bool>(kernel.params.size(), false);
+  return large_outputs(kernel, kir::written_only(kernel));
+}
+
+bool streams_at_its_size(const kir::Kernel& kernel, const std::vector<bool>& written_only) {
+  return std::ranges::any_of(large_outputs(kernel, written_only), [](bool b) { return b; });
 }
 
 int stream_stores(llvm::Function& fn, const std::vector<bool>& streaming) {

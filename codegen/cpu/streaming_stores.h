@@ -41,6 +41,11 @@ inline constexpr int64_t kStreamingCacheFraction = 4;
 // kStreamingCacheFraction (llc_bytes: the last-level cache's size; 0, unknown: no such limit).
 std::vector<bool> streaming_buffers(const kir::Kernel& kernel, int64_t llc_bytes = 0);
 
+// Whether a kernel at the sizes of its parameters writes an output large enough to stream, whatever
+// the cache (some CPU's would): `written_only` is kir::written_only of the kernel's body, which a
+// caller holding only the kernel's sizes (a symbolic plan read back from the cache) keeps.
+bool streams_at_its_size(const kir::Kernel& kernel, const std::vector<bool>& written_only);
+
 // Makes the vector stores of `fn` (a kernel entry point, optimized) into the buffers flagged in
 // `streaming` non-temporal, as described above; the number of stores changed. Scalar and masked
 // stores are left as they are.

@@ -140,4 +140,60 @@ TEST_F(PersistentRun, AutotuneDecisionsAreKeptForTheNextProcess) {
   ::unsetenv("KILN_AUTOTUNE_CACHE");
 }
 
+// `kiln warm` of a graph with a size symbol stores its symbolic plan (its sizes and a second size
+// of ?b make it); a new process runs another batch size from it, building and compiling nothing,
+// with the results of the reference device; `kiln cache export --for` bundles the symbolic plan
+// with the plans and kernels, and a cache holding only the bundle serves that size too.
+TEST_F(PersistentRun, AWarmedSymbolicPlanServesEveryBatchSize) {
+  const std::string kg = (dir_ / "mlp.kg").string();
+  std::ofstream(kg) << "kiln.graph v1\ninput %x : f32[?b=16,48]\ninput %w : f32[48,32]\n"
+                       "%h = matmul(%x, %w)\n%y = tanh(%h)\n%z = mul(%y, %y)\noutput %z\n";
+  const std::string cache = "file=" + (dir_ / "cache.sqlite").string();
+  // The reference rates: the fuser (a part of the plan keys) is the same in every process.
+  const std::string env = "KILN_CPU_RATES=reference KILN_AUTOTUNE_CACHE=" + cache + " ";
+  Result warmed = sh(env + kiln("warm " + kg + " --no-autotune --cache " + cache));
+  ASSERT_EQ(warmed.code, 0) << warmed.out;
+  EXPECT_NE(warmed.out.find("1 graphs warmed for cpu, 1 kernels compiled, 1 symbolic plan"),
+            std::string::npos)
+      << warmed.out;
+  const auto run = [&](const std::string& cache_spec, int64_t b, const std::string& device,
+                       const std::string& out) {
+    return sh("KILN_CPU_RATES=reference KILN_AUTOTUNE_CACHE=" + cache_spec +
+              " KILN_COMPILATION_CACHE=" + cache_spec + " " + KILN_BINARY + " run " + kg +
+              " --no-autotune --random-inputs --seed 3 --stats --dim b=" + std::to_string(b) +
+              " --device " + device + " --out " + (dir_ / out).string());
+  };
+  const auto same = [&](const std::string& a, const std::string& b) {
+    auto x = kiln::tools::read_npy((dir_ / a / "z.npy").string());
+    auto y = kiln::tools::read_npy((dir_ / b / "z.npy").string());
+    ASSERT_TRUE(x && y);
+    ASSERT_EQ(x->shape, y->shape);
+    for (int64_t i = 0; i < x->numel(); ++i)
+      EXPECT_NEAR(x->get(i), y->get(i), 1e-5) << a << " " << i;
+  };
+  for (int64_t b : {37, 2, 200}) {
+    Result r = run(cache, b, "cpu", "cpu" + std::to_string(b));
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("kernels: 1 launched, 0 compiled"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("cache: plan instantiated from its symbolic plan"), std::string::npos)
+        << r.out;
+    ASSERT_EQ(run("none", b, "reference", "ref" + std::to_string(b)).code, 0);
+    same("cpu" + std::to_string(b), "ref" + std::to_string(b));
+  }
+  const std::string bundle = (dir_ / "bundle.sqlite").string();
+  Result exported =
+      sh(env + kiln("cache export " + bundle + " --for " + kg + " --no-autotune --cache " + cache));
+  ASSERT_EQ(exported.code, 0) << exported.out;
+  EXPECT_NE(exported.out.find("(2 plans, 1 kernel, "), std::string::npos) << exported.out;
+  const std::string fresh = "file=" + (dir_ / "fresh.sqlite").string();
+  ASSERT_EQ(sh(kiln("cache import " + bundle + " --cache " + fresh)).code, 0);
+  Result served = run(fresh, 91, "cpu", "fresh");
+  ASSERT_EQ(served.code, 0) << served.out;
+  EXPECT_NE(served.out.find("cache: plan instantiated from its symbolic plan"), std::string::npos)
+      << served.out;
+  EXPECT_NE(served.out.find("0 compiled"), std::string::npos) << served.out;
+  Result verify = sh(kiln("cache verify --cache " + cache));
+  EXPECT_EQ(verify.code, 0) << verify.out;
+}
+
 }  // namespace

@@ -330,6 +330,48 @@ TEST(DynamicShapes, ADynamicKernelFromTheCacheServesAnotherSize) {
   std::filesystem::remove(path);
 }
 
+// The symbolic plan one process made is stored in the persistent cache with its kernels: another
+// process (a new device) serves its first size from it, building and compiling nothing, under the
+// dynamic and the automatic policy; sizes 0 and 1 are still built.
+TEST(DynamicShapes, ASymbolicPlanFromTheCacheServesANewProcess) {
+  for (const char* policy : {"dynamic", "automatic"}) {
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("kiln_symbolic_" + std::to_string(::getpid()) + ".sqlite"))
+                                 .string();
+    std::filesystem::remove(path);
+    const Settings cache = {{"shapes.policy", policy}, {"compilation.cache", "file=" + path}};
+    {
+      auto dev = open_cpu(cache);
+      Mlp mlp(dev);
+      // Under dynamic the first two sizes make the symbolic plan; under automatic, the second
+      // generalizes the kernels and the third makes it.
+      const bool automatic = std::string(policy) == "automatic";
+      for (int64_t b : {12, 30, 44})
+        EXPECT_EQ(run_mlp(dev, mlp, b).plan_source, b < 44 || automatic ? "built" : "symbolic")
+            << policy << " b=" << b;
+      EXPECT_EQ(run_mlp(dev, mlp, 57).plan_source, "symbolic") << policy;
+    }
+    {
+      auto dev = open_cpu(cache);  // a new device: nothing in memory
+      Mlp mlp(dev);
+      const kiln::RealizeStats s = run_mlp(dev, mlp, 77);
+      EXPECT_EQ(s.plan_source, "symbolic") << policy;
+      EXPECT_EQ(s.compiled, 0) << policy;
+      EXPECT_EQ(s.dynamic_kernels, s.kernels) << policy;
+      EXPECT_EQ(run_mlp(dev, mlp, 5).plan_source, "symbolic") << policy;
+      EXPECT_EQ(run_mlp(dev, mlp, 1).plan_source, "built") << policy;
+      EXPECT_EQ(run_mlp(dev, mlp, 0).plan_source, "built") << policy;
+      EXPECT_EQ(run_mlp(dev, mlp, 300).plan_source, "symbolic") << policy;
+    }
+    {
+      // The static policy keeps its plans apart: it builds.
+      auto dev = open_cpu({{"shapes.policy", "static"}, {"compilation.cache", "file=" + path}});
+      Mlp mlp(dev);
+      EXPECT_EQ(run_mlp(dev, mlp, 77).plan_source, "built") << policy;
+    }
+    std::filesystem::remove(path);
+  }
+}
 }  // namespace
 
 namespace {
@@ -432,6 +474,63 @@ TEST(DynamicShapes, SymbolicPlansMatchTheReferenceAtEverySize) {
     else EXPECT_EQ(plans.symbolic, 0) << c.name;
     EXPECT_EQ(plans.symbolic + plans.built, 10) << c.name;
   }
+}
+
+}  // namespace
+
+namespace {
+
+// An output of 16 MiB or more is written with streaming stores chosen by its size
+// (codegen/cpu/streaming_stores.h): a symbolic plan, whose dynamic kernel stores as it does at
+// every size, does not serve it; the size is built, its kernel specialized.
+TEST(DynamicShapes, AnOutputLargeEnoughToStreamLeavesTheSymbolicPlan) {
+  auto dev = open_cpu({{"shapes.policy", "dynamic"}});
+  for (int64_t b : {2, 3, 5, 4096 + 7}) {
+    const std::vector<float> xs = values(static_cast<size_t>(b * 1024), 0.25f, static_cast<int>(b));
+    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {b, 1024});
+    auto got = (x * 2.0 + 1.0).to_vector<float>();
+    ASSERT_TRUE(got.has_value()) << got.error().message;
+    const kiln::RealizeStats s = dev.last_stats();
+    if (b < 4096) {
+      EXPECT_EQ(s.plan_source, b < 5 ? "built" : "symbolic") << "b=" << b;
+      EXPECT_EQ(s.dynamic_kernels, 1) << "b=" << b;
+    } else {
+      EXPECT_EQ(s.plan_source, "built") << "b=" << b;
+      EXPECT_EQ(s.dynamic_kernels, 0) << "b=" << b;
+    }
+    for (size_t i = 0; i < xs.size(); ++i)
+      if ((*got)[i] != xs[i] * 2.0f + 1.0f) {
+        ADD_FAILURE() << "b=" << b << " element " << i;
+        break;
+      }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Two dimensions that change together: an elementwise kernel over x [b, b] runs one axis of b * b
+// points, which the sizes of two plans (4 and 9 points) would fit as 5 * b - 6. The instances keep
+// the kernel's point count equal to its buffers' element count, so no template serves b = 5 or 7
+// (they are built, their kernel the same dynamic one) and every size's result is right.
+TEST(DynamicShapes, APointCountThatIsAProductOfChangingSizesIsNotFitted) {
+  auto dev = open_cpu({{"shapes.policy", "dynamic"}});
+  int compiled = 0;
+  for (int64_t b : {2, 3, 5, 7}) {
+    const std::vector<float> xs = values(static_cast<size_t>(b * b), 0.25f, static_cast<int>(b));
+    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {b, b});
+    auto got = (kiln::exp(x) * 2.0).to_vector<float>();
+    ASSERT_TRUE(got.has_value()) << got.error().message;
+    EXPECT_EQ(dev.last_stats().plan_source, "built") << "b=" << b;
+    compiled += dev.last_stats().compiled;
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (std::abs((*got)[i] - 2 * std::exp(xs[i])) > 1e-5 * 2 * std::exp(xs[i])) {
+        ADD_FAILURE() << "b=" << b << " element " << i << ": " << (*got)[i];
+        break;
+      }
+  }
+  EXPECT_EQ(compiled, 1) << "one dynamic kernel for every size";
 }
 
 }  // namespace

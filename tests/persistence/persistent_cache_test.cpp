@@ -2,10 +2,12 @@
 // second process: its own JIT) compiles nothing; read-only caches serve hits and write nothing.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "cache/store.h"
 #include "ir/builder.h"
@@ -150,6 +152,73 @@ TEST_F(PersistentCacheTest, DamagedPlanRecordIsRebuiltFromTheStoredKernels) {
   auto [again, warm] = run(*device());
   EXPECT_EQ(warm.plan_source, "disk");
   EXPECT_EQ(again.bytes, want.bytes);
+}
+
+// A shape family's symbolic plans are stored as one template record; a record whose sizes do not
+// match its plan (sealed, so the store cannot tell) is refused with a warning, the size is built
+// from the stored kernels, and the family's next template replaces the record.
+TEST_F(PersistentCacheTest, AnInconsistentTemplateRecordIsRefusedAndReplaced) {
+  const auto run_at = [&](Executor& dev, int64_t b) {
+    ir::Graph g;
+    ir::Builder bld{g};
+    const ir::Node* x = g.input(DType::f32, {b, 64}, "x");
+    const ir::Node* y = must(bld.unary(
+        ir::Op::Exp, must(bld.binary(ir::Op::Mul, x, must(bld.scalar(0.5, DType::f32))))));
+    ir::HostTensor in = ir::HostTensor::zeros(DType::f32, {b, 64});
+    for (int64_t i = 0; i < in.numel(); ++i) in.set(i, (i % 11) * 0.125 - 0.5);
+    RunStats s;
+    auto out = dev.execute(g, {y}, Bindings{{x, dev.pool()->from_host(in).value()}}, &s);
+    KILN_CHECK(out.has_value()) << out.error().message;
+    const ir::HostTensor got = (*out)[0]->to_host();
+    for (int64_t i = 0; i < in.numel(); ++i)
+      EXPECT_NEAR(got.get(i), std::exp(0.5 * in.get(i)), 1e-6 * std::exp(0.5 * in.get(i)))
+          << "b=" << b;
+    return s;
+  };
+  const auto dynamic = [&] {
+    DeviceOptions o;
+    o.cpu_rates = RatesSource::reference;
+    o.cache_path = (dir_ / "cache.sqlite").string();
+    o.shape_policy = ShapePolicy::dynamic;
+    auto d = open_executor("cpu", o);
+    KILN_CHECK(d.has_value()) << d.error().message;
+    return std::move(*d);
+  };
+  {
+    auto dev = dynamic();
+    EXPECT_EQ(run_at(*dev, 4).plan_source, "built");
+    EXPECT_EQ(run_at(*dev, 6).plan_source, "built");
+  }
+  const auto template_entry = [&]() -> std::optional<cache::Entry> {
+    auto store = cache::Store::open((dir_ / "cache.sqlite").string());
+    KILN_CHECK(store.has_value());
+    for (const cache::Entry& e : (*store)->list(cache::Table::plans))
+      if (!e.parts.empty() && e.parts.front().first == "family") return (*store)->show(e.key);
+    return std::nullopt;
+  };
+  std::optional<cache::Entry> e = template_entry();
+  ASSERT_TRUE(e.has_value()) << "the family's template record";
+  EXPECT_EQ(run_at(*dynamic(), 9).plan_source, "symbolic") << "a new device takes it";
+  {
+    auto j = nlohmann::json::from_cbor(e->value);
+    j["templates"][0]["sizes"].erase(0);
+    e->value = nlohmann::json::to_cbor(j);
+    auto store = cache::Store::open((dir_ / "cache.sqlite").string());
+    ASSERT_TRUE(store.has_value());
+    ASSERT_TRUE((*store)->put(cache::Table::plans, cache::KeyParts{e->parts}, *e));
+  }
+  {
+    auto dev = dynamic();
+    testing::internal::CaptureStderr();
+    const RunStats s = run_at(*dev, 9);
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(s.plan_source, "built");
+    EXPECT_EQ(s.compiled, 0) << "its kernel from the cache";
+    EXPECT_NE(err.find("(symbolic plans) is unusable (template 0: "), std::string::npos) << err;
+    EXPECT_NE(err.find("size functions for a plan of"), std::string::npos) << err;
+    EXPECT_EQ(run_at(*dev, 11).plan_source, "built");  // with 9, the family's new template
+  }
+  EXPECT_EQ(run_at(*dynamic(), 13).plan_source, "symbolic");
 }
 
 TEST_F(PersistentCacheTest, ComponentLoggersReportThroughTheLogCallback) {

@@ -2,6 +2,7 @@
 // truncated, flipped, inconsistent and foreign records decode to nothing and never crash.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "ir/graph.h"
@@ -221,6 +222,119 @@ TEST(PlanRecord, APlanMustFitTheGraphThatAsksForIt) {
       << in.error().message;
   EXPECT_FALSE(check_plan_fits(plan, {x}, {y}).has_value());
   EXPECT_FALSE(check_plan_fits(plan, {x, i}, {y, y}).has_value());
+}
+
+// The symbolic plan of two_step_plan in its batch size b (the 4s), the first of its family's
+// sizes (b, 8, 8): every size of the plan that is 4 follows b; k0 is dynamic, of the bucket 16.
+PlanTemplate two_step_template() {
+  Plan base = two_step_plan();
+  base.steps[0].kernel.dynamic_outer = true;
+  base.steps[0].kernel.dynamic_bound = 16;
+  for (size_t i = 0; i < base.steps.size(); ++i) base.steps[i].kernel_digest = kDigests[i];
+  PlanTemplate t;
+  t.graph = {{1, 0}, {0, 8}, {0, 8}};
+  for (const int64_t d : {4, 8, 4, 8, 8, 4, /*k0*/ 4, 8, 4, 8, 4, 8, /*k1*/ 4, 4, 8, 8, 4})
+    t.sizes.push_back(d == 4 ? Affine{1, 0} : Affine{0, d});
+  t.written_only = {{false, true}, {false, false, true}};
+  t.relations = {{0, 0, true}, {0, 1, false}};
+  t.base = std::make_shared<const Plan>(std::move(base));
+  return t;
+}
+
+TEST(PlanRecord, SymbolicPlansSurviveARoundTripAndServeANewSize) {
+  const PlanTemplate t = two_step_template();
+  ASSERT_EQ(t.sizes.size(), plan_size_count(*t.base));
+  auto bytes = encode_template_record({t, t});
+  ASSERT_TRUE(bytes.has_value());
+  auto back = decode_template_record(*bytes);
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  ASSERT_EQ(back->size(), 2u);
+  const PlanTemplate& b = back->front();
+  EXPECT_TRUE(b.from_cache);
+  EXPECT_EQ(b.variable, 0u);
+  EXPECT_EQ(b.written_only, t.written_only);
+  ASSERT_EQ(b.relations.size(), 2u);
+  EXPECT_TRUE(b.relations[0].numel && !b.relations[1].numel && b.relations[1].param == 1);
+  ASSERT_EQ(b.sizes.size(), t.sizes.size());
+  for (size_t i = 0; i < t.sizes.size(); ++i)
+    EXPECT_TRUE(b.sizes[i].a == t.sizes[i].a && b.sizes[i].c == t.sizes[i].c) << i;
+  EXPECT_TRUE(b.base->steps[0].kernel.dynamic_outer);
+  EXPECT_EQ(b.base->steps[0].kernel.dynamic_bound, 16);
+  EXPECT_EQ(b.base->steps[1].kernel_digest, "bbbb");
+  std::optional<Plan> at9 = instantiate_plan(b, {9, 8, 8});
+  ASSERT_TRUE(at9.has_value());
+  EXPECT_EQ(at9->slots[0].shape, (ir::Shape{9, 8}));
+  EXPECT_EQ(at9->slots[3].shape, (ir::Shape{9}));
+  EXPECT_EQ(at9->steps[0].kernel.domain, (std::vector<int64_t>{9, 8}));
+  EXPECT_EQ(at9->steps[1].kernel.params[0].shape, (ir::Shape{9, 8}));
+  EXPECT_TRUE(check_plan_wiring(*at9).has_value());
+  // Not the template's functions (8 is fixed), sizes 0 and 1, a size past 64-bit arithmetic.
+  EXPECT_FALSE(instantiate_plan(b, {9, 7, 8}).has_value());
+  EXPECT_FALSE(instantiate_plan(b, {1, 8, 8}).has_value());
+  EXPECT_FALSE(instantiate_plan(b, {0, 8, 8}).has_value());
+  PlanTemplate huge = b;
+  huge.sizes[1] = Affine{int64_t{1} << 62, 0};
+  EXPECT_FALSE(instantiate_plan(huge, {9, 8, 8}).has_value());
+  // k0's domain no longer its parameters' rows (its point count no longer theirs): no instance.
+  PlanTemplate apart = b;
+  apart.sizes[6] = Affine{2, 0};
+  EXPECT_FALSE(instantiate_plan(apart, {9, 8, 8}).has_value());
+  apart.relations.clear();
+  EXPECT_TRUE(instantiate_plan(apart, {9, 8, 8}).has_value());
+}
+
+// A template record that does not match its plan is refused with the reason, never instantiated.
+TEST(PlanRecord, ATemplateThatDoesNotMatchItsPlanDoesNotDecode) {
+  using nlohmann::json;
+  const auto reason = [](const std::function<void(json&)>& damage) -> std::string {
+    json j = json::from_cbor(*encode_template_record({two_step_template()}));
+    damage(j);
+    auto back = decode_template_record(json::to_cbor(j));
+    return back ? "" : back.error().message;
+  };
+  EXPECT_EQ(reason([](json&) {}), "");
+  EXPECT_NE(reason([](json& j) {
+              j["templates"][0]["sizes"].erase(3);
+            }).find("16 size functions for a plan of 17 sizes"),
+            std::string::npos);
+  EXPECT_NE(reason([](json& j) { j["templates"][0]["variable"] = 3; }).find("family size 3 of 3"),
+            std::string::npos);
+  EXPECT_NE(reason([](json& j) {
+              j["templates"][0]["variable"] = 1;
+            }).find("not the template's variable"),
+            std::string::npos);
+  EXPECT_NE(reason([](json& j) {
+              j["templates"][0]["written_only"][1].erase(0);
+            }).find("step 1: written-only flags for 2 parameters of 3"),
+            std::string::npos);
+  EXPECT_NE(
+      reason([](json& j) { j["templates"][0]["written_only"].erase(0); }).find("for 1 steps of 2"),
+      std::string::npos);
+  EXPECT_NE(reason([](json& j) { j["templates"][0]["graph"][1] = {1}; }).find("not a pair"),
+            std::string::npos);
+  EXPECT_NE(reason([](json& j) {
+              j["templates"][0]["plan"]["steps"][0]["kernel"]["bound"] = 12;
+            }).find("a size bucket of 12"),
+            std::string::npos);
+  EXPECT_NE(reason([](json& j) {
+              j["templates"][0]["plan"]["steps"][1]["args"] = {1, 2};
+            }).find("template 0: step 1"),
+            std::string::npos);
+  EXPECT_NE(
+      reason([](json& j) { j["version"] = kPlanRecordVersion + 1; }).find("a record of version"),
+      std::string::npos);
+  EXPECT_NE(reason([](json& j) {
+              j["templates"][0]["relations"][1] = {0, 2, 0};
+            }).find("names no step parameter"),
+            std::string::npos);
+  EXPECT_NE(reason([](json& j) {
+              j["templates"][0]["relations"][0] = {2, 0, 1};
+            }).find("names no step parameter"),
+            std::string::npos);
+  EXPECT_EQ(reason([](json& j) { j["templates"] = json::array(); }), "no template");
+  EXPECT_NE(reason([](json& j) { j.erase("templates"); }).find("missing or of the wrong type"),
+            std::string::npos);
+  EXPECT_FALSE(decode_template_record(std::vector<uint8_t>(64, 0xff)).has_value());
 }
 
 }  // namespace
