@@ -181,13 +181,18 @@ std::optional<std::pair<int32_t, int64_t>> var_plus_const(const Expr* e) {
   return t;
 }
 
-// X = where(m, ·, -inf) with m reading neither the scores, nor i, nor a reduction or scan.
-const Expr* key_mask(const Expr* x, const Expr* scores, int32_t i_var, const FreeVars& fv) {
+// m where X = where(m, ·, -inf): the condition under which a logit is visible; else null.
+const Expr* visible_where(const Expr* x) {
   if (x->kind != ExprKind::Alu || x->alu != Alu::Where) return nullptr;
   const Expr* other = x->args[2];
   if (other->kind != ExprKind::Const || !std::isinf(other->fval) || other->fval > 0) return nullptr;
-  const Expr* m = x->args[0];
-  if (fv.uses(m, i_var) || has_reduce(m)) return nullptr;
+  return x->args[0];
+}
+
+// X = where(m, ·, -inf) with m reading neither the scores, nor i, nor a reduction or scan.
+const Expr* key_mask(const Expr* x, const Expr* scores, int32_t i_var, const FreeVars& fv) {
+  const Expr* m = visible_where(x);
+  if (!m || fv.uses(m, i_var) || has_reduce(m)) return nullptr;
   bool reads_scores = false;
   std::unordered_set<const Expr*> seen;
   ir::pre_order(m, seen, [&](const Expr* e) {
@@ -200,12 +205,8 @@ const Expr* key_mask(const Expr* x, const Expr* scores, int32_t i_var, const Fre
 // X = where(cond, ·, -inf) with cond comparing i + a against j + b: the largest visible key is
 // i + offset.
 std::optional<int64_t> causal_offset(const Expr* x, int32_t i_var, int32_t j_var) {
-  if (x->kind != ExprKind::Alu || x->alu != Alu::Where) return std::nullopt;
-  const Expr* other = x->args[2];
-  if (other->kind != ExprKind::Const || !std::isinf(other->fval) || other->fval > 0)
-    return std::nullopt;
-  const Expr* cond = x->args[0];
-  if (cond->kind != ExprKind::Alu || !is_comparison(cond->alu)) return std::nullopt;
+  const Expr* cond = visible_where(x);
+  if (!cond || cond->kind != ExprKind::Alu || !is_comparison(cond->alu)) return std::nullopt;
   auto l = var_plus_const(cond->args[0]);
   auto r = var_plus_const(cond->args[1]);
   if (!l || !r) return std::nullopt;
