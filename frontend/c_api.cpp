@@ -220,6 +220,16 @@ kiln_status kiln_device_last_donated(kiln_device device, int32_t* out) {
   return KILN_OK;
 }
 
+kiln_status kiln_device_last_plan_source(kiln_device device, const char** out) {
+  if (!device) return null_argument(__func__, "device");
+  if (!out) return null_argument(__func__, "out");
+  const std::string source = device->device.last_stats().plan_source;
+  *out = "";
+  for (const char* s : {"memory", "symbolic", "disk", "built"})
+    if (source == s) *out = s;
+  return KILN_OK;
+}
+
 // ---- Tensors ---------------------------------------------------------------------------------
 
 kiln_status kiln_tensor_from_host(kiln_device device, kiln_dtype dtype, const int64_t* shape,

@@ -152,6 +152,12 @@ KILN_EXPORT kiln_status kiln_device_last_dynamic_kernels(kiln_device device, int
  * nothing but the realize held (buffer donation: `w = w - lr * g`, or a decoder's key/value cache
  * updated in place; docs/embedding.md). */
 KILN_EXPORT kiln_status kiln_device_last_donated(kiln_device device, int32_t* out);
+/* Where the latest realize's plan came from: "memory" (this device ran these shapes before),
+ * "symbolic" (the symbolic plan of the graph at other sizes, made in this process or read from the
+ * persistent cache: nothing lowered or compiled; docs/dynamic-shapes.md), "disk" (a plan stored in
+ * the persistent cache) or "built"; "" before the first realize. The string is static: it stays
+ * valid for the life of the program. */
+KILN_EXPORT kiln_status kiln_device_last_plan_source(kiln_device device, const char** out);
 
 /* ---- Tensors ------------------------------------------------------------------------------ */
 

@@ -24,7 +24,7 @@ def python_defaults():
     return {"compilation.cache": store, "autotune.cache": store, "autotune.logger.targets": "stderr"}
 
 
-Stats = collections.namedtuple("Stats", "kernels compiled compile_ms run_ms plan_cache_hit dynamic_kernels donated")
+Stats = collections.namedtuple("Stats", "kernels compiled compile_ms run_ms plan_cache_hit dynamic_kernels donated plan_source")
 Stats.__doc__ = """Statistics of a device's most recent realize: kernels launched, of them compiled
 (not found in a cache), compile and run times in milliseconds, and whether the whole plan came
 from a cache."""
@@ -87,8 +87,10 @@ class Device:
         check(lib.kiln_device_last_dynamic_kernels(self._h, byref(dynamic)))
         donated = ctypes.c_int32()
         check(lib.kiln_device_last_donated(self._h, byref(donated)))
+        source = ctypes.c_char_p()
+        check(lib.kiln_device_last_plan_source(self._h, byref(source)))
         return Stats(s.kernels, s.compiled, s.compile_ms, s.run_ms, bool(s.plan_cache_hit), dynamic.value,
-                     donated.value)
+                     donated.value, source.value.decode())
 
     def __repr__(self):
         return f"kiln.Device({self.name!r})"

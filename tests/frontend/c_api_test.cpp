@@ -180,13 +180,21 @@ TEST(CApi, AMarkedAxisServesEveryBatchSize) {
     int32_t dynamic = -1;
     C_OK(kiln_device_last_stats(d.dev, &s));
     C_OK(kiln_device_last_dynamic_kernels(d.dev, &dynamic));
+    const char* source = nullptr;
+    C_OK(kiln_device_last_plan_source(d.dev, &source));
     if (b != 6) compiled += s.compiled;
     if (device_name() == "cpu") {
       EXPECT_EQ(dynamic, s.kernels);
+      // The first two sizes of a marked input build plans; the third takes their symbolic plan.
+      EXPECT_STREQ(source, b == 31 ? "symbolic" : "built") << b;
     } else {
       EXPECT_EQ(dynamic, 0);
+      EXPECT_STREQ(source, "built") << b;
     }
   }
+  const char* source = nullptr;
+  EXPECT_EQ(kiln_device_last_plan_source(nullptr, &source), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_device_last_plan_source(d.dev, nullptr), KILN_ERROR_INVALID_ARGUMENT);
   if (device_name() == "cpu") {
     EXPECT_EQ(compiled, 0);
   }
