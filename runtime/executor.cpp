@@ -411,8 +411,7 @@ std::shared_ptr<Plan> Executor::symbolic_plan(const ShapeFamily& family, const S
         if (f.templates.size() < kTemplatesPerFamily) f.templates.push_back(std::move(t));
       templates = f.templates;
     }
-  for (size_t n = 0; n < templates.size(); ++n) {
-    const PlanTemplate& t = templates[n];
+  for (const PlanTemplate& t : templates) {
     std::optional<Plan> plan = instantiate_plan(t, family.dims);
     if (!plan) continue;
     // Each dynamic kernel serves its new extent as it would in a plan built now: within its size

@@ -22,7 +22,10 @@ class Generator {
  public:
   // special_arithmetic false: NaN and inf never meet add, sub or mul, for a device whose driver
   // folds x*0 and x-x to 0 whatever x holds (the "ieee arithmetic" property of `kiln devices`).
-  Generator(Case& c, uint64_t seed, bool special_arithmetic = true);
+  // `outer`: the base shape's first extent (the same graph at another size of its first axis,
+  // where the steps do not choose by it), else the seed's.
+  Generator(Case& c, uint64_t seed, bool special_arithmetic = true,
+            std::optional<int64_t> outer = std::nullopt);
   // Grows the graph and returns 2-4 outputs (the last value, intermediates, a scalar if any).
   std::vector<FuzzValue> build();
 

@@ -122,5 +122,57 @@ TEST(RandomGraphFuzz, DeviceEqualsReference) {
               static_cast<unsigned long long>(first), device.c_str(), failed);
 }
 
+// Shape families: each seed's graph at several extents of its base shape's first axis, on one cpu
+// device under the dynamic policy, so that two sizes of a family make its symbolic plan and the
+// others take it where it serves (sizes 0 and 1 are built), every size against the reference.
+// KILN_FUZZ_FAMILIES=N runs N seeds (from KILN_FUZZ_SEED).
+TEST(RandomGraphFuzz, EverySizeOfAShapeFamilyEqualsReference) {
+  const std::string device = device_under_test_name();
+  if (device != "cpu") GTEST_SKIP() << "kernels that take their size at run time are the cpu's";
+  auto dut = open_device_under_test([](runtime::DeviceOptions& o) {
+    o.shape_policy = runtime::ShapePolicy::dynamic;
+    o.cache_path.clear();  // every plan built or symbolic here, none read from an earlier run
+  });
+  ASSERT_TRUE(dut.has_value()) << dut.error().message;
+  const uint64_t first = env_number("KILN_FUZZ_SEED", 1);
+  const uint64_t count = env_number("KILN_FUZZ_FAMILIES", 60);
+  int failed = 0, runs = 0, symbolic = 0;
+  for (uint64_t seed = first; seed < first + count; ++seed)
+    for (const int64_t b : {2, 3, 5, 9, 1, 17, 4}) {
+      Case c;
+      Generator gen(c, seed, true, b);
+      std::vector<FuzzValue> outs = gen.build();
+      ASSERT_FALSE(outs.empty()) << "seed " << seed;
+      std::vector<const ir::Node*> nodes;
+      for (const FuzzValue& v : outs) nodes.push_back(v.node);
+      const RunResult want = run_on(reference_device(), c, nodes);
+      runtime::Bindings in;
+      for (auto& [node, host] : c.inputs) in[node] = (*dut)->pool()->from_host(host).value();
+      runtime::RunStats stats;
+      RunResult got;
+      if (auto r = (*dut)->execute(c.graph, nodes, in, &stats); !r)
+        got.error = r.error().message;
+      else
+        for (const auto& buffer : *r) got.outputs.push_back(buffer->to_host());
+      ++runs;
+      symbolic += stats.plan_source == "symbolic" ? 1 : 0;
+      const std::string name =
+          fmt::format("cpu (dynamic, first extent {}, plan {})", b, stats.plan_source);
+      std::vector<std::string> problems =
+          compare_runs(outs, history_scales(c, nodes), got, want, name);
+      if (problems.empty()) continue;
+      ++failed;
+      const std::string text = reproducer_text(c, outs, seed, device, problems, kFailureDir);
+      ADD_FAILURE() << "family fuzz seed " << seed << " at first extent " << b << ":\n" << text;
+    }
+  std::printf(
+      "fuzz: %llu shape families from seed %llu, %d runs (%d from a symbolic plan), %d failed\n",
+      static_cast<unsigned long long>(count), static_cast<unsigned long long>(first), runs,
+      symbolic, failed);
+  // The families exercise symbolic plans: a graph that reduces, slices or reshapes along its first
+  // axis reads the size in an index and builds every size (60 seeds: 20 of 420 runs symbolic).
+  EXPECT_GE(symbolic, runs / 40);
+}
+
 }  // namespace
 }  // namespace kiln::testing::fuzz
