@@ -128,7 +128,9 @@ int kiln_tool_main(int argc, char** argv) {
 
   WarmOptions warm;
   auto* warm_cmd = app.add_subcommand(
-      "warm", "Compile the kernels of .kg graphs, .onnx models or a KILN_RECORD directory into a kernel cache");
+      "warm",
+      "Compile the kernels of .kg graphs, .onnx models or a KILN_RECORD directory into a kernel cache (a .kg "
+      "with size symbols also at a second size: its symbolic plan serves a run at any size)");
   warm_cmd->add_option("paths", warm.paths, ".kg files, .onnx models, and directories of .kg files (KILN_RECORD=DIR)")
       ->required();
   warm_cmd->add_option("--target", warm.target, "cpu | cuda (no GPU needed, see --arch) | vulkan")
