@@ -25,6 +25,13 @@ struct KgGraph {
   // The size symbols the inputs' types define (`input %x : f32[?b,64]`, DESIGN.md §4), with the
   // size each took, in order of first use. An input's symbolic axes: ir::input_symbols.
   std::vector<std::pair<std::string, int64_t>> sizes = {};
+
+  // The output nodes, in `output` order.
+  std::vector<const Node*> output_nodes() const {
+    std::vector<const Node*> nodes;
+    for (const auto& [name, node] : outputs) nodes.push_back(node);
+    return nodes;
+  }
 };
 
 // Parses `.kg` text into `g`. Composites are expanded into primitives, literals become scalar

@@ -100,7 +100,7 @@ Expected<void> prepare(const DumpOptions& o, DumpInput& in) {
   auto graph = read_graph_file(in.g, o.graph_path, nullptr, &o.sizes);
   if (!graph) return std::unexpected(graph.error());
   in.graph = std::move(graph->graph);
-  for (const auto& [name, node] : in.graph.outputs) in.outputs.push_back(node);
+  in.outputs = in.graph.output_nodes();
   in.key = runtime::structural_key(in.outputs);
   auto options = dump_device_options(o, in.graph);
   if (!options) return std::unexpected(options.error());

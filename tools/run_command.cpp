@@ -195,8 +195,7 @@ int run_command(const RunOptions& o) {
 
   auto bindings = bind_inputs(**device, *graph, *host);
   if (!bindings) return report_error(bindings.error().message);
-  std::vector<const ir::Node*> outputs;
-  for (const auto& [name, node] : graph->outputs) outputs.push_back(node);
+  const std::vector<const ir::Node*> outputs = graph->output_nodes();
 
   auto ran = run_repeated(**device, g, outputs, *bindings, o.repeat);
   if (!ran) return report_error(ran.error().message);

@@ -54,14 +54,14 @@ struct Warmer {
     ir::Graph g;
     auto file = read_graph_file(g, path);
     if (!file) return std::unexpected(file.error());
-    auto r = run(g, outputs_of(*file), check);
+    auto r = run(g, file->graph.output_nodes(), check);
     if (!r || check || file->graph.sizes.empty()) return r;
     ir::KgSizes other;
     for (const auto& [name, n] : file->graph.sizes) other[name] = second_size(n);
     ir::Graph g2;
     auto file2 = read_graph_file(g2, path, nullptr, &other);
     if (!file2) return std::unexpected(file2.error());
-    auto r2 = run(g2, outputs_of(*file2), check);
+    auto r2 = run(g2, file2->graph.output_nodes(), check);
     if (!r2) return std::unexpected(r2.error());
     r->compiled += r2->compiled;
     r->tuned += r2->tuned;
@@ -69,11 +69,6 @@ struct Warmer {
     return r;
   }
 
-  static std::vector<const ir::Node*> outputs_of(const GraphFile& file) {
-    std::vector<const ir::Node*> outs;
-    for (const auto& [name, node] : file.graph.outputs) outs.push_back(node);
-    return outs;
-  }
   // Another size of a symbol declared n: at least 2 (sizes 0 and 1 are specialized), and in n's
   // power-of-two bucket where it can be (shapes.buckets makes a kernel per bucket).
   static int64_t second_size(int64_t n) {

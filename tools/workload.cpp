@@ -43,9 +43,7 @@ Expected<std::vector<std::string>> collect_graphs(const std::vector<std::string>
 Expected<std::vector<const ir::Node*>> read_graph_outputs(ir::Graph& g, const std::string& path) {
   auto graph = read_graph_file(g, path);
   if (!graph) return std::unexpected(graph.error());
-  std::vector<const ir::Node*> outs;
-  for (const auto& [name, node] : graph->graph.outputs) outs.push_back(node);
-  return outs;
+  return graph->graph.output_nodes();
 }
 
 Expected<runtime::DeviceOptions> workload_device_options(const std::string& scope) {
