@@ -3,7 +3,7 @@
 // builds, how many come from the graph's symbolic plan, how many kernels it compiles, and the
 // median time of a call at a new size (plan built, or symbolic) against a call at a size seen
 // before. bench/dynamic_batch.sh runs one process per size instead (the persistent cache's view).
-//   kiln_dynamic_batch GRAPH.kg [FIRST] [COUNT]
+//   kiln_dynamic_batch GRAPH.kg [FIRST] [COUNT] [DEVICE]   (DEVICE: cpu, vulkan:0, cuda:0)
 #include <kiln/kiln.h>
 
 #include <fmt/format.h>
@@ -38,25 +38,27 @@ std::string cell(const std::vector<double>& ms) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fmt::print(stderr, "usage: kiln_dynamic_batch GRAPH.kg [FIRST] [COUNT]\n");
+    fmt::print(stderr, "usage: kiln_dynamic_batch GRAPH.kg [FIRST] [COUNT] [DEVICE]\n");
     return 2;
   }
   const int64_t first = argc > 2 ? std::stoll(argv[2]) : 1;
   const int64_t count = argc > 3 ? std::stoll(argv[3]) : 100;
+  const std::string device = argc > 4 ? argv[4] : "cpu";
   auto graph = kiln::Graph::load(argv[1]);
   if (!graph) {
     fmt::print(stderr, "{}\n", graph.error().message);
     return 1;
   }
-  fmt::print("batch sizes {}..{} in one process; times are medians in ms (count)\n", first, first + count - 1);
+  fmt::print("batch sizes {}..{} in one process on {}; times are medians in ms (count)\n", first,
+             first + count - 1, device);
   fmt::print("{:<10} {:>6} {:>9} {:>9} {:>16} {:>16} {:>16}\n", "policy", "built", "symbolic",
              "compiled", "new size, built", "new size, symb.", "size seen");
   for (const char* policy : {"static", "automatic", "dynamic"}) {
-    auto dev = kiln::Device::open("cpu", kiln::Options{.settings = {{"shapes.policy", policy},
-                                                                    {"compilation.cache", "none"},
-                                                                    {"autotune.enabled", "false"}},
-                                                       .use_config = false,
-                                                       .config_dir = ""});
+    auto dev = kiln::Device::open(device, kiln::Options{.settings = {{"shapes.policy", policy},
+                                                                     {"compilation.cache", "none"},
+                                                                     {"autotune.enabled", "false"}},
+                                                        .use_config = false,
+                                                        .config_dir = ""});
     if (!dev) {
       fmt::print(stderr, "{}\n", dev.error().message);
       return 1;

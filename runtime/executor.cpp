@@ -186,23 +186,26 @@ std::optional<int64_t> Executor::dynamic_choice(const kir::Kernel& kernel, const
                                                 std::vector<std::string>& reasons) {
   const ShapePolicy policy = options_.shape_policy;
   if (policy == ShapePolicy::static_ || kernel.domain.empty()) return std::nullopt;
-  if (!target_->serves_any_outer_extent(kernel, facts, kernels_.check_mode())) return std::nullopt;
   const int64_t extent = kernel.outer_extent();
-  const int64_t bound = options_.shape_buckets ? bucket_of(extent) : 0;
-  if (policy == ShapePolicy::dynamic || marked) return bound;
-  if (!track) return std::nullopt;
-  // Automatic: specialized at the first size, generalized at the second.
+  const bool buckets = options_.shape_buckets || target_->buckets_dynamic_kernels();
+  const int64_t bound = buckets ? bucket_of(extent) : 0;
   kir::Kernel general = kernel;
   general.dynamic_outer = true;
+  general.dynamic_bound = bound;
+  if (!target_->serves_any_outer_extent(general, facts, kernels_.check_mode())) return std::nullopt;
+  if (policy == ShapePolicy::dynamic || marked) return bound;
+  if (!track) return std::nullopt;
+  // Automatic: specialized at the first size, generalized at the second (of any bucket).
+  general.dynamic_bound = 0;
   std::string text = kir::print_kernel(general, /*with_labels=*/false);
   std::lock_guard lock(shapes_mu_);
   auto [it, fresh] = seen_kernels_.emplace(std::move(text), SeenKernel{extent, false});
   if (fresh || (!it->second.generalized && it->second.extent == extent)) return std::nullopt;
   if (!it->second.generalized) {
-    reasons.push_back(fmt::format("{}: outer extent {} (first compiled at {}): dynamic from now on, "
-                                  "one kernel for every extent{}",
-                                  kernel.name, extent, it->second.extent,
-                                  options_.shape_buckets ? " of a power-of-two bucket" : ""));
+    reasons.push_back(fmt::format(
+        "{}: outer extent {} (first compiled at {}): dynamic from now on, "
+        "one kernel for every extent{}",
+        kernel.name, extent, it->second.extent, buckets ? " of a power-of-two bucket" : ""));
     it->second.generalized = true;
   }
   return bound;
@@ -457,22 +460,28 @@ std::vector<PlanTemplate> Executor::stored_templates(const ShapeFamily& family, 
     return {};
   }
   std::vector<PlanTemplate> out;
-  std::unordered_set<std::string> distinct;
+  std::unordered_set<std::string> distinct;  // the kept templates' kernels
+  size_t dropped = 0;
   for (PlanTemplate& t : *templates) {
     // The base plan's kernels, each loaded by its digest; a template missing one is dropped.
     auto base = std::make_shared<Plan>(*t.base);
     const bool intact = std::ranges::all_of(base->steps, [&](PlanStep& step) {
-      distinct.insert(step.kernel_digest);
       return (step.artifact = kernels_.load(step.kernel_digest)) != nullptr;
     });
-    if (!intact) continue;
+    if (!intact) {
+      ++dropped;
+      continue;
+    }
+    for (const PlanStep& step : base->steps) distinct.insert(step.kernel_digest);
     t.base = std::move(base);
     out.push_back(std::move(t));
   }
   *loaded = static_cast<int>(distinct.size());
   log(LogComponent::cache,
-      fmt::format("{} symbolic plan{} of {} from the cache ({} kernels)", out.size(),
-                  out.size() == 1 ? "" : "s", name_, distinct.size()));
+      fmt::format(
+          "{} symbolic plan{} of {} from the cache ({} kernels){}", out.size(),
+          out.size() == 1 ? "" : "s", name_, distinct.size(),
+          dropped == 0 ? "" : fmt::format(", {} dropped (a kernel is not in the cache)", dropped)));
   return out;
 }
 

@@ -4,6 +4,8 @@
 // runtime/cuda/ and runtime/vulkan/.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -36,14 +38,37 @@ class GpuStream {
   virtual Expected<void> download(const DeviceMemory& src, void* dst, size_t bytes) = 0;
   // args[i] is kernel parameter i (and, for checked kernels, the error slot last). With `timed`,
   // the launch's device time is measured (timestamp queries / events) and reported by
-  // launch_times_ms() after the next synchronize().
+  // launch_times_ms() after the next synchronize(). A dynamic kernel (LaunchShape::dynamic_tasks)
+  // runs at `outer_extent`, which it takes as its run-time argument (dynamic_launch); a static
+  // one ignores it.
   virtual Expected<void> launch(const GpuProgram& program, const std::vector<DeviceMemory*>& args,
-                                bool timed = false) = 0;
+                                bool timed = false,
+                                std::optional<int64_t> outer_extent = std::nullopt) = 0;
   // Waits for everything enqueued; errors carry the driver's message.
   virtual Expected<void> synchronize() = 0;
   // Device milliseconds of each timed launch of the last synchronized batch, in launch order.
   virtual std::vector<double> launch_times_ms() const = 0;
 };
+
+// The launch of a program compiled with `compiled` at `outer_extent` (codegen::gpu::launch_at),
+// with the int its kernel takes: an error for a dynamic kernel without an extent, or with one
+// outside [0, kMaxDynamicBound]. The int is 0 for a static kernel.
+struct DynamicLaunch {
+  codegen::gpu::LaunchShape shape;
+  int32_t outer = 0;
+};
+inline Expected<DynamicLaunch> dynamic_launch(const codegen::gpu::LaunchShape& compiled,
+                                              std::optional<int64_t> outer_extent,
+                                              const std::string& entry) {
+  if (compiled.dynamic_tasks <= 0) return DynamicLaunch{compiled, 0};
+  if (!outer_extent || *outer_extent < 0 || *outer_extent > codegen::gpu::kMaxDynamicBound)
+    return make_error(fmt::format(
+        "launch of dynamic kernel '{}': {} (it takes an outer extent in [0, {}])", entry,
+        outer_extent ? fmt::format("outer extent {}", *outer_extent) : "no outer extent given",
+        codegen::gpu::kMaxDynamicBound));
+  return DynamicLaunch{codegen::gpu::launch_at(compiled, *outer_extent),
+                       static_cast<int32_t>(*outer_extent)};
+}
 
 // The bytes to allocate for `bytes` of data: device allocations are never empty, so that a
 // zero-element tensor still binds a buffer.

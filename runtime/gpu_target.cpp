@@ -42,6 +42,15 @@ Expected<codegen::gpu::GpuSource> read_gpu_entry(const cache::Entry& e, std::str
     source.scratch_zero_bytes = meta.at("scratch_zero_bytes").get<int64_t>();
     // Entries of kiln-gpu-4 and before (other keys, kept until evicted) have no count.
     source.loop_iterations = meta.value("loop_iterations", int64_t{0});
+    // Static kernels' entries name no dynamic launch.
+    source.launch.dynamic_tasks = meta.value("dynamic_tasks", int64_t{0});
+    source.launch.tasks_per_group = meta.value("tasks_per_group", int64_t{1});
+    source.launch.outer_block = meta.value("outer_block", int64_t{1});
+    if (source.launch.dynamic_tasks < 0 || source.launch.tasks_per_group < 1 ||
+        source.launch.outer_block < 1)
+      return make_error(fmt::format(
+          "its dynamic launch is not one ({} tasks per {} outer points, {} per group)",
+          source.launch.dynamic_tasks, source.launch.outer_block, source.launch.tasks_per_group));
     if (source.launch.groups < 1 || source.launch.group_size < 1 || source.scratch_bytes < 0 ||
         source.scratch_zero_bytes < 0 || source.scratch_zero_bytes > source.scratch_bytes)
       return make_error(fmt::format("its launch shape is not one ({} groups of {}, scratch {} of {} zeroed)",
@@ -75,12 +84,19 @@ class GpuTargetStream final : public Stream {
                         bool timed) override {
     const auto& k = static_cast<const GpuKernel&>(artifact);
     if (!k.program) return make_error(backend_.name() + ": a kernel that was compiled but not loaded cannot run");
+    std::optional<int64_t> outer;
+    if (k.gpu_source.launch.dynamic_tasks > 0) {
+      if (k.outer_extent < 0)
+        return make_error(backend_.name() +
+                          ": a dynamic kernel bound to no outer extent cannot run");
+      outer = k.outer_extent;
+    }
     auto scratch = make_scratch(backend_, *stream_, k.gpu_source);
     if (!scratch) return std::unexpected(scratch.error());
-    if (!*scratch) return stream_->launch(*k.program, args, timed);
+    if (!*scratch) return stream_->launch(*k.program, args, timed, outer);
     std::vector<DeviceMemory*> with_scratch = args;
     with_scratch.push_back(scratch->get());
-    return stream_->launch(*k.program, with_scratch, timed);
+    return stream_->launch(*k.program, with_scratch, timed, outer);
   }
   Expected<void> synchronize() override { return stream_->synchronize(); }
   std::vector<double> launch_times_ms() const override { return stream_->launch_times_ms(); }
@@ -167,6 +183,7 @@ Expected<std::shared_ptr<const Artifact>> GpuTarget::compile(const kir::Kernel& 
   k->gpu_source = std::move(*source);
   k->binary = std::move(*binary);
   k->ms = ms_since(t0);
+  if (k->gpu_source.launch.dynamic_tasks > 0) k->outer_extent = kernel.outer_extent();
   if (load) {
     auto program = backend_->load(k->gpu_source, k->binary);
     if (!program) return std::unexpected(program.error());
@@ -176,9 +193,34 @@ Expected<std::shared_ptr<const Artifact>> GpuTarget::compile(const kir::Kernel& 
 }
 
 std::string GpuKernel::summary() const {
-  const codegen::gpu::LaunchShape& l = gpu_source.launch;
-  return fmt::format("strategy {}, {} workgroup{} of {} threads", gpu_source.strategy, l.groups,
-                     l.groups == 1 ? "" : "s", l.group_size);
+  const codegen::gpu::LaunchShape l = codegen::gpu::launch_at(gpu_source.launch, outer_extent);
+  return fmt::format("strategy {}, {} workgroup{} of {} threads{}", gpu_source.strategy, l.groups,
+                     l.groups == 1 ? "" : "s", l.group_size,
+                     gpu_source.launch.dynamic_tasks > 0
+                         ? fmt::format(" (dynamic: outer extent {})", outer_extent)
+                         : "");
+}
+
+bool GpuTarget::serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                                        codegen::CheckMode check) const {
+  return codegen::gpu::serves_any_outer_extent(kernel, facts, check, tensor_cores_);
+}
+
+// The text is the bound's: every extent of the bucket runs as one planned at its size would.
+bool GpuTarget::serves_instance(const kir::Kernel& kernel, const std::vector<bool>&) const {
+  return kernel.dynamic_outer && kernel.outer_extent() >= 2 &&
+         kernel.outer_extent() <= kernel.dynamic_bound;
+}
+
+std::shared_ptr<const Artifact> GpuTarget::with_outer_extent(const Artifact& artifact,
+                                                             int64_t outer_extent) const {
+  const auto& k = static_cast<const GpuKernel&>(artifact);
+  if (k.gpu_source.launch.dynamic_tasks <= 0 || outer_extent < 0 ||
+      outer_extent > codegen::gpu::kMaxDynamicBound)
+    return nullptr;
+  auto bound = std::make_shared<GpuKernel>(k);
+  bound->outer_extent = outer_extent;
+  return bound;
 }
 
 // The stored entry: the binary as value, the generated source as source, the launch shape in the
@@ -196,6 +238,9 @@ std::optional<cache::Entry> GpuTarget::to_entry(const Artifact& artifact) const 
       {"scratch_bytes", k.gpu_source.scratch_bytes},
       {"scratch_zero_bytes", k.gpu_source.scratch_zero_bytes},
       {"loop_iterations", k.gpu_source.loop_iterations},
+      {"dynamic_tasks", k.gpu_source.launch.dynamic_tasks},
+      {"tasks_per_group", k.gpu_source.launch.tasks_per_group},
+      {"outer_block", k.gpu_source.launch.outer_block},
       {"binary", backend_->binary_kind()},
       {"compile_ms",
        k.ms}}.dump();

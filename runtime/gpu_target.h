@@ -32,6 +32,9 @@ class GpuKernel final : public Artifact {
   std::vector<uint8_t> binary;  // GpuBackend::binary_kind()
   std::shared_ptr<const GpuProgram> program;
   double ms = 0;
+  // A dynamic kernel's (gpu_source.launch.dynamic_tasks > 0) outer extent, which it is launched
+  // at (GpuTarget::with_outer_extent binds another); -1: unbound (read from the cache).
+  int64_t outer_extent = -1;
 };
 
 // The source of `kernel` under `params` in `backend`'s dialect. Where the device has a budget of
@@ -72,6 +75,15 @@ class GpuTarget final : public Target {
                                                     const kir::KernelFacts& facts,
                                                     const codegen::TuneParams& params,
                                                     codegen::CheckMode check, bool load) override;
+  // Dynamic kernels (codegen::gpu::serves_any_outer_extent) take the outer extent at run time;
+  // their text is written at the size bucket's bound, so every instance within it is served.
+  bool buckets_dynamic_kernels() const override { return true; }
+  bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                               codegen::CheckMode check) const override;
+  bool serves_instance(const kir::Kernel& kernel,
+                       const std::vector<bool>& written_only) const override;
+  std::shared_ptr<const Artifact> with_outer_extent(const Artifact& artifact,
+                                                    int64_t outer_extent) const override;
   std::optional<cache::Entry> to_entry(const Artifact& artifact) const override;
   Expected<std::shared_ptr<const Artifact>> from_entry(const cache::Entry& entry, bool load) override;
   Expected<std::vector<ArtifactForm>> forms(const Artifact& artifact, const std::string& name) override;

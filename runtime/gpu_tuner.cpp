@@ -46,7 +46,7 @@ class GpuBench final : public autotune::CandidateBench {
     auto scratch = make_scratch(backend_, *stream_, sources_[i]);
     if (!scratch) return std::unexpected(scratch.error());
     if (*scratch) mems->push_back(std::move(*scratch));
-    if (auto ok = stream_->launch(**program, args_of(*mems)); !ok) return ok;
+    if (auto ok = stream_->launch(**program, args_of(*mems), false, outer()); !ok) return ok;
     for (size_t p = 0; p < bufs.size(); ++p)
       if (k_.params[p].output && !bufs[p].bytes.empty())
         if (auto ok = stream_->download(*(*mems)[p], bufs[p].data(), bufs[p].bytes.size()); !ok) return ok;
@@ -75,7 +75,8 @@ class GpuBench final : public autotune::CandidateBench {
         for (size_t p = 0; p < inputs_->size(); ++p)
           if (auto ok = stream_->upload(*timing_[p], (*inputs_)[p].data(), (*inputs_)[p].bytes.size()); !ok)
             return std::unexpected(ok.error());
-      if (auto ok = stream_->launch(**program, args, /*timed=*/true); !ok) return std::unexpected(ok.error());
+      if (auto ok = stream_->launch(**program, args, /*timed=*/true, outer()); !ok)
+        return std::unexpected(ok.error());
     }
     if (auto ok = stream_->synchronize(); !ok) return std::unexpected(ok.error());
     const std::vector<double> times = stream_->launch_times_ms();
@@ -85,6 +86,10 @@ class GpuBench final : public autotune::CandidateBench {
   }
 
  private:
+  // A dynamic kernel's candidates run at its extent.
+  std::optional<int64_t> outer() const {
+    return k_.dynamic_outer ? std::optional<int64_t>(k_.outer_extent()) : std::nullopt;
+  }
   // Loaded on first use, on the tuning thread (loading is not required to be thread-safe).
   Expected<std::shared_ptr<const GpuProgram>> program_for(size_t i) {
     if (!programs_[i]) {

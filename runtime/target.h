@@ -143,6 +143,9 @@ class Target {
                                const std::vector<bool>& /*written_only*/) const {
     return false;
   }
+  // Whether a dynamic kernel serves one size bucket only (kir::Kernel::dynamic_bound set under
+  // every policy, not only with kiln.toml shapes.buckets): its code is chosen by its size.
+  virtual bool buckets_dynamic_kernels() const { return false; }
   // A dynamic kernel's artifact, compiled for one instance, bound to an instance whose outer
   // extent is `outer_extent` (the same code; only the launch's range changes).
   virtual std::shared_ptr<const Artifact> with_outer_extent(const Artifact& artifact,

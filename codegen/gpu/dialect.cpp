@@ -329,6 +329,16 @@ std::string DialectText::atomic_add_one(const std::string& array, const std::str
 std::string DialectText::local_id() const {
   return cast(i64_type(), cuda() ? "threadIdx.x" : "gl_LocalInvocationID.x");
 }
+std::string DialectText::tasks(int64_t n, int64_t per_outer) const {
+  if (!dynamic_outer_) return i64_lit(n);
+  const std::string outer = outer_extent();
+  return per_outer == 1 ? outer : fmt::format("({} * {})", outer, i64_lit(per_outer));
+}
+
+std::string DialectText::outer_extent() const {
+  return cast(i64_type(), cuda() ? "kiln_extent" : "kiln_sizes.outer");
+}
+
 std::string DialectText::group_id() const {
   return cast(i64_type(), cuda() ? "blockIdx.x" : "gl_WorkGroupID.x");
 }

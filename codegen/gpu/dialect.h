@@ -99,6 +99,15 @@ class DialectText {
   std::string buffer_fence() const;
   std::string atomic_add_one(const std::string& array, const std::string& index) const;
 
+  // A dynamic kernel (gpu_source.h): its outer extent is the run-time argument kiln_extent (CUDA).
+  void set_dynamic_outer(bool on) { dynamic_outer_ = on; }
+  bool dynamic_outer() const { return dynamic_outer_; }
+  // `n` workgroup tasks, points or rows, `per_outer` of them per point of the outer axis: the
+  // literal n, or in a dynamic kernel the run-time outer extent times per_outer.
+  std::string tasks(int64_t n, int64_t per_outer) const;
+  // The run-time outer extent of a dynamic kernel, as an i64 register value.
+  std::string outer_extent() const;
+
   std::string local_id() const;
   std::string group_id() const;
   std::string num_groups() const;
@@ -128,6 +137,7 @@ class DialectText {
   std::vector<std::string> helper_order_;      // definitions in first-use order (dependencies)
   std::map<std::string, int64_t> helper_loop_iterations_;  // name -> passes per call
   int64_t pending_loop_iterations_ = 0;
+  bool dynamic_outer_ = false;
 };
 
 }  // namespace kiln::codegen::gpu

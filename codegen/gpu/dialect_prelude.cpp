@@ -190,6 +190,9 @@ std::string DialectText::translation_unit(const kir::Kernel& k, CheckMode check,
         offset += a.count * a.elem_bytes;
       }
     }
+    if (dynamic_outer_)
+      out += fmt::format("{}int kiln_extent",
+                         n || check == CheckMode::validate || !scratch_.empty() ? ", " : "");
     return out + ") {\n" + shared + views + body + "}\n";
   }
   out += "#version 450\n";
@@ -229,6 +232,7 @@ std::string DialectText::translation_unit(const kir::Kernel& k, CheckMode check,
     for (const ScratchArray& a : scratch_) out += fmt::format(" {} {}[{}];", a.type, a.name, a.count);
     out += " } kiln_sc;\n";
   }
+  if (dynamic_outer_) out += "layout(push_constant) uniform KilnSizes { int outer; } kiln_sizes;\n";
   out += shared;
   for (const std::string& h : helper_order_) out += h;
   return out + "void main() {\n" + body + "}\n";

@@ -27,9 +27,17 @@ Expected<LaunchShape> write_elementwise(CExprEmitter& em, const kir::Kernel& k, 
   const int g = block != 0 ? block : heuristic_elementwise_block(units);
   const int per = std::max(items, 1);
   const int64_t step = int64_t{g} * per;
-  const LaunchShape launch{std::clamp<int64_t>(ceil_div(units, step), 1, kMaxGroups), g};
+  LaunchShape launch{std::clamp<int64_t>(ceil_div(units, step), 1, kMaxGroups), g};
   // A thread starts below one grid step (launch.groups * step) and moves a whole step at a time.
+  // (A dynamic kernel's trips are the most at any extent up to its bound: those at the bound.)
   const int64_t trips = ceil_div(units, launch.groups * step);
+  // A dynamic kernel's units per point of its outer axis (lanes divide the inner axes' product).
+  const int64_t per_outer = d.dynamic_outer() ? units / k.domain[0] : 0;
+  const std::string units_text = d.tasks(units, per_outer);
+  if (d.dynamic_outer()) {
+    launch.dynamic_tasks = per_outer;
+    launch.tasks_per_group = step;
+  }
   const std::string L = d.i64_type();
   const std::string unit = lanes == 1 ? "point" : "unit";
   Scope* body = nullptr;
@@ -38,14 +46,14 @@ Expected<LaunchShape> write_elementwise(CExprEmitter& em, const kir::Kernel& k, 
     body = em.open_loop(
         em.root(),
         fmt::format("for ({0} {6} = {1} * {2} + {3}; {6} < {4}; {6} += {5} * {2})", L, d.group_id(),
-                    d.i64_lit(g), d.local_id(), d.i64_lit(units), d.num_groups(), unit),
+                    d.i64_lit(g), d.local_id(), units_text, d.num_groups(), unit),
         trips);
     opened.push_back(body);
   } else {
     Scope* base =
         em.open_loop(em.root(),
                      fmt::format("for ({0} base = {1} * {2}; base < {3}; base += {4} * {2})", L,
-                                 d.group_id(), d.i64_lit(step), d.i64_lit(units), d.num_groups()),
+                                 d.group_id(), d.i64_lit(step), units_text, d.num_groups()),
                      trips);
     Scope* item =
         em.open_loop(base,
@@ -54,7 +62,7 @@ Expected<LaunchShape> write_elementwise(CExprEmitter& em, const kir::Kernel& k, 
                      per);
     em.append(item, fmt::format("{} {} = base + {} * {} + {};", L, unit, d.cast(L, "item"), d.i64_lit(g),
                                 d.local_id()));
-    body = em.open_if(item, fmt::format("if ({} < {})", unit, d.i64_lit(units)));
+    body = em.open_if(item, fmt::format("if ({} < {})", unit, units_text));
     opened = {base, item, body};
   }
   if (lanes != 1) em.append(body, fmt::format("{} point = unit * {};", L, d.i64_lit(lanes)));
@@ -278,13 +286,22 @@ Expected<Strategy> scheduled_strategy(const kir::Kernel& k, const kir::KernelFac
     if (st.kind != Strategy::Kind::matmul_tiled) return bad("tile applies to the tiled matmul");
     if (!power_of_two_in(p.tile, 16, 128)) return bad("tile must be 16, 32, 64 or 128");
   }
+  if (k.dynamic_outer && st.kind == Strategy::Kind::row_reduce) {
+    // Splits are chosen by the row count (heuristic_splits); a dynamic kernel's varies.
+    if (p.splits > 1) return bad("splits: a dynamic kernel's rows are not split");
+    st.splits = 1;
+  }
   if (st.kind == Strategy::Kind::elementwise) {
     if (p.vector_loads != 0 && p.vector_loads != 1 && p.vector_loads != kLanes)
       return bad(fmt::format("vector_loads must be 1 or {}", kLanes));
-    const std::string blocker = lanes_blocker(k, fv);
+    // A dynamic kernel's only axis has its extent at run time: no whole number of lanes.
+    const std::string blocker = k.dynamic_outer && k.domain.size() == 1
+                                    ? "the only axis of a dynamic kernel has a run-time extent"
+                                    : lanes_blocker(k, fv);
     if (p.vector_loads == kLanes && !blocker.empty()) return bad("vector_loads=4: " + blocker);
     // Bounds-checked kernels (check modes) access element by element.
-    st.lanes = p.vector_loads == 0 ? heuristic_lanes(k, fv) : p.vector_loads;
+    st.lanes =
+        p.vector_loads == 0 ? (blocker.empty() ? heuristic_lanes(k, fv) : 1) : p.vector_loads;
     if (check != CheckMode::none) st.lanes = 1;
   } else if (p.vector_loads != 0) {
     return bad("vector_loads applies to elementwise kernels");
@@ -292,21 +309,89 @@ Expected<Strategy> scheduled_strategy(const kir::Kernel& k, const kir::KernelFac
   return st;
 }
 
+// A dynamic kernel at its bound: the outer extent the bound, and so the leading extent of every
+// parameter that has the outer extent's, so that the choices that read sizes are the bound's.
+// (What the text depends on is the kernel's identity: the index width reads the ranges of the
+// index expressions over the domain, which no extent up to the bound leaves.)
+kir::Kernel at_bound(const kir::Kernel& k) {
+  kir::Kernel at = k;
+  at.domain[0] = k.dynamic_bound;
+  for (kir::Param& p : at.params)
+    if (!p.shape.empty() && p.shape[0] == k.domain[0]) p.shape[0] = k.dynamic_bound;
+  return at;
+}
+
+// Whether the strategy chosen for a dynamic kernel at its bound takes the outer extent at run time.
+bool dynamic_strategy(const kir::Kernel& at, const Strategy& st, bool tensor_cores) {
+  const size_t rank = at.domain.size();
+  switch (st.kind) {
+    case Strategy::Kind::elementwise:
+      return true;
+    case Strategy::Kind::row_reduce:
+      // The outer axis among the row variables, and a column tile along a static axis.
+      return st.row_vars >= 1 && (st.cols == 1 || rank >= 2);
+    case Strategy::Kind::matmul_tiled:
+      return !(tensor_cores && mma_supports(st.matmul));
+    case Strategy::Kind::scan:
+    case Strategy::Kind::attention:
+      return false;
+  }
+  return false;
+}
+
 }  // namespace
 
-Expected<GpuSource> emit_source(const kir::Kernel& kernel, const TuneParams& params,
+LaunchShape launch_at(const LaunchShape& launch, int64_t outer) {
+  if (launch.dynamic_tasks <= 0) return launch;
+  LaunchShape l = launch;
+  const int64_t blocks =
+      ceil_div(std::max<int64_t>(outer, 0), std::max<int64_t>(launch.outer_block, 1));
+  l.groups = std::clamp<int64_t>(
+      ceil_div(blocks * launch.dynamic_tasks, std::max<int64_t>(launch.tasks_per_group, 1)), 1,
+      kMaxGroups);
+  return l;
+}
+
+bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                             CheckMode check, bool tensor_cores) {
+  // Checked code bounds every access by the buffers' lengths.
+  if (check != CheckMode::none || kernel.domain.empty() || !kernel.dynamic_outer) return false;
+  if (kernel.dynamic_bound < 1 || kernel.dynamic_bound > kMaxDynamicBound) return false;
+  if (kernel.outer_extent() < 2 || kernel.outer_extent() > kernel.dynamic_bound) return false;
+  if (facts.attention) return false;
+  // An empty inner axis leaves no task to scale.
+  if (std::ranges::find(kernel.domain, 0) != kernel.domain.end()) return false;
+  const kir::Kernel at = at_bound(kernel);
+  return dynamic_strategy(at, choose_strategy(at, facts, tensor_cores), tensor_cores);
+}
+
+Expected<GpuSource> emit_source(const kir::Kernel& instance, const TuneParams& params,
                                 Dialect dialect, CheckMode check, const kir::KernelFacts* facts,
                                 bool tensor_cores) {
-  for (int64_t e : kernel.domain)
-    if (e < 0) return std::unexpected(kiln::Error{fmt::format("gpu codegen: kernel {}: negative domain extent {}", kernel.name, e)});
+  for (int64_t e : instance.domain)
+    if (e < 0)
+      return std::unexpected(kiln::Error{
+          fmt::format("gpu codegen: kernel {}: negative domain extent {}", instance.name, e)});
   std::optional<kir::KernelFacts> computed;
-  if (!facts) facts = &computed.emplace(kir::analyze_kernel(kernel));
-  const FreeVars& fv = facts->free_vars;
+  if (!facts) facts = &computed.emplace(kir::analyze_kernel(instance));
+  // A dynamic kernel is written at its bound (the facts, of the same expressions, still apply).
+  std::optional<kir::Kernel> bound;
   // The tensor cores are CUDA's.
   tensor_cores = tensor_cores && dialect == Dialect::cuda;
+  if (instance.dynamic_outer) {
+    if (!serves_any_outer_extent(instance, *facts, check, tensor_cores))
+      return std::unexpected(kiln::Error{fmt::format(
+          "gpu codegen: kernel {}: a dynamic kernel (outer extent {}, bound {}) that the GPU "
+          "cannot serve at every extent; it keeps its size",
+          instance.name, instance.outer_extent(), instance.dynamic_bound)});
+    bound = at_bound(instance);
+  }
+  const kir::Kernel& kernel = bound ? *bound : instance;
+  const FreeVars& fv = facts->free_vars;
   Expected<Strategy> st = scheduled_strategy(kernel, *facts, params, check, tensor_cores);
   if (!st) return std::unexpected(st.error());
   DialectText d(dialect, index_math_fits_i32(kernel));
+  d.set_dynamic_outer(kernel.dynamic_outer);
   CExprEmitter em(kernel, d, check, fv);
   std::string shared;
   Expected<LaunchShape> launch = std::unexpected(kiln::Error{"unreachable"});

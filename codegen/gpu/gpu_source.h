@@ -11,12 +11,18 @@
 // - The kernel is launched as `launch.groups` workgroups (CUDA blocks) of `launch.group_size`
 //   threads on the x dimension only. groups <= 65535 always, so both APIs accept it; kernels
 //   larger than that loop (grid-stride) inside.
-// - Shapes are static (baked into the text): there are no push constants or scalar arguments.
+// - Shapes are static (baked into the text), except the outer extent of a dynamic kernel
+//   (kir::Kernel::dynamic_outer, where serves_any_outer_extent holds): it is the run-time
+//   argument `int kiln_extent`, CUDA's last kernel argument (after the error slot and scratch
+//   buffer), GLSL's push constant block `KilnSizes { int outer; }` at offset 0; its launch has
+//   launch_at(launch, extent).groups workgroups. Such a text is written for the kernel at its
+//   size bucket's bound (kir::Kernel::dynamic_bound): every choice that reads sizes (block size,
+//   vector lanes, index width, loop bounds) is the bound's, so one text serves the bucket.
 // - Every loop's trip count is known when the text is written (shapes and launch shape are
-//   static), so the source says how many loop iterations one invocation runs at most
-//   (loop_iterations). Mesa's llvmpipe (lavapipe) ends all of an invocation's loops early,
-//   without an error, once they have run 65535 iterations in all; a device with such a budget
-//   refuses sources over it (check_loop_iterations).
+//   static, a dynamic kernel's taken at its bound), so the source says how many loop iterations
+//   one invocation runs at most (loop_iterations). Mesa's llvmpipe (lavapipe) ends all of an
+//   invocation's loops early, without an error, once they have run 65535 iterations in all; a
+//   device with such a budget refuses sources over it (check_loop_iterations).
 #pragma once
 
 #include <cstdint>
@@ -35,7 +41,31 @@ enum class Dialect { cuda, glsl };
 struct LaunchShape {
   int64_t groups = 1;  // CUDA gridDim.x / vkCmdDispatch(groups, 1, 1); in [1, 65535]
   int group_size = 1;  // CUDA blockDim.x / GLSL local_size_x
+  // A dynamic kernel's launch (0: static): `dynamic_tasks` workgroup tasks per `outer_block`
+  // points of the outer axis (a matmul's row tile; else 1), `tasks_per_group` of them per
+  // workgroup, so launch_at gives the extent's groups. `groups` is then the count at the bound.
+  int64_t dynamic_tasks = 0;
+  int64_t tasks_per_group = 1;
+  int64_t outer_block = 1;
 };
+
+// The launch of a kernel at outer extent `outer`: `launch` itself for a static kernel; for a
+// dynamic one, ceil(ceil(outer / outer_block) x dynamic_tasks / tasks_per_group) workgroups
+// within [1, 65535].
+LaunchShape launch_at(const LaunchShape& launch, int64_t outer);
+
+// The largest bound (kir::Kernel::dynamic_bound) of a dynamic GPU kernel: its outer extent is an
+// int argument.
+inline constexpr int64_t kMaxDynamicBound = int64_t{1} << 30;
+
+// Whether the GPU source of `kernel`, made dynamic with its bound set (kir::Kernel::dynamic_outer,
+// dynamic_bound > 0), serves every outer extent from 2 up to the bound under `check` and
+// `tensor_cores` (emit_source's): elementwise kernels (vector lanes only where the inner axes make
+// them whole), row reductions unsplit whose rows include the outer axis, and the tiled matmul
+// (its rows or its batch outermost). Bounds-checked code, scans, attention and the tensor-core
+// matmul keep their sizes, as do instances of extent 0 or 1.
+bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                             CheckMode check, bool tensor_cores = false);
 
 struct GpuSource {
   std::string text;      // a whole translation unit / shader

@@ -83,6 +83,14 @@ Expected<void> write_guarded_float(CExprEmitter& em, Scope* s, const kir::Expr* 
   return {};
 }
 
+namespace {
+// The output's rows: a dynamic matmul of rank 2 takes them (its outer extent) at run time.
+std::string matmul_rows(const DialectText& d, const kir::Kernel& k) {
+  const size_t rank = k.domain.size();
+  return d.dynamic_outer() && rank == 2 ? d.outer_extent() : d.i64_lit(k.domain[rank - 2]);
+}
+}  // namespace
+
 Scope* open_matmul_tiles(CExprEmitter& em, const kir::Kernel& k, int tile, LaunchShape& launch) {
   DialectText& d = em.dialect();
   const size_t rank = k.domain.size();
@@ -90,12 +98,29 @@ Scope* open_matmul_tiles(CExprEmitter& em, const kir::Kernel& k, int tile, Launc
   const int64_t total = product(k.domain, 0, rank - 2) * tm * tn;
   const std::string L = d.i64_type();
   launch.groups = std::clamp<int64_t>(total, 1, kMaxGroups);
+  // A dynamic kernel's tiles: its batch outermost, tm x tn per batch point; or (rank 2) its rows
+  // outermost, tn per row tile.
+  std::string total_text = d.i64_lit(total),
+              row_tile = fmt::format("(tile / {}) % {}", d.i64_lit(tn), d.i64_lit(tm));
+  if (d.dynamic_outer()) {
+    launch.tasks_per_group = 1;
+    if (rank == 2) {
+      launch.dynamic_tasks = tn;
+      launch.outer_block = tile;
+      total_text = fmt::format("(({} + {}) / {} * {})", d.outer_extent(), d.i64_lit(tile - 1),
+                               d.i64_lit(tile), d.i64_lit(tn));
+      row_tile = fmt::format("(tile / {})", d.i64_lit(tn));  // tile < total: below the row tiles
+    } else {
+      launch.dynamic_tasks = total / k.domain[0];
+      total_text = d.tasks(total, launch.dynamic_tasks);
+    }
+  }
   Scope* s = em.open_loop(em.root(),
                           fmt::format("for ({0} tile = {1}; tile < {2}; tile += {3})", L,
-                                      d.group_id(), d.i64_lit(total), d.num_groups()),
+                                      d.group_id(), total_text, d.num_groups()),
                           ceil_div(total, launch.groups));
-  em.append(s, fmt::format("{0} i0 = (tile / {1}) % {2} * {3}; {0} j0 = tile % {1} * {3};", L,
-                           d.i64_lit(tn), d.i64_lit(tm), d.i64_lit(tile)));
+  em.append(s, fmt::format("{0} i0 = {1} * {2}; {0} j0 = tile % {3} * {2};", L, row_tile,
+                           d.i64_lit(tile), d.i64_lit(tn)));
   em.append(s, fmt::format("{} bt = tile / {};", L, d.i64_lit(tm * tn)));
   if (rank > 2) bind_flat(em, s, k.domain, iota_vars(rank - 2), "bt");
   return s;
@@ -105,8 +130,8 @@ Expected<void> store_matmul_point(CExprEmitter& em, Scope* s, const kir::Kernel&
                                   const kir::MatmulPattern& m, const std::string& acc) {
   DialectText& d = em.dialect();
   const size_t rank = k.domain.size();
-  Scope* out = em.open_if(s, fmt::format("if (gi < {} && gj < {})", d.i64_lit(k.domain[rank - 2]),
-                                         d.i64_lit(k.domain[rank - 1])));
+  Scope* out = em.open_if(
+      s, fmt::format("if (gi < {} && gj < {})", matmul_rows(d, k), d.i64_lit(k.domain[rank - 1])));
   em.bind_var(out, static_cast<int32_t>(rank - 2), "gi");
   em.bind_var(out, static_cast<int32_t>(rank - 1), "gj");
   em.bind_expr(out, m.reduce, acc);
@@ -141,7 +166,7 @@ Expected<LaunchShape> write_matmul(CExprEmitter& em, const kir::Kernel& k,
                            ceil_div(m.k_extent, kDepth));
   const auto iv = static_cast<int32_t>(rank - 2), jv = static_cast<int32_t>(rank - 1);
   const std::string K = d.i64_lit(m.k_extent);
-  const SliceSpec a{m.a, iv, m.k_var, "i0", "k0", d.i64_lit(M), K, "kiln_sa", kDepth};
+  const SliceSpec a{m.a, iv, m.k_var, "i0", "k0", matmul_rows(d, k), K, "kiln_sa", kDepth};
   const SliceSpec b{m.b, m.k_var, jv, "k0", "j0", K, d.i64_lit(N), "kiln_sb", t.tile};
   if (auto r = load_slice(em, ks, a, t); !r) return std::unexpected(r.error());
   if (auto r = load_slice(em, ks, b, t); !r) return std::unexpected(r.error());

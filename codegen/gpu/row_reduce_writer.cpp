@@ -116,12 +116,19 @@ class RowReduceWriter {
   void bind_stages(Scope* s, int32_t var);
   // `n` workgroup tasks (rows, parts of rows, column tiles): at most kMaxGroups groups, each
   // taking the tasks group id, + groups, ... in the loop `var`, opened in the root scope.
-  LaunchShape group_launch(int64_t n) const { return {std::clamp<int64_t>(n, 1, kMaxGroups), g_}; }
+  // In a dynamic kernel (serves_any_outer_extent: unsplit, the outer axis among the row
+  // variables), n is the count at the bound, the outer extent times n / domain[0] at run time.
+  LaunchShape group_launch(int64_t n) const {
+    LaunchShape l{std::clamp<int64_t>(n, 1, kMaxGroups), g_};
+    if (d_.dynamic_outer()) l.dynamic_tasks = n / k_.domain[0];
+    return l;
+  }
   Scope* open_group_loop(const std::string& var, int64_t n) {
-    return em_.open_loop(em_.root(),
-                         fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += {4})", d_.i64_type(),
-                                     var, d_.group_id(), d_.i64_lit(n), d_.num_groups()),
-                         ceil_div(n, group_launch(n).groups));
+    return em_.open_loop(
+        em_.root(),
+        fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += {4})", d_.i64_type(), var, d_.group_id(),
+                    d_.tasks(n, group_launch(n).dynamic_tasks), d_.num_groups()),
+        ceil_div(n, group_launch(n).groups));
   }
   // A staged row's index (GLSL indexes shared arrays with 32-bit integers).
   std::string stage_index(const std::string& i) const { return d_.cuda() ? i : "int(" + i + ")"; }

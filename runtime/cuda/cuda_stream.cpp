@@ -80,10 +80,12 @@ Expected<CUevent> CudaStream::timing_event() {
 }
 
 Expected<void> CudaStream::launch(const GpuProgram& program, const std::vector<DeviceMemory*>& args,
-                                  bool timed) {
+                                  bool timed, std::optional<int64_t> outer_extent) {
   const auto* cuda_program = dynamic_cast<const CudaProgram*>(&program);
   if (!cuda_program) return make_error("cuda: launch: not a program loaded by a CUDA backend");
-  const codegen::gpu::LaunchShape& shape = cuda_program->launch();
+  auto dims = dynamic_launch(cuda_program->launch(), outer_extent, cuda_program->entry());
+  if (!dims) return make_error("cuda: " + dims.error().message);
+  const codegen::gpu::LaunchShape& shape = dims->shape;
   if (shape.groups < 1 || shape.groups > kMaxGroups || shape.group_size < 1 ||
       shape.group_size > kMaxGroupSize)
     return make_error(fmt::format(
@@ -91,7 +93,7 @@ Expected<void> CudaStream::launch(const GpuProgram& program, const std::vector<D
         "[1, {}] x [1, {}]",
         cuda_program->entry(), shape.groups, shape.group_size, kMaxGroups, kMaxGroupSize));
   // cuLaunchKernel copies the parameters during the call: kernelParams[i] points at the
-  // CUdeviceptr that is pointer argument i.
+  // CUdeviceptr that is pointer argument i, and a dynamic kernel's last at its outer extent.
   std::vector<CUdeviceptr> pointers(args.size());
   std::vector<void*> params(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
@@ -101,9 +103,11 @@ Expected<void> CudaStream::launch(const GpuProgram& program, const std::vector<D
     pointers[i] = (*memory)->pointer();
     params[i] = &pointers[i];
   }
+  int32_t outer = dims->outer;
+  if (shape.dynamic_tasks > 0) params.push_back(&outer);
   if (auto ok = handle_->context().make_current(); !ok) return ok;
   for (DeviceMemory* arg : args) static_cast<CudaMemory*>(arg)->used_by(handle_);
-  if (!timed) return enqueue_launch(*cuda_program, params);
+  if (!timed) return enqueue_launch(*cuda_program, shape, params);
   auto start = timing_event();
   if (!start) return std::unexpected(start.error());
   auto end = timing_event();
@@ -112,7 +116,7 @@ Expected<void> CudaStream::launch(const GpuProgram& program, const std::vector<D
     return std::unexpected(end.error());
   }
   auto ok = driver().check(driver().cuEventRecord(*start, handle_->get()), "cuEventRecord");
-  if (ok) ok = enqueue_launch(*cuda_program, params);
+  if (ok) ok = enqueue_launch(*cuda_program, shape, params);
   if (ok) ok = driver().check(driver().cuEventRecord(*end, handle_->get()), "cuEventRecord");
   if (!ok) {
     spare_events_.push_back(*start);
@@ -123,8 +127,9 @@ Expected<void> CudaStream::launch(const GpuProgram& program, const std::vector<D
   return {};
 }
 
-Expected<void> CudaStream::enqueue_launch(const CudaProgram& program, std::vector<void*>& params) {
-  const codegen::gpu::LaunchShape& shape = program.launch();
+Expected<void> CudaStream::enqueue_launch(const CudaProgram& program,
+                                          const codegen::gpu::LaunchShape& shape,
+                                          std::vector<void*>& params) {
   return driver().check(
       driver().cuLaunchKernel(program.function(), static_cast<unsigned>(shape.groups), 1, 1,
                               static_cast<unsigned>(shape.group_size), 1, 1, 0, handle_->get(),

@@ -21,7 +21,8 @@ class CudaStream final : public GpuStream {
   Expected<void> upload(DeviceMemory& dst, const void* src, size_t bytes) override;
   Expected<void> download(const DeviceMemory& src, void* dst, size_t bytes) override;
   Expected<void> launch(const GpuProgram& program, const std::vector<DeviceMemory*>& args,
-                        bool timed) override;
+                        bool timed = false,
+                        std::optional<int64_t> outer_extent = std::nullopt) override;
   Expected<void> synchronize() override;
   std::vector<double> launch_times_ms() const override { return times_ms_; }
 
@@ -29,7 +30,8 @@ class CudaStream final : public GpuStream {
   explicit CudaStream(std::shared_ptr<CudaStreamHandle> handle) : handle_(std::move(handle)) {}
   const CudaDriver& driver() const { return handle_->context().driver(); }
   Expected<CUevent> timing_event();
-  Expected<void> enqueue_launch(const CudaProgram& program, std::vector<void*>& params);
+  Expected<void> enqueue_launch(const CudaProgram& program, const codegen::gpu::LaunchShape& shape,
+                                std::vector<void*>& params);
   // Collects the timed launches' durations and recycles their events.
   Expected<void> collect_times();
 

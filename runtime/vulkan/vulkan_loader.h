@@ -63,6 +63,7 @@ namespace kiln::runtime::vulkan {
   X(vkCmdBindPipeline)              \
   X(vkCmdBindDescriptorSets)        \
   X(vkCmdDispatch)                  \
+  X(vkCmdPushConstants)             \
   X(vkCmdPipelineBarrier)           \
   X(vkCmdWriteTimestamp)            \
   X(vkCmdResetQueryPool)            \

@@ -37,6 +37,15 @@ Expected<void> create_layouts(VulkanContext& ctx, VulkanProgram& program) {
   layout_info.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
   layout_info.setLayoutCount = 1;
   layout_info.pSetLayouts = &program.set_layout;
+  // A dynamic kernel's outer extent: the push constant block KilnSizes { int outer; }.
+  VkPushConstantRange sizes{};
+  sizes.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  sizes.offset = 0;
+  sizes.size = sizeof(int32_t);
+  if (program.launch.dynamic_tasks > 0) {
+    layout_info.pushConstantRangeCount = 1;
+    layout_info.pPushConstantRanges = &sizes;
+  }
   return vk_check(
       ctx.fn.vkCreatePipelineLayout(ctx.device, &layout_info, nullptr, &program.pipeline_layout),
       "creating a pipeline layout");
@@ -107,7 +116,8 @@ Expected<std::shared_ptr<const VulkanProgram>> load_program(
   if (!bindings) return std::unexpected(bindings.error());
   auto program = std::make_shared<VulkanProgram>(ctx);
   program->bindings = std::move(*bindings);
-  program->groups = static_cast<uint32_t>(source.launch.groups);
+  program->launch = source.launch;
+  program->entry = source.entry.empty() ? "main" : source.entry;
   VkShaderModuleCreateInfo module_info{};
   module_info.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
   module_info.codeSize = binary.size();

@@ -30,7 +30,10 @@ class VulkanProgram : public GpuProgram, public std::enable_shared_from_this<Vul
   // The bindings the module declares; binding i takes launch argument i. Arguments the module
   // does not bind (a buffer the optimizer found unused) are accepted and ignored.
   std::vector<uint32_t> bindings;
-  uint32_t groups = 1;  // vkCmdDispatch(groups, 1, 1)
+  // The launch shape the source was written for (a dynamic kernel's groups: launch_at), and the
+  // entry point, for messages.
+  codegen::gpu::LaunchShape launch;
+  std::string entry;
 
  private:
   std::shared_ptr<VulkanContext> ctx_;

@@ -26,7 +26,8 @@ class VulkanStream : public GpuStream {
   Expected<void> upload(DeviceMemory& dst, const void* src, size_t bytes) override;
   Expected<void> download(const DeviceMemory& src, void* dst, size_t bytes) override;
   Expected<void> launch(const GpuProgram& program, const std::vector<DeviceMemory*>& args,
-                        bool timed) override;
+                        bool timed = false,
+                        std::optional<int64_t> outer_extent = std::nullopt) override;
   Expected<void> synchronize() override;
   std::vector<double> launch_times_ms() const override { return times_ms_; }
 

@@ -58,9 +58,17 @@ Expected<VkDescriptorSet> VulkanStream::bind_arguments(const VulkanProgram& prog
 }
 
 Expected<void> VulkanStream::launch(const GpuProgram& program,
-                                    const std::vector<DeviceMemory*>& args, bool timed) {
+                                    const std::vector<DeviceMemory*>& args, bool timed,
+                                    std::optional<int64_t> outer_extent) {
   const auto* vk_program = dynamic_cast<const VulkanProgram*>(&program);
   if (vk_program == nullptr) return make_error("vulkan: launch of a program of another backend");
+  auto dims = dynamic_launch(vk_program->launch, outer_extent, vk_program->entry);
+  if (!dims) return make_error("vulkan: " + dims.error().message);
+  const auto& limits = ctx_->info.properties.limits;
+  if (dims->shape.groups < 1 || dims->shape.groups > limits.maxComputeWorkGroupCount[0])
+    return make_error(fmt::format("vulkan: launch of {} workgroups is outside [1, {}] on vulkan:{}",
+                                  dims->shape.groups, limits.maxComputeWorkGroupCount[0],
+                                  ctx_->index));
   auto set = bind_arguments(*vk_program, args);
   if (!set) return std::unexpected(set.error());
   auto cmd = next_command();
@@ -78,7 +86,10 @@ Expected<void> VulkanStream::launch(const GpuProgram& program,
   ctx_->fn.vkCmdBindPipeline(*cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk_program->pipeline);
   ctx_->fn.vkCmdBindDescriptorSets(*cmd, VK_PIPELINE_BIND_POINT_COMPUTE,
                                    vk_program->pipeline_layout, 0, 1, &*set, 0, nullptr);
-  ctx_->fn.vkCmdDispatch(*cmd, vk_program->groups, 1, 1);
+  if (vk_program->launch.dynamic_tasks > 0)
+    ctx_->fn.vkCmdPushConstants(*cmd, vk_program->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                                sizeof(dims->outer), &dims->outer);
+  ctx_->fn.vkCmdDispatch(*cmd, static_cast<uint32_t>(dims->shape.groups), 1, 1);
   if (timed)
     ctx_->fn.vkCmdWriteTimestamp(*cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, pool, query + 1);
   for (uint32_t binding : vk_program->bindings) {

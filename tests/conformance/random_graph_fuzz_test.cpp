@@ -122,23 +122,30 @@ TEST(RandomGraphFuzz, DeviceEqualsReference) {
               static_cast<unsigned long long>(first), device.c_str(), failed);
 }
 
-// Shape families: each seed's graph at several extents of its base shape's first axis, on one cpu
+// Shape families: each seed's graph at several extents of its base shape's first axis, on one
 // device under the dynamic policy, so that two sizes of a family make its symbolic plan and the
 // others take it where it serves (sizes 0 and 1 are built), every size against the reference.
-// KILN_FUZZ_FAMILIES=N runs N seeds (from KILN_FUZZ_SEED).
+// A GPU's dynamic kernels serve one power-of-two bucket (docs/dynamic-shapes.md): its extents
+// are mostly of one bucket, so that its kernels are shared and its symbolic plans made. CUDA
+// runs where a GPU is. KILN_FUZZ_FAMILIES=N runs N seeds (from KILN_FUZZ_SEED; 60 on the cpu, 20
+// on a GPU, whose compiles take longer).
 TEST(RandomGraphFuzz, EverySizeOfAShapeFamilyEqualsReference) {
   const std::string device = device_under_test_name();
-  if (device != "cpu") GTEST_SKIP() << "kernels that take their size at run time are the cpu's";
+  if (device == "reference") GTEST_SKIP() << "the reference interpreter runs no kernels";
+  const bool gpu = device != "cpu";
   auto dut = open_device_under_test([](runtime::DeviceOptions& o) {
     o.shape_policy = runtime::ShapePolicy::dynamic;
     o.cache_path.clear();  // every plan built or symbolic here, none read from an earlier run
   });
+  if (!dut && device.starts_with("cuda")) GTEST_SKIP() << "no CUDA device: " << dut.error().message;
   ASSERT_TRUE(dut.has_value()) << dut.error().message;
   const uint64_t first = env_number("KILN_FUZZ_SEED", 1);
-  const uint64_t count = env_number("KILN_FUZZ_FAMILIES", 60);
-  int failed = 0, runs = 0, symbolic = 0;
+  const uint64_t count = env_number("KILN_FUZZ_FAMILIES", gpu ? 20 : 60);
+  const std::vector<int64_t> extents =
+      gpu ? std::vector<int64_t>{5, 6, 7, 2, 1, 8, 3} : std::vector<int64_t>{2, 3, 5, 9, 1, 17, 4};
+  int failed = 0, runs = 0, symbolic = 0, all_dynamic = 0;
   for (uint64_t seed = first; seed < first + count; ++seed)
-    for (const int64_t b : {2, 3, 5, 9, 1, 17, 4}) {
+    for (const int64_t b : extents) {
       Case c;
       Generator gen(c, seed, true, b);
       std::vector<FuzzValue> outs = gen.build();
@@ -156,8 +163,9 @@ TEST(RandomGraphFuzz, EverySizeOfAShapeFamilyEqualsReference) {
         for (const auto& buffer : *r) got.outputs.push_back(buffer->to_host());
       ++runs;
       symbolic += stats.plan_source == "symbolic" ? 1 : 0;
+      all_dynamic += stats.kernels > 0 && stats.dynamic_kernels == stats.kernels ? 1 : 0;
       const std::string name =
-          fmt::format("cpu (dynamic, first extent {}, plan {})", b, stats.plan_source);
+          fmt::format("{} (dynamic, first extent {}, plan {})", device, b, stats.plan_source);
       std::vector<std::string> problems =
           compare_runs(outs, history_scales(c, nodes), got, want, name);
       if (problems.empty()) continue;
@@ -166,12 +174,20 @@ TEST(RandomGraphFuzz, EverySizeOfAShapeFamilyEqualsReference) {
       ADD_FAILURE() << "family fuzz seed " << seed << " at first extent " << b << ":\n" << text;
     }
   std::printf(
-      "fuzz: %llu shape families from seed %llu, %d runs (%d from a symbolic plan), %d failed\n",
-      static_cast<unsigned long long>(count), static_cast<unsigned long long>(first), runs,
-      symbolic, failed);
+      "fuzz: %llu shape families from seed %llu on %s, %d runs (%d with every kernel dynamic, %d "
+      "from a symbolic plan), %d failed\n",
+      static_cast<unsigned long long>(count), static_cast<unsigned long long>(first),
+      device.c_str(), runs, all_dynamic, symbolic, failed);
   // The families exercise symbolic plans: a graph that reduces, slices or reshapes along its first
-  // axis reads the size in an index and builds every size (60 seeds: 20 of 420 runs symbolic).
-  EXPECT_GE(symbolic, runs / 40);
+  // axis reads the size in an index and builds every size (the cpu, 60 seeds: 19 of 420 runs
+  // symbolic). On vulkan:0, 20 seeds: 43 of 140 runs with every kernel dynamic, 2 symbolic (two
+  // sizes of a bucket make a symbolic plan, which serves the bucket's other two).
+  if (gpu) {
+    EXPECT_GE(all_dynamic, runs / 5);
+    EXPECT_GE(symbolic, 1);
+  } else {
+    EXPECT_GE(symbolic, runs / 40);
+  }
 }
 
 }  // namespace

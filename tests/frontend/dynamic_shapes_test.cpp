@@ -6,14 +6,15 @@
 
 #include <kiln/kiln.h>
 
+#include <unistd.h>
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <span>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -534,3 +535,128 @@ TEST(DynamicShapes, APointCountThatIsAProductOfChangingSizesIsNotFitted) {
 }
 
 }  // namespace
+
+// On a GPU (vulkan:0, Mesa's lavapipe here; CUDA takes the same source), a dynamic kernel's text
+// is written at its size bucket's bound and takes the outer extent at run time (a push constant,
+// CUDA's last argument), its launch sized to the extent: each kernel compiles once per
+// power-of-two bucket, and a kernel compiled in one process serves another size of its bucket in
+// the next. Every size against the host: a row kernel (softmax) and a two-axis elementwise one
+// with vector lanes along its inner axis.
+TEST(DynamicShapes, GpuKernelsTakeTheOuterExtentAtRunTime) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("kiln_gpu_dynamic_" + std::to_string(::getpid()) + ".sqlite"))
+                               .string();
+  std::filesystem::remove(path);
+  const auto open_vulkan = [&] {
+    return kiln::Device::open("vulkan:0",
+                              kiln::Options{.settings = {{"compilation.cache", "file=" + path},
+                                                         {"autotune.cache", "none"},
+                                                         {"autotune.enabled", "false"},
+                                                         {"shapes.policy", "dynamic"}},
+                                            .use_config = false,
+                                            .config_dir = ""});
+  };
+  auto opened = open_vulkan();
+  if (!opened) GTEST_SKIP() << "vulkan:0 is not available: " << opened.error().message;
+  constexpr int64_t kRow = 37, kInner = 8;
+  const std::vector<float> w = values(kInner, 0.25f, 9);
+  // Runs both graphs at n; returns the kernels compiled.
+  const auto run = [&](kiln::Device& dev, int64_t n) {
+    const auto tw = kiln::Tensor::from_host(dev, std::span<const float>(w), {kInner});
+    const std::vector<float> xs = values(static_cast<size_t>(n * kRow), 0.1f, static_cast<int>(n));
+    const std::vector<float> zs =
+        values(static_cast<size_t>(n * kInner), 0.2f, static_cast<int>(n) + 1);
+    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {n, kRow});
+    auto z = kiln::Tensor::from_host(dev, std::span<const float>(zs), {n, kInner});
+    auto got_r = kiln::softmax(x * 0.5 + 1.0, 1).to_vector<float>();
+    const kiln::RealizeStats rs = dev.last_stats();
+    auto got_e = (kiln::exp(z) * tw).to_vector<float>();
+    const kiln::RealizeStats es = dev.last_stats();
+    EXPECT_TRUE(got_r && got_e) << "n=" << n;
+    if (!got_r || !got_e) return 0;
+    EXPECT_EQ(rs.dynamic_kernels, rs.kernels) << "n=" << n;
+    EXPECT_EQ(es.dynamic_kernels, es.kernels) << "n=" << n;
+    for (int64_t i = 0; i < n; ++i) {
+      double m = -1e30, s = 0;
+      for (int64_t j = 0; j < kRow; ++j) m = std::max(m, 0.5 * xs[i * kRow + j] + 1);
+      for (int64_t j = 0; j < kRow; ++j) s += std::exp(0.5 * xs[i * kRow + j] + 1 - m);
+      for (int64_t j = 0; j < kRow; ++j) {
+        const size_t k = static_cast<size_t>(i * kRow + j);
+        EXPECT_NEAR((*got_r)[k], std::exp(0.5 * xs[k] + 1 - m) / s, 1e-6)
+            << "n=" << n << " k=" << k;
+      }
+      for (int64_t j = 0; j < kInner; ++j) {
+        const size_t k = static_cast<size_t>(i * kInner + j);
+        const double want = std::exp(double{zs[k]}) * w[static_cast<size_t>(j)];
+        EXPECT_NEAR((*got_e)[k], want, 1e-5 * (1 + std::abs(want))) << "n=" << n << " k=" << k;
+      }
+    }
+    return rs.compiled + es.compiled;
+  };
+  const std::vector<int64_t> sizes = {2, 3, 5, 6, 7, 8, 9, 12, 16, 33, 100, 65};
+  std::vector<int64_t> buckets;
+  int compiled = 0, per_bucket = -1;
+  {
+    auto dev = std::move(*opened);
+    for (int64_t n : sizes) {
+      const int c = run(dev, n);
+      const auto bucket = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(n)));
+      if (std::ranges::find(buckets, bucket) == buckets.end()) {
+        buckets.push_back(bucket);
+        if (per_bucket < 0) per_bucket = c;
+        EXPECT_EQ(c, per_bucket) << "n=" << n << ": a new bucket compiles its kernels";
+      } else {
+        EXPECT_EQ(c, 0) << "n=" << n << ": the bucket's kernels serve it";
+      }
+      compiled += c;
+    }
+  }
+  EXPECT_EQ(per_bucket, 2);
+  EXPECT_EQ(compiled, per_bucket * static_cast<int>(buckets.size()));
+  {
+    // A new process: the stored dynamic kernels of bucket 8 (compiled at n = 5) serve n = 6.
+    auto dev = open_vulkan();
+    ASSERT_TRUE(dev.has_value()) << dev.error().message;
+    EXPECT_EQ(run(*dev, 6), 0);
+  }
+  std::filesystem::remove(path);
+}
+
+// The MLP on a GPU (vulkan:0): its tiled matmuls, bias and relu take the batch at run time too,
+// so 2..40 compile its kernels once per power-of-two bucket, and within a bucket the graph's
+// symbolic plan serves the sizes after the first two. Every size against the host.
+TEST(DynamicShapes, AnMlpOnAGpuCompilesEachKernelOncePerBucket) {
+  auto opened =
+      kiln::Device::open("vulkan:0", kiln::Options{.settings = {{"compilation.cache", "none"},
+                                                                {"autotune.cache", "none"},
+                                                                {"autotune.enabled", "false"},
+                                                                {"shapes.policy", "dynamic"}},
+                                                   .use_config = false,
+                                                   .config_dir = ""});
+  if (!opened) GTEST_SKIP() << "vulkan:0 is not available: " << opened.error().message;
+  auto dev = std::move(*opened);
+  Mlp mlp(dev);
+  std::vector<int64_t> buckets;
+  int per_bucket = -1;
+  Sources plans;
+  for (int64_t b = 2; b <= 40; ++b) {
+    const kiln::RealizeStats s = run_mlp(dev, mlp, b);
+    EXPECT_EQ(s.dynamic_kernels, s.kernels) << "b=" << b;
+    plans.add(s.plan_source);
+    const auto bucket = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(b)));
+    if (std::ranges::find(buckets, bucket) != buckets.end()) {
+      EXPECT_EQ(s.compiled, 0) << "b=" << b << ": its bucket's kernels serve it";
+      continue;
+    }
+    buckets.push_back(bucket);
+    EXPECT_GT(s.compiled, 0) << "b=" << b;
+    if (bucket >= 8 && per_bucket < 0) per_bucket = s.compiled;  // both matmuls tiled from 8 on
+    if (bucket >= 8) {
+      EXPECT_EQ(s.compiled, per_bucket) << "b=" << b;
+    }
+  }
+  EXPECT_EQ(buckets, (std::vector<int64_t>{2, 4, 8, 16, 32, 64}));
+  // A bucket's first two sizes are built; the rest (of 39 sizes, 6 buckets) from its symbolic plan.
+  EXPECT_EQ(plans.built, 11);
+  EXPECT_EQ(plans.symbolic, 28);
+}

@@ -32,7 +32,9 @@ struct FakeGpu {
     unsigned grid = 0;
     unsigned block = 0;
     std::vector<CUdeviceptr> args;
+    std::vector<int32_t> ints;  // the int arguments after the pointers
   };
+  int int_args = 0;  // int arguments the launched kernel takes after its three pointers
   size_t limit = size_t{1} << 30;
   size_t used = 0;
   int mem_allocs = 0;
@@ -139,9 +141,11 @@ CudaDriver make_fake_driver() {
   d.cuModuleUnload = [](CUmodule) -> CUresult { return 0; };
   d.cuLaunchKernel = [](CUfunction f, unsigned gx, unsigned, unsigned, unsigned bx, unsigned,
                         unsigned, unsigned, CUstream s, void** params, void**) -> CUresult {
-    FakeGpu::Launch launch{id(f), gx, bx, {}};
+    FakeGpu::Launch launch{id(f), gx, bx, {}, {}};
     // kiln passes exactly the pointer arguments; the fake reads three (vector_add's count).
     for (int i = 0; i < 3; ++i) launch.args.push_back(*static_cast<CUdeviceptr*>(params[i]));
+    for (int i = 0; i < gpu->int_args; ++i)
+      launch.ints.push_back(*static_cast<int32_t*>(params[3 + i]));
     gpu->launches.push_back(launch);
     return gpu->streams.at(id(s)).enqueued++, 0;
   };
@@ -308,6 +312,37 @@ TEST_F(CudaFakeDriverTest, LaunchShapeOutsideTheDeviceLimitsIsAnError) {
   ASSERT_FALSE(launched.has_value());
   EXPECT_NE(launched.error().message.find("70000 blocks of 256 threads"), std::string::npos)
       << launched.error().message;
+}
+
+// A dynamic kernel (codegen/gpu/gpu_source.h) takes its outer extent as an int after the
+// pointers, and is launched with the blocks that extent needs; without an extent it does not run.
+TEST_F(CudaFakeDriverTest, ADynamicKernelTakesItsOuterExtentAsItsLastArgument) {
+  auto source = vector_add_source();
+  source.launch = {64, 256, /*dynamic_tasks=*/4, /*tasks_per_group=*/2};
+  auto program = CudaProgram::load(context_, source, {0x7f, 'E', 'L', 'F'});
+  ASSERT_TRUE(program.has_value());
+  auto a = allocate(64);
+  state_.int_args = 1;
+  auto s = stream();
+  ASSERT_TRUE(s->launch(**program, {a.get(), a.get(), a.get()}, false, 5).has_value());
+  ASSERT_TRUE(s->launch(**program, {a.get(), a.get(), a.get()}, false, 0).has_value());
+  ASSERT_TRUE(s->launch(**program, {a.get(), a.get(), a.get()}, false, 100000).has_value());
+  ASSERT_EQ(state_.launches.size(), 3u);
+  EXPECT_EQ(state_.launches[0].grid, 10u);  // 5 x 4 tasks, 2 per block
+  EXPECT_EQ(state_.launches[0].ints, std::vector<int32_t>{5});
+  EXPECT_EQ(state_.launches[1].grid, 1u);
+  EXPECT_EQ(state_.launches[1].ints, std::vector<int32_t>{0});
+  EXPECT_EQ(state_.launches[2].grid, 65535u);
+  EXPECT_EQ(state_.launches[2].ints, std::vector<int32_t>{100000});
+  auto none = s->launch(**program, {a.get(), a.get(), a.get()}, false);
+  ASSERT_FALSE(none.has_value());
+  EXPECT_NE(none.error().message.find("no outer extent given"), std::string::npos)
+      << none.error().message;
+  auto too_big = s->launch(**program, {a.get(), a.get(), a.get()}, false, int64_t{1} << 31);
+  ASSERT_FALSE(too_big.has_value());
+  EXPECT_NE(too_big.error().message.find("outer extent 2147483648"), std::string::npos)
+      << too_big.error().message;
+  EXPECT_EQ(state_.launches.size(), 3u);
 }
 
 TEST_F(CudaFakeDriverTest, PtxIsPassedNulTerminated) {

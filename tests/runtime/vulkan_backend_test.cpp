@@ -108,7 +108,7 @@ TEST_F(VulkanTest, CompileProducesSpirvAndReflectsBindings) {
   EXPECT_EQ(*bindings, (std::vector<uint32_t>{0, 1, 2}));
   auto loaded = backend_->load(source, *binary);
   ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
-  EXPECT_EQ(dynamic_cast<const VulkanProgram&>(**loaded).groups, 4u);
+  EXPECT_EQ(dynamic_cast<const VulkanProgram&>(**loaded).launch.groups, 4);
 }
 
 TEST_F(VulkanTest, CompileErrorsNameTheKernel) {
