@@ -144,6 +144,12 @@ int kiln_tool_main(int argc, char** argv) {
                      "Also tune each kernel on the target device (cuda: cuda:0); the decisions go in the cache");
   warm_cmd->add_flag("--check", warm.check,
                      "Compile nothing; list every kernel or plan a run would miss (exit 1 if any)");
+  std::vector<std::string> warm_dims;
+  warm_cmd->add_option(
+      "--dim", warm_dims,
+      "NAME=N or NAME=LO..HI: warm the size symbol ?NAME at N (and a second size of its "
+      "bucket), or every power-of-two bucket from LO to HI at two sizes each: the kernels "
+      "and symbolic plan of each (repeatable)");
   warm_cmd->add_option("--jobs,-j", warm.jobs, "Graphs compiled at once")
       ->default_val(1)
       ->check(CLI::Range(1, 256));
@@ -178,6 +184,8 @@ int kiln_tool_main(int argc, char** argv) {
   if (*devices_cmd) return devices_command();
   if (*warm_cmd) {
     warm.arch_given = warm_cmd->count("--arch") > 0;
+    for (const std::string& arg : warm_dims)
+      if (auto ok = parse_warm_dim(arg, warm.dims); !ok) return report_error(ok.error().message);
     return warm_command(warm);
   }
   if (*run_cmd) {

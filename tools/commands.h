@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -107,8 +108,20 @@ struct WarmOptions {
   bool autotune = false;
   bool no_autotune = false;  // neither: kiln.toml's autotune.enabled
   int jobs = 1;
+  // --dim NAME=N or NAME=LO..HI: the sizes of a size symbol ?NAME to warm (parse_warm_dim).
+  std::map<std::string, std::pair<int64_t, int64_t>> dims;
 };
 int warm_command(const WarmOptions& options);
+// Parses `kiln warm --dim` "NAME=N" (a leading '?' on NAME allowed) as N..N, or "NAME=LO..HI"
+// (0 <= LO <= HI), into `dims`.
+Expected<void> parse_warm_dim(const std::string& arg,
+                              std::map<std::string, std::pair<int64_t, int64_t>>& dims);
+// The sizes `kiln warm --dim NAME=LO..HI` warms, in order: for each power-of-two bucket
+// (2^(k-1), 2^k] that meets [LO, HI], its largest size in the range, then the one below it when
+// that is in the bucket and the range too and at least 2 (two sizes of a bucket make its
+// symbolic plan). A single size N warms N and a second size in its bucket (N + 1, or N - 1 at
+// the bucket's top; 3 for N <= 2).
+std::vector<int64_t> warm_sizes(int64_t lo, int64_t hi);
 
 // --cache SCOPE (local | target | global | file=PATH) -> the store's path; an empty SCOPE is the
 // configuration's compilation.cache, the store `kiln run` uses (an error when that is none).

@@ -7,10 +7,14 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <charconv>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <mutex>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "tools/commands.h"
 #include "tools/graph_file.h"
@@ -21,6 +25,17 @@ namespace kiln::tools {
 namespace fs = std::filesystem;
 
 namespace {
+
+uint64_t bucket_of(int64_t n) {
+  return std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(n, 1)));
+}
+
+// Another size of a symbol declared n: at least 2 (sizes 0 and 1 are specialized), and in n's
+// power-of-two bucket where it can be (shapes.buckets and GPUs make a kernel per bucket).
+int64_t second_size(int64_t n) {
+  if (n <= 2) return 3;
+  return bucket_of(n + 1) == bucket_of(n) ? n + 1 : n - 1;
+}
 
 // One device that compiles (and, for --check, looks up) every graph's kernels.
 struct Warmer {
@@ -49,32 +64,50 @@ struct Warmer {
   }
 
   // A `.kg` file with size symbols (`?b=64`) warmed at its sizes, then at a second size of each
-  // symbol: the two plans make the graph's symbolic plan, which serves a run at any size.
-  Expected<Done> run_file(const std::string& path, bool check) {
+  // symbol: the two plans make the graph's symbolic plan, which serves a run at any size (of
+  // the bucket, where kernels are bucketed). With `dims` (--dim), each named symbol is warmed
+  // at warm_sizes of its range in turn, the others at their first size.
+  Expected<Done> run_file(const std::string& path, bool check, const WarmOptions& o) {
+    ir::KgSizes first;
+    for (const auto& [name, range] : o.dims)
+      first[name] =
+          range.first == range.second ? range.first : warm_sizes(range.first, range.second)[0];
     ir::Graph g;
-    auto file = read_graph_file(g, path);
+    auto file = read_graph_file(g, path, nullptr, &first);
     if (!file) return std::unexpected(file.error());
-    auto r = run(g, file->graph.output_nodes(), check);
-    if (!r || check || file->graph.sizes.empty()) return r;
-    ir::KgSizes other;
-    for (const auto& [name, n] : file->graph.sizes) other[name] = second_size(n);
-    ir::Graph g2;
-    auto file2 = read_graph_file(g2, path, nullptr, &other);
-    if (!file2) return std::unexpected(file2.error());
-    auto r2 = run(g2, file2->graph.output_nodes(), check);
-    if (!r2) return std::unexpected(r2.error());
-    r->compiled += r2->compiled;
-    r->tuned += r2->tuned;
-    r->symbolic = r2->symbolic;
-    return r;
-  }
-
-  // Another size of a symbol declared n: at least 2 (sizes 0 and 1 are specialized), and in n's
-  // power-of-two bucket where it can be (shapes.buckets makes a kernel per bucket).
-  static int64_t second_size(int64_t n) {
-    if (n <= 2) return 3;
-    const auto bucket = [](int64_t m) { return std::bit_ceil(static_cast<uint64_t>(m)); };
-    return bucket(n + 1) == bucket(n) ? n + 1 : n - 1;
+    // The sizes after the first: each symbol's other sizes, one symbol at a time.
+    std::vector<ir::KgSizes> more;
+    if (o.dims.empty()) {
+      // (--check looks up the declared sizes only.)
+      if (!check && !file->graph.sizes.empty()) {
+        ir::KgSizes other;
+        for (const auto& [name, n] : file->graph.sizes) other[name] = second_size(n);
+        more.push_back(std::move(other));
+      }
+    } else {
+      for (const auto& [name, range] : o.dims) {
+        const std::vector<int64_t> sizes = warm_sizes(range.first, range.second);
+        for (size_t i = 1; i < sizes.size(); ++i) {
+          ir::KgSizes other = first;
+          other[name] = sizes[i];
+          more.push_back(std::move(other));
+        }
+      }
+    }
+    Expected<Done> total = run(g, file->graph.output_nodes(), check);
+    for (const ir::KgSizes& sizes : more) {
+      if (!total) break;
+      ir::Graph gi;
+      auto fi = read_graph_file(gi, path, nullptr, &sizes);
+      if (!fi) return std::unexpected(fi.error());
+      auto ri = run(gi, fi->graph.output_nodes(), check);
+      if (!ri) return std::unexpected(ri.error());
+      total->compiled += ri->compiled;
+      total->tuned += ri->tuned;
+      total->symbolic = total->symbolic || ri->symbolic;
+      total->missing.insert(total->missing.end(), ri->missing.begin(), ri->missing.end());
+    }
+    return total;
   }
 };
 
@@ -114,6 +147,45 @@ class Progress {
 
 }  // namespace
 
+Expected<void> parse_warm_dim(const std::string& arg,
+                              std::map<std::string, std::pair<int64_t, int64_t>>& dims) {
+  const auto eq = arg.find('=');
+  std::string name = arg.substr(0, eq);
+  if (!name.empty() && name[0] == '?') name.erase(0, 1);
+  const auto number = [](std::string_view text) -> int64_t {
+    int64_t n = -1;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    return ec == std::errc() && end == text.data() + text.size() && !text.empty() ? n : -1;
+  };
+  int64_t lo = -1, hi = -1;
+  if (eq != std::string::npos) {
+    const std::string_view value = std::string_view(arg).substr(eq + 1);
+    const auto dots = value.find("..");
+    lo = number(value.substr(0, dots));
+    hi = dots == std::string_view::npos ? lo : number(value.substr(dots + 2));
+  }
+  if (name.empty() || lo < 0 || hi < lo)
+    return make_error(fmt::format(
+        "--dim '{}': expected NAME=N or NAME=LO..HI, non-negative integers with LO <= HI", arg));
+  if (!dims.emplace(name, std::pair{lo, hi}).second)
+    return make_error(fmt::format("--dim {} is given twice", name));
+  return {};
+}
+
+std::vector<int64_t> warm_sizes(int64_t lo, int64_t hi) {
+  if (lo == hi) return {lo, second_size(lo)};
+  std::vector<int64_t> sizes;
+  if (lo == 0) sizes.push_back(0);  // its own plan (nothing to compute)
+  for (uint64_t b = bucket_of(lo); b <= bucket_of(hi); b *= 2) {
+    const auto top = std::min<int64_t>(static_cast<int64_t>(b), hi);
+    if (top < lo) continue;
+    sizes.push_back(top);
+    const int64_t below = top - 1;
+    if (below >= lo && below >= 2 && static_cast<uint64_t>(below) > b / 2) sizes.push_back(below);
+  }
+  return sizes;
+}
+
 int warm_command(const WarmOptions& o) {
   if (o.arch_given && o.target != "cuda")
     return report_error(fmt::format("--arch applies to --target cuda, not {}", o.target));
@@ -142,7 +214,7 @@ int warm_command(const WarmOptions& o) {
   auto work = [&] {
     for (size_t i; (i = next.fetch_add(1)) < graphs->size();) {
       const std::string& path = (*graphs)[i];
-      Expected<Warmer::Done> r = warmer.run_file(path, o.check);
+      Expected<Warmer::Done> r = warmer.run_file(path, o.check, o);
       std::lock_guard lock(mu);
       if (!r)
         errors.push_back(r.error().message.starts_with(path) ? r.error().message

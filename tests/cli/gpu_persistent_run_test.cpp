@@ -113,4 +113,41 @@ TEST_F(GpuPersistentRun, DamagedKernelEntriesAreRecompiled) {
   EXPECT_EQ(output("a"), output("c"));
 }
 
+// `kiln warm --target vulkan --dim b=1..40` warms every power-of-two bucket of ?b at two sizes:
+// a GPU's dynamic kernels serve one bucket each, so a new process then runs any batch size of the
+// range from its bucket's symbolic plan, compiling nothing, as does 41 (in 40's bucket, 33..64);
+// 65 is in a bucket the range does not meet. A bad range is one clear error.
+TEST_F(GpuPersistentRun, WarmingARangeOfSizesServesEveryBatchSizeInIt) {
+  const std::string kg = (dir_ / "mlp.kg").string();
+  std::ofstream(kg) << "kiln.graph v1\ninput %x : f32[?b=16,48]\ninput %w : f32[48,32]\n"
+                       "%h = matmul(%x, %w)\n%y = tanh(%h)\noutput %y\n";
+  const std::string env =
+      "KILN_AUTOTUNE_CACHE=file=" + cache() + " KILN_COMPILATION_CACHE=file=" + cache() + " ";
+  Result warmed = sh(env + KILN_BINARY + " warm " + kg +
+                     " --target vulkan --no-autotune --cache file=" + cache() + " --dim b=1..40");
+  ASSERT_EQ(warmed.code, 0) << warmed.out;
+  EXPECT_NE(warmed.out.find("1 graphs warmed for vulkan"), std::string::npos) << warmed.out;
+  EXPECT_NE(warmed.out.find(", 1 symbolic plan"), std::string::npos) << warmed.out;
+  const auto run_at = [&](int64_t b) {
+    return sh(
+        env + KILN_BINARY + " run " + kg +
+        " --device vulkan:0 --no-autotune --random-inputs --stats --dim b=" + std::to_string(b));
+  };
+  for (int64_t b : {3, 11, 29, 40, 41}) {
+    Result r = run_at(b);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find(" launched, 0 compiled"), std::string::npos) << "b=" << b << ": " << r.out;
+    EXPECT_NE(r.out.find("cache: plan instantiated from its symbolic plan"), std::string::npos)
+        << "b=" << b << ": " << r.out;
+  }
+  Result past = run_at(65);
+  ASSERT_EQ(past.code, 0) << past.out;
+  EXPECT_EQ(past.out.find(" launched, 0 compiled"), std::string::npos) << past.out;
+  Result bad = sh(std::string(KILN_BINARY) + " warm " + kg +
+                  " --target vulkan --cache file=" + cache() + " --dim b=9..3");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("--dim 'b=9..3': expected NAME=N or NAME=LO..HI"), std::string::npos)
+      << bad.out;
+}
+
 }  // namespace
