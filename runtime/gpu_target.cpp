@@ -82,14 +82,15 @@ class GpuTargetStream final : public Stream {
   }
   Expected<void> launch(const Artifact& artifact, const std::vector<DeviceMemory*>& args,
                         bool timed) override {
-    const auto& k = static_cast<const GpuKernel&>(artifact);
+    const auto& kernel = static_cast<const GpuKernel&>(artifact);
+    const GpuCode& k = *kernel.code;
     if (!k.program) return make_error(backend_.name() + ": a kernel that was compiled but not loaded cannot run");
     std::optional<int64_t> outer;
     if (k.gpu_source.launch.dynamic_tasks > 0) {
-      if (k.outer_extent < 0)
+      if (kernel.outer_extent < 0)
         return make_error(backend_.name() +
                           ": a dynamic kernel bound to no outer extent cannot run");
-      outer = k.outer_extent;
+      outer = kernel.outer_extent;
     }
     auto scratch = make_scratch(backend_, *stream_, k.gpu_source);
     if (!scratch) return std::unexpected(scratch.error());
@@ -179,26 +180,26 @@ Expected<std::shared_ptr<const Artifact>> GpuTarget::compile(const kir::Kernel& 
   if (!source) return std::unexpected(source.error());
   auto binary = backend_->compile(*source, kernel.name);
   if (!binary) return std::unexpected(binary.error());
-  auto k = std::make_shared<GpuKernel>();
-  k->gpu_source = std::move(*source);
-  k->binary = std::move(*binary);
-  k->ms = ms_since(t0);
-  if (k->gpu_source.launch.dynamic_tasks > 0) k->outer_extent = kernel.outer_extent();
+  auto code = std::make_shared<GpuCode>();
+  code->gpu_source = std::move(*source);
+  code->binary = std::move(*binary);
+  code->ms = ms_since(t0);
   if (load) {
-    auto program = backend_->load(k->gpu_source, k->binary);
+    auto program = backend_->load(code->gpu_source, code->binary);
     if (!program) return std::unexpected(program.error());
-    k->program = std::move(*program);
+    code->program = std::move(*program);
   }
-  return std::shared_ptr<const Artifact>(std::move(k));
+  const int64_t outer = code->gpu_source.launch.dynamic_tasks > 0 ? kernel.outer_extent() : -1;
+  return std::make_shared<const GpuKernel>(std::move(code), outer);
 }
 
 std::string GpuKernel::summary() const {
-  const codegen::gpu::LaunchShape l = codegen::gpu::launch_at(gpu_source.launch, outer_extent);
-  return fmt::format("strategy {}, {} workgroup{} of {} threads{}", gpu_source.strategy, l.groups,
-                     l.groups == 1 ? "" : "s", l.group_size,
-                     gpu_source.launch.dynamic_tasks > 0
-                         ? fmt::format(" (dynamic: outer extent {})", outer_extent)
-                         : "");
+  const codegen::gpu::GpuSource& src = code->gpu_source;
+  const codegen::gpu::LaunchShape l = codegen::gpu::launch_at(src.launch, outer_extent);
+  return fmt::format(
+      "strategy {}, {} workgroup{} of {} threads{}", src.strategy, l.groups,
+      l.groups == 1 ? "" : "s", l.group_size,
+      src.launch.dynamic_tasks > 0 ? fmt::format(" (dynamic: outer extent {})", outer_extent) : "");
 }
 
 bool GpuTarget::serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
@@ -207,26 +208,24 @@ bool GpuTarget::serves_any_outer_extent(const kir::Kernel& kernel, const kir::Ke
 }
 
 // The text is the bound's: every extent of the bucket runs as one planned at its size would.
+// (The executor binds an instance to the kernel of its own bucket only.)
 bool GpuTarget::serves_instance(const kir::Kernel& kernel, const std::vector<bool>&) const {
-  return kernel.dynamic_outer && kernel.outer_extent() >= 2 &&
-         kernel.outer_extent() <= kernel.dynamic_bound;
+  return kernel.dynamic_outer && kernel.dynamic_bound > 0;
 }
 
 std::shared_ptr<const Artifact> GpuTarget::with_outer_extent(const Artifact& artifact,
                                                              int64_t outer_extent) const {
   const auto& k = static_cast<const GpuKernel&>(artifact);
-  if (k.gpu_source.launch.dynamic_tasks <= 0 || outer_extent < 0 ||
+  if (k.code->gpu_source.launch.dynamic_tasks <= 0 || outer_extent < 0 ||
       outer_extent > codegen::gpu::kMaxDynamicBound)
     return nullptr;
-  auto bound = std::make_shared<GpuKernel>(k);
-  bound->outer_extent = outer_extent;
-  return bound;
+  return std::make_shared<const GpuKernel>(k.code, outer_extent);
 }
 
 // The stored entry: the binary as value, the generated source as source, the launch shape in the
 // metadata.
 std::optional<cache::Entry> GpuTarget::to_entry(const Artifact& artifact) const {
-  const auto& k = static_cast<const GpuKernel&>(artifact);
+  const GpuCode& k = *static_cast<const GpuKernel&>(artifact).code;
   cache::Entry e;
   e.value = k.binary;
   e.source = k.gpu_source.text;
@@ -250,19 +249,19 @@ std::optional<cache::Entry> GpuTarget::to_entry(const Artifact& artifact) const 
 Expected<std::shared_ptr<const Artifact>> GpuTarget::from_entry(const cache::Entry& entry, bool load) {
   auto source = read_gpu_entry(entry, backend_->binary_kind());
   if (!source) return std::unexpected(source.error());
-  auto k = std::make_shared<GpuKernel>();
-  k->gpu_source = std::move(*source);
-  k->binary = entry.value;
+  auto code = std::make_shared<GpuCode>();
+  code->gpu_source = std::move(*source);
+  code->binary = entry.value;
   if (load) {
-    auto program = backend_->load(k->gpu_source, k->binary);
+    auto program = backend_->load(code->gpu_source, code->binary);
     if (!program) return make_error("its binary does not load: " + program.error().message);
-    k->program = std::move(*program);
+    code->program = std::move(*program);
   }
-  return std::shared_ptr<const Artifact>(std::move(k));
+  return std::make_shared<const GpuKernel>(std::move(code), -1);
 }
 
 Expected<std::vector<ArtifactForm>> GpuTarget::forms(const Artifact& artifact, const std::string& name) {
-  const auto& k = static_cast<const GpuKernel&>(artifact);
+  const GpuCode& k = *static_cast<const GpuKernel&>(artifact).code;
   std::vector<ArtifactForm> forms{{"source", source_extension(), k.gpu_source.text}};
   auto binary = backend_->binary_forms(k.gpu_source, k.binary, name);
   if (!binary) return std::unexpected(binary.error());

@@ -19,21 +19,30 @@ namespace kiln::runtime {
 // type = cpu) gets the cpu's reference rates; others DeviceRates::reference_gpu().
 passes::DeviceRates gpu_rates(const GpuBackend& backend);
 
-// A compiled GPU kernel: its source and launch shape, its binary, and (once loaded) its program.
-class GpuKernel final : public Artifact {
- public:
-  const std::string& source() const override { return gpu_source.text; }
-  double compile_ms() const override { return ms; }
-  bool loaded() const override { return program != nullptr; }
-  // "strategy matmul-mma, 64 workgroups of 256 threads"
-  std::string summary() const override;
-
+// What compiling a GPU kernel makes: its source and launch shape, its binary, and (once loaded)
+// its program. Shared by every instance a dynamic kernel is bound to
+// (GpuTarget::with_outer_extent).
+struct GpuCode {
   codegen::gpu::GpuSource gpu_source;
   std::vector<uint8_t> binary;  // GpuBackend::binary_kind()
   std::shared_ptr<const GpuProgram> program;
   double ms = 0;
-  // A dynamic kernel's (gpu_source.launch.dynamic_tasks > 0) outer extent, which it is launched
-  // at (GpuTarget::with_outer_extent binds another); -1: unbound (read from the cache).
+};
+
+// A compiled GPU kernel: its code, and the outer extent a dynamic kernel is launched at.
+class GpuKernel final : public Artifact {
+ public:
+  GpuKernel(std::shared_ptr<const GpuCode> code, int64_t outer_extent)
+      : code(std::move(code)), outer_extent(outer_extent) {}
+  const std::string& source() const override { return code->gpu_source.text; }
+  double compile_ms() const override { return code->ms; }
+  bool loaded() const override { return code->program != nullptr; }
+  // "strategy matmul-mma, 64 workgroups of 256 threads"
+  std::string summary() const override;
+
+  std::shared_ptr<const GpuCode> code;
+  // A dynamic kernel's (code->gpu_source.launch.dynamic_tasks > 0) outer extent, which it is
+  // launched at (GpuTarget::with_outer_extent binds another); -1: unbound (read from the cache).
   int64_t outer_extent = -1;
 };
 

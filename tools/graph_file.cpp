@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -16,20 +17,35 @@ bool is_onnx_path(const std::string& path) {
   return std::filesystem::path(path).extension() == ".onnx";
 }
 
-Expected<void> parse_dim_arg(const std::string& arg, ir::KgSizes& sizes) {
+Expected<DimArg> read_dim_arg(const std::string& arg, bool ranges) {
   const auto eq = arg.find('=');
-  std::string name = arg.substr(0, eq);
-  if (!name.empty() && name[0] == '?') name.erase(0, 1);
-  int64_t n = -1;
+  DimArg out{arg.substr(0, eq), -1, -1};
+  if (!out.name.empty() && out.name[0] == '?') out.name.erase(0, 1);
+  const auto number = [](std::string_view text) -> int64_t {
+    int64_t n = -1;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    return ec == std::errc() && end == text.data() + text.size() && !text.empty() ? n : -1;
+  };
   if (eq != std::string::npos) {
-    const char* first = arg.data() + eq + 1;
-    const char* last = arg.data() + arg.size();
-    auto [end, ec] = std::from_chars(first, last, n);
-    if (ec != std::errc() || end != last || first == last) n = -1;
+    const std::string_view value = std::string_view(arg).substr(eq + 1);
+    const auto dots = ranges ? value.find("..") : std::string_view::npos;
+    out.lo = number(value.substr(0, dots));
+    out.hi = dots == std::string_view::npos ? out.lo : number(value.substr(dots + 2));
   }
-  if (name.empty() || n < 0)
-    return make_error(fmt::format("--dim '{}': expected NAME=N, N a non-negative integer", arg));
-  if (!sizes.emplace(name, n).second) return make_error(fmt::format("--dim {} is given twice", name));
+  if (out.name.empty() || out.lo < 0 || out.hi < out.lo)
+    return make_error(
+        ranges ? fmt::format("--dim '{}': expected NAME=N or NAME=LO..HI, non-negative integers "
+                             "with LO <= HI",
+                             arg)
+               : fmt::format("--dim '{}': expected NAME=N, N a non-negative integer", arg));
+  return out;
+}
+
+Expected<void> parse_dim_arg(const std::string& arg, ir::KgSizes& sizes) {
+  auto dim = read_dim_arg(arg, /*ranges=*/false);
+  if (!dim) return std::unexpected(dim.error());
+  if (!sizes.emplace(dim->name, dim->lo).second)
+    return make_error(fmt::format("--dim {} is given twice", dim->name));
   return {};
 }
 

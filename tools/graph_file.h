@@ -1,6 +1,7 @@
 // The graph files the kiln tools read: `.kg` text, or an ONNX model (`.onnx`, docs/onnx.md).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -26,7 +27,15 @@ Expected<GraphFile> read_graph_file(ir::Graph& g, const std::string& path,
                                     const InputSpec* inputs = nullptr,
                                     const ir::KgSizes* sizes = nullptr);
 
-// Parses --dim "NAME=N" (a leading '?' on NAME is allowed) into `sizes`.
+// One --dim argument: "NAME=N" (a leading '?' on NAME is allowed) reads as N..N; with `ranges`,
+// "NAME=LO..HI" too (0 <= LO <= HI). An error names the argument and the form expected.
+struct DimArg {
+  std::string name;
+  int64_t lo, hi;
+};
+Expected<DimArg> read_dim_arg(const std::string& arg, bool ranges);
+
+// Parses --dim "NAME=N" (read_dim_arg without ranges) into `sizes`.
 Expected<void> parse_dim_arg(const std::string& arg, ir::KgSizes& sizes);
 
 }  // namespace kiln::tools

@@ -7,12 +7,10 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
-#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -149,26 +147,10 @@ class Progress {
 
 Expected<void> parse_warm_dim(const std::string& arg,
                               std::map<std::string, std::pair<int64_t, int64_t>>& dims) {
-  const auto eq = arg.find('=');
-  std::string name = arg.substr(0, eq);
-  if (!name.empty() && name[0] == '?') name.erase(0, 1);
-  const auto number = [](std::string_view text) -> int64_t {
-    int64_t n = -1;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-    return ec == std::errc() && end == text.data() + text.size() && !text.empty() ? n : -1;
-  };
-  int64_t lo = -1, hi = -1;
-  if (eq != std::string::npos) {
-    const std::string_view value = std::string_view(arg).substr(eq + 1);
-    const auto dots = value.find("..");
-    lo = number(value.substr(0, dots));
-    hi = dots == std::string_view::npos ? lo : number(value.substr(dots + 2));
-  }
-  if (name.empty() || lo < 0 || hi < lo)
-    return make_error(fmt::format(
-        "--dim '{}': expected NAME=N or NAME=LO..HI, non-negative integers with LO <= HI", arg));
-  if (!dims.emplace(name, std::pair{lo, hi}).second)
-    return make_error(fmt::format("--dim {} is given twice", name));
+  auto dim = read_dim_arg(arg, /*ranges=*/true);
+  if (!dim) return std::unexpected(dim.error());
+  if (!dims.emplace(dim->name, std::pair{dim->lo, dim->hi}).second)
+    return make_error(fmt::format("--dim {} is given twice", dim->name));
   return {};
 }
 

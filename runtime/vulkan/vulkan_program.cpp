@@ -100,12 +100,8 @@ VulkanProgram::~VulkanProgram() {
 Expected<std::shared_ptr<const VulkanProgram>> load_program(
     const std::shared_ptr<VulkanContext>& ctx, VkPipelineCache cache,
     const codegen::gpu::GpuSource& source, const std::vector<uint8_t>& binary) {
-  const auto& limits = ctx->info.properties.limits;
-  if (source.launch.groups < 1 || source.launch.groups > limits.maxComputeWorkGroupCount[0]) {
-    return make_error(fmt::format("vulkan: launch of {} workgroups is outside [1, {}] on vulkan:{}",
-                                  source.launch.groups, limits.maxComputeWorkGroupCount[0],
-                                  ctx->index));
-  }
+  // The workgroup count is checked at launch (VulkanStream::launch): a dynamic kernel's depends on
+  // the extent it is launched at.
   if (binary.size() % 4 != 0) {
     return make_error(
         fmt::format("vulkan: SPIR-V binary of {} bytes is not whole words", binary.size()));

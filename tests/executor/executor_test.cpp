@@ -80,7 +80,7 @@ struct OneGpuKernel {
   if (!plan) return ::testing::AssertionFailure() << plan.error().message;
   if ((*plan)->steps.size() != 1)
     return ::testing::AssertionFailure() << (*plan)->steps.size() << " steps, not 1";
-  const auto& k = static_cast<const GpuKernel&>(*(*plan)->steps[0].artifact);
+  const GpuCode& k = *static_cast<const GpuKernel&>(*(*plan)->steps[0].artifact).code;
   if (k.binary.empty()) return ::testing::AssertionFailure() << "no binary";
   got = {k.gpu_source.strategy, k.gpu_source.text};
   return ::testing::AssertionSuccess();

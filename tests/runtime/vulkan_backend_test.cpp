@@ -142,7 +142,7 @@ TEST_F(VulkanTest, CompileRefusesSourcesOverTheLoopBudget) {
     EXPECT_NE(m.find(part), std::string::npos) << "no '" << part << "' in: " << m;
 }
 
-TEST_F(VulkanTest, LoadRejectsBadBinariesAndLaunchShapes) {
+TEST_F(VulkanTest, BadBinariesFailToLoadAndBadLaunchShapesFailToLaunch) {
   auto source = glsl_source(vector_add_glsl(1000), 4, 256);
   auto garbage = backend_->load(source, std::vector<uint8_t>(64, 0x5a));
   ASSERT_FALSE(garbage.has_value());
@@ -152,10 +152,19 @@ TEST_F(VulkanTest, LoadRejectsBadBinariesAndLaunchShapes) {
   EXPECT_NE(odd.error().message.find("whole words"), std::string::npos);
   auto binary = backend_->compile(source, "vector_add");
   ASSERT_TRUE(binary.has_value());
+  // A launch shape outside the device's limits loads (a dynamic kernel's workgroups depend on the
+  // extent it is launched at) and is refused at launch, with nothing run.
   source.launch.groups = 0;
   auto no_groups = backend_->load(source, *binary);
-  ASSERT_FALSE(no_groups.has_value());
-  EXPECT_NE(no_groups.error().message.find("launch of 0 workgroups"), std::string::npos);
+  ASSERT_TRUE(no_groups.has_value()) << no_groups.error().message;
+  auto s = stream();
+  auto a = allocate(4000), b = allocate(4000), c = allocate(4000);
+  auto launched = s->launch(**no_groups, {a.get(), b.get(), c.get()});
+  ASSERT_FALSE(launched.has_value());
+  EXPECT_NE(launched.error().message.find("launch of 0 workgroups is outside [1, "),
+            std::string::npos)
+      << launched.error().message;
+  EXPECT_TRUE(s->synchronize().has_value());
 }
 
 TEST_F(VulkanTest, PoolRecyclesFreedBlocksBySizeClass) {
