@@ -5,12 +5,17 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <llvm/Config/llvm-config.h>
@@ -23,6 +28,8 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
+#include <llvm/Object/ELFObjectFile.h>
+#include <llvm/Object/ObjectFile.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
@@ -95,7 +102,50 @@ std::string symbol_for(const std::string& name) {
   return s;
 }
 
+// The size in bytes of the function `symbol` in the ELF object `object` (its symbol table's
+// function entry: the module's file symbol has the same name); 0 where it has none.
+uint64_t function_size(const std::vector<uint8_t>& object, const std::string& symbol) {
+  const llvm::StringRef bytes(reinterpret_cast<const char*>(object.data()), object.size());
+  auto file = llvm::object::ObjectFile::createObjectFile(llvm::MemoryBufferRef(bytes, symbol));
+  if (!file) {
+    llvm::consumeError(file.takeError());
+    return 0;
+  }
+  const auto* elf = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(file->get());
+  if (elf == nullptr) return 0;
+  for (const llvm::object::ELFSymbolRef sym : elf->symbols()) {
+    if (sym.getELFType() != llvm::ELF::STT_FUNC) continue;
+    auto name = sym.getName();
+    if (!name) {
+      llvm::consumeError(name.takeError());
+      continue;
+    }
+    if (*name == symbol) return sym.getSize();
+  }
+  return 0;
+}
+
+// With KILN_PERF_MAP set (and not "0"), the kernel at [address, address + size) is added to
+// perf_map_path() as perf reads it: "START SIZE NAME" in hex, one whole line per kernel whichever
+// backend of the process links it.
+void add_to_perf_map(uint64_t address, uint64_t size, const std::string& symbol) {
+  const char* wanted = std::getenv("KILN_PERF_MAP");
+  if (wanted == nullptr || std::string_view(wanted).empty() || std::string_view(wanted) == "0" ||
+      size == 0)
+    return;
+  static std::mutex file_mu;
+  std::lock_guard lock(file_mu);
+  if (std::FILE* f = std::fopen(perf_map_path().c_str(), "a")) {
+    fmt::print(f, "{:x} {:x} {}\n", address, size, symbol);
+    std::fclose(f);
+  }
+}
+
 }  // namespace
+
+std::string perf_map_path() {
+  return fmt::format("/tmp/perf-{}.map", ::getpid());
+}
 
 struct CpuBackend::Impl {
   // Guards what compiles share: the LLJIT session and the JITDylib count (link()). Everything
@@ -149,6 +199,7 @@ Expected<bool> CpuBackend::Impl::link(const std::vector<uint8_t>& object, CpuArt
         llvm_error(fmt::format("linking kernel '{}'", art.symbol), addr.takeError()));
   }
   art.fn = addr->toPtr<CpuKernelFn>();
+  add_to_perf_map(addr->getValue(), function_size(object, art.symbol), art.symbol);
   return true;
 }
 

@@ -53,6 +53,12 @@ struct CpuArtifact {
   std::vector<uint8_t> object;
 };
 
+// Where perf finds the names of JIT code (its "perf map"): /tmp/perf-PID.map. With KILN_PERF_MAP=1
+// in the environment, every kernel a cpu backend links (compiled, or loaded from the cache) adds
+// its entry point's line there, so that `perf record` / `perf report` name kiln's kernels
+// (docs/config.md). The file is left for perf to read after the process ends.
+std::string perf_map_path();
+
 // Thread safety: one backend serves any number of threads. compile() and load() may run at once
 // from several threads; a compile's LLVM work (emission, O3, code generation) runs in parallel
 // with the others', each with its own LLVMContext and TargetMachine, and only taking a serial

@@ -3,9 +3,17 @@
 // reductions, tiled matmul with malloc), repeated and clashing loads, bad bytes, and load speed.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "codegen/cpu/matmul_recognizer.h"
 #include "ir/builder.h"
@@ -233,6 +241,60 @@ TEST(CpuObject, VersionsForCacheKeys) {
   EXPECT_EQ(v.substr(0, 3), "19.") << v;
   EXPECT_EQ(v, fresh_backend()->llvm_version());
   EXPECT_STRNE(CpuBackend::kCodegenVersion, "");
+}
+
+// The lines of perf's map of this process that name `symbol`: {start, size}.
+std::vector<std::pair<uint64_t, uint64_t>> perf_map_lines(const std::string& symbol) {
+  std::vector<std::pair<uint64_t, uint64_t>> lines;
+  std::ifstream in(perf_map_path());
+  std::string line;
+  while (std::getline(in, line)) {
+    unsigned long long start = 0, size = 0;
+    char name[256] = {};
+    if (std::sscanf(line.c_str(), "%llx %llx %255s", &start, &size, name) == 3 && symbol == name)
+      lines.emplace_back(start, size);
+  }
+  return lines;
+}
+
+// With KILN_PERF_MAP=1 every kernel linked, compiled or loaded, names its code in perf's map: a
+// line starts at its entry point and spans its function. Without it nothing is added.
+TEST(CpuObject, PerfMapNamesEveryLinkedKernelWhenAsked) {
+  const std::string path = perf_map_path();
+  EXPECT_EQ(path, "/tmp/perf-" + std::to_string(::getpid()) + ".map");
+  const bool existed = std::ifstream(path).good();
+  std::optional<std::string> was;
+  if (const char* v = std::getenv("KILN_PERF_MAP")) was = v;
+  std::unique_ptr<CpuBackend> own = fresh_backend();
+  const kir::Kernel off = elementwise(DType::f32, 515, Alu::Exp, "perf_map_off");
+  {
+    ::unsetenv("KILN_PERF_MAP");
+    auto compiled = must(own->compile(off, {}));
+    EXPECT_TRUE(perf_map_lines(compiled->symbol).empty());
+  }
+  ::setenv("KILN_PERF_MAP", "1", 1);
+  const kir::Kernel k = sum_of_squares(19, 77);
+  auto compiled = own->compile(k, {});
+  std::unique_ptr<CpuBackend> other = fresh_backend();
+  Expected<std::shared_ptr<const CpuArtifact>> loaded = make_error("not compiled");
+  if (compiled)
+    loaded = other->load((*compiled)->object, (*compiled)->symbol, (*compiled)->outer_extent);
+  if (was)
+    ::setenv("KILN_PERF_MAP", was->c_str(), 1);
+  else
+    ::unsetenv("KILN_PERF_MAP");
+  ASSERT_TRUE(compiled.has_value()) << compiled.error().message;
+  ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
+  const auto lines = perf_map_lines((*compiled)->symbol);
+  ASSERT_EQ(lines.size(), 2u) << "one line for the compiled kernel, one for the loaded one";
+  for (const CpuArtifact* art : {compiled->get(), loaded->get()}) {
+    const auto at = reinterpret_cast<uint64_t>(art->fn);
+    EXPECT_TRUE(std::ranges::any_of(
+        lines,
+        [&](const auto& l) { return l.first == at && l.second > 16 && l.second < (1u << 20); }))
+        << "no line starts at " << std::hex << at;
+  }
+  if (!existed) std::remove(path.c_str());
 }
 
 }  // namespace
