@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "ir/builder.h"
+#include "ir/kernel_facts.h"
 #include "runtime/cache_keys.h"
 #include "runtime/executor.h"
 #include "runtime/gpu_target.h"
@@ -215,6 +216,52 @@ TEST_F(ExecutorTest, ACompileOnlyTargetShowsKernelsAndRefusesToRun) {
   auto out = (*dev)->execute(t.g, {t.y}, in, nullptr);
   ASSERT_FALSE(out.has_value());
   EXPECT_EQ(out.error().message.find("cuda (sm_90, compile only)"), 0u) << out.error().message;
+}
+
+// A dynamic GPU kernel bound to another extent of its bucket (what a symbolic plan does at each new
+// size) shares the compiled code, source and binary, with the kernel it was compiled as: only the
+// extent differs. A static kernel, or an extent outside [0, kMaxDynamicBound], gets none.
+TEST_F(ExecutorTest, AGpuKernelBoundToAnotherExtentSharesItsCode) {
+  auto compiler = open_cuda_compiler("sm_90");
+  if (!compiler) GTEST_SKIP() << compiler.error().message;
+  GpuTarget target(std::move(*compiler));
+  // y[v0] = x[v0] * 2 over 6 points, dynamic in the bucket (4, 8].
+  kir::Kernel k;
+  k.name = "twice";
+  k.arena = std::make_shared<kir::ExprArena>();
+  k.domain = {6};
+  k.params = {{DType::f32, {6}, false, "x"}, {DType::f32, {6}, true, "y"}};
+  k.stores.push_back({1, k.arena->var(0),
+                      k.arena->alu(kir::Alu::Mul, DType::f32,
+                                   {k.arena->load(0, DType::f32, k.arena->var(0)),
+                                    k.arena->constant(DType::f32, 2.0)})});
+  const kir::KernelFacts static_facts = kir::analyze_kernel(k);
+  auto fixed = target.compile(k, static_facts, {}, codegen::CheckMode::none, /*load=*/false);
+  ASSERT_TRUE(fixed.has_value()) << fixed.error().message;
+  EXPECT_EQ(target.with_outer_extent(**fixed, 7), nullptr)
+      << "a static kernel serves its size only";
+  EXPECT_FALSE(target.serves_instance(k, {}));
+
+  k.dynamic_outer = true;
+  k.dynamic_bound = 8;
+  const kir::KernelFacts facts = kir::analyze_kernel(k);
+  ASSERT_TRUE(target.serves_any_outer_extent(k, facts, codegen::CheckMode::none));
+  EXPECT_TRUE(target.serves_instance(k, {}));
+  auto compiled = target.compile(k, facts, {}, codegen::CheckMode::none, /*load=*/false);
+  ASSERT_TRUE(compiled.has_value()) << compiled.error().message;
+  const auto& at6 = static_cast<const GpuKernel&>(**compiled);
+  EXPECT_EQ(at6.outer_extent, 6);
+  EXPECT_GT(at6.code->gpu_source.launch.dynamic_tasks, 0);
+  std::shared_ptr<const Artifact> bound = target.with_outer_extent(**compiled, 7);
+  ASSERT_NE(bound, nullptr);
+  const auto& at7 = static_cast<const GpuKernel&>(*bound);
+  EXPECT_EQ(at7.outer_extent, 7);
+  EXPECT_EQ(at7.code, at6.code) << "the code is shared, not copied";
+  EXPECT_EQ(&bound->source(), &(*compiled)->source());
+  EXPECT_NE(at7.summary().find("(dynamic: outer extent 7)"), std::string::npos) << at7.summary();
+  EXPECT_EQ(target.with_outer_extent(**compiled, -1), nullptr);
+  EXPECT_EQ(target.with_outer_extent(**compiled, codegen::gpu::kMaxDynamicBound + 1), nullptr);
+  EXPECT_NE(target.with_outer_extent(**compiled, codegen::gpu::kMaxDynamicBound), nullptr);
 }
 
 // compilation.matmul_precision = "high" on a CUDA compiler of sm_80 or later: f32, f16 and bf16
