@@ -125,14 +125,16 @@ uint64_t function_size(const std::vector<uint8_t>& object, const std::string& sy
   return 0;
 }
 
-// With KILN_PERF_MAP set (and not "0"), the kernel at [address, address + size) is added to
-// perf_map_path() as perf reads it: "START SIZE NAME" in hex, one whole line per kernel whichever
-// backend of the process links it.
-void add_to_perf_map(uint64_t address, uint64_t size, const std::string& symbol) {
+// Whether KILN_PERF_MAP asks for perf's map (set, not empty, not "0").
+bool perf_map_wanted() {
   const char* wanted = std::getenv("KILN_PERF_MAP");
-  if (wanted == nullptr || std::string_view(wanted).empty() || std::string_view(wanted) == "0" ||
-      size == 0)
-    return;
+  return wanted != nullptr && !std::string_view(wanted).empty() && std::string_view(wanted) != "0";
+}
+
+// Adds the kernel at [address, address + size) to perf_map_path() as perf reads it: "START SIZE
+// NAME" in hex, one whole line per kernel whichever backend of the process links it.
+void add_to_perf_map(uint64_t address, uint64_t size, const std::string& symbol) {
+  if (size == 0) return;
   static std::mutex file_mu;
   std::lock_guard lock(file_mu);
   if (std::FILE* f = std::fopen(perf_map_path().c_str(), "a")) {
@@ -199,7 +201,9 @@ Expected<bool> CpuBackend::Impl::link(const std::vector<uint8_t>& object, CpuArt
         llvm_error(fmt::format("linking kernel '{}'", art.symbol), addr.takeError()));
   }
   art.fn = addr->toPtr<CpuKernelFn>();
-  add_to_perf_map(addr->getValue(), function_size(object, art.symbol), art.symbol);
+  // Only when asked: reading the object's symbols is work a link otherwise never does.
+  if (perf_map_wanted())
+    add_to_perf_map(addr->getValue(), function_size(object, art.symbol), art.symbol);
   return true;
 }
 
