@@ -23,9 +23,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-build=build-gpu
+# KILN_GPU_BUILD_DIR: another build directory to configure for the check (the README's `build`
+# reuses its objects and only links again; the GPU side must be given the same name).
+build=${KILN_GPU_BUILD_DIR:-build-gpu}
 bins="$build/tools/kiln $build/tests/conformance/kiln_conformance_tests
-      $build/tests/conformance/kiln_fuzz_tests $build/tests/runtime/kiln_cuda_backend_gpu_tests"
+      $build/tests/conformance/kiln_fuzz_tests $build/tests/runtime/kiln_cuda_backend_gpu_tests
+      $build/kiln_dynamic_batch $build/examples/llm/kiln_llm_decode"
 
 bundle() {
   set -e
@@ -42,6 +45,8 @@ bundle() {
       *) cp -L "$lib" $build/lib/ ;;
     esac
   done
+  # libkiln.so itself (kiln_dynamic_batch and kiln_llm_decode link it as embedders do).
+  cp -a $build/libkiln.so* $build/lib/
   rm -rf $build/gpu-graphs && python3 scripts/gpu/workloads.py graphs $build/gpu-graphs
   rm -f $build/warm-cache.sqlite
   $build/tools/kiln warm --target cuda --arch sm_90 --cache "file=$root/$build/warm-cache.sqlite" \
@@ -99,7 +104,7 @@ run_tests() {
   grep -E "tests passed|tests failed|Total Test time" "$logs/ctest.log" | sed 's/^/    /' >>"$report"
   grep -oE "conformance: [0-9]+ graphs, [0-9]+ of [0-9]+ outputs" "$logs/ctest.log" |
     awk '{g += $2; m += $4; o += $6} END {printf "    conformance on cuda:0: %d graphs, %d of %d outputs matched the reference\n", g, m, o}' >>"$report"
-  grep -ohE "fuzz: [0-9]+ graphs.*" "$logs/ctest.log" | sed 's/^/    /' >>"$report"
+  grep -ohE "fuzz: [0-9]+ (graphs|shape families).*" "$logs/ctest.log" | sed 's/^/    /' >>"$report"
   grep -E "\*\*\*Failed|Not Run|Timeout" "$logs/ctest.log" | sed 's/^/    /' >>"$report"
   # The first failures' messages, so that the report alone says what went wrong.
   grep -A3 -E ": Failure$" "$logs/ctest.log" | head -40 | sed 's/^/    /' >>"$report"
@@ -124,6 +129,29 @@ run_tests() {
   done
 
   run_tensor_cores
+
+  # Dynamic shapes on cuda:0 (docs/dynamic-shapes.md): one process through batch sizes 1..100 of
+  # a marked MLP under each policy (the family fuzz in ctest checks the values), and the decode
+  # loop, whose tokens must equal the cpu's.
+  echo "## Dynamic shapes and the decode loop on cuda:0" >>"$report"
+  if timeout 300 $build/kiln_dynamic_batch examples/mlp_batch.kg 1 100 cuda:0 >"$logs/dynamic.log" 2>&1; then
+    sed 's/^/    /' "$logs/dynamic.log" >>"$report"
+  else
+    fail "kiln_dynamic_batch on cuda:0 (see dynamic.log)"
+  fi
+  local decode_ok=1
+  for d in cpu cuda:0; do
+    timeout 300 $build/examples/llm/kiln_llm_decode --steps 100 --device "$d" --cache none \
+      >"$logs/decode-${d%%:*}.log" 2>&1 || decode_ok=0
+    grep -E "^kiln C\+\+" "$logs/decode-${d%%:*}.log" | sed 's/^/    /' >>"$report"
+  done
+  if [[ $decode_ok -eq 0 ]]; then
+    fail "kiln_llm_decode (see decode-cpu.log, decode-cuda.log)"
+  elif ! cmp -s <(grep '^tokens:' "$logs/decode-cpu.log") <(grep '^tokens:' "$logs/decode-cuda.log"); then
+    fail "kiln_llm_decode: cuda:0's tokens differ from cpu's"
+  else
+    echo "    decode: cuda:0's $(grep -o ' [0-9]*' <(grep '^tokens:' "$logs/decode-cuda.log") | wc -l) tokens equal cpu's" >>"$report"
+  fi
 
   echo "## Warm cache (kiln warm --target cuda --arch sm_90, built without a GPU)" >>"$report"
   local hits=0 misses=0

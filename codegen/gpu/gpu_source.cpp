@@ -20,6 +20,11 @@ namespace {
 // One thread per point of the flattened domain (or per `lanes` consecutive points, lane_emitter.h),
 // grid-stride: `block` threads per group (0: the heuristic), each handling `items` units per step,
 // `block` apart (so loads stay coalesced).
+//
+// A dynamic kernel of one axis with lanes (its extent known at run time only, its bound a
+// multiple of the lanes) runs ceil(extent / lanes) units: a unit whose lanes all lie below the
+// extent moves them as vectors, and the last unit, where the extent is no multiple of the lanes,
+// takes its points one at a time.
 Expected<LaunchShape> write_elementwise(CExprEmitter& em, const kir::Kernel& k, const FreeVars& fv,
                                         int block, int items, int lanes) {
   DialectText& d = em.dialect();
@@ -31,14 +36,19 @@ Expected<LaunchShape> write_elementwise(CExprEmitter& em, const kir::Kernel& k, 
   // A thread starts below one grid step (launch.groups * step) and moves a whole step at a time.
   // (A dynamic kernel's trips are the most at any extent up to its bound: those at the bound.)
   const int64_t trips = ceil_div(units, launch.groups * step);
-  // A dynamic kernel's units per point of its outer axis (lanes divide the inner axes' product).
-  const int64_t per_outer = d.dynamic_outer() ? units / k.domain[0] : 0;
-  const std::string units_text = d.tasks(units, per_outer);
+  const std::string L = d.i64_type();
+  const bool ragged = d.dynamic_outer() && k.domain.size() == 1 && lanes != 1;
+  // A dynamic kernel's units per point of its outer axis (lanes divide the inner axes' product),
+  // or, with a ragged tail, one unit per `lanes` points.
+  const int64_t per_outer = !d.dynamic_outer() ? 0 : ragged ? 1 : units / k.domain[0];
+  const std::string units_text = ragged ? fmt::format("(({} + {}) / {})", d.outer_extent(),
+                                                      d.i64_lit(lanes - 1), d.i64_lit(lanes))
+                                        : d.tasks(units, per_outer);
   if (d.dynamic_outer()) {
     launch.dynamic_tasks = per_outer;
     launch.tasks_per_group = step;
+    if (ragged) launch.outer_block = lanes;
   }
-  const std::string L = d.i64_type();
   const std::string unit = lanes == 1 ? "point" : "unit";
   Scope* body = nullptr;
   std::vector<Scope*> opened;
@@ -66,12 +76,29 @@ Expected<LaunchShape> write_elementwise(CExprEmitter& em, const kir::Kernel& k, 
     opened = {base, item, body};
   }
   if (lanes != 1) em.append(body, fmt::format("{} point = unit * {};", L, d.i64_lit(lanes)));
-  bind_flat(em, body, k.domain, iota_vars(k.domain.size()), "point");
-  if (lanes == 1) {
-    if (Expected<void> r = emit_stores(em, body, k); !r) return std::unexpected(r.error());
-  } else {
+  if (ragged) {
+    const std::string n = d.outer_extent();
+    Scope* whole = em.open_if(body, fmt::format("if (point + {} <= {})", d.i64_lit(lanes), n));
+    bind_flat(em, whole, k.domain, {0}, "point");
     LaneEmitter lane(em, k, fv);
-    if (Expected<void> r = lane.emit_stores(body); !r) return std::unexpected(r.error());
+    if (Expected<void> r = lane.emit_stores(whole); !r) return std::unexpected(r.error());
+    em.close(whole);
+    Scope* tail =
+        em.open_loop(body,
+                     fmt::format("for ({0} one = point; point + {1} > {2} && one < {2}; ++one)", L,
+                                 d.i64_lit(lanes), n),
+                     lanes - 1);
+    bind_flat(em, tail, k.domain, {0}, "one");
+    if (Expected<void> r = emit_stores(em, tail, k); !r) return std::unexpected(r.error());
+    em.close(tail);
+  } else {
+    bind_flat(em, body, k.domain, iota_vars(k.domain.size()), "point");
+    if (lanes == 1) {
+      if (Expected<void> r = emit_stores(em, body, k); !r) return std::unexpected(r.error());
+    } else {
+      LaneEmitter lane(em, k, fv);
+      if (Expected<void> r = lane.emit_stores(body); !r) return std::unexpected(r.error());
+    }
   }
   for (auto it = opened.rbegin(); it != opened.rend(); ++it) em.close(*it);
   return launch;
@@ -294,10 +321,9 @@ Expected<Strategy> scheduled_strategy(const kir::Kernel& k, const kir::KernelFac
   if (st.kind == Strategy::Kind::elementwise) {
     if (p.vector_loads != 0 && p.vector_loads != 1 && p.vector_loads != kLanes)
       return bad(fmt::format("vector_loads must be 1 or {}", kLanes));
-    // A dynamic kernel's only axis has its extent at run time: no whole number of lanes.
-    const std::string blocker = k.dynamic_outer && k.domain.size() == 1
-                                    ? "the only axis of a dynamic kernel has a run-time extent"
-                                    : lanes_blocker(k, fv);
+    // A dynamic kernel's only axis takes lanes by its bound (k is the kernel at its bound):
+    // write_elementwise runs its last, partial unit point by point.
+    const std::string blocker = lanes_blocker(k, fv);
     if (p.vector_loads == kLanes && !blocker.empty()) return bad("vector_loads=4: " + blocker);
     // Bounds-checked kernels (check modes) access element by element.
     st.lanes =

@@ -8,7 +8,9 @@
       (median device time of the kernels, each launch timed with CUDA events), PyTorch eager and
       torch.compile on the same shapes (median of N event-timed calls after warm-ups), and the
       device bandwidth measured with a device-to-device copy. Writes OUTDIR/workloads.json and
-      OUTDIR/workloads.md and prints the table.
+      OUTDIR/workloads.md and prints the table. Then the dynamic table: ew_chain, softmax and
+      layernorm with their outer axis marked (?b=N), so their kernels take the extent at run time,
+      at N and N - 1 next to the specialized kernels at N (`--only dynamic` for that table alone).
 
 Timing follows WORKLOADS.md: 2 warm-ups (the first also compiles), then the median of 10 runs.
 kiln's number is its kernels' device time (RunStats::device_ms); its run time, which also copies
@@ -49,6 +51,10 @@ TF32 = {"matmul_tf32": "matmul", "matmul_bias_relu_tf32": "matmul_bias_relu",
 # The same on bf16 operands (kiln: matmul_precision = "high"; PyTorch: bf16 tensors).
 BF16 = {"matmul_bf16": "matmul"}
 MEMORY_BOUND = ["ew_chain", "softmax", "layernorm", "gemv", "reduce_sum", "argmax_axis0"]
+# Dynamic kernels next to specialized ones (issue 20): the workload again with its outer axis
+# marked (`?b=N`, so its kernels take the extent at run time), timed at N, where the specialized
+# row ran, and at N - 1, inside the same power-of-two bucket.
+DYNAMIC = ["ew_chain", "softmax", "layernorm"]
 
 
 def numel(shape):
@@ -90,6 +96,49 @@ def write_graphs(outdir):
         text = (out / f"{base}.kg").read_text()
         (out / f"{name}.kg").write_text(re.sub(r": f32\[", ": bf16[", text))
     print(f"workloads.py: {len(SIZES) + len(BF16)} graphs in {out}")
+
+
+def write_dynamic_graph(graphdir, outdir, name):
+    """OUTDIR/<name>_dyn.kg: GRAPHDIR/<name>.kg with the first axis of every input of that
+    workload's first input's outer size marked ?b."""
+    text = (pathlib.Path(graphdir) / f"{name}.kg").read_text()
+    first = next(iter(SIZES[name][1].values()))[0]
+    text, n = re.subn(rf"^(input %\w+ : \w+\[){first}([,\]])", rf"\g<1>?b={first}\2", text,
+                      flags=re.M)
+    if n == 0:
+        sys.exit(f"workloads.py: {name}.kg has no input of outer size {first}")
+    out = pathlib.Path(outdir) / f"{name}_dyn.kg"
+    out.write_text(text)
+    return out, first
+
+
+def bench_dynamic(kiln, graphdir, outdir, specialized):
+    """Each DYNAMIC workload's marked graph at its size N and at N - 1 next to the specialized
+    row's time; its CUDA source must take the extent (kiln_extent). Returns the table's lines."""
+    lines = ["| workload | specialized at N (ms) | dynamic at N (ms) | dynamic / specialized | "
+             "dynamic at N - 1 (ms) | dynamic kernels |", "|---|---|---|---|---|---|"]
+    rows = []
+    for name in DYNAMIC:
+        if "device_ms" not in specialized.get(name, {}):
+            specialized[name] = run_kiln(kiln, pathlib.Path(graphdir) / f"{name}.kg", outdir, name)
+        spec = specialized[name].get("device_ms")
+        graph, n = write_dynamic_graph(graphdir, outdir, name)
+        src = subprocess.run([kiln, "dump", str(graph), "--target", "cuda", "--arch", "sm_90", "--no-autotune",
+                              "--stage", "source"], capture_output=True, text=True)
+        extents = len(re.findall(r"int kiln_extent\b", src.stdout))
+        kernels = len(re.findall(r"__global__", src.stdout))
+        at_n = run_kiln(kiln, graph, outdir, f"{name}_dyn")
+        at_n1 = run_kiln(kiln, graph, outdir, f"{name}_dyn_m1", dims=[f"b={n - 1}"])
+        row = {"name": name, "n": n, "specialized_ms": spec, "dynamic": at_n,
+               "dynamic_n_minus_1": at_n1, "kernels_taking_extent": extents, "kernels": kernels}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        d, d1 = at_n.get("device_ms"), at_n1.get("device_ms")
+        fmt = lambda v: f"{v:.3f}" if v else "error"
+        ratio = f"{d / spec:.2f}" if d and spec else "-"
+        lines.append(f"| {name} (N = {n}) | {fmt(spec)} | {fmt(d)} | {ratio} | {fmt(d1)} | "
+                     f"{extents} of {kernels} |")
+    return rows, lines
 
 
 def torch_fns(torch):
@@ -178,11 +227,13 @@ def device_bandwidth(torch):
     return 2 * x.numel() * 4 / (ms * 1e-3)
 
 
-def run_kiln(kiln, graph, outdir, name, env=None):
+def run_kiln(kiln, graph, outdir, name, env=None, dims=()):
     import os
     stats = pathlib.Path(outdir) / f"kiln-{name}.json"
     cmd = [kiln, "run", str(graph), "--random-inputs", "--seed", "1", "--device", "cuda:0",
            "--repeat", "12", "--stats-json", str(stats)]
+    for d in dims:
+        cmd += ["--dim", d]
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
     wall = time.time() - t0
@@ -232,8 +283,12 @@ def bench(kiln, graphdir, outdir, only):
         rows.append(row)
         print(json.dumps(row), flush=True)
         torch.cuda.empty_cache()
+    dyn_rows, dyn_lines = [], []
+    if not only or "dynamic" in only:
+        specialized = {r["name"]: r["kiln"] for r in rows}
+        dyn_rows, dyn_lines = bench_dynamic(kiln, graphdir, out, specialized)
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "copy_bandwidth_gbs": bw / 1e9, "rows": rows}
+              "copy_bandwidth_gbs": bw / 1e9, "rows": rows, "dynamic": dyn_rows}
     (out / "workloads.json").write_text(json.dumps(result, indent=1))
     lines = ["| workload | kiln kernels (ms) | kiln run incl. copy back (ms) | torch eager (ms) | "
              "torch.compile (ms) | kiln / torch.compile | % of copy bandwidth |",
@@ -248,6 +303,9 @@ def bench(kiln, graphdir, outdir, only):
         pct = f"{r['kiln_bw_pct']:.0f}%" if "kiln_bw_pct" in r else "-"
         lines.append(f"| {r['name']} | {kd} | {kr} | {r['eager_ms']:.3f} | {tc} | {ratio} | {pct} |")
     table = "\n".join(lines)
+    if dyn_lines:
+        table += "\n\nDynamic kernels (outer axis marked ?b) next to specialized:\n\n"
+        table += "\n".join(dyn_lines)
     (out / "workloads.md").write_text(
         f"{result['device']}, torch {result['torch']}, device-to-device copy "
         f"{result['copy_bandwidth_gbs']:.0f} GB/s\n\n{table}\n")

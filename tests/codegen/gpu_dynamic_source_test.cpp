@@ -121,21 +121,53 @@ TEST(GpuDynamicSource, OneTextServesEveryInstanceOfABucket) {
   if (test_nvrtc()) expect_cuda_batch_compiles(cuda, "dynamic");
 }
 
-TEST(GpuDynamicSource, TheOnlyAxisOfADynamicKernelTakesNoVectorLanes) {
-  const kir::Kernel k = dynamic(flat_kernel(1 << 16), 1 << 16);
-  auto src = emit_source(k, {}, Dialect::glsl);
-  ASSERT_TRUE(src.has_value()) << src.error().message;
-  EXPECT_EQ(src->text.find("vec4"), std::string::npos) << src->text;
+// A dynamic kernel of one axis takes four lanes by its bound (a multiple of four): the units
+// cover ceil(extent / 4), a unit wholly below the extent moves as vectors, and the last one of an
+// extent that is no multiple of four takes its points one at a time.
+TEST(GpuDynamicSource, TheOnlyAxisOfADynamicKernelTakesVectorLanesAndARaggedTail) {
+  const kir::Kernel k = dynamic(flat_kernel(70001), 1 << 17);
+  std::vector<std::pair<std::string, std::string>> cuda;
+  for (Dialect d : {Dialect::glsl, Dialect::cuda}) {
+    auto src = emit_source(k, {}, d);
+    ASSERT_TRUE(src.has_value()) << src.error().message;
+    const std::string& t = src->text;
+    const std::string extent =
+        d == Dialect::cuda ? "((int)(kiln_extent))" : "int(kiln_sizes.outer)";
+    EXPECT_NE(t.find(d == Dialect::cuda ? "float4" : "vec4"), std::string::npos) << t;
+    EXPECT_NE(t.find("unit < ((" + extent + " + (3)) / (4))"), std::string::npos) << t;
+    EXPECT_NE(t.find("if (point + (4) <= " + extent + ")"), std::string::npos) << t;
+    EXPECT_NE(t.find("for (int one = point; point + (4) > " + extent + " && one < " + extent +
+                     "; ++one)"),
+              std::string::npos)
+        << t;
+    // Four points a unit: ceil(ceil(n / 4) / 256) workgroups of 256 threads.
+    EXPECT_EQ(src->launch.outer_block, 4);
+    EXPECT_EQ(src->launch.group_size, 256);
+    EXPECT_EQ(launch_at(src->launch, 7).groups, 1);
+    EXPECT_EQ(launch_at(src->launch, 1025).groups, 2);    // 257 units
+    EXPECT_EQ(launch_at(src->launch, 70001).groups, 69);  // 17501 units
+    EXPECT_EQ(launch_at(src->launch, 1 << 17).groups, src->launch.groups);
+    if (d == Dialect::cuda) {
+      cuda.emplace_back("ragged", t);
+    } else {
+      auto spv = spirv::compile_glsl(t, "ragged", /*optimize=*/true);
+      EXPECT_TRUE(spv.has_value()) << (spv ? "" : spv.error().message) << "\n" << t;
+    }
+  }
+  // Asked for by the tuner at a small bound too; a bound of 2 is no multiple of four.
   TuneParams four;
   four.vector_loads = 4;
-  auto asked = emit_source(k, four, Dialect::glsl);
-  ASSERT_FALSE(asked.has_value());
-  EXPECT_NE(asked.error().message.find("run-time extent"), std::string::npos)
-      << asked.error().message;
-  // Static, the same kernel takes four lanes.
-  auto fixed = emit_source(flat_kernel(1 << 16), {}, Dialect::glsl);
-  ASSERT_TRUE(fixed.has_value());
-  EXPECT_NE(fixed->text.find("vec4"), std::string::npos);
+  kir::Kernel small_kernel = dynamic(flat_kernel(5), 8);
+  small_kernel.name = "flat_small";
+  auto small = emit_source(small_kernel, four, Dialect::cuda);
+  ASSERT_TRUE(small.has_value()) << small.error().message;
+  EXPECT_NE(small->text.find("float4"), std::string::npos) << small->text;
+  cuda.emplace_back("ragged_small", small->text);
+  auto two = emit_source(dynamic(flat_kernel(2), 2), four, Dialect::glsl);
+  ASSERT_FALSE(two.has_value());
+  EXPECT_NE(two.error().message.find("not a multiple of 4"), std::string::npos)
+      << two.error().message;
+  if (test_nvrtc()) expect_cuda_batch_compiles(cuda, "ragged");
 }
 
 TEST(GpuDynamicSource, WhatCannotTakeItsExtentAtRunTimeKeepsItsSize) {

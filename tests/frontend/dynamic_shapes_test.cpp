@@ -622,6 +622,42 @@ TEST(DynamicShapes, GpuKernelsTakeTheOuterExtentAtRunTime) {
   std::filesystem::remove(path);
 }
 
+// A one-axis elementwise kernel on a GPU (vulkan:0) takes four vector lanes by its bucket's bound
+// (codegen/gpu/gpu_source.cpp, write_elementwise): the sizes of one bucket that leave 1, 2, 3 and
+// 0 points past the last whole unit of four each match the host, from one compiled kernel.
+TEST(DynamicShapes, AOneAxisGpuKernelMovesVectorsAndItsRaggedTail) {
+  auto opened =
+      kiln::Device::open("vulkan:0", kiln::Options{.settings = {{"compilation.cache", "none"},
+                                                                {"autotune.enabled", "false"},
+                                                                {"shapes.policy", "dynamic"}},
+                                                   .use_config = false,
+                                                   .config_dir = ""});
+  if (!opened) GTEST_SKIP() << "vulkan:0 is not available: " << opened.error().message;
+  kiln::Device& dev = *opened;
+  int compiled = 0;
+  for (const int64_t n : {65537, 65538, 65539, 65540, 100003, 131072}) {
+    const std::vector<float> xs = values(static_cast<size_t>(n), 1.0f, static_cast<int>(n));
+    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {n});
+    auto got = (kiln::exp(x) * 2.0 + 1.0).to_vector<float>();
+    ASSERT_TRUE(got.has_value()) << "n=" << n << ": " << got.error().message;
+    const kiln::RealizeStats st = dev.last_stats();
+    EXPECT_EQ(st.kernels, 1) << "n=" << n;
+    EXPECT_EQ(st.dynamic_kernels, 1) << "n=" << n;
+    compiled += st.compiled;
+    ASSERT_EQ(got->size(), static_cast<size_t>(n));
+    int64_t wrong = 0, first = -1;
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = std::exp(double{xs[static_cast<size_t>(i)]}) * 2 + 1;
+      if (std::abs((*got)[static_cast<size_t>(i)] - want) > 1e-5 * (1 + std::abs(want))) {
+        if (first < 0) first = i;
+        ++wrong;
+      }
+    }
+    EXPECT_EQ(wrong, 0) << "n=" << n << ": first wrong point " << first;
+  }
+  EXPECT_EQ(compiled, 1) << "one kernel for the bucket (65536, 131072]";
+}
+
 // The MLP on a GPU (vulkan:0): its tiled matmuls, bias and relu take the batch at run time too,
 // so 2..40 compile its kernels once per power-of-two bucket, and within a bucket the graph's
 // symbolic plan serves the sizes after the first two. Every size against the host.
