@@ -99,8 +99,8 @@ def write_graphs(outdir):
 
 
 def write_dynamic_graph(graphdir, outdir, name):
-    """OUTDIR/<name>_dyn.kg: GRAPHDIR/<name>.kg with the first axis of every input of that
-    workload's first input's outer size marked ?b."""
+    """OUTDIR/<name>_dyn.kg: GRAPHDIR/<name>.kg with every input whose first axis has the
+    workload's outer size N (its first input's) marked ?b=N. Returns the file and N."""
     text = (pathlib.Path(graphdir) / f"{name}.kg").read_text()
     first = next(iter(SIZES[name][1].values()))[0]
     text, n = re.subn(rf"^(input %\w+ : \w+\[){first}([,\]])", rf"\g<1>?b={first}\2", text,
@@ -123,8 +123,8 @@ def bench_dynamic(kiln, graphdir, outdir, specialized):
             specialized[name] = run_kiln(kiln, pathlib.Path(graphdir) / f"{name}.kg", outdir, name)
         spec = specialized[name].get("device_ms")
         graph, n = write_dynamic_graph(graphdir, outdir, name)
-        src = subprocess.run([kiln, "dump", str(graph), "--target", "cuda", "--arch", "sm_90", "--no-autotune",
-                              "--stage", "source"], capture_output=True, text=True)
+        src = subprocess.run([kiln, "dump", str(graph), "--target", "cuda", "--arch", "sm_90",
+                              "--no-autotune", "--stage", "source"], capture_output=True, text=True)
         extents = len(re.findall(r"int kiln_extent\b", src.stdout))
         kernels = len(re.findall(r"__global__", src.stdout))
         at_n = run_kiln(kiln, graph, outdir, f"{name}_dyn")
