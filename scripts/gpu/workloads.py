@@ -141,6 +141,19 @@ def bench_dynamic(kiln, graphdir, outdir, specialized):
     return rows, lines
 
 
+def kiln_failures(rows, dyn_rows):
+    """What fails the check: kiln failing a workload (PyTorch failing torch.compile does not), or a
+    marked workload whose kernels did not all take the extent at run time."""
+    failed = [r["name"] for r in rows if "error" in r["kiln"]]
+    for r in dyn_rows:
+        if "error" in r["dynamic"] or "error" in r["dynamic_n_minus_1"]:
+            failed.append(f"{r['name']} (dynamic)")
+        elif r["kernels"] == 0 or r["kernels_taking_extent"] != r["kernels"]:
+            failed.append(f"{r['name']} (dynamic: {r['kernels_taking_extent']} of "
+                          f"{r['kernels']} kernels take kiln_extent)")
+    return failed
+
+
 def torch_fns(torch):
     F = torch.nn.functional
 
@@ -310,6 +323,9 @@ def bench(kiln, graphdir, outdir, only):
         f"{result['device']}, torch {result['torch']}, device-to-device copy "
         f"{result['copy_bandwidth_gbs']:.0f} GB/s\n\n{table}\n")
     print(table)
+    failed = kiln_failures(rows, dyn_rows)
+    if failed:
+        sys.exit("workloads.py: kiln failed " + ", ".join(failed))
 
 
 def main(argv):
