@@ -24,7 +24,7 @@ std::vector<GraphInput> Graph::inputs() const {
   std::vector<GraphInput> out;
   for (size_t i = 0; i < file_->callable_inputs(); ++i) {
     const auto& [name, node] = file_->kg.inputs[i];
-    out.push_back({name, node->dtype, node->shape});
+    out.push_back({name, node->dtype, node->shape, ir::input_symbols(*node)});
   }
   return out;
 }

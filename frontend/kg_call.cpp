@@ -36,6 +36,50 @@ Expected<std::shared_ptr<const KgFile>> read_text(std::string text, std::string 
   return finish(std::move(file), std::move(kg));
 }
 
+// An ONNX model's bytes into a new file: at `sizes` (its symbolic input dimensions; those not
+// named at 1). The bytes are kept when it has size symbols and is the first reading (no `base`);
+// a later reading shares `base`'s equal constants.
+Expected<std::shared_ptr<const KgFile>> read_onnx(std::string bytes, std::string filename,
+                                                  const ir::KgSizes* sizes, const KgFile* base) {
+  auto file = std::make_shared<KgFile>();
+  onnx::ImportOptions options;
+  if (sizes) options.sizes = *sizes;
+  options.unsized = 1;
+  auto model = onnx::import_model(file->graph, bytes, options);
+  if (!model) return make_error(fmt::format("{}: {}", filename, model.error().message));
+  // The importer lists the model's inputs first, then the constants it binds.
+  for (const auto& [name, node] : model->graph.inputs) {
+    auto it = model->constants.find(name);
+    if (it != model->constants.end()) {
+      file->constants.push_back(std::move(it->second));
+      continue;
+    }
+    KILN_CHECK(file->constants.empty()) << "input %" << name << " after the model's constants";
+  }
+  file->kg = std::move(model->graph);
+  file->onnx = true;
+  file->filename = std::move(filename);
+  if (!base && !file->kg.sizes.empty()) file->text = std::move(bytes);
+  if (base) {
+    file->base = base;
+    file->from_base.assign(file->constants.size(), -1);
+    std::unordered_map<std::string_view, size_t> by_name;
+    for (size_t j = 0; j < base->constants.size(); ++j)
+      by_name.emplace(base->kg.inputs[base->callable_inputs() + j].first, j);
+    for (size_t i = 0; i < file->constants.size(); ++i) {
+      auto it = by_name.find(file->kg.inputs[file->callable_inputs() + i].first);
+      if (it == by_name.end()) continue;
+      const ir::HostTensor& mine = file->constants[i];
+      const ir::HostTensor& theirs = base->constants[it->second];
+      if (mine.dtype != theirs.dtype || mine.shape != theirs.shape || mine.bytes != theirs.bytes)
+        continue;
+      file->from_base[i] = static_cast<int>(it->second);
+      file->constants[i] = ir::HostTensor{};
+    }
+  }
+  return std::shared_ptr<const KgFile>(std::move(file));
+}
+
 // Where the input called `name` (a leading % allowed) is among the file's callable inputs.
 std::optional<size_t> input_position(const KgFile& file, std::string_view name) {
   if (name.starts_with('%')) name.remove_prefix(1);
@@ -84,7 +128,8 @@ Expected<std::shared_ptr<const KgFile>> at_sizes_of(const std::shared_ptr<const 
     std::lock_guard lock(file->mu);
     if (auto it = file->at_sizes.find(sizes); it != file->at_sizes.end()) return it->second;
   }
-  auto again = read_text(file->text, file->filename, &sizes);
+  auto again = file->onnx ? read_onnx(file->text, file->filename, &sizes, file.get())
+                          : read_text(file->text, file->filename, &sizes);
   if (!again) return std::unexpected(again.error());
   std::lock_guard lock(file->mu);
   return file->at_sizes.emplace(std::move(sizes), std::move(*again)).first->second;
@@ -161,26 +206,12 @@ std::unordered_map<const ir::Node*, const ir::Node*> copy_kg(
 }
 
 Expected<std::shared_ptr<const KgFile>> read_kg_file(const std::string& path) {
-  auto file = std::make_shared<KgFile>();
-  if (std::filesystem::path(path).extension() != ".onnx") {
-    // The text is kept (not read by ir::read_kg_file) to read it again at other sizes.
-    auto text = ir::read_text_file(path);
-    if (!text) return std::unexpected(text.error());
-    return read_text(std::move(*text), path);
-  }
-  auto model = onnx::import_model_file(file->graph, path);
-  if (!model) return make_error(fmt::format("{}: {}", path, model.error().message));
-  // The importer lists the model's inputs first, then the constants it binds.
-  for (const auto& [name, node] : model->graph.inputs) {
-    auto it = model->constants.find(name);
-    if (it != model->constants.end()) {
-      file->constants.push_back(std::move(it->second));
-      continue;
-    }
-    KILN_CHECK(file->constants.empty()) << "input %" << name << " after the model's constants";
-  }
-  file->kg = std::move(model->graph);
-  return std::shared_ptr<const KgFile>(std::move(file));
+  // The text is kept (not read by ir::read_kg_file) to read it again at other sizes.
+  auto text = ir::read_text_file(path);
+  if (!text) return std::unexpected(text.error());
+  if (std::filesystem::path(path).extension() == ".onnx")
+    return read_onnx(std::move(*text), path, nullptr, nullptr);
+  return read_text(std::move(*text), path);
 }
 
 namespace {
@@ -189,10 +220,18 @@ namespace {
 // constant. A failed copy is not kept, so a later call tries again.
 Expected<std::vector<Tensor>> constants_on(const KgFile& file, const Device& device) {
   if (file.constants.empty()) return std::vector<Tensor>{};
+  std::vector<Tensor> of_base;  // a later reading's shared constants (KgFile::from_base)
+  if (file.base) {
+    auto shared = constants_on(*file.base, device);
+    if (!shared) return shared;
+    of_base = std::move(*shared);
+  }
   const std::shared_ptr<DeviceState>& state = TensorImpl::state_of(device);
   auto leaves = [&](const std::vector<std::shared_ptr<runtime::Buffer>>& buffers) {
     std::vector<Tensor> tensors;
-    for (const auto& b : buffers) tensors.push_back(TensorImpl::make_leaf(state, b));
+    for (size_t i = 0; i < buffers.size(); ++i)
+      tensors.push_back(buffers[i] ? TensorImpl::make_leaf(state, buffers[i])
+                                   : of_base.at(file.from_base[i]));
     return tensors;
   };
   {
@@ -205,6 +244,10 @@ Expected<std::vector<Tensor>> constants_on(const KgFile& file, const Device& dev
   // copy at once, the first to finish is kept.
   std::vector<std::shared_ptr<runtime::Buffer>> buffers;
   for (size_t i = 0; i < file.constants.size(); ++i) {
+    if (file.base && file.from_base[i] >= 0) {
+      buffers.push_back(nullptr);
+      continue;
+    }
     auto b = state->device->pool()->from_host(file.constants[i], "a graph constant");
     if (!b)
       return make_error(fmt::format("constant %{} of the graph: {}", file.kg.inputs[file.callable_inputs() + i].first,
@@ -216,6 +259,33 @@ Expected<std::vector<Tensor>> constants_on(const KgFile& file, const Device& dev
     if (owner.lock() == state) return leaves(kept);
   file.device_constants.emplace_back(state, buffers);
   return leaves(buffers);
+}
+
+// The file's size symbols mark the realized tensors bound to their inputs, as a `.kg` input's
+// `?b` does under `kiln run` (Tensor::mark_dynamic), so that their kernels take the size at run
+// time from the first call on. The caller's tensor is left as it is: a leaf of the same buffer,
+// marked, stands for it (an empty tensor where nothing is marked). A tensor still pending is
+// computed in the realize that reads it, so it is no input of that realize to mark.
+std::vector<Tensor> mark_symbols(const KgFile& file, const std::vector<const Tensor*>& bound) {
+  std::vector<Tensor> marked(bound.size());
+  for (size_t i = 0; i < file.callable_inputs(); ++i) {
+    const std::vector<std::string> symbols = ir::input_symbols(*file.kg.inputs[i].second);
+    if (std::ranges::all_of(symbols, [](const std::string& s) { return s.empty(); })) continue;
+    const std::shared_ptr<TensorImpl>& impl = TensorImpl::impl_of(*bound[i]);
+    std::shared_ptr<runtime::Buffer> buffer = impl->realized_buffer();
+    if (!buffer) continue;
+    std::vector<std::string> own;
+    {
+      std::lock_guard lock(impl->dev->mu);
+      own = impl->symbols;
+    }
+    own.resize(symbols.size());
+    for (size_t axis = 0; axis < symbols.size(); ++axis)
+      if (own[axis].empty()) own[axis] = symbols[axis];
+    marked[i] = TensorImpl::make_leaf(impl->dev, std::move(buffer));
+    TensorImpl::impl_of(marked[i])->symbols = std::move(own);
+  }
+  return marked;
 }
 
 }  // namespace
@@ -236,6 +306,9 @@ Expected<std::vector<Tensor>> call_kg(const Device& device,
   const std::shared_ptr<const KgFile>& file = *sized;
   auto bound = bind(*file, names, inputs);
   if (!bound) return std::unexpected(bound.error());
+  std::vector<Tensor> marked = mark_symbols(*file, *bound);
+  for (size_t i = 0; i < marked.size(); ++i)
+    if (marked[i].ok()) (*bound)[i] = &marked[i];
   auto constants = constants_on(*file, device);
   if (!constants) return std::unexpected(constants.error());
   for (const Tensor& t : *constants) bound->push_back(&t);

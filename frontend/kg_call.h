@@ -43,16 +43,27 @@ struct KgFile {
   mutable std::vector<std::pair<std::weak_ptr<DeviceState>, std::vector<std::shared_ptr<runtime::Buffer>>>>
       device_constants;
 
-  // A `.kg` file with size symbols (`?b`, docs/dynamic-shapes.md) keeps its text, and is read
-  // again at the sizes of the tensors it is called on: one read per distinct sizes (under `mu`).
+  // A `.kg` file with size symbols (`?b`, docs/dynamic-shapes.md), or an ONNX model whose inputs
+  // have symbolic dimensions (`onnx`: `text` holds the model's bytes, read first with each
+  // symbol at 1), keeps its text, and is read again at the sizes of the tensors it is called on:
+  // one read per distinct sizes (under `mu`).
   std::string text;
   std::string filename;
+  bool onnx = false;
   mutable std::map<ir::KgSizes, std::shared_ptr<const KgFile>, std::less<>> at_sizes;
+
+  // An ONNX model read again at other sizes: each of its constants equal to the first reading's
+  // is that reading's (`from_base[i]`, the index among `base`'s constants; -1 for its own), so
+  // one copy of the model's weights serves every size, on the host and on each device (its own
+  // host copy of a shared constant is dropped). `base` owns this file (its `at_sizes`) and is
+  // read only while a call holds it.
+  const KgFile* base = nullptr;
+  std::vector<int> from_base;
 };
 
-// Reads a graph file by its extension: an ONNX model (`.onnx`, docs/onnx.md; every dimension of
-// its inputs must be fixed) or `.kg` text. Errors name the file (for `.kg`,
-// "FILE:LINE:COL: error: WHAT"; for ONNX, the node).
+// Reads a graph file by its extension: an ONNX model (`.onnx`, docs/onnx.md; a symbolic dimension
+// of its inputs is a size symbol, as a `.kg` file's `?b`) or `.kg` text. Errors name the file (for
+// `.kg`, "FILE:LINE:COL: error: WHAT"; for ONNX, the node).
 Expected<std::shared_ptr<const KgFile>> read_kg_file(const std::string& path);
 Expected<std::shared_ptr<const KgFile>> read_kg_text(std::string_view text,
                                                      std::string_view filename);

@@ -1,5 +1,7 @@
 // The ONNX importer's graph walk: inputs, initializers, nodes in order, folding at import, outputs.
 #include <fmt/format.h>
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -221,6 +223,18 @@ std::string dims_str(const std::vector<Dimension>& dims) {
   return s + "]";
 }
 
+}  // namespace
+
+std::string input_symbol(std::string_view input, size_t axis, const Dimension& d) {
+  std::string symbol = d.param.empty() ? fmt::format("{}_{}", input, axis) : d.param;
+  for (char& c : symbol)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+  if (std::isdigit(static_cast<unsigned char>(symbol[0]))) symbol.insert(0, "_");
+  return symbol;
+}
+
+namespace {
+
 Expected<Value> graph_input(ir::Graph& g, const ValueInfo& info, const ImportOptions& options) {
   if (!info.is_tensor)
     return make_error(fmt::format("onnx: graph input '{}': unsupported: only tensor inputs are supported", info.name));
@@ -230,6 +244,7 @@ Expected<Value> graph_input(ir::Graph& g, const ValueInfo& info, const ImportOpt
   auto given = options.input_values.find(info.name);
   const ir::HostTensor* value = given == options.input_values.end() ? nullptr : &given->second;
   ir::Shape shape;
+  std::vector<std::string> symbols;  // of the dimensions sized by options.sizes (or unsized)
   if (value) {
     bool ok = value->dtype == *dtype && (!info.shape || info.shape->size() == value->shape.size());
     for (size_t d = 0; ok && info.shape && d < info.shape->size(); ++d)
@@ -243,18 +258,28 @@ Expected<Value> graph_input(ir::Graph& g, const ValueInfo& info, const ImportOpt
   } else {
     if (!info.shape)
       return make_error(fmt::format("onnx: graph input '{}' has no declared shape: give it a value", info.name));
-    for (const Dimension& d : *info.shape) {
-      if (!d.value)
-        return make_error(fmt::format(
-            "onnx: graph input '{}' has the symbolic dimension '{}' ({}): give it a value to fix its shape",
-            info.name, d.param.empty() ? "?" : d.param, dims_str(*info.shape)));
-      shape.push_back(*d.value);
+    for (size_t axis = 0; axis < info.shape->size(); ++axis) {
+      const Dimension& d = (*info.shape)[axis];
+      if (d.value) {
+        shape.push_back(*d.value);
+        symbols.emplace_back();
+        continue;
+      }
+      std::string symbol = input_symbol(info.name, axis, d);
+      auto size = options.sizes.find(symbol);
+      if (size == options.sizes.end() && !options.unsized)
+        return make_error(
+            fmt::format("onnx: graph input '{}' has the symbolic dimension '{}' ({}): give it a "
+                        "size (--dim {}=N) or a value",
+                        info.name, d.param.empty() ? "?" : d.param, dims_str(*info.shape), symbol));
+      shape.push_back(size != options.sizes.end() ? size->second : *options.unsized);
+      symbols.push_back(std::move(symbol));
     }
   }
   Value v;
   v.dtype = *dtype;
   v.shape = shape;
-  v.node = g.input(*dtype, shape, info.name);
+  v.node = g.input(*dtype, shape, info.name, ir::input_symbols_attr(symbols));
   if (value) v.data = *value;
   return v;
 }
@@ -423,7 +448,6 @@ Expected<void> import_nodes(Context& ctx, const GraphProto& graph, Scope& scope)
   return {};
 }
 
-
 }  // namespace
 
 Outs Context::subgraph(const GraphProto& graph, std::vector<Value> inputs, std::string_view what) {
@@ -492,6 +516,12 @@ Expected<ImportedModel> import_model(ir::Graph& g, std::string_view bytes,
     for (auto& [name, t] : tensors) {
       result.graph.inputs.emplace_back(name, t.node);
       if (t.data) ctx.add_known_input(t.node, *t.data);
+      const std::vector<std::string> symbols = ir::input_symbols(*t.node);
+      for (size_t axis = 0; axis < symbols.size(); ++axis)
+        if (!symbols[axis].empty() && std::ranges::none_of(result.graph.sizes, [&](const auto& s) {
+              return s.first == symbols[axis];
+            }))
+          result.graph.sizes.emplace_back(symbols[axis], t.node->shape[axis]);
     }
     values[info.name] = std::move(*v);
   }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -34,7 +35,19 @@ struct ImportOptions {
   // Sequence and optional graph inputs (which must be given): their structure by name; their
   // tensors are in input_values under their flat_names.
   std::map<std::string, Structure> input_structures;
+  // Sizes of the symbolic dimensions of graph inputs not given a value, by symbol: a dimension's
+  // symbol is its dim_param, every character other than a letter, digit or '_' written '_'
+  // (`input_symbol`). Such a dimension becomes a size symbol of the imported graph (its input's
+  // `?name`, docs/dynamic-shapes.md): the kernels take it at run time, and the graph's `sizes`
+  // lists each symbol with the size it took here.
+  ir::KgSizes sizes;
+  // The size of a symbolic dimension `sizes` does not name; none: such a dimension is an error.
+  std::optional<int64_t> unsized;
 };
+
+// The size symbol of dimension `axis` of graph input `input` declared as `d` (symbolic): its
+// dim_param as an identifier, or `<input>_<axis>` for a dimension with neither value nor name.
+std::string input_symbol(std::string_view input, size_t axis, const Dimension& d);
 
 struct ImportedModel {
   // inputs: the model's graph inputs (those without an initializer), in order, then the

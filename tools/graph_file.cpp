@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "onnx/importer.h"
 #include "tools/npy.h"
@@ -63,8 +64,8 @@ Expected<GraphFile> read_graph_file(ir::Graph& g, const std::string& path, const
           return make_error(fmt::format("--dim {}={}: {} has no size symbol '?{}'", name, n, path, name));
     return out;
   }
-  if (sizes) return make_error(fmt::format("--dim: {} is an ONNX model; its inputs' files fix its sizes", path));
   onnx::ImportOptions options;
+  if (sizes) options.sizes = *sizes;
   if (inputs)
     for (const auto& [name, file] : inputs->files) {
       auto t = read_input_file(file);
@@ -73,6 +74,16 @@ Expected<GraphFile> read_graph_file(ir::Graph& g, const std::string& path, const
     }
   auto model = onnx::import_model_file(g, path, options);
   if (!model) return std::unexpected(model.error());
+  if (sizes)
+    for (const auto& [name, n] : *sizes)
+      if (!std::ranges::any_of(model->graph.sizes,
+                               [&](const auto& s) { return s.first == name; })) {
+        std::vector<std::string> symbols;
+        for (const auto& [symbol, size] : model->graph.sizes) symbols.push_back(symbol);
+        return make_error(fmt::format(
+            "--dim {}={}: {} has no symbolic input dimension '{}' (its symbols: {})", name, n, path,
+            name, symbols.empty() ? "none" : fmt::format("{}", fmt::join(symbols, ", "))));
+      }
   out.graph = std::move(model->graph);
   out.constants = std::move(model->constants);
   return out;

@@ -22,7 +22,8 @@ bool is_onnx_path(const std::string& path);
 
 // Reads `path` into `g` by its extension. For an ONNX model, the .npy files `inputs` names are
 // read first: they fix symbolic dimensions and the values an op needs at import (docs/onnx.md).
-// `sizes` (--dim NAME=N) size a `.kg` file's symbols (`?b`); each must name one.
+// `sizes` (--dim NAME=N) size a `.kg` file's symbols (`?b`), or an ONNX model's symbolic input
+// dimensions not fixed by a file (onnx::ImportOptions::sizes); each must name one.
 Expected<GraphFile> read_graph_file(ir::Graph& g, const std::string& path,
                                     const InputSpec* inputs = nullptr,
                                     const ir::KgSizes* sizes = nullptr);

@@ -290,13 +290,17 @@ KILN_EXPORT Tensor operator/(double a, const Tensor& b);
 
 // A graph file, read once: `.kg` text (docs/graph-format.md) or an ONNX model (`.onnx`,
 // docs/onnx.md; it binds its own initializers and constants, copied to each device at the first
-// call there and kept while the graph or a tensor it recorded lives; every dimension of its
-// inputs must be fixed). Called on tensors like an op: any number of times, from any number of
-// threads at once. Copies share the file.
+// call there and kept while the graph or a tensor it recorded lives; a symbolic dimension of its
+// inputs, its dim_param, is a size symbol as `?b` is in `.kg`: GraphInput::symbols). Called on
+// tensors like an op: any number of times, from any number of threads at once, at any size of a
+// symbol (the file is read again once per distinct sizes). Copies share the file.
 struct GraphInput {
   std::string name;  // without '%'
   DType dtype;
-  Shape shape;
+  Shape shape;  // a size symbol's axis at the size the file declares (an ONNX model's: 1)
+  // Per axis, its size symbol (`?b` in `.kg`, an ONNX input's dim_param), "" for a fixed size:
+  // a call may bind a tensor of any size there (docs/dynamic-shapes.md).
+  std::vector<std::string> symbols = {};
 };
 
 class KILN_EXPORT Graph {

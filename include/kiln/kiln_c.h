@@ -348,7 +348,8 @@ typedef struct kiln_graph_s* kiln_graph;
 
 /* Reads a graph file by its extension: `.onnx`, an ONNX model (docs/onnx.md: its initializers
  * and constants are bound by the graph itself, copied to each device at its first call there and
- * kept while the graph lives; every dimension of its inputs must be fixed), or `.kg` text. A file
+ * kept while the graph lives; a symbolic dimension of its inputs (dim_param) is a size symbol, as
+ * `?b` in `.kg`: a call binds a tensor of any size there), or `.kg` text. A file
  * that cannot be read, or is not a valid graph, is KILN_ERROR_INVALID_ARGUMENT with the message
  * "FILE:LINE:COL: error: WHAT" (for a model, "FILE: onnx: node N 'NAME' (OP): WHAT"). */
 KILN_EXPORT kiln_status kiln_graph_load(const char* path, kiln_graph* out);

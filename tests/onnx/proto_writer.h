@@ -46,6 +46,23 @@ inline Msg value_info(std::string_view name, int elem, std::vector<int64_t> dims
   return Msg().bytes(1, name).msg(2, Msg().msg(1, tensor));
 }
 
+// A value_info whose dimensions are given as text: digits are a dim_value, other text a
+// dim_param, "" a dimension with neither.
+inline Msg sym_value_info(std::string_view name, int elem, const std::vector<std::string>& dims) {
+  Msg shape;
+  for (const std::string& d : dims) {
+    Msg dim;
+    if (!d.empty() && d.find_first_not_of("0123456789") == std::string::npos)
+      dim.varint(1, std::stoull(d));
+    else if (!d.empty())
+      dim.bytes(2, d);
+    shape.msg(1, dim);
+  }
+  Msg tensor;
+  tensor.varint(1, elem).msg(2, shape);
+  return Msg().bytes(1, name).msg(2, Msg().msg(1, tensor));
+}
+
 // A value_info of a sequence of tensors of `elem` (no shape).
 inline Msg seq_value_info(std::string_view name, int elem) {
   Msg tensor_type = Msg().msg(1, Msg().varint(1, elem));

@@ -1,0 +1,226 @@
+// ONNX models whose inputs have symbolic dimensions (dim_param): each is a size symbol, as a
+// `.kg` file's `?b` (docs/dynamic-shapes.md). kiln::Graph (which kiln_graph_load and Python's
+// kiln.Graph share) loads such a model without sizes and serves a call at any size, one
+// symbolic plan for every batch; `kiln run --dim` sizes it from the command line.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "frontend/tensor_impl.h"
+#include "kiln/kiln.h"
+#include "onnx/importer.h"
+#include "tests/onnx/proto_writer.h"
+#include "tests/support/shell.h"
+
+namespace kiln::onnx {
+namespace {
+
+using namespace proto_writer;
+namespace fs = std::filesystem;
+
+// relu(x @ W + b): x [batch, 4], W [4, 3] and b [3] initializers.
+constexpr float kW[12] = {0.5f, -1, 0.25f, 2, 0.5f, -0.75f, -1.5f, 1, 0.125f, 0.75f, -0.5f, 1.5f};
+constexpr float kB[3] = {0.1f, -0.2f, 0.3f};
+
+std::string mlp_model(const std::string& batch) {
+  return model({node("MatMul", {"x", "W"}, {"h"}, "mm"), node("Add", {"h", "b"}, {"z"}, "bias"),
+                node("Relu", {"z"}, {"y"}, "relu")},
+               {sym_value_info("x", kFloat, {batch, "4"})},
+               {sym_value_info("y", kFloat, {batch, "3"})},
+               {f32_tensor("W", {4, 3}, std::vector<float>(kW, kW + 12)),
+                f32_tensor("b", {3}, std::vector<float>(kB, kB + 3))});
+}
+
+fs::path write_model(const std::string& name, const std::string& bytes) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("kiln_onnx_symbolic_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path path = dir / name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+Device open_cpu() {
+  Options options;
+  options.settings = {
+      {"compilation.cache", "none"}, {"autotune.enabled", "false"}, {"cpu_rates", "reference"}};
+  auto device = Device::open("cpu", options);
+  EXPECT_TRUE(device) << device.error().message;
+  return std::move(*device);
+}
+
+TEST(OnnxSymbolicDims, ABatchDimParamIsASizeSymbolAndOneSymbolicPlanServesEveryBatch) {
+  const fs::path path = write_model("mlp.onnx", mlp_model("batch"));
+  auto graph = Graph::load(path.string());
+  ASSERT_TRUE(graph) << graph.error().message;
+  ASSERT_EQ(graph->inputs().size(), 1u) << "W and b are bound by the model";
+  EXPECT_EQ(graph->inputs()[0].symbols, (std::vector<std::string>{"batch", ""}));
+  EXPECT_EQ(graph->inputs()[0].shape, (Shape{1, 4}));
+  Device dev = open_cpu();
+  // The model's weights are copied to the device once, whatever the sizes it is read again at.
+  auto weight_bytes = [&] {
+    return detail::TensorImpl::state_of(dev)->device->pool()->persistent_bytes();
+  };
+  size_t weights_at_first = 0;
+  int compiled_after_two = 0;
+  std::vector<std::string> sources;
+  const std::vector<int64_t> batches = {3, 5, 8, 13, 40, 5, 100};
+  for (size_t call = 0; call < batches.size(); ++call) {
+    const int64_t b = batches[call];
+    std::vector<float> x(b * 4);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7) % 11) / 4.0f - 1.0f;
+    auto outs = graph->call(dev, {{"x", Tensor::from_host(dev, x, {b, 4})}});
+    ASSERT_TRUE(outs) << "batch " << b << ": " << outs.error().message;
+    auto y = (*outs)[0].to_vector<float>();
+    ASSERT_TRUE(y) << "batch " << b << ": " << y.error().message;
+    ASSERT_EQ(y->size(), static_cast<size_t>(b * 3));
+    for (int64_t r = 0; r < b; ++r)
+      for (int64_t c = 0; c < 3; ++c) {
+        float want = kB[c];
+        for (int64_t k = 0; k < 4; ++k) want += x[r * 4 + k] * kW[k * 3 + c];
+        EXPECT_NEAR((*y)[r * 3 + c], std::max(want, 0.0f), 1e-5)
+            << "batch " << b << " [" << r << "," << c << "]";
+      }
+    const RealizeStats s = dev.last_stats();
+    EXPECT_EQ(s.dynamic_kernels, s.kernels)
+        << "batch " << b << ": the symbol marks the bound tensor";
+    if (call >= 2) compiled_after_two += s.compiled;
+    sources.push_back(s.plan_source);
+    outs->clear();
+    if (call == 0) weights_at_first = weight_bytes();
+    EXPECT_EQ(weight_bytes(), weights_at_first) << "batch " << b;
+  }
+  EXPECT_GE(weights_at_first, sizeof kW + sizeof kB);
+  // The batch is marked, so the first two sizes make the symbolic plan; each new size after them
+  // is instantiated from it, and a size seen before reuses its plan.
+  EXPECT_EQ(compiled_after_two, 0);
+  EXPECT_EQ(sources[2], "symbolic");
+  EXPECT_EQ(sources[3], "symbolic");
+  EXPECT_EQ(sources[4], "symbolic");
+  EXPECT_EQ(sources[5], "memory");
+  EXPECT_EQ(sources[6], "symbolic");
+  fs::remove_all(path.parent_path());
+}
+
+// A `.kg` file's `?b` marks the tensor a call binds there (the first size's kernels are dynamic
+// already), through a marked leaf of its buffer: the caller's tensor itself stays unmarked, so
+// that a realize reading it outside the graph specializes as before.
+TEST(OnnxSymbolicDims, ACallMarksTheBoundTensorAndLeavesTheCallersAsItIs) {
+  auto graph = Graph::parse(
+      "kiln.graph v1\ninput %x : f32[?b=4,8]\ninput %w : f32[8]\n%y = mul(%x, %w)\noutput %y\n",
+      "mul.kg");
+  ASSERT_TRUE(graph) << graph.error().message;
+  EXPECT_EQ(graph->inputs()[0].symbols, (std::vector<std::string>{"b", ""}));
+  EXPECT_EQ(graph->inputs()[1].symbols, (std::vector<std::string>{""}));
+  Device dev = open_cpu();
+  Tensor x = Tensor::full(dev, {6, 8}, 2.0), w = Tensor::full(dev, {8}, 3.0);
+  ASSERT_TRUE(x.realize());
+  auto outs = graph->call(dev, {x, w});
+  ASSERT_TRUE(outs) << outs.error().message;
+  auto y = (*outs)[0].to_vector<float>();
+  ASSERT_TRUE(y) << y.error().message;
+  EXPECT_EQ(*y, std::vector<float>(48, 6.0f));
+  EXPECT_EQ(dev.last_stats().dynamic_kernels, 1) << "the first size's kernel takes b at run time";
+  EXPECT_TRUE(detail::TensorImpl::impl_of(x)->symbols.empty())
+      << "the caller's tensor is not marked";
+  auto doubled = (x * 2.0).to_vector<float>();
+  ASSERT_TRUE(doubled) << doubled.error().message;
+  EXPECT_EQ(dev.last_stats().dynamic_kernels, 0) << "x alone is not marked";
+}
+
+// Two inputs share the dim_param `n`; a dimension with neither a value nor a name is its own
+// symbol (`<input>_<axis>`); a dim_param that is no identifier is written with '_'.
+TEST(OnnxSymbolicDims, SymbolsAreSharedByNameAndCheckedAcrossInputs) {
+  const std::string bytes =
+      model({node("Add", {"a", "c"}, {"s"}, "add"),
+             node("Softmax", {"s"}, {"y"}, "soft", {int_attr("axis", -1)})},
+            {sym_value_info("a", kFloat, {"n", "seq len"}), sym_value_info("c", kFloat, {"n", ""})},
+            {sym_value_info("y", kFloat, {"n", "seq len"})});
+  const fs::path path = write_model("softmax.onnx", bytes);
+  auto graph = Graph::load(path.string());
+  ASSERT_TRUE(graph) << graph.error().message;
+  ASSERT_EQ(graph->inputs().size(), 2u);
+  EXPECT_EQ(graph->inputs()[0].symbols, (std::vector<std::string>{"n", "seq_len"}));
+  EXPECT_EQ(graph->inputs()[1].symbols, (std::vector<std::string>{"n", "c_1"}));
+  Device dev = open_cpu();
+  for (const auto& [n, m] :
+       std::vector<std::pair<int64_t, int64_t>>{{2, 5}, {3, 17}, {1, 1}, {4, 9}}) {
+    std::vector<float> a(n * m), c(n * m);
+    for (size_t i = 0; i < a.size(); ++i) {
+      a[i] = static_cast<float>(i % 5) - 2.0f;
+      c[i] = static_cast<float>(i % 3) * 0.5f;
+    }
+    auto outs =
+        graph->call(dev, {Tensor::from_host(dev, a, {n, m}), Tensor::from_host(dev, c, {n, m})});
+    ASSERT_TRUE(outs) << n << "x" << m << ": " << outs.error().message;
+    auto y = (*outs)[0].to_vector<float>();
+    ASSERT_TRUE(y) << y.error().message;
+    for (int64_t r = 0; r < n; ++r) {
+      double top = -1e30, sum = 0;
+      for (int64_t j = 0; j < m; ++j) top = std::max<double>(top, a[r * m + j] + c[r * m + j]);
+      for (int64_t j = 0; j < m; ++j) sum += std::exp(a[r * m + j] + c[r * m + j] - top);
+      for (int64_t j = 0; j < m; ++j)
+        EXPECT_NEAR((*y)[r * m + j], std::exp(a[r * m + j] + c[r * m + j] - top) / sum, 1e-6)
+            << n << "x" << m << " [" << r << "," << j << "]";
+    }
+  }
+  auto mismatched =
+      graph->call(dev, {Tensor::full(dev, {3, 4}, 0.0), Tensor::full(dev, {4, 4}, 0.0)});
+  ASSERT_FALSE(mismatched);
+  EXPECT_NE(mismatched.error().message.find("size symbol ?n is 3 in input %a but 4 in input %c"),
+            std::string::npos)
+      << mismatched.error().message;
+  fs::remove_all(path.parent_path());
+}
+
+// The importer without a size for a symbolic dimension says which, and how to give one.
+TEST(OnnxSymbolicDims, AnUnsizedSymbolicDimensionIsAnErrorNamingIt) {
+  ir::Graph g;
+  auto m = import_model(g, mlp_model("batch"));
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().message.find(
+                "graph input 'x' has the symbolic dimension 'batch' ([batch,4]): give it a "
+                "size (--dim batch=N) or a value"),
+            std::string::npos)
+      << m.error().message;
+  ImportOptions sized;
+  sized.sizes = {{"batch", 6}};
+  ir::Graph g2;
+  auto ok = import_model(g2, mlp_model("batch"), sized);
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->graph.sizes, (std::vector<std::pair<std::string, int64_t>>{{"batch", 6}}));
+  EXPECT_EQ(ir::input_symbols(*ok->graph.inputs[0].second),
+            (std::vector<std::string>{"batch", ""}));
+  EXPECT_EQ(ok->graph.inputs[0].second->shape, (ir::Shape{6, 4}));
+}
+
+// `kiln run model.onnx --dim batch=N --random-inputs`: the output at that size; a --dim that
+// names no symbolic dimension is an error.
+TEST(OnnxSymbolicDims, KilnRunSizesAModelWithDim) {
+  const fs::path path = write_model("cli.onnx", mlp_model("batch"));
+  auto run = testing::run_shell(std::string(KILN_BINARY) + " run " + path.string() +
+                                " --dim batch=6 --random-inputs --no-autotune --stats 2>&1");
+  ASSERT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("f32[6,3]"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("1 of 1 kernel dynamic"), std::string::npos) << run.out;
+  auto bad = testing::run_shell(std::string(KILN_BINARY) + " run " + path.string() +
+                                " --dim batch=6 --dim nope=3 --random-inputs 2>&1");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--dim nope=3: " + path.string() +
+                         " has no symbolic input dimension 'nope' (its symbols: batch)"),
+            std::string::npos)
+      << bad.out;
+  auto unsized = testing::run_shell(std::string(KILN_BINARY) + " run " + path.string() +
+                                    " --random-inputs 2>&1");
+  EXPECT_NE(unsized.code, 0);
+  EXPECT_NE(unsized.out.find("--dim batch=N"), std::string::npos) << unsized.out;
+  fs::remove_all(path.parent_path());
+}
+
+}  // namespace
+}  // namespace kiln::onnx
