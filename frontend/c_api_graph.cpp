@@ -16,6 +16,8 @@
 
 struct kiln_graph_s {
   std::shared_ptr<const kiln::detail::KgFile> file;
+  // Per callable input, its size symbol per axis (kiln_graph_input_symbol's strings).
+  std::vector<std::vector<std::string>> symbols;
 };
 
 using namespace kiln::c_api;
@@ -27,7 +29,10 @@ kiln_status give_graph(const char* fn,
                        kiln_graph* out) {
   if (!file)
     return fail(KILN_ERROR_INVALID_ARGUMENT, fmt::format("{}: {}", fn, file.error().message));
-  *out = new kiln_graph_s{std::move(*file)};
+  std::vector<std::vector<std::string>> symbols;
+  for (size_t i = 0; i < (*file)->callable_inputs(); ++i)
+    symbols.push_back(kiln::ir::input_symbols(*(*file)->kg.inputs[i].second));
+  *out = new kiln_graph_s{std::move(*file), std::move(symbols)};
   return KILN_OK;
 }
 
@@ -114,6 +119,21 @@ kiln_status kiln_graph_input_shape(kiln_graph graph, int32_t index, int64_t* dim
         fmt::format("{}: capacity {} is less than the rank, {}", __func__, capacity, shape.size()));
   if (!shape.empty() && !dims) return null_argument(__func__, "dims");
   for (size_t i = 0; i < shape.size(); ++i) dims[i] = shape[i];
+  return KILN_OK;
+}
+
+kiln_status kiln_graph_input_symbol(kiln_graph graph, int32_t index, int32_t axis,
+                                    const char** symbol) {
+  if (!graph) return null_argument(__func__, "graph");
+  if (!symbol) return null_argument(__func__, "symbol");
+  if (kiln_status s = check_index(__func__, "input", index, graph->symbols.size()); s != KILN_OK)
+    return s;
+  const std::vector<std::string>& axes = graph->symbols[static_cast<size_t>(index)];
+  if (axis < 0 || static_cast<size_t>(axis) >= axes.size())
+    return fail(KILN_ERROR_INVALID_ARGUMENT,
+                fmt::format("{}: axis {} is out of range for input {}, of rank {}", __func__, axis,
+                            index, axes.size()));
+  *symbol = axes[static_cast<size_t>(axis)].c_str();
   return KILN_OK;
 }
 

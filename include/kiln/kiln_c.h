@@ -366,6 +366,13 @@ KILN_EXPORT kiln_status kiln_graph_input(kiln_graph graph, int32_t index, const 
 /* Input `index`'s extents, into `dims`, which holds `capacity` of them (at least its rank). */
 KILN_EXPORT kiln_status kiln_graph_input_shape(kiln_graph graph, int32_t index, int64_t* dims,
                                                int32_t capacity);
+/* Input `index`'s size symbol at `axis` (without '?'; valid while the graph handle is): `b` for
+ * a `.kg` input declared `f32[?b=64,784]`, `batch` for an ONNX input dimension whose dim_param is
+ * batch; "" for an axis of fixed size. A call may bind a tensor of any size at a symbol's axis
+ * (docs/dynamic-shapes.md); kiln_graph_input_shape gives the size the file declares there (an
+ * ONNX model's: 1). An index or axis out of range is KILN_ERROR_INVALID_ARGUMENT. */
+KILN_EXPORT kiln_status kiln_graph_input_symbol(kiln_graph graph, int32_t index, int32_t axis,
+                                                const char** symbol);
 /* Output `index`'s name (without '%'; valid while the graph handle is). */
 KILN_EXPORT kiln_status kiln_graph_output(kiln_graph graph, int32_t index, const char** name);
 /* Records the graph's outputs over `count` input tensors of `device`: `inputs[i]` is bound to the

@@ -147,6 +147,7 @@ _PROTOTYPES = {
     "kiln_graph_counts": (c_int, [_T, POINTER(c_int32), POINTER(c_int32)]),
     "kiln_graph_input": (c_int, [_T, c_int32, POINTER(c_char_p), POINTER(c_int), POINTER(c_int32)]),
     "kiln_graph_input_shape": (c_int, [_T, c_int32, _I64S, c_int32]),
+    "kiln_graph_input_symbol": (c_int, [_T, c_int32, c_int32, POINTER(c_char_p)]),
     "kiln_graph_output": (c_int, [_T, c_int32, POINTER(c_char_p)]),
     "kiln_graph_call": (c_int, [_T, _T, POINTER(c_char_p), POINTER(c_void_p), c_int32, POINTER(c_void_p), c_int32]),
     "kiln_graph_dump": (c_int, [_T, _T, c_char_p, c_int, _OUT]),

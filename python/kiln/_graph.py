@@ -12,8 +12,16 @@ from ._device import device_of
 from ._ops import tensor
 from ._tensor import Tensor, new
 
-GraphInput = collections.namedtuple("GraphInput", "name dtype shape")
-GraphInput.__doc__ = "An input a graph declares: its name (no '%'), numpy dtype and shape."
+class GraphInput(collections.namedtuple("GraphInput", "name dtype shape")):
+    """An input a graph declares: its name (no '%'), numpy dtype and shape, and `symbols`: per
+    axis, its size symbol ("b" for `?b` in `.kg`, an ONNX input's dim_param) or "" for a fixed
+    size. A call may bind a tensor of any size at a symbol's axis; `shape` holds the size the file
+    declares there (an ONNX model's: 1)."""
+
+    def __new__(cls, name, dtype, shape, symbols=None):
+        self = super().__new__(cls, name, dtype, shape)
+        self.symbols = tuple(symbols) if symbols is not None else ("",) * len(shape)
+        return self
 
 STAGES = ("graph", "groups", "kernels", "analyze", "source")
 
@@ -62,7 +70,12 @@ class Graph:
             check(lib.kiln_graph_input(h, i, ctypes.byref(name), ctypes.byref(code), ctypes.byref(rank)))
             dims = (ctypes.c_int64 * rank.value)()
             check(lib.kiln_graph_input_shape(h, i, dims, rank.value))
-            inputs.append(GraphInput(name.value.decode(), _dtypes.NUMPY[code.value], tuple(dims)))
+            symbols = []
+            for axis in range(rank.value):
+                symbol = ctypes.c_char_p()
+                check(lib.kiln_graph_input_symbol(h, i, axis, ctypes.byref(symbol)))
+                symbols.append(symbol.value.decode())
+            inputs.append(GraphInput(name.value.decode(), _dtypes.NUMPY[code.value], tuple(dims), symbols))
         outputs = []
         for i in range(n_out.value):
             name = ctypes.c_char_p()
@@ -76,7 +89,8 @@ class Graph:
             _release(h)
 
     def __repr__(self):
-        ins = ", ".join(f"%{i.name}: {_dtypes_str(i.dtype)}{list(i.shape)}" for i in self.inputs)
+        ins = ", ".join(f"%{i.name}: {_dtypes_str(i.dtype)}[{', '.join(_axis(d, s) for d, s in zip(i.shape, i.symbols))}]"
+                        for i in self.inputs)
         return f"<kiln.Graph {self.path or '(text)'} ({ins}) -> {', '.join('%' + o for o in self.outputs)}>"
 
     def __call__(self, *args, device=None, **kwargs):
@@ -117,6 +131,11 @@ class Graph:
         out = ctypes.c_void_p()
         check(lib.kiln_graph_dump(dev._h, self._h, string(stage, "stage"), 1 if why else 0, ctypes.byref(out)))
         return take_string(out)
+
+
+def _axis(size, symbol):
+    """An axis as the repr shows it: its size, or `?symbol=size` for a size symbol's."""
+    return f"?{symbol}={size}" if symbol else str(size)
 
 
 def _dtypes_str(dtype):

@@ -211,6 +211,28 @@ TEST(CApi, AMarkedAxisServesEveryBatchSize) {
 }
 
 // Linear regression by gradient descent, one realize per step: w -= lr * x^T (x w - y) / n.
+// kiln_graph_input_symbol names each symbolic axis of a graph's inputs ("" for a fixed one).
+TEST(CApi, GraphInputSymbolsNameEachSymbolicAxis) {
+  kiln_graph g = nullptr;
+  C_OK(kiln_graph_parse(
+      "kiln.graph v1\ninput %x : f32[?b=4,8]\ninput %w : f32[8]\n%y = mul(%x, %w)\noutput %y\n",
+      "mul.kg", &g));
+  const char* symbol = nullptr;
+  C_OK(kiln_graph_input_symbol(g, 0, 0, &symbol));
+  EXPECT_STREQ(symbol, "b");
+  C_OK(kiln_graph_input_symbol(g, 0, 1, &symbol));
+  EXPECT_STREQ(symbol, "");
+  C_OK(kiln_graph_input_symbol(g, 1, 0, &symbol));
+  EXPECT_STREQ(symbol, "");
+  EXPECT_EQ(kiln_graph_input_symbol(g, 0, 2, &symbol), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("axis 2 is out of range for input 0, of rank 2"),
+            std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(kiln_graph_input_symbol(g, 2, 0, &symbol), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_graph_input_symbol(g, 0, 0, nullptr), KILN_ERROR_INVALID_ARGUMENT);
+  kiln_graph_release(g);
+}
+
 TEST(CApi, TrainingLoopMatchesTheCxxApi) {
   CDevice d;
   OPEN_OR_SKIP(d);

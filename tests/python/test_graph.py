@@ -183,3 +183,55 @@ def test_run_graph_on_an_onnx_model_with_initializers(case):
     got = np.asarray(outs[g.outputs[0]])
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-5)
+
+
+def _onnx_mlp(path, W, bias):
+    """relu(x @ W + bias) as ONNX bytes, x declared [batch, K] (a dim_param), W and bias initializers."""
+    def varint(v):
+        out = b""
+        while True:
+            byte, v = v & 0x7F, v >> 7
+            out += bytes([byte | 0x80 if v else byte])
+            if not v:
+                return out
+
+    def num(field, v):
+        return varint(field << 3) + varint(v)
+
+    def msg(field, b):
+        b = b.encode() if isinstance(b, str) else b
+        return varint(field << 3 | 2) + varint(len(b)) + b
+
+    def value_info(name, dims):
+        shape = b"".join(msg(1, num(1, d) if isinstance(d, int) else msg(2, d)) for d in dims)
+        return msg(1, name) + msg(2, msg(1, num(1, 1) + msg(2, shape)))
+
+    def node(op, ins, outs):
+        return b"".join(msg(1, i) for i in ins) + b"".join(msg(2, o) for o in outs) + msg(3, op.lower()) + msg(4, op)
+
+    def tensor(name, a):
+        return b"".join(num(1, d) for d in a.shape) + num(2, 1) + msg(8, name) + msg(9, a.astype(np.float32).tobytes())
+
+    graph = b"".join(msg(1, n) for n in (node("MatMul", ["x", "W"], ["h"]), node("Add", ["h", "b"], ["z"]),
+                                          node("Relu", ["z"], ["y"])))
+    graph += msg(2, "mlp") + msg(5, tensor("W", W)) + msg(5, tensor("b", bias))
+    graph += msg(11, value_info("x", ["batch", W.shape[0]])) + msg(12, value_info("y", ["batch", W.shape[1]]))
+    path.write_bytes(num(1, 8) + msg(8, msg(1, "") + num(2, 17)) + msg(7, graph))
+
+
+def test_symbolic_input_dimensions_are_named_and_serve_any_size(tmp_path):
+    g = kiln.Graph.parse("kiln.graph v1\ninput %x : f32[?b=4,8]\ninput %w : f32[8]\n%y = mul(%x, %w)\noutput %y\n")
+    assert g.inputs[0].symbols == ("b", "") and g.inputs[1].symbols == ("",)
+    assert tuple(g.inputs[0]) == ("x", np.float32, (4, 8)), "a GraphInput is still a (name, dtype, shape) tuple"
+    assert "%x: float32[?b=4, 8]" in repr(g)
+    rng = np.random.default_rng(3)
+    W, bias = rng.standard_normal((6, 5)).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    _onnx_mlp(tmp_path / "mlp.onnx", W, bias)
+    m = kiln.Graph(str(tmp_path / "mlp.onnx"))
+    assert [tuple(i) for i in m.inputs] == [("x", np.float32, (1, 6))]
+    assert m.inputs[0].symbols == ("batch", "")
+    dev = open_test_device()
+    for b in (3, 5, 9, 1):
+        x = rng.standard_normal((b, 6)).astype(np.float32)
+        got = np.asarray(kiln.run_graph(m, {"x": x}, device=dev)["y"])
+        np.testing.assert_allclose(got, np.maximum(x @ W + bias, 0), rtol=1e-5, atol=1e-5)
