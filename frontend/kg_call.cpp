@@ -46,7 +46,19 @@ Expected<std::shared_ptr<const KgFile>> read_onnx(std::string bytes, std::string
   if (sizes) options.sizes = *sizes;
   options.unsized = 1;
   auto model = onnx::import_model(file->graph, bytes, options);
-  if (!model) return make_error(fmt::format("{}: {}", filename, model.error().message));
+  if (!model) {
+    // A first reading of a model with symbolic input dimensions says that they were 1.
+    bool at_one = false;
+    if (auto parsed = onnx::parse_model(bytes); parsed && !sizes)
+      for (const onnx::ValueInfo& input : parsed->graph.inputs)
+        if (input.shape &&
+            std::ranges::any_of(*input.shape, [](const onnx::Dimension& d) { return !d.value; }))
+          at_one = true;
+    return make_error(fmt::format("{}: {}{}", filename, model.error().message,
+                                  at_one ? " (a graph reads an ONNX model first with each "
+                                           "symbolic input dimension at 1)"
+                                         : ""));
+  }
   // The importer lists the model's inputs first, then the constants it binds.
   for (const auto& [name, node] : model->graph.inputs) {
     auto it = model->constants.find(name);
@@ -272,6 +284,7 @@ std::vector<Tensor> mark_symbols(const KgFile& file, const std::vector<const Ten
     const std::vector<std::string> symbols = ir::input_symbols(*file.kg.inputs[i].second);
     if (std::ranges::all_of(symbols, [](const std::string& s) { return s.empty(); })) continue;
     const std::shared_ptr<TensorImpl>& impl = TensorImpl::impl_of(*bound[i]);
+    if (!impl) continue;  // bind() refused it already
     std::shared_ptr<runtime::Buffer> buffer = impl->realized_buffer();
     if (!buffer) continue;
     std::vector<std::string> own;

@@ -12,6 +12,7 @@ from ._device import device_of
 from ._ops import tensor
 from ._tensor import Tensor, new
 
+
 class GraphInput(collections.namedtuple("GraphInput", "name dtype shape")):
     """An input a graph declares: its name (no '%'), numpy dtype and shape, and `symbols`: per
     axis, its size symbol ("b" for `?b` in `.kg`, an ONNX input's dim_param) or "" for a fixed

@@ -178,6 +178,37 @@ TEST(OnnxSymbolicDims, SymbolsAreSharedByNameAndCheckedAcrossInputs) {
   fs::remove_all(path.parent_path());
 }
 
+// A model that cannot be read with its symbols at 1 (x [batch, 4] reshaped to [3, -1]) fails to
+// load, and the error says that it was read at 1; `kiln run --dim batch=3` runs it.
+TEST(OnnxSymbolicDims, AModelThatFailsAtOneSaysItWasReadAtOne) {
+  const fs::path path =
+      write_model("reshape.onnx", model({node("Reshape", {"x", "shape"}, {"y"}, "rs")},
+                                        {sym_value_info("x", kFloat, {"batch", "4"})},
+                                        {sym_value_info("y", kFloat, {"3", ""})},
+                                        {i64_tensor("shape", {2}, {3, -1})}));
+  auto graph = Graph::load(path.string());
+  ASSERT_FALSE(graph);
+  EXPECT_NE(graph.error().message.find(
+                "(a graph reads an ONNX model first with each symbolic input dimension at 1)"),
+            std::string::npos)
+      << graph.error().message;
+  auto run = testing::run_shell(std::string(KILN_BINARY) + " run " + path.string() +
+                                " --dim batch=3 --random-inputs --no-autotune 2>&1");
+  EXPECT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("f32[3,4]"), std::string::npos) << run.out;
+  // The same model with a fixed batch of 1 fails as well, with no word of symbols.
+  const fs::path fixed =
+      write_model("reshape1.onnx", model({node("Reshape", {"x", "shape"}, {"y"}, "rs")},
+                                         {sym_value_info("x", kFloat, {"1", "4"})},
+                                         {sym_value_info("y", kFloat, {"3", ""})},
+                                         {i64_tensor("shape", {2}, {3, -1})}));
+  auto plain = Graph::load(fixed.string());
+  ASSERT_FALSE(plain);
+  EXPECT_EQ(plain.error().message.find("symbolic input dimension"), std::string::npos)
+      << plain.error().message;
+  fs::remove_all(path.parent_path());
+}
+
 // The importer without a size for a symbolic dimension says which, and how to give one.
 TEST(OnnxSymbolicDims, AnUnsizedSymbolicDimensionIsAnErrorNamingIt) {
   ir::Graph g;
