@@ -280,6 +280,7 @@ Expected<std::vector<Tensor>> constants_on(const KgFile& file, const Device& dev
 // computed in the realize that reads it, so it is no input of that realize to mark.
 std::vector<Tensor> mark_symbols(const KgFile& file, const std::vector<const Tensor*>& bound) {
   std::vector<Tensor> marked(bound.size());
+  if (file.kg.sizes.empty()) return marked;  // no symbols: nothing to read per input
   for (size_t i = 0; i < file.callable_inputs(); ++i) {
     const std::vector<std::string> symbols = ir::input_symbols(*file.kg.inputs[i].second);
     if (std::ranges::all_of(symbols, [](const std::string& s) { return s.empty(); })) continue;

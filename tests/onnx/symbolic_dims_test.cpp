@@ -181,11 +181,13 @@ TEST(OnnxSymbolicDims, SymbolsAreSharedByNameAndCheckedAcrossInputs) {
 // A model that cannot be read with its symbols at 1 (x [batch, 4] reshaped to [3, -1]) fails to
 // load, and the error says that it was read at 1; `kiln run --dim batch=3` runs it.
 TEST(OnnxSymbolicDims, AModelThatFailsAtOneSaysItWasReadAtOne) {
-  const fs::path path =
-      write_model("reshape.onnx", model({node("Reshape", {"x", "shape"}, {"y"}, "rs")},
-                                        {sym_value_info("x", kFloat, {"batch", "4"})},
-                                        {sym_value_info("y", kFloat, {"3", ""})},
-                                        {i64_tensor("shape", {2}, {3, -1})}));
+  // x [batch, 4] reshaped to [3, -1].
+  auto reshape_model = [](const std::string& batch) {
+    return model({node("Reshape", {"x", "shape"}, {"y"}, "rs")},
+                 {sym_value_info("x", kFloat, {batch, "4"})},
+                 {sym_value_info("y", kFloat, {"3", ""})}, {i64_tensor("shape", {2}, {3, -1})});
+  };
+  const fs::path path = write_model("reshape.onnx", reshape_model("batch"));
   auto graph = Graph::load(path.string());
   ASSERT_FALSE(graph);
   EXPECT_NE(graph.error().message.find(
@@ -197,11 +199,7 @@ TEST(OnnxSymbolicDims, AModelThatFailsAtOneSaysItWasReadAtOne) {
   EXPECT_EQ(run.code, 0) << run.out;
   EXPECT_NE(run.out.find("f32[3,4]"), std::string::npos) << run.out;
   // The same model with a fixed batch of 1 fails as well, with no word of symbols.
-  const fs::path fixed =
-      write_model("reshape1.onnx", model({node("Reshape", {"x", "shape"}, {"y"}, "rs")},
-                                         {sym_value_info("x", kFloat, {"1", "4"})},
-                                         {sym_value_info("y", kFloat, {"3", ""})},
-                                         {i64_tensor("shape", {2}, {3, -1})}));
+  const fs::path fixed = write_model("reshape1.onnx", reshape_model("1"));
   auto plain = Graph::load(fixed.string());
   ASSERT_FALSE(plain);
   EXPECT_EQ(plain.error().message.find("symbolic input dimension"), std::string::npos)
