@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -138,13 +139,23 @@ Expected<std::shared_ptr<const KgFile>> at_sizes_of(const std::shared_ptr<const 
   if (same) return file;
   {
     std::lock_guard lock(file->mu);
-    if (auto it = file->at_sizes.find(sizes); it != file->at_sizes.end()) return it->second;
+    if (auto it = file->at_sizes.find(sizes); it != file->at_sizes.end()) {
+      it->second.used = ++file->reading_clock;
+      return it->second.file;
+    }
   }
   auto again = file->onnx ? read_onnx(file->text, file->filename, &sizes, file.get())
                           : read_text(file->text, file->filename, &sizes);
   if (!again) return std::unexpected(again.error());
   std::lock_guard lock(file->mu);
-  return file->at_sizes.emplace(std::move(sizes), std::move(*again)).first->second;
+  // Two calls that read the same sizes at once keep the first reading.
+  auto [it, fresh] =
+      file->at_sizes.try_emplace(std::move(sizes), KgFile::Reading{std::move(*again)});
+  it->second.used = ++file->reading_clock;
+  if (fresh && file->at_sizes.size() > KgFile::kMaxReadings)
+    file->at_sizes.erase(std::ranges::min_element(
+        file->at_sizes, {}, [](const auto& kept) { return kept.second.used; }));
+  return it->second.file;
 }
 
 std::string declared_inputs(const KgFile& file) {

@@ -3,6 +3,7 @@
 // binds .npy files the same way).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,17 +47,24 @@ struct KgFile {
   // A `.kg` file with size symbols (`?b`, docs/dynamic-shapes.md), or an ONNX model whose inputs
   // have symbolic dimensions (`onnx`: `text` holds the model's bytes, read first with each
   // symbol at 1), keeps its text, and is read again at the sizes of the tensors it is called on:
-  // one read per distinct sizes (under `mu`).
+  // one read per distinct sizes (under `mu`), the kMaxReadings used last kept (a server meeting a
+  // new batch size on most requests kept a reading of every size it had served).
   std::string text;
   std::string filename;
   bool onnx = false;
-  mutable std::map<ir::KgSizes, std::shared_ptr<const KgFile>, std::less<>> at_sizes;
+  static constexpr size_t kMaxReadings = 64;
+  struct Reading {
+    std::shared_ptr<const KgFile> file;
+    uint64_t used = 0;  // reading_clock when last called
+  };
+  mutable std::map<ir::KgSizes, Reading, std::less<>> at_sizes;
+  mutable uint64_t reading_clock = 0;
 
   // An ONNX model read again at other sizes: each of its constants equal to the first reading's
   // is that reading's (`from_base[i]`, the index among `base`'s constants; -1 for its own), so
   // one copy of the model's weights serves every size, on the host and on each device (its own
-  // host copy of a shared constant is dropped). `base` owns this file (its `at_sizes`) and is
-  // read only while a call holds it.
+  // host copy of a shared constant is dropped). `base` holds this file (its `at_sizes`, or a
+  // pending tensor's recipe once it left them) and is read only while a call holds it.
   const KgFile* base = nullptr;
   std::vector<int> from_base;
 };

@@ -16,7 +16,12 @@
 namespace kiln::runtime {
 
 namespace {
-// Cached free blocks beyond this are returned to the system.
+// Cached free blocks are kept up to the most pool memory the program has had live at once (a
+// plan's first run holds all of its intermediates at once, prefault_slots, so that covers what one
+// run cycles through), at least kMinCachedBytes and at most kMaxCachedBytes; beyond that the
+// blocks released longest ago go back to the system. A server whose batch size kept growing never
+// reused a block (each request larger than any freed one), and kept 4 GiB of them.
+constexpr size_t kMinCachedBytes = size_t{64} << 20;
 constexpr size_t kMaxCachedBytes = size_t{4} << 30;
 // No single buffer beyond 2^47 bytes (128 TiB, x86-64's user address space): larger requests
 // are errors at once, and support::host_block_capacity never overflows.
@@ -53,7 +58,7 @@ std::shared_ptr<BufferPool> BufferPool::create(PersistentMemory mode, std::strin
 }
 
 BufferPool::~BufferPool() {
-  for (auto& [cap, p] : free_) support::free_host_block(p, cap);
+  for (auto& [cap, block] : free_) support::free_host_block(block.data, cap);
 }
 
 namespace {
@@ -77,13 +82,26 @@ kiln::Error out_of_memory(const std::string& device, std::string_view what, ir::
 }  // namespace
 
 void BufferPool::trim() {
-  std::multimap<size_t, std::byte*> blocks;
+  std::multimap<size_t, Cached> blocks;
   {
     std::lock_guard lock(mu_);
     blocks.swap(free_);
+    released_.clear();
     cached_bytes_ = 0;
   }
-  for (auto& [cap, p] : blocks) support::free_host_block(p, cap);
+  for (auto& [cap, block] : blocks) support::free_host_block(block.data, cap);
+}
+
+size_t BufferPool::cache_limit() const {
+  return std::min(kMaxCachedBytes, std::max(kMinCachedBytes, peak_live_bytes_));
+}
+
+std::byte* BufferPool::take_cached(std::multimap<size_t, Cached>::iterator it) {
+  std::byte* data = it->second.data;
+  cached_bytes_ -= it->first;
+  released_.erase(it->second.order);
+  free_.erase(it);
+  return data;
 }
 
 std::byte* BufferPool::system_alloc(size_t capacity) {
@@ -111,15 +129,16 @@ Expected<std::shared_ptr<Buffer>> BufferPool::allocate(ir::DType dtype, const ir
     if (it != free_.end() && it->first <= cap + cap / 8) {
       it = std::prev(free_.upper_bound(it->first));
       cap = it->first;
-      data = it->second;
-      cached_bytes_ -= cap;
-      free_.erase(it);
+      data = take_cached(it);
+      note_live(cap);
     }
   }
   if (!data) {
     data = system_alloc(cap);
     if (!data) return std::unexpected(out_of_memory(device_, what, dtype, shape, bytes));
     if (on_fresh_) on_fresh_(cap);
+    std::lock_guard lock(mu_);
+    note_live(cap);
   }
   return std::make_shared<Buffer>(dtype, shape, data, cap, shared_from_this());
 }
@@ -165,12 +184,25 @@ void BufferPool::release(std::byte* data, size_t capacity, bool persistent) {
     support::free_host_block(data, capacity);
     return;
   }
-  if (cached_bytes_ + capacity > kMaxCachedBytes) {
+  live_bytes_ -= capacity;
+  const size_t limit = cache_limit();
+  if (capacity > limit) {
     support::free_host_block(data, capacity);
     return;
   }
-  free_.emplace(capacity, data);
+  while (cached_bytes_ + capacity > limit) {  // the blocks released longest ago go first
+    const size_t cap = released_.begin()->second->first;
+    support::free_host_block(take_cached(released_.begin()->second), cap);
+  }
+  const uint64_t order = next_release_++;
+  auto at = free_.emplace(capacity, Cached{data, order});
+  released_.emplace(order, at);
   cached_bytes_ += capacity;
+}
+
+size_t BufferPool::peak_live_bytes() const {
+  std::lock_guard lock(mu_);
+  return peak_live_bytes_;
 }
 
 void BufferPool::set_fresh_allocation_observer(std::function<void(size_t)> observer) {

@@ -2,7 +2,9 @@
 // with persistent memory (kiln.toml memory.persistent_memory, DESIGN.md §7) kept apart.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -66,8 +68,12 @@ class Buffer {
   std::function<void()> release_;  // external memory: hands it back to its owner
 };
 
-// Size-bucketed free lists of 64-byte-aligned blocks. Thread-safe. Blocks of 4 MiB and more are
-// mapped on their own with huge pages advised, so a fresh large output faults in 2 MiB at a time.
+// Size-bucketed free lists of 64-byte-aligned blocks. Thread-safe. Blocks of 128 KiB and more are
+// mapped on their own (support/host_memory.h), so a block the pool lets go returns its pages to
+// the system; from 4 MiB with huge pages advised, so a fresh large output faults in 2 MiB at a
+// time. The free blocks kept are bounded by the most the program has had live at once (see
+// peak_live_bytes): a loop gets its blocks back run after run, and a server whose sizes keep
+// changing does not keep every size it has served.
 //
 // An allocation the system cannot meet (DESIGN.md §7) first returns the pool's cached free blocks
 // to the system and tries again; if that fails too it is an error naming what it was for (`what`,
@@ -92,6 +98,9 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
                                               std::string_view what = "an input");
   void release(std::byte* data, size_t capacity, bool persistent);
   size_t cached_bytes() const;      // free blocks kept for reuse
+  // The most recycling-pool bytes live at once so far: the free blocks kept are at most this
+  // (and at least 64 MiB, at most 4 GiB), the ones released longest ago returned first.
+  size_t peak_live_bytes() const;
   size_t persistent_bytes() const;  // live persistent buffers
   // Called (outside the pool's lock) with the size of each block taken from the system rather
   // than reused: what the memory logger reports.
@@ -101,15 +110,32 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   BufferPool(PersistentMemory mode, std::string device) : mode_(mode), device_(std::move(device)) {}
   Expected<std::shared_ptr<Buffer>> allocate_persistent(ir::DType dtype, const ir::Shape& shape,
                                                         std::string_view what);
-  // aligned_alloc, or for blocks of 4 MiB and more a 2 MiB-aligned mapping with huge pages
-  // advised; once more after trim() when it fails; null when both fail.
+  // support::allocate_host_block (aligned_alloc, or a mapping of its own from 128 KiB); once more
+  // after trim() when it fails; null when both fail.
   std::byte* system_alloc(size_t capacity);
   void trim();  // returns every cached free block to the system
+  struct Cached {
+    std::byte* data;
+    uint64_t order;  // its key in released_
+  };
+  // The most bytes of free blocks kept (mu_ held).
+  size_t cache_limit() const;
+  // Takes a cached block out of free_ and released_ (mu_ held).
+  std::byte* take_cached(std::multimap<size_t, Cached>::iterator it);
+  void note_live(size_t capacity) {  // mu_ held
+    live_bytes_ += capacity;
+    peak_live_bytes_ = std::max(peak_live_bytes_, live_bytes_);
+  }
   PersistentMemory mode_;
   std::string device_;
   mutable std::mutex mu_;
-  std::multimap<size_t, std::byte*> free_;  // capacity -> block
+  std::multimap<size_t, Cached> free_;  // capacity -> block
+  // The cached blocks in the order they were released (the oldest first).
+  std::map<uint64_t, std::multimap<size_t, Cached>::iterator> released_;
+  uint64_t next_release_ = 0;
   size_t cached_bytes_ = 0;
+  size_t live_bytes_ = 0;  // recycling blocks handed out and not yet released
+  size_t peak_live_bytes_ = 0;
   size_t persistent_bytes_ = 0;
   std::function<void(size_t)> on_fresh_;
 };

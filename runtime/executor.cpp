@@ -314,7 +314,8 @@ Expected<std::shared_ptr<const Plan>> Executor::get_plan(ir::Graph& g,
     std::lock_guard lock(plans_mu_);
     if (auto it = plans_.find(key.key); it != plans_.end()) {
       *source = "memory";
-      return it->second;
+      it->second.used = ++plan_clock_;
+      return it->second.plan;
     }
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -364,7 +365,12 @@ Expected<std::shared_ptr<const Plan>> Executor::get_plan(ir::Graph& g,
   plan->plan_ms = ms_between(t0, std::chrono::steady_clock::now());
   std::lock_guard lock(plans_mu_);
   // Two realizes that built the same plan at once keep the first.
-  return plans_.emplace(key.key, std::move(plan)).first->second;
+  auto [it, fresh] = plans_.try_emplace(key.key, KeptPlan{std::move(plan), 0});
+  it->second.used = ++plan_clock_;
+  if (fresh && plans_.size() > kMaxPlans)
+    plans_.erase(
+        std::ranges::min_element(plans_, {}, [](const auto& kept) { return kept.second.used; }));
+  return it->second.plan;
 }
 
 void Executor::prefault_slots(const Plan& plan) {

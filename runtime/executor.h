@@ -90,6 +90,10 @@ class Executor final : public Device {
   const DeviceOptions& options() const { return options_; }
   // The most realizes that have run at once (bounded by DeviceOptions::max_streams).
   int peak_running_realizes() const { return peak_active_.load(); }
+  // Plans kept in memory, one per graph and sizes realized, at most kMaxPlans: past that the one
+  // used longest ago goes (met again, it is built again or taken from its symbolic plan or the
+  // persistent cache).
+  static constexpr size_t kMaxPlans = 1024;
 
  private:
   Executor(std::unique_ptr<Target> target, DeviceOptions options,
@@ -243,7 +247,14 @@ class Executor final : public Device {
   static constexpr size_t kTemplatesPerFamily = 8;
   std::unordered_map<std::string, Family> families_;
   std::mutex plans_mu_;
-  std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;
+  struct KeptPlan {
+    std::shared_ptr<const Plan> plan;
+    uint64_t used = 0;  // plan_clock_ when last found or made
+  };
+  // By structural key. A server that meets a new batch size on most requests made one per size,
+  // and kept every one.
+  std::unordered_map<std::string, KeptPlan> plans_;
+  uint64_t plan_clock_ = 0;
 
   // The structural keys of the last output lists realized, by graph serial and output nodes:
   // nodes are immutable and live as long as their graph, so realizing the same outputs again

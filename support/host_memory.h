@@ -1,5 +1,6 @@
-// Host memory as kiln's buffers get it: large blocks mapped on their own, 2 MiB-aligned, with
-// huge pages advised; small ones 64-byte aligned from the heap. The runtime's buffer pool takes
+// Host memory as kiln's buffers get it: blocks of 128 KiB and more mapped on their own (freeing
+// one returns its pages to the system), from 4 MiB 2 MiB-aligned with huge pages advised; small
+// ones 64-byte aligned from the heap. The runtime's buffer pool takes
 // its blocks from here, and so does the autotuner for the buffers it times candidates on: a
 // kernel timed on 4 KiB pages is not the kernel that runs (layernorm over 64 MiB on 2 Xeon
 // threads: 1.25 ms on huge pages, 1.7-1.8 on 4 KiB ones, enough to pick a slower schedule).

@@ -126,6 +126,35 @@ TEST(DynamicShapes, OneHundredBatchSizesCompileEachKernelOnce) {
   EXPECT_EQ(run_mlp(dev, mlp, 50).plan_source, "memory");  // an instance is kept as any plan
 }
 
+// A server meets a new size on most requests: the device keeps the plans used last, at most 1024
+// (runtime::Executor::kMaxPlans), not one per size it has ever served. A size whose plan went is
+// served again from the symbolic plan, with the right values.
+TEST(DynamicShapes, PlansKeptAreBoundedAndTheOldestGoFirst) {
+  auto dev = open_cpu({{"shapes.policy", "dynamic"}});
+  constexpr int64_t kKept = 1024;
+  auto run = [&](int64_t b) {
+    const std::vector<float> xs = values(static_cast<size_t>(b * 4), 0.5f, static_cast<int>(b));
+    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {b, 4});
+    auto got = kiln::relu(x + x).to_vector<float>();
+    EXPECT_TRUE(got.has_value()) << (got ? "" : got.error().message);
+    if (got)
+      for (size_t i = 0; i < xs.size(); ++i)
+        if ((*got)[i] != std::max(0.0f, 2 * xs[i])) {
+          ADD_FAILURE() << "b=" << b << " element " << i << ": " << (*got)[i];
+          break;
+        }
+    return dev.last_stats().plan_source;
+  };
+  Sources plans;
+  for (int64_t b = 2; b < 2 + kKept + 8; ++b) plans.add(run(b));
+  EXPECT_EQ(plans.built, 2);
+  EXPECT_EQ(plans.symbolic, kKept + 6);
+  EXPECT_EQ(run(2 + kKept + 7), "memory") << "the newest plan is kept";
+  EXPECT_EQ(run(9 + 8), "memory") << "within the newest 1024";
+  EXPECT_EQ(run(2), "symbolic") << "the oldest plan went";
+  EXPECT_EQ(run(2), "memory");
+}
+
 // Under the automatic policy the first size is specialized, the second generalizes the kernels,
 // and the third makes the symbolic plan; sizes 0 and 1 are built (size-1 facts), and the sizes
 // around them keep their results.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "frontend/kg_call.h"
 #include "frontend/tensor_impl.h"
 #include "kiln/kiln.h"
 #include "onnx/importer.h"
@@ -104,6 +105,45 @@ TEST(OnnxSymbolicDims, ABatchDimParamIsASizeSymbolAndOneSymbolicPlanServesEveryB
   EXPECT_EQ(sources[4], "symbolic");
   EXPECT_EQ(sources[5], "memory");
   EXPECT_EQ(sources[6], "symbolic");
+  fs::remove_all(path.parent_path());
+}
+
+// A model is read again at each distinct batch size; a server meeting a new size on most requests
+// keeps only the readings used last (KgFile::kMaxReadings), not one per size ever served. The
+// model's weights stay shared, and a size whose reading went is read again, with right values.
+TEST(OnnxSymbolicDims, ReadingsKeptAreBoundedAndTheOldestGoFirst) {
+  const fs::path path = write_model("mlp_readings.onnx", mlp_model("batch"));
+  auto file = detail::read_kg_file(path.string());
+  ASSERT_TRUE(file) << file.error().message;
+  Device dev = open_cpu();
+  auto run = [&](int64_t b) {
+    std::vector<float> x(b * 4);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 5) % 9) / 4.0f - 1.0f;
+    const Tensor in = Tensor::from_host(dev, x, {b, 4});
+    auto outs = detail::call_kg(dev, *file, {}, std::span<const Tensor>(&in, 1));
+    ASSERT_TRUE(outs) << "batch " << b << ": " << outs.error().message;
+    auto y = (*outs)[0].to_vector<float>();
+    ASSERT_TRUE(y) << "batch " << b << ": " << y.error().message;
+    ASSERT_EQ(y->size(), static_cast<size_t>(b * 3));
+    for (int64_t r = 0; r < b; ++r)
+      for (int64_t c = 0; c < 3; ++c) {
+        float want = kB[c];
+        for (int64_t k = 0; k < 4; ++k) want += x[r * 4 + k] * kW[k * 3 + c];
+        ASSERT_NEAR((*y)[r * 3 + c], std::max(want, 0.0f), 1e-5) << "batch " << b;
+      }
+  };
+  auto kept = [&] {
+    std::lock_guard lock((*file)->mu);
+    return (*file)->at_sizes;
+  };
+  constexpr size_t kKept = detail::KgFile::kMaxReadings;
+  for (int64_t b = 2; b < 2 + static_cast<int64_t>(kKept) + 6; ++b) run(b);
+  EXPECT_EQ(kept().size(), kKept);
+  EXPECT_FALSE(kept().contains(ir::KgSizes{{"batch", 2}})) << "the oldest reading went";
+  EXPECT_TRUE(kept().contains(ir::KgSizes{{"batch", 2 + static_cast<int64_t>(kKept) + 5}}));
+  run(2);
+  EXPECT_TRUE(kept().contains(ir::KgSizes{{"batch", 2}})) << "read again";
+  EXPECT_EQ(kept().size(), kKept);
   fs::remove_all(path.parent_path());
 }
 
