@@ -93,7 +93,7 @@ class Executor final : public Device {
   // Plans kept in memory, one per graph and sizes realized, at most kMaxPlans: past that the one
   // used longest ago goes (met again, it is built again or taken from its symbolic plan or the
   // persistent cache).
-  static constexpr size_t kMaxPlans = 1024;
+  static constexpr size_t kMaxPlans = 256;
 
  private:
   Executor(std::unique_ptr<Target> target, DeviceOptions options,

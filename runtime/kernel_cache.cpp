@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "runtime/cache_keys.h"
 
 namespace kiln::runtime {
@@ -38,7 +40,8 @@ Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel, const kir::Ke
   {
     std::lock_guard lock(mu_);
     if (auto it = kernels_.find(text); it != kernels_.end()) {
-      KernelLookup hit = it->second;
+      it->second.used = ++clock_;
+      KernelLookup hit = it->second.lookup;
       hit.source = KernelLookup::Source::memory;
       hit.miss_reason.clear();  // reported when it was first looked up
       return bound(kernel, std::move(hit));
@@ -64,10 +67,20 @@ Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel, const kir::Ke
     found.source = KernelLookup::Source::compiled;
     if (disk_key) put(*disk_key, *found.artifact);  // overwrites a damaged entry
   }
+  Kept evicted;  // destroyed after the lock is let go (its JIT code goes with the last holder)
   std::lock_guard lock(mu_);
-  if (!found.digest.empty()) by_digest_.emplace(found.digest, found.artifact);
-  auto [it, inserted] = kernels_.emplace(text, found);
-  return bound(kernel, inserted ? found : it->second);
+  if (!found.digest.empty()) by_digest_[found.digest] = found.artifact;
+  auto [it, inserted] = kernels_.try_emplace(text, Kept{found, 0});
+  it->second.used = ++clock_;
+  KernelLookup result = it->second.lookup;
+  if (inserted && kernels_.size() > max_kernels_) {
+    auto oldest =
+        std::ranges::min_element(kernels_, {}, [](const auto& k) { return k.second.used; });
+    evicted = std::move(oldest->second);
+    kernels_.erase(oldest);
+    std::erase_if(by_digest_, [](const auto& entry) { return entry.second.expired(); });
+  }
+  return bound(kernel, std::move(result));
 }
 
 Expected<KernelLookup> KernelCache::bound(const kir::Kernel& kernel, KernelLookup lookup) const {
@@ -99,7 +112,8 @@ Expected<bool> KernelCache::warm(const kir::Kernel& kernel, const kir::KernelFac
 std::shared_ptr<const Artifact> KernelCache::load(const std::string& digest) {
   {
     std::lock_guard lock(mu_);
-    if (auto it = by_digest_.find(digest); it != by_digest_.end()) return it->second;
+    if (auto it = by_digest_.find(digest); it != by_digest_.end())
+      if (std::shared_ptr<const Artifact> kept = it->second.lock()) return kept;
   }
   if (!store_) return nullptr;
   std::optional<cache::Entry> e = store_->show(digest);
@@ -107,7 +121,12 @@ std::shared_ptr<const Artifact> KernelCache::load(const std::string& digest) {
   std::shared_ptr<const Artifact> artifact = usable(*e, load_);
   if (!artifact) return nullptr;
   std::lock_guard lock(mu_);
-  return by_digest_.emplace(digest, std::move(artifact)).first->second;
+  if (by_digest_.size() >= max_kernels_)
+    std::erase_if(by_digest_, [](const auto& entry) { return entry.second.expired(); });
+  std::weak_ptr<const Artifact>& kept = by_digest_[digest];
+  if (std::shared_ptr<const Artifact> first = kept.lock()) return first;  // loaded at once twice
+  kept = artifact;
+  return artifact;
 }
 
 bool KernelCache::has_entry(const std::string& digest) const {

@@ -31,12 +31,19 @@ std::string explain_miss(cache::Store& store, cache::Table table, const cache::K
 
 class KernelCache {
  public:
+  static constexpr size_t kMaxKernels = 1024;
   // `store` may be null (no persistent cache). Every kernel is compiled with `check`, which is
   // part of both keys. With `load` false (a compile-only target), artifacts are compiled and
   // read from the store without being loaded.
+  // `max_kernels`: how many it keeps in memory (kMaxKernels; fewer in tests).
   KernelCache(Target& target, cache::Store* store, bool explain, codegen::CheckMode check,
-              bool load = true)
-      : target_(target), store_(store), explain_(explain), check_(check), load_(load) {}
+              bool load = true, size_t max_kernels = kMaxKernels)
+      : target_(target),
+        store_(store),
+        explain_(explain),
+        check_(check),
+        load_(load),
+        max_kernels_(max_kernels) {}
 
   // From this process, the persistent cache, or compiled now (and stored). `kernel_text`: the
   // kernel's kir::print_kernel(kernel, false), when the caller has it (printed here otherwise).
@@ -70,9 +77,20 @@ class KernelCache {
   bool explain_;
   codegen::CheckMode check_;
   bool load_;
+  size_t max_kernels_;
   std::mutex mu_;
-  std::unordered_map<std::string, KernelLookup> kernels_;       // by kernel text + schedule
-  std::unordered_map<std::string, std::shared_ptr<const Artifact>> by_digest_;
+  // By kernel text + schedule: the max_kernels_ used last. A program whose kernels are specialized
+  // to each size it meets compiled one per size, and kept every one (with its JIT code); one that
+  // went stays alive in the plans that run it, and is compiled (or read from the persistent
+  // cache) again if met again.
+  struct Kept {
+    KernelLookup lookup;
+    uint64_t used = 0;  // clock_ when last looked up
+  };
+  std::unordered_map<std::string, Kept> kernels_;
+  uint64_t clock_ = 0;
+  // By digest, while any plan (or kernels_) holds them.
+  std::unordered_map<std::string, std::weak_ptr<const Artifact>> by_digest_;
 };
 
 }  // namespace kiln::runtime

@@ -166,7 +166,9 @@ struct CpuBackend::Impl {
   uint64_t next_dylib = 0;
 
   Expected<std::unique_ptr<llvm::TargetMachine>> make_target_machine() const;
-  Expected<bool> link(const std::vector<uint8_t>& object, CpuArtifact& art);
+  // `self`: this Impl, which the linked code keeps alive (CpuArtifact::linked).
+  Expected<bool> link(const std::vector<uint8_t>& object, CpuArtifact& art,
+                      const std::shared_ptr<Impl>& self);
 };
 
 // Copies the builder first: createTargetMachine() is not const, and compiles call this at once.
@@ -178,8 +180,10 @@ Expected<std::unique_ptr<llvm::TargetMachine>> CpuBackend::Impl::make_target_mac
 }
 
 // Links `object` into a JITDylib of its own (so that equal symbols of several kernels, or of one
-// object loaded twice, never meet) and looks up art.symbol. Caller holds mu.
-Expected<bool> CpuBackend::Impl::link(const std::vector<uint8_t>& object, CpuArtifact& art) {
+// object loaded twice, never meet) and looks up art.symbol. Caller holds mu. art.linked removes
+// the JITDylib (under mu) when the last copy of the artifact goes.
+Expected<bool> CpuBackend::Impl::link(const std::vector<uint8_t>& object, CpuArtifact& art,
+                                      const std::shared_ptr<Impl>& self) {
   auto dylib = jit->createJITDylib(fmt::format("kiln_kernel_{}", next_dylib++));
   if (!dylib)
     return std::unexpected(
@@ -201,6 +205,11 @@ Expected<bool> CpuBackend::Impl::link(const std::vector<uint8_t>& object, CpuArt
         llvm_error(fmt::format("linking kernel '{}'", art.symbol), addr.takeError()));
   }
   art.fn = addr->toPtr<CpuKernelFn>();
+  art.linked = std::shared_ptr<const void>(&*dylib, [self](const void* code) {
+    std::lock_guard lock(self->mu);
+    llvm::consumeError(self->jit->getExecutionSession().removeJITDylib(
+        *const_cast<llvm::orc::JITDylib*>(static_cast<const llvm::orc::JITDylib*>(code))));
+  });
   // Only when asked: reading the object's symbols is work a link otherwise never does.
   if (perf_map_wanted())
     add_to_perf_map(addr->getValue(), function_size(object, art.symbol), art.symbol);
@@ -216,7 +225,7 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-CpuBackend::CpuBackend() : impl_(std::make_unique<Impl>()) {}
+CpuBackend::CpuBackend() : impl_(std::make_shared<Impl>()) {}
 CpuBackend::~CpuBackend() = default;
 
 std::string CpuBackend::cpu_target_problem(std::string_view cpu_target) {
@@ -395,7 +404,7 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   art->object = std::move(*object);
   {
     std::lock_guard lock(impl_->mu);
-    if (auto linked = impl_->link(art->object, *art); !linked)
+    if (auto linked = impl_->link(art->object, *art, impl_); !linked)
       return std::unexpected(linked.error());
   }
   art->compile_ms = ms_since(start);
@@ -414,7 +423,7 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::load(const std::vector<
   art->object = object;
   {
     std::lock_guard lock(impl_->mu);
-    if (auto linked = impl_->link(art->object, *art); !linked)
+    if (auto linked = impl_->link(art->object, *art, impl_); !linked)
       return std::unexpected(linked.error());
   }
   art->compile_ms = ms_since(start);

@@ -51,6 +51,10 @@ struct CpuArtifact {
   // The relocatable object code of the kernel's module (what the persistent cache stores): a
   // later process on the same CPU, features and LLVM version loads it with CpuBackend::load.
   std::vector<uint8_t> object;
+  // The JIT code `fn` points into (its JITDylib), shared by the copies of this artifact: removed
+  // from the JIT when the last of them goes, so a program that compiles a kernel per size (or
+  // tunes many candidates) does not keep every kernel it ever compiled. Null when not linked.
+  std::shared_ptr<const void> linked;
 };
 
 // Where perf finds the names of JIT code (its "perf map"): /tmp/perf-PID.map. With KILN_PERF_MAP=1
@@ -124,7 +128,9 @@ class CpuBackend {
  private:
   CpuBackend();
   struct Impl;
-  std::unique_ptr<Impl> impl_;
+  // Shared with the code each artifact links (CpuArtifact::linked), which outlives the backend
+  // when an artifact does.
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace kiln::codegen

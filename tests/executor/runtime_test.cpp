@@ -11,11 +11,14 @@
 
 #include "cache/store.h"
 #include "ir/builder.h"
+#include "ir/kernel_facts.h"
 #include "runtime/buffer.h"
 #include "runtime/cache_keys.h"
-#include "runtime/measured_rates.h"
-#include "runtime/executor.h"
 #include "runtime/cpu_rates.h"
+#include "runtime/cpu_target.h"
+#include "runtime/executor.h"
+#include "runtime/kernel_cache.h"
+#include "runtime/measured_rates.h"
 #include "runtime/structural_key.h"
 #include "support/thread_pool.h"
 #include "tests/support/must.h"
@@ -348,6 +351,52 @@ TEST(BufferPool, KeepsWhatOneRunHoldsAtOnce) {
   }
   EXPECT_GE(pool->peak_live_bytes(), size_t{120} << 20);
   EXPECT_GE(pool->cached_bytes(), size_t{120} << 20);
+}
+
+// A program whose kernels are specialized to each size it meets compiles one per size: the kernel
+// cache keeps the ones looked up last (KernelCache::kMaxKernels; 4 here), and a kernel that went
+// is compiled again when met again. An artifact still held (a plan's) keeps its code and runs;
+// the code of one nothing holds is removed from the JIT with its last holder.
+TEST(KernelCache, KeepsTheKernelsLookedUpLastAndCodeLivesWithItsHolders) {
+  auto target = CpuTarget::create({});
+  ASSERT_TRUE(target.has_value()) << target.error().message;
+  KernelCache kernels(**target, nullptr, false, codegen::CheckMode::none, true, /*max_kernels=*/4);
+  auto a = std::make_shared<kir::ExprArena>();
+  // y = x + n over n points: one kernel text per n.
+  auto kernel = [&](int64_t n) {
+    kir::Kernel k;
+    k.name = "add" + std::to_string(n);
+    k.params = {{DType::f32, {n}, false, "x"}, {DType::f32, {n}, true, "y"}};
+    k.domain = {n};
+    k.arena = a;
+    k.stores = {{1, a->var(0),
+                 a->alu(kir::Alu::Add, DType::f32,
+                        {a->load(0, DType::f32, a->var(0)), a->constant(DType::f32, double(n))})}};
+    return k;
+  };
+  auto get = [&](int64_t n) {
+    const kir::Kernel k = kernel(n);
+    return kernels.get(k, kir::analyze_kernel(k), codegen::TuneParams{}).value();
+  };
+  KernelLookup held = get(16);
+  EXPECT_EQ(held.source, KernelLookup::Source::compiled);
+  EXPECT_EQ(get(16).source, KernelLookup::Source::memory);
+  for (int64_t n = 17; n < 22; ++n) EXPECT_EQ(get(n).source, KernelLookup::Source::compiled) << n;
+  EXPECT_EQ(get(21).source, KernelLookup::Source::memory) << "the newest is kept";
+  EXPECT_EQ(get(18).source, KernelLookup::Source::memory) << "among the newest 4";
+  EXPECT_EQ(get(17).source, KernelLookup::Source::compiled) << "went, and is compiled again";
+  EXPECT_EQ(get(16).source, KernelLookup::Source::compiled) << "went from the cache";
+  // The first artifact, held all along, still runs its own code.
+  auto pool = BufferPool::create();
+  auto x = pool->allocate(DType::f32, {16}).value();
+  auto y = pool->allocate(DType::f32, {16}).value();
+  for (int i = 0; i < 16; ++i) reinterpret_cast<float*>(x->data())[i] = static_cast<float>(i);
+  auto stream = (*target)->create_stream();
+  ASSERT_TRUE(stream.has_value()) << stream.error().message;
+  auto xm = (*target)->wrap(x), ym = (*target)->wrap(y);
+  ASSERT_TRUE((*stream)->launch(*held.artifact, {xm.get(), ym.get()}, false).has_value());
+  ASSERT_TRUE((*stream)->synchronize().has_value());
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(reinterpret_cast<float*>(y->data())[i], i + 16.0f) << i;
 }
 
 // A kernel whose buffers the last-level cache holds runs from it while its candidates are timed

@@ -126,12 +126,12 @@ TEST(DynamicShapes, OneHundredBatchSizesCompileEachKernelOnce) {
   EXPECT_EQ(run_mlp(dev, mlp, 50).plan_source, "memory");  // an instance is kept as any plan
 }
 
-// A server meets a new size on most requests: the device keeps the plans used last, at most 1024
+// A server meets a new size on most requests: the device keeps the plans used last, at most 256
 // (runtime::Executor::kMaxPlans), not one per size it has ever served. A size whose plan went is
 // served again from the symbolic plan, with the right values.
 TEST(DynamicShapes, PlansKeptAreBoundedAndTheOldestGoFirst) {
   auto dev = open_cpu({{"shapes.policy", "dynamic"}});
-  constexpr int64_t kKept = 1024;
+  constexpr int64_t kKept = 256;
   auto run = [&](int64_t b) {
     const std::vector<float> xs = values(static_cast<size_t>(b * 4), 0.5f, static_cast<int>(b));
     auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {b, 4});
@@ -150,7 +150,7 @@ TEST(DynamicShapes, PlansKeptAreBoundedAndTheOldestGoFirst) {
   EXPECT_EQ(plans.built, 2);
   EXPECT_EQ(plans.symbolic, kKept + 6);
   EXPECT_EQ(run(2 + kKept + 7), "memory") << "the newest plan is kept";
-  EXPECT_EQ(run(9 + 8), "memory") << "within the newest 1024";
+  EXPECT_EQ(run(9 + 8), "memory") << "within the newest 256";
   EXPECT_EQ(run(2), "symbolic") << "the oldest plan went";
   EXPECT_EQ(run(2), "memory");
 }
