@@ -28,6 +28,22 @@ namespace fs = std::filesystem;
 constexpr float kW[12] = {0.5f, -1, 0.25f, 2, 0.5f, -0.75f, -1.5f, 1, 0.125f, 0.75f, -0.5f, 1.5f};
 constexpr float kB[3] = {0.1f, -0.2f, 0.3f};
 
+// The outputs of the MLP's call at batch b: relu(x @ kW + kB), to 1e-5.
+void expect_mlp(const Expected<std::vector<Tensor>>& outs, const std::vector<float>& x, int64_t b) {
+  ASSERT_TRUE(outs) << "batch " << b << ": " << outs.error().message;
+  Tensor out = (*outs)[0];  // a handle to the same tensor
+  auto y = out.to_vector<float>();
+  ASSERT_TRUE(y) << "batch " << b << ": " << y.error().message;
+  ASSERT_EQ(y->size(), static_cast<size_t>(b * 3));
+  for (int64_t r = 0; r < b; ++r)
+    for (int64_t c = 0; c < 3; ++c) {
+      float want = kB[c];
+      for (int64_t k = 0; k < 4; ++k) want += x[r * 4 + k] * kW[k * 3 + c];
+      EXPECT_NEAR((*y)[r * 3 + c], std::max(want, 0.0f), 1e-5)
+          << "batch " << b << " [" << r << "," << c << "]";
+    }
+}
+
 std::string mlp_model(const std::string& batch) {
   return model({node("MatMul", {"x", "W"}, {"h"}, "mm"), node("Add", {"h", "b"}, {"z"}, "bias"),
                 node("Relu", {"z"}, {"y"}, "relu")},
@@ -76,17 +92,8 @@ TEST(OnnxSymbolicDims, ABatchDimParamIsASizeSymbolAndOneSymbolicPlanServesEveryB
     std::vector<float> x(b * 4);
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7) % 11) / 4.0f - 1.0f;
     auto outs = graph->call(dev, {{"x", Tensor::from_host(dev, x, {b, 4})}});
-    ASSERT_TRUE(outs) << "batch " << b << ": " << outs.error().message;
-    auto y = (*outs)[0].to_vector<float>();
-    ASSERT_TRUE(y) << "batch " << b << ": " << y.error().message;
-    ASSERT_EQ(y->size(), static_cast<size_t>(b * 3));
-    for (int64_t r = 0; r < b; ++r)
-      for (int64_t c = 0; c < 3; ++c) {
-        float want = kB[c];
-        for (int64_t k = 0; k < 4; ++k) want += x[r * 4 + k] * kW[k * 3 + c];
-        EXPECT_NEAR((*y)[r * 3 + c], std::max(want, 0.0f), 1e-5)
-            << "batch " << b << " [" << r << "," << c << "]";
-      }
+    expect_mlp(outs, x, b);
+    ASSERT_FALSE(HasFatalFailure());
     const RealizeStats s = dev.last_stats();
     EXPECT_EQ(s.dynamic_kernels, s.kernels)
         << "batch " << b << ": the symbol marks the bound tensor";
@@ -120,17 +127,7 @@ TEST(OnnxSymbolicDims, ReadingsKeptAreBoundedAndTheOldestGoFirst) {
     std::vector<float> x(b * 4);
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 5) % 9) / 4.0f - 1.0f;
     const Tensor in = Tensor::from_host(dev, x, {b, 4});
-    auto outs = detail::call_kg(dev, *file, {}, std::span<const Tensor>(&in, 1));
-    ASSERT_TRUE(outs) << "batch " << b << ": " << outs.error().message;
-    auto y = (*outs)[0].to_vector<float>();
-    ASSERT_TRUE(y) << "batch " << b << ": " << y.error().message;
-    ASSERT_EQ(y->size(), static_cast<size_t>(b * 3));
-    for (int64_t r = 0; r < b; ++r)
-      for (int64_t c = 0; c < 3; ++c) {
-        float want = kB[c];
-        for (int64_t k = 0; k < 4; ++k) want += x[r * 4 + k] * kW[k * 3 + c];
-        ASSERT_NEAR((*y)[r * 3 + c], std::max(want, 0.0f), 1e-5) << "batch " << b;
-      }
+    expect_mlp(detail::call_kg(dev, *file, {}, std::span<const Tensor>(&in, 1)), x, b);
   };
   auto kept = [&] {
     std::lock_guard lock((*file)->mu);
