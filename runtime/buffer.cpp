@@ -16,11 +16,12 @@
 namespace kiln::runtime {
 
 namespace {
-// Cached free blocks are kept up to the most pool memory the program has had live at once (a
-// plan's first run holds all of its intermediates at once, prefault_slots, so that covers what one
-// run cycles through), at least kMinCachedBytes and at most kMaxCachedBytes; beyond that the
-// blocks released longest ago go back to the system. A server whose batch size kept growing never
-// reused a block (each request larger than any freed one), and kept 4 GiB of them.
+// Cached free blocks are kept up to twice the most pool memory the program has had live at once
+// (a plan's first run holds all of its intermediates at once, prefault_slots, so that covers what
+// one run cycles through; twice, for a loop that alternates two such plans), at least
+// kMinCachedBytes and at most kMaxCachedBytes; beyond that the blocks released longest ago go back
+// to the system. A server whose batch size kept growing never reused a block (each request larger
+// than any freed one), and kept 4 GiB of them.
 constexpr size_t kMinCachedBytes = size_t{64} << 20;
 constexpr size_t kMaxCachedBytes = size_t{4} << 30;
 // No single buffer beyond 2^47 bytes (128 TiB, x86-64's user address space): larger requests
@@ -93,7 +94,7 @@ void BufferPool::trim() {
 }
 
 size_t BufferPool::cache_limit() const {
-  return std::min(kMaxCachedBytes, std::max(kMinCachedBytes, peak_live_bytes_));
+  return std::min(kMaxCachedBytes, std::max(kMinCachedBytes, 2 * peak_live_bytes_));
 }
 
 std::byte* BufferPool::take_cached(std::multimap<size_t, Cached>::iterator it) {

@@ -71,7 +71,7 @@ class Buffer {
 // Size-bucketed free lists of 64-byte-aligned blocks. Thread-safe. Blocks of 128 KiB and more are
 // mapped on their own (support/host_memory.h), so a block the pool lets go returns its pages to
 // the system; from 4 MiB with huge pages advised, so a fresh large output faults in 2 MiB at a
-// time. The free blocks kept are bounded by the most the program has had live at once (see
+// time. The free blocks kept are bounded by twice the most the program has had live at once (see
 // peak_live_bytes): a loop gets its blocks back run after run, and a server whose sizes keep
 // changing does not keep every size it has served.
 //
@@ -98,7 +98,7 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
                                               std::string_view what = "an input");
   void release(std::byte* data, size_t capacity, bool persistent);
   size_t cached_bytes() const;      // free blocks kept for reuse
-  // The most recycling-pool bytes live at once so far: the free blocks kept are at most this
+  // The most recycling-pool bytes live at once so far: the free blocks kept are at most twice this
   // (and at least 64 MiB, at most 4 GiB), the ones released longest ago returned first.
   size_t peak_live_bytes() const;
   size_t persistent_bytes() const;  // live persistent buffers
