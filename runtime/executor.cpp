@@ -363,13 +363,17 @@ Expected<std::shared_ptr<const Plan>> Executor::get_plan(ir::Graph& g,
   }
   prefault_slots(*plan);
   plan->plan_ms = ms_between(t0, std::chrono::steady_clock::now());
+  KeptPlan evicted;  // goes after the lock (with its kernels' code, if nothing else holds them)
   std::lock_guard lock(plans_mu_);
   // Two realizes that built the same plan at once keep the first.
   auto [it, fresh] = plans_.try_emplace(key.key, KeptPlan{std::move(plan), 0});
   it->second.used = ++plan_clock_;
-  if (fresh && plans_.size() > kMaxPlans)
-    plans_.erase(
-        std::ranges::min_element(plans_, {}, [](const auto& kept) { return kept.second.used; }));
+  if (fresh && plans_.size() > kMaxPlans) {
+    auto oldest =
+        std::ranges::min_element(plans_, {}, [](const auto& kept) { return kept.second.used; });
+    evicted = std::move(oldest->second);
+    plans_.erase(oldest);
+  }
   return it->second.plan;
 }
 
