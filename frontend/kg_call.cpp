@@ -139,27 +139,16 @@ Expected<std::shared_ptr<const KgFile>> at_sizes_of(const std::shared_ptr<const 
   if (same) return file;
   {
     std::lock_guard lock(file->mu);
-    if (auto it = file->at_sizes.find(sizes); it != file->at_sizes.end()) {
-      it->second.used = ++file->reading_clock;
-      return it->second.file;
-    }
+    if (const KgFile::Reading* kept = file->at_sizes.find(sizes)) return *kept;
   }
   auto again = file->onnx ? read_onnx(file->text, file->filename, &sizes, file.get())
                           : read_text(file->text, file->filename, &sizes);
   if (!again) return std::unexpected(again.error());
-  KgFile::Reading evicted;  // goes after the lock (its graph, its own constants' device copies)
+  // Goes after the lock (its graph, its own constants' device copies).
+  std::optional<KgFile::Reading> evicted;
   std::lock_guard lock(file->mu);
   // Two calls that read the same sizes at once keep the first reading.
-  auto [it, fresh] =
-      file->at_sizes.try_emplace(std::move(sizes), KgFile::Reading{std::move(*again)});
-  it->second.used = ++file->reading_clock;
-  if (fresh && file->at_sizes.size() > KgFile::kMaxReadings) {
-    auto oldest = std::ranges::min_element(file->at_sizes, {},
-                                           [](const auto& kept) { return kept.second.used; });
-    evicted = std::move(oldest->second);
-    file->at_sizes.erase(oldest);
-  }
-  return it->second.file;
+  return file->at_sizes.put(std::move(sizes), std::move(*again), evicted);
 }
 
 std::string declared_inputs(const KgFile& file) {

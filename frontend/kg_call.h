@@ -16,6 +16,7 @@
 #include "ir/graph.h"
 #include "ir/kg.h"
 #include "kiln/kiln.h"
+#include "support/recently_used.h"
 
 namespace kiln::runtime {
 class Buffer;
@@ -53,12 +54,10 @@ struct KgFile {
   std::string filename;
   bool onnx = false;
   static constexpr size_t kMaxReadings = 64;
-  struct Reading {
-    std::shared_ptr<const KgFile> file;
-    uint64_t used = 0;  // reading_clock when last called
-  };
-  mutable std::map<ir::KgSizes, Reading, std::less<>> at_sizes;
-  mutable uint64_t reading_clock = 0;
+  using Reading = std::shared_ptr<const KgFile>;
+  mutable support::RecentlyUsed<ir::KgSizes, Reading,
+                                std::map<ir::KgSizes, support::Recent<Reading>, std::less<>>>
+      at_sizes{kMaxReadings};
 
   // An ONNX model read again at other sizes: each of its constants equal to the first reading's
   // is that reading's (`from_base[i]`, the index among `base`'s constants; -1 for its own), so

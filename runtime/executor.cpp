@@ -312,10 +312,9 @@ Expected<std::shared_ptr<const Plan>> Executor::get_plan(ir::Graph& g,
                                                          const StructuralKey& key, std::string* source) {
   {
     std::lock_guard lock(plans_mu_);
-    if (auto it = plans_.find(key.key); it != plans_.end()) {
+    if (std::shared_ptr<const Plan>* kept = plans_.find(key.key)) {
       *source = "memory";
-      it->second.used = ++plan_clock_;
-      return it->second.plan;
+      return *kept;
     }
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -363,18 +362,11 @@ Expected<std::shared_ptr<const Plan>> Executor::get_plan(ir::Graph& g,
   }
   prefault_slots(*plan);
   plan->plan_ms = ms_between(t0, std::chrono::steady_clock::now());
-  KeptPlan evicted;  // goes after the lock (with its kernels' code, if nothing else holds them)
+  // Goes after the lock (with its kernels' code, if nothing else holds them).
+  std::optional<std::shared_ptr<const Plan>> evicted;
   std::lock_guard lock(plans_mu_);
   // Two realizes that built the same plan at once keep the first.
-  auto [it, fresh] = plans_.try_emplace(key.key, KeptPlan{std::move(plan), 0});
-  it->second.used = ++plan_clock_;
-  if (fresh && plans_.size() > kMaxPlans) {
-    auto oldest =
-        std::ranges::min_element(plans_, {}, [](const auto& kept) { return kept.second.used; });
-    evicted = std::move(oldest->second);
-    plans_.erase(oldest);
-  }
-  return it->second.plan;
+  return plans_.put(key.key, std::move(plan), evicted);
 }
 
 void Executor::prefault_slots(const Plan& plan) {

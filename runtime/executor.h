@@ -25,6 +25,7 @@
 #include "runtime/structural_key.h"
 #include "runtime/target.h"
 #include "runtime/tune_decisions.h"
+#include "support/recently_used.h"
 
 namespace kiln::runtime {
 
@@ -247,14 +248,9 @@ class Executor final : public Device {
   static constexpr size_t kTemplatesPerFamily = 8;
   std::unordered_map<std::string, Family> families_;
   std::mutex plans_mu_;
-  struct KeptPlan {
-    std::shared_ptr<const Plan> plan;
-    uint64_t used = 0;  // plan_clock_ when last found or made
-  };
-  // By structural key. A server that meets a new batch size on most requests made one per size,
-  // and kept every one.
-  std::unordered_map<std::string, KeptPlan> plans_;
-  uint64_t plan_clock_ = 0;
+  // By structural key, the kMaxPlans found or made last. A server that meets a new batch size on
+  // most requests made one per size, and kept every one.
+  support::RecentlyUsed<std::string, std::shared_ptr<const Plan>> plans_{kMaxPlans};
 
   // The structural keys of the last output lists realized, by graph serial and output nodes:
   // nodes are immutable and live as long as their graph, so realizing the same outputs again

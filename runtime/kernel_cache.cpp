@@ -39,9 +39,8 @@ Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel, const kir::Ke
   const std::string text = canonical + "\n" + params.str();
   {
     std::lock_guard lock(mu_);
-    if (auto it = kernels_.find(text); it != kernels_.end()) {
-      it->second.used = ++clock_;
-      KernelLookup hit = it->second.lookup;
+    if (const KernelLookup* kept = kernels_.find(text)) {
+      KernelLookup hit = *kept;
       hit.source = KernelLookup::Source::memory;
       hit.miss_reason.clear();  // reported when it was first looked up
       return bound(kernel, std::move(hit));
@@ -67,19 +66,16 @@ Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel, const kir::Ke
     found.source = KernelLookup::Source::compiled;
     if (disk_key) put(*disk_key, *found.artifact);  // overwrites a damaged entry
   }
-  Kept evicted;  // destroyed after the lock is let go (its JIT code goes with the last holder)
+  // Destroyed after the lock is let go (its JIT code goes with the last holder).
+  std::optional<KernelLookup> evicted;
   std::lock_guard lock(mu_);
-  if (!found.digest.empty()) by_digest_[found.digest] = found.artifact;
-  auto [it, inserted] = kernels_.try_emplace(text, Kept{found, 0});
-  it->second.used = ++clock_;
-  KernelLookup result = it->second.lookup;
-  if (inserted && kernels_.size() > max_kernels_) {
-    auto oldest =
-        std::ranges::min_element(kernels_, {}, [](const auto& k) { return k.second.used; });
-    evicted = std::move(oldest->second);
-    kernels_.erase(oldest);
-    std::erase_if(by_digest_, [](const auto& entry) { return entry.second.expired(); });
+  // Two lookups that compiled the same kernel at once keep the first, by text and by digest.
+  KernelLookup result = kernels_.put(text, found, evicted);
+  if (!result.digest.empty()) {
+    std::weak_ptr<const Artifact>& by_digest = by_digest_[result.digest];
+    if (by_digest.expired()) by_digest = result.artifact;
   }
+  if (evicted) std::erase_if(by_digest_, [](const auto& entry) { return entry.second.expired(); });
   return bound(kernel, std::move(result));
 }
 
@@ -121,7 +117,7 @@ std::shared_ptr<const Artifact> KernelCache::load(const std::string& digest) {
   std::shared_ptr<const Artifact> artifact = usable(*e, load_);
   if (!artifact) return nullptr;
   std::lock_guard lock(mu_);
-  if (by_digest_.size() >= max_kernels_)
+  if (by_digest_.size() >= kernels_.max())
     std::erase_if(by_digest_, [](const auto& entry) { return entry.second.expired(); });
   std::weak_ptr<const Artifact>& kept = by_digest_[digest];
   if (std::shared_ptr<const Artifact> first = kept.lock()) return first;  // loaded at once twice

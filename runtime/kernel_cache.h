@@ -15,6 +15,7 @@
 #include "codegen/tune_params.h"
 #include "ir/kernel_ir.h"
 #include "runtime/target.h"
+#include "support/recently_used.h"
 
 namespace kiln::runtime {
 
@@ -43,7 +44,7 @@ class KernelCache {
         explain_(explain),
         check_(check),
         load_(load),
-        max_kernels_(max_kernels) {}
+        kernels_(max_kernels) {}
 
   // From this process, the persistent cache, or compiled now (and stored). `kernel_text`: the
   // kernel's kir::print_kernel(kernel, false), when the caller has it (printed here otherwise).
@@ -77,18 +78,12 @@ class KernelCache {
   bool explain_;
   codegen::CheckMode check_;
   bool load_;
-  size_t max_kernels_;
   std::mutex mu_;
-  // By kernel text + schedule: the max_kernels_ used last. A program whose kernels are specialized
-  // to each size it meets compiled one per size, and kept every one (with its JIT code); one that
-  // went stays alive in the plans that run it, and is compiled (or read from the persistent
-  // cache) again if met again.
-  struct Kept {
-    KernelLookup lookup;
-    uint64_t used = 0;  // clock_ when last looked up
-  };
-  std::unordered_map<std::string, Kept> kernels_;
-  uint64_t clock_ = 0;
+  // By kernel text + schedule: the `max_kernels` looked up last. A program whose kernels are
+  // specialized to each size it meets compiled one per size, and kept every one (with its JIT
+  // code); one that went stays alive in the plans that run it, and is compiled (or read from the
+  // persistent cache) again if met again.
+  support::RecentlyUsed<std::string, KernelLookup> kernels_;
   // By digest, while any plan (or kernels_) holds them.
   std::unordered_map<std::string, std::weak_ptr<const Artifact>> by_digest_;
 };

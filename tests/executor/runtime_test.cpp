@@ -5,6 +5,8 @@
 #include <atomic>
 #include <filesystem>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +22,7 @@
 #include "runtime/kernel_cache.h"
 #include "runtime/measured_rates.h"
 #include "runtime/structural_key.h"
+#include "support/recently_used.h"
 #include "support/thread_pool.h"
 #include "tests/support/must.h"
 
@@ -118,6 +121,32 @@ TEST(ThreadPool, ASmallJobLeavesSleepingWorkersAsleep) {
     while (!shared && std::chrono::steady_clock::now() < until) std::this_thread::yield();
   });
   EXPECT_TRUE(shared);
+}
+
+// The map behind the plans, graph readings and kernels kept in memory: a find counts as a use,
+// a second put under a key keeps the first value, and past the limit the entry used longest ago
+// leaves through `evicted` (so that its owner destroys it after its lock).
+TEST(RecentlyUsed, KeepsTheEntriesUsedLastAndHandsBackTheOneThatGoes) {
+  support::RecentlyUsed<int, std::string> kept(3);
+  std::optional<std::string> evicted;
+  EXPECT_EQ(kept.put(1, "one", evicted), "one");
+  kept.put(2, "two", evicted);
+  kept.put(3, "three", evicted);
+  EXPECT_FALSE(evicted);
+  EXPECT_EQ(kept.put(2, "second two", evicted), "two");  // the first kept, and now used last
+  EXPECT_FALSE(evicted);
+  ASSERT_NE(kept.find(1), nullptr);  // order of use now: 3, 2, 1
+  kept.put(4, "four", evicted);
+  EXPECT_EQ(evicted, "three");
+  EXPECT_EQ(kept.find(3), nullptr);
+  EXPECT_EQ(kept.size(), 3u);
+  evicted.reset();
+  kept.put(5, "five", evicted);
+  EXPECT_EQ(evicted, "two");
+  ASSERT_NE(kept.find(1), nullptr);
+  EXPECT_EQ(*kept.find(1), "one");
+  EXPECT_EQ(*kept.find(4), "four");
+  EXPECT_EQ(*kept.find(5), "five");
 }
 
 TEST(StructuralKey, IgnoresIdsSlotsAndNamesButNotStructure) {
