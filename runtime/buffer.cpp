@@ -16,14 +16,6 @@
 namespace kiln::runtime {
 
 namespace {
-// Cached free blocks are kept up to twice the most pool memory the program has had live at once
-// (a plan's first run holds all of its intermediates at once, prefault_slots, so that covers what
-// one run cycles through; twice, for a loop that alternates two such plans), at least
-// kMinCachedBytes and at most kMaxCachedBytes; beyond that the blocks released longest ago go back
-// to the system. A server whose batch size kept growing never reused a block (each request larger
-// than any freed one), and kept 4 GiB of them.
-constexpr size_t kMinCachedBytes = size_t{64} << 20;
-constexpr size_t kMaxCachedBytes = size_t{4} << 30;
 // No single buffer beyond 2^47 bytes (128 TiB, x86-64's user address space): larger requests
 // are errors at once, and support::host_block_capacity never overflows.
 constexpr size_t kMaxAllocation = size_t{1} << 47;
@@ -59,7 +51,7 @@ std::shared_ptr<BufferPool> BufferPool::create(PersistentMemory mode, std::strin
 }
 
 BufferPool::~BufferPool() {
-  for (auto& [cap, block] : free_) support::free_host_block(block.data, cap);
+  for (auto& [cap, data] : free_.take_all()) support::free_host_block(data, cap);
 }
 
 namespace {
@@ -83,26 +75,12 @@ kiln::Error out_of_memory(const std::string& device, std::string_view what, ir::
 }  // namespace
 
 void BufferPool::trim() {
-  std::multimap<size_t, Cached> blocks;
+  std::vector<support::FreeBlocks<std::byte*>::Sized> blocks;
   {
     std::lock_guard lock(mu_);
-    blocks.swap(free_);
-    released_.clear();
-    cached_bytes_ = 0;
+    blocks = free_.take_all();
   }
-  for (auto& [cap, block] : blocks) support::free_host_block(block.data, cap);
-}
-
-size_t BufferPool::cache_limit() const {
-  return std::min(kMaxCachedBytes, std::max(kMinCachedBytes, 2 * peak_live_bytes_));
-}
-
-std::byte* BufferPool::take_cached(std::multimap<size_t, Cached>::iterator it) {
-  std::byte* data = it->second.data;
-  cached_bytes_ -= it->first;
-  released_.erase(it->second.order);
-  free_.erase(it);
-  return data;
+  for (auto& [cap, data] : blocks) support::free_host_block(data, cap);
 }
 
 std::byte* BufferPool::system_alloc(size_t capacity) {
@@ -123,15 +101,10 @@ Expected<std::shared_ptr<Buffer>> BufferPool::allocate(ir::DType dtype, const ir
   std::byte* data = nullptr;
   {
     std::lock_guard lock(mu_);
-    // Reuse a block of exactly this capacity, or one at most 1/8 larger: of the smallest such
-    // capacity, the block released last (the most likely to be still in cache; the oldest would
-    // cycle a loop's result through every cached block of its size).
-    auto it = free_.lower_bound(cap);
-    if (it != free_.end() && it->first <= cap + cap / 8) {
-      it = std::prev(free_.upper_bound(it->first));
-      cap = it->first;
-      data = take_cached(it);
-      note_live(cap);
+    // Reuse a block of exactly this capacity, or one at most 1/8 larger.
+    if (auto cached = free_.take(cap, cap + cap / 8)) {
+      cap = cached->capacity;
+      data = cached->block;
     }
   }
   if (!data) {
@@ -139,7 +112,7 @@ Expected<std::shared_ptr<Buffer>> BufferPool::allocate(ir::DType dtype, const ir
     if (!data) return std::unexpected(out_of_memory(device_, what, dtype, shape, bytes));
     if (on_fresh_) on_fresh_(cap);
     std::lock_guard lock(mu_);
-    note_live(cap);
+    free_.note_fresh(cap);
   }
   return std::make_shared<Buffer>(dtype, shape, data, cap, shared_from_this());
 }
@@ -185,25 +158,12 @@ void BufferPool::release(std::byte* data, size_t capacity, bool persistent) {
     support::free_host_block(data, capacity);
     return;
   }
-  live_bytes_ -= capacity;
-  const size_t limit = cache_limit();
-  if (capacity > limit) {
-    support::free_host_block(data, capacity);
-    return;
-  }
-  while (cached_bytes_ + capacity > limit) {  // the blocks released longest ago go first
-    const size_t cap = released_.begin()->second->first;
-    support::free_host_block(take_cached(released_.begin()->second), cap);
-  }
-  const uint64_t order = next_release_++;
-  auto at = free_.emplace(capacity, Cached{data, order});
-  released_.emplace(order, at);
-  cached_bytes_ += capacity;
+  for (auto& [cap, dropped] : free_.release(capacity, data)) support::free_host_block(dropped, cap);
 }
 
 size_t BufferPool::peak_live_bytes() const {
   std::lock_guard lock(mu_);
-  return peak_live_bytes_;
+  return free_.peak_live_bytes();
 }
 
 void BufferPool::set_fresh_allocation_observer(std::function<void(size_t)> observer) {
@@ -213,7 +173,7 @@ void BufferPool::set_fresh_allocation_observer(std::function<void(size_t)> obser
 
 size_t BufferPool::cached_bytes() const {
   std::lock_guard lock(mu_);
-  return cached_bytes_;
+  return free_.cached_bytes();
 }
 
 size_t BufferPool::persistent_bytes() const {

@@ -14,9 +14,10 @@
 #include <vector>
 
 #include "kiln/dtype.h"
+#include "kiln/error.h"
 #include "kiln/host_tensor.h"
 #include "kiln/shape.h"
-#include "kiln/error.h"
+#include "support/free_blocks.h"
 
 namespace kiln::runtime {
 
@@ -71,9 +72,9 @@ class Buffer {
 // Size-bucketed free lists of 64-byte-aligned blocks. Thread-safe. Blocks of 128 KiB and more are
 // mapped on their own (support/host_memory.h), so a block the pool lets go returns its pages to
 // the system; from 4 MiB with huge pages advised, so a fresh large output faults in 2 MiB at a
-// time. The free blocks kept are bounded by twice the most the program has had live at once (see
-// peak_live_bytes): a loop gets its blocks back run after run, and a server whose sizes keep
-// changing does not keep every size it has served.
+// time. The free blocks kept are bounded by twice the most the program has had live at once
+// (support/free_blocks.h): a loop gets its blocks back run after run, and a server whose sizes
+// keep changing does not keep every size it has served.
 //
 // An allocation the system cannot meet (DESIGN.md §7) first returns the pool's cached free blocks
 // to the system and tries again; if that fails too it is an error naming what it was for (`what`,
@@ -114,28 +115,10 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   // after trim() when it fails; null when both fail.
   std::byte* system_alloc(size_t capacity);
   void trim();  // returns every cached free block to the system
-  struct Cached {
-    std::byte* data;
-    uint64_t order;  // its key in released_
-  };
-  // The most bytes of free blocks kept (mu_ held).
-  size_t cache_limit() const;
-  // Takes a cached block out of free_ and released_ (mu_ held).
-  std::byte* take_cached(std::multimap<size_t, Cached>::iterator it);
-  void note_live(size_t capacity) {  // mu_ held
-    live_bytes_ += capacity;
-    peak_live_bytes_ = std::max(peak_live_bytes_, live_bytes_);
-  }
   PersistentMemory mode_;
   std::string device_;
   mutable std::mutex mu_;
-  std::multimap<size_t, Cached> free_;  // capacity -> block
-  // The cached blocks in the order they were released (the oldest first).
-  std::map<uint64_t, std::multimap<size_t, Cached>::iterator> released_;
-  uint64_t next_release_ = 0;
-  size_t cached_bytes_ = 0;
-  size_t live_bytes_ = 0;  // recycling blocks handed out and not yet released
-  size_t peak_live_bytes_ = 0;
+  support::FreeBlocks<std::byte*> free_;  // the recycling blocks (not the persistent ones)
   size_t persistent_bytes_ = 0;
   std::function<void(size_t)> on_fresh_;
 };

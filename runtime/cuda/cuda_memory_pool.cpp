@@ -34,7 +34,12 @@ CudaMemoryPool::~CudaMemoryPool() {
 
 size_t CudaMemoryPool::cached_bytes() const {
   std::lock_guard lock(mutex_);
-  return cached_bytes_;
+  return free_.cached_bytes();
+}
+
+size_t CudaMemoryPool::peak_live_bytes() const {
+  std::lock_guard lock(mutex_);
+  return free_.peak_live_bytes();
 }
 
 void CudaMemoryPool::destroy_events(const std::vector<CUevent>& events) const {
@@ -59,46 +64,42 @@ void CudaMemoryPool::release(CUdeviceptr pointer, size_t capacity,
     if (event) d.cuEventDestroy(event);
     d.cuStreamSynchronize(stream->get());
   }
-  std::lock_guard lock(mutex_);
-  free_[capacity].push_back(std::move(block));
-  cached_bytes_ += capacity;
+  std::vector<support::FreeBlocks<Block>::Sized> dropped;
+  {
+    std::lock_guard lock(mutex_);
+    dropped = free_.release(capacity, std::move(block));
+  }
+  free_blocks(std::move(dropped));  // the context is current
 }
 
 CUdeviceptr CudaMemoryPool::take_ready(size_t capacity) {
   const CudaDriver& d = context_->driver();
   std::lock_guard lock(mutex_);
-  auto list = free_.find(capacity);
-  if (list == free_.end()) return 0;
-  std::vector<Block>& blocks = list->second;
-  for (auto it = blocks.begin(); it != blocks.end(); ++it) {
-    const bool ready = std::all_of(it->pending.begin(), it->pending.end(), [&](CUevent event) {
-      return d.cuEventQuery(event) == kCudaSuccess;
-    });
-    if (!ready) continue;
-    const CUdeviceptr pointer = it->pointer;
-    destroy_events(it->pending);
-    blocks.erase(it);
-    cached_bytes_ -= capacity;
-    return pointer;
-  }
-  return 0;
+  auto taken = free_.take(capacity, capacity, [&](const Block& block) {
+    return std::all_of(block.pending.begin(), block.pending.end(),
+                       [&](CUevent event) { return d.cuEventQuery(event) == kCudaSuccess; });
+  });
+  if (!taken) return 0;
+  destroy_events(taken->block.pending);
+  return taken->block.pointer;
 }
 
 void CudaMemoryPool::free_cached() {
-  std::map<size_t, std::vector<Block>> cached;
+  std::vector<support::FreeBlocks<Block>::Sized> cached;
   {
     std::lock_guard lock(mutex_);
-    cached.swap(free_);
-    cached_bytes_ = 0;
+    cached = free_.take_all();
   }
   if (cached.empty() || !context_->make_current()) return;
+  free_blocks(std::move(cached));
+}
+
+void CudaMemoryPool::free_blocks(std::vector<support::FreeBlocks<Block>::Sized> blocks) const {
   const CudaDriver& d = context_->driver();
-  for (auto& [capacity, blocks] : cached) {
-    for (Block& block : blocks) {
-      for (CUevent event : block.pending) d.cuEventSynchronize(event);
-      destroy_events(block.pending);
-      d.cuMemFree(block.pointer);
-    }
+  for (auto& [capacity, block] : blocks) {
+    for (CUevent event : block.pending) d.cuEventSynchronize(event);
+    destroy_events(block.pending);
+    d.cuMemFree(block.pointer);
   }
 }
 
@@ -118,6 +119,8 @@ Expected<std::shared_ptr<DeviceMemory>> CudaMemoryPool::allocate(size_t bytes) {
                                               capacity, bytes, context_->ordinal()));
         !ok)
       return std::unexpected(ok.error());
+    std::lock_guard lock(mutex_);
+    free_.note_fresh(capacity);
   }
   return std::shared_ptr<DeviceMemory>(
       std::make_shared<CudaMemory>(shared_from_this(), pointer, capacity, bytes));

@@ -8,6 +8,11 @@
 // or write it has finished; a destroyed stream has synchronized, so it needs no event. When
 // cuMemAlloc reports out of memory, the pool waits for the cached blocks' events, frees them all
 // and tries once more.
+//
+// The cached blocks are bounded as the cpu's are (support/free_blocks.h): at most twice the most
+// bytes live at once (at least `min_cached`, 64 MiB; less in tests), the blocks released longest
+// ago freed first (after their events), so that a server meeting new sizes does not fill the GPU
+// with free blocks that the program's other users of the device then cannot have.
 #pragma once
 
 #include <cstddef>
@@ -16,9 +21,10 @@
 #include <mutex>
 #include <vector>
 
+#include "kiln/error.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/gpu_backend.h"
-#include "kiln/error.h"
+#include "support/free_blocks.h"
 
 namespace kiln::runtime::cuda {
 
@@ -47,8 +53,9 @@ class CudaMemory final : public DeviceMemory {
 
 class CudaMemoryPool : public std::enable_shared_from_this<CudaMemoryPool> {
  public:
-  explicit CudaMemoryPool(std::shared_ptr<const CudaContext> context)
-      : context_(std::move(context)) {}
+  explicit CudaMemoryPool(std::shared_ptr<const CudaContext> context,
+                          size_t min_cached = support::kMinCachedBytes)
+      : context_(std::move(context)), free_(min_cached) {}
   ~CudaMemoryPool();
   CudaMemoryPool(const CudaMemoryPool&) = delete;
   CudaMemoryPool& operator=(const CudaMemoryPool&) = delete;
@@ -57,6 +64,8 @@ class CudaMemoryPool : public std::enable_shared_from_this<CudaMemoryPool> {
   Expected<std::shared_ptr<DeviceMemory>> allocate(size_t bytes);
   // Bytes held in free lists (for tests and `kiln devices`).
   size_t cached_bytes() const;
+  // The most bytes live at once so far (the cache's bound is twice this).
+  size_t peak_live_bytes() const;
 
   // The capacity allocated for a request of `bytes`: powers of two from 512 bytes up to 64 MiB,
   // then multiples of 2 MiB (so large tensors waste little).
@@ -75,12 +84,13 @@ class CudaMemoryPool : public std::enable_shared_from_this<CudaMemoryPool> {
   CUdeviceptr take_ready(size_t capacity);
   // Waits for and frees every cached block (after an out-of-memory error and at destruction).
   void free_cached();
+  // Waits for each block's events and frees it (the context current).
+  void free_blocks(std::vector<support::FreeBlocks<Block>::Sized> blocks) const;
   void destroy_events(const std::vector<CUevent>& events) const;
 
   std::shared_ptr<const CudaContext> context_;
   mutable std::mutex mutex_;
-  std::map<size_t, std::vector<Block>> free_;  // by capacity
-  size_t cached_bytes_ = 0;
+  support::FreeBlocks<Block> free_;
 };
 
 }  // namespace kiln::runtime::cuda

@@ -158,12 +158,8 @@ Expected<std::shared_ptr<PooledBlock>> MemoryPool::acquire(size_t bytes) {
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = free_.find(size);
-    if (it != free_.end() && !it->second.empty()) {
-      VulkanBuffer b = it->second.back();
-      it->second.pop_back();
-      return std::shared_ptr<PooledBlock>(new PooledBlock{shared_from_this(), b});
-    }
+    if (auto cached = free_.take(size, size))
+      return std::shared_ptr<PooledBlock>(new PooledBlock{shared_from_this(), cached->block});
   }
   auto b = create_buffer(*ctx_, size, BufferKind::device, direct_);
   if (!b && cached_bytes() > 0) {  // cached free blocks may be what filled the device
@@ -171,30 +167,43 @@ Expected<std::shared_ptr<PooledBlock>> MemoryPool::acquire(size_t bytes) {
     b = create_buffer(*ctx_, size, BufferKind::device, direct_);
   }
   if (!b) return std::unexpected(b.error());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.note_fresh(size);
+  }
   return std::shared_ptr<PooledBlock>(new PooledBlock{shared_from_this(), *b});
 }
 
 void MemoryPool::release(VulkanBuffer buffer) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  free_[buffer.size].push_back(buffer);
+  Blocks dropped;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    dropped = free_.release(buffer.size, buffer);
+  }
+  destroy(std::move(dropped));
 }
 
 size_t MemoryPool::cached_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  size_t total = 0;
-  for (const auto& [size, list] : free_) total += size * list.size();
-  return total;
+  return free_.cached_bytes();
+}
+
+size_t MemoryPool::peak_live_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return free_.peak_live_bytes();
+}
+
+void MemoryPool::destroy(Blocks blocks) {
+  for (auto& [size, b] : blocks) destroy_buffer(*ctx_, b);
 }
 
 void MemoryPool::drop_cached() {
-  std::map<VkDeviceSize, std::vector<VulkanBuffer>> dropped;
+  Blocks dropped;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    dropped.swap(free_);
+    dropped = free_.take_all();
   }
-  for (auto& [size, list] : dropped) {
-    for (VulkanBuffer& b : list) destroy_buffer(*ctx_, b);
-  }
+  destroy(std::move(dropped));
 }
 
 }  // namespace kiln::runtime::vulkan

@@ -15,6 +15,7 @@
 
 #include "runtime/gpu_backend.h"
 #include "runtime/vulkan/vulkan_context.h"
+#include "support/free_blocks.h"
 
 namespace kiln::runtime::vulkan {
 
@@ -49,13 +50,15 @@ struct PooledBlock {
   ~PooledBlock();
 };
 
-// Free device buffers by size class. Thread-safe.
+// Free device buffers by size class, bounded as the cpu's are (support/free_blocks.h): at most
+// twice the most bytes live at once, at least `min_cached` (64 MiB; less in tests). Thread-safe.
 class MemoryPool : public std::enable_shared_from_this<MemoryPool> {
  public:
   // With `direct_host_access`, device buffers whose memory is host-visible are mapped and read
   // and written by the host directly; otherwise every transfer goes through staging buffers.
-  MemoryPool(std::shared_ptr<VulkanContext> ctx, bool direct_host_access)
-      : ctx_(std::move(ctx)), direct_(direct_host_access) {}
+  MemoryPool(std::shared_ptr<VulkanContext> ctx, bool direct_host_access,
+             size_t min_cached = support::kMinCachedBytes)
+      : ctx_(std::move(ctx)), direct_(direct_host_access), free_(min_cached) {}
   ~MemoryPool();
 
   Expected<std::shared_ptr<PooledBlock>> acquire(size_t bytes);
@@ -64,15 +67,20 @@ class MemoryPool : public std::enable_shared_from_this<MemoryPool> {
   size_t cached_bytes() const;
   VulkanContext& context() const { return *ctx_; }
 
+  // The most bytes live at once so far (the cache's bound is twice this).
+  size_t peak_live_bytes() const;
+
   static VkDeviceSize size_class(size_t bytes);
 
  private:
+  using Blocks = std::vector<support::FreeBlocks<VulkanBuffer>::Sized>;
+  void destroy(Blocks blocks);
   void drop_cached();
 
   std::shared_ptr<VulkanContext> ctx_;
   bool direct_;
   mutable std::mutex mutex_;
-  std::map<VkDeviceSize, std::vector<VulkanBuffer>> free_;
+  support::FreeBlocks<VulkanBuffer> free_;
 };
 
 class VulkanDeviceMemory : public DeviceMemory {

@@ -22,6 +22,7 @@
 #include "runtime/kernel_cache.h"
 #include "runtime/measured_rates.h"
 #include "runtime/structural_key.h"
+#include "support/free_blocks.h"
 #include "support/recently_used.h"
 #include "support/thread_pool.h"
 #include "tests/support/must.h"
@@ -147,6 +148,52 @@ TEST(RecentlyUsed, KeepsTheEntriesUsedLastAndHandsBackTheOneThatGoes) {
   EXPECT_EQ(*kept.find(1), "one");
   EXPECT_EQ(*kept.find(4), "four");
   EXPECT_EQ(*kept.find(5), "five");
+}
+
+// The free blocks behind every pool (cpu, CUDA, Vulkan): reuse takes the block released last of
+// the smallest capacity that fits, one the pool cannot use yet is passed over, and the blocks kept
+// are at most twice the most bytes live at once (at least the minimum), the ones released longest
+// ago handed back to be freed.
+TEST(FreeBlocks, KeepTwiceThePeakOfLiveBytesAndHandBackTheOldest) {
+  support::FreeBlocks<int> blocks(/*min_bytes=*/100, /*max_bytes=*/500);
+  for (int id = 0; id < 3; ++id) blocks.note_fresh(40);  // 120 live
+  EXPECT_EQ(blocks.peak_live_bytes(), 120u);
+  EXPECT_EQ(blocks.limit(), 240u);
+  EXPECT_TRUE(blocks.release(40, 0).empty());
+  EXPECT_TRUE(blocks.release(40, 1).empty());
+  EXPECT_TRUE(blocks.release(40, 2).empty());
+  EXPECT_EQ(blocks.cached_bytes(), 120u);
+  EXPECT_EQ(blocks.live_bytes(), 0u);
+  auto newest = blocks.take(40, 40);
+  ASSERT_TRUE(newest);
+  EXPECT_EQ(newest->block, 2) << "the block released last";
+  auto usable = blocks.take(30, 50, [](int id) { return id != 1; });
+  ASSERT_TRUE(usable);
+  EXPECT_EQ(usable->block, 0) << "block 1 passed over";
+  EXPECT_FALSE(blocks.take(41, 60)) << "no block of a capacity in range";
+  EXPECT_EQ(blocks.release(40, 2).size(), 0u);
+  EXPECT_EQ(blocks.release(40, 0).size(), 0u);  // cached now: 1, 2, 0 (120 bytes)
+  // Larger blocks, one live at a time: the oldest cached ones make room.
+  blocks.note_fresh(100);  // 100 live: the peak stays 120
+  auto dropped = blocks.release(100, 3);
+  ASSERT_EQ(dropped.size(), 0u);  // 220 <= 240
+  blocks.note_fresh(60);
+  dropped = blocks.release(60, 4);  // 280 > 240: block 1, the oldest, goes
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0].block, 1);
+  EXPECT_EQ(blocks.cached_bytes(), 240u);
+  blocks.note_fresh(600);  // more than the most ever kept (500)
+  EXPECT_EQ(blocks.limit(), 500u);
+  dropped = blocks.release(600, 5);
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0].block, 5) << "freed at once";
+  auto all = blocks.take_all();
+  ASSERT_EQ(all.size(), 4u);  // by capacity: 2 and 0 (40), 4 (60), 3 (100)
+  EXPECT_EQ(all[0].block, 2);
+  EXPECT_EQ(all[1].block, 0);
+  EXPECT_EQ(all[2].block, 4);
+  EXPECT_EQ(all[3].block, 3);
+  EXPECT_EQ(blocks.cached_bytes(), 0u);
 }
 
 TEST(StructuralKey, IgnoresIdsSlotsAndNamesButNotStructure) {

@@ -372,6 +372,39 @@ TEST_F(CudaFakeDriverTest, MissingEntryIsNamed) {
       << program.error().message;
 }
 
+// Blocks freed while a stream still uses them cannot be handed out again yet, so a loop that
+// frees each block with its work in flight takes a new one every time: the pool kept every one
+// (a server meeting new sizes likewise kept each size) until cuMemAlloc failed. It now keeps at
+// most twice its peak of live bytes (at least the minimum asked for, 8 KiB here): the block
+// released longest ago is freed, after the stream has reached it, and the last is reused.
+TEST_F(CudaFakeDriverTest, PoolKeepsNoMoreFreeBlocksThanTwiceItsPeakOfLiveOnes) {
+  auto pool = std::make_shared<CudaMemoryPool>(context_, /*min_cached=*/size_t{8} << 10);
+  auto s = stream();
+  size_t most_cached = 0;
+  CUdeviceptr last = 0;
+  for (int run = 0; run < 8; ++run) {
+    auto block = pool->allocate(4096);
+    ASSERT_TRUE(block.has_value()) << block.error().message;
+    last = pointer(*block);
+    const char byte = 1;
+    ASSERT_TRUE(s->upload(**block, &byte, 1).has_value());
+    block->reset();  // freed while the upload is still in flight
+    most_cached = std::max(most_cached, pool->cached_bytes());
+  }
+  EXPECT_EQ(state_.mem_allocs, 8) << "no block was ready for reuse";
+  EXPECT_EQ(pool->peak_live_bytes(), 4096u);
+  EXPECT_EQ(most_cached, size_t{8} << 10);
+  EXPECT_EQ(state_.mem_frees, 6) << "all but the two released last";
+  ASSERT_TRUE(s->synchronize().has_value());
+  auto again = pool->allocate(4096);
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_EQ(pointer(*again), last) << "the block released last is reused";
+  again->reset();
+  pool.reset();
+  EXPECT_EQ(state_.mem_allocs, state_.mem_frees);
+  EXPECT_TRUE(state_.events.empty());
+}
+
 TEST_F(CudaFakeDriverTest, PoolDestructionFreesEverythingAndLeavesNoEvents) {
   auto s = stream();
   auto block = allocate(2048);

@@ -184,6 +184,40 @@ TEST_F(VulkanTest, PoolRecyclesFreedBlocksBySizeClass) {
   EXPECT_NE(handle_of(other), handle);
 }
 
+// A server meeting a new size on most requests: each buffer larger than any freed before, one live
+// at a time. The pool kept every freed buffer (here 8 size classes from 1.25 to 4 MiB, 19.5 MiB in
+// all) until the device was full; now it keeps at most twice its peak of live bytes (8 MiB; at
+// least the minimum asked for, 64 KiB here), freeing the ones released longest ago, and still
+// reuses the last.
+TEST(VulkanMemoryPool, KeepsNoMoreFreeBuffersThanTwiceItsPeakOfLiveOnes) {
+  auto ctx = open_vulkan_context(0);
+  if (!ctx && vulkan_unavailable(ctx.error().message))
+    GTEST_SKIP() << "no Vulkan: " << ctx.error().message;
+  ASSERT_TRUE(ctx.has_value()) << ctx.error().message;
+  auto pool = std::make_shared<MemoryPool>(*ctx, /*direct_host_access=*/true,
+                                           /*min_cached=*/size_t{64} << 10);
+  constexpr size_t kMiB = size_t{1} << 20;
+  size_t most_cached = 0, classes = 0;
+  VkBuffer last = VK_NULL_HANDLE;
+  for (size_t quarters : {5, 6, 7, 8, 10, 12, 14, 16}) {
+    const size_t bytes = quarters * kMiB / 4;
+    ASSERT_EQ(MemoryPool::size_class(bytes), bytes) << "a class of its own";
+    auto block = pool->acquire(bytes);
+    ASSERT_TRUE(block.has_value()) << block.error().message;
+    last = (*block)->buffer.buffer;
+    block->reset();
+    most_cached = std::max(most_cached, pool->cached_bytes());
+    ++classes;
+  }
+  EXPECT_EQ(classes, 8u);
+  EXPECT_EQ(pool->peak_live_bytes(), 4 * kMiB);
+  EXPECT_LE(most_cached, 8 * kMiB);
+  EXPECT_GE(pool->cached_bytes(), 4 * kMiB);
+  auto again = pool->acquire(4 * kMiB);
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_EQ((*again)->buffer.buffer, last) << "the buffer released last is kept";
+}
+
 TEST_F(VulkanTest, AllocationTooLargeForTheDeviceIsAClearError) {
   auto huge = backend_->allocate(size_t{1} << 50);
   ASSERT_FALSE(huge.has_value());
