@@ -37,29 +37,45 @@ Expected<std::shared_ptr<const KgFile>> read_text(std::string text, std::string 
   return finish(std::move(file), std::move(kg));
 }
 
+// Whether an ONNX model's graph inputs have a symbolic dimension.
+bool has_symbolic_inputs(const std::string& bytes) {
+  auto parsed = onnx::parse_model(bytes);
+  if (!parsed) return false;
+  return std::ranges::any_of(parsed->graph.inputs, [](const onnx::ValueInfo& input) {
+    return input.shape &&
+           std::ranges::any_of(*input.shape, [](const onnx::Dimension& d) { return !d.value; });
+  });
+}
+
+// A first reading gives every symbolic input dimension the size 1, or, where the model cannot be
+// read at 1 (a Reshape to [3, -1], a convolution wider than 1), the first of these it reads at.
+constexpr int64_t kFirstReadingSizesAfterOne[] = {2, 3, 4, 8, 16, 32, 64, 128, 224, 256, 512};
+
 // An ONNX model's bytes into a new file: at `sizes` (its symbolic input dimensions; those not
-// named at 1). The bytes are kept when it has size symbols and is the first reading (no `base`);
-// a later reading shares `base`'s equal constants.
+// named as a first reading's are). The bytes are kept when it has size symbols and is the first
+// reading (no `base`); a later reading shares `base`'s equal constants.
 Expected<std::shared_ptr<const KgFile>> read_onnx(std::string bytes, std::string filename,
                                                   const ir::KgSizes* sizes, const KgFile* base) {
-  auto file = std::make_shared<KgFile>();
+  std::shared_ptr<KgFile> file;
   onnx::ImportOptions options;
   if (sizes) options.sizes = *sizes;
-  options.unsized = 1;
-  auto model = onnx::import_model(file->graph, bytes, options);
-  if (!model) {
-    // A first reading of a model with symbolic input dimensions says that they were 1.
-    bool at_one = false;
-    if (auto parsed = onnx::parse_model(bytes); parsed && !sizes)
-      for (const onnx::ValueInfo& input : parsed->graph.inputs)
-        if (input.shape &&
-            std::ranges::any_of(*input.shape, [](const onnx::Dimension& d) { return !d.value; }))
-          at_one = true;
-    return make_error(fmt::format("{}: {}{}", filename, model.error().message,
-                                  at_one ? " (a graph reads an ONNX model first with each "
-                                           "symbolic input dimension at 1)"
-                                         : ""));
+  auto read_at = [&](int64_t unsized) {
+    file = std::make_shared<KgFile>();
+    options.unsized = unsized;
+    return onnx::import_model(file->graph, bytes, options);
+  };
+  auto model = read_at(1);
+  if (!model && !sizes && has_symbolic_inputs(bytes)) {
+    const std::string at_one = model.error().message;
+    for (int64_t size : kFirstReadingSizesAfterOne)
+      if ((model = read_at(size))) break;
+    if (!model)
+      return make_error(
+          fmt::format("{}: {} (a graph reads an ONNX model first with each symbolic "
+                      "input dimension at 1, then at {} while it fails)",
+                      filename, at_one, fmt::join(kFirstReadingSizesAfterOne, ", ")));
   }
+  if (!model) return make_error(fmt::format("{}: {}", filename, model.error().message));
   // The importer lists the model's inputs first, then the constants it binds.
   for (const auto& [name, node] : model->graph.inputs) {
     auto it = model->constants.find(name);

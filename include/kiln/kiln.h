@@ -297,7 +297,8 @@ KILN_EXPORT Tensor operator/(double a, const Tensor& b);
 struct GraphInput {
   std::string name;  // without '%'
   DType dtype;
-  Shape shape;  // a size symbol's axis at the size the file declares (an ONNX model's: 1)
+  Shape shape;  // a size symbol's axis at the size the file declares (an ONNX model's: 1, or
+                // the first size it reads at, docs/onnx.md)
   // Per axis, its size symbol (`?b` in `.kg`, an ONNX input's dim_param), "" for a fixed size:
   // a call may bind a tensor of any size there (docs/dynamic-shapes.md).
   std::vector<std::string> symbols = {};

@@ -370,7 +370,8 @@ KILN_EXPORT kiln_status kiln_graph_input_shape(kiln_graph graph, int32_t index, 
  * a `.kg` input declared `f32[?b=64,784]`, `batch` for an ONNX input dimension whose dim_param is
  * batch; "" for an axis of fixed size. A call may bind a tensor of any size at a symbol's axis
  * (docs/dynamic-shapes.md); kiln_graph_input_shape gives the size the file declares there (an
- * ONNX model's: 1). An index or axis out of range is KILN_ERROR_INVALID_ARGUMENT. */
+ * ONNX model's: 1, or the first size it reads at, docs/onnx.md). An index or axis out of range is
+ * KILN_ERROR_INVALID_ARGUMENT. */
 KILN_EXPORT kiln_status kiln_graph_input_symbol(kiln_graph graph, int32_t index, int32_t axis,
                                                 const char** symbol);
 /* Output `index`'s name (without '%'; valid while the graph handle is). */

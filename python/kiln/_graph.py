@@ -17,7 +17,7 @@ class GraphInput(collections.namedtuple("GraphInput", "name dtype shape")):
     """An input a graph declares: its name (no '%'), numpy dtype and shape, and `symbols`: per
     axis, its size symbol ("b" for `?b` in `.kg`, an ONNX input's dim_param) or "" for a fixed
     size. A call may bind a tensor of any size at a symbol's axis; `shape` holds the size the file
-    declares there (an ONNX model's: 1)."""
+    declares there (an ONNX model's: 1, or the first size it reads at, docs/onnx.md)."""
 
     def __new__(cls, name, dtype, shape, symbols=None):
         self = super().__new__(cls, name, dtype, shape)

@@ -215,28 +215,77 @@ TEST(OnnxSymbolicDims, SymbolsAreSharedByNameAndCheckedAcrossInputs) {
   fs::remove_all(path.parent_path());
 }
 
-// A model that cannot be read with its symbols at 1 (x [batch, 4] reshaped to [3, -1]) fails to
-// load, and the error says that it was read at 1; `kiln run --dim batch=3` runs it.
-TEST(OnnxSymbolicDims, AModelThatFailsAtOneSaysItWasReadAtOne) {
-  // x [batch, 4] reshaped to [3, -1].
-  auto reshape_model = [](const std::string& batch) {
+// A model that cannot be read with its symbols at 1 (x [batch, 4] reshaped to [3, -1]) is read at
+// the first larger size it reads at (3), and serves the sizes it can; one that reads at none of
+// them (reshaped to [3, 5, -1]) fails to load with an error saying where it was read; `kiln run
+// --dim` sizes it.
+TEST(OnnxSymbolicDims, AModelThatFailsAtOneIsReadAtTheFirstSizeItReadsAt) {
+  auto reshape_model = [](const std::string& batch, std::vector<int64_t> to) {
+    std::vector<std::string> out_dims;
+    for (int64_t d : to) out_dims.push_back(d < 0 ? "" : std::to_string(d));
+    const int64_t rank = static_cast<int64_t>(to.size());
     return model({node("Reshape", {"x", "shape"}, {"y"}, "rs")},
                  {sym_value_info("x", kFloat, {batch, "4"})},
-                 {sym_value_info("y", kFloat, {"3", ""})}, {i64_tensor("shape", {2}, {3, -1})});
+                 {sym_value_info("y", kFloat, out_dims)}, {i64_tensor("shape", {rank}, to)});
   };
-  const fs::path path = write_model("reshape.onnx", reshape_model("batch"));
+  const fs::path path = write_model("reshape.onnx", reshape_model("batch", {3, -1}));
   auto graph = Graph::load(path.string());
-  ASSERT_FALSE(graph);
-  EXPECT_NE(graph.error().message.find(
-                "(a graph reads an ONNX model first with each symbolic input dimension at 1)"),
+  ASSERT_TRUE(graph) << graph.error().message;
+  EXPECT_EQ(graph->inputs()[0].shape, (Shape{3, 4})) << "read at 3, the first size it reads at";
+  Device dev = open_cpu();
+  for (int64_t b : {3, 6, 9}) {
+    std::vector<float> x(static_cast<size_t>(b * 4));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) - 5.0f;
+    auto outs = graph->call(dev, {Tensor::from_host(dev, x, {b, 4})});
+    ASSERT_TRUE(outs) << "batch " << b << ": " << outs.error().message;
+    EXPECT_EQ((*outs)[0].shape(), (Shape{3, b * 4 / 3}));
+    auto y = (*outs)[0].to_vector<float>();
+    ASSERT_TRUE(y) << y.error().message;
+    EXPECT_EQ(*y, x) << "batch " << b;
+  }
+  auto two = graph->call(dev, {Tensor::full(dev, {2, 4}, 0.0)});
+  ASSERT_FALSE(two) << "8 elements are not 3 rows";
+  EXPECT_NE(two.error().message.find("reshape.onnx"), std::string::npos) << two.error().message;
+
+  const fs::path never = write_model("reshape15.onnx", reshape_model("batch", {3, 5, -1}));
+  auto unread = Graph::load(never.string());
+  ASSERT_FALSE(unread);
+  EXPECT_NE(unread.error().message.find("(a graph reads an ONNX model first with each symbolic "
+                                        "input dimension at 1, then at 2, 3, 4, 8, 16, 32, 64, "
+                                        "128, 224, 256, 512 while it fails)"),
             std::string::npos)
-      << graph.error().message;
-  auto run = testing::run_shell(std::string(KILN_BINARY) + " run " + path.string() +
-                                " --dim batch=3 --random-inputs --no-autotune 2>&1");
+      << unread.error().message;
+  auto run = testing::run_shell(std::string(KILN_BINARY) + " run " + never.string() +
+                                " --dim batch=15 --random-inputs --no-autotune 2>&1");
   EXPECT_EQ(run.code, 0) << run.out;
-  EXPECT_NE(run.out.find("f32[3,4]"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("f32[3,5,4]"), std::string::npos) << run.out;
+  // A 3x3 convolution without padding over x [1, 1, h, w]: read at 3, called at 5 x 6.
+  const std::vector<float> kernel = {1, 0, -1, 2, 0, -2, 1, 0, -1};
+  const fs::path conv = write_model(
+      "conv.onnx",
+      model({node("Conv", {"x", "k"}, {"y"}, "conv", {ints_attr("kernel_shape", {3, 3})})},
+            {sym_value_info("x", kFloat, {"1", "1", "h", "w"})},
+            {sym_value_info("y", kFloat, {"1", "1", "", ""})},
+            {f32_tensor("k", {1, 1, 3, 3}, kernel)}));
+  auto conv_graph = Graph::load(conv.string());
+  ASSERT_TRUE(conv_graph) << conv_graph.error().message;
+  EXPECT_EQ(conv_graph->inputs()[0].shape, (Shape{1, 1, 3, 3}));
+  std::vector<float> image(30);
+  for (size_t i = 0; i < image.size(); ++i) image[i] = static_cast<float>((i * 7) % 11);
+  auto conv_outs = conv_graph->call(dev, {Tensor::from_host(dev, image, {1, 1, 5, 6})});
+  ASSERT_TRUE(conv_outs) << conv_outs.error().message;
+  EXPECT_EQ((*conv_outs)[0].shape(), (Shape{1, 1, 3, 4}));
+  auto conv_y = (*conv_outs)[0].to_vector<float>();
+  ASSERT_TRUE(conv_y) << conv_y.error().message;
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 4; ++c) {
+      float want = 0;
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) want += image[(r + i) * 6 + c + j] * kernel[i * 3 + j];
+      EXPECT_EQ((*conv_y)[r * 4 + c], want) << r << "," << c;
+    }
   // The same model with a fixed batch of 1 fails as well, with no word of symbols.
-  const fs::path fixed = write_model("reshape1.onnx", reshape_model("1"));
+  const fs::path fixed = write_model("reshape1.onnx", reshape_model("1", {3, -1}));
   auto plain = Graph::load(fixed.string());
   ASSERT_FALSE(plain);
   EXPECT_EQ(plain.error().message.find("symbolic input dimension"), std::string::npos)
