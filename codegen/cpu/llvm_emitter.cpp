@@ -1028,12 +1028,14 @@ bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& 
   if (check != CheckMode::none || kernel.domain.empty()) return false;
   // Attention splits its work by query blocks and heads.
   if (facts.attention) return false;
-  if (std::optional<MatmulPattern> mm = matmul_of(facts)) {
-    // The matrix-vector path keeps every row's accumulators: one row (size 1, specialized) stays
-    // as it is; a dynamic kernel of more rows takes the tiled path, whose rows are [begin, end).
-    if (gemv_column_blocks(kernel, *mm) && (kernel.domain.size() != 2 || kernel.domain[0] < 2))
-      return false;
-  }
+  // The matrix-vector path keeps every row's accumulators: one row (size 1, specialized) stays
+  // as it is; a dynamic kernel of more rows takes the tiled path, whose rows are [begin, end).
+  // Asked of the kernel at its size: the caller asks with `dynamic_outer` set, which
+  // gemv_column_blocks reads as the tiled path (a gemv under shapes.policy = "dynamic" ran the
+  // tiled path at one row, 5x slower).
+  if (matmul_of(facts) && gemv_column_blocks_at_size(kernel.domain) &&
+      (kernel.domain.size() != 2 || kernel.domain[0] < 2))
+    return false;
   // A one-axis kernel runs its only axis as the innermost loop: in one piece (no wrap-around
   // indices cut it), and with no row of a reduction reused along it.
   if (kernel.domain.size() == 1 &&

@@ -563,12 +563,17 @@ Expected<llvm::Function*> MatmulEmitter::run() {
 }  // namespace
 
 std::optional<int64_t> gemv_column_blocks(const kir::Kernel& kernel, const MatmulPattern&) {
-  const size_t rank = kernel.domain.size();
   // A dynamic kernel's rows are its caller's [begin, end): the tiled path.
-  if (rank < 2 || kernel.dynamic_outer) return std::nullopt;
+  if (kernel.dynamic_outer) return std::nullopt;
+  return gemv_column_blocks_at_size(kernel.domain);
+}
+
+std::optional<int64_t> gemv_column_blocks_at_size(const std::vector<int64_t>& domain) {
+  const size_t rank = domain.size();
+  if (rank < 2) return std::nullopt;
   for (size_t axis = 0; axis + 2 < rank; ++axis)
-    if (kernel.domain[axis] != 1) return std::nullopt;
-  const int64_t m = kernel.domain[rank - 2], n = kernel.domain.back();
+    if (domain[axis] != 1) return std::nullopt;
+  const int64_t m = domain[rank - 2], n = domain.back();
   if (m < 1 || m > kGemvMaxRows || n < 1) return std::nullopt;
   return (n + kGemvBlockColumns - 1) / kGemvBlockColumns;
 }

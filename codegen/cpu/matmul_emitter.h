@@ -33,6 +33,8 @@ constexpr int64_t kGemvBlockColumns = 64;
 
 // The number of column blocks when `kernel` takes the matrix-vector path; nullopt otherwise.
 std::optional<int64_t> gemv_column_blocks(const kir::Kernel& kernel, const MatmulPattern& p);
+// The same for a kernel of this domain specialized to its size (not dynamic).
+std::optional<int64_t> gemv_column_blocks_at_size(const std::vector<int64_t>& domain);
 
 // The number of (column block, row group) units when `kernel` takes the tiled path over units
 // (one batch point, not dynamic, not empty); nullopt where its range is the outermost axis.
