@@ -52,6 +52,9 @@ class LaneEmitter {
 
   // Every store of the kernel, for the four lanes, into scope `s` (where the variables are bound).
   Expected<void> emit_stores(Scope* s);
+  // `e` (which reads the innermost variable, bound in `s`) has the four values `lanes` in `s`:
+  // a row a thread keeps in registers (codegen/gpu/row_reduce_writer.cpp).
+  void bind_lanes(Scope* s, const kir::Expr* e, Lanes lanes) { memo_[{s, e}] = std::move(lanes); }
 
  private:
   bool varying(const kir::Expr* e) const { return fv_.uses(e, var_); }

@@ -14,6 +14,15 @@
 // in flight outgrow it). Loads x[base + v] qualify, base reading only row variables and v a
 // reduction's variable or the innermost one, while the staged rows fit kStageBytes.
 //
+// Register rows: where every pass walks the same E = domain.back() points (each reduction one
+// variable of extent E) and a thread's share of the staged rows fits kMaxRowSlots values, each
+// thread keeps its share in registers instead: slot j of thread lid holds point j * G + lid, or
+// with vector rows (unchecked kernels, 4-byte rows starting on 16-byte boundaries, E a multiple
+// of 4G) point (j / 4) * 4G + 4 lid + j % 4, copied 16 bytes at a time. Every pass then walks the
+// thread's own slots, unrolled (no shared copy, no barrier after it, registers that nvcc keeps
+// as such), and with vector rows the points pass moves four points at a time (LaneEmitter: the
+// row's other inputs and the outputs as 16-byte vectors).
+//
 // With cols C > 1 (a workgroup per point, reductions reading along the innermost axis), a
 // workgroup takes C consecutive points of that axis: thread lid works on column lid % C and folds
 // the slice lid / C, lid / C + G / C, ... of its reductions, so that a warp's loads are
@@ -23,6 +32,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <tuple>
 #include <unordered_set>
 
@@ -74,6 +84,35 @@ void write_tree(CExprEmitter& em, Scope* row, const kir::Expr* r, int g, int col
 // guaranteed minimum of 16 KiB (the trees' arrays take the rest).
 constexpr int64_t kStageBytesCuda = 32 * 1024;
 constexpr int64_t kStageBytesGlsl = 12 * 1024;
+// Values a thread keeps of its register rows, all of them together, and of the terms it keeps
+// for the points pass.
+constexpr int64_t kMaxRowSlots = 32;
+
+// Whether `a`, read along variable `va`, is the expression `b` read along `vb` (operands alike,
+// the two variables exchanged): a reduction's term that the points pass computes again.
+bool same_along(const kir::Expr* a, const kir::Expr* b, int32_t va, int32_t vb,
+                const FreeVars& fv) {
+  if (a == b) return !fv.uses(a, va);
+  if (a->kind != b->kind || a->dtype != b->dtype || a->args.size() != b->args.size()) return false;
+  switch (a->kind) {
+    case kir::ExprKind::Var:
+      return a->var == va && b->var == vb;
+    case kir::ExprKind::Const:
+      return false;  // interned: equal constants are one expression
+    case kir::ExprKind::Reduce:
+    case kir::ExprKind::Scan:
+      return false;
+    case kir::ExprKind::Load:
+      if (a->buf != b->buf) return false;
+      break;
+    case kir::ExprKind::Alu:
+      if (a->alu != b->alu) return false;
+      break;
+  }
+  for (size_t i = 0; i < a->args.size(); ++i)
+    if (!same_along(a->args[i], b->args[i], va, vb, fv)) return false;
+  return true;
+}
 
 // A reduction's value and (arg reductions) index, in registers of the row scope.
 struct Partial {
@@ -94,6 +133,7 @@ class RowReduceWriter {
   Expected<LaunchShape> write();
 
  private:
+  struct Stage;
   // Declares (once) the shared arrays that reduction `r`'s tree uses; returns their names.
   std::pair<std::string, std::string> shared_arrays(const kir::Expr* r);
   // `r` evaluates to its combined result from here on (arg reductions: the index), cast to r's dtype.
@@ -114,6 +154,25 @@ class RowReduceWriter {
   Expected<void> write_stages(Scope* row);
   // Binds, in `s`, the staged loads that read along `var` to their shared copies.
   void bind_stages(Scope* s, int32_t var);
+  // Register rows: whether they apply to the rows `found` (read by `pass_count` passes, each
+  // pass's extent in `extents`); if so, takes them as stages_ and sets slots_ and vector_rows_.
+  bool plan_register_rows(std::vector<Stage>& found, const std::vector<int>& pass_count,
+                          const std::vector<int64_t>& extents);
+  // The point that slot `j` (a loop variable or a number) of this thread holds.
+  std::string slot_point(const std::string& j, bool vector) const;
+  // Binds, in `s`, the staged loads that read along `var` to their slot `j`.
+  void bind_slots(Scope* s, int32_t var, const std::string& j);
+  // Slot loop bodies: a register row's element `j`, and the loop over a thread's slots (or, per
+  // four, over its vectors) calling `body(scope, index)`.
+  template <typename Body>
+  Expected<void> for_slots(Scope* s, bool per_vector, Body body) {
+    return write_constant_loop(
+        em_, s,
+        {per_vector ? "kq" : "kj", static_cast<int>(per_vector ? slots_ / kLanes : slots_), true},
+        body);
+  }
+  Expected<Partial> fold_slots(Scope* row, const kir::Expr* r);
+  Expected<void> write_slot_points(Scope* row);
   // `n` workgroup tasks (rows, parts of rows, column tiles): at most kMaxGroups groups, each
   // taking the tasks group id, + groups, ... in the loop `var`, opened in the root scope.
   // In a dynamic kernel (serves_any_outer_extent: unsplit, the outer axis among the row
@@ -145,6 +204,15 @@ class RowReduceWriter {
     std::vector<std::pair<int32_t, const kir::Expr*>> loads;  // (variable, load) of every pass
   };
   std::vector<Stage> stages_;
+  int64_t slots_ = 0;         // values a thread keeps of each register row; 0: none
+  bool vector_rows_ = false;  // slots hold points four at a time (see the top of the file)
+  // Register rows: terms of a reduction that the points pass computes again (softmax's
+  // exp(x - max)), kept per slot: the points pass's expression and its array.
+  std::vector<std::pair<const kir::Expr*, std::string>> terms_;
+  int64_t term_slots_ = 0;
+  // The expression of the points pass that is `term` (read along `var`) read along the innermost
+  // variable, or nullptr.
+  const kir::Expr* twin_in_points(const kir::Expr* term, int32_t var) const;
   Expected<void> write_split_tail(Scope* row, const std::vector<Partial>& partials);
 
   CExprEmitter& em_;
@@ -261,6 +329,9 @@ void RowReduceWriter::plan_stages() {
       it->loads.emplace_back(var, load);
     }
   }
+  std::vector<int64_t> extents;
+  for (const auto& pass : passes) extents.push_back(std::get<1>(pass));
+  if (plan_register_rows(found, pass_count, extents)) return;
   int64_t bytes = 0;
   const int64_t limit = d_.cuda() ? kStageBytesCuda : kStageBytesGlsl;
   for (size_t i = 0; i < found.size(); ++i) {
@@ -275,8 +346,86 @@ void RowReduceWriter::plan_stages() {
   }
 }
 
+bool RowReduceWriter::plan_register_rows(std::vector<Stage>& found,
+                                         const std::vector<int>& pass_count,
+                                         const std::vector<int64_t>& extents) {
+  const int64_t width = k_.domain.back();
+  if (width % g_ != 0 || !std::ranges::all_of(extents, [&](int64_t e) { return e == width; }) ||
+      !std::ranges::all_of(st_.row_reduces,
+                           [](const kir::Expr* r) { return r->rvars.size() == 1; }))
+    return false;
+  std::vector<size_t> rows;
+  for (size_t i = 0; i < found.size(); ++i)
+    if (pass_count[i] >= 2) rows.push_back(i);
+  if (rows.empty() || static_cast<int64_t>(rows.size()) * (width / g_) > kMaxRowSlots) return false;
+  slots_ = width / g_;
+  vector_rows_ =
+      em_.check() == CheckMode::none && width % (int64_t{kLanes} * g_) == 0 &&
+      std::ranges::all_of(rows, [&](size_t i) {
+        return DialectText::has_vec4(found[i].dtype) && !k_.params[found[i].buf].output &&
+               known_divisor(found[i].sample->args[0], found[i].sample_var, kLanes) % kLanes == 0;
+      });
+  for (size_t i : rows) {
+    found[i].name = fmt::format("kiln_row{}", stages_.size());
+    stages_.push_back(std::move(found[i]));
+  }
+  return true;
+}
+
+std::string RowReduceWriter::slot_point(const std::string& j, bool vector) const {
+  const std::string L = d_.i64_type();
+  const bool number = !j.empty() && std::isdigit(static_cast<unsigned char>(j[0]));
+  if (!vector) {
+    const std::string first = number ? d_.i64_lit(std::stoll(j) * g_)
+                                     : fmt::format("{} * {}", d_.cast(L, j), d_.i64_lit(g_));
+    return fmt::format("{} + lid", first);
+  }
+  // j counts vectors here: slot 4j is the vector's first point.
+  const int64_t span = int64_t{kLanes} * g_;
+  const std::string first = number ? d_.i64_lit(std::stoll(j) * span)
+                                   : fmt::format("{} * {}", d_.cast(L, j), d_.i64_lit(span));
+  return fmt::format("{} + lid * {}", first, d_.i64_lit(kLanes));
+}
+
+void RowReduceWriter::bind_slots(Scope* s, int32_t var, const std::string& j) {
+  for (const Stage& st : stages_)
+    for (const auto& [v, load] : st.loads)
+      if (v == var) em_.bind_expr(s, load, fmt::format("{}[{}]", st.name, j));
+}
+
+// A slot of a loop over vectors: its index in the register row, `lane` of vector `q`.
+static std::string lane_slot(const std::string& q, int lane) {
+  return fmt::format("{} * {} + {}", q, kLanes, lane);
+}
+
 Expected<void> RowReduceWriter::write_stages(Scope* row) {
   if (stages_.empty()) return {};
+  if (slots_ > 0) {
+    for (const Stage& st : stages_)
+      em_.append(row, fmt::format("{} {}[{}];", d_.reg_type(st.dtype), st.name, slots_));
+    return for_slots(row, vector_rows_, [&](Scope* s, const std::string& j) -> Expected<void> {
+      const std::string at = em_.fresh("e");
+      em_.append(s, fmt::format("{} {} = {};", d_.i64_type(), at, slot_point(j, vector_rows_)));
+      for (const Stage& st : stages_) {
+        em_.bind_var(s, st.sample_var, at);
+        if (!vector_rows_) {
+          Expected<std::string> v = em_.emit(st.sample);
+          if (!v) return std::unexpected(v.error());
+          em_.append(s, fmt::format("{}[{}] = {};", st.name, j, *v));
+          continue;
+        }
+        Expected<std::string> index = em_.emit(st.sample->args[0]);
+        if (!index) return std::unexpected(index.error());
+        const std::string at = fmt::format("{} / {}", *index, d_.i64_lit(kLanes));
+        const std::string v = em_.fresh("rv");
+        em_.append(s, fmt::format("{} {} = {}[{}];", d_.vec4_type(st.dtype), v,
+                                  d_.vec4_ref(k_, st.buf), d_.cuda() ? at : "uint(" + at + ")"));
+        for (int l = 0; l < kLanes; ++l)
+          em_.append(s, fmt::format("{}[{}] = {}.{};", st.name, lane_slot(j, l), v, "xyzw"[l]));
+      }
+      return {};
+    });
+  }
   for (const Stage& st : stages_) {
     const std::string i = em_.fresh("si");
     // CUDA copies 4-byte elements 16 bytes at a time where the row starts on a 16-byte boundary
@@ -337,7 +486,99 @@ Expected<Partial> RowReduceWriter::accumulator(Scope* s, const kir::Expr* r) {
   return acc;
 }
 
+const kir::Expr* RowReduceWriter::twin_in_points(const kir::Expr* term, int32_t var) const {
+  const FreeVars& fv = em_.free_vars();
+  const auto inner = static_cast<int32_t>(k_.domain.size() - 1);
+  std::unordered_set<const kir::Expr*> seen;
+  std::vector<const kir::Expr*> todo;
+  for (const kir::Store& st : k_.stores) todo.insert(todo.end(), {st.value, st.index});
+  while (!todo.empty()) {
+    const kir::Expr* e = todo.back();
+    todo.pop_back();
+    if (!seen.insert(e).second || !fv.uses(e, inner) || e->kind == kir::ExprKind::Reduce ||
+        e->kind == kir::ExprKind::Scan)
+      continue;
+    if (same_along(term, e, var, inner, fv)) return e;
+    todo.insert(todo.end(), e->args.begin(), e->args.end());
+  }
+  return nullptr;
+}
+
+// A reduction over the thread's slots of the row (register rows), combined over the group.
+Expected<Partial> RowReduceWriter::fold_slots(Scope* row, const kir::Expr* r) {
+  const DType bt = r->args[0]->dtype;
+  Expected<Partial> started = accumulator(row, r);
+  if (!started) return started;
+  const Partial acc = *started;
+  const int32_t var = r->rvars[0];
+  // A term worth keeping: computed (not a load), of a 4-byte type or narrower, that the points
+  // pass computes again.
+  std::string term;
+  if (!is_arg_reduce(r) && r->args[0]->kind == kir::ExprKind::Alu && ir::dtype_size(bt) <= 4 &&
+      term_slots_ + slots_ <= kMaxRowSlots)
+    if (const kir::Expr* twin = twin_in_points(r->args[0], var)) {
+      term = fmt::format("kiln_term{}", terms_.size());
+      terms_.emplace_back(twin, term);
+      term_slots_ += slots_;
+      em_.append(row, fmt::format("{} {}[{}];", d_.reg_type(bt), term, slots_));
+    }
+  Expected<void> folded =
+      for_slots(row, false, [&](Scope* s, const std::string& j) -> Expected<void> {
+        const std::string point = em_.fresh("f");
+        const std::string at =
+            vector_rows_
+                ? fmt::format("({} / {}) * {} + lid * {} + {} % {}", d_.cast(d_.i64_type(), j),
+                              d_.i64_lit(kLanes), d_.i64_lit(int64_t{kLanes} * g_),
+                              d_.i64_lit(kLanes), d_.cast(d_.i64_type(), j), d_.i64_lit(kLanes))
+                : slot_point(j, false);
+        em_.append(s, fmt::format("{} {} = {};", d_.i64_type(), point, at));
+        em_.bind_var(s, var, point);
+        bind_slots(s, var, j);
+        Expected<std::string> v = em_.emit(r->args[0]);
+        if (!v) return std::unexpected(v.error());
+        if (!term.empty()) em_.append(s, fmt::format("{}[{}] = {};", term, j, *v));
+        if (is_arg_reduce(r))
+          em_.append(s, fmt::format("if ({}) {{ {} = {}; {} = int({}); }}",
+                                    arg_take_text(d_, r->reduce_op, bt, *v, acc.value), acc.value,
+                                    *v, acc.index, point));
+        else
+          em_.append(s, fmt::format("{} = {};", acc.value,
+                                    reduce_step_text(d_, r->reduce_op, bt, acc.value, *v)));
+        return {};
+      });
+  if (!folded) return std::unexpected(folded.error());
+  return combine(row, r, acc);
+}
+
+// The row's points, each thread its slots (register rows): four at a time with vector rows.
+Expected<void> RowReduceWriter::write_slot_points(Scope* row) {
+  const auto var = static_cast<int32_t>(k_.domain.size() - 1);
+  return for_slots(row, vector_rows_, [&](Scope* s, const std::string& j) -> Expected<void> {
+    const std::string point = fmt::format("v{}", var);
+    em_.append(s, fmt::format("{} {} = {};", d_.i64_type(), point, slot_point(j, vector_rows_)));
+    em_.bind_var(s, var, point);
+    if (!vector_rows_) {
+      bind_slots(s, var, j);
+      for (const auto& [twin, name] : terms_)
+        em_.bind_expr(s, twin, fmt::format("{}[{}]", name, j));
+      return emit_stores(em_, s, k_);
+    }
+    LaneEmitter lanes(em_, k_, em_.free_vars());
+    const auto bind = [&](const kir::Expr* e, const std::string& name) {
+      LaneEmitter::Lanes l;
+      for (int i = 0; i < kLanes; ++i) l[i] = fmt::format("{}[{}]", name, lane_slot(j, i));
+      lanes.bind_lanes(s, e, std::move(l));
+    };
+    for (const Stage& st : stages_)
+      for (const auto& [v, load] : st.loads)
+        if (v == var) bind(load, st.name);
+    for (const auto& [twin, name] : terms_) bind(twin, name);
+    return lanes.emit_stores(s);
+  });
+}
+
 Expected<Partial> RowReduceWriter::fold(Scope* row, const kir::Expr* r, const std::string& part) {
+  if (slots_ > 0 && part.empty()) return fold_slots(row, r);
   const DType bt = r->args[0]->dtype;
   Expected<Partial> started = accumulator(row, r);
   if (!started) return started;
@@ -398,6 +639,7 @@ Expected<Partial> RowReduceWriter::fold(Scope* row, const kir::Expr* r, const st
 Expected<void> RowReduceWriter::write_points(Scope* row) {
   const size_t rank = k_.domain.size();
   const bool per_point = static_cast<size_t>(st_.row_vars) == rank;
+  if (slots_ > 0) return write_slot_points(row);
   const std::string first =
       cols_ == 1 ? fmt::format("lid == {}", d_.i64_lit(0))
                  : fmt::format("kiln_slice == 0u && kiln_col < {}", d_.i64_lit(k_.domain.back()));
@@ -520,7 +762,7 @@ Expected<LaunchShape> RowReduceWriter::write() {
     if (Expected<void> w = write_stages(row); !w) return std::unexpected(w.error());
     if (Expected<void> w = write_row(row); !w) return std::unexpected(w.error());
     // The next row's staging overwrites what slower threads may still read.
-    if (!stages_.empty()) em_.append(row, d_.barrier());
+    if (!stages_.empty() && slots_ == 0) em_.append(row, d_.barrier());
     em_.close(row);
     return group_launch(rows);
   }

@@ -88,6 +88,27 @@ TEST(GpuAluSourceTest, FourLaneKernelsCompileAsCuda) {
   expect_cuda_compiles(ks, "lanes", four);
 }
 
+// Register rows in CUDA (codegen/gpu/row_reduce_writer.cpp): each thread copies its share of a
+// softmax row as float4s into an array that every pass indexes with constants (an unrolled
+// loop), no shared copy and no barrier after it; the output divides the kept exp terms and
+// moves four points a store. The sources compile in every check mode.
+TEST(GpuAluSourceTest, RegisterRowsCompileAsCuda) {
+  const TuneParams block32{.block_size = 32};
+  auto src = emit_source(nested_kernel(6, 256), block32, Dialect::cuda);
+  ASSERT_TRUE(src.has_value()) << src.error().message;
+  const std::string& t = src->text;
+  for (const char* part : {"float kiln_row0[8];", "float4 rv", "#pragma unroll",
+                           "float kiln_term0[8];", "(kiln_term0[kq * 4 + 0] / ", "((float4*)p1)["})
+    EXPECT_NE(t.find(part), std::string::npos) << part << "\n" << t;
+  EXPECT_EQ(t.find("kiln_stage"), std::string::npos) << t;
+  // exp in the sum's pass only: the output reads the kept terms.
+  size_t exps = 0;
+  for (size_t at = t.find("expf("); at != std::string::npos; at = t.find("expf(", at + 1)) ++exps;
+  EXPECT_EQ(exps, 1u) << t;
+  expect_cuda_compiles({nested_kernel(6, 256)}, "register_rows_32", block32);
+  expect_cuda_compiles({centered_kernel(5, 1024), nested_kernel(8, 64)}, "register_rows");
+}
+
 TEST(GpuAluSourceTest, FourLanesNeedAContiguousAlignedAccess) {
   kir::ExprArena a;
   using kir::Alu;

@@ -171,7 +171,8 @@ TEST(GpuVulkanDiffTest, ColumnReductionsMatchTheCpuBackend) {
 
 // Rows that several passes read are copied into shared memory once (softmax: max, sum, output;
 // centered: two sums and the output) and give the cpu backend's results, in checked modes too;
-// rows too long for the shared memory budget are read from memory by every pass.
+// rows too long for the shared memory budget are read from memory by every pass. (Rows whose
+// length is a multiple of the group's size go to registers instead: the next test.)
 TEST(GpuVulkanDiffTest, StagedRowsMatchTheCpuBackend) {
   if (!runner().gpu) GTEST_SKIP() << "vulkan:0 is not available";
   ASSERT_TRUE(runner().cpu);
@@ -181,7 +182,7 @@ TEST(GpuVulkanDiffTest, StagedRowsMatchTheCpuBackend) {
   };
   uint32_t seed = 700;
   for (const kir::Kernel& k :
-       {nested_kernel(8, 64), centered_kernel(5, 1000), centered_kernel(3, 33)}) {
+       {nested_kernel(8, 60), centered_kernel(5, 1000), centered_kernel(3, 33)}) {
     EXPECT_TRUE(staged(k)) << k.name;
     run_both(k, CheckMode::none, seed++);
     run_both(k, CheckMode::validate, seed++);
@@ -192,6 +193,58 @@ TEST(GpuVulkanDiffTest, StagedRowsMatchTheCpuBackend) {
   run_both(long_rows, CheckMode::none, seed++);
   EXPECT_FALSE(staged(reduce_kernel(DType::f32, 4, 100)))
       << "one pass reads the row: nothing to stage";
+}
+
+// Rows whose length is a multiple of the group's size, a thread's share of them at most 32
+// values, stay in registers: each thread copies its slots (16 bytes at a time where the row
+// allows, in unchecked kernels) and every pass walks them. A reduction's term that the output
+// computes again (softmax's exp(x - max)) is kept per slot and read back. The results match the
+// cpu backend's for one to 32 slots a thread, vector and scalar slots, in checked modes too.
+TEST(GpuVulkanDiffTest, RegisterRowsMatchTheCpuBackend) {
+  if (!runner().gpu) GTEST_SKIP() << "vulkan:0 is not available";
+  ASSERT_TRUE(runner().cpu);
+  const auto source = [](const kir::Kernel& k, const TuneParams& p, CheckMode check) {
+    auto src = emit_source(k, p, Dialect::glsl, check);
+    EXPECT_TRUE(src.has_value()) << src.error().message;
+    return src.has_value() ? src->text : std::string();
+  };
+  const auto has = [](const std::string& text, const std::string& what) {
+    return text.find(what) != std::string::npos;
+  };
+  uint32_t seed = 750;
+  struct Case {
+    kir::Kernel k;
+    TuneParams p;
+    bool vector, term;
+  };
+  const std::vector<Case> cases = {
+      {nested_kernel(8, 64), {}, false, true},                            // 64 threads, 1 slot
+      {nested_kernel(6, 256), TuneParams{.block_size = 32}, true, true},  // 8 slots as 2 vectors
+      {centered_kernel(5, 1024), {}, true, false},                        // 4 slots, one vector
+      {centered_kernel(3, 2048), TuneParams{.block_size = 64, .splits = 1}, true,
+       false},                                                               // 32 slots
+      {centered_kernel(4, 96), TuneParams{.block_size = 32}, false, false},  // 3 scalar slots
+  };
+  for (const Case& c : cases) {
+    const std::string text = source(c.k, c.p, CheckMode::none);
+    EXPECT_TRUE(has(text, "kiln_row0[")) << c.k.name << "\n" << text;
+    EXPECT_FALSE(has(text, "kiln_stage0")) << c.k.name;
+    EXPECT_EQ(has(text, "vec4 rv"), c.vector) << c.k.name << "\n" << text;
+    EXPECT_EQ(has(text, "kiln_term0["), c.term) << c.k.name << "\n" << text;
+    // Finite inputs (a NaN would make a whole softmax row NaN, whatever its order), then
+    // inputs with NaNs.
+    run_both(c.k, CheckMode::none, seed++, c.p, Inputs::matmul);
+    run_both(c.k, CheckMode::none, seed++, c.p, Inputs::reduce);
+    // Checked kernels copy element by element, through the checked loads.
+    const std::string checked = source(c.k, c.p, CheckMode::validate);
+    EXPECT_TRUE(has(checked, "kiln_row0[")) << c.k.name;
+    EXPECT_FALSE(has(checked, "vec4 rv")) << c.k.name;
+    run_both(c.k, CheckMode::validate, seed++, c.p, Inputs::matmul);
+  }
+  // A thread's share over 32 values: shared memory (or nothing) instead.
+  EXPECT_FALSE(has(
+      source(centered_kernel(2, 2048), TuneParams{.block_size = 32, .splits = 1}, CheckMode::none),
+      "kiln_row0"));
 }
 
 TEST(GpuVulkanDiffTest, CheckedKernelsKeepInRangeResults) {
