@@ -439,6 +439,8 @@ Value* AttentionEmitter::fast_max(Value* a, Value* b) {
 //      logit so far is -inf), and the offset p is taken at: m_new, or 0 while m_new = -inf, so that
 //      masked keys before the first visible one give p = exp(-inf) = 0;
 //   3. per row, p = exp(x - offset) in place and l = l * alpha + p (16 fixed lanes).
+// Both exps take arguments <= 0 only (a max is subtracted): emit_exp_nonpositive_f32, whose chain
+// of dependent steps is shorter than emit_exp_f32's.
 // acc *= alpha is done as accumulate() loads acc. A row with no visible key ends 0 / 0 = NaN like
 // the reference's exp(-inf - -inf).
 Expected<void> AttentionEmitter::softmax() {
@@ -470,8 +472,8 @@ Expected<void> AttentionEmitter::softmax() {
         Value* m_old = b_.CreateLoad(b_.getFloatTy(), m_at);
         Value* m_new = fast_max(m_old, b_.CreateLoad(b_.getFloatTy(), t_at));
         Value* dead = b_.CreateFCmpOEQ(m_new, f32(ninf));
-        Value* alpha =
-            b_.CreateSelect(dead, f32(1.0), emit_exp_f32(b_, b_.CreateFSub(m_old, m_new)));
+        Value* alpha = b_.CreateSelect(dead, f32(1.0),
+                                       emit_exp_nonpositive_f32(b_, b_.CreateFSub(m_old, m_new)));
         b_.CreateStore(m_new, m_at);
         b_.CreateStore(b_.CreateSelect(dead, f32(0.0), m_new), t_at);
         b_.CreateStore(alpha, at(alpha_, r));
@@ -487,7 +489,7 @@ Expected<void> AttentionEmitter::softmax() {
         [&](Value* jj) -> Expected<void> {
           Value* slot = at(row, jj);
           Value* x = b_.CreateLoad(b_.getFloatTy(), slot);
-          b_.CreateStore(emit_exp_f32(b_, b_.CreateFSub(x, offset)), slot);
+          b_.CreateStore(emit_exp_nonpositive_f32(b_, b_.CreateFSub(x, offset)), slot);
           return {};
         },
         vectorize_hints(ctx_, static_cast<int>(g_.lanes), 0));

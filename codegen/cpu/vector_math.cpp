@@ -80,6 +80,32 @@ Value* emit_exp_f32(llvm::IRBuilderBase& b, Value* x) {
   return b.CreateSelect(is_nan(b, x), x, res);
 }
 
+Value* emit_exp_nonpositive_f32(llvm::IRBuilderBase& b, Value* x) {
+  // As emit_exp_f32, with a shorter chain of dependent steps for x <= 0 only: n = round(x / ln2)
+  // by the 1.5 * 2^23 shift (its integer value read off the bits, no floor or conversion), the
+  // polynomial by Estrin's scheme, one scaling step (2^n stays normal for x >= kLow, and below
+  // kLow the result, under 2^-125, is flushed to 0). -inf gives 0; NaN stays NaN.
+  constexpr double kLow = -86.5;
+  constexpr double kShift = 12582912.0;  // 1.5 * 2^23
+  Value* xc = b.CreateSelect(b.CreateFCmpOGT(x, f32(b, kLow)), x, f32(b, kLow));
+  Value* t = fma(b, xc, f32(b, 1.44269504088896341), f32(b, kShift));
+  Value* n = b.CreateFSub(t, f32(b, kShift));
+  Value* r = fma(b, n, f32(b, -0.693359375), xc);
+  r = fma(b, n, f32(b, 2.12194440e-4), r);
+  Value* r2 = b.CreateFMul(r, r);
+  // p(r) = c5 + c4 r + ... + c0 r^5 (Cephes' coefficients, highest degree first in emit_exp_f32)
+  Value* lo = fma(b, f32(b, 1.6666665459E-1), r, f32(b, 5.0000001201E-1));
+  Value* mid = fma(b, f32(b, 8.3334519073E-3), r, f32(b, 4.1665795894E-2));
+  Value* hi = fma(b, f32(b, 1.9875691500E-4), r, f32(b, 1.3981999507E-3));
+  Value* p = fma(b, fma(b, hi, r2, mid), r2, lo);
+  p = fma(b, p, r2, b.CreateFAdd(r, f32(b, 1.0)));
+  // t's bits hold 0x4b400000 + n for the n in reach here (|n| < 2^22).
+  Value* ni = b.CreateSub(b.CreateBitCast(t, b.getInt32Ty()), i32(b, 0x4b400000));
+  Value* res = b.CreateFMul(p, pow2i(b, ni));
+  res = b.CreateSelect(b.CreateFCmpOLT(x, f32(b, kLow)), f32(b, 0.0), res);
+  return b.CreateSelect(is_nan(b, x), x, res);
+}
+
 Value* emit_log_f32(llvm::IRBuilderBase& b, Value* x) {
   // log(x) = e*ln2 + log(m), m in [sqrt(1/2), sqrt(2)); subnormals are scaled by 2^23 first.
   Value* subnormal = b.CreateFCmpOLT(x, f32(b, std::numeric_limits<float>::min()));

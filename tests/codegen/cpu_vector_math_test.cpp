@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 #include <llvm/AsmParser/Parser.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/SourceMgr.h>
@@ -16,6 +18,7 @@
 #include <limits>
 
 #include "codegen/cpu/llvm_optimizer.h"
+#include "codegen/cpu/vector_math.h"
 #include "tests/codegen/cpu_test_support.h"
 
 namespace kiln::codegen::testing {
@@ -286,6 +289,41 @@ TEST(CpuVectorMath, ExpIsTheSameBitsWithAndWithoutVscalef) {
     subnormal += std::fpclassify(a[j]) == FP_SUBNORMAL;
   }
   EXPECT_GT(subnormal, 1000) << "the sweep should reach the subnormal results";
+}
+
+// exp for x <= 0 (attention's softmax, codegen/cpu/vector_math.h): within 1e-6 of exp from -86.5
+// to 0 (the results down to 2^-124, all normal), 0 below -86.5 and at -inf, NaN for NaN, exactly
+// 1 at both zeros. A scalar function of its IR alone, jitted for this host.
+TEST(CpuVectorMath, ExpOfNonPositiveArgumentsMatchesExp) {
+  ASSERT_TRUE(CpuBackend::create("native").has_value());  // initializes the native target
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  auto m = std::make_unique<llvm::Module>("exp_nonpositive", *ctx);
+  llvm::IRBuilder<> b(*ctx);
+  auto* fn =
+      llvm::Function::Create(llvm::FunctionType::get(b.getFloatTy(), {b.getFloatTy()}, false),
+                             llvm::Function::ExternalLinkage, "exp_nonpositive", *m);
+  b.SetInsertPoint(llvm::BasicBlock::Create(*ctx, "entry", fn));
+  b.CreateRet(cpu::emit_exp_nonpositive_f32(b, fn->getArg(0)));
+  auto jit = llvm::orc::LLJITBuilder().create();
+  ASSERT_TRUE(static_cast<bool>(jit)) << llvm::toString(jit.takeError());
+  ASSERT_FALSE((*jit)->addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))));
+  auto sym = (*jit)->lookup("exp_nonpositive");
+  ASSERT_TRUE(static_cast<bool>(sym)) << llvm::toString(sym.takeError());
+  auto* f = sym->toPtr<float(float)>();
+  double worst = 0, worst_x = 0;
+  for (const double v : linspace(-86.5, 0, 200000)) {
+    const float x = static_cast<float>(v);
+    const double e = rel_error(f(x), std::exp(static_cast<double>(x)));
+    if (e > worst) worst = e, worst_x = x;
+  }
+  EXPECT_LE(worst, 1e-6) << "worst at x=" << worst_x;
+  std::printf("exp on [-86.5, 0] (x <= 0 only): max rel error %.3g at x=%.9g\n", worst, worst_x);
+  for (float x : {-86.6f, -100.f, -1e30f, -std::numeric_limits<float>::infinity()})
+    EXPECT_EQ(std::bit_cast<uint32_t>(f(x)), 0u) << x;
+  EXPECT_TRUE(std::isnan(f(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(f(0.f), 1.f);
+  EXPECT_EQ(f(-0.f), 1.f);
+  EXPECT_EQ(f(-std::numeric_limits<float>::denorm_min()), 1.f);
 }
 
 }  // namespace
