@@ -2,11 +2,9 @@
 // with persistent memory (kiln.toml memory.persistent_memory, DESIGN.md §7) kept apart.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>

@@ -8,7 +8,6 @@
 // another allocation receives it.
 #pragma once
 
-#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
