@@ -394,7 +394,7 @@ void RowReduceWriter::bind_slots(Scope* s, int32_t var, const std::string& j) {
 }
 
 // A slot of a loop over vectors: its index in the register row, `lane` of vector `q`.
-static std::string lane_slot(const std::string& q, int lane) {
+std::string lane_slot(const std::string& q, int lane) {
   return fmt::format("{} * {} + {}", q, kLanes, lane);
 }
 
@@ -416,10 +416,10 @@ Expected<void> RowReduceWriter::write_stages(Scope* row) {
         }
         Expected<std::string> index = em_.emit(st.sample->args[0]);
         if (!index) return std::unexpected(index.error());
-        const std::string at = fmt::format("{} / {}", *index, d_.i64_lit(kLanes));
+        const std::string vec = fmt::format("{} / {}", *index, d_.i64_lit(kLanes));
         const std::string v = em_.fresh("rv");
         em_.append(s, fmt::format("{} {} = {}[{}];", d_.vec4_type(st.dtype), v,
-                                  d_.vec4_ref(k_, st.buf), d_.cuda() ? at : "uint(" + at + ")"));
+                                  d_.vec4_ref(k_, st.buf), d_.cuda() ? vec : "uint(" + vec + ")"));
         for (int l = 0; l < kLanes; ++l)
           em_.append(s, fmt::format("{}[{}] = {}.{};", st.name, lane_slot(j, l), v, "xyzw"[l]));
       }
