@@ -84,7 +84,7 @@ Value* emit_exp_nonpositive_f32(llvm::IRBuilderBase& b, Value* x) {
   // As emit_exp_f32, with a shorter chain of dependent steps for x <= 0 only: n = round(x / ln2)
   // by the 1.5 * 2^23 shift (its integer value read off the bits, no floor or conversion), the
   // polynomial by Estrin's scheme, one scaling step (2^n stays normal for x >= kLow, and below
-  // kLow the result, under 2^-125, is flushed to 0). -inf gives 0; NaN stays NaN.
+  // kLow the result, under 2^-124, is flushed to 0). -inf gives 0; NaN stays NaN.
   constexpr double kLow = -86.5;
   constexpr double kShift = 12582912.0;  // 1.5 * 2^23
   Value* xc = b.CreateSelect(b.CreateFCmpOGT(x, f32(b, kLow)), x, f32(b, kLow));

@@ -13,8 +13,9 @@ namespace kiln::codegen::cpu {
 // max relative error over normal ranges is <= 2.1e-7 (gelu: 7.6e-7 on [-3, 10]; below -3 it is
 // ill-conditioned in f32); inf and nan behave like libm. Sweeps: tests/codegen/cpu_vector_math_test.
 llvm::Value* emit_exp_f32(llvm::IRBuilderBase& b, llvm::Value* x);
-// exp for x <= 0 (softmax's x - max): the same values as emit_exp_f32 down to -86.5, 0 below
-// (where exp is under 2^-124), with a shorter dependency chain. Positive x is out of its domain.
+// exp for x <= 0 (softmax's x - max) with a shorter dependency chain than emit_exp_f32: within
+// 1.2e-7 relative of exp down to -86.5, 0 below (where exp is under 2^-124), NaN for NaN.
+// Positive x is out of its domain.
 llvm::Value* emit_exp_nonpositive_f32(llvm::IRBuilderBase& b, llvm::Value* x);
 llvm::Value* emit_log_f32(llvm::IRBuilderBase& b, llvm::Value* x);
 llvm::Value* emit_tanh_f32(llvm::IRBuilderBase& b, llvm::Value* x);
