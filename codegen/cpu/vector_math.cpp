@@ -6,6 +6,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <limits>
+#include <span>
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
@@ -29,11 +30,13 @@ Value* fma(llvm::IRBuilderBase& b, Value* x, Value* y, Value* z) {
 }
 
 // Horner evaluation, coefficients from the highest degree down.
-Value* poly(llvm::IRBuilderBase& b, Value* x, std::initializer_list<double> coeffs) {
-  auto it = coeffs.begin();
-  Value* acc = f32(b, *it++);
-  for (; it != coeffs.end(); ++it) acc = fma(b, acc, x, f32(b, *it));
+Value* poly(llvm::IRBuilderBase& b, Value* x, std::span<const double> coeffs) {
+  Value* acc = f32(b, coeffs.front());
+  for (double c : coeffs.subspan(1)) acc = fma(b, acc, x, f32(b, c));
   return acc;
+}
+Value* poly(llvm::IRBuilderBase& b, Value* x, std::initializer_list<double> coeffs) {
+  return poly(b, x, std::span<const double>(coeffs.begin(), coeffs.size()));
 }
 
 Value* fabs(llvm::IRBuilderBase& b, Value* x) {
@@ -57,20 +60,36 @@ Value* pow2i(llvm::IRBuilderBase& b, Value* k) {
   return b.CreateBitCast(bits, b.getFloatTy());
 }
 
+// exp's pieces, shared by emit_exp_f32 and emit_exp_nonpositive_f32: 1/ln2, ln2 split in two so
+// that n * kLn2Hi is exact, and Cephes' minimax coefficients of (exp(r) - 1 - r) / r^2 on
+// |r| <= ln2/2, highest degree first.
+constexpr double kLog2e = 1.44269504088896341;
+constexpr double kLn2Hi = 0.693359375;
+constexpr double kLn2Lo = -2.12194440e-4;
+constexpr double kExpPoly[6] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
+                                4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
+
+// r = x - n * ln2, in two steps.
+Value* exp_reduce(llvm::IRBuilderBase& b, Value* x, Value* n) {
+  Value* r = fma(b, n, f32(b, -kLn2Hi), x);
+  return fma(b, n, f32(b, -kLn2Lo), r);
+}
+
+// exp(r) = 1 + r + r^2 * p(r), p the polynomial of kExpPoly evaluated already.
+Value* exp_finish(llvm::IRBuilderBase& b, Value* r, Value* r2, Value* p) {
+  return fma(b, p, r2, b.CreateFAdd(r, f32(b, 1.0)));
+}
+
 }  // namespace
 
 Value* emit_exp_f32(llvm::IRBuilderBase& b, Value* x) {
   // exp(x) = 2^n * exp(r), n = round(x / ln2), |r| <= ln2/2, ln2 split in two for exact n*C1.
   Value* xc = clamp(b, x, -104.0, 89.0);
-  Value* n = b.CreateUnaryIntrinsic(llvm::Intrinsic::floor,
-                                    fma(b, xc, f32(b, 1.44269504088896341), f32(b, 0.5)));
-  Value* r = fma(b, n, f32(b, -0.693359375), xc);
-  r = fma(b, n, f32(b, 2.12194440e-4), r);
+  Value* n =
+      b.CreateUnaryIntrinsic(llvm::Intrinsic::floor, fma(b, xc, f32(b, kLog2e), f32(b, 0.5)));
+  Value* r = exp_reduce(b, xc, n);
   Value* r2 = b.CreateFMul(r, r);
-  Value* p = poly(b, r,
-                  {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2,
-                   1.6666665459E-1, 5.0000001201E-1});
-  p = fma(b, p, r2, b.CreateFAdd(r, f32(b, 1.0)));
+  Value* p = exp_finish(b, r, r2, poly(b, r, kExpPoly));
   // Scale in two steps so that results in the subnormal range and just below overflow are exact
   // (n is in [-150, 129] after the clamp; each half stays a normal power of two).
   Value* ni = b.CreateFPToSI(n, b.getInt32Ty());
@@ -88,17 +107,16 @@ Value* emit_exp_nonpositive_f32(llvm::IRBuilderBase& b, Value* x) {
   constexpr double kLow = -86.5;
   constexpr double kShift = 12582912.0;  // 1.5 * 2^23
   Value* xc = b.CreateSelect(b.CreateFCmpOGT(x, f32(b, kLow)), x, f32(b, kLow));
-  Value* t = fma(b, xc, f32(b, 1.44269504088896341), f32(b, kShift));
+  Value* t = fma(b, xc, f32(b, kLog2e), f32(b, kShift));
   Value* n = b.CreateFSub(t, f32(b, kShift));
-  Value* r = fma(b, n, f32(b, -0.693359375), xc);
-  r = fma(b, n, f32(b, 2.12194440e-4), r);
+  Value* r = exp_reduce(b, xc, n);
   Value* r2 = b.CreateFMul(r, r);
-  // p(r) = c5 + c4 r + ... + c0 r^5 (Cephes' coefficients, highest degree first in emit_exp_f32)
-  Value* lo = fma(b, f32(b, 1.6666665459E-1), r, f32(b, 5.0000001201E-1));
-  Value* mid = fma(b, f32(b, 8.3334519073E-3), r, f32(b, 4.1665795894E-2));
-  Value* hi = fma(b, f32(b, 1.9875691500E-4), r, f32(b, 1.3981999507E-3));
-  Value* p = fma(b, fma(b, hi, r2, mid), r2, lo);
-  p = fma(b, p, r2, b.CreateFAdd(r, f32(b, 1.0)));
+  // kExpPoly by Estrin's scheme: (c0 r + c1) r^4 + (c2 r + c3) r^2 + (c4 r + c5).
+  const double* c = kExpPoly;
+  Value* hi = fma(b, f32(b, c[0]), r, f32(b, c[1]));
+  Value* mid = fma(b, f32(b, c[2]), r, f32(b, c[3]));
+  Value* lo = fma(b, f32(b, c[4]), r, f32(b, c[5]));
+  Value* p = exp_finish(b, r, r2, fma(b, fma(b, hi, r2, mid), r2, lo));
   // t's bits hold 0x4b400000 + n for the n in reach here (|n| < 2^22).
   Value* ni = b.CreateSub(b.CreateBitCast(t, b.getInt32Ty()), i32(b, 0x4b400000));
   Value* res = b.CreateFMul(p, pow2i(b, ni));
