@@ -30,6 +30,7 @@ class FlopCounter {
     switch (e->kind) {
       case kir::ExprKind::Const:
       case kir::ExprKind::Var:
+      case kir::ExprKind::Size:
       case kir::ExprKind::Load:  // the index is address arithmetic
         return 0;
       case kir::ExprKind::Alu:

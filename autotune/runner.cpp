@@ -34,6 +34,7 @@ class CpuBench final : public CandidateBench {
   Expected<void> run(size_t i, KernelBuffers& bufs) override {
     std::vector<void*> ptrs;
     for (ir::HostTensor& b : bufs) ptrs.push_back(b.data());
+    if (k_.has_sizes()) ptrs.push_back(const_cast<int64_t*>(k_.sizes.data()));  // after the buffers
     return run_on(i, ptrs.data());
   }
 
@@ -53,6 +54,8 @@ class CpuBench final : public CandidateBench {
       timing_ptrs_.push_back(block.data());
       timing_.push_back(std::move(block));
     }
+    // A kernel with run-time sizes runs at its own instance's (ir/kernel_sizes.h).
+    if (k_.has_sizes()) timing_ptrs_.push_back(const_cast<int64_t*>(k_.sizes.data()));
     restore_inputs();
     return {};
   }

@@ -41,4 +41,14 @@ inline SumBlocks sum_blocks(const std::vector<int64_t>& extents, int64_t max_ter
   return {};
 }
 
+// The block along the outermost loop of a reduction whose outermost extent is known only at run
+// time and whose inner extents' product is at most max_terms: what sum_blocks gives at every
+// size whose sum needs blocks. (At a size that needs none, the sum is one block of this size.)
+inline int64_t sum_blocks_along_first(const std::vector<int64_t>& extents,
+                                      int64_t max_terms = kSumBlock) {
+  int64_t inner = 1;
+  for (size_t k = 1; k < extents.size(); ++k) inner = std::min(inner * extents[k], max_terms + 1);
+  return std::max<int64_t>(1, max_terms / std::max<int64_t>(inner, 1));
+}
+
 }  // namespace kiln::codegen

@@ -114,6 +114,7 @@ class Renamed {
     if (!same_.insert({a, b}).second) return true;
     switch (a->kind) {
       case ExprKind::Const:
+      case ExprKind::Size:
         return a->fval == b->fval && a->ival == b->ival;
       case ExprKind::Var: {
         auto it = ren_.find(a->var);
@@ -126,7 +127,7 @@ class Renamed {
         if (a->alu != b->alu) return false;
         break;
       case ExprKind::Reduce:
-        if (a->reduce_op != b->reduce_op || a->rextents != b->rextents ||
+        if (a->reduce_op != b->reduce_op || a->rextents != b->rextents || a->rslots != b->rslots ||
             a->rvars.size() != b->rvars.size())
           return false;
         for (size_t i = 0; i < a->rvars.size(); ++i) ren_[a->rvars[i]] = b->rvars[i];

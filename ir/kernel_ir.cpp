@@ -98,7 +98,7 @@ bool ExprArena::Eq::operator()(const Expr* a, const Expr* b) const {
          a->reduce_op == b->reduce_op && a->var == b->var && a->buf == b->buf &&
          std::bit_cast<uint64_t>(a->fval) == std::bit_cast<uint64_t>(b->fval) &&
          a->ival == b->ival && a->args == b->args && a->rvars == b->rvars &&
-         a->rextents == b->rextents;
+         a->rextents == b->rextents && a->rslots == b->rslots;
 }
 
 const Expr* ExprArena::intern(Expr e) {
@@ -112,6 +112,7 @@ const Expr* ExprArena::intern(Expr e) {
   for (const Expr* a : e.args) h = mix(h, a->hash);
   for (int32_t v : e.rvars) h = mix(h, static_cast<uint64_t>(v));
   for (int64_t x : e.rextents) h = mix(h, static_cast<uint64_t>(x));
+  for (int32_t x : e.rslots) h = mix(h, static_cast<uint64_t>(static_cast<int64_t>(x)) + 7);
   e.hash = h;
   std::lock_guard lock(mu_);
   if (auto it = interned_.find(&e); it != interned_.end()) return *it;
@@ -147,8 +148,11 @@ const Expr* ExprArena::alu(Alu op, DType dtype, std::vector<const Expr*> args) {
 }
 
 const Expr* ExprArena::reduce(ReduceOp op, DType dtype, const Expr* body,
-                              std::vector<int32_t> rvars, std::vector<int64_t> rextents) {
+                              std::vector<int32_t> rvars, std::vector<int64_t> rextents,
+                              std::vector<int32_t> rslots) {
   KILN_CHECK(rvars.size() == rextents.size() && !rvars.empty()) << "reduce loop variables";
+  KILN_CHECK(rslots.empty() || rslots.size() == rextents.size()) << "reduce extent slots";
+  if (std::ranges::all_of(rslots, [](int32_t s) { return s < 0; })) rslots.clear();
   KILN_CHECK((op != ReduceOp::ArgMax && op != ReduceOp::ArgMin) || rvars.size() == 1)
       << "argmax/argmin reduce exactly one variable";
   return intern(Expr{.kind = ExprKind::Reduce,
@@ -156,7 +160,13 @@ const Expr* ExprArena::reduce(ReduceOp op, DType dtype, const Expr* body,
                      .reduce_op = op,
                      .args = {body},
                      .rvars = std::move(rvars),
-                     .rextents = std::move(rextents)});
+                     .rextents = std::move(rextents),
+                     .rslots = std::move(rslots)});
+}
+
+const Expr* ExprArena::size(int32_t slot) {
+  KILN_CHECK(slot >= 0) << "size slot " << slot;
+  return intern(Expr{.kind = ExprKind::Size, .dtype = DType::i64, .ival = slot});
 }
 
 const Expr* ExprArena::scan(ReduceOp op, DType dtype, const Expr* body, int32_t var) {
@@ -264,10 +274,23 @@ std::string extents_text(const ir::Shape& s, bool dynamic, int64_t bound = 0) {
   return out + "]";
 }
 
+// One extent as the identity prints it: a run-time size's slot, or its value.
+std::string extent_text(int64_t value, const std::vector<int32_t>& slots, size_t i) {
+  if (i < slots.size() && slots[i] >= 0) return fmt::format("size.{}", slots[i]);
+  return fmt::format("{}", value);
+}
+
+std::string slotted_text(const ir::Shape& s, const std::vector<int32_t>& slots) {
+  std::string out = "[";
+  for (size_t d = 0; d < s.size(); ++d) out += (d ? "," : "") + extent_text(s[d], slots, d);
+  return out + "]";
+}
+
 // A dynamic kernel of one axis reads and writes a buffer of as many elements as its domain at the
 // domain's index, whatever the buffer's shape: `[?]`, so that an elementwise kernel over [8, s]
 // is one kernel for every s, not only for every leading extent.
 std::string param_text(const Kernel& k, const Param& p) {
+  if (!p.shape_slots.empty()) return slotted_text(p.shape, p.shape_slots);
   if (k.dynamic_outer && k.domain.size() == 1 && ir::shape_numel(p.shape) == k.domain[0]) return "[?]";
   return extents_text(p.shape, k.dynamic_outer);
 }
@@ -282,7 +305,14 @@ std::string print_kernel(const Kernel& k, bool with_labels) {
     if (with_labels && !p.label.empty()) out += fmt::format("  # {}", p.label);
     out += "\n";
   }
-  out += fmt::format("  domain {}", extents_text(k.domain, k.dynamic_outer, k.dynamic_bound));
+  out += fmt::format("  domain {}", k.domain_slots.empty()
+                                        ? extents_text(k.domain, k.dynamic_outer, k.dynamic_bound)
+                                        : slotted_text(k.domain, k.domain_slots));
+  // A kernel with run-time sizes: their number is part of the identity, their values are not.
+  if (k.has_sizes()) {
+    out += fmt::format("  sizes {}", k.sizes.size());
+    if (with_labels) out += fmt::format("  # = {}", fmt::join(k.sizes, ","));
+  }
   // With labels (dumps), a dynamic kernel also shows this instance's extent.
   if (k.dynamic_outer && with_labels && !k.domain.empty()) out += fmt::format("  # ? = {}", k.domain[0]);
   out += "\n";
@@ -290,11 +320,13 @@ std::string print_kernel(const Kernel& k, bool with_labels) {
   auto ref = [&](const Expr* e) -> std::string {
     if (e->kind == ExprKind::Const) return const_text(e);
     if (e->kind == ExprKind::Var) return fmt::format("v{}", e->var);
+    if (e->kind == ExprKind::Size) return fmt::format("size.{}", e->ival);
     return names.at(e);
   };
   int next = 0;
   for (const Expr* e : kernel_exprs(k)) {
-    if (e->kind == ExprKind::Const || e->kind == ExprKind::Var) continue;
+    if (e->kind == ExprKind::Const || e->kind == ExprKind::Var || e->kind == ExprKind::Size)
+      continue;
     std::string name = fmt::format("${}", next++);
     std::string rhs;
     switch (e->kind) {
@@ -311,7 +343,8 @@ std::string print_kernel(const Kernel& k, bool with_labels) {
       case ExprKind::Reduce: {
         std::vector<std::string> loops;
         for (size_t i = 0; i < e->rvars.size(); ++i)
-          loops.push_back(fmt::format("v{}<{}>", e->rvars[i], e->rextents[i]));
+          loops.push_back(
+              fmt::format("v{}<{}>", e->rvars[i], extent_text(e->rextents[i], e->rslots, i)));
         rhs = fmt::format("reduce.{} {} ({}) {}", reduce_op_name(e->reduce_op),
                           ir::dtype_name(e->dtype), fmt::join(loops, ", "), ref(e->args[0]));
         break;
@@ -326,6 +359,7 @@ std::string print_kernel(const Kernel& k, bool with_labels) {
         break;
       case ExprKind::Const:
       case ExprKind::Var:  // printed in place (ref), skipped above
+      case ExprKind::Size:
         break;
     }
     out += fmt::format("  {} = {}\n", name, rhs);

@@ -17,17 +17,17 @@
 //   index of the first extreme value; the first NaN wins for both (numpy).
 // - Scan (kernel-IR form of cumsum) is a running fold along one parallel variable `var`, which is
 //   always the innermost domain axis of a domain of rank >= 2: at a point p it is the fold (Sum,
-//   from 0, in the body's dtype; f16 and bf16 in f32, each output rounded once) of its body at every point p' that equals p but for
-//   p'[var] <= p[var], in ascending order of p'[var]. So every backend computes it as one
-//   accumulator carried along the innermost loop, which runs in order and is never split between
-//   threads (the outer axes stay parallel): O(n) work per row, and one summation order on every
-//   target and vector width. Reverse and exclusive scans are index remaps that lowering writes
-//   (like views): the body reads the operand at n-1-v (and one element back, guarded to 0), the
-//   store writes n-1-v. A kernel with a scan holds no reduction and no scan inside a scan's body
-//   (ir/verify.cpp). Chosen over a reduction with a variable extent (which backends would have
-//   to recognize to avoid O(n^2) work) and over a separate kernel kind (which would duplicate
-//   params, stores, printing and verification): a scan is one more interned expression, printed
-//   `scan.sum f32 (v1) $3`, whose loop is the kernel's own innermost loop.
+//   from 0, in the body's dtype; f16 and bf16 in f32, each output rounded once) of its body at
+//   every point p' that equals p but for p'[var] <= p[var], in ascending order of p'[var]. So every
+//   backend computes it as one accumulator carried along the innermost loop, which runs in order
+//   and is never split between threads (the outer axes stay parallel): O(n) work per row, and one
+//   summation order on every target and vector width. Reverse and exclusive scans are index remaps
+//   that lowering writes (like views): the body reads the operand at n-1-v (and one element back,
+//   guarded to 0), the store writes n-1-v. A kernel with a scan holds no reduction and no scan
+//   inside a scan's body (ir/verify.cpp). Chosen over a reduction with a variable extent (which
+//   backends would have to recognize to avoid O(n^2) work) and over a separate kernel kind (which
+//   would duplicate params, stores, printing and verification): a scan is one more interned
+//   expression, printed `scan.sum f32 (v1) $3`, whose loop is the kernel's own innermost loop.
 // - A selection scan (kernel-IR form of topk_indices) is a Scan with reduce_op ArgMax (largest) or
 //   ArgMin (smallest), dtype i64, and one loop variable of its own (rvars {r}, rextents {n}) that
 //   its body reads: at step j of `var` it is the r of the j-th element of the order of body(r)
@@ -35,6 +35,14 @@
 //   values by ascending r). Backends carry the previous pick (value, r) along the innermost loop
 //   and find the next one in one pass over r: O(n) per step, no per-row buffer, comparisons
 //   only, so one result on every target and vector width. Printed `scan.argmax i64 (v1; v2<8) $3`.
+// - Run-time sizes (kernels with inner dynamic axes, ir/kernel_sizes.h): a kernel may take some
+//   of its sizes at run time as slots 0..sizes.size()-1. A Size expression (i64, printed
+//   `size.N`) is slot N's value; a domain extent, a reduction's extent or a parameter's extent
+//   may be a slot too (domain_slots, rslots, Param::shape_slots; -1 or empty: fixed). Such a
+//   kernel keeps the values of one instance everywhere (domain, rextents, shapes, and `sizes`,
+//   each slot's value), as a dynamic kernel keeps its outer extent, and its identity prints the
+//   slots instead. The code a backend makes of it reads every slot at run time, so one compiled
+//   kernel serves every instance whose sizes kir::match_sizes finds.
 // - Stores run once per point of the parallel domain, in order.
 // - Schedule (vector width, unroll, threads) is not here: see codegen/tune_params.h.
 #pragma once
@@ -71,7 +79,7 @@ int alu_cost(Alu a);
 // eq ne lt le gt ge: a bool result of two operands of one dtype (ir::is_comparison).
 bool is_comparison(Alu a);
 
-enum class ExprKind : uint8_t { Const, Var, Load, Alu, Reduce, Scan };
+enum class ExprKind : uint8_t { Const, Var, Load, Alu, Reduce, Scan, Size };
 enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin };
 std::string_view reduce_op_name(ReduceOp r);
 // A graph op's kernel counterpart: the Alu of an elementwise op (nullopt for other kinds), the
@@ -88,10 +96,12 @@ struct Expr {
   int32_t var = -1;                    // kind == Var: loop variable id; Scan: the variable scanned
   int32_t buf = -1;                // kind == Load: parameter index
   double fval = 0;                 // kind == Const, floating dtype
-  int64_t ival = 0;                // kind == Const, integer or bool dtype
+  int64_t ival = 0;                // kind == Const, integer or bool dtype; Size: the slot
   std::vector<const Expr*> args = {};  // Alu: operands; Load: {index}; Reduce, Scan: {body}
   std::vector<int32_t> rvars = {};     // Reduce, selection Scan: its loop variables, outer to inner
   std::vector<int64_t> rextents = {};  // Reduce: their extents
+  // Reduce: per extent, the run-time size slot it is (-1: fixed); empty: every extent fixed.
+  std::vector<int32_t> rslots = {};
   uint64_t hash = 0;
   uint32_t id = 0;                 // creation order: operands always have smaller ids
 };
@@ -105,7 +115,9 @@ class ExprArena {
   const Expr* load(int32_t buf, DType dtype, const Expr* index);
   const Expr* alu(Alu op, DType dtype, std::vector<const Expr*> args);
   const Expr* reduce(ReduceOp op, DType dtype, const Expr* body, std::vector<int32_t> rvars,
-                     std::vector<int64_t> rextents);
+                     std::vector<int64_t> rextents, std::vector<int32_t> rslots = {});
+  // Run-time size slot `slot` (i64).
+  const Expr* size(int32_t slot);
   // op: Sum (the only scan so far); `var` a parallel loop variable (the innermost).
   const Expr* scan(ReduceOp op, DType dtype, const Expr* body, int32_t var);
   // A selection scan (op ArgMax or ArgMin, i64): step j of `var` gives the r in [0, n) of the
@@ -130,6 +142,8 @@ struct Param {
   ir::Shape shape;
   bool output = false;  // written by this kernel
   std::string label;    // the graph value it holds, for dumps only (not part of the identity)
+  std::vector<int32_t> shape_slots =
+      {};  // per axis, its run-time size slot (-1: fixed); empty: none
 };
 
 struct Store {
@@ -155,7 +169,14 @@ struct Kernel {
   // serves, a power of two (its code may assume no more); 0: any extent.
   int64_t dynamic_bound = 0;
 
+  // Run-time sizes (ir/kernel_sizes.h): this instance's value of each slot, and per domain axis
+  // the slot it is (-1: fixed; empty: every axis fixed). Empty `sizes`: a kernel of fixed sizes.
+  std::vector<int64_t> sizes;
+  std::vector<int32_t> domain_slots;
+
   int64_t outer_extent() const { return domain.empty() ? 1 : domain[0]; }
+  bool has_sizes() const { return !sizes.empty(); }
+  int32_t domain_slot(size_t d) const { return d < domain_slots.size() ? domain_slots[d] : -1; }
 };
 
 // The canonical text form. Without labels (and name), the text is the kernel's identity: equal

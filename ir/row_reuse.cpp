@@ -113,6 +113,7 @@ class Analysis {
         if (f->alu != e->alu) return false;
         return std::nullopt;
       case ExprKind::Const:   // interned: equal constants are one expression
+      case ExprKind::Size:
       case ExprKind::Reduce:  // only the very same reduction
       case ExprKind::Scan:
         return false;

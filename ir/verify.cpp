@@ -97,6 +97,14 @@ class KernelVerifier {
       if (k_.domain[d] < 0)
         return fail(fmt::format("domain axis {} has extent {}", d, k_.domain[d]));
     if (!k_.arena && !k_.stores.empty()) return fail("it has stores but no expression arena");
+    if (auto ok = check_slots(k_.domain, k_.domain_slots, "the domain"); !ok) return ok;
+    for (size_t p = 0; p < k_.params.size(); ++p)
+      if (auto ok = check_slots(k_.params[p].shape, k_.params[p].shape_slots,
+                                fmt::format("parameter {}", p));
+          !ok)
+        return ok;
+    if (k_.has_sizes() && k_.dynamic_outer)
+      return fail("it is dynamic and has run-time sizes (its outer extent is one of them)");
     std::vector<bool> stored(k_.params.size(), false);
     for (size_t s = 0; s < k_.stores.size(); ++s) {
       const Store& st = k_.stores[s];
@@ -130,6 +138,25 @@ class KernelVerifier {
   }
 
  private:
+  // Run-time size slots (ir/kernel_sizes.h): in range, and each extent this instance's value.
+  Expected<void> check_slots(const std::vector<int64_t>& extents, const std::vector<int32_t>& slots,
+                             const std::string& where) const {
+    if (slots.empty()) return {};
+    if (slots.size() != extents.size())
+      return fail(
+          fmt::format("{} has {} extents and {} size slots", where, extents.size(), slots.size()));
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (slots[i] < 0) continue;
+      if (static_cast<size_t>(slots[i]) >= k_.sizes.size())
+        return fail(
+            fmt::format("{}'s axis {} is size.{} of {}", where, i, slots[i], k_.sizes.size()));
+      if (k_.sizes[static_cast<size_t>(slots[i])] != extents[i])
+        return fail(fmt::format("{}'s axis {} is {} but size.{} is {}", where, i, extents[i],
+                                slots[i], k_.sizes[static_cast<size_t>(slots[i])]));
+    }
+    return {};
+  }
+
   bool valid_param(int32_t buf) const {
     return buf >= 0 && buf < static_cast<int32_t>(k_.params.size());
   }
@@ -154,6 +181,8 @@ class KernelVerifier {
         return fmt::format("reduce {} {}", reduce_op_name(e->reduce_op), dtype_name(e->dtype));
       case ExprKind::Scan:
         return fmt::format("scan {} {}", reduce_op_name(e->reduce_op), dtype_name(e->dtype));
+      case ExprKind::Size:
+        return fmt::format("size.{}", e->ival);
     }
     return "?";
   }
@@ -183,6 +212,11 @@ class KernelVerifier {
         return check_reduce(e);
       case ExprKind::Scan:
         return check_scan(e);
+      case ExprKind::Size:
+        if (e->dtype != DType::i64) return fail_expr(e, "a run-time size is i64");
+        if (e->ival < 0 || static_cast<size_t>(e->ival) >= k_.sizes.size())
+          return fail_expr(e, fmt::format("the kernel has {} run-time sizes", k_.sizes.size()));
+        return expect_args(e, 0);
     }
     return fail_expr(e, "an unknown kind");
   }
@@ -247,6 +281,8 @@ class KernelVerifier {
       if (!fresh && it->second != e)
         return fail_expr(e, fmt::format("v{} is also bound by expression #{}", v, it->second->id));
     }
+    if (auto ok = check_slots(e->rextents, e->rslots, fmt::format("expression #{}", e->id)); !ok)
+      return ok;
     const bool arg = e->reduce_op == ReduceOp::ArgMax || e->reduce_op == ReduceOp::ArgMin;
     if (arg && (e->dtype != DType::i32 || e->rvars.size() != 1))
       return fail_expr(e, "argmax/argmin give i32 over exactly one variable");

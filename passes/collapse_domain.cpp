@@ -75,6 +75,7 @@ class Classifier {
   Form classify(const Expr* e) const {
     switch (e->kind) {
       case ExprKind::Const:
+      case ExprKind::Size:
         return {};
       case ExprKind::Var: {
         if (!in_a(e->var)) return {};
@@ -150,6 +151,7 @@ kir::Kernel rebuild(const kir::Kernel& k, size_t a, const std::vector<const Expr
     const Expr* r = nullptr;
     switch (e->kind) {
       case ExprKind::Const:
+      case ExprKind::Size:
         r = e;
         break;
       case ExprKind::Var:

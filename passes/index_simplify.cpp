@@ -269,6 +269,7 @@ IndexRange IndexBuilder::range(const kir::Expr* e) const {
     case ExprKind::Load:  // data, not index arithmetic
     case ExprKind::Reduce:
     case ExprKind::Scan:
+    case ExprKind::Size:  // a run-time size: any value
       return kUnknown;
   }
   const Alu op = e->alu;

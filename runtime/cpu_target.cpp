@@ -52,6 +52,9 @@ class CpuKernel final : public Artifact {
   // The launch's range [0, outer_extent): the code's, or a dynamic kernel's instance's
   // (with_outer_extent). min_chunk depends on the inner axes and the work per point only.
   int64_t outer_extent;
+  // A kernel with run-time sizes: this instance's slot values (with_sizes), passed after the
+  // buffers.
+  std::vector<int64_t> sizes;
 };
 
 }  // namespace
@@ -97,8 +100,12 @@ class CpuStream final : public Stream {
                         bool timed) override {
     const auto& k = static_cast<const CpuKernel&>(artifact);
     if (!k.loaded()) return make_error("cpu: a kernel that was compiled but not linked cannot run");
+    if (static_cast<size_t>(k.code->size_slots) != k.sizes.size())
+      return make_error(fmt::format("cpu: a kernel of {} run-time sizes launched with {}",
+                                    k.code->size_slots, k.sizes.size()));
     pointers_.clear();
     for (DeviceMemory* m : args) pointers_.push_back(static_cast<HostMemory*>(m)->data());
+    if (!k.sizes.empty()) pointers_.push_back(const_cast<int64_t*>(k.sizes.data()));
     const auto t0 = std::chrono::steady_clock::now();
     void* const* argv = pointers_.data();
     const codegen::CpuArtifact& code = *k.code;
@@ -188,6 +195,32 @@ std::shared_ptr<const Artifact> CpuTarget::with_outer_extent(const Artifact& art
   return std::make_shared<const CpuKernel>(k.code, k.min_chunk, outer_extent);
 }
 
+bool CpuTarget::serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                                 codegen::CheckMode check) const {
+  return codegen::CpuBackend::serves_any_sizes(kernel, facts, check);
+}
+
+bool CpuTarget::serves_sizes_instance(const kir::KernelFacts& general, const kir::Kernel& special,
+                                      const kir::KernelFacts& special_facts) const {
+  return codegen::CpuBackend::serves_sizes_instance(general, special, special_facts);
+}
+
+std::shared_ptr<const Artifact> CpuTarget::with_sizes(const Artifact& artifact,
+                                                      const kir::Kernel& instance) const {
+  const auto& k = static_cast<const CpuKernel&>(artifact);
+  if (k.code->size_slots == 0 || static_cast<size_t>(k.code->size_slots) != instance.sizes.size())
+    return nullptr;
+  // A kept row's room. (A slot may be any number: a diagonal's offset, say, as well as an extent.)
+  for (size_t s = 0; s < instance.sizes.size() && s < k.code->size_limits.size(); ++s)
+    if (k.code->size_limits[s] >= 0 &&
+        (instance.sizes[s] < 0 || instance.sizes[s] > k.code->size_limits[s]))
+      return nullptr;
+  auto bound =
+      std::make_shared<CpuKernel>(k.code, cpu_min_chunk(instance), instance.outer_extent());
+  bound->sizes = instance.sizes;
+  return bound;
+}
+
 std::optional<cache::Entry> CpuTarget::to_entry(const Artifact& artifact) const {
   const codegen::CpuArtifact& a = *static_cast<const CpuKernel&>(artifact).code;
   if (a.object.empty()) return std::nullopt;
@@ -198,6 +231,8 @@ std::optional<cache::Entry> CpuTarget::to_entry(const Artifact& artifact) const 
                     {"outer_extent", a.outer_extent},
                     {"min_chunk", static_cast<const CpuKernel&>(artifact).min_chunk},
                     {"dynamic_outer", a.dynamic_outer},
+                    {"size_slots", a.size_slots},
+                    {"size_limits", a.size_limits},
                     {"chunks_per_thread", a.chunks_per_thread},
                     {"chunk_align", a.chunk_align},
                     {"compile_ms", a.compile_ms}}
@@ -214,6 +249,14 @@ Expected<CpuEntry> read_cpu_entry(const cache::Entry& e) {
     if (meta.contains("dynamic_outer")) out.dynamic_outer = meta.at("dynamic_outer").get<bool>();
     if (meta.contains("chunks_per_thread")) out.chunks_per_thread = meta.at("chunks_per_thread").get<int>();
     if (meta.contains("chunk_align")) out.chunk_align = meta.at("chunk_align").get<int64_t>();
+    if (meta.contains("size_slots")) out.size_slots = meta.at("size_slots").get<int32_t>();
+    if (out.size_slots < 0)
+      return make_error(fmt::format("its run-time sizes are {}", out.size_slots));
+    if (meta.contains("size_limits"))
+      out.size_limits = meta.at("size_limits").get<std::vector<int64_t>>();
+    if (out.size_slots > 0 && out.size_limits.size() != static_cast<size_t>(out.size_slots))
+      return make_error(fmt::format("it has {} run-time sizes and {} limits", out.size_slots,
+                                    out.size_limits.size()));
     if (out.symbol.empty()) return make_error("its symbol is empty");
     if (out.outer_extent < 0) return make_error(fmt::format("its outer extent is {}", out.outer_extent));
     if (out.min_chunk < 1) return make_error(fmt::format("its chunk is {}", out.min_chunk));
@@ -242,6 +285,8 @@ Expected<std::shared_ptr<const Artifact>> CpuTarget::from_entry(const cache::Ent
     code->outer_extent = stored->outer_extent;
   }
   code->dynamic_outer = stored->dynamic_outer;
+  code->size_slots = stored->size_slots;
+  code->size_limits = stored->size_limits;
   code->chunks_per_thread = stored->chunks_per_thread;
   code->chunk_align = stored->chunk_align;
   code->llvm_ir = e.source;

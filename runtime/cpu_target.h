@@ -29,6 +29,8 @@ struct CpuEntry {
   bool dynamic_outer = false;  // compiled from a dynamic kernel (absent in older entries: false)
   int chunks_per_thread = 0;   // codegen::CpuArtifact::chunks_per_thread (absent: 0)
   int64_t chunk_align = 1;     // codegen::CpuArtifact::chunk_align (absent: 1)
+  int32_t size_slots = 0;      // codegen::CpuArtifact::size_slots (absent: 0)
+  std::vector<int64_t> size_limits = {};  // codegen::CpuArtifact::size_limits (absent: none)
 };
 Expected<CpuEntry> read_cpu_entry(const cache::Entry& entry);
 
@@ -57,6 +59,12 @@ class CpuTarget final : public Target {
                        const std::vector<bool>& written_only) const override;
   std::shared_ptr<const Artifact> with_outer_extent(const Artifact& artifact,
                                                     int64_t outer_extent) const override;
+  bool serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                        codegen::CheckMode check) const override;
+  bool serves_sizes_instance(const kir::KernelFacts& general, const kir::Kernel& special,
+                             const kir::KernelFacts& special_facts) const override;
+  std::shared_ptr<const Artifact> with_sizes(const Artifact& artifact,
+                                             const kir::Kernel& instance) const override;
   std::optional<cache::Entry> to_entry(const Artifact& artifact) const override;
   Expected<std::shared_ptr<const Artifact>> from_entry(const cache::Entry& entry, bool load) override;
   Expected<std::vector<ArtifactForm>> forms(const Artifact& artifact, const std::string& name) override;

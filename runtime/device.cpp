@@ -196,7 +196,8 @@ void fill_run_stats(const Plan& plan, const std::string& source, double plan_ms,
   stats->miss_reasons = hit ? std::vector<std::string>{} : plan.miss_reasons;
   stats->recompile_reasons = hit ? std::vector<std::string>{} : plan.recompile_reasons;
   stats->dynamic_kernels = 0;
-  for (const PlanStep& st : plan.steps) stats->dynamic_kernels += st.kernel.dynamic_outer ? 1 : 0;
+  for (const PlanStep& st : plan.steps)
+    stats->dynamic_kernels += st.kernel.dynamic_outer || st.kernel.has_sizes() ? 1 : 0;
   stats->compiled = hit ? 0 : plan.compiled;
   stats->tuned = hit ? 0 : plan.tuned;
   stats->compile_ms = hit ? 0 : plan.compile_ms;

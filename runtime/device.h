@@ -78,7 +78,8 @@ struct RunStats {
   // Why this request built a plan for a graph seen before at other sizes (which input dimension
   // changed), and which kernels the shape policy generalized then (docs/dynamic-shapes.md).
   std::vector<std::string> recompile_reasons;
-  int dynamic_kernels = 0;  // kernels of the plan that take their outer extent at run time
+  // kernels of the plan that take their outer extent, or their inner sizes, at run time
+  int dynamic_kernels = 0;
   std::vector<KernelRunInfo> groups;
   // With DeviceOptions::time_kernels: the device's limits the achieved rates compare with, in
   // bytes and operations per second (DeviceRates), and whether they were measured on this machine

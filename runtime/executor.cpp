@@ -13,6 +13,7 @@
 #include "autotune/kernel_buffers.h"
 #include "autotune/roofline.h"
 #include "ir/kernel_facts.h"
+#include "ir/kernel_sizes.h"
 #include "runtime/cache_keys.h"
 #include "runtime/cpu_target.h"
 #include "runtime/dump_writer.h"
@@ -212,6 +213,64 @@ std::optional<int64_t> Executor::dynamic_choice(const kir::Kernel& kernel, const
 }
 
 namespace {
+std::string sizes_text(const std::vector<int64_t>& sizes) {
+  std::string out;
+  for (size_t s = 0; s < sizes.size(); ++s)
+    out += fmt::format("{}size.{} = {}", s ? ", " : "", s, sizes[s]);
+  return out;
+}
+}  // namespace
+
+std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
+                                                  const kir::KernelFacts& facts, bool track,
+                                                  std::vector<std::string>& reasons) {
+  if (options_.shape_policy == ShapePolicy::static_ || kernel.dynamic_outer || kernel.has_sizes())
+    return std::nullopt;
+  const std::string key = kir::sizes_key(kernel);
+  std::lock_guard lock(shapes_mu_);
+  auto it = sized_kernels_.find(key);
+  if (it == sized_kernels_.end()) {
+    if (track) sized_kernels_.emplace(key, SizedKernel{kernel, nullptr, nullptr});
+    return std::nullopt;
+  }
+  SizedKernel& seen = it->second;
+  if (seen.general) {
+    // An instance of the general kernel, where its code runs this size as well as this size's
+    // own code would (the same rows kept, no streaming stores chosen by size).
+    std::optional<kir::Kernel> instance = kir::match_sizes(*seen.general, kernel);
+    if (instance && target_->serves_sizes_instance(*seen.general_facts, kernel, facts))
+      return instance;
+    return std::nullopt;
+  }
+  if (!track) return std::nullopt;
+  std::optional<kir::Kernel> general = kir::generalize(kernel, seen.last);
+  std::optional<kir::Kernel> first = general ? kir::match_sizes(*general, seen.last) : std::nullopt;
+  auto general_facts =
+      general ? std::make_shared<const kir::KernelFacts>(kir::analyze_kernel(*general)) : nullptr;
+  if (!general || !first ||
+      !target_->serves_any_sizes(*general, *general_facts, kernels_.check_mode()) ||
+      !target_->serves_sizes_instance(*general_facts, kernel, facts)) {
+    seen.last = kernel;  // another pair of sizes may generalize
+    return std::nullopt;
+  }
+  reasons.push_back(fmt::format(
+      "{}: {} (first compiled at {}): run-time sizes from now on, one kernel for every size",
+      kernel.name, sizes_text(general->sizes), sizes_text(first->sizes)));
+  seen.general = std::make_shared<const kir::Kernel>(*general);
+  // The facts name the expressions of the kernel they were made from: analyzed again for the copy.
+  seen.general_facts = std::make_shared<const kir::KernelFacts>(kir::analyze_kernel(*seen.general));
+  return general;
+}
+
+PlannerOptions::SizesFn Executor::sizes_fn(bool track) {
+  if (options_.shape_policy == ShapePolicy::static_) return nullptr;
+  return [this, track](const kir::Kernel& k, const kir::KernelFacts& facts,
+                       std::vector<std::string>& reasons) {
+    return sized_choice(k, facts, track, reasons);
+  };
+}
+
+namespace {
 bool any_marked(const std::vector<const ir::Node*>& inputs) {
   return std::ranges::any_of(inputs,
                              [](const ir::Node* n) { return n->attrs.has(ir::AttrKey::dynamic); });
@@ -270,6 +329,7 @@ Expected<std::shared_ptr<Plan>> Executor::lower(ir::Graph& g,
                                                 const std::vector<const ir::Node*>& inputs) {
   PlannerOptions po = planner_options(options_, &fuser(), nullptr);
   po.dynamic = dynamic_fn(inputs, /*track=*/false);
+  po.sizes = sizes_fn(/*track=*/false);
   return build_plan(g, outputs, inputs, po);
 }
 
@@ -281,6 +341,7 @@ Expected<std::shared_ptr<Plan>> Executor::build(ir::Graph& g,
   PlannerOptions po = planner_options(options_, &fuser(), &kernels);
   po.source_extension = target_->source_extension();
   po.dynamic = dynamic_fn(inputs, /*track=*/true);
+  po.sizes = sizes_fn(/*track=*/true);
   if (decisions_)
     po.tune = [&](const kir::Kernel& k) -> Expected<codegen::TuneParams> { return schedule(k, &tuned); };
   auto plan = build_plan(g, outputs, inputs, po);
@@ -427,12 +488,12 @@ std::shared_ptr<Plan> Executor::symbolic_plan(const ShapeFamily& family, const S
       const std::vector<bool>& written_only = t.written_only[k++];
       // A plan `kiln warm` lowered names its kernels by digest only.
       if (!step.artifact && !(step.artifact = kernels_.load(step.kernel_digest))) return false;
-      if (!step.kernel.dynamic_outer) return true;
+      if (!step.kernel.dynamic_outer && !step.kernel.has_sizes()) return true;
       const int64_t extent = step.kernel.outer_extent();
       if (step.kernel.dynamic_bound != 0 && bucket_of(extent) != step.kernel.dynamic_bound)
         return false;
       if (!target_->serves_instance(step.kernel, written_only)) return false;
-      auto artifact = kernels_.bind(*step.artifact, extent);
+      auto artifact = kernels_.bind(*step.artifact, step.kernel);
       if (!artifact) return false;
       step.artifact = std::move(*artifact);
       return true;

@@ -132,6 +132,13 @@ class Executor final : public Device {
   std::optional<int64_t> dynamic_choice(const kir::Kernel& kernel, const kir::KernelFacts& facts,
                                         bool marked, bool track, std::vector<std::string>& reasons);
   PlannerOptions::DynamicFn dynamic_fn(const std::vector<const ir::Node*>& inputs, bool track);
+  // The shape policy's choice for a kernel left specialized (PlannerOptions::sizes): the
+  // instance of a general kernel with run-time sizes (ir/kernel_sizes.h) made from two sizes of
+  // it, where the target serves one. `track` lets it note the kernel, or generalize it when it
+  // saw it at other sizes.
+  std::optional<kir::Kernel> sized_choice(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                                          bool track, std::vector<std::string>& reasons);
+  PlannerOptions::SizesFn sizes_fn(bool track);
   // Whether a graph of these inputs has a symbolic plan to warm or export: an input is marked
   // dynamic (a `.kg` size symbol, mark_dynamic) and the shape policy is not static.
   bool warms_symbolic(const std::vector<const ir::Node*>& inputs) const;
@@ -236,6 +243,14 @@ class Executor final : public Device {
   };
   std::mutex shapes_mu_;
   std::unordered_map<std::string, SeenKernel> seen_kernels_;
+  // Kernels with run-time sizes: per kir::sizes_key, the kernel last compiled at fixed sizes,
+  // and the general kernel made from two of its sizes (null until then, or where none serves).
+  struct SizedKernel {
+    kir::Kernel last;
+    std::shared_ptr<const kir::Kernel> general;
+    std::shared_ptr<const kir::KernelFacts> general_facts;  // of *general (its expressions)
+  };
+  std::unordered_map<std::string, SizedKernel> sized_kernels_;
   std::unordered_map<std::string, std::vector<ir::Shape>> seen_graphs_;
   // Per shape family (structural_family's key): the last plan built for it, at its sizes, and
   // the templates made from two of its plans (the newest first; one per size bucket, say).

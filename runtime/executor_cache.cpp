@@ -33,9 +33,9 @@ std::shared_ptr<Plan> Executor::stored_plan(const cache::KeyParts& disk_key, con
       if (!kernels_.has_entry(step.kernel_digest)) return nullptr;  // evicted or damaged: rebuild
     } else if (!(step.artifact = kernels_.load(step.kernel_digest))) {
       return nullptr;
-    } else if (step.kernel.dynamic_outer) {
+    } else if (step.kernel.dynamic_outer || step.kernel.has_sizes()) {
       // The stored kernel serves every size: bound to this plan's (refused if it does not).
-      auto bound = kernels_.bind(*step.artifact, step.kernel.outer_extent());
+      auto bound = kernels_.bind(*step.artifact, step.kernel);
       if (!bound) {
         store_->warn(fmt::format("cache {}: plans entry {} is unusable (step {}: {}); it is rebuilt",
                                  store_->path(), e->key, step.kernel.name, bound.error().message));

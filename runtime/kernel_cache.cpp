@@ -80,16 +80,24 @@ Expected<KernelLookup> KernelCache::get(const kir::Kernel& kernel, const kir::Ke
 }
 
 Expected<KernelLookup> KernelCache::bound(const kir::Kernel& kernel, KernelLookup lookup) const {
-  if (!kernel.dynamic_outer) return lookup;
-  auto artifact = bind(*lookup.artifact, kernel.outer_extent());
+  if (!kernel.dynamic_outer && !kernel.has_sizes()) return lookup;
+  auto artifact = bind(*lookup.artifact, kernel);
   if (!artifact) return std::unexpected(artifact.error());
   lookup.artifact = std::move(*artifact);
   return lookup;
 }
 
 Expected<std::shared_ptr<const Artifact>> KernelCache::bind(const Artifact& artifact,
-                                                           int64_t outer_extent) const {
-  std::shared_ptr<const Artifact> out = target_.with_outer_extent(artifact, outer_extent);
+                                                            const kir::Kernel& instance) const {
+  if (instance.has_sizes()) {
+    std::shared_ptr<const Artifact> out = target_.with_sizes(artifact, instance);
+    if (!out)
+      return make_error(fmt::format("{} cannot run kernel {} with {} run-time sizes",
+                                    target_.name(), instance.name, instance.sizes.size()));
+    return out;
+  }
+  std::shared_ptr<const Artifact> out =
+      target_.with_outer_extent(artifact, instance.outer_extent());
   if (!out) return make_error(fmt::format("{} cannot run a dynamic kernel", target_.name()));
   return out;
 }

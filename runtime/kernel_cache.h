@@ -63,9 +63,11 @@ class KernelCache {
   std::shared_ptr<const Artifact> load(const std::string& digest);
   // Whether `digest` names an intact kernel entry of this target (loads nothing).
   bool has_entry(const std::string& digest) const;
-  // A dynamic kernel's artifact (kir::Kernel::dynamic_outer; compiled for one instance) bound to
-  // the instance whose outer extent is `outer_extent`; get() returns it bound to its kernel.
-  Expected<std::shared_ptr<const Artifact>> bind(const Artifact& artifact, int64_t outer_extent) const;
+  // A dynamic kernel's artifact (kir::Kernel::dynamic_outer), or a kernel's with run-time sizes
+  // (kir::Kernel::sizes), compiled for one instance, bound to `instance` (its outer extent, and its
+  // sizes); get() returns it bound to its kernel.
+  Expected<std::shared_ptr<const Artifact>> bind(const Artifact& artifact,
+                                                 const kir::Kernel& instance) const;
   codegen::CheckMode check_mode() const { return check_; }
 
  private:

@@ -52,6 +52,10 @@ bool same_but_sizes(const Plan& a, const Plan& b) {
     if (kx.dynamic_outer != ky.dynamic_outer || kx.dynamic_bound != ky.dynamic_bound ||
         kx.domain.size() != ky.domain.size() || kx.params.size() != ky.params.size())
       return false;
+    // A kernel with run-time sizes (ir/kernel_sizes.h): a slot may hold a product of sizes that
+    // change (a stride n * n), which no a * t + c fits, and nothing in the plan would show it;
+    // each size plans again (and compiles nothing).
+    if (kx.has_sizes() || ky.has_sizes()) return false;
     for (size_t p = 0; p < kx.params.size(); ++p)
       if (kx.params[p].shape.size() != ky.params[p].shape.size()) return false;
     if (kir::print_kernel(kx, false) != kir::print_kernel(ky, false)) return false;

@@ -8,7 +8,8 @@
 // affine function a * t + c (integer a and c) of one size t, the first input dimension that
 // changed, the pair is a PlanTemplate. For a third size of the family, the template checks that
 // every size of its graph is that function of its t, and writes the plan's sizes for it: the
-// same kernels, launched over other extents, and buffers of other sizes. Sizes 0 and 1 are
+// same kernels, launched over other extents, and buffers of other sizes. A plan with a kernel of
+// run-time sizes (ir/kernel_sizes.h) makes no template. Sizes 0 and 1 are
 // specialization facts (a one-row matrix product takes another path): a size that changes is at
 // least 2 in both plans and in every instance.
 #pragma once

@@ -24,6 +24,7 @@ json kernel_shape_json(const kir::Kernel& k) {
   json j = {
       {"name", k.name}, {"domain", k.domain}, {"params", params}, {"dynamic", k.dynamic_outer}};
   if (k.dynamic_bound != 0) j["bound"] = k.dynamic_bound;
+  if (k.has_sizes()) j["sizes"] = k.sizes;
   return j;
 }
 
@@ -59,6 +60,12 @@ Expected<kir::Kernel> kernel_shape_from_json(const json& j) {
   }
   if (!valid_shape(k.domain))
     return make_error(fmt::format("kernel {}: domain [{}] is not a valid extent", k.name, fmt::join(k.domain, ",")));
+  if (j.contains("sizes")) {  // a kernel with run-time sizes (ir/kernel_sizes.h): their values
+    k.sizes = j.at("sizes").get<std::vector<int64_t>>();
+    if (k.sizes.empty() || k.dynamic_outer)
+      return make_error(fmt::format("kernel {}: {} run-time sizes{}", k.name, k.sizes.size(),
+                                    k.dynamic_outer ? " in a dynamic kernel" : ""));
+  }
   for (const json& p : j.at("params")) {
     const std::string dtype = p.at("dtype").get<std::string>();
     auto dt = ir::parse_dtype(dtype);

@@ -260,11 +260,18 @@ Expected<std::shared_ptr<Plan>> build_plan(ir::Graph& g, const std::vector<const
     step.values = group_values(fusion.groups[k], namer, &step.num_ops);
     step.kernel = std::move(kernel.kernel);
     step.facts = std::move(kernel.facts);
-    if (options.dynamic)
-      if (std::optional<int64_t> bound = options.dynamic(step.kernel, *step.facts, plan->recompile_reasons)) {
-        step.kernel.dynamic_outer = true;
-        step.kernel.dynamic_bound = *bound;
+    std::optional<int64_t> bound;
+    if (options.dynamic) bound = options.dynamic(step.kernel, *step.facts, plan->recompile_reasons);
+    if (bound) {
+      step.kernel.dynamic_outer = true;
+      step.kernel.dynamic_bound = *bound;
+    } else if (options.sizes) {
+      if (std::optional<kir::Kernel> sized =
+              options.sizes(step.kernel, *step.facts, plan->recompile_reasons)) {
+        step.kernel = std::move(*sized);
+        step.facts = std::make_shared<const kir::KernelFacts>(kir::analyze_kernel(step.kernel));
       }
+    }
     step.flops = autotune::kernel_work(step.kernel).flops;
     last_reader.resize(plan->slots.size(), -1);
     for (size_t i = 0; i < step.args.size(); ++i)

@@ -34,6 +34,12 @@ struct PlannerOptions {
   using DynamicFn = std::function<std::optional<int64_t>(
       const kir::Kernel&, const kir::KernelFacts&, std::vector<std::string>& reasons)>;
   DynamicFn dynamic;
+  // For a kernel `dynamic` left specialized: the same kernel with run-time sizes of its inner axes
+  // (ir/kernel_sizes.h), an instance of a general kernel; nullopt keeps it specialized. It may add
+  // a line to `reasons`. null: none.
+  using SizesFn = std::function<std::optional<kir::Kernel>(
+      const kir::Kernel&, const kir::KernelFacts&, std::vector<std::string>& reasons)>;
+  SizesFn sizes;
   // Kernels compiled at once when there is no tuner (runtime/planner.cpp: compile_steps).
   int compile_threads = 1;
   // Verify the IR after every step of the lowering script (passes/pipeline.h).

@@ -154,6 +154,30 @@ class Target {
     (void)outer_extent;
     return nullptr;
   }
+  // Whether `kernel`, a kernel with run-time sizes (kir::Kernel::sizes, ir/kernel_sizes.h), and
+  // `facts`, its own analyses, compiled with `check`, serves every instance kir::match_sizes finds.
+  // false on targets that keep every kernel's inner sizes.
+  virtual bool serves_any_sizes(const kir::Kernel& /*kernel*/, const kir::KernelFacts& /*facts*/,
+                                codegen::CheckMode /*check*/) const {
+    return false;
+  }
+  // Whether that code (`general`: the general kernel's facts) runs `special`, an instance of it
+  // at fixed sizes with its own analyses `special_facts`, as well as the code compiled for it
+  // would (what the target chooses by size is the same).
+  virtual bool serves_sizes_instance(const kir::KernelFacts& /*general*/,
+                                     const kir::Kernel& /*special*/,
+                                     const kir::KernelFacts& /*special_facts*/) const {
+    return false;
+  }
+  // A kernel with run-time sizes: its artifact, compiled for one instance, bound to `instance`
+  // (the same kernel at other sizes: its outer extent and its slots' values). null where the
+  // target cannot.
+  virtual std::shared_ptr<const Artifact> with_sizes(const Artifact& artifact,
+                                                     const kir::Kernel& instance) const {
+    (void)artifact;
+    (void)instance;
+    return nullptr;
+  }
   // The persistent-cache entry of an artifact: binary, source, and metadata (the launch shape);
   // nullopt when there is nothing to store. (The store seals every entry against damage.)
   virtual std::optional<cache::Entry> to_entry(const Artifact& artifact) const = 0;

@@ -81,7 +81,7 @@ void print_stats(const RepeatedRun& ran, int repeat) {
                s.cache_hits == 1 ? "" : "s", s.cache_misses, s.cache_misses == 1 ? "" : "es");
   for (const std::string& why : s.miss_reasons) fmt::print("  miss {}\n", why);
   if (s.dynamic_kernels > 0)
-    fmt::print("shapes: {} of {} kernel{} dynamic (outer extent at run time)\n", s.dynamic_kernels,
+    fmt::print("shapes: {} of {} kernel{} dynamic (sizes at run time)\n", s.dynamic_kernels,
                s.kernels, s.kernels == 1 ? "" : "s");
   for (const std::string& why : s.recompile_reasons) fmt::print("  recompile: {}\n", why);
   for (const auto& g : s.groups)

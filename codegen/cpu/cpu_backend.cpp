@@ -365,6 +365,8 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
                            impl_->llc_bytes};
   art->outer_extent = cpu::parallel_extent(kernel, options);
   art->dynamic_outer = kernel.dynamic_outer;
+  art->size_slots = static_cast<int32_t>(kernel.sizes.size());
+  art->size_limits = cpu::size_limits(kernel, *facts);
   art->chunks_per_thread = cpu::chunks_per_thread(kernel, *facts, mode);
   art->chunk_align = cpu::chunk_alignment(kernel, options);
   if (Expected<llvm::Function*> fn = cpu::emit_kernel(kernel, options, *module); !fn)
@@ -433,6 +435,16 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::load(const std::vector<
 int CpuBackend::chunks_per_thread(const kir::Kernel& kernel, const kir::KernelFacts& facts,
                                   CheckMode check) {
   return cpu::chunks_per_thread(kernel, facts, check);
+}
+
+bool CpuBackend::serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                                  CheckMode check) {
+  return cpu::serves_any_sizes(kernel, facts, check);
+}
+
+bool CpuBackend::serves_sizes_instance(const kir::KernelFacts& general, const kir::Kernel& special,
+                                       const kir::KernelFacts& special_facts) {
+  return cpu::serves_sizes_instance(general, special, special_facts);
 }
 
 bool CpuBackend::serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,

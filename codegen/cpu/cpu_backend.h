@@ -40,6 +40,12 @@ struct CpuArtifact {
   int64_t outer_extent = 1;  // fn's range: cpu::parallel_extent (rows, or a gemv's column blocks)
   // Compiled from a dynamic kernel (kir::Kernel::dynamic_outer): fn serves every outer extent.
   bool dynamic_outer = false;
+  // Compiled from a kernel with run-time sizes (kir::Kernel::sizes): how many. fn then takes an
+  // array of that many int64_t after the buffers (codegen/cpu/llvm_emitter.h serves_any_sizes).
+  int32_t size_slots = 0;
+  // Per slot, the largest value fn takes (-1: any; cpu::size_limits): a row it keeps on the
+  // stack is that long at most. A launch of larger sizes is refused.
+  std::vector<int64_t> size_limits;
   // Chunks of [0, outer_extent) per thread that the caller should cut the range into: 0, as
   // many as balance best (support::ThreadPool's default); 1 for a matrix-vector product, whose
   // chunks are column stripes that read each row of the matrix in one run (cpu::chunks_per_thread).
@@ -109,6 +115,14 @@ class CpuBackend {
   // serves every extent of its outer axis (cpu::serves_any_outer_extent).
   static bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
                                       CheckMode check);
+  // Whether the code compile() makes of `kernel`, a kernel with run-time sizes, serves every
+  // instance kir::match_sizes finds (cpu::serves_any_sizes; `facts`: the kernel's own).
+  static bool serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts,
+                               CheckMode check);
+  // Whether that code runs `special`, an instance at fixed sizes, as well as its own code would
+  // (cpu::serves_sizes_instance).
+  static bool serves_sizes_instance(const kir::KernelFacts& general, const kir::Kernel& special,
+                                    const kir::KernelFacts& special_facts);
   // Whether that code, compiled at another size, runs `kernel` (the sizes of one instance) as
   // the code compiled for those sizes would: no output large enough for streaming stores
   // (cpu::streams_at_its_size; `written_only`: kir::written_only of the kernel's body).

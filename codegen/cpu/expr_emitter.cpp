@@ -38,6 +38,8 @@ Expected<Value*> ExprEmitter::emit_one(const Expr* e) {
     case ExprKind::Const:
       v = register_constant(b_.getContext(), e->dtype, e->fval, e->ival);
       break;
+    case ExprKind::Size:  // matmul and attention kernels keep their sizes (serves_any_sizes)
+      return std::unexpected(error("a run-time size in a matmul or attention kernel"));
     case ExprKind::Var: {
       auto it = vars_.find(e->var);
       if (it == vars_.end())

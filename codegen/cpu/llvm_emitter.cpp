@@ -77,6 +77,19 @@ constexpr int64_t kMinVectorTrips = 8;
 constexpr int kDeepChain = 64;
 constexpr int kDeepChainInterleave = 8;
 
+// Whether the emitter keeps reuse `r`'s row. With run-time sizes, where the row's length is the
+// innermost axis's slot: extents equal in the instance analyzed may differ in another.
+bool keeps_row(const kir::Kernel& k, const RowReuse& r) {
+  if (!k.has_sizes()) return true;
+  const int32_t inner = k.domain_slot(k.domain.empty() ? 0 : k.domain.size() - 1);
+  return inner >= 0 && !r.reduce->rslots.empty() && r.reduce->rslots[0] == inner;
+}
+
+// The longest row of run-time length kept (room for this many values; kMaxRowReuseBytes).
+int64_t max_row_values(const Expr* body_value) {
+  return kir::kMaxRowReuseBytes / std::max(4, ir::dtype_size(body_value->dtype));
+}
+
 // Whether a stored value is a chain of at least kDeepChain dependent operations.
 bool has_deep_chain(const kir::Kernel& k) {
   std::unordered_map<const Expr*, int> depth;
@@ -161,6 +174,15 @@ class KernelEmitter {
   void add_loop_metadata();
   bool deep_chain() const;
   llvm::AllocaInst* entry_alloca(llvm::Type* ty);
+  // Run-time sizes (ir/kernel_sizes.h): slot `slot`'s value, read in the entry block; an extent
+  // as a value (its slot's, or the constant) and the most iterations known of it (-1: none).
+  Value* size_value(int32_t slot) const { return sizes_.at(static_cast<size_t>(slot)); }
+  Value* extent(int64_t value, const std::vector<int32_t>& slots, size_t i) {
+    return i < slots.size() && slots[i] >= 0 ? size_value(slots[i]) : b_.getInt64(value);
+  }
+  int64_t known_trips(int64_t value, const std::vector<int32_t>& slots, size_t i) const {
+    return i < slots.size() && slots[i] >= 0 ? -1 : value;
+  }
   kiln::Error error(const std::string& what) const {
     return kiln::Error{fmt::format("cpu backend: kernel '{}': {}", k_.name, what)};
   }
@@ -173,6 +195,7 @@ class KernelEmitter {
   llvm::Function* fn_ = nullptr;
   std::vector<Value*> buffers_;
   Value* check_slot_ = nullptr;  // CheckMode::validate: the error slot after the parameters
+  std::vector<Value*> sizes_;    // run-time sizes: slot -> its value this launch
   std::unordered_map<int32_t, Scope*> var_scope_;
   std::unordered_map<int32_t, Value*> var_value_;
   std::vector<std::unique_ptr<Scope>> scopes_;
@@ -235,6 +258,16 @@ void KernelEmitter::create_function() {
   if (opt_.check == CheckMode::validate)
     check_slot_ = b_.CreateLoad(
         ptr, b_.CreateConstInBoundsGEP1_64(ptr, fn_->getArg(0), k_.params.size()), "check_slot");
+  // Run-time sizes: an array of i64, one per slot, after the parameters (never with the check
+  // slot: serves_any_sizes takes unchecked code only).
+  if (k_.has_sizes()) {
+    Value* array = b_.CreateLoad(
+        ptr, b_.CreateConstInBoundsGEP1_64(ptr, fn_->getArg(0), k_.params.size()), "sizes");
+    for (size_t i = 0; i < k_.sizes.size(); ++i)
+      sizes_.push_back(b_.CreateLoad(b_.getInt64Ty(),
+                                     b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), array, i),
+                                     fmt::format("size.{}", i)));
+  }
 }
 
 // Builds `for (i = start; i < end; ++i)` before the terminator of parent's cursor. The parent
@@ -296,6 +329,7 @@ void KernelEmitter::operands(const Expr* e, std::vector<const Expr*>& out) const
   switch (e->kind) {
     case ExprKind::Const:
     case ExprKind::Var:
+    case ExprKind::Size:
     case ExprKind::Reduce:
       return;
     case ExprKind::Scan:  // its body runs once per step, in the scan's own (innermost) scope
@@ -352,6 +386,8 @@ Expected<Value*> KernelEmitter::emit_uncached(const Expr* e, Scope* s) {
       return register_constant(ctx_, e->dtype, e->fval, e->ival);
     case ExprKind::Var:
       return var_value_.at(e->var);
+    case ExprKind::Size:
+      return size_value(static_cast<int32_t>(e->ival));
     case ExprKind::Load:
       return emit_load(e, s);
     case ExprKind::Reduce:
@@ -475,11 +511,17 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
   // blocks' sums.
   const bool float_sum = e->reduce_op == kir::ReduceOp::Sum && ir::is_float(bt);
   SumBlocks blocks = float_sum ? sum_blocks(e->rextents) : SumBlocks{};
+  // A run-time extent (the outermost, serves_any_sizes): blocks along it of as many terms as
+  // sum_blocks gives at a size that needs them. At a size that needs none, the code's one block
+  // gives the one accumulator's sum exactly (widened to f64 and back).
+  const bool run_time = !e->rslots.empty();
+  if (float_sum && run_time) blocks = SumBlocks{0, sum_blocks_along_first(e->rextents)};
   // A reduction that fills a reused row (row_reuse.h) runs in blocks that prefetch the next
   // row's inputs: the row's later passes compute from the kept row and read no memory, so
   // without it the next row's read waits until they end (prefetch_next_row).
-  const std::vector<int32_t> prefetched =
-      row_fills_.count(e) && blocks.level < 0 ? next_row_inputs(e) : std::vector<int32_t>{};
+  const std::vector<int32_t> prefetched = row_fills_.count(e) && (blocks.level < 0 || run_time)
+                                              ? next_row_inputs(e)
+                                              : std::vector<int32_t>{};
   if (!prefetched.empty()) blocks = SumBlocks{0, kPrefetchBlock};
   llvm::AllocaInst* total =
       blocks.level >= 0 && float_sum ? entry_alloca(b_.getDoubleTy()) : nullptr;
@@ -495,11 +537,12 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
   Scope* first_in_block = nullptr;
   for (size_t r = 0; r < e->rvars.size(); ++r) {
     Value* start = b_.getInt64(0);
-    Value* end = b_.getInt64(e->rextents[r]);
+    Value* end = extent(e->rextents[r], e->rslots, r);
     if (static_cast<int>(r) == blocks.level) {
-      const int64_t n_blocks = (e->rextents[r] + blocks.block - 1) / blocks.block;
-      block_scope = open_loop(inner, b_.getInt64(0), b_.getInt64(n_blocks),
-                              fmt::format("r{}.block", e->rvars[r]));
+      Value* n_blocks = b_.CreateUDiv(b_.CreateAdd(end, b_.getInt64(blocks.block - 1)),
+                                      b_.getInt64(blocks.block));
+      block_scope =
+          open_loop(inner, b_.getInt64(0), n_blocks, fmt::format("r{}.block", e->rvars[r]));
       opened.push_back(block_scope);
       insert_at(block_scope);
       if (total) b_.CreateStore(*init, acc);
@@ -523,8 +566,11 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
       Expected<Value*> fv = emit(f);
       if (!fv) return fv;
       llvm::AllocaInst*& row = rows_[f];
-      row = entry_alloca(
-          llvm::ArrayType::get((*fv)->getType(), static_cast<uint64_t>(e->rextents[0])));
+      // A run-time row length: room for the longest row kept (serves_sizes_instance: an
+      // instance whose row is longer keeps its own code, which keeps no row).
+      const auto length =
+          static_cast<uint64_t>(e->rslots.empty() ? e->rextents[0] : max_row_values(f));
+      row = entry_alloca(llvm::ArrayType::get((*fv)->getType(), length));
       insert_at(inner);
       b_.CreateStore(
           *fv, b_.CreateInBoundsGEP(row->getAllocatedType(), row, {b_.getInt64(0), inner->iv}));
@@ -563,14 +609,20 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
 // code (a checked kernel touches nothing it is not sure of).
 std::vector<int32_t> KernelEmitter::next_row_inputs(const Expr* reduce) const {
   const size_t rank = k_.domain.size();
-  if (opt_.check != CheckMode::none || rank < 2 || reduce->rvars.size() != 1 ||
-      reduce->rextents[0] != k_.domain.back() || reduce->rextents[0] < 2 * kPrefetchBlock)
+  if (opt_.check != CheckMode::none || rank < 2 || reduce->rvars.size() != 1) return {};
+  // A run-time row length: the row is the innermost axis (one slot), and it is prefetched at
+  // every length, as code for a length at which rows are kept and prefetched would be.
+  const int32_t slot = reduce->rslots.empty() ? -1 : reduce->rslots[0];
+  if (slot != k_.domain_slot(rank - 1)) return {};
+  if (slot < 0 &&
+      (reduce->rextents[0] != k_.domain.back() || reduce->rextents[0] < 2 * kPrefetchBlock))
     return {};
   for (size_t d = 0; d + 1 < rank; ++d)
     if (!var_value_.count(static_cast<int32_t>(d))) return {};
   std::vector<int32_t> bufs;
   for (size_t i = 0; i < k_.params.size(); ++i)
-    if (!k_.params[i].output && k_.params[i].shape == k_.domain)
+    if (!k_.params[i].output && k_.params[i].shape == k_.domain &&
+        k_.params[i].shape_slots == k_.domain_slots)
       bufs.push_back(static_cast<int32_t>(i));
   return bufs;
 }
@@ -582,10 +634,10 @@ void KernelEmitter::prefetch_next_row(const std::vector<int32_t>& bufs, Value* c
   const size_t rank = k_.domain.size();
   Value* row = b_.getInt64(0);
   for (size_t d = 0; d + 1 < rank; ++d)
-    row = b_.CreateAdd(b_.CreateMul(row, b_.getInt64(k_.domain[d])),
+    row = b_.CreateAdd(b_.CreateMul(row, extent(k_.domain[d], k_.domain_slots, d)),
                        var_value_.at(static_cast<int32_t>(d)));
   Value* next = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(row, b_.getInt64(1)),
-                                          b_.getInt64(k_.domain.back())),
+                                          extent(k_.domain.back(), k_.domain_slots, rank - 1)),
                              column);
   llvm::Function* prefetch =
       llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::prefetch, {b_.getPtrTy()});
@@ -634,7 +686,8 @@ Expected<Value*> KernelEmitter::emit_select_scan(const Expr* e, Scope* s) {
   Value* pi = b_.CreateLoad(b_.getInt64Ty(), prev_i);
   Value* pv = b_.CreateLoad(vt, prev_v);
   const int32_t rv = e->rvars[0];
-  Scope* loop = open_loop(s, b_.getInt64(0), b_.getInt64(e->rextents[0]), fmt::format("r{}", rv));
+  Scope* loop =
+      open_loop(s, b_.getInt64(0), extent(e->rextents[0], e->rslots, 0), fmt::format("r{}", rv));
   var_scope_[rv] = loop;
   var_value_[rv] = loop->iv;
   Expected<Value*> v = emit(e->args[0]);
@@ -734,7 +787,8 @@ std::optional<size_t> KernelEmitter::kept_operand(const kir::Store& st) const {
 }
 
 const kir::Store* KernelEmitter::aligned_store() const {
-  if (opt_.check != CheckMode::none || !scans_.empty()) return nullptr;
+  // Streaming is chosen by size: a kernel with run-time sizes never streams (serves_any_sizes).
+  if (opt_.check != CheckMode::none || !scans_.empty() || k_.has_sizes()) return nullptr;
   const std::vector<bool> streaming = streaming_buffers(k_, opt_.llc_bytes);
   for (const kir::Store& st : k_.stores) {
     if (!streaming[st.buf]) continue;
@@ -809,7 +863,10 @@ void KernelEmitter::add_loop_metadata() {
 Expected<llvm::Function*> KernelEmitter::run() {
   if (Expected<void> ok = check_kernel(); !ok) return std::unexpected(ok.error());
   const kir::KernelFacts& facts = *opt_.facts;
+  // A kept row is as long as its reduction (keeps_row; elsewhere the point value is computed
+  // again).
   for (const RowReuse& r : facts.row_reuse) {
+    if (!keeps_row(k_, r)) continue;
     row_fills_[r.reduce].push_back(r.body_value);
     row_reads_[r.point_value] = &r;
   }
@@ -821,15 +878,29 @@ Expected<llvm::Function*> KernelEmitter::run() {
     return std::unexpected(error("a scan that is not along the innermost axis of rank >= 2"));
   create_function();
   // An empty inner axis means no point runs; hoisted loads must not run either.
-  for (size_t d = 1; d < k_.domain.size(); ++d)
-    if (k_.domain[d] == 0) return fn_;
+  Value* empty = nullptr;
+  for (size_t d = 1; d < k_.domain.size(); ++d) {
+    if (k_.domain_slot(d) < 0) {
+      if (k_.domain[d] == 0) return fn_;
+      continue;
+    }
+    Value* zero = b_.CreateICmpEQ(size_value(k_.domain_slot(d)), b_.getInt64(0));
+    empty = empty ? b_.CreateOr(empty, zero) : zero;
+  }
+  if (empty) {  // a run-time extent of 0: return at once
+    BasicBlock* then = branch_if(scopes_[0].get(), empty, "empty");
+    then->getTerminator()->eraseFromParent();
+    b_.SetInsertPoint(then);
+    b_.CreateRetVoid();
+  }
   const size_t rank = std::max<size_t>(k_.domain.size(), 1);
   Scope* s = scopes_[0].get();
   for (size_t d = 0; d + 1 < rank; ++d) {
     s = d == 0 ? open_loop(s, fn_->getArg(1), fn_->getArg(2), "p0",
                            k_.dynamic_outer ? (k_.dynamic_bound > 0 ? k_.dynamic_bound : -1)
-                                            : k_.outer_extent())
-               : open_loop(s, b_.getInt64(0), b_.getInt64(k_.domain[d]), fmt::format("p{}", d));
+                                            : known_trips(k_.outer_extent(), k_.domain_slots, 0))
+               : open_loop(s, b_.getInt64(0), extent(k_.domain[d], k_.domain_slots, d),
+                           fmt::format("p{}", d), known_trips(k_.domain[d], k_.domain_slots, d));
     var_scope_[static_cast<int32_t>(d)] = s;
     var_value_[static_cast<int32_t>(d)] = s->iv;
   }
@@ -839,7 +910,10 @@ Expected<llvm::Function*> KernelEmitter::run() {
   init_scans(s);
   for (size_t piece = 0; piece + 1 < opt_.facts->loop_split.bounds.size(); ++piece) {
     Value* lo = b_.getInt64(opt_.facts->loop_split.bounds[piece]);
-    Value* hi = b_.getInt64(opt_.facts->loop_split.bounds[piece + 1]);
+    // One piece of a run-time extent: the whole axis (serves_any_sizes: no cuts).
+    Value* hi = k_.domain_slot(last) >= 0 && last > 0
+                    ? size_value(k_.domain_slot(last))
+                    : b_.getInt64(opt_.facts->loop_split.bounds[piece + 1]);
     if (last == 0) {
       insert_at(s);
       lo = opt_.facts->loop_split.bounds.size() == 2
@@ -854,8 +928,9 @@ Expected<llvm::Function*> KernelEmitter::run() {
         opt_.facts->loop_split.bounds.size() == 2 ? fmt::format("p{}", last) : fmt::format("p{}.{}", last, piece);
     // A dynamic kernel's only axis has no known extent (serves_any_outer_extent: one piece).
     const int64_t trips =
-        last == 0 && k_.dynamic_outer
-            ? (k_.dynamic_bound > 0 ? k_.dynamic_bound : -1)
+        last == 0 && k_.dynamic_outer ? (k_.dynamic_bound > 0 ? k_.dynamic_bound : -1)
+        : k_.domain_slot(last) >= 0
+            ? -1
             : opt_.facts->loop_split.bounds[piece + 1] - opt_.facts->loop_split.bounds[piece];
     // A streaming output: a scalar head up to its first aligned element, then the vector loop.
     if (const kir::Store* st = opt_.facts->loop_split.bounds.size() == 2 ? aligned_store() : nullptr) {
@@ -1043,6 +1118,52 @@ bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& 
     return false;
   // Streaming stores are chosen by an output's size: such a kernel keeps its size (whatever the
   // cache, the sizes that may stream somewhere).
+  return !streams_at_its_size(kernel, kir::written_only(kernel));
+}
+
+std::vector<int64_t> size_limits(const kir::Kernel& kernel, const kir::KernelFacts& facts) {
+  std::vector<int64_t> limits(kernel.sizes.size(), -1);
+  for (const RowReuse& r : facts.row_reuse) {
+    if (!kernel.has_sizes() || !keeps_row(kernel, r)) continue;
+    int64_t& limit = limits[static_cast<size_t>(r.reduce->rslots[0])];
+    const int64_t most = max_row_values(r.body_value);
+    limit = limit < 0 ? most : std::min(limit, most);
+  }
+  return limits;
+}
+
+bool serves_sizes_instance(const kir::KernelFacts& general, const kir::Kernel& special,
+                           const kir::KernelFacts& special_facts) {
+  // The rows kept are the same (a row longer than kMaxRowReuseBytes is kept by neither), and
+  // nothing chosen by size differs (streaming stores).
+  return general.row_reuse.size() == special_facts.row_reuse.size() &&
+         !streams_at_its_size(special, kir::written_only(special));
+}
+
+bool serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts, CheckMode check) {
+  if (check != CheckMode::none || !kernel.has_sizes() || kernel.dynamic_outer) return false;
+  if (matmul_of(facts) || facts.attention || facts.loop_split.bounds.size() != 2) return false;
+  // A run-time size read only through its sizes' arithmetic (additions, products): a division by
+  // one costs a hardware divide a point where a fixed divisor costs a multiply.
+  std::unordered_set<const Expr*> sized;             // expressions that read a run-time size
+  for (const Expr* e : kir::kernel_exprs(kernel)) {  // operands first
+    if (e->kind == ExprKind::Size ||
+        std::ranges::any_of(e->args, [&](const Expr* a) { return sized.count(a) > 0; }))
+      sized.insert(e);
+    if (e->kind == ExprKind::Alu && (e->alu == kir::Alu::IDiv || e->alu == kir::Alu::Mod) &&
+        sized.count(e->args[1]))
+      return false;
+  }
+  for (const Expr* e : kir::kernel_exprs(kernel)) {
+    if (e->kind != ExprKind::Reduce || e->rslots.empty()) continue;
+    if (e->reduce_op != kir::ReduceOp::Sum || !ir::is_float(e->args[0]->dtype)) continue;
+    int64_t inner = 1;
+    for (size_t r = 1; r < e->rextents.size(); ++r) {
+      if (e->rslots.size() > r && e->rslots[r] >= 0) return false;
+      inner = std::min(inner * e->rextents[r], kSumBlock + 1);
+    }
+    if (inner > kSumBlock) return false;
+  }
   return !streams_at_its_size(kernel, kir::written_only(kernel));
 }
 

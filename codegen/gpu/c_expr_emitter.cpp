@@ -228,6 +228,8 @@ Expected<std::string> CExprEmitter::emit_uncached(const Expr* e, Scope* s) {
       return emit_reduce(e, s);
     case ExprKind::Scan:  // the scan strategy binds each scan to its running sum
       return std::unexpected(error("a scan outside a scan kernel's row loop"));
+    case ExprKind::Size:  // GPU kernels keep their inner sizes (ir/kernel_sizes.h: cpu only)
+      return std::unexpected(error("a run-time size in a GPU kernel"));
     case ExprKind::Alu: {
       if (static_cast<int>(e->args.size()) != kir::alu_arity(e->alu))
         return std::unexpected(error(fmt::format("alu op '{}' has {} operands", kir::alu_name(e->alu), e->args.size())));

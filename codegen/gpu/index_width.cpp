@@ -131,6 +131,8 @@ class Analysis {
     if (ir::is_float(e->dtype)) return std::nullopt;
     switch (e->kind) {
       case ExprKind::Const: return Range{e->ival, e->ival};
+      case ExprKind::Size:
+        return std::nullopt;
       case ExprKind::Var: {
         auto it = extent_.find(e->var);
         if (it == extent_.end()) return std::nullopt;

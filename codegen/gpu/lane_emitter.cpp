@@ -55,6 +55,8 @@ int64_t known_divisor(const Expr* e, int32_t var, int64_t var_multiple) {
   constexpr int64_t kCap = int64_t{1} << 40;  // large enough for any alignment question
   switch (e->kind) {
     case ExprKind::Const: return ir::is_int(e->dtype) ? std::min(std::abs(e->ival), kCap) : 1;
+    case ExprKind::Size:
+      return 1;
     case ExprKind::Var: return e->var == var ? var_multiple : 1;
     case ExprKind::Alu:
       if (!ir::is_int(e->dtype)) return 1;
@@ -164,6 +166,8 @@ Expected<LaneEmitter::Lanes> LaneEmitter::lanes_uncached(const Expr* e, Scope* s
     case ExprKind::Reduce: return reduce_lanes(e, s);
     case ExprKind::Scan:  // scan kernels run a thread per row (gpu_source.cpp), never lanes
       return std::unexpected(error("a scan in a kernel written lane by lane"));
+    case ExprKind::Size:  // GPU kernels keep their inner sizes (ir/kernel_sizes.h: cpu only)
+      return std::unexpected(error("a run-time size in a GPU kernel"));
     case ExprKind::Alu: {
       if (static_cast<int>(e->args.size()) != kir::alu_arity(e->alu))
         return std::unexpected(error(fmt::format("alu op '{}' has {} operands", kir::alu_name(e->alu), e->args.size())));

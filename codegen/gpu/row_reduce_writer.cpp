@@ -98,6 +98,7 @@ bool same_along(const kir::Expr* a, const kir::Expr* b, int32_t va, int32_t vb,
     case kir::ExprKind::Var:
       return a->var == va && b->var == vb;
     case kir::ExprKind::Const:
+    case kir::ExprKind::Size:
       return false;  // interned: equal constants are one expression
     case kir::ExprKind::Reduce:
     case kir::ExprKind::Scan:

@@ -65,9 +65,9 @@ struct RealizeStats {
   // Results written over an operand's buffer (buffer donation, docs/embedding.md): `w = w - lr * g`
   // reuses w's buffer when nothing else holds w.
   int donated = 0;
-  // Kernels that take their outer size at run time (docs/dynamic-shapes.md), and why this
-  // realize compiled for a graph seen before at other sizes: the input dimension that changed,
-  // the kernels generalized.
+  // Kernels that take their outer size, or their inner sizes, at run time (docs/dynamic-shapes.md),
+  // and why this realize compiled for a graph seen before at other sizes: the input dimension that
+  // changed, the kernels generalized.
   int dynamic_kernels = 0;
   std::vector<std::string> recompiles;
   // Where the plan came from: "memory" (this device ran these shapes before), "symbolic" (the

@@ -145,8 +145,8 @@ typedef struct kiln_realize_stats {
 } kiln_realize_stats;
 /* Statistics of the latest realize on the device, from whichever thread. */
 KILN_EXPORT kiln_status kiln_device_last_stats(kiln_device device, kiln_realize_stats* out);
-/* Of the latest realize's kernels, how many take their outer size at run time, so that another
- * size of it compiles nothing (docs/dynamic-shapes.md). */
+/* Of the latest realize's kernels, how many take their outer size (or, on the cpu, their inner
+ * sizes) at run time, so that another size of it compiles nothing (docs/dynamic-shapes.md). */
 KILN_EXPORT kiln_status kiln_device_last_dynamic_kernels(kiln_device device, int32_t* out);
 /* How many of the latest realize's results were written over the memory of an operand that
  * nothing but the realize held (buffer donation: `w = w - lr * g`, or a decoder's key/value cache

@@ -350,6 +350,120 @@ TEST(DynamicShapes, AMarkedInnerAxisOfAnElementwiseKernelCompilesOnce) {
   EXPECT_EQ(bias_compiled, 8) << "the row bias's index divides by s: a kernel per size";
 }
 
+// A row that grows (softmax, a sum and a cumsum along the inner axis of x [3, n]): under the
+// automatic policy the first size is specialized, the second makes each kernel one with run-time
+// sizes (ir/kernel_sizes.h), and every size after runs those kernels, compiling nothing (each
+// plans again: a plan with such kernels makes no symbolic plan). Every size against the host.
+TEST(DynamicShapes, AGrowingRowCompilesEachKernelOnce) {
+  auto dev = open_cpu({{"shapes.policy", "automatic"}});
+  int compiled = 0, first = -1, second = -1;
+  Sources plans;
+  bool told = false;
+  for (int64_t n : {5, 6, 9, 17, 2, 100, 33, 1000, 7, 4097}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const std::vector<float> xs = values(static_cast<size_t>(3 * n), 0.3f, static_cast<int>(n));
+    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {3, n});
+    auto soft = kiln::softmax(x, 1);
+    auto total = x.sum({1});
+    auto running = kiln::cumsum(x * 2.0, 1);
+    auto got = kiln::realize({soft, total, running});
+    ASSERT_TRUE(got.has_value()) << got.error().message;
+    const kiln::RealizeStats st = dev.last_stats();
+    if (first < 0) {
+      first = st.compiled;
+    } else if (second < 0) {
+      second = st.compiled;
+    } else {
+      compiled += st.compiled;
+    }
+    plans.add(st.plan_source);
+    if (second >= 0) {
+      EXPECT_EQ(st.dynamic_kernels, st.kernels);
+    }
+    for (const std::string& r : st.recompiles)
+      told = told || r.find("run-time sizes from now on") != std::string::npos;
+    auto s = soft.to_vector<float>();
+    auto t = total.to_vector<float>();
+    auto c = running.to_vector<float>();
+    ASSERT_TRUE(s && t && c);
+    for (int64_t i = 0; i < 3; ++i) {
+      double m = -1e30, z = 0, sum = 0, run = 0;
+      for (int64_t j = 0; j < n; ++j) m = std::max(m, double{xs[i * n + j]});
+      for (int64_t j = 0; j < n; ++j) z += std::exp(xs[i * n + j] - m), sum += xs[i * n + j];
+      EXPECT_NEAR((*t)[i], sum, 1e-4 * (1 + std::abs(sum)));
+      for (int64_t j = 0; j < n; ++j) {
+        const size_t k = static_cast<size_t>(i * n + j);
+        run += 2.0 * xs[k];
+        ASSERT_NEAR((*s)[k], std::exp(xs[k] - m) / z, 1e-6) << "row " << i << " column " << j;
+        ASSERT_NEAR((*c)[k], run, 1e-4 * (1 + std::abs(run))) << "row " << i << " column " << j;
+      }
+    }
+  }
+  EXPECT_GT(first, 0);
+  EXPECT_EQ(second, first) << "the second size compiles each kernel once more, with run-time sizes";
+  EXPECT_EQ(compiled, 0) << "every size after runs those kernels";
+  EXPECT_TRUE(told) << "--stats says which kernels took run-time sizes";
+  EXPECT_EQ(plans.built, 10);
+}
+
+// A kernel with run-time sizes in the persistent cache: a new device runs a stored plan of it
+// (its sizes in the record), and generalizes its own first two sizes to the stored kernel.
+TEST(DynamicShapes, AKernelWithRunTimeSizesFromTheCacheServesANewDevice) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("kiln_sizes_" + std::to_string(::getpid()) + ".sqlite"))
+                               .string();
+  std::filesystem::remove(path);
+  const Settings cache = {{"shapes.policy", "automatic"}, {"compilation.cache", "file=" + path}};
+  const auto run = [](const kiln::Device& dev, int64_t n) {
+    const std::vector<float> xs = values(static_cast<size_t>(3 * n), 0.3f, static_cast<int>(n));
+    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {3, n});
+    auto got = kiln::softmax(x, 1).to_vector<float>();
+    EXPECT_TRUE(got.has_value()) << got.error().message;
+    for (int64_t i = 0; got && i < 3; ++i) {
+      double m = -1e30, z = 0;
+      for (int64_t j = 0; j < n; ++j) m = std::max(m, double{xs[i * n + j]});
+      for (int64_t j = 0; j < n; ++j) z += std::exp(xs[i * n + j] - m);
+      for (int64_t j = 0; j < n; ++j)
+        EXPECT_NEAR((*got)[i * n + j], std::exp(xs[i * n + j] - m) / z, 1e-6) << "n=" << n;
+    }
+    return dev.last_stats();
+  };
+  {
+    auto dev = open_cpu(cache);
+    EXPECT_GT(run(dev, 5).compiled, 0);
+    const kiln::RealizeStats s = run(dev, 6);  // generalized: compiled with run-time sizes
+    EXPECT_GT(s.compiled, 0);
+    EXPECT_EQ(s.dynamic_kernels, s.kernels);
+  }
+  {
+    auto dev = open_cpu(cache);          // a new device: nothing in memory
+    kiln::RealizeStats s = run(dev, 6);  // the stored plan, bound to its sizes
+    EXPECT_EQ(s.plan_source, "disk");
+    EXPECT_EQ(s.compiled, 0);
+    EXPECT_EQ(s.dynamic_kernels, s.kernels);
+    EXPECT_GT(run(dev, 40).compiled, 0);  // its first size here: specialized
+    s = run(dev, 41);                     // generalized to the stored kernel
+    EXPECT_EQ(s.compiled, 0);
+    EXPECT_EQ(s.dynamic_kernels, s.kernels);
+    EXPECT_EQ(run(dev, 100).compiled, 0);
+  }
+  std::filesystem::remove(path);
+}
+
+// Under the static policy a growing row compiles its kernels at every size, as before.
+TEST(DynamicShapes, AGrowingRowUnderTheStaticPolicyCompilesEverySize) {
+  auto dev = open_cpu({{"shapes.policy", "static"}});
+  int compiled = 0;
+  for (int64_t n : {5, 6, 9}) {
+    const std::vector<float> xs = values(static_cast<size_t>(3 * n), 0.3f, static_cast<int>(n));
+    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {3, n});
+    ASSERT_TRUE(kiln::softmax(x, 1).to_vector<float>().has_value());
+    compiled += dev.last_stats().compiled;
+    EXPECT_EQ(dev.last_stats().dynamic_kernels, 0);
+  }
+  EXPECT_GE(compiled, 3);
+}
+
 // A dynamic kernel in the persistent cache serves another process's other sizes.
 TEST(DynamicShapes, ADynamicKernelFromTheCacheServesAnotherSize) {
   const std::string path = (std::filesystem::temp_directory_path() /

@@ -43,7 +43,8 @@ double round_to(double v, DType t) {
 
 class Evaluator {
  public:
-  explicit Evaluator(std::vector<Buffer>& bufs) : bufs_(bufs) {}
+  Evaluator(std::vector<Buffer>& bufs, const std::vector<int64_t>& sizes)
+      : bufs_(bufs), sizes_(sizes) {}
 
   double eval(const Expr* e) {
     switch (e->kind) {
@@ -59,6 +60,8 @@ class Evaluator {
         return reduce(e);
       case ExprKind::Scan:
         return scan(e);
+      case ExprKind::Size:  // this instance's value (an instance's extents are its own)
+        return static_cast<double>(sizes_.at(static_cast<size_t>(e->ival)));
     }
     return NAN;
   }
@@ -195,6 +198,7 @@ class Evaluator {
   }
 
   std::vector<Buffer>& bufs_;
+  const std::vector<int64_t>& sizes_;
   std::vector<int64_t> vars_;
 };
 
@@ -209,7 +213,7 @@ std::string run_kernel(const kir::Kernel& k, std::vector<Buffer>& buffers) {
     else if (buffers[i].size() != n)
       return fmt::format("param %{} has {} elements, expected {}", i, buffers[i].size(), n);
   }
-  Evaluator ev(buffers);
+  Evaluator ev(buffers, k.sizes);
   int64_t points = ir::shape_numel(k.domain);
   for (int64_t p = 0; p < points; ++p) {
     int64_t rest = p;
