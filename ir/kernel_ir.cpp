@@ -164,9 +164,32 @@ const Expr* ExprArena::reduce(ReduceOp op, DType dtype, const Expr* body,
                      .rslots = std::move(rslots)});
 }
 
-const Expr* ExprArena::size(int32_t slot) {
-  KILN_CHECK(slot >= 0) << "size slot " << slot;
-  return intern(Expr{.kind = ExprKind::Size, .dtype = DType::i64, .ival = slot});
+const Expr* ExprArena::size(int32_t slot, DType dtype) {
+  KILN_CHECK(slot >= 0 && size_dtype_ok(dtype))
+      << "size slot " << slot << " of " << ir::dtype_name(dtype);
+  return intern(Expr{.kind = ExprKind::Size, .dtype = dtype, .ival = slot});
+}
+
+bool size_dtype_ok(DType t) {
+  return t == DType::i64 || t == DType::f32 || t == DType::f64;
+}
+
+std::vector<DType> size_dtypes(const Kernel& k) {
+  std::vector<DType> out(k.sizes.size(), DType::i64);
+  for (const Expr* e : kernel_exprs(k))
+    if (e->kind == ExprKind::Size && e->dtype != DType::i64 && e->ival >= 0 &&
+        static_cast<size_t>(e->ival) < out.size())
+      out[static_cast<size_t>(e->ival)] = e->dtype;
+  return out;
+}
+
+std::vector<std::string> size_values_text(const Kernel& k) {
+  const std::vector<DType> dtypes = size_dtypes(k);
+  std::vector<std::string> out;
+  for (size_t s = 0; s < k.sizes.size(); ++s)
+    out.push_back(dtypes[s] == DType::i64 ? fmt::format("{}", k.sizes[s])
+                                          : fmt::format("{}", std::bit_cast<double>(k.sizes[s])));
+  return out;
 }
 
 const Expr* ExprArena::scan(ReduceOp op, DType dtype, const Expr* body, int32_t var) {
@@ -263,6 +286,12 @@ std::string const_text(const Expr* e) {
   if (e->dtype == DType::i64) return fmt::format("{}", e->ival);
   return fmt::format("{}:{}", e->ival, ir::dtype_name(e->dtype));
 }
+
+// size.N (i64) or size.N:f32 (a float slot).
+std::string size_text(const Expr* e) {
+  if (e->dtype == DType::i64) return fmt::format("size.{}", e->ival);
+  return fmt::format("size.{}:{}", e->ival, ir::dtype_name(e->dtype));
+}
 }  // namespace
 
 namespace {
@@ -311,7 +340,7 @@ std::string print_kernel(const Kernel& k, bool with_labels) {
   // A kernel with run-time sizes: their number is part of the identity, their values are not.
   if (k.has_sizes()) {
     out += fmt::format("  sizes {}", k.sizes.size());
-    if (with_labels) out += fmt::format("  # = {}", fmt::join(k.sizes, ","));
+    if (with_labels) out += fmt::format("  # = {}", fmt::join(size_values_text(k), ","));
   }
   // With labels (dumps), a dynamic kernel also shows this instance's extent.
   if (k.dynamic_outer && with_labels && !k.domain.empty()) out += fmt::format("  # ? = {}", k.domain[0]);
@@ -320,7 +349,7 @@ std::string print_kernel(const Kernel& k, bool with_labels) {
   auto ref = [&](const Expr* e) -> std::string {
     if (e->kind == ExprKind::Const) return const_text(e);
     if (e->kind == ExprKind::Var) return fmt::format("v{}", e->var);
-    if (e->kind == ExprKind::Size) return fmt::format("size.{}", e->ival);
+    if (e->kind == ExprKind::Size) return size_text(e);
     return names.at(e);
   };
   int next = 0;

@@ -37,12 +37,15 @@
 //   only, so one result on every target and vector width. Printed `scan.argmax i64 (v1; v2<8) $3`.
 // - Run-time sizes (kernels with inner dynamic axes, ir/kernel_sizes.h): a kernel may take some
 //   of its sizes at run time as slots 0..sizes.size()-1. A Size expression (i64, printed
-//   `size.N`) is slot N's value; a domain extent, a reduction's extent or a parameter's extent
-//   may be a slot too (domain_slots, rslots, Param::shape_slots; -1 or empty: fixed). Such a
-//   kernel keeps the values of one instance everywhere (domain, rextents, shapes, and `sizes`,
-//   each slot's value), as a dynamic kernel keeps its outer extent, and its identity prints the
-//   slots instead. The code a backend makes of it reads every slot at run time, so one compiled
-//   kernel serves every instance whose sizes kir::match_sizes finds.
+//   `size.N`) is slot N's value; a float Size (f32 or f64, printed `size.N:f32`) is a float
+//   constant taken at run time (a mean's 1/n), its slot's value the bits of a double
+//   (std::bit_cast), rounded to the dtype as a constant of that value is; a domain extent, a
+//   reduction's extent or a parameter's extent may be a slot too (domain_slots, rslots,
+//   Param::shape_slots; -1 or empty: fixed). Such a kernel keeps the values of one instance
+//   everywhere (domain, rextents, shapes, and `sizes`, each slot's value), as a dynamic kernel
+//   keeps its outer extent, and its identity prints the slots instead. The code a backend makes of
+//   it reads every slot at run time, so one compiled kernel serves every instance whose sizes
+//   kir::match_sizes finds.
 // - Stores run once per point of the parallel domain, in order.
 // - Schedule (vector width, unroll, threads) is not here: see codegen/tune_params.h.
 #pragma once
@@ -116,8 +119,8 @@ class ExprArena {
   const Expr* alu(Alu op, DType dtype, std::vector<const Expr*> args);
   const Expr* reduce(ReduceOp op, DType dtype, const Expr* body, std::vector<int32_t> rvars,
                      std::vector<int64_t> rextents, std::vector<int32_t> rslots = {});
-  // Run-time size slot `slot` (i64).
-  const Expr* size(int32_t slot);
+  // Run-time size slot `slot`: i64, or a float slot (f32, f64) whose value is a double's bits.
+  const Expr* size(int32_t slot, DType dtype = DType::i64);
   // op: Sum (the only scan so far); `var` a parallel loop variable (the innermost).
   const Expr* scan(ReduceOp op, DType dtype, const Expr* body, int32_t var);
   // A selection scan (op ArgMax or ArgMin, i64): step j of `var` gives the r in [0, n) of the
@@ -178,6 +181,16 @@ struct Kernel {
   bool has_sizes() const { return !sizes.empty(); }
   int32_t domain_slot(size_t d) const { return d < domain_slots.size() ? domain_slots[d] : -1; }
 };
+
+// Per slot of k.sizes, its dtype: a float dtype where a Size expression of that dtype reads it,
+// else i64 (an extent, an index).
+std::vector<DType> size_dtypes(const Kernel& k);
+
+// Each slot's value in this instance as text, as its dtype: {"8", "0.125"}.
+std::vector<std::string> size_values_text(const Kernel& k);
+
+// Whether a run-time size slot may be of dtype t (i64, f32, f64).
+bool size_dtype_ok(DType t);
 
 // The canonical text form. Without labels (and name), the text is the kernel's identity: equal
 // kernels print byte-identical text, which the cache key hashes.

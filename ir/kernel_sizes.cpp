@@ -1,10 +1,13 @@
 // Run-time sizes: generalizing two kernels of one shape, and matching an instance.
 #include "ir/kernel_sizes.h"
 
+#include <algorithm>
 #include <bit>
 #include <cctype>
+#include <cmath>
 #include <functional>
 #include <map>
+#include <tuple>
 #include <utility>
 
 namespace kiln::kir {
@@ -18,9 +21,14 @@ namespace {
 // two expressions of the other.
 class Pairing {
  public:
-  // (base's value, other's value, other's slot or -1) -> the slot base's number becomes (-1:
+  // A number: an i64 extent or constant, or a float constant as its double's bits (`real`).
+  struct Number {
+    int64_t value = 0;
+    bool real = false;
+  };
+  // (base's number, other's number, other's slot or -1) -> the slot base's number becomes (-1:
   // fixed), or nullopt: the kernels do not pair.
-  using Decide = std::function<std::optional<int32_t>(int64_t, int64_t, int32_t)>;
+  using Decide = std::function<std::optional<int32_t>(Number, Number, int32_t)>;
 
   Pairing(const Kernel& base, const Kernel& other, Decide decide)
       : a_(base), b_(other), decide_(std::move(decide)) {}
@@ -59,21 +67,24 @@ class Pairing {
       if (!value) return std::nullopt;
       out.stores.push_back(Store{sa.buf, index, value});
     }
-    if (values_.empty()) return std::nullopt;  // nothing at run time: not a kernel with sizes
+    // Nothing at run time, or only float constants: not a kernel with sizes.
+    if (std::ranges::none_of(values_, [](const auto& v) { return !v.second.real; }))
+      return std::nullopt;
     out.sizes.assign(values_.size(), 0);
-    for (const auto& [slot, value] : values_) {
+    for (const auto& [slot, number] : values_) {
       if (slot < 0 || static_cast<size_t>(slot) >= out.sizes.size()) return std::nullopt;
-      out.sizes[static_cast<size_t>(slot)] = value;
+      out.sizes[static_cast<size_t>(slot)] = number.value;
     }
     return out;
   }
 
  private:
-  std::optional<int32_t> number(int64_t a, int64_t b, int32_t bslot) {
+  std::optional<int32_t> number(Number a, Number b, int32_t bslot) {
     std::optional<int32_t> slot = decide_(a, b, bslot);
     if (!slot || *slot < 0) return slot;
     auto [it, fresh] = values_.emplace(*slot, a);
-    if (!fresh && it->second != a) return std::nullopt;  // one slot, two values
+    // One slot, one value, and one kind of number.
+    if (!fresh && (it->second.value != a.value || it->second.real != a.real)) return std::nullopt;
     return slot;
   }
 
@@ -84,7 +95,8 @@ class Pairing {
     std::vector<int32_t> slots;
     bool any = false;
     for (size_t i = 0; i < a.size(); ++i) {
-      std::optional<int32_t> s = number(a[i], b[i], i < bslots.size() ? bslots[i] : -1);
+      std::optional<int32_t> s =
+          number(Number{a[i]}, Number{b[i]}, i < bslots.size() ? bslots[i] : -1);
       if (!s) return std::nullopt;
       any = any || *s >= 0;
       slots.push_back(*s);
@@ -105,10 +117,21 @@ class Pairing {
     if (a->kind == ExprKind::Const && a->dtype == DType::i64 &&
         (b->kind == ExprKind::Const || b->kind == ExprKind::Size)) {
       const bool slotted = b->kind == ExprKind::Size;
-      std::optional<int32_t> s =
-          number(a->ival, slotted ? 0 : b->ival, slotted ? static_cast<int32_t>(b->ival) : -1);
+      std::optional<int32_t> s = number(Number{a->ival}, Number{slotted ? 0 : b->ival},
+                                        slotted ? static_cast<int32_t>(b->ival) : -1);
       if (!s) return nullptr;
       return *s >= 0 ? arena_->size(*s) : arena_->index(a->ival);
+    }
+    // A float constant (f32, f64; finite) may be a float slot: a mean's 1/n.
+    if (a->kind == ExprKind::Const && size_dtype_ok(a->dtype) && a->dtype != DType::i64 &&
+        std::isfinite(a->fval) && (b->kind == ExprKind::Const || b->kind == ExprKind::Size)) {
+      const bool slotted = b->kind == ExprKind::Size;
+      if (!slotted && !std::isfinite(b->fval)) return nullptr;
+      std::optional<int32_t> s = number(Number{std::bit_cast<int64_t>(a->fval), true},
+                                        Number{slotted ? 0 : std::bit_cast<int64_t>(b->fval), true},
+                                        slotted ? static_cast<int32_t>(b->ival) : -1);
+      if (!s) return nullptr;
+      return *s >= 0 ? arena_->size(*s, a->dtype) : arena_->constant(a->dtype, a->fval);
     }
     if (a->kind != b->kind || a->alu != b->alu || a->reduce_op != b->reduce_op ||
         a->var != b->var || a->buf != b->buf || a->args.size() != b->args.size() ||
@@ -155,19 +178,22 @@ class Pairing {
   Decide decide_;
   ExprArena* arena_ = nullptr;
   std::map<std::pair<const Expr*, const Expr*>, const Expr*> memo_;
-  std::map<int32_t, int64_t> values_;  // slot -> base's value
+  std::map<int32_t, Number> values_;  // slot -> base's number
 };
 
 }  // namespace
 
 std::optional<Kernel> generalize(const Kernel& current, const Kernel& other) {
   if (current.has_sizes() || other.has_sizes()) return std::nullopt;
-  // One slot per pair of values that differ, numbered in the order they are met.
-  std::map<std::pair<int64_t, int64_t>, int32_t> slots;
-  Pairing pairing(current, other, [&](int64_t a, int64_t b, int32_t) -> std::optional<int32_t> {
-    if (a == b) return -1;
-    return slots.emplace(std::pair{a, b}, static_cast<int32_t>(slots.size())).first->second;
-  });
+  // One slot per pair of numbers that differ, numbered in the order they are met.
+  std::map<std::tuple<int64_t, int64_t, bool>, int32_t> slots;
+  Pairing pairing(
+      current, other, [&](Pairing::Number a, Pairing::Number b, int32_t) -> std::optional<int32_t> {
+        if (a.value == b.value) return -1;
+        return slots
+            .emplace(std::tuple{a.value, b.value, a.real}, static_cast<int32_t>(slots.size()))
+            .first->second;
+      });
   return pairing.run();
 }
 
@@ -181,7 +207,24 @@ std::string sizes_key(const Kernel& k) {
   };
   for (size_t i = 0; i < text.size();) {
     if (std::isdigit(static_cast<unsigned char>(text[i])) && (i == 0 || !word(text[i - 1]))) {
-      while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+      // The whole number: a float's fraction and exponent too (0.125, 1e-05).
+      auto digits = [&] {
+        while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+      };
+      digits();
+      if (i + 1 < text.size() && text[i] == '.' &&
+          std::isdigit(static_cast<unsigned char>(text[i + 1]))) {
+        ++i;
+        digits();
+      }
+      if (i + 1 < text.size() && text[i] == 'e') {
+        size_t j = i + 1;
+        if (j < text.size() && (text[j] == '-' || text[j] == '+')) ++j;
+        if (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) {
+          i = j;
+          digits();
+        }
+      }
       out += '#';
       continue;
     }
@@ -193,12 +236,13 @@ std::string sizes_key(const Kernel& k) {
 std::optional<Kernel> match_sizes(const Kernel& general, const Kernel& k) {
   if (!general.has_sizes() || k.has_sizes()) return std::nullopt;
   const auto count = static_cast<int32_t>(general.sizes.size());
-  Pairing pairing(k, general,
-                  [&](int64_t value, int64_t fixed, int32_t slot) -> std::optional<int32_t> {
-                    if (slot < 0) return value == fixed ? std::optional<int32_t>(-1) : std::nullopt;
-                    if (slot >= count) return std::nullopt;
-                    return slot;
-                  });
+  Pairing pairing(
+      k, general,
+      [&](Pairing::Number value, Pairing::Number fixed, int32_t slot) -> std::optional<int32_t> {
+        if (slot < 0) return value.value == fixed.value ? std::optional<int32_t>(-1) : std::nullopt;
+        if (slot >= count) return std::nullopt;
+        return slot;
+      });
   std::optional<Kernel> out = pairing.run();
   if (!out || out->sizes.size() != general.sizes.size()) return std::nullopt;
   return out;

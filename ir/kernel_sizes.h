@@ -7,7 +7,9 @@
 // it at two sizes: the two kernels are the same but for some i64 numbers, and each number that
 // differs becomes a run-time size slot (ExprKind::Size, Kernel::domain_slots, Expr::rslots,
 // Param::shape_slots). Numbers that differ in the same way (the same pair of values) share a
-// slot; numbers that are equal in both stay fixed.
+// slot; numbers that are equal in both stay fixed. A finite f32 or f64 constant that differs
+// becomes a float slot (a Size of that dtype, its value a double's bits): a mean scales by 1/n,
+// a float the builder computes from the size, which the kernel then takes at run time too.
 //
 // A third kernel is an instance of that general kernel when it is the same but for the slots'
 // values, each slot's places holding one value (match_sizes): the general kernel with those
@@ -24,10 +26,11 @@
 namespace kiln::kir {
 
 // `current` with every i64 number (a domain or reduction extent, a parameter's extent, an i64
-// constant) that differs from the number at the same place of `other` made a run-time size slot
-// (Kernel::sizes holds current's values). nullopt where the kernels differ in anything else (their
-// structure, dtypes, variables, float or narrower constants, a selection scan's extent), where
-// nothing differs, or where either is dynamic already or has run-time sizes.
+// constant) and every finite f32 or f64 constant that differs from the number at the same place
+// of `other` made a run-time size slot (Kernel::sizes holds current's values). nullopt where the
+// kernels differ in anything else (their structure, dtypes, variables, other constants, a
+// selection scan's extent), where no i64 number differs (float constants alone are no sizes),
+// or where either is dynamic already or has run-time sizes.
 std::optional<Kernel> generalize(const Kernel& current, const Kernel& other);
 
 // `k` as an instance of `general` (a kernel with run-time sizes): k rebuilt with general's slots,

@@ -127,6 +127,9 @@ class KernelVerifier {
     has_scan_ = std::ranges::any_of(exprs, [](const Expr* e) { return e->kind == ExprKind::Scan; });
     for (const Expr* e : exprs)
       if (auto ok = check(e); !ok) return ok;
+    for (const auto& [slot, dtype] : slot_dtypes_)
+      if (dtype != DType::i64 && extent_slots_.count(slot))
+        return fail(fmt::format("size.{} is {} and an extent", slot, dtype_name(dtype)));
     const FreeVars fv(k_);
     for (size_t s = 0; s < k_.stores.size(); ++s)
       for (const Expr* e : {k_.stores[s].index, k_.stores[s].value})
@@ -140,13 +143,14 @@ class KernelVerifier {
  private:
   // Run-time size slots (ir/kernel_sizes.h): in range, and each extent this instance's value.
   Expected<void> check_slots(const std::vector<int64_t>& extents, const std::vector<int32_t>& slots,
-                             const std::string& where) const {
+                             const std::string& where) {
     if (slots.empty()) return {};
     if (slots.size() != extents.size())
       return fail(
           fmt::format("{} has {} extents and {} size slots", where, extents.size(), slots.size()));
     for (size_t i = 0; i < slots.size(); ++i) {
       if (slots[i] < 0) continue;
+      extent_slots_.insert(slots[i]);
       if (static_cast<size_t>(slots[i]) >= k_.sizes.size())
         return fail(
             fmt::format("{}'s axis {} is size.{} of {}", where, i, slots[i], k_.sizes.size()));
@@ -213,9 +217,13 @@ class KernelVerifier {
       case ExprKind::Scan:
         return check_scan(e);
       case ExprKind::Size:
-        if (e->dtype != DType::i64) return fail_expr(e, "a run-time size is i64");
+        if (!size_dtype_ok(e->dtype)) return fail_expr(e, "a run-time size is i64, f32 or f64");
         if (e->ival < 0 || static_cast<size_t>(e->ival) >= k_.sizes.size())
           return fail_expr(e, fmt::format("the kernel has {} run-time sizes", k_.sizes.size()));
+        if (auto [it, fresh] = slot_dtypes_.emplace(static_cast<int32_t>(e->ival), e->dtype);
+            !fresh && it->second != e->dtype)
+          return fail_expr(
+              e, fmt::format("size.{} is read as {} elsewhere", e->ival, dtype_name(it->second)));
         return expect_args(e, 0);
     }
     return fail_expr(e, "an unknown kind");
@@ -333,6 +341,8 @@ class KernelVerifier {
   const Kernel& k_;
   int32_t rank_;
   bool has_scan_ = false;
+  std::unordered_map<int32_t, DType> slot_dtypes_;  // the dtype each Size expression reads
+  std::unordered_set<int32_t> extent_slots_;        // slots that are an extent somewhere
   // reduce variable -> the Reduce (or selection Scan) binding it
   std::unordered_map<int32_t, const Expr*> owner_;
 };

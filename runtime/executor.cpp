@@ -213,10 +213,12 @@ std::optional<int64_t> Executor::dynamic_choice(const kir::Kernel& kernel, const
 }
 
 namespace {
-std::string sizes_text(const std::vector<int64_t>& sizes) {
+// "size.0 = 8, size.1 = 0.125" (a float slot as its value).
+std::string sizes_text(const kir::Kernel& k) {
   std::string out;
-  for (size_t s = 0; s < sizes.size(); ++s)
-    out += fmt::format("{}size.{} = {}", s ? ", " : "", s, sizes[s]);
+  const std::vector<std::string> values = kir::size_values_text(k);
+  for (size_t s = 0; s < values.size(); ++s)
+    out += fmt::format("{}size.{} = {}", s ? ", " : "", s, values[s]);
   return out;
 }
 }  // namespace
@@ -255,10 +257,10 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
   }
   reasons.push_back(fmt::format(
       "{}: {} (first compiled at {}): run-time sizes from now on, one kernel for every size",
-      kernel.name, sizes_text(general->sizes), sizes_text(first->sizes)));
+      kernel.name, sizes_text(*general), sizes_text(*first)));
   seen.general = std::make_shared<const kir::Kernel>(*general);
-  // The facts name the expressions of the kernel they were made from: analyzed again for the copy.
-  seen.general_facts = std::make_shared<const kir::KernelFacts>(kir::analyze_kernel(*seen.general));
+  // A Kernel copy shares its arena, so the facts name the copy's expressions as well.
+  seen.general_facts = std::move(general_facts);
   return general;
 }
 

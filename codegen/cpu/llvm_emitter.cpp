@@ -195,7 +195,7 @@ class KernelEmitter {
   llvm::Function* fn_ = nullptr;
   std::vector<Value*> buffers_;
   Value* check_slot_ = nullptr;  // CheckMode::validate: the error slot after the parameters
-  std::vector<Value*> sizes_;    // run-time sizes: slot -> its value this launch
+  std::vector<Value*> sizes_;    // run-time sizes: slot -> its value this launch (as its dtype)
   std::unordered_map<int32_t, Scope*> var_scope_;
   std::unordered_map<int32_t, Value*> var_value_;
   std::vector<std::unique_ptr<Scope>> scopes_;
@@ -263,10 +263,19 @@ void KernelEmitter::create_function() {
   if (k_.has_sizes()) {
     Value* array = b_.CreateLoad(
         ptr, b_.CreateConstInBoundsGEP1_64(ptr, fn_->getArg(0), k_.params.size()), "sizes");
-    for (size_t i = 0; i < k_.sizes.size(); ++i)
-      sizes_.push_back(b_.CreateLoad(b_.getInt64Ty(),
-                                     b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), array, i),
-                                     fmt::format("size.{}", i)));
+    const std::vector<ir::DType> dtypes = kir::size_dtypes(k_);
+    for (size_t i = 0; i < k_.sizes.size(); ++i) {
+      Value* v =
+          b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), array, i),
+                        fmt::format("size.{}", i));
+      // A float slot: a double's bits, rounded to the dtype as register_constant rounds; here,
+      // where every use is dominated.
+      if (dtypes[i] != ir::DType::i64) {
+        v = b_.CreateBitCast(v, b_.getDoubleTy());
+        if (dtypes[i] == ir::DType::f32) v = b_.CreateFPTrunc(v, b_.getFloatTy());
+      }
+      sizes_.push_back(v);
+    }
   }
 }
 
@@ -386,7 +395,7 @@ Expected<Value*> KernelEmitter::emit_uncached(const Expr* e, Scope* s) {
       return register_constant(ctx_, e->dtype, e->fval, e->ival);
     case ExprKind::Var:
       return var_value_.at(e->var);
-    case ExprKind::Size:
+    case ExprKind::Size:  // i64, or a float slot as its dtype (the prologue converts it)
       return size_value(static_cast<int32_t>(e->ival));
     case ExprKind::Load:
       return emit_load(e, s);

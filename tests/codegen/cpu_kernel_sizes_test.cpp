@@ -3,6 +3,8 @@
 // kernel of every other size that matches it as the kernel compiled for that size does.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -70,12 +72,42 @@ std::vector<Case> cases() {
          return must(b.binary(ir::Op::Div, d, must(b.unary(ir::Op::Sqrt, var))));
        },
        1, true},
+      // The sum and its scale in one kernel, as a device's beam search fuses them (a kernel of
+      // the scale alone differs from another size's in its float constant only: no sizes).
+      {"mean",
+       [=](ir::Builder& b, const Node* x) {
+         return must(b.mean(x, std::vector<int64_t>{1}, false));
+       },
+       0, true},
+      // A row's mean as the exponent of each element (the fuzz's seed 44): the scale is read
+      // after the row's sum, where the float slot's value must already be.
+      {"pow_by_mean",
+       [=](ir::Builder& b, const Node* x) {
+         const Node* base = must(b.binary(ir::Op::Add, must(b.unary(ir::Op::Abs, x)),
+                                          must(b.scalar(1.0, ir::DType::f32))));
+         return must(b.binary(ir::Op::Pow, base, must(b.mean(x, std::vector<int64_t>{1}, true))));
+       },
+       0, true},
+      // x / n as x * (1/n): elementwise, so the general code's results are the same bits.
+      {"over_n",
+       [=](ir::Builder& b, const Node* x) {
+         const double n = static_cast<double>(x->shape[1]);
+         return must(b.binary(ir::Op::Mul, x, must(b.scalar(1.0 / n, ir::DType::f32))));
+       },
+       1},
       {"tanh_scaled",
        [=](ir::Builder& b, const Node* x) {
          const Node* t = must(b.unary(ir::Op::Tanh, x));
          return must(b.binary(ir::Op::Mul, t, must(b.scalar(3.0, ir::DType::f32))));
        }},
   };
+}
+
+Case named(const std::string& name) {
+  for (const Case& c : cases())
+    if (c.name == name) return c;
+  KILN_CHECK(false) << "no case " << name;
+  return {};
 }
 
 // The kernels of case `c` at x : f32[3, n], with their facts.
@@ -150,15 +182,23 @@ TEST(CpuKernelSizes, OneCompiledKernelServesEverySizeOfAnInnerAxis) {
     ASSERT_EQ(at5.size(), at6.size());
     for (size_t k = 0; k < at6.size(); ++k) {
       std::optional<kir::Kernel> general = kir::generalize(at6[k].kernel, at5[k].kernel);
-      // A mean scales by 1/n, a float constant: no general kernel, each size keeps its own.
-      if (c.name == "fused_layernorm") {
-        EXPECT_FALSE(general.has_value()) << kir::print_kernel(*general, false);
-        continue;
-      }
       ASSERT_TRUE(general.has_value()) << kir::print_kernel(at6[k].kernel);
       const std::string identity = kir::print_kernel(*general, false);
       EXPECT_NE(identity.find("size.0"), std::string::npos) << identity;
       EXPECT_EQ(identity.find("<6>"), std::string::npos) << identity;
+      // A mean scales by 1/n, a float constant the kernel takes at run time as well.
+      const bool mean = c.name == "mean" || c.name == "fused_layernorm" || c.name == "over_n" ||
+                        c.name == "pow_by_mean";
+      const std::vector<ir::DType> dtypes = kir::size_dtypes(*general);
+      const auto real = std::ranges::find(dtypes, ir::DType::f32);
+      const size_t scale = static_cast<size_t>(real - dtypes.begin());
+      EXPECT_EQ(std::ranges::count(dtypes, ir::DType::f32), mean ? 1 : 0) << identity;
+      if (mean) {
+        ASSERT_NE(real, dtypes.end());
+        EXPECT_NE(identity.find(fmt::format("size.{}:f32", scale)), std::string::npos) << identity;
+        EXPECT_EQ(general->sizes[scale], std::bit_cast<int64_t>(1.0 / 6.0)) << identity;
+        EXPECT_EQ(kir::size_values_text(*general)[scale], fmt::format("{}", 1.0 / 6.0));
+      }
       const kir::KernelFacts facts = kir::analyze_kernel(*general);
       ASSERT_TRUE(cpu::serves_any_sizes(*general, facts, CheckMode::none)) << identity;
       auto code = backend().compile(*general, TuneParams{}, CheckMode::none, &facts);
@@ -178,11 +218,13 @@ TEST(CpuKernelSizes, OneCompiledKernelServesEverySizeOfAnInnerAxis) {
         const kir::Kernel& special = at_n[k].kernel;
         std::optional<kir::Kernel> instance = kir::match_sizes(*general, special);
         // Sizes 0 and 1 may lower to other kernels (specialization facts): those keep their own.
-        // A mean's 1/n is a float constant: such a kernel is no instance and keeps its sizes.
-        if (n >= 2 && c.name != "fused_layernorm") {
+        if (n >= 2) {
           ASSERT_TRUE(instance.has_value()) << kir::print_kernel(special);
         }
         if (!instance) continue;
+        if (mean) {
+          EXPECT_EQ(instance->sizes[scale], std::bit_cast<int64_t>(1.0 / static_cast<double>(n)));
+        }
         ++instances;
         // A kept row (the fused softmax) holds 64 KiB at most: a longer row keeps its own code,
         // which computes its values again (and the general code refuses to bind to it).
@@ -211,9 +253,70 @@ TEST(CpuKernelSizes, OneCompiledKernelServesEverySizeOfAnInnerAxis) {
               ASSERT_EQ(a, b) << "element " << i;
           }
         }
+        // A float slot is the constant it stands for: with no sum between them (whose order
+        // may differ at a size known when compiled), the two codes' results are the same bits.
+        if (c.name == "over_n") {
+          EXPECT_EQ(mine, theirs);
+        }
       }
       EXPECT_GE(instances, 8) << "sizes 2 to 40000 run the general kernel";
     }
+  }
+}
+
+// The fuzz's seed 44: over one axis of n, pow(|1 / (|sin(x/2)| + 1)| + 1, mean(sin(x/2))), the
+// mean's sum a reduction inside the point's loop and its scale (a float slot) read after it. The
+// slot's value is made before the loops, where every use sees it.
+TEST(CpuKernelSizes, AFloatSlotReadAfterARowsSumInsideTheLoop) {
+  auto lower = [](int64_t n) {
+    ir::Graph g;
+    ir::Builder b(g);
+    auto must = [](ir::NodeResult r) {
+      KILN_CHECK(r.has_value()) << r.error().message;
+      return *r;
+    };
+    const Node* x = g.input(ir::DType::f32, {n});
+    const Node* s = must(
+        b.unary(ir::Op::Sin, must(b.binary(ir::Op::Mul, x, must(b.scalar(0.5, ir::DType::f32))))));
+    const Node* one = must(b.scalar(1.0, ir::DType::f32));
+    const Node* base = must(b.binary(
+        ir::Op::Add,
+        must(b.unary(
+            ir::Op::Abs,
+            must(b.unary(ir::Op::Recip,
+                         must(b.binary(ir::Op::Add, must(b.unary(ir::Op::Abs, s)), one)))))),
+        one));
+    const Node* out =
+        must(b.binary(ir::Op::Pow, base, must(b.mean(s, std::vector<int64_t>{0}, false))));
+    static const passes::CostModel model(passes::DeviceRates::reference_cpu());
+    static const std::unique_ptr<passes::Fuser> beam = passes::make_beam_fuser(model);
+    passes::LoweringOptions options;
+    options.fuser = beam.get();
+    auto lowered = passes::run_lowering(g, {out}, options);
+    KILN_CHECK(lowered.has_value()) << lowered.error().message;
+    KILN_CHECK(lowered->kernels.size() == 1) << lowered->kernels.size() << " kernels";
+    return std::move(lowered->kernels[0]);
+  };
+  std::optional<kir::Kernel> general = kir::generalize(lower(5).kernel, lower(3).kernel);
+  ASSERT_TRUE(general.has_value());
+  const std::string identity = kir::print_kernel(*general, false);
+  const kir::KernelFacts facts = kir::analyze_kernel(*general);
+  ASSERT_TRUE(cpu::serves_any_sizes(*general, facts, CheckMode::none)) << identity;
+  auto code = backend().compile(*general, TuneParams{}, CheckMode::none, &facts);
+  ASSERT_TRUE(code.has_value()) << code.error().message;
+  for (int64_t n : {2, 7, 100}) {
+    const passes::LoweredKernel special = lower(n);
+    std::optional<kir::Kernel> instance = kir::match_sizes(*general, special.kernel);
+    ASSERT_TRUE(instance.has_value()) << kir::print_kernel(special.kernel);
+    Bytes mine = buffers_for(special.kernel, n), theirs = mine;
+    run(**code, mine, instance->sizes, instance->outer_extent());
+    auto own = backend().compile(special.kernel, TuneParams{});
+    ASSERT_TRUE(own.has_value()) << own.error().message;
+    run(**own, theirs, {}, (*own)->outer_extent);
+    const size_t out = special.kernel.params.size() - 1;
+    for (size_t i = 0; i < static_cast<size_t>(n); ++i)
+      EXPECT_NEAR(element(mine[out], ir::DType::f32, i), element(theirs[out], ir::DType::f32, i),
+                  1e-5);
   }
 }
 
@@ -236,6 +339,25 @@ TEST(CpuKernelSizes, AKernelOfOtherFixedSizesOrAnotherShapeIsNoInstance) {
   EXPECT_FALSE(kir::generalize(lower_at(softmax, 5)[0].kernel, lower_at(softmax, 5)[0].kernel));
   // A general kernel's instance is not generalized again.
   EXPECT_FALSE(kir::generalize(*general, lower_at(softmax, 5)[0].kernel));
+  // Kernels of one size that differ in a float constant alone: no run-time sizes.
+  auto scaled = [](double s) {
+    ir::Graph g;
+    ir::Builder b(g);
+    const Node* x = g.input(ir::DType::f32, {3, 8});
+    const Node* y = *b.binary(ir::Op::Mul, x, *b.scalar(s, ir::DType::f32));
+    auto lowered = passes::run_lowering(g, {y}, passes::LoweringOptions{});
+    KILN_CHECK(lowered.has_value()) << lowered.error().message;
+    return lowered->kernels[0].kernel;
+  };
+  EXPECT_FALSE(kir::generalize(scaled(2.0), scaled(3.0)).has_value());
+  // The key a caller keeps kernels by masks float constants too: a mean's kernels of every
+  // size meet under one key (0.2:f32 and 0.1111111111111111:f32 are both #:f32).
+  const Case mean = named("mean");
+  const std::string key6 = kir::sizes_key(lower_at(mean, 6)[0].kernel);
+  EXPECT_EQ(key6, kir::sizes_key(lower_at(mean, 9)[0].kernel));
+  EXPECT_EQ(key6.find("0."), std::string::npos) << key6;
+  EXPECT_NE(key6, kir::sizes_key(lower_at(cases()[1], 6)[0].kernel));  // a sum: no scale
+  EXPECT_EQ(kir::sizes_key(scaled(1e-05)), kir::sizes_key(scaled(2.5)));
 }
 
 TEST(CpuKernelSizes, TheVerifierChecksSlotsAgainstTheInstance) {
@@ -253,6 +375,29 @@ TEST(CpuKernelSizes, TheVerifierChecksSlotsAgainstTheInstance) {
   bad = kir::verify_kernel(wrong);
   ASSERT_FALSE(bad.has_value());
   EXPECT_NE(bad.error().message.find("size.0 of 0"), std::string::npos) << bad.error().message;
+
+  // A float slot (a mean's 1/n) is read as one dtype and is no extent.
+  const Case mean = named("mean");
+  std::optional<kir::Kernel> m =
+      kir::generalize(lower_at(mean, 6)[0].kernel, lower_at(mean, 5)[0].kernel);
+  ASSERT_TRUE(m.has_value());
+  ASSERT_TRUE(kir::verify_kernel(*m).has_value()) << kir::verify_kernel(*m).error().message;
+  kir::Kernel as_extent = *m;
+  ASSERT_EQ(as_extent.domain, std::vector<int64_t>{3});
+  as_extent.domain_slots = {1};  // size.1:f32 as the rows' count, its bits made 3
+  as_extent.sizes[1] = 3;
+  bad = kir::verify_kernel(as_extent);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("size.1 is f32 and an extent"), std::string::npos)
+      << bad.error().message;
+  kir::Kernel two_dtypes = *m;
+  two_dtypes.stores[0].value = two_dtypes.arena->alu(
+      kir::Alu::Add, ir::DType::f32,
+      {two_dtypes.stores[0].value,
+       two_dtypes.arena->alu(kir::Alu::Cast, ir::DType::f32, {two_dtypes.arena->size(1)})});
+  bad = kir::verify_kernel(two_dtypes);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("is read as"), std::string::npos) << bad.error().message;
 }
 
 }  // namespace

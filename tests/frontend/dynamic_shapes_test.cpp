@@ -32,6 +32,15 @@ kiln::Device open_cpu(Settings extra) {
       .value();
 }
 
+// A cache file of this process under the temporary directory, removed if there.
+std::string fresh_cache_path(const std::string& tag) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("kiln_" + tag + "_" + std::to_string(::getpid()) + ".sqlite"))
+                               .string();
+  std::filesystem::remove(path);
+  return path;
+}
+
 std::vector<float> values(size_t n, float scale, int seed) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i)
@@ -406,13 +415,57 @@ TEST(DynamicShapes, AGrowingRowCompilesEachKernelOnce) {
   EXPECT_EQ(plans.built, 10);
 }
 
+// A mean scales its sum by 1/n, a float constant of the size: the kernel takes it at run time
+// as a float slot, so a mean and a layernorm over a growing row compile once more at the second
+// size and never after.
+TEST(DynamicShapes, AGrowingRowsMeanAndLayernormCompileEachKernelOnce) {
+  auto dev = open_cpu({{"shapes.policy", "automatic"}});
+  int later = 0, first = -1;
+  for (int64_t n : {5, 6, 9, 17, 3, 100, 1000, 7}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const std::vector<float> xs = values(static_cast<size_t>(4 * n), 0.7f, static_cast<int>(n));
+    const std::vector<float> gs = values(static_cast<size_t>(n), 0.2f, 3);
+    const std::vector<float> bs = values(static_cast<size_t>(n), 0.1f, 5);
+    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {4, n});
+    auto gamma = kiln::Tensor::from_host(dev, std::span<const float>(gs), {n});
+    auto beta = kiln::Tensor::from_host(dev, std::span<const float>(bs), {n});
+    auto mean = x.mean({1});
+    auto norm = kiln::layernorm(x, gamma, beta, 1, 1e-5);
+    auto got = kiln::realize({mean, norm});
+    ASSERT_TRUE(got.has_value()) << got.error().message;
+    const kiln::RealizeStats st = dev.last_stats();
+    if (first < 0)
+      first = st.compiled;
+    else if (n != 6)
+      later += st.compiled;
+    if (n != 5) {
+      EXPECT_EQ(st.dynamic_kernels, st.kernels);
+    }
+    auto m = mean.to_vector<float>();
+    auto y = norm.to_vector<float>();
+    ASSERT_TRUE(m && y);
+    for (int64_t i = 0; i < 4; ++i) {
+      double sum = 0, sq = 0;
+      for (int64_t j = 0; j < n; ++j) sum += xs[i * n + j];
+      const double mu = sum / static_cast<double>(n);
+      for (int64_t j = 0; j < n; ++j) sq += (xs[i * n + j] - mu) * (xs[i * n + j] - mu);
+      const double inv = 1.0 / std::sqrt(sq / static_cast<double>(n) + 1e-5);
+      EXPECT_NEAR((*m)[i], mu, 1e-5 * (1 + std::abs(mu)));
+      for (int64_t j = 0; j < n; ++j) {
+        const size_t k = static_cast<size_t>(i * n + j);
+        ASSERT_NEAR((*y)[k], (xs[k] - mu) * inv * gs[j] + bs[j], 1e-4)
+            << "row " << i << " column " << j;
+      }
+    }
+  }
+  EXPECT_GT(first, 0);
+  EXPECT_EQ(later, 0) << "every size after the second runs the kernels with run-time sizes";
+}
+
 // A kernel with run-time sizes in the persistent cache: a new device runs a stored plan of it
 // (its sizes in the record), and generalizes its own first two sizes to the stored kernel.
 TEST(DynamicShapes, AKernelWithRunTimeSizesFromTheCacheServesANewDevice) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("kiln_sizes_" + std::to_string(::getpid()) + ".sqlite"))
-                               .string();
-  std::filesystem::remove(path);
+  const std::string path = fresh_cache_path("sizes");
   const Settings cache = {{"shapes.policy", "automatic"}, {"compilation.cache", "file=" + path}};
   const auto run = [](const kiln::Device& dev, int64_t n) {
     const std::vector<float> xs = values(static_cast<size_t>(3 * n), 0.3f, static_cast<int>(n));
@@ -466,10 +519,7 @@ TEST(DynamicShapes, AGrowingRowUnderTheStaticPolicyCompilesEverySize) {
 
 // A dynamic kernel in the persistent cache serves another process's other sizes.
 TEST(DynamicShapes, ADynamicKernelFromTheCacheServesAnotherSize) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("kiln_dynamic_" + std::to_string(::getpid()) + ".sqlite"))
-                               .string();
-  std::filesystem::remove(path);
+  const std::string path = fresh_cache_path("dynamic");
   const Settings cache = {{"shapes.policy", "dynamic"}, {"compilation.cache", "file=" + path}};
   {
     auto dev = open_cpu(cache);
@@ -499,10 +549,7 @@ TEST(DynamicShapes, ADynamicKernelFromTheCacheServesAnotherSize) {
 // dynamic and the automatic policy; sizes 0 and 1 are still built.
 TEST(DynamicShapes, ASymbolicPlanFromTheCacheServesANewProcess) {
   for (const char* policy : {"dynamic", "automatic"}) {
-    const std::string path = (std::filesystem::temp_directory_path() /
-                              ("kiln_symbolic_" + std::to_string(::getpid()) + ".sqlite"))
-                                 .string();
-    std::filesystem::remove(path);
+    const std::string path = fresh_cache_path("symbolic");
     const Settings cache = {{"shapes.policy", policy}, {"compilation.cache", "file=" + path}};
     {
       auto dev = open_cpu(cache);
@@ -706,10 +753,7 @@ TEST(DynamicShapes, APointCountThatIsAProductOfChangingSizesIsNotFitted) {
 // the next. Every size against the host: a row kernel (softmax) and a two-axis elementwise one
 // with vector lanes along its inner axis.
 TEST(DynamicShapes, GpuKernelsTakeTheOuterExtentAtRunTime) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("kiln_gpu_dynamic_" + std::to_string(::getpid()) + ".sqlite"))
-                               .string();
-  std::filesystem::remove(path);
+  const std::string path = fresh_cache_path("gpu_dynamic");
   const auto open_vulkan = [&] {
     return kiln::Device::open("vulkan:0",
                               kiln::Options{.settings = {{"compilation.cache", "file=" + path},

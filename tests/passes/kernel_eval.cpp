@@ -2,6 +2,7 @@
 #include "tests/passes/kernel_eval.h"
 
 #include <fmt/format.h>
+#include <bit>
 
 #include <algorithm>
 #include <cmath>
@@ -60,8 +61,11 @@ class Evaluator {
         return reduce(e);
       case ExprKind::Scan:
         return scan(e);
-      case ExprKind::Size:  // this instance's value (an instance's extents are its own)
-        return static_cast<double>(sizes_.at(static_cast<size_t>(e->ival)));
+      case ExprKind::Size: {  // this instance's value (an instance's extents are its own)
+        const int64_t v = sizes_.at(static_cast<size_t>(e->ival));
+        // A float slot holds a double's bits, read as a constant of that value.
+        return e->dtype == ir::DType::i64 ? static_cast<double>(v) : std::bit_cast<double>(v);
+      }
     }
     return NAN;
   }
