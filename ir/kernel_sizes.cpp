@@ -79,6 +79,15 @@ class Pairing {
   }
 
  private:
+  // A constant that may be a slot: an i64, or a finite f32 or f64 (a mean's 1/n) as its double's
+  // bits; nullopt for any other expression.
+  static std::optional<Number> slot_number(const Expr* e) {
+    if (e->kind != ExprKind::Const || !size_dtype_ok(e->dtype)) return std::nullopt;
+    if (e->dtype == DType::i64) return Number{e->ival};
+    if (!std::isfinite(e->fval)) return std::nullopt;
+    return Number{std::bit_cast<int64_t>(e->fval), true};
+  }
+
   std::optional<int32_t> number(Number a, Number b, int32_t bslot) {
     std::optional<int32_t> slot = decide_(a, b, bslot);
     if (!slot || *slot < 0) return slot;
@@ -114,24 +123,15 @@ class Pairing {
 
   const Expr* build(const Expr* a, const Expr* b) {
     if (a->dtype != b->dtype) return nullptr;
-    if (a->kind == ExprKind::Const && a->dtype == DType::i64 &&
-        (b->kind == ExprKind::Const || b->kind == ExprKind::Size)) {
+    if (std::optional<Number> na = slot_number(a);
+        na && (b->kind == ExprKind::Const || b->kind == ExprKind::Size)) {
       const bool slotted = b->kind == ExprKind::Size;
-      std::optional<int32_t> s = number(Number{a->ival}, Number{slotted ? 0 : b->ival},
-                                        slotted ? static_cast<int32_t>(b->ival) : -1);
+      std::optional<Number> nb = slotted ? Number{0, na->real} : slot_number(b);
+      if (!nb) return nullptr;
+      std::optional<int32_t> s = number(*na, *nb, slotted ? static_cast<int32_t>(b->ival) : -1);
       if (!s) return nullptr;
-      return *s >= 0 ? arena_->size(*s) : arena_->index(a->ival);
-    }
-    // A float constant (f32, f64; finite) may be a float slot: a mean's 1/n.
-    if (a->kind == ExprKind::Const && size_dtype_ok(a->dtype) && a->dtype != DType::i64 &&
-        std::isfinite(a->fval) && (b->kind == ExprKind::Const || b->kind == ExprKind::Size)) {
-      const bool slotted = b->kind == ExprKind::Size;
-      if (!slotted && !std::isfinite(b->fval)) return nullptr;
-      std::optional<int32_t> s = number(Number{std::bit_cast<int64_t>(a->fval), true},
-                                        Number{slotted ? 0 : std::bit_cast<int64_t>(b->fval), true},
-                                        slotted ? static_cast<int32_t>(b->ival) : -1);
-      if (!s) return nullptr;
-      return *s >= 0 ? arena_->size(*s, a->dtype) : arena_->constant(a->dtype, a->fval);
+      if (*s >= 0) return arena_->size(*s, a->dtype);
+      return a->dtype == DType::i64 ? arena_->index(a->ival) : arena_->constant(a->dtype, a->fval);
     }
     if (a->kind != b->kind || a->alu != b->alu || a->reduce_op != b->reduce_op ||
         a->var != b->var || a->buf != b->buf || a->args.size() != b->args.size() ||
