@@ -180,6 +180,12 @@ class KernelEmitter {
   Value* extent(int64_t value, const std::vector<int32_t>& slots, size_t i) {
     return i < slots.size() && slots[i] >= 0 ? size_value(slots[i]) : b_.getInt64(value);
   }
+  // The blocks of `block` iterations in `end` (non-negative): the whole ones, or with a partial
+  // last one.
+  Value* blocks_of(Value* end, int64_t block, bool partial) {
+    if (partial) end = b_.CreateAdd(end, b_.getInt64(block - 1));
+    return b_.CreateUDiv(end, b_.getInt64(block));
+  }
   int64_t known_trips(int64_t value, const std::vector<int32_t>& slots, size_t i) const {
     return i < slots.size() && slots[i] >= 0 ? -1 : value;
   }
@@ -540,70 +546,92 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
   else
     b_.CreateStore(*init, acc);
   if (idx) b_.CreateStore(b_.getInt32(0), idx);
-  std::vector<Scope*> opened;
-  Scope* inner = s;
-  Scope* block_scope = nullptr;  // the loop over blocks
-  Scope* first_in_block = nullptr;
-  for (size_t r = 0; r < e->rvars.size(); ++r) {
-    Value* start = b_.getInt64(0);
-    Value* end = extent(e->rextents[r], e->rslots, r);
-    if (static_cast<int>(r) == blocks.level) {
-      Value* n_blocks = b_.CreateUDiv(b_.CreateAdd(end, b_.getInt64(blocks.block - 1)),
-                                      b_.getInt64(blocks.block));
-      block_scope =
-          open_loop(inner, b_.getInt64(0), n_blocks, fmt::format("r{}.block", e->rvars[r]));
-      opened.push_back(block_scope);
+  // The loop nest under `s` over blocks [first_block, last_block) when blocks.level >= 0; a
+  // block of `whole` runs blocks.block iterations (the constant trip count lets LLVM vectorize
+  // it with no run-time checks or epilogue), else it ends at the extent. Returns its outermost
+  // loop.
+  auto emit_nest = [&](Value* first_block, Value* last_block, bool whole) -> Expected<Scope*> {
+    std::vector<Scope*> opened;
+    Scope* inner = s;
+    Scope* block_scope = nullptr;  // the loop over blocks
+    Scope* first_in_block = nullptr;
+    for (size_t r = 0; r < e->rvars.size(); ++r) {
+      Value* start = b_.getInt64(0);
+      Value* end = extent(e->rextents[r], e->rslots, r);
+      if (static_cast<int>(r) == blocks.level) {
+        block_scope =
+            open_loop(inner, first_block ? first_block : b_.getInt64(0),
+                      last_block ? last_block : blocks_of(end, blocks.block, /*partial=*/true),
+                      fmt::format("r{}.block", e->rvars[r]));
+        opened.push_back(block_scope);
+        insert_at(block_scope);
+        if (total) b_.CreateStore(*init, acc);
+        start = b_.CreateNSWMul(block_scope->iv, b_.getInt64(blocks.block));
+        if (!prefetched.empty()) prefetch_next_row(prefetched, start);
+        Value* block_end = b_.CreateNSWAdd(start, b_.getInt64(blocks.block));
+        end = whole ? block_end : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, block_end, end);
+        inner = block_scope;
+      }
+      inner = open_loop(inner, start, end, fmt::format("r{}", e->rvars[r]));
+      loops_[inner->loop].reduction = true;
+      if (block_scope && inner->parent == block_scope) first_in_block = inner;
+      var_scope_[e->rvars[r]] = inner;
+      var_value_[e->rvars[r]] = inner->iv;
+      opened.push_back(inner);
+    }
+    Expected<Value*> v = emit(e->args[0]);
+    if (!v) return std::unexpected(v.error());
+    if (auto fills = row_fills_.find(e); fills != row_fills_.end())
+      for (const Expr* f : fills->second) {
+        Expected<Value*> fv = emit(f);
+        if (!fv) return std::unexpected(fv.error());
+        llvm::AllocaInst*& row = rows_[f];
+        // A run-time row length: room for the longest row kept (serves_sizes_instance: an
+        // instance whose row is longer keeps its own code, which keeps no row). Both nests of
+        // a split reduction fill the same row.
+        const auto length =
+            static_cast<uint64_t>(e->rslots.empty() ? e->rextents[0] : max_row_values(f));
+        if (!row) row = entry_alloca(llvm::ArrayType::get((*fv)->getType(), length));
+        insert_at(inner);
+        b_.CreateStore(
+            *fv, b_.CreateInBoundsGEP(row->getAllocatedType(), row, {b_.getInt64(0), inner->iv}));
+      }
+    insert_at(inner);
+    ReduceState state{b_.CreateLoad(acc->getAllocatedType(), acc),
+                      idx ? b_.CreateLoad(b_.getInt32Ty(), idx) : nullptr};
+    Value* i = is_arg ? var_value_.at(e->rvars[0]) : nullptr;
+    Expected<ReduceState> next = reduce_step(b_, e->reduce_op, bt, state, *v, i);
+    if (!next) return std::unexpected(error(next.error().message));
+    b_.CreateStore(next->acc, acc);
+    if (idx) b_.CreateStore(next->index, idx);
+    for (int32_t rv : e->rvars) {
+      var_scope_.erase(rv);
+      var_value_.erase(rv);
+    }
+    if (total) {  // after the block's loops: total += the block's sum
+      block_scope->cursor = loops_[first_in_block->loop].exit;
       insert_at(block_scope);
-      if (total) b_.CreateStore(*init, acc);
-      start = b_.CreateNSWMul(block_scope->iv, b_.getInt64(blocks.block));
-      if (!prefetched.empty()) prefetch_next_row(prefetched, start);
-      end = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin,
-                                     b_.CreateNSWAdd(start, b_.getInt64(blocks.block)), end);
-      inner = block_scope;
+      Value* part = b_.CreateFPExt(b_.CreateLoad(body_ty, acc), b_.getDoubleTy());
+      b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(b_.getDoubleTy(), total), part), total);
     }
-    inner = open_loop(inner, start, end, fmt::format("r{}", e->rvars[r]));
-    loops_[inner->loop].reduction = true;
-    if (block_scope && inner->parent == block_scope) first_in_block = inner;
-    var_scope_[e->rvars[r]] = inner;
-    var_value_[e->rvars[r]] = inner->iv;
-    opened.push_back(inner);
+    for (Scope* o : opened) o->memo.clear();
+    return opened.front();
+  };
+  // A run-time row in prefetch blocks: its whole blocks, then the partial one (if any), the same
+  // code twice. Run-time ends in every block cost general softmax rows 5-10% against code
+  // compiled for their length.
+  const bool split = !prefetched.empty() && run_time && blocks.level == 0;
+  Value* whole_blocks = nullptr;
+  if (split) {
+    whole_blocks = blocks_of(extent(e->rextents[0], e->rslots, 0), blocks.block, /*partial=*/false);
+    Expected<Scope*> nest = emit_nest(nullptr, whole_blocks, /*whole=*/true);
+    if (!nest) return std::unexpected(nest.error());
+    s->cursor = loops_[(*nest)->loop].exit;
+    insert_at(s);
   }
-  Expected<Value*> v = emit(e->args[0]);
-  if (!v) return v;
-  if (auto fills = row_fills_.find(e); fills != row_fills_.end())
-    for (const Expr* f : fills->second) {
-      Expected<Value*> fv = emit(f);
-      if (!fv) return fv;
-      llvm::AllocaInst*& row = rows_[f];
-      // A run-time row length: room for the longest row kept (serves_sizes_instance: an
-      // instance whose row is longer keeps its own code, which keeps no row).
-      const auto length =
-          static_cast<uint64_t>(e->rslots.empty() ? e->rextents[0] : max_row_values(f));
-      row = entry_alloca(llvm::ArrayType::get((*fv)->getType(), length));
-      insert_at(inner);
-      b_.CreateStore(
-          *fv, b_.CreateInBoundsGEP(row->getAllocatedType(), row, {b_.getInt64(0), inner->iv}));
-    }
-  insert_at(inner);
-  ReduceState state{b_.CreateLoad(acc->getAllocatedType(), acc),
-                    idx ? b_.CreateLoad(b_.getInt32Ty(), idx) : nullptr};
-  Value* i = is_arg ? var_value_.at(e->rvars[0]) : nullptr;
-  Expected<ReduceState> next = reduce_step(b_, e->reduce_op, bt, state, *v, i);
-  if (!next) return std::unexpected(error(next.error().message));
-  b_.CreateStore(next->acc, acc);
-  if (idx) b_.CreateStore(next->index, idx);
-  for (int32_t rv : e->rvars) {
-    var_scope_.erase(rv);
-    var_value_.erase(rv);
-  }
-  if (total) {  // after the block's loops: total += the block's sum
-    block_scope->cursor = loops_[first_in_block->loop].exit;
-    insert_at(block_scope);
-    Value* part = b_.CreateFPExt(b_.CreateLoad(body_ty, acc), b_.getDoubleTy());
-    b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(b_.getDoubleTy(), total), part), total);
-  }
-  s->cursor = loops_[opened.front()->loop].exit;
-  for (Scope* o : opened) o->memo.clear();
+  Expected<Scope*> nest = emit_nest(whole_blocks, nullptr, /*whole=*/false);
+  if (!nest) return std::unexpected(nest.error());
+  s->cursor = loops_[(*nest)->loop].exit;
   insert_at(s);
   if (is_arg) return b_.CreateLoad(b_.getInt32Ty(), idx);
   Value* result =
