@@ -30,8 +30,9 @@ class Pairing {
   // fixed), or nullopt: the kernels do not pair.
   using Decide = std::function<std::optional<int32_t>(Number, Number, int32_t)>;
 
-  Pairing(const Kernel& base, const Kernel& other, Decide decide)
-      : a_(base), b_(other), decide_(std::move(decide)) {}
+  // floats_alone: a pairing whose only slots are float constants makes a kernel with sizes.
+  Pairing(const Kernel& base, const Kernel& other, bool floats_alone, Decide decide)
+      : a_(base), b_(other), floats_alone_(floats_alone), decide_(std::move(decide)) {}
 
   std::optional<Kernel> run() {
     if (a_.dynamic_outer || b_.dynamic_outer || a_.params.size() != b_.params.size() ||
@@ -67,8 +68,11 @@ class Pairing {
       if (!value) return std::nullopt;
       out.stores.push_back(Store{sa.buf, index, value});
     }
-    // Nothing at run time, or only float constants: not a kernel with sizes.
-    if (std::ranges::none_of(values_, [](const auto& v) { return !v.second.real; }))
+    // Nothing at run time, or only float constants where they do not count: not a kernel with
+    // sizes.
+    if (values_.empty() || (!floats_alone_ && std::ranges::none_of(values_, [](const auto& v) {
+          return !v.second.real;
+        })))
       return std::nullopt;
     out.sizes.assign(values_.size(), 0);
     for (const auto& [slot, number] : values_) {
@@ -175,6 +179,7 @@ class Pairing {
 
   const Kernel& a_;
   const Kernel& b_;
+  bool floats_alone_ = false;
   Decide decide_;
   ExprArena* arena_ = nullptr;
   std::map<std::pair<const Expr*, const Expr*>, const Expr*> memo_;
@@ -183,12 +188,13 @@ class Pairing {
 
 }  // namespace
 
-std::optional<Kernel> generalize(const Kernel& current, const Kernel& other) {
+std::optional<Kernel> generalize(const Kernel& current, const Kernel& other, bool floats_alone) {
   if (current.has_sizes() || other.has_sizes()) return std::nullopt;
   // One slot per pair of numbers that differ, numbered in the order they are met.
   std::map<std::tuple<int64_t, int64_t, bool>, int32_t> slots;
   Pairing pairing(
-      current, other, [&](Pairing::Number a, Pairing::Number b, int32_t) -> std::optional<int32_t> {
+      current, other, floats_alone,
+      [&](Pairing::Number a, Pairing::Number b, int32_t) -> std::optional<int32_t> {
         if (a.value == b.value) return -1;
         return slots
             .emplace(std::tuple{a.value, b.value, a.real}, static_cast<int32_t>(slots.size()))
@@ -237,7 +243,7 @@ std::optional<Kernel> match_sizes(const Kernel& general, const Kernel& k) {
   if (!general.has_sizes() || k.has_sizes()) return std::nullopt;
   const auto count = static_cast<int32_t>(general.sizes.size());
   Pairing pairing(
-      k, general,
+      k, general, /*floats_alone=*/true,
       [&](Pairing::Number value, Pairing::Number fixed, int32_t slot) -> std::optional<int32_t> {
         if (slot < 0) return value.value == fixed.value ? std::optional<int32_t>(-1) : std::nullopt;
         if (slot >= count) return std::nullopt;

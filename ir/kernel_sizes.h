@@ -29,9 +29,12 @@ namespace kiln::kir {
 // constant) and every finite f32 or f64 constant that differs from the number at the same place
 // of `other` made a run-time size slot (Kernel::sizes holds current's values). nullopt where the
 // kernels differ in anything else (their structure, dtypes, variables, other constants, a
-// selection scan's extent), where no i64 number differs (float constants alone are no sizes),
-// or where either is dynamic already or has run-time sizes.
-std::optional<Kernel> generalize(const Kernel& current, const Kernel& other);
+// selection scan's extent), where no i64 number differs (float constants alone are no sizes:
+// x * 0.5 and x * 0.25 are a user's two constants) unless `floats_alone` (the caller knows a size
+// changed between the two, as an unfused mean's scale by 1/n does), or where either is dynamic
+// already or has run-time sizes.
+std::optional<Kernel> generalize(const Kernel& current, const Kernel& other,
+                                 bool floats_alone = false);
 
 // `k` as an instance of `general` (a kernel with run-time sizes): k rebuilt with general's slots,
 // whose identity (print_kernel without labels) is general's, and whose `sizes` are k's values of

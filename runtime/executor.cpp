@@ -225,6 +225,7 @@ std::string sizes_text(const kir::Kernel& k) {
 
 std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
                                                   const kir::KernelFacts& facts, bool track,
+                                                  bool size_changed,
                                                   std::vector<std::string>& reasons) {
   if (options_.shape_policy == ShapePolicy::static_ || kernel.dynamic_outer || kernel.has_sizes())
     return std::nullopt;
@@ -245,7 +246,7 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
     return std::nullopt;
   }
   if (!track) return std::nullopt;
-  std::optional<kir::Kernel> general = kir::generalize(kernel, seen.last);
+  std::optional<kir::Kernel> general = kir::generalize(kernel, seen.last, size_changed);
   std::optional<kir::Kernel> first = general ? kir::match_sizes(*general, seen.last) : std::nullopt;
   auto general_facts =
       general ? std::make_shared<const kir::KernelFacts>(kir::analyze_kernel(*general)) : nullptr;
@@ -264,11 +265,11 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
   return general;
 }
 
-PlannerOptions::SizesFn Executor::sizes_fn(bool track) {
+PlannerOptions::SizesFn Executor::sizes_fn(bool track, bool size_changed) {
   if (options_.shape_policy == ShapePolicy::static_) return nullptr;
-  return [this, track](const kir::Kernel& k, const kir::KernelFacts& facts,
-                       std::vector<std::string>& reasons) {
-    return sized_choice(k, facts, track, reasons);
+  return [this, track, size_changed](const kir::Kernel& k, const kir::KernelFacts& facts,
+                                     std::vector<std::string>& reasons) {
+    return sized_choice(k, facts, track, size_changed, reasons);
   };
 }
 
@@ -331,19 +332,19 @@ Expected<std::shared_ptr<Plan>> Executor::lower(ir::Graph& g,
                                                 const std::vector<const ir::Node*>& inputs) {
   PlannerOptions po = planner_options(options_, &fuser(), nullptr);
   po.dynamic = dynamic_fn(inputs, /*track=*/false);
-  po.sizes = sizes_fn(/*track=*/false);
+  po.sizes = sizes_fn(/*track=*/false, /*size_changed=*/false);
   return build_plan(g, outputs, inputs, po);
 }
 
 Expected<std::shared_ptr<Plan>> Executor::build(ir::Graph& g,
                                                 const std::vector<const ir::Node*>& outputs,
                                                 const std::vector<const ir::Node*>& inputs,
-                                                KernelCache& kernels) {
+                                                KernelCache& kernels, bool size_changed) {
   int tuned = 0;
   PlannerOptions po = planner_options(options_, &fuser(), &kernels);
   po.source_extension = target_->source_extension();
   po.dynamic = dynamic_fn(inputs, /*track=*/true);
-  po.sizes = sizes_fn(/*track=*/true);
+  po.sizes = sizes_fn(/*track=*/true, size_changed);
   if (decisions_)
     po.tune = [&](const kir::Kernel& k) -> Expected<codegen::TuneParams> { return schedule(k, &tuned); };
   auto plan = build_plan(g, outputs, inputs, po);
@@ -406,7 +407,7 @@ Expected<std::shared_ptr<const Plan>> Executor::get_plan(ir::Graph& g,
   }
   if (!plan) {
     std::vector<std::string> changed = shape_change(outputs, key);
-    auto built = build(g, outputs, key.inputs, kernels_);
+    auto built = build(g, outputs, key.inputs, kernels_, /*size_changed=*/!changed.empty());
     if (!built) return std::unexpected(built.error());
     plan = std::move(*built);
     changed.insert(changed.end(), plan->recompile_reasons.begin(), plan->recompile_reasons.end());

@@ -135,10 +135,12 @@ class Executor final : public Device {
   // The shape policy's choice for a kernel left specialized (PlannerOptions::sizes): the
   // instance of a general kernel with run-time sizes (ir/kernel_sizes.h) made from two sizes of
   // it, where the target serves one. `track` lets it note the kernel, or generalize it when it
-  // saw it at other sizes.
+  // saw it at other sizes; `size_changed` (the graph's input shapes changed since its last
+  // build) lets a kernel that differs in float constants alone generalize (kir::generalize).
   std::optional<kir::Kernel> sized_choice(const kir::Kernel& kernel, const kir::KernelFacts& facts,
-                                          bool track, std::vector<std::string>& reasons);
-  PlannerOptions::SizesFn sizes_fn(bool track);
+                                          bool track, bool size_changed,
+                                          std::vector<std::string>& reasons);
+  PlannerOptions::SizesFn sizes_fn(bool track, bool size_changed);
   // Whether a graph of these inputs has a symbolic plan to warm or export: an input is marked
   // dynamic (a `.kg` size symbol, mark_dynamic) and the shape policy is not static.
   bool warms_symbolic(const std::vector<const ir::Node*>& inputs) const;
@@ -161,10 +163,11 @@ class Executor final : public Device {
   // Lowering only (no kernels compiled).
   Expected<std::shared_ptr<Plan>> lower(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
                                         const std::vector<const ir::Node*>& inputs);
-  // Lowered, tuned and compiled (or loaded) through the kernel cache.
+  // Lowered, tuned and compiled (or loaded) through the kernel cache; `size_changed`: see
+  // sized_choice.
   Expected<std::shared_ptr<Plan>> build(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
                                         const std::vector<const ir::Node*>& inputs,
-                                        KernelCache& kernels);
+                                        KernelCache& kernels, bool size_changed = false);
   // *source: "memory" (this process), "disk" (a stored plan record), "symbolic" (a family's
   // template at these sizes) or "built".
   Expected<std::shared_ptr<const Plan>> get_plan(ir::Graph& g,

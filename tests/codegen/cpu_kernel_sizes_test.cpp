@@ -351,6 +351,28 @@ TEST(CpuKernelSizes, AKernelOfOtherFixedSizesOrAnotherShapeIsNoInstance) {
     return lowered->kernels[0].kernel;
   };
   EXPECT_FALSE(kir::generalize(scaled(2.0), scaled(3.0)).has_value());
+  // Unless the caller knows a size changed between them (an unfused mean's scale by 1/n): then
+  // the constant is a float slot, and the code made once computes another value's kernel bit
+  // for bit.
+  std::optional<kir::Kernel> by_float =
+      kir::generalize(scaled(2.0), scaled(3.0), /*floats_alone=*/true);
+  ASSERT_TRUE(by_float.has_value());
+  EXPECT_EQ(kir::size_dtypes(*by_float), std::vector<ir::DType>{ir::DType::f32});
+  const kir::Kernel quarter = scaled(0.25);
+  std::optional<kir::Kernel> at_quarter = kir::match_sizes(*by_float, quarter);
+  ASSERT_TRUE(at_quarter.has_value());
+  EXPECT_EQ(at_quarter->sizes, std::vector<int64_t>{std::bit_cast<int64_t>(0.25)});
+  const kir::KernelFacts float_facts = kir::analyze_kernel(*by_float);
+  ASSERT_TRUE(cpu::serves_any_sizes(*by_float, float_facts, CheckMode::none));
+  auto float_code = backend().compile(*by_float, TuneParams{}, CheckMode::none, &float_facts);
+  ASSERT_TRUE(float_code.has_value()) << float_code.error().message;
+  auto quarter_code = backend().compile(quarter, TuneParams{});
+  ASSERT_TRUE(quarter_code.has_value()) << quarter_code.error().message;
+  Bytes general_out = buffers_for(quarter, 8), own_out = general_out;
+  run(**float_code, general_out, at_quarter->sizes, at_quarter->outer_extent());
+  run(**quarter_code, own_out, {}, (*quarter_code)->outer_extent);
+  EXPECT_EQ(general_out, own_out);
+  EXPECT_NE(general_out.back(), std::vector<uint8_t>(general_out.back().size(), 0));
   // The key a caller keeps kernels by masks float constants too: a mean's kernels of every
   // size meet under one key (0.2:f32 and 0.1111111111111111:f32 are both #:f32).
   const Case mean = named("mean");

@@ -462,6 +462,53 @@ TEST(DynamicShapes, AGrowingRowsMeanAndLayernormCompileEachKernelOnce) {
   EXPECT_EQ(later, 0) << "every size after the second runs the kernels with run-time sizes";
 }
 
+// With fusion off, a mean is a row sum and a kernel of its own that scales by 1/n: the scale
+// kernel's shape does not change with n, only its float constant. Once the graph's input changed
+// size, that constant becomes a float slot too, so every size after the second compiles nothing.
+// A constant that changes while no size does (a user's x * c) keeps its own kernel per value.
+TEST(DynamicShapes, AnUnfusedMeansScaleTakesItsFloatAtRunTimeOnceTheRowChangedSize) {
+  auto dev = open_cpu({{"shapes.policy", "automatic"}, {"fusion.enabled", "false"}});
+  int later = 0;
+  for (int64_t n : {5, 6, 9, 17, 3, 100}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const std::vector<float> xs = values(static_cast<size_t>(4 * n), 0.7f, static_cast<int>(n));
+    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {4, n});
+    auto mean = x.mean({1});
+    auto got = mean.to_vector<float>();
+    ASSERT_TRUE(got.has_value()) << got.error().message;
+    const kiln::RealizeStats st = dev.last_stats();
+    EXPECT_EQ(st.kernels, 2) << "the sum and the scale, unfused";
+    if (n == 5 || n == 6) {
+      EXPECT_EQ(st.compiled, 2);
+    } else {
+      later += st.compiled;
+    }
+    if (n != 5) {
+      EXPECT_EQ(st.dynamic_kernels, 2);
+    }
+    for (int64_t i = 0; i < 4; ++i) {
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j) sum += xs[static_cast<size_t>(i * n + j)];
+      const double mu = sum / static_cast<double>(n);
+      EXPECT_NEAR((*got)[static_cast<size_t>(i)], mu, 1e-5 * (1 + std::abs(mu)));
+    }
+  }
+  EXPECT_EQ(later, 0) << "every size after the second runs the kernels with run-time sizes";
+
+  const std::vector<float> xs = values(32, 0.5f, 1);
+  for (double c : {0.5, 0.25, 0.125}) {
+    SCOPED_TRACE("c=" + std::to_string(c));
+    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {4, 8});
+    auto got = (x * c).to_vector<float>();
+    ASSERT_TRUE(got.has_value()) << got.error().message;
+    const kiln::RealizeStats st = dev.last_stats();
+    EXPECT_EQ(st.compiled, 1) << "no size changed: the constant is the user's, compiled in";
+    EXPECT_EQ(st.dynamic_kernels, 0);
+    for (size_t i = 0; i < xs.size(); ++i)
+      ASSERT_EQ((*got)[i], static_cast<float>(xs[i] * c)) << "element " << i;
+  }
+}
+
 // A kernel with run-time sizes in the persistent cache: a new device runs a stored plan of it
 // (its sizes in the record), and generalizes its own first two sizes to the stored kernel.
 TEST(DynamicShapes, AKernelWithRunTimeSizesFromTheCacheServesANewDevice) {
