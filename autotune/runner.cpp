@@ -3,8 +3,11 @@
 #include "autotune/runner.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -20,11 +23,14 @@ using Clock = std::chrono::steady_clock;
 
 class CpuBench final : public CandidateBench {
  public:
-  CpuBench(codegen::CpuBackend& backend, const ParallelFor& pf, const kir::Kernel& k, size_t n)
-      : backend_(backend), pf_(pf), k_(k), artifacts_(n) {}
+  // Candidate i compiles kernels[i]: one kernel under several schedules, or several kernels of
+  // the same parameters (cpu_time_ratio).
+  CpuBench(codegen::CpuBackend& backend, const ParallelFor& pf,
+           std::vector<const kir::Kernel*> kernels)
+      : backend_(backend), pf_(pf), kernels_(std::move(kernels)), artifacts_(kernels_.size()) {}
 
   Expected<double> compile(size_t i, const codegen::TuneParams& params) override {
-    auto art = backend_.compile(k_, params);
+    auto art = backend_.compile(*kernels_[i], params);
     if (!art) return std::unexpected(art.error());
     artifacts_[i] = std::move(*art);
     return artifacts_[i]->compile_ms;
@@ -34,7 +40,7 @@ class CpuBench final : public CandidateBench {
   Expected<void> run(size_t i, KernelBuffers& bufs) override {
     std::vector<void*> ptrs;
     for (ir::HostTensor& b : bufs) ptrs.push_back(b.data());
-    if (k_.has_sizes()) ptrs.push_back(const_cast<int64_t*>(k_.sizes.data()));  // after the buffers
+    add_sizes(i, ptrs);
     return run_on(i, ptrs.data());
   }
 
@@ -45,17 +51,17 @@ class CpuBench final : public CandidateBench {
     inputs_ = &inputs;
     restore_ = restore;
     timing_.clear();
-    timing_ptrs_.clear();
+    std::vector<void*> buffers;
     for (const ir::HostTensor& t : inputs) {
       support::HostBlock block(t.bytes.size());
       if (!block.data())
         return make_error(fmt::format("out of memory: cannot allocate {} bytes to time kernel '{}'",
-                                      t.bytes.size(), k_.name));
-      timing_ptrs_.push_back(block.data());
+                                      t.bytes.size(), kernels_[0]->name));
+      buffers.push_back(block.data());
       timing_.push_back(std::move(block));
     }
-    // A kernel with run-time sizes runs at its own instance's (ir/kernel_sizes.h).
-    if (k_.has_sizes()) timing_ptrs_.push_back(const_cast<int64_t*>(k_.sizes.data()));
+    timing_args_.assign(kernels_.size(), buffers);
+    for (size_t i = 0; i < kernels_.size(); ++i) add_sizes(i, timing_args_[i]);
     restore_inputs();
     return {};
   }
@@ -64,7 +70,7 @@ class CpuBench final : public CandidateBench {
     if (restore_) restore_inputs();
     const auto start = Clock::now();
     for (int r = 0; r < runs; ++r)
-      if (Expected<void> ok = run_on(i, timing_ptrs_.data()); !ok)
+      if (Expected<void> ok = run_on(i, timing_args_[i].data()); !ok)
         return std::unexpected(ok.error());
     return std::chrono::duration<double, std::milli>(Clock::now() - start).count() / runs;
   }
@@ -72,12 +78,18 @@ class CpuBench final : public CandidateBench {
  private:
   codegen::CpuBackend& backend_;
   const ParallelFor& pf_;
-  const kir::Kernel& k_;
+  std::vector<const kir::Kernel*> kernels_;
   std::vector<std::shared_ptr<const codegen::CpuArtifact>> artifacts_;
   const KernelBuffers* inputs_ = nullptr;
   std::vector<support::HostBlock> timing_;
-  std::vector<void*> timing_ptrs_;
+  std::vector<std::vector<void*>> timing_args_;  // per candidate: the timing buffers, its sizes
   bool restore_ = false;
+
+  // A kernel with run-time sizes runs at its own instance's (ir/kernel_sizes.h), passed after
+  // the buffers.
+  void add_sizes(size_t i, std::vector<void*>& args) const {
+    if (kernels_[i]->has_sizes()) args.push_back(const_cast<int64_t*>(kernels_[i]->sizes.data()));
+  }
 
   // Cut as the device cuts it: in units of chunk_align points (CpuArtifact::units).
   Expected<void> run_on(size_t i, void* const* args) {
@@ -109,8 +121,68 @@ Expected<TuneDecision> tune_cpu_kernel(codegen::CpuBackend& backend,
                                        Level level, double roofline_ms,
                                        const TuneOptions& options) {
   const std::vector<TuneCandidate> space = cpu_tune_space(kernel, level);
-  CpuBench bench(backend, parallel_for, kernel, space.size());
+  CpuBench bench(backend, parallel_for, std::vector<const kir::Kernel*>(space.size(), &kernel));
   return tune_kernel(bench, kernel, space, level, roofline_ms, parallel_for, options);
+}
+
+namespace {
+// "f32[4,999], out f32[4,999]": each parameter, for the message of two kernels that do not match.
+std::string params_text(const kir::Kernel& k) {
+  std::string out;
+  for (const kir::Param& p : k.params)
+    out += fmt::format("{}{}{}[{}]", out.empty() ? "" : ", ", p.output ? "out " : "",
+                       dtype_name(p.dtype), fmt::join(p.shape, ","));
+  return out;
+}
+
+double median_of(std::vector<double> xs) {
+  std::ranges::sort(xs);
+  return xs[xs.size() / 2];
+}
+}  // namespace
+
+Expected<double> cpu_time_ratio(codegen::CpuBackend& backend, const ParallelFor& parallel_for,
+                                const kir::Kernel& candidate, const kir::Kernel& reference,
+                                const TimeRatioOptions& options) {
+  if (params_text(candidate) != params_text(reference))
+    return make_error(fmt::format("kernel '{}' takes ({}), not the parameters of '{}' ({})",
+                                  candidate.name, params_text(candidate), reference.name,
+                                  params_text(reference)));
+  CpuBench bench(backend, parallel_for, {&reference, &candidate});
+  for (size_t i = 0; i < 2; ++i)
+    if (Expected<double> ok = bench.compile(i, {}); !ok) return std::unexpected(ok.error());
+  const KernelBuffers inputs = random_buffers(reference, options.seed);
+  KernelBuffers want = inputs, got = inputs;
+  if (Expected<void> ok = bench.run(0, want); !ok) return std::unexpected(ok.error());
+  if (Expected<void> ok = bench.run(1, got); !ok) return std::unexpected(ok.error());
+  if (std::optional<std::string> wrong = compare_outputs(reference, want, got))
+    return make_error(fmt::format("kernel '{}' does not compute what '{}' does: {}", candidate.name,
+                                  reference.name, *wrong));
+  if (Expected<void> ok = bench.prepare_timing(inputs, reads_an_output(reference)); !ok)
+    return std::unexpected(ok.error());
+  // One run of each first (its code and data warm), then as many runs per sample as make it
+  // about sample_ms long.
+  double once = 0;
+  for (size_t i = 0; i < 2; ++i) {
+    Expected<double> t = bench.time(i, 1);
+    if (!t) return std::unexpected(t.error());
+    once = std::max(once, *t);
+  }
+  const int runs = static_cast<int>(
+      std::clamp(std::ceil(options.sample_ms / std::max(once, 1e-6)), 1.0, 1000.0));
+  std::vector<double> ratios;
+  for (int p = 0; p < options.pairs; ++p) {
+    // The two alternate, each first in every other pair: neither gains by its place.
+    double ms[2] = {0, 0};
+    for (size_t k = 0; k < 2; ++k) {
+      const size_t i = p % 2 ? 1 - k : k;
+      Expected<double> t = bench.time(i, runs);
+      if (!t) return std::unexpected(t.error());
+      ms[i] = *t;
+    }
+    ratios.push_back(ms[1] / std::max(ms[0], 1e-9));
+  }
+  return median_of(std::move(ratios));
 }
 
 }  // namespace kiln::autotune

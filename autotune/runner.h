@@ -14,4 +14,20 @@ Expected<TuneDecision> tune_cpu_kernel(codegen::CpuBackend& backend,
                                        Level level, double roofline_ms,
                                        const TuneOptions& options = {});
 
+struct TimeRatioOptions {
+  uint64_t seed = 0x6b696c6e2d726174;  // the random inputs'
+  int pairs = 9;                       // samples of each kernel, taken in pairs
+  double sample_ms = 0.5;              // about how long one sample runs (1 to 1000 runs)
+};
+
+// The time of `candidate` over the time of `reference`, two kernels of the same parameters that
+// compute the same outputs (a kernel with run-time sizes at one size, and that size's own code):
+// both compile with the default schedule, the candidate's outputs are checked against the
+// reference's on seeded random inputs, and then the two run alternately, each first in every
+// other pair. The median of the pairs' ratios. An error when the parameters differ, a kernel
+// does not compile or run, or the outputs do not match.
+Expected<double> cpu_time_ratio(codegen::CpuBackend& backend, const ParallelFor& parallel_for,
+                                const kir::Kernel& candidate, const kir::Kernel& reference,
+                                const TimeRatioOptions& options = {});
+
 }  // namespace kiln::autotune

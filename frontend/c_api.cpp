@@ -7,6 +7,7 @@
 #include <dlpack/dlpack.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -227,6 +228,22 @@ kiln_status kiln_device_last_plan_source(kiln_device device, const char** out) {
   *out = "";
   for (const char* s : {"memory", "symbolic", "disk", "built"})
     if (source == s) *out = s;
+  return KILN_OK;
+}
+
+kiln_status kiln_device_last_recompiles(kiln_device device, char* buf, size_t capacity,
+                                        size_t* length) {
+  if (!device) return null_argument(__func__, "device");
+  if (!buf && capacity > 0) return null_argument(__func__, "buf");
+  std::string text;
+  for (const std::string& line : device->device.last_stats().recompiles)
+    text += (text.empty() ? "" : "\n") + line;
+  if (length) *length = text.size();
+  if (capacity > 0) {
+    const size_t n = std::min(text.size(), capacity - 1);
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  }
   return KILN_OK;
 }
 

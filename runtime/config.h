@@ -58,6 +58,7 @@ struct Config {
   // [shapes] (docs/dynamic-shapes.md): which kernels take their outer size at run time.
   std::string shapes_policy = "automatic";                      // static | dynamic | automatic
   bool shapes_buckets = false;                                  // one kernel per power-of-two bucket
+  double shapes_max_slowdown = 1.1;  // automatic, tuned: general / specialized time kept at most
   // [cache] (kiln's addition for issue 4): the store behind every cache scope.
   std::string cache_max_size = "2GiB";                          // size cap, LRU eviction
   bool cache_read_only = false;                                 // shipped caches

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <charconv>
 #include <climits>
+#include <cmath>
 
 namespace kiln::runtime::config_detail {
 namespace {
@@ -64,6 +65,21 @@ KeySpec count_key(std::string key, int Config::*member) {
             return std::nullopt;
           },
           [member](const Config& c) { return std::to_string(c.*member); }};
+}
+
+// A number above 0 (an integer is taken as one).
+KeySpec positive_number_key(std::string key, double Config::*member) {
+  return {key, EnvShape::number,
+          [member](const toml::node& v, Config& c, const fs::path&) -> Reason {
+            std::optional<double> x;
+            if (v.is_floating_point()) x = v.as_floating_point()->get();
+            if (v.is_integer()) x = static_cast<double>(v.as_integer()->get());
+            if (!x || !std::isfinite(*x) || *x <= 0)
+              return "expected a number above 0, got " + describe(v);
+            c.*member = *x;
+            return std::nullopt;
+          },
+          [member](const Config& c) { return fmt::format("{}", c.*member); }};
 }
 
 // A string member of Config, or the level of one of its loggers.
@@ -217,6 +233,7 @@ std::vector<KeySpec> make_specs() {
   s.push_back(choice_key("shapes.policy", {"static", "dynamic", "automatic"},
                          field(&Config::shapes_policy)));
   s.push_back(bool_key("shapes.buckets", &Config::shapes_buckets));
+  s.push_back(positive_number_key("shapes.max_slowdown", &Config::shapes_max_slowdown));
   s.push_back(size_key("cache.max_size", &Config::cache_max_size));
   s.push_back(bool_key("cache.read_only", &Config::cache_read_only));
   add_logger(s, "cache", &Config::cache_logger, verbose_levels);
@@ -282,6 +299,13 @@ std::unique_ptr<toml::node> env_value(EnvShape shape, const std::string& text) {
       auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
       if (ec == std::errc() && end == text.data() + text.size() && !text.empty())
         return std::make_unique<toml::value<int64_t>>(v);
+      break;
+    }
+    case EnvShape::number: {
+      double v = 0;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (ec == std::errc() && end == text.data() + text.size() && !text.empty())
+        return std::make_unique<toml::value<double>>(v);
       break;
     }
     case EnvShape::boolean:

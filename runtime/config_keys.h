@@ -16,7 +16,7 @@
 namespace kiln::runtime::config_detail {
 
 // How the text of an environment override becomes a TOML value before it is checked like one.
-enum class EnvShape { text, integer, boolean, scope, targets };
+enum class EnvShape { text, integer, number, boolean, scope, targets };
 
 struct KeySpec {
   std::string key;  // dotted, e.g. "fusion.beam_search.max_blocks"

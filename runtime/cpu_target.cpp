@@ -311,6 +311,20 @@ Expected<autotune::TuneDecision> CpuTarget::tune(const kir::Kernel& kernel, auto
   return autotune::tune_cpu_kernel(*backend_, pf, kernel, level, roofline_ms);
 }
 
+Expected<std::optional<double>> CpuTarget::time_ratio(const kir::Kernel& candidate,
+                                                      const kir::Kernel& reference) {
+  // Cut over the threads as the device runs the reference (the two have the same parameters).
+  const int per_thread = codegen::CpuBackend::chunks_per_thread(
+      reference, kir::analyze_kernel(reference), codegen::CheckMode::none);
+  autotune::ParallelFor pf = [this, per_thread](
+                                 int64_t n, const std::function<void(int64_t, int64_t)>& chunk) {
+    threads_.parallel_for(n, 1, chunk, per_thread);
+  };
+  Expected<double> ratio = autotune::cpu_time_ratio(*backend_, pf, candidate, reference);
+  if (!ratio) return std::unexpected(ratio.error());
+  return std::optional<double>(*ratio);
+}
+
 std::shared_ptr<DeviceMemory> CpuTarget::wrap(std::shared_ptr<Buffer> buffer) {
   return std::make_shared<HostMemory>(std::move(buffer));
 }

@@ -70,6 +70,8 @@ class CpuTarget final : public Target {
   Expected<std::vector<ArtifactForm>> forms(const Artifact& artifact, const std::string& name) override;
   Expected<autotune::TuneDecision> tune(const kir::Kernel& kernel, autotune::Level level,
                                         double roofline_ms) override;
+  Expected<std::optional<double>> time_ratio(const kir::Kernel& candidate,
+                                             const kir::Kernel& reference) override;
   int64_t cache_resident_bytes() const override;
   bool host_memory() const override { return true; }
   std::shared_ptr<DeviceMemory> wrap(std::shared_ptr<Buffer> buffer) override;

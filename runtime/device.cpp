@@ -125,6 +125,7 @@ Expected<DeviceOptions> device_options_from_config(const Config& config) {
     return make_error(fmt::format(
         "shapes.policy: unknown policy '{}' (expected static, dynamic or automatic)", config.shapes_policy));
   o.shape_buckets = config.shapes_buckets;
+  o.shape_max_slowdown = config.shapes_max_slowdown;
   if (config.persistent_memory == "enabled") o.persistent_memory = PersistentMemory::enabled;
   else if (config.persistent_memory == "disabled") o.persistent_memory = PersistentMemory::disabled;
   else if (config.persistent_memory == "enforced") o.persistent_memory = PersistentMemory::enforced;

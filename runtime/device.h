@@ -163,6 +163,10 @@ struct DeviceOptions {
   // kiln.toml shapes.buckets: a dynamic kernel serves the outer extents of one power-of-two
   // bucket (compiled and tuned once per bucket) instead of every extent.
   bool shape_buckets = false;
+  // kiln.toml shapes.max_slowdown: under `automatic` with autotuning on, a kernel whose code with
+  // run-time inner sizes runs more than this many times the time of its size's own code, timed
+  // where it would generalize, keeps its sizes' own code (Executor::sized_choice).
+  double shape_max_slowdown = 1.1;
 };
 
 struct Config;

@@ -237,6 +237,7 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
     return std::nullopt;
   }
   SizedKernel& seen = it->second;
+  if (seen.kept) return std::nullopt;
   if (seen.general) {
     // An instance of the general kernel, where its code runs this size as well as this size's
     // own code would (the same rows kept, no streaming stores chosen by size).
@@ -256,13 +257,42 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
     seen.last = kernel;  // another pair of sizes may generalize
     return std::nullopt;
   }
+  std::string measured;
+  if (std::optional<std::string> kept = keeps_sizes(*general, kernel, measured)) {
+    reasons.push_back(fmt::format("{}: {} (first compiled at {}): {}; every size compiles its own",
+                                  kernel.name, sizes_text(*general), sizes_text(*first), *kept));
+    seen.kept = true;
+    return std::nullopt;
+  }
   reasons.push_back(fmt::format(
-      "{}: {} (first compiled at {}): run-time sizes from now on, one kernel for every size",
-      kernel.name, sizes_text(*general), sizes_text(*first)));
+      "{}: {} (first compiled at {}): run-time sizes from now on, one kernel for every size{}",
+      kernel.name, sizes_text(*general), sizes_text(*first), measured));
   seen.general = std::make_shared<const kir::Kernel>(*general);
   // A Kernel copy shares its arena, so the facts name the copy's expressions as well.
   seen.general_facts = std::move(general_facts);
   return general;
+}
+
+std::optional<std::string> Executor::keeps_sizes(const kir::Kernel& general,
+                                                 const kir::Kernel& special,
+                                                 std::string& measured) {
+  // Under `dynamic` the user asked for run-time sizes; with autotuning off nothing is timed.
+  if (options_.shape_policy != ShapePolicy::automatic || !options_.autotune ||
+      !autotune::fits_on_host(special))
+    return std::nullopt;
+  Expected<std::optional<double>> ratio = target_->time_ratio(general, special);
+  if (!ratio)
+    return fmt::format("its code with run-time sizes failed against this size's own: {}",
+                       ratio.error().message);
+  if (!*ratio) return std::nullopt;
+  const double limit = options_.shape_max_slowdown;
+  if (**ratio > limit)
+    return fmt::format(
+        "kept at its sizes: with run-time sizes it ran {:.2f}x the time of this size's own "
+        "code (shapes.max_slowdown {})",
+        **ratio, limit);
+  measured = fmt::format(" (timed at {:.2f}x this size's own code)", **ratio);
+  return std::nullopt;
 }
 
 PlannerOptions::SizesFn Executor::sizes_fn(bool track, bool size_changed) {

@@ -140,6 +140,12 @@ class Executor final : public Device {
   std::optional<kir::Kernel> sized_choice(const kir::Kernel& kernel, const kir::KernelFacts& facts,
                                           bool track, bool size_changed,
                                           std::vector<std::string>& reasons);
+  // Under `automatic` with autotuning on, whether `general` (an instance at `special`'s sizes)
+  // runs too slowly against `special` (shapes.max_slowdown), timed on the target: the reason to
+  // keep the sizes' own code, said for --stats; nullopt to generalize, with what was measured in
+  // `measured` ("" when nothing was).
+  std::optional<std::string> keeps_sizes(const kir::Kernel& general, const kir::Kernel& special,
+                                         std::string& measured);
   PlannerOptions::SizesFn sizes_fn(bool track, bool size_changed);
   // Whether a graph of these inputs has a symbolic plan to warm or export: an input is marked
   // dynamic (a `.kg` size symbol, mark_dynamic) and the shape policy is not static.
@@ -252,6 +258,7 @@ class Executor final : public Device {
     kir::Kernel last;
     std::shared_ptr<const kir::Kernel> general;
     std::shared_ptr<const kir::KernelFacts> general_facts;  // of *general (its expressions)
+    bool kept = false;  // measured slower than its sizes' own code: every size compiles its own
   };
   std::unordered_map<std::string, SizedKernel> sized_kernels_;
   std::unordered_map<std::string, std::vector<ir::Shape>> seen_graphs_;

@@ -192,6 +192,15 @@ class Target {
   // stopping early at a fraction of `roofline_ms` (0: no early stop).
   virtual Expected<autotune::TuneDecision> tune(const kir::Kernel& kernel, autotune::Level level,
                                                 double roofline_ms) = 0;
+  // The time of `candidate` over `reference`'s, two kernels of the same parameters computing the
+  // same outputs, measured on this target (autotune::cpu_time_ratio): the automatic shape policy
+  // asks it of a kernel with run-time sizes against its size's own code before it generalizes
+  // (Executor::sized_choice). nullopt where the target does not measure it; an error when the
+  // candidate's outputs do not match the reference's.
+  virtual Expected<std::optional<double>> time_ratio(const kir::Kernel& /*candidate*/,
+                                                     const kir::Kernel& /*reference*/) {
+    return std::optional<double>();
+  }
   // The largest footprint (a kernel's buffers together, in bytes) that stays in the device's
   // last-level cache from one run to the next (0: unknown). Tuning candidates are timed back to
   // back on the same buffers, so such a kernel runs from the cache there, and a bound from the

@@ -158,6 +158,14 @@ KILN_EXPORT kiln_status kiln_device_last_donated(kiln_device device, int32_t* ou
  * the persistent cache) or "built"; "" before the first realize. The string is static: it stays
  * valid for the life of the program. */
 KILN_EXPORT kiln_status kiln_device_last_plan_source(kiln_device device, const char** out);
+/* Why the latest realize compiled for a graph the device ran before at other sizes, one line per
+ * reason joined by '\n' ("" when there is none): an input dimension that changed, a kernel made
+ * to take its sizes at run time, or one kept at its sizes (docs/dynamic-shapes.md), as
+ * `kiln run --stats` prints them. Copied into `buf` (`capacity` bytes, NUL-terminated, cut to
+ * fit; `buf` may be NULL when `capacity` is 0); `*length` (unless NULL) gets the whole text's
+ * length without the NUL, so a first call with capacity 0 sizes the buffer. */
+KILN_EXPORT kiln_status kiln_device_last_recompiles(kiln_device device, char* buf, size_t capacity,
+                                                    size_t* length);
 
 /* ---- Tensors ------------------------------------------------------------------------------ */
 

@@ -104,6 +104,7 @@ _PROTOTYPES = {
     "kiln_device_last_dynamic_kernels": (c_int, [_T, POINTER(c_int32)]),
     "kiln_device_last_donated": (c_int, [_T, POINTER(c_int32)]),
     "kiln_device_last_plan_source": (c_int, [_T, POINTER(c_char_p)]),
+    "kiln_device_last_recompiles": (c_int, [_T, c_char_p, c_size_t, POINTER(c_size_t)]),
     "kiln_realize": (c_int, [POINTER(c_void_p), c_size_t]),
     "kiln_tensor_to_host": (c_int, [_T, c_void_p, c_size_t]),
     "kiln_tensor_from_dlpack": (c_int, [_T, c_void_p, _OUT]),

@@ -24,10 +24,12 @@ def python_defaults():
     return {"compilation.cache": store, "autotune.cache": store, "autotune.logger.targets": "stderr"}
 
 
-Stats = collections.namedtuple("Stats", "kernels compiled compile_ms run_ms plan_cache_hit dynamic_kernels donated plan_source")
+Stats = collections.namedtuple(
+    "Stats", "kernels compiled compile_ms run_ms plan_cache_hit dynamic_kernels donated plan_source recompiles")
 Stats.__doc__ = """Statistics of a device's most recent realize: kernels launched, of them compiled
-(not found in a cache), compile and run times in milliseconds, and whether the whole plan came
-from a cache."""
+(not found in a cache), compile and run times in milliseconds, whether the whole plan came
+from a cache, the kernels taking sizes at run time, the results written in place, where the plan
+came from, and the lines saying why it compiled for a graph run before at other sizes."""
 
 
 class _CStats(ctypes.Structure):  # kiln_realize_stats
@@ -89,8 +91,16 @@ class Device:
         check(lib.kiln_device_last_donated(self._h, byref(donated)))
         source = ctypes.c_char_p()
         check(lib.kiln_device_last_plan_source(self._h, byref(source)))
+        # Sized first, then copied: another thread's realize may change the text between the two
+        # calls, so the second is cut to the first's length at most (a line cut short, never a
+        # fault).
+        length = ctypes.c_size_t()
+        check(lib.kiln_device_last_recompiles(self._h, None, 0, byref(length)))
+        buf = ctypes.create_string_buffer(length.value + 1)
+        check(lib.kiln_device_last_recompiles(self._h, buf, len(buf), None))
+        text = buf.value.decode()
         return Stats(s.kernels, s.compiled, s.compile_ms, s.run_ms, bool(s.plan_cache_hit), dynamic.value,
-                     donated.value, source.value.decode())
+                     donated.value, source.value.decode(), text.split("\n") if text else [])
 
     def __repr__(self):
         return f"kiln.Device({self.name!r})"

@@ -200,5 +200,70 @@ TEST(Runner, TheDecisionRoundTripsThroughJson) {
   EXPECT_EQ(back->to_json(), d->to_json());
 }
 
+// out[r] = sum_c x[r, c] * x[r, c] + 0 * exp(x[r, c]): row_reduce_kernel's outputs (every input
+// is finite), with an exponential per element more to compute.
+kir::Kernel slower_row_reduce(int64_t rows, int64_t cols) {
+  auto a = std::make_shared<kir::ExprArena>();
+  using kir::Alu;
+  const kir::Expr* x =
+      a->load(0, ir::DType::f32,
+              a->alu(Alu::Add, ir::DType::i64,
+                     {a->alu(Alu::Mul, ir::DType::i64, {a->var(0), a->index(cols)}), a->var(1)}));
+  const kir::Expr* zero_exp =
+      a->alu(Alu::Mul, ir::DType::f32,
+             {a->constant(ir::DType::f32, 0), a->alu(Alu::Exp, ir::DType::f32, {x})});
+  const kir::Expr* v =
+      a->alu(Alu::Add, ir::DType::f32, {a->alu(Alu::Mul, ir::DType::f32, {x, x}), zero_exp});
+  const kir::Expr* r = a->reduce(kir::ReduceOp::Sum, ir::DType::f32, v, {1}, {cols});
+  return kiln::testing::make_kernel("slower_rows",
+                                    {testing::param(ir::DType::f32, {rows, cols}, false, "x"),
+                                     testing::param(ir::DType::f32, {rows}, true, "out")},
+                                    {rows}, a, {{1, a->var(0), r}});
+}
+
+TEST(TimeRatio, TheKernelWithMoreWorkTakesLongerEitherWayRound) {
+  // The same outputs; the slower one computes an exponential per element more (several times the
+  // work of a square and an add), so whichever is the candidate, the ratio says which is slower.
+  const kir::Kernel fast = testing::row_reduce_kernel(128, 1024);
+  const kir::Kernel slow = slower_row_reduce(128, 1024);
+  TwoThreads threads;
+  Expected<double> slow_over_fast = cpu_time_ratio(backend(), threads.fn(), slow, fast);
+  ASSERT_TRUE(slow_over_fast.has_value()) << slow_over_fast.error().message;
+  Expected<double> fast_over_slow = cpu_time_ratio(backend(), threads.fn(), fast, slow);
+  ASSERT_TRUE(fast_over_slow.has_value()) << fast_over_slow.error().message;
+  EXPECT_GT(*slow_over_fast, 1.0);
+  EXPECT_LT(*fast_over_slow, 1.0);
+  EXPECT_GT(threads.runs, 2 * 2 * TimeRatioOptions{}.pairs) << "every sample runs on the threads";
+}
+
+TEST(TimeRatio, AKernelThatComputesSomethingElseIsAnError) {
+  // sum(x * x) against the same over rows of another length, and against sum(x), a kernel of the
+  // same parameters whose outputs differ.
+  const kir::Kernel rows = testing::row_reduce_kernel(16, 64);
+  Expected<double> other_shape =
+      cpu_time_ratio(backend(), nullptr, testing::row_reduce_kernel(16, 32), rows);
+  ASSERT_FALSE(other_shape.has_value());
+  EXPECT_NE(other_shape.error().message.find("not the parameters of 'rows'"), std::string::npos)
+      << other_shape.error().message;
+  EXPECT_NE(other_shape.error().message.find("f32[16,32]"), std::string::npos)
+      << other_shape.error().message;
+
+  auto a = std::make_shared<kir::ExprArena>();
+  const kir::Expr* x = a->load(
+      0, ir::DType::f32,
+      a->alu(kir::Alu::Add, ir::DType::i64,
+             {a->alu(kir::Alu::Mul, ir::DType::i64, {a->var(0), a->index(64)}), a->var(1)}));
+  const kir::Kernel sums = kiln::testing::make_kernel(
+      "sums",
+      {testing::param(ir::DType::f32, {16, 64}, false, "x"),
+       testing::param(ir::DType::f32, {16}, true, "out")},
+      {16}, a, {{1, a->var(0), a->reduce(kir::ReduceOp::Sum, ir::DType::f32, x, {1}, {64})}});
+  Expected<double> wrong = cpu_time_ratio(backend(), nullptr, sums, rows);
+  ASSERT_FALSE(wrong.has_value());
+  EXPECT_NE(wrong.error().message.find("kernel 'sums' does not compute what 'rows' does"),
+            std::string::npos)
+      << wrong.error().message;
+}
+
 }  // namespace
 }  // namespace kiln::autotune

@@ -39,6 +39,7 @@ targets = "stdout"
 [shapes]
 policy = "dynamic"
 buckets = true
+max_slowdown = 1.25
 [cache]
 max_size = "512MiB"
 read_only = true
@@ -84,7 +85,8 @@ TEST(ConfigParse, EmptyFileGivesTheDesignDefaults) {
   EXPECT_EQ(c.project_root, "/proj");
   EXPECT_EQ(c.shapes_policy, "automatic");
   EXPECT_FALSE(c.shapes_buckets);
-  EXPECT_EQ(c.sources.size(), 27u);
+  EXPECT_EQ(c.shapes_max_slowdown, 1.1);
+  EXPECT_EQ(c.sources.size(), 28u);
   for (const auto& [key, source] : c.sources) EXPECT_EQ(source, "default") << key;
   EXPECT_TRUE(r->warnings.empty());
 }
@@ -115,6 +117,7 @@ TEST(ConfigParse, EveryKeyIsRead) {
   EXPECT_EQ(c.persistent_memory, "enforced");
   EXPECT_EQ(c.shapes_policy, "dynamic");
   EXPECT_TRUE(c.shapes_buckets);
+  EXPECT_EQ(c.shapes_max_slowdown, 1.25);
   EXPECT_EQ(c.memory_logger.level, "verbose");
   EXPECT_EQ(c.memory_logger.targets, (std::vector<LogTarget>{{"stdout", ""}}));
   EXPECT_EQ(c.cache_max_size, "512MiB");
@@ -123,7 +126,7 @@ TEST(ConfigParse, EveryKeyIsRead) {
   EXPECT_EQ(c.cache_logger.targets, (std::vector<LogTarget>{{"file", "/proj/logs/cache.log"}}));
   EXPECT_EQ(c.sources.at("fusion.enabled"), "/proj/kiln.toml:2");
   EXPECT_EQ(c.sources.at("autotune.logger.targets"), "/proj/kiln.toml:14");
-  EXPECT_EQ(c.sources.at("cache.logger.targets"), "/proj/kiln.toml:36");
+  EXPECT_EQ(c.sources.at("cache.logger.targets"), "/proj/kiln.toml:37");
   EXPECT_EQ(c.sources.at("shapes.policy"), "/proj/kiln.toml:29");
   EXPECT_EQ(c.sources.at("compilation.logger.targets"), "default");
 }
@@ -141,6 +144,10 @@ TEST(ConfigParse, WrongValuesNameLineColumnAndWhatWasExpected) {
        "\"five\""},
       {"[fusion.beam_search]\nbeam_width = 0\n",
        "kiln.toml:2:14: error: fusion.beam_search.beam_width: expected an integer >= 1, got 0"},
+      {"[shapes]\nmax_slowdown = 0\n",
+       "kiln.toml:2:16: error: shapes.max_slowdown: expected a number above 0, got 0"},
+      {"[shapes]\nmax_slowdown = \"fast\"\n",
+       "kiln.toml:2:16: error: shapes.max_slowdown: expected a number above 0, got \"fast\""},
       {"[fusion]\nenabled = \"yes\"\n",
        "kiln.toml:2:11: error: fusion.enabled: expected true or false, got \"yes\""},
       {"[compilation]\ncache = \"disk\"\n",
@@ -245,6 +252,22 @@ TEST(ConfigParse, EnvironmentOverridesApplyToExplicitText) {
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->config.autotune_level, "minimal");
   EXPECT_EQ(r->config.sources.at("autotune.level"), "env KILN_AUTOTUNE_LEVEL");
+}
+
+TEST(ConfigParse, ANumberFromTheEnvironment) {
+  {
+    ScopedEnv slowdown("KILN_SHAPES_MAX_SLOWDOWN", "1.5");
+    auto r = parse_config("[shapes]\nmax_slowdown = 3\n", "kiln.toml");
+    ASSERT_TRUE(r.has_value()) << r.error().message;
+    EXPECT_EQ(r->config.shapes_max_slowdown, 1.5);
+    EXPECT_EQ(r->config.sources.at("shapes.max_slowdown"), "env KILN_SHAPES_MAX_SLOWDOWN");
+  }
+  ScopedEnv slowdown("KILN_SHAPES_MAX_SLOWDOWN", "1.5x");
+  auto r = parse_config("", "kiln.toml");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message.find("shapes.max_slowdown: expected a number above 0, got \"1.5x\""),
+            std::string::npos)
+      << r.error().message;
 }
 
 TEST(ConfigParse, ByteSizes) {

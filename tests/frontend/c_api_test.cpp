@@ -184,6 +184,22 @@ TEST(CApi, AMarkedAxisServesEveryBatchSize) {
     C_OK(kiln_device_last_plan_source(d.dev, &source));
     if (b != 6) compiled += s.compiled;
     EXPECT_EQ(dynamic, s.kernels) << b;
+    size_t length = 0;
+    C_OK(kiln_device_last_recompiles(d.dev, nullptr, 0, &length));
+    std::string lines(length + 1, 'x');
+    C_OK(kiln_device_last_recompiles(d.dev, lines.data(), lines.size(), nullptr));
+    EXPECT_EQ(lines.back(), '\0');
+    lines.pop_back();
+    if (b == 9) {
+      // The new size's plan is built, and says which dimension changed.
+      EXPECT_NE(lines.find("dimension 0 (?batch) changed 6 -> 9"), std::string::npos) << lines;
+      char cut[8];
+      C_OK(kiln_device_last_recompiles(d.dev, cut, sizeof cut, &length));
+      EXPECT_EQ(std::string(cut), lines.substr(0, 7)) << "cut to fit, NUL-terminated";
+      EXPECT_EQ(length, lines.size());
+    } else if (b == 6) {
+      EXPECT_EQ(lines, "") << "the first size compiles for no earlier one";
+    }
     if (device_name() == "cpu") {
       // The first two sizes of a marked input build plans; the others take their symbolic plan.
       EXPECT_STREQ(source, b == 6 || b == 9 ? "built" : "symbolic") << b;
@@ -201,6 +217,8 @@ TEST(CApi, AMarkedAxisServesEveryBatchSize) {
   const char* source = nullptr;
   EXPECT_EQ(kiln_device_last_plan_source(nullptr, &source), KILN_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(kiln_device_last_plan_source(d.dev, nullptr), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_device_last_recompiles(nullptr, nullptr, 0, nullptr), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_device_last_recompiles(d.dev, nullptr, 4, nullptr), KILN_ERROR_INVALID_ARGUMENT);
   if (device_name() == "cpu") {
     EXPECT_EQ(compiled, 0);
   }

@@ -41,6 +41,12 @@ std::string fresh_cache_path(const std::string& tag) {
   return path;
 }
 
+std::string one_per_line(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& l : lines) out += l + "\n";
+  return out;
+}
+
 std::vector<float> values(size_t n, float scale, int seed) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i)
@@ -506,6 +512,74 @@ TEST(DynamicShapes, AnUnfusedMeansScaleTakesItsFloatAtRunTimeOnceTheRowChangedSi
     EXPECT_EQ(st.dynamic_kernels, 0);
     for (size_t i = 0; i < xs.size(); ++i)
       ASSERT_EQ((*got)[i], static_cast<float>(xs[i] * c)) << "element " << i;
+  }
+}
+
+// Under `automatic` with autotuning on, a row kernel about to take its inner sizes at run time is
+// first timed against its size's own code: slower than shapes.max_slowdown, it keeps per-size
+// code (each size compiles its own, and --stats says why with the ratio); within it, one kernel
+// serves every size. With autotuning off nothing is timed.
+TEST(DynamicShapes, TheAutomaticPolicyKeepsPerSizeCodeWhereRunTimeSizesTimeSlower) {
+  const auto softmax_at = [](const kiln::Device& dev, int64_t n) {
+    const std::vector<float> xs = values(static_cast<size_t>(32 * n), 0.3f, static_cast<int>(n));
+    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {32, n});
+    auto got = kiln::softmax(x, 1).to_vector<float>();
+    EXPECT_TRUE(got.has_value()) << got.error().message;
+    for (int64_t i = 0; got && i < 32; ++i) {
+      double m = -1e30, z = 0;
+      for (int64_t j = 0; j < n; ++j) m = std::max(m, double{xs[i * n + j]});
+      for (int64_t j = 0; j < n; ++j) z += std::exp(xs[i * n + j] - m);
+      for (int64_t j = 0; j < n; ++j)
+        EXPECT_NEAR((*got)[i * n + j], std::exp(xs[i * n + j] - m) / z, 1e-6) << "n=" << n;
+    }
+    return dev.last_stats();
+  };
+  const auto said = [](const kiln::RealizeStats& s, const std::string& what) {
+    return std::ranges::any_of(
+        s.recompiles, [&](const std::string& r) { return r.find(what) != std::string::npos; });
+  };
+  const Settings tuned = {
+      {"shapes.policy", "automatic"}, {"autotune.enabled", "true"}, {"autotune.level", "minimal"}};
+  {
+    // No code with run-time sizes is 100 times faster than a size's own: kept at every size.
+    Settings settings = tuned;
+    settings.push_back({"shapes.max_slowdown", "0.01"});
+    auto dev = open_cpu(settings);
+    EXPECT_GT(softmax_at(dev, 200).compiled, 0);
+    const kiln::RealizeStats second = softmax_at(dev, 201);
+    EXPECT_GT(second.compiled, 0);
+    EXPECT_EQ(second.dynamic_kernels, 0);
+    EXPECT_TRUE(said(second, "kept at its sizes: with run-time sizes it ran"))
+        << one_per_line(second.recompiles);
+    EXPECT_TRUE(said(second, "(shapes.max_slowdown 0.01); every size compiles its own"))
+        << one_per_line(second.recompiles);
+    const kiln::RealizeStats third = softmax_at(dev, 150);
+    EXPECT_GT(third.compiled, 0) << "a kept kernel is compiled at every size";
+    EXPECT_EQ(third.dynamic_kernels, 0);
+    EXPECT_FALSE(said(third, "ran")) << "timed once, at the size it would have generalized at";
+  }
+  {
+    // Nor 100 times slower: one kernel for every size after the first.
+    Settings settings = tuned;
+    settings.push_back({"shapes.max_slowdown", "100"});
+    auto dev = open_cpu(settings);
+    EXPECT_GT(softmax_at(dev, 200).compiled, 0);
+    const kiln::RealizeStats second = softmax_at(dev, 201);
+    EXPECT_EQ(second.dynamic_kernels, second.kernels);
+    EXPECT_TRUE(said(second, "one kernel for every size (timed at "))
+        << one_per_line(second.recompiles);
+    const kiln::RealizeStats third = softmax_at(dev, 150);
+    EXPECT_EQ(third.compiled, 0);
+    EXPECT_EQ(third.dynamic_kernels, third.kernels);
+  }
+  {
+    // Autotuning off: nothing is timed, so the limit does not hold the kernel back.
+    auto dev = open_cpu({{"shapes.policy", "automatic"}, {"shapes.max_slowdown", "0.01"}});
+    EXPECT_GT(softmax_at(dev, 200).compiled, 0);
+    const kiln::RealizeStats second = softmax_at(dev, 201);
+    EXPECT_EQ(second.dynamic_kernels, second.kernels);
+    EXPECT_FALSE(said(second, "timed at")) << one_per_line(second.recompiles);
+    EXPECT_EQ(softmax_at(dev, 150).compiled, 0);
   }
 }
 

@@ -83,3 +83,16 @@ def test_a_graph_with_a_size_symbol_is_called_at_any_size(source_dir):
         assert_close(y, want, np.float32, scale=20)
     with pytest.raises(kiln.Error, match="is declared f32"):
         graph(x=np.zeros((5, 783), np.float32), W1=w1, b1=b1, W2=w2, b2=b2)
+
+
+def test_the_stats_say_why_a_new_size_compiled():
+    dev = open_test_device()
+    rng = np.random.default_rng(3)
+    lines = []
+    for b in (3, 5):
+        x = rng.standard_normal((b, 8)).astype(np.float32)
+        np.testing.assert_array_equal(np.asarray(kiln.relu(kiln.tensor(x, device=dev))), np.maximum(x, 0))
+        lines.append(dev.last_stats().recompiles)
+    assert lines[0] == [], lines
+    assert any("dimension 0 changed 3 -> 5" in line for line in lines[1]), lines
+    assert any("dynamic from now on" in line for line in lines[1]), lines
