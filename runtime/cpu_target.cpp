@@ -179,12 +179,12 @@ Expected<std::shared_ptr<const Artifact>> CpuTarget::compile(const kir::Kernel& 
 
 bool CpuTarget::serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
                                         codegen::CheckMode check) const {
-  return codegen::CpuBackend::serves_any_outer_extent(kernel, facts, check);
+  return codegen::CpuBackend::serves_any_outer_extent(kernel, facts, check, backend_->llc_bytes());
 }
 
 bool CpuTarget::serves_instance(const kir::Kernel& kernel,
                                 const std::vector<bool>& written_only) const {
-  return codegen::CpuBackend::serves_instance(kernel, written_only);
+  return codegen::CpuBackend::serves_instance(kernel, written_only, backend_->llc_bytes());
 }
 
 std::shared_ptr<const Artifact> CpuTarget::with_outer_extent(const Artifact& artifact,
@@ -197,12 +197,13 @@ std::shared_ptr<const Artifact> CpuTarget::with_outer_extent(const Artifact& art
 
 bool CpuTarget::serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts,
                                  codegen::CheckMode check) const {
-  return codegen::CpuBackend::serves_any_sizes(kernel, facts, check);
+  return codegen::CpuBackend::serves_any_sizes(kernel, facts, check, backend_->llc_bytes());
 }
 
 bool CpuTarget::serves_sizes_instance(const kir::KernelFacts& general, const kir::Kernel& special,
                                       const kir::KernelFacts& special_facts) const {
-  return codegen::CpuBackend::serves_sizes_instance(general, special, special_facts);
+  return codegen::CpuBackend::serves_sizes_instance(general, special, special_facts,
+                                                    backend_->llc_bytes());
 }
 
 std::shared_ptr<const Artifact> CpuTarget::with_sizes(const Artifact& artifact,

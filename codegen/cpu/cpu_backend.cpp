@@ -438,22 +438,23 @@ int CpuBackend::chunks_per_thread(const kir::Kernel& kernel, const kir::KernelFa
 }
 
 bool CpuBackend::serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts,
-                                  CheckMode check) {
-  return cpu::serves_any_sizes(kernel, facts, check);
+                                  CheckMode check, int64_t llc_bytes) {
+  return cpu::serves_any_sizes(kernel, facts, check, llc_bytes);
 }
 
 bool CpuBackend::serves_sizes_instance(const kir::KernelFacts& general, const kir::Kernel& special,
-                                       const kir::KernelFacts& special_facts) {
-  return cpu::serves_sizes_instance(general, special, special_facts);
+                                       const kir::KernelFacts& special_facts, int64_t llc_bytes) {
+  return cpu::serves_sizes_instance(general, special, special_facts, llc_bytes);
 }
 
 bool CpuBackend::serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
-                                         CheckMode check) {
-  return cpu::serves_any_outer_extent(kernel, facts, check);
+                                         CheckMode check, int64_t llc_bytes) {
+  return cpu::serves_any_outer_extent(kernel, facts, check, llc_bytes);
 }
 
-bool CpuBackend::serves_instance(const kir::Kernel& kernel, const std::vector<bool>& written_only) {
-  return !cpu::streams_at_its_size(kernel, written_only);
+bool CpuBackend::serves_instance(const kir::Kernel& kernel, const std::vector<bool>& written_only,
+                                 int64_t llc_bytes) {
+  return !cpu::streams_at_its_size(kernel, written_only, llc_bytes);
 }
 
 std::string CpuBackend::llvm_version() const {

@@ -113,25 +113,28 @@ class CpuBackend {
                                                     const std::string& symbol, int64_t outer_extent);
   // Whether the code compile() makes of `kernel` made dynamic (kir::Kernel::dynamic_outer)
   // serves every extent of its outer axis (cpu::serves_any_outer_extent).
+  // `llc_bytes`: the last-level cache the code is compiled for (llc_bytes(); streaming stores
+  // depend on it), in these four.
   static bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
-                                      CheckMode check);
+                                      CheckMode check, int64_t llc_bytes = 0);
   // Whether the code compile() makes of `kernel`, a kernel with run-time sizes, serves every
   // instance kir::match_sizes finds (cpu::serves_any_sizes; `facts`: the kernel's own).
   static bool serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts,
-                               CheckMode check);
+                               CheckMode check, int64_t llc_bytes = 0);
   // Whether that code runs `special`, an instance at fixed sizes, as well as its own code would
   // (cpu::serves_sizes_instance).
   static bool serves_sizes_instance(const kir::KernelFacts& general, const kir::Kernel& special,
-                                    const kir::KernelFacts& special_facts);
+                                    const kir::KernelFacts& special_facts, int64_t llc_bytes = 0);
   // Whether that code, compiled at another size, runs `kernel` (the sizes of one instance) as
   // the code compiled for those sizes would: no output large enough for streaming stores
   // (cpu::streams_at_its_size; `written_only`: kir::written_only of the kernel's body).
-  static bool serves_instance(const kir::Kernel& kernel, const std::vector<bool>& written_only);
+  static bool serves_instance(const kir::Kernel& kernel, const std::vector<bool>& written_only,
+                              int64_t llc_bytes = 0);
   // CpuArtifact::chunks_per_thread of the code compile() makes of `kernel` (cpu::chunks_per_thread).
   static int chunks_per_thread(const kir::Kernel& kernel, const kir::KernelFacts& facts, CheckMode check);
   // Everything besides the kernel that changes the object code, for cache keys.
   std::string llvm_version() const;      // e.g. "19.1.7"
-  static constexpr const char* kCodegenVersion = "kiln-cpu-24";  // bump when emission changes
+  static constexpr const char* kCodegenVersion = "kiln-cpu-25";  // bump when emission changes
   // The CPU compiled for and its feature string (e.g. "znver3", "+avx2,+fma,..."; for a named
   // target, that CPU and its features), part of cache keys.
   std::string cpu_name() const;

@@ -1141,7 +1141,7 @@ int64_t chunk_alignment(const kir::Kernel& kernel, const EmitOptions& options) {
 }
 
 bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
-                             CheckMode check) {
+                             CheckMode check, int64_t llc_bytes) {
   // Checked code bounds every access by the buffers' lengths.
   if (check != CheckMode::none || kernel.domain.empty()) return false;
   // Attention splits its work by query blocks and heads.
@@ -1159,9 +1159,9 @@ bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& 
   if (kernel.domain.size() == 1 &&
       (facts.loop_split.bounds.size() != 2 || !facts.row_reuse.empty()))
     return false;
-  // Streaming stores are chosen by an output's size: such a kernel keeps its size (whatever the
-  // cache, the sizes that may stream somewhere).
-  return !streams_at_its_size(kernel, kir::written_only(kernel));
+  // Streaming stores are chosen by an output's size (and the kernel's footprint next to this
+  // CPU's cache): such a kernel keeps its size.
+  return !streams_at_its_size(kernel, kir::written_only(kernel), llc_bytes);
 }
 
 std::vector<int64_t> size_limits(const kir::Kernel& kernel, const kir::KernelFacts& facts) {
@@ -1176,14 +1176,15 @@ std::vector<int64_t> size_limits(const kir::Kernel& kernel, const kir::KernelFac
 }
 
 bool serves_sizes_instance(const kir::KernelFacts& general, const kir::Kernel& special,
-                           const kir::KernelFacts& special_facts) {
+                           const kir::KernelFacts& special_facts, int64_t llc_bytes) {
   // The rows kept are the same (a row longer than kMaxRowReuseBytes is kept by neither), and
   // nothing chosen by size differs (streaming stores).
   return general.row_reuse.size() == special_facts.row_reuse.size() &&
-         !streams_at_its_size(special, kir::written_only(special));
+         !streams_at_its_size(special, kir::written_only(special), llc_bytes);
 }
 
-bool serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts, CheckMode check) {
+bool serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts, CheckMode check,
+                      int64_t llc_bytes) {
   if (check != CheckMode::none || !kernel.has_sizes() || kernel.dynamic_outer) return false;
   if (matmul_of(facts) || facts.attention || facts.loop_split.bounds.size() != 2) return false;
   // A run-time size read only through its sizes' arithmetic (additions, products): a division by
@@ -1207,7 +1208,7 @@ bool serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts, 
     }
     if (inner > kSumBlock) return false;
   }
-  return !streams_at_its_size(kernel, kir::written_only(kernel));
+  return !streams_at_its_size(kernel, kir::written_only(kernel), llc_bytes);
 }
 
 }  // namespace kiln::codegen::cpu

@@ -93,7 +93,7 @@ int64_t chunk_alignment(const kir::Kernel& kernel, const EmitOptions& options);
 // a one-row matrix-vector product, a one-axis kernel cut in pieces or reusing reduction rows,
 // or a kernel with streaming outputs.
 bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
-                             CheckMode check);
+                             CheckMode check, int64_t llc_bytes = 0);
 
 // Whether emit_kernel's code for `kernel`, a kernel with run-time sizes (ir/kernel_sizes.h), and
 // `facts`, its own analyses, serves every instance kir::match_sizes finds: the generic emitter
@@ -102,14 +102,15 @@ bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& 
 // emitters are built on fixed sizes), an innermost axis cut in pieces by wrap-around indices, a
 // float sum whose run-time extent is not its outermost one or whose inner extents exceed one
 // block (codegen/sum_blocks.h), or a kernel with streaming outputs at this instance's sizes.
-bool serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts, CheckMode check);
+bool serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts, CheckMode check,
+                      int64_t llc_bytes = 0);
 
 // Whether that code (`general`: its facts) runs `special`, an instance of it at fixed sizes whose
 // own analyses are `special_facts`, as fast as the code compiled for it would: the same rows kept
 // (a kept row's length is the innermost axis, up to kir::kMaxRowReuseBytes; longer rows are
 // computed again, by both), and no streaming stores chosen at its size.
 bool serves_sizes_instance(const kir::KernelFacts& general, const kir::Kernel& special,
-                           const kir::KernelFacts& special_facts);
+                           const kir::KernelFacts& special_facts, int64_t llc_bytes = 0);
 
 // The largest value each run-time size may take in emit_kernel's code for `kernel` (-1: any): a
 // row kept on the stack holds at most kir::kMaxRowReuseBytes (CpuArtifact::size_limits).

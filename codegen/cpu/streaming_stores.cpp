@@ -42,13 +42,29 @@ int64_t buffer_of(const llvm::Function& fn, const llvm::Value* base) {
 }  // namespace
 
 namespace {
-// The outputs of `written_only` large enough to stream at the parameters' sizes.
-std::vector<bool> large_outputs(const kir::Kernel& kernel, const std::vector<bool>& written_only) {
+int64_t bytes_of(const kir::Param& p) {
+  return ir::shape_numel(p.shape) * ir::dtype_size(p.dtype);
+}
+
+// The kernel's buffers together.
+int64_t footprint_of(const kir::Kernel& kernel) {
+  int64_t footprint = 0;
+  for (const kir::Param& p : kernel.params) footprint += bytes_of(p);
+  return footprint;
+}
+
+// The outputs of `written_only` large enough to stream at the parameters' sizes: of at least
+// kStreamingStoreBytes, or of kStreamingMinBytes in a footprint of kStreamingFootprintCaches
+// last-level caches (`llc_bytes` > 0).
+std::vector<bool> large_outputs(const kir::Kernel& kernel, const std::vector<bool>& written_only,
+                                int64_t llc_bytes) {
+  const bool evicts_its_output =
+      llc_bytes > 0 && footprint_of(kernel) >= kStreamingFootprintCaches * llc_bytes;
   std::vector<bool> out(kernel.params.size(), false);
   for (size_t i = 0; i < kernel.params.size() && i < written_only.size(); ++i) {
-    const kir::Param& p = kernel.params[i];
+    const int64_t bytes = bytes_of(kernel.params[i]);
     out[i] = written_only[i] &&
-             ir::shape_numel(p.shape) * ir::dtype_size(p.dtype) >= kStreamingStoreBytes;
+             (bytes >= kStreamingStoreBytes || (evicts_its_output && bytes >= kStreamingMinBytes));
   }
   return out;
 }
@@ -58,16 +74,15 @@ std::vector<bool> streaming_buffers(const kir::Kernel& kernel, int64_t llc_bytes
   // A dynamic kernel's sizes are those of one instance: it streams nothing (a kernel whose
   // outputs stream at its size is not made dynamic: serves_any_outer_extent).
   if (kernel.dynamic_outer) return std::vector<bool>(kernel.params.size(), false);
-  int64_t footprint = 0;
-  for (const kir::Param& p : kernel.params)
-    footprint += ir::shape_numel(p.shape) * ir::dtype_size(p.dtype);
-  if (llc_bytes > 0 && footprint < llc_bytes / kStreamingCacheFraction)
+  if (llc_bytes > 0 && footprint_of(kernel) < llc_bytes / kStreamingCacheFraction)
     return std::vector<bool>(kernel.params.size(), false);
-  return large_outputs(kernel, kir::written_only(kernel));
+  return large_outputs(kernel, kir::written_only(kernel), llc_bytes);
 }
 
-bool streams_at_its_size(const kir::Kernel& kernel, const std::vector<bool>& written_only) {
-  return std::ranges::any_of(large_outputs(kernel, written_only), [](bool b) { return b; });
+bool streams_at_its_size(const kir::Kernel& kernel, const std::vector<bool>& written_only,
+                         int64_t llc_bytes) {
+  return std::ranges::any_of(large_outputs(kernel, written_only, llc_bytes),
+                             [](bool b) { return b; });
 }
 
 int stream_stores(llvm::Function& fn, const std::vector<bool>& streaming) {

@@ -82,6 +82,58 @@ TEST(CpuStreamingStores, ALargeLastLevelCacheKeepsAKernelThatFitsInIt) {
   EXPECT_GT(count((*streamed)->llvm_ir, "!nontemporal"), 0);
 }
 
+// y[i] = sum over r < 16 of x[r, i], x [16, n]: 16 times more read than written.
+kir::Kernel sum_of_rows(int64_t n) {
+  auto arena = std::make_shared<kir::ExprArena>();
+  const Expr* index = arena->alu(
+      Alu::Add, DType::i64,
+      {arena->alu(Alu::Mul, DType::i64, {arena->var(1), arena->index(n)}), arena->var(0)});
+  const Expr* sum =
+      arena->reduce(kir::ReduceOp::Sum, DType::f32, arena->load(0, DType::f32, index), {1}, {16});
+  return make_kernel("rows", {in_param(DType::f32, {16, n}), out_param(DType::f32, {n})}, {n},
+                     arena, {kir::Store{1, arena->var(0), sum}});
+}
+
+// A kernel whose buffers are twice the last-level cache or more evicts its own output before
+// anything reads it back: an output of 1 MiB or more streams there, below the 16 MiB of the rule
+// by size alone; and such a kernel keeps its size (a dynamic one streams nothing).
+TEST(CpuStreamingStores, ASmallerOutputStreamsWhereTheKernelsReadsAreTwiceTheCache) {
+  const int64_t mib = int64_t{1} << 20;
+  const kir::Kernel k = sum_of_rows(mib / 4);  // 16 MiB in, 1 MiB out: 17 MiB
+  EXPECT_EQ(codegen::cpu::streaming_buffers(k), (std::vector<bool>{false, false}));
+  EXPECT_EQ(codegen::cpu::streaming_buffers(k, 8 * mib), (std::vector<bool>{false, true}));
+  EXPECT_EQ(codegen::cpu::streaming_buffers(k, 9 * mib), (std::vector<bool>{false, false}));
+  // Just under 1 MiB out: too small to stream whatever the cache.
+  EXPECT_EQ(codegen::cpu::streaming_buffers(sum_of_rows(mib / 4 - 1), 4 * mib),
+            (std::vector<bool>{false, false}));
+  const kir::KernelFacts facts = kir::analyze_kernel(k);
+  EXPECT_TRUE(CpuBackend::serves_any_outer_extent(k, facts, CheckMode::none, 9 * mib));
+  EXPECT_FALSE(CpuBackend::serves_any_outer_extent(k, facts, CheckMode::none, 8 * mib));
+  EXPECT_TRUE(CpuBackend::serves_instance(k, kir::written_only(k), 9 * mib));
+  EXPECT_FALSE(CpuBackend::serves_instance(k, kir::written_only(k), 8 * mib));
+
+  auto small = CpuBackend::create(test_cpu_target(), 8 * mib);
+  ASSERT_TRUE(small.has_value()) << small.error().message;
+  auto art = (*small)->compile(k, {});
+  ASSERT_TRUE(art.has_value()) << art.error().message;
+  EXPECT_GT(count((*art)->llvm_ir, "!nontemporal"), 0);
+  const int64_t n = mib / 4;
+  const Buffer x = input(DType::f32, static_cast<size_t>(16 * n));
+  std::vector<float> y(static_cast<size_t>(n), -1.0f);
+  void* ptrs[] = {const_cast<uint8_t*>(x.bytes.data()), y.data()};
+  (*art)->fn(ptrs, 0, 5);  // a chunk that ends mid-line, then the rest
+  (*art)->fn(ptrs, 5, n);
+  size_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double want = 0;
+    for (int64_t r = 0; r < 16; ++r) want += x.get(static_cast<size_t>(r * n + i));
+    if (y[static_cast<size_t>(i)] != static_cast<float>(want) && wrong++ < 5)
+      ADD_FAILURE() << "element " << i << ": " << y[static_cast<size_t>(i)] << ", expected "
+                    << want;
+  }
+  EXPECT_EQ(wrong, 0u);
+}
+
 // The host's last-level cache as Linux reports it: what a "native" backend compiles for, unless
 // pinned; a named CPU's kernels may run anywhere, so it knows none.
 TEST(CpuStreamingStores, NativeTargetsCompileForTheHostsLastLevelCache) {

@@ -515,24 +515,29 @@ TEST(DynamicShapes, AnUnfusedMeansScaleTakesItsFloatAtRunTimeOnceTheRowChangedSi
   }
 }
 
+// softmax over x [rows, n] on `dev`, checked against the host's; the realize's stats.
+kiln::RealizeStats checked_softmax(const kiln::Device& dev, int64_t rows, int64_t n) {
+  const std::vector<float> xs = values(static_cast<size_t>(rows * n), 0.3f, static_cast<int>(n));
+  auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {rows, n});
+  auto got = kiln::softmax(x, 1).to_vector<float>();
+  EXPECT_TRUE(got.has_value()) << got.error().message;
+  for (int64_t i = 0; got && i < rows; ++i) {
+    double m = -1e30, z = 0;
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, double{xs[i * n + j]});
+    for (int64_t j = 0; j < n; ++j) z += std::exp(xs[i * n + j] - m);
+    for (int64_t j = 0; j < n; ++j)
+      EXPECT_NEAR((*got)[i * n + j], std::exp(xs[i * n + j] - m) / z, 1e-6) << "n=" << n;
+  }
+  return dev.last_stats();
+}
+
 // Under `automatic` with autotuning on, a row kernel about to take its inner sizes at run time is
 // first timed against its size's own code: slower than shapes.max_slowdown, it keeps per-size
 // code (each size compiles its own, and --stats says why with the ratio); within it, one kernel
 // serves every size. With autotuning off nothing is timed.
 TEST(DynamicShapes, TheAutomaticPolicyKeepsPerSizeCodeWhereRunTimeSizesTimeSlower) {
   const auto softmax_at = [](const kiln::Device& dev, int64_t n) {
-    const std::vector<float> xs = values(static_cast<size_t>(32 * n), 0.3f, static_cast<int>(n));
-    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {32, n});
-    auto got = kiln::softmax(x, 1).to_vector<float>();
-    EXPECT_TRUE(got.has_value()) << got.error().message;
-    for (int64_t i = 0; got && i < 32; ++i) {
-      double m = -1e30, z = 0;
-      for (int64_t j = 0; j < n; ++j) m = std::max(m, double{xs[i * n + j]});
-      for (int64_t j = 0; j < n; ++j) z += std::exp(xs[i * n + j] - m);
-      for (int64_t j = 0; j < n; ++j)
-        EXPECT_NEAR((*got)[i * n + j], std::exp(xs[i * n + j] - m) / z, 1e-6) << "n=" << n;
-    }
-    return dev.last_stats();
+    return checked_softmax(dev, 32, n);
   };
   const auto said = [](const kiln::RealizeStats& s, const std::string& what) {
     return std::ranges::any_of(
@@ -588,20 +593,7 @@ TEST(DynamicShapes, TheAutomaticPolicyKeepsPerSizeCodeWhereRunTimeSizesTimeSlowe
 TEST(DynamicShapes, AKernelWithRunTimeSizesFromTheCacheServesANewDevice) {
   const std::string path = fresh_cache_path("sizes");
   const Settings cache = {{"shapes.policy", "automatic"}, {"compilation.cache", "file=" + path}};
-  const auto run = [](const kiln::Device& dev, int64_t n) {
-    const std::vector<float> xs = values(static_cast<size_t>(3 * n), 0.3f, static_cast<int>(n));
-    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {3, n});
-    auto got = kiln::softmax(x, 1).to_vector<float>();
-    EXPECT_TRUE(got.has_value()) << got.error().message;
-    for (int64_t i = 0; got && i < 3; ++i) {
-      double m = -1e30, z = 0;
-      for (int64_t j = 0; j < n; ++j) m = std::max(m, double{xs[i * n + j]});
-      for (int64_t j = 0; j < n; ++j) z += std::exp(xs[i * n + j] - m);
-      for (int64_t j = 0; j < n; ++j)
-        EXPECT_NEAR((*got)[i * n + j], std::exp(xs[i * n + j] - m) / z, 1e-6) << "n=" << n;
-    }
-    return dev.last_stats();
-  };
+  const auto run = [](const kiln::Device& dev, int64_t n) { return checked_softmax(dev, 3, n); };
   {
     auto dev = open_cpu(cache);
     EXPECT_GT(run(dev, 5).compiled, 0);
