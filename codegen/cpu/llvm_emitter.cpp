@@ -624,8 +624,8 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
     return opened.front();
   };
   // A run-time row in prefetch blocks: its whole blocks, then the partial one (if any), the same
-  // code twice. Run-time ends in every block cost general softmax rows 5-10% against code
-  // compiled for their length.
+  // code twice. Run-time ends in every block cost general softmax rows 7-11% against code
+  // compiled for their length at n = 1024 (one core, a Zen 4), 24-26% at 1280.
   const bool split = !prefetched.empty() && run_time && blocks.level == 0;
   Value* whole_blocks = nullptr;
   if (split) {
