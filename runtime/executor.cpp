@@ -5,10 +5,13 @@
 #include <sys/resource.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <type_traits>
 #include <unordered_set>
+#include <variant>
 
 #include "autotune/kernel_buffers.h"
 #include "autotune/roofline.h"
@@ -323,12 +326,54 @@ PlannerOptions::DynamicFn Executor::dynamic_fn(const std::vector<const ir::Node*
   };
 }
 
+namespace {
+// An attribute's value as a person reads it: 3, 0.25, [0,2], f32, "x".
+std::string attr_text(const ir::AttrValue& v) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+          return fmt::format("[{}]", fmt::join(x, ","));
+        else if constexpr (std::is_same_v<T, ir::DType>)
+          return std::string(ir::dtype_name(x));
+        else if constexpr (std::is_same_v<T, std::string>)
+          return "\"" + x + "\"";
+        else if constexpr (std::is_same_v<T, bool>)
+          return x ? "true" : "false";
+        else
+          return fmt::format("{}", x);
+      },
+      v);
+}
+
+// "slice's end changed [3] -> [4]" for each attribute of `now` that `before` had otherwise.
+void attr_changes(const ir::Node& node, const ir::Attrs& before, const ir::Attrs& now,
+                  std::vector<std::string>& out) {
+  const auto text_of = [](const ir::Attrs& a, ir::AttrKey k) {
+    const ir::AttrValue* v = a.find(k);
+    return v ? attr_text(*v) : std::string("(none)");
+  };
+  std::vector<ir::AttrKey> keys;
+  for (const auto& [k, v] : before.items()) keys.push_back(k);
+  for (const auto& [k, v] : now.items())
+    if (!before.has(k)) keys.push_back(k);
+  for (ir::AttrKey k : keys)
+    if (const std::string was = text_of(before, k), is = text_of(now, k); was != is)
+      out.push_back(
+          fmt::format("{}'s {} changed {} -> {}", ir::op_name(node.op), ir::attr_name(k), was, is));
+}
+}  // namespace
+
 std::vector<std::string> Executor::shape_change(const std::vector<const ir::Node*>& outputs,
-                                                const StructuralKey& key) {
+                                                const StructuralKey& key, bool* dims_changed) {
   // The graph without its shapes: ops, dtypes, ranks and wiring (no shapes, no attributes).
   std::string shapeless;
   std::unordered_map<const ir::Node*, size_t> pos;
-  for (const ir::Node* n : ir::topo_order(outputs)) {
+  const std::vector<const ir::Node*> order = ir::topo_order(outputs);
+  std::vector<ir::Attrs> attrs;
+  if (order.size() <= kAttrsKept)
+    for (const ir::Node* n : order) attrs.push_back(n->attrs);
+  for (const ir::Node* n : order) {
     shapeless += fmt::format("{}:{}:{}(", static_cast<int>(n->op), static_cast<int>(n->dtype), n->shape.size());
     for (const ir::Node* in : n->inputs) shapeless += fmt::format("{},", pos.at(in));
     shapeless += ")";
@@ -338,10 +383,11 @@ std::vector<std::string> Executor::shape_change(const std::vector<const ir::Node
   std::vector<ir::Shape> shapes;
   for (const ir::Node* in : key.inputs) shapes.push_back(in->shape);
   std::lock_guard lock(shapes_mu_);
-  auto [it, fresh] = seen_graphs_.emplace(std::move(shapeless), shapes);
+  auto [it, fresh] = seen_graphs_.emplace(std::move(shapeless), SeenGraph{shapes, attrs});
   std::vector<std::string> out;
+  *dims_changed = false;
   if (fresh) return out;
-  const std::vector<ir::Shape>& before = it->second;
+  const std::vector<ir::Shape>& before = it->second.inputs;
   for (size_t i = 0; i < shapes.size() && i < before.size(); ++i) {
     if (shapes[i].size() != before[i].size()) continue;
     const std::string& given = key.inputs[i]->attrs.s(ir::AttrKey::name);
@@ -353,7 +399,22 @@ std::vector<std::string> Executor::shape_change(const std::vector<const ir::Node
                                   symbols[d].empty() ? "" : " (?" + symbols[d] + ")", before[i][d],
                                   shapes[i][d]));
   }
-  it->second = std::move(shapes);
+  *dims_changed = !out.empty();
+  // The same input shapes: an attribute asked for the new plan (a slice's end that grows, a
+  // constant's value). Where input shapes changed, attributes follow them (a reshape's shape).
+  if (out.empty() && attrs.size() == it->second.attrs.size()) {
+    std::vector<std::string> changes;
+    for (size_t n = 0; n < attrs.size(); ++n)
+      if (!(attrs[n] == it->second.attrs[n]))
+        attr_changes(*order[n], it->second.attrs[n], attrs[n], changes);
+    constexpr size_t kShown = 3;
+    for (size_t c = 0; c < changes.size() && c < kShown; ++c)
+      out.push_back("new plan: the same input shapes, but " + changes[c]);
+    if (changes.size() > kShown)
+      out.push_back(
+          fmt::format("new plan: and {} more attributes changed", changes.size() - kShown));
+  }
+  it->second = SeenGraph{std::move(shapes), std::move(attrs)};
   return out;
 }
 
@@ -436,8 +497,9 @@ Expected<std::shared_ptr<const Plan>> Executor::get_plan(ir::Graph& g,
     }
   }
   if (!plan) {
-    std::vector<std::string> changed = shape_change(outputs, key);
-    auto built = build(g, outputs, key.inputs, kernels_, /*size_changed=*/!changed.empty());
+    bool dims_changed = false;
+    std::vector<std::string> changed = shape_change(outputs, key, &dims_changed);
+    auto built = build(g, outputs, key.inputs, kernels_, /*size_changed=*/dims_changed);
     if (!built) return std::unexpected(built.error());
     plan = std::move(*built);
     changed.insert(changed.end(), plan->recompile_reasons.begin(), plan->recompile_reasons.end());

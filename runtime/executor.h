@@ -150,10 +150,11 @@ class Executor final : public Device {
   // Whether a graph of these inputs has a symbolic plan to warm or export: an input is marked
   // dynamic (a `.kg` size symbol, mark_dynamic) and the shape policy is not static.
   bool warms_symbolic(const std::vector<const ir::Node*>& inputs) const;
-  // On a plan miss for a graph seen before with other input shapes (the same ops and wiring),
-  // which input dimensions changed.
+  // On a plan miss for a graph seen before (the same ops and wiring), which input dimensions
+  // changed (`*dims_changed`: any), or, at the same input shapes, which attributes did (a
+  // slice's end, a constant): the lines for RunStats::recompile_reasons.
   std::vector<std::string> shape_change(const std::vector<const ir::Node*>& outputs,
-                                        const StructuralKey& key);
+                                        const StructuralKey& key, bool* dims_changed);
   // Symbolic plans (plan_family.h): the plan of a family's templates for these sizes, its dynamic
   // kernels bound to their new extents and checked against the graph; null where no template
   // serves them (the plan is then built).
@@ -261,7 +262,15 @@ class Executor final : public Device {
     bool kept = false;  // measured slower than its sizes' own code: every size compiles its own
   };
   std::unordered_map<std::string, SizedKernel> sized_kernels_;
-  std::unordered_map<std::string, std::vector<ir::Shape>> seen_graphs_;
+  // Per graph without its shapes: the input shapes of the last plan built for it and, for a
+  // graph of at most kAttrsKept nodes, each node's attributes (in topological order), so that a
+  // plan built again at the same input shapes says which attribute asked for it.
+  static constexpr size_t kAttrsKept = 4096;
+  struct SeenGraph {
+    std::vector<ir::Shape> inputs;
+    std::vector<ir::Attrs> attrs;
+  };
+  std::unordered_map<std::string, SeenGraph> seen_graphs_;
   // Per shape family (structural_family's key): the last plan built for it, at its sizes, and
   // the templates made from two of its plans (the newest first; one per size bucket, say).
   struct Family {

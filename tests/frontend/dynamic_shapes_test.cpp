@@ -588,6 +588,34 @@ TEST(DynamicShapes, TheAutomaticPolicyKeepsPerSizeCodeWhereRunTimeSizesTimeSlowe
   }
 }
 
+// A plan built again at the same input shapes says which attribute asked for it: a slice whose
+// end grows (a cache read up to a length), a constant that changed.
+TEST(DynamicShapes, ANewPlanAtTheSameInputShapesSaysWhichAttributeChanged) {
+  auto dev = open_cpu({{"shapes.policy", "automatic"}});
+  const std::vector<float> xs = values(4 * 16, 0.5f, 1);
+  auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {4, 16});
+  std::vector<std::vector<std::string>> lines;
+  for (int64_t end : {3, 4}) {
+    auto got = (x.slice(1, 0, end) * 2.0).to_vector<float>();
+    ASSERT_TRUE(got.has_value()) << got.error().message;
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < end; ++j)
+        ASSERT_EQ((*got)[static_cast<size_t>(i * end + j)],
+                  xs[static_cast<size_t>(i * 16 + j)] * 2);
+    lines.push_back(dev.last_stats().recompiles);
+  }
+  EXPECT_TRUE(lines[0].empty()) << one_per_line(lines[0]);
+  ASSERT_FALSE(lines[1].empty());
+  EXPECT_EQ(lines[1][0], "new plan: the same input shapes, but slice's end changed 3 -> 4")
+      << one_per_line(lines[1]);
+  (x * 0.5).realize();
+  auto quarter = (x * 0.25).to_vector<float>();
+  ASSERT_TRUE(quarter.has_value()) << quarter.error().message;
+  EXPECT_NE(one_per_line(dev.last_stats().recompiles).find("changed 0.5 -> 0.25"),
+            std::string::npos)
+      << one_per_line(dev.last_stats().recompiles);
+}
+
 // A kernel with run-time sizes in the persistent cache: a new device runs a stored plan of it
 // (its sizes in the record), and generalizes its own first two sizes to the stored kernel.
 TEST(DynamicShapes, AKernelWithRunTimeSizesFromTheCacheServesANewDevice) {
