@@ -346,7 +346,7 @@ std::string attr_text(const ir::AttrValue& v) {
       v);
 }
 
-// "slice's end changed [3] -> [4]" for each attribute of `now` that `before` had otherwise.
+// "slice's end changed 3 -> 4" for each attribute of `now` that `before` had otherwise.
 void attr_changes(const ir::Node& node, const ir::Attrs& before, const ir::Attrs& now,
                   std::vector<std::string>& out) {
   const auto text_of = [](const ir::Attrs& a, ir::AttrKey k) {
@@ -407,12 +407,24 @@ std::vector<std::string> Executor::shape_change(const std::vector<const ir::Node
     for (size_t n = 0; n < attrs.size(); ++n)
       if (!(attrs[n] == it->second.attrs[n]))
         attr_changes(*order[n], it->second.attrs[n], attrs[n], changes);
+    // The same change at several nodes (a key cache and a value cache read to one length) is
+    // one line, with the count.
+    std::vector<std::pair<std::string, int>> distinct;
+    for (const std::string& c : changes) {
+      auto same = std::ranges::find(distinct, c, &std::pair<std::string, int>::first);
+      if (same == distinct.end())
+        distinct.emplace_back(c, 1);
+      else
+        ++same->second;
+    }
     constexpr size_t kShown = 3;
-    for (size_t c = 0; c < changes.size() && c < kShown; ++c)
-      out.push_back("new plan: the same input shapes, but " + changes[c]);
-    if (changes.size() > kShown)
+    for (size_t c = 0; c < distinct.size() && c < kShown; ++c)
+      out.push_back(fmt::format(
+          "new plan: the same input shapes, but {}{}", distinct[c].first,
+          distinct[c].second > 1 ? fmt::format(" (at {} nodes)", distinct[c].second) : ""));
+    if (distinct.size() > kShown)
       out.push_back(
-          fmt::format("new plan: and {} more attributes changed", changes.size() - kShown));
+          fmt::format("new plan: and {} more attributes changed", distinct.size() - kShown));
   }
   it->second = SeenGraph{std::move(shapes), std::move(attrs)};
   return out;

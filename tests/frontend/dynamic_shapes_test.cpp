@@ -608,6 +608,21 @@ TEST(DynamicShapes, ANewPlanAtTheSameInputShapesSaysWhichAttributeChanged) {
   ASSERT_FALSE(lines[1].empty());
   EXPECT_EQ(lines[1][0], "new plan: the same input shapes, but slice's end changed 3 -> 4")
       << one_per_line(lines[1]);
+  // Two slices to one new length: one line, with the count.
+  for (int64_t end : {5, 6}) {
+    auto both =
+        kiln::concat({x.slice(1, 0, end), (x + 1.0).slice(1, 0, end)}, 0).to_vector<float>();
+    ASSERT_TRUE(both.has_value()) << both.error().message;
+    ASSERT_EQ((*both)[static_cast<size_t>(4 * end)], xs[0] + 1) << "the second slice's first row";
+  }
+  const std::vector<std::string> two = dev.last_stats().recompiles;
+  ASSERT_FALSE(two.empty());
+  EXPECT_EQ(two[0], "new plan: the same input shapes, but slice's end changed 5 -> 6 (at 2 nodes)")
+      << one_per_line(two);
+  EXPECT_EQ(
+      std::ranges::count_if(two, [](const std::string& l) { return l.starts_with("new plan:"); }),
+      1)
+      << one_per_line(two);
   (x * 0.5).realize();
   auto quarter = (x * 0.25).to_vector<float>();
   ASSERT_TRUE(quarter.has_value()) << quarter.error().message;
