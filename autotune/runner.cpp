@@ -26,11 +26,15 @@ class CpuBench final : public CandidateBench {
   // Candidate i compiles kernels[i]: one kernel under several schedules, or several kernels of
   // the same parameters (cpu_time_ratio).
   CpuBench(codegen::CpuBackend& backend, const ParallelFor& pf,
-           std::vector<const kir::Kernel*> kernels)
-      : backend_(backend), pf_(pf), kernels_(std::move(kernels)), artifacts_(kernels_.size()) {}
+           std::vector<const kir::Kernel*> kernels, const CpuCompile& compile)
+      : backend_(backend),
+        pf_(pf),
+        compile_(compile),
+        kernels_(std::move(kernels)),
+        artifacts_(kernels_.size()) {}
 
   Expected<double> compile(size_t i, const codegen::TuneParams& params) override {
-    auto art = backend_.compile(*kernels_[i], params);
+    auto art = compile_ ? compile_(*kernels_[i], params) : backend_.compile(*kernels_[i], params);
     if (!art) return std::unexpected(art.error());
     artifacts_[i] = std::move(*art);
     return artifacts_[i]->compile_ms;
@@ -78,6 +82,7 @@ class CpuBench final : public CandidateBench {
  private:
   codegen::CpuBackend& backend_;
   const ParallelFor& pf_;
+  const CpuCompile& compile_;
   std::vector<const kir::Kernel*> kernels_;
   std::vector<std::shared_ptr<const codegen::CpuArtifact>> artifacts_;
   const KernelBuffers* inputs_ = nullptr;
@@ -118,10 +123,11 @@ class CpuBench final : public CandidateBench {
 
 Expected<TuneDecision> tune_cpu_kernel(codegen::CpuBackend& backend,
                                        const ParallelFor& parallel_for, const kir::Kernel& kernel,
-                                       Level level, double roofline_ms,
-                                       const TuneOptions& options) {
+                                       Level level, double roofline_ms, const TuneOptions& options,
+                                       const CpuCompile& compile) {
   const std::vector<TuneCandidate> space = cpu_tune_space(kernel, level);
-  CpuBench bench(backend, parallel_for, std::vector<const kir::Kernel*>(space.size(), &kernel));
+  CpuBench bench(backend, parallel_for, std::vector<const kir::Kernel*>(space.size(), &kernel),
+                 compile);
   return tune_kernel(bench, kernel, space, level, roofline_ms, parallel_for, options);
 }
 
@@ -148,7 +154,7 @@ Expected<double> cpu_time_ratio(codegen::CpuBackend& backend, const ParallelFor&
     return make_error(fmt::format("kernel '{}' takes ({}), not the parameters of '{}' ({})",
                                   candidate.name, params_text(candidate), reference.name,
                                   params_text(reference)));
-  CpuBench bench(backend, parallel_for, {&reference, &candidate});
+  CpuBench bench(backend, parallel_for, {&reference, &candidate}, options.compile);
   for (size_t i = 0; i < 2; ++i)
     if (Expected<double> ok = bench.compile(i, {}); !ok) return std::unexpected(ok.error());
   const KernelBuffers inputs = random_buffers(reference, options.seed);

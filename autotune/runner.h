@@ -7,17 +7,25 @@
 
 namespace kiln::autotune {
 
+// How a bench compiles a candidate. Without one, CpuBackend::compile; the cpu target passes its
+// own, which keeps the code it compiled so that the plan's compile of the schedule chosen links
+// that code instead of compiling the kernel again (runtime/cpu_target.h, RecentCode).
+using CpuCompile = std::function<Expected<std::shared_ptr<const codegen::CpuArtifact>>(
+    const kir::Kernel&, const codegen::TuneParams&)>;
+
 // Candidates compile at once over `parallel_for` (CpuBackend::compile is thread-safe) and run
 // over it too, like the cpu device runs kernels.
 Expected<TuneDecision> tune_cpu_kernel(codegen::CpuBackend& backend,
                                        const ParallelFor& parallel_for, const kir::Kernel& kernel,
                                        Level level, double roofline_ms,
-                                       const TuneOptions& options = {});
+                                       const TuneOptions& options = {},
+                                       const CpuCompile& compile = nullptr);
 
 struct TimeRatioOptions {
   uint64_t seed = 0x6b696c6e2d726174;  // the random inputs'
   int pairs = 9;                       // samples of each kernel, taken in pairs
   double sample_ms = 0.5;              // about how long one sample runs (1 to 1000 runs)
+  CpuCompile compile;                  // how the two compile (CpuBackend::compile if empty)
 };
 
 // The time of `candidate` over the time of `reference`, two kernels of the same parameters that

@@ -171,10 +171,40 @@ Expected<std::shared_ptr<const Artifact>> CpuTarget::compile(const kir::Kernel& 
                                                              const kir::KernelFacts& facts,
                                                              const codegen::TuneParams& params,
                                                              codegen::CheckMode check, bool) {
-  // Compiling links too: a cpu artifact is always ready to run.
+  // Compiling links too: a cpu artifact is always ready to run. A bench may have compiled it
+  // already (the tuner's winner, time_ratio's pair).
+  if (check == codegen::CheckMode::none) {
+    const std::string text = kir::print_kernel(kernel, /*with_labels=*/false);
+    const std::string key = text + '\n' + params.str();
+    std::lock_guard lock(recent_mu_);
+    const auto hit = std::ranges::find(recent_, key, &decltype(recent_)::value_type::first);
+    if (hit != recent_.end()) {
+      std::shared_ptr<const codegen::CpuArtifact> code = hit->second;
+      std::erase_if(recent_, [&](const auto& e) { return e.first.starts_with(text + '\n'); });
+      return std::make_shared<const CpuKernel>(std::move(code), cpu_min_chunk(kernel));
+    }
+  }
   auto code = backend_->compile(kernel, params, check, &facts);
   if (!code) return std::unexpected(code.error());
   return std::make_shared<const CpuKernel>(std::move(*code), cpu_min_chunk(kernel));
+}
+
+autotune::CpuCompile CpuTarget::bench_compile() {
+  return [this](const kir::Kernel& kernel, const codegen::TuneParams& params)
+             -> Expected<std::shared_ptr<const codegen::CpuArtifact>> {
+    std::string key = kir::print_kernel(kernel, /*with_labels=*/false) + '\n' + params.str();
+    {
+      std::lock_guard lock(recent_mu_);
+      const auto hit = std::ranges::find(recent_, key, &decltype(recent_)::value_type::first);
+      if (hit != recent_.end()) return hit->second;
+    }
+    auto code = backend_->compile(kernel, params, codegen::CheckMode::none);
+    if (!code) return std::unexpected(code.error());
+    std::lock_guard lock(recent_mu_);
+    if (recent_.size() >= kRecentCode) recent_.erase(recent_.begin());
+    recent_.emplace_back(std::move(key), *code);
+    return *code;
+  };
 }
 
 bool CpuTarget::serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
@@ -299,29 +329,29 @@ Expected<std::vector<ArtifactForm>> CpuTarget::forms(const Artifact& artifact, c
   return std::vector<ArtifactForm>{{"source", "ll", artifact.source()}};
 }
 
+autotune::ParallelFor CpuTarget::parallel_for_like(const kir::Kernel& kernel) {
+  const int per_thread = codegen::CpuBackend::chunks_per_thread(kernel, kir::analyze_kernel(kernel),
+                                                                codegen::CheckMode::none);
+  return [this, per_thread](int64_t n, const std::function<void(int64_t, int64_t)>& chunk) {
+    threads_.parallel_for(n, 1, chunk, per_thread);
+  };
+}
+
 Expected<autotune::TuneDecision> CpuTarget::tune(const kir::Kernel& kernel, autotune::Level level,
                                                  double roofline_ms) {
   // Candidates run cut as the device runs the kernel (a matrix-vector product's stripes are
   // timed as they will run); their compiles share the same cut.
-  const int per_thread = codegen::CpuBackend::chunks_per_thread(kernel, kir::analyze_kernel(kernel),
-                                                                codegen::CheckMode::none);
-  autotune::ParallelFor pf = [this, per_thread](int64_t n,
-                                                const std::function<void(int64_t, int64_t)>& chunk) {
-    threads_.parallel_for(n, 1, chunk, per_thread);
-  };
-  return autotune::tune_cpu_kernel(*backend_, pf, kernel, level, roofline_ms);
+  return autotune::tune_cpu_kernel(*backend_, parallel_for_like(kernel), kernel, level, roofline_ms,
+                                   {}, bench_compile());
 }
 
 Expected<std::optional<double>> CpuTarget::time_ratio(const kir::Kernel& candidate,
                                                       const kir::Kernel& reference) {
-  // Cut over the threads as the device runs the reference (the two have the same parameters).
-  const int per_thread = codegen::CpuBackend::chunks_per_thread(
-      reference, kir::analyze_kernel(reference), codegen::CheckMode::none);
-  autotune::ParallelFor pf = [this, per_thread](
-                                 int64_t n, const std::function<void(int64_t, int64_t)>& chunk) {
-    threads_.parallel_for(n, 1, chunk, per_thread);
-  };
-  Expected<double> ratio = autotune::cpu_time_ratio(*backend_, pf, candidate, reference);
+  // Cut as the device runs the reference (the two have the same parameters).
+  autotune::TimeRatioOptions options;
+  options.compile = bench_compile();
+  Expected<double> ratio = autotune::cpu_time_ratio(*backend_, parallel_for_like(reference),
+                                                    candidate, reference, options);
   if (!ratio) return std::unexpected(ratio.error());
   return std::optional<double>(*ratio);
 }

@@ -7,7 +7,10 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "autotune/runner.h"
 #include "codegen/cpu/cpu_backend.h"
 #include "runtime/target.h"
 #include "support/thread_pool.h"
@@ -83,9 +86,22 @@ class CpuTarget final : public Target {
 
  private:
   CpuTarget(std::unique_ptr<codegen::CpuBackend> backend, const CpuTargetOptions& options);
+  // Runs like the device runs `kernel`: cut over the threads in its chunks per thread.
+  autotune::ParallelFor parallel_for_like(const kir::Kernel& kernel);
+  // Compiles for a bench (tuning, time_ratio), keeping the code in recent_.
+  autotune::CpuCompile bench_compile();
+
   std::unique_ptr<codegen::CpuBackend> backend_;
   support::ThreadPool threads_;
   std::shared_ptr<BufferPool> scratch_;  // allocate()'s buffers (tuning, the check slot)
+
+  // The code the last benches compiled, by kernel text (kir::print_kernel without labels) and
+  // schedule: the tuner compiles every candidate, time_ratio both kernels, and the plan then
+  // compiles the one chosen; that compile takes the code from here (and drops the kernel's other
+  // entries: the losers). At most kRecentCode entries, the oldest dropped first.
+  static constexpr size_t kRecentCode = 32;
+  std::mutex recent_mu_;
+  std::vector<std::pair<std::string, std::shared_ptr<const codegen::CpuArtifact>>> recent_;
 };
 
 }  // namespace kiln::runtime

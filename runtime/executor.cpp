@@ -233,22 +233,25 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
   if (options_.shape_policy == ShapePolicy::static_ || kernel.dynamic_outer || kernel.has_sizes())
     return std::nullopt;
   const std::string key = kir::sizes_key(kernel);
-  std::lock_guard lock(shapes_mu_);
+  std::unique_lock lock(shapes_mu_);
   auto it = sized_kernels_.find(key);
   if (it == sized_kernels_.end()) {
     if (track) sized_kernels_.emplace(key, SizedKernel{kernel, nullptr, nullptr});
     return std::nullopt;
   }
   SizedKernel& seen = it->second;
-  if (seen.kept) return std::nullopt;
-  if (seen.general) {
-    // An instance of the general kernel, where its code runs this size as well as this size's
-    // own code would (the same rows kept, no streaming stores chosen by size).
+  // Decided already: kept at its sizes, or an instance of the general kernel where its code runs
+  // this size as well as this size's own code would (the same rows kept, no streaming stores
+  // chosen by size).
+  const auto decided = [&]() -> std::optional<std::optional<kir::Kernel>> {
+    if (seen.kept) return std::optional<kir::Kernel>();
+    if (!seen.general) return std::nullopt;
     std::optional<kir::Kernel> instance = kir::match_sizes(*seen.general, kernel);
     if (instance && target_->serves_sizes_instance(*seen.general_facts, kernel, facts))
       return instance;
-    return std::nullopt;
-  }
+    return std::optional<kir::Kernel>();
+  };
+  if (auto d = decided()) return *d;
   if (!track) return std::nullopt;
   std::optional<kir::Kernel> general = kir::generalize(kernel, seen.last, size_changed);
   std::optional<kir::Kernel> first = general ? kir::match_sizes(*general, seen.last) : std::nullopt;
@@ -260,8 +263,14 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
     seen.last = kernel;  // another pair of sizes may generalize
     return std::nullopt;
   }
+  // Timing takes milliseconds: other plans' choices go on meanwhile (entries are never erased,
+  // so `seen` stays valid). Another realize may have decided for this kernel by then.
   std::string measured;
-  if (std::optional<std::string> kept = keeps_sizes(*general, kernel, measured)) {
+  lock.unlock();
+  std::optional<std::string> kept = keeps_sizes(*general, kernel, measured);
+  lock.lock();
+  if (auto d = decided()) return *d;
+  if (kept) {
     reasons.push_back(fmt::format("{}: {} (first compiled at {}): {}; every size compiles its own",
                                   kernel.name, sizes_text(*general), sizes_text(*first), *kept));
     seen.kept = true;

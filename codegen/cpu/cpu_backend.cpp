@@ -332,6 +332,7 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
                                                                  const TuneParams& params,
                                                                  CheckMode mode,
                                                                  const kir::KernelFacts* facts) {
+  compiles_.fetch_add(1, std::memory_order_relaxed);
   const auto start = std::chrono::steady_clock::now();
   std::optional<kir::KernelFacts> computed;
   if (!facts) facts = &computed.emplace(kir::analyze_kernel(kernel));

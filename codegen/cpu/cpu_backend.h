@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -71,10 +72,10 @@ std::string perf_map_path();
 
 // Thread safety: one backend serves any number of threads. compile() and load() may run at once
 // from several threads; a compile's LLVM work (emission, O3, code generation) runs in parallel
-// with the others', each with its own LLVMContext and TargetMachine, and only taking a serial
-// number and linking into the shared JIT are serialized. Concurrency never changes the object
-// code: a kernel compiled next to others gives the same bytes as compiled alone (up to the
-// serial number in its symbol). The accessors are const and safe from any thread.
+// with the others', each with its own LLVMContext and TargetMachine, and only linking into the
+// shared JIT is serialized. Concurrency never changes the object code: a kernel compiled next
+// to others gives the same bytes as compiled alone. The accessors are const and safe from any
+// thread.
 class CpuBackend {
  public:
   // `cpu_target` (kiln.toml compilation.cpu_target): "native" compiles for this host's CPU and
@@ -141,6 +142,8 @@ class CpuBackend {
   std::string cpu_features() const;
   // The last-level cache size compiled for (create's llc_bytes), part of cache keys.
   int64_t llc_bytes() const;
+  // How many kernels compile() has compiled (successfully or not) since create.
+  int64_t compiles() const { return compiles_.load(std::memory_order_relaxed); }
 
  private:
   CpuBackend();
@@ -148,6 +151,7 @@ class CpuBackend {
   // Shared with the code each artifact links (CpuArtifact::linked), which outlives the backend
   // when an artifact does.
   std::shared_ptr<Impl> impl_;
+  std::atomic<int64_t> compiles_ = 0;
 };
 
 }  // namespace kiln::codegen

@@ -92,15 +92,15 @@ class Device:
         source = ctypes.c_char_p()
         check(lib.kiln_device_last_plan_source(self._h, byref(source)))
         # Sized first, then copied: another thread's realize may change the text between the two
-        # calls, so the second is cut to the first's length at most (a line cut short, never a
-        # fault).
+        # calls, so the second is cut to the first's length at most (a line cut short, perhaps
+        # inside a character, never a fault).
         length = ctypes.c_size_t()
         check(lib.kiln_device_last_recompiles(self._h, None, 0, byref(length)))
         buf = ctypes.create_string_buffer(length.value + 1)
         check(lib.kiln_device_last_recompiles(self._h, buf, len(buf), None))
-        text = buf.value.decode()
+        text = buf.value.decode("utf-8", "replace")
         return Stats(s.kernels, s.compiled, s.compile_ms, s.run_ms, bool(s.plan_cache_hit), dynamic.value,
-                     donated.value, source.value.decode(), text.split("\n") if text else [])
+                     donated.value, source.value.decode("utf-8", "replace"), text.split("\n") if text else [])
 
     def __repr__(self):
         return f"kiln.Device({self.name!r})"

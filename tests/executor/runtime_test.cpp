@@ -479,6 +479,49 @@ TEST(KernelCache, KeepsTheKernelsLookedUpLastAndCodeLivesWithItsHolders) {
   for (int i = 0; i < 16; ++i) EXPECT_EQ(reinterpret_cast<float*>(y->data())[i], i + 16.0f) << i;
 }
 
+// The tuner compiles every candidate; the plan's compile of the winner then links the code the
+// tuner compiled instead of compiling the kernel again, and so does the compile of a kernel
+// time_ratio just timed. The winner's other candidates go with it: a second compile is fresh.
+TEST(CpuTarget, ThePlansCompileTakesTheCodeItsBenchCompiled) {
+  auto target = CpuTarget::create({});
+  ASSERT_TRUE(target.has_value()) << target.error().message;
+  CpuTarget& t = **target;
+  auto a = std::make_shared<kir::ExprArena>();
+  kir::Kernel k;
+  k.name = "scale";
+  k.params = {{DType::f32, {4096}, false, "x"}, {DType::f32, {4096}, true, "y"}};
+  k.domain = {4096};
+  k.arena = a;
+  k.stores = {{1, a->var(0),
+               a->alu(kir::Alu::Mul, DType::f32,
+                      {a->load(0, DType::f32, a->var(0)), a->constant(DType::f32, 3.0)})}};
+  const kir::KernelFacts facts = kir::analyze_kernel(k);
+  const int64_t before = t.backend().compiles();
+  auto decision = t.tune(k, autotune::Level::minimal, 0);
+  ASSERT_TRUE(decision.has_value()) << decision.error().message;
+  const int64_t tuned = t.backend().compiles();
+  EXPECT_GT(tuned, before);
+  auto won = t.compile(k, facts, decision->winner, codegen::CheckMode::none, true);
+  ASSERT_TRUE(won.has_value()) << won.error().message;
+  EXPECT_EQ(t.backend().compiles(), tuned) << "the winner compiled again";
+  auto again = t.compile(k, facts, decision->winner, codegen::CheckMode::none, true);
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_EQ(t.backend().compiles(), tuned + 1);
+  // A checked compile is other code: never the bench's.
+  ASSERT_TRUE(t.tune(k, autotune::Level::minimal, 0).has_value());
+  const int64_t retuned = t.backend().compiles();
+  ASSERT_TRUE(
+      t.compile(k, facts, decision->winner, codegen::CheckMode::validate, true).has_value());
+  EXPECT_EQ(t.backend().compiles(), retuned + 1);
+  // time_ratio's pair: the one the plan then compiles is not compiled again.
+  auto ratio = t.time_ratio(k, k);
+  ASSERT_TRUE(ratio.has_value()) << ratio.error().message;
+  ASSERT_TRUE(ratio->has_value());
+  const int64_t timed = t.backend().compiles();
+  ASSERT_TRUE(t.compile(k, facts, {}, codegen::CheckMode::none, true).has_value());
+  EXPECT_EQ(t.backend().compiles(), timed);
+}
+
 // A kernel whose buffers the last-level cache holds runs from it while its candidates are timed
 // back to back: it is tuned with no early stop at the memory-bound roofline (a DRAM bound, which
 // every candidate beat, had kept the first round's leader), where the target knows its cache.
