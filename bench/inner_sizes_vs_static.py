@@ -2,9 +2,13 @@
 """Kernels with run-time inner sizes against kernels compiled for each size (docs/dynamic-shapes.md,
 "Run-time sizes of inner axes"): softmax and layernorm over x [rows, n], one device under
 shapes.policy = static (each n compiled for itself) and one under automatic (the kernel made
-general from n = 1000 and 1001, then run at every other n). Each realize alternates between the
-two devices, A B A B, in one process (the machine is noisy); prints each side's median run time
-(RealizeStats.run_ms: the kernels alone) and the ratio general / specialized.
+general from n = 1000 and 1001, then run at every other n); and a decode step's attention, one
+query row of 8 heads of 32 against a key and value cache [8, 1024, 32] read to n keys (made
+general from n = 100 and 101). Each realize alternates between the two devices, A B A B, in one
+process (the machine is noisy); prints each side's median run time (RealizeStats.run_ms: the
+kernels alone) and the ratio general / specialized. Under automatic with autotuning on, a kernel
+whose run-time sizes time slower than shapes.max_slowdown keeps its sizes (the general column
+is then 0).
 
     PYTHONPATH=build/python /usr/bin/python3 bench/inner_sizes_vs_static.py [--rows 2048] [--repeat 150]
 """
@@ -29,16 +33,25 @@ def main():
     parser.add_argument("--rows", type=int, default=2048)
     parser.add_argument("--repeat", type=int, default=150)
     parser.add_argument("--sizes", type=int, nargs="+", default=[768, 1024, 2000])
+    parser.add_argument("--keys", type=int, nargs="+", default=[64, 200, 512, 1000],
+                        help="attention: the key counts")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
+    heads, ctx, width = 8, 1024, 32
+    cache_kv = (rng.standard_normal((heads, ctx, width), dtype=np.float32),
+                rng.standard_normal((heads, ctx, width), dtype=np.float32))
     print(f"{'op':<10} {'n':>5} {'general':>8} {'specialized ms':>15} {'general ms':>11} {'ratio':>6}")
-    for op in ["softmax", "layernorm"]:
+    for op in ["softmax", "layernorm", "attention"]:
         with tempfile.TemporaryDirectory() as directory:
             static, automatic = device("static", directory), device("automatic", directory)
+            caches = {dev: [kiln.tensor(c, device=dev) for c in cache_kv] for dev in (static, automatic)}
 
             def step(dev, x, gamma, beta):
                 t = kiln.tensor(x, device=dev)
-                if op == "softmax":
+                if op == "attention":  # x: the query; gamma: the key count
+                    k, v = (kiln.slice(c, 1, 0, gamma) for c in caches[dev])
+                    y = kiln.attention(t, k, v)
+                elif op == "softmax":
                     y = kiln.softmax(t, axis=1)
                 else:
                     y = kiln.layernorm(t, kiln.tensor(gamma, device=dev),
@@ -47,15 +60,18 @@ def main():
                 return dev.last_stats()
 
             def inputs(n):
+                if op == "attention":
+                    return rng.standard_normal((heads, 1, width), dtype=np.float32), n, None
                 return (rng.standard_normal((args.rows, n), dtype=np.float32),
                         rng.standard_normal(n, dtype=np.float32),
                         rng.standard_normal(n, dtype=np.float32))
 
-            for n in [1000, 1001]:  # the automatic device's kernel takes n at run time from here
+            # The automatic device's kernel takes n at run time from the second of these.
+            for n in [100, 101] if op == "attention" else [1000, 1001]:
                 data = inputs(n)
                 step(static, *data)
                 step(automatic, *data)
-            for n in args.sizes:
+            for n in args.keys if op == "attention" else args.sizes:
                 data = inputs(n)
                 step(static, *data)  # compiles this size's own kernel
                 general = step(automatic, *data).dynamic_kernels

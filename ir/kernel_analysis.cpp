@@ -248,6 +248,10 @@ std::optional<AttentionPattern> recognize_attention(const Kernel& k, const FreeV
   p.e_var = rank - 1;
   p.j_var = p.reduce->rvars[0];
   p.keys = p.reduce->rextents[0];
+  // The key count may be a run-time size (one kernel for a cache read to any length); the same
+  // slot in the max and the sum.
+  const auto slot_of = [](const Expr* r) { return r->rslots.empty() ? -1 : r->rslots[0]; };
+  p.keys_slot = slot_of(p.reduce);
   const Expr* body = p.reduce->args[0];
   if (p.j_var < rank || body->kind != ExprKind::Alu || body->alu != Alu::Mul ||
       body->dtype != DType::f32)
@@ -264,7 +268,9 @@ std::optional<AttentionPattern> recognize_attention(const Kernel& k, const FreeV
   const Expr* diff = num->args[0];
   if (diff->kind != ExprKind::Alu || diff->alu != Alu::Sub) return std::nullopt;
   const Expr *x = diff->args[0], *max = one_reduce(diff->args[1], ReduceOp::Max);
-  if (!max || max->rextents[0] != p.keys || sum->rextents[0] != p.keys) return std::nullopt;
+  if (!max || max->rextents[0] != p.keys || sum->rextents[0] != p.keys ||
+      slot_of(max) != p.keys_slot || slot_of(sum) != p.keys_slot)
+    return std::nullopt;
   // S's body: exp(X'' - M) with the same M.
   const Expr* sbody = sum->args[0];
   if (sbody->kind != ExprKind::Alu || sbody->alu != Alu::Exp) return std::nullopt;
@@ -284,6 +290,7 @@ std::optional<AttentionPattern> recognize_attention(const Kernel& k, const FreeV
   if (!p.scores || !is_sum_of_products(p.scores, false)) return std::nullopt;
   p.d_var = p.scores->rvars[0];
   p.head_dim = p.scores->rextents[0];
+  if (slot_of(p.scores) >= 0) return std::nullopt;  // the head's width is fixed
   if (p.d_var < rank || p.head_dim < 0 || p.keys < 0) return std::nullopt;
   const Expr *qa = p.scores->args[0]->args[0], *kb = p.scores->args[0]->args[1];
   // Q reads i and d (not j, not e); K reads j and d (not i, not e).

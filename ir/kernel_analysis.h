@@ -64,6 +64,7 @@ struct AttentionPattern {
   int32_t j_var = -1;             // R's variable
   int32_t d_var = -1;             // C's variable
   int64_t keys = 0;               // j's extent
+  int32_t keys_slot = -1;         // the run-time size slot j's extent is (-1: fixed)
   int64_t head_dim = 0;           // d's extent
   // X is where(j <= i + offset, ·, -inf) (a causal mask, compared on the loop variables): keys
   // past i + offset are masked for row i, and a key tile past every row's limit can be skipped.

@@ -72,7 +72,7 @@ struct Geometry {
   int64_t blocks = 0;  // blocks per batch point
   int64_t mr = 1;      // rows of the scores' register tile
   int64_t nv = 1;      // vectors (of a key tile's columns) of the scores' register tile
-  int64_t tiles = 0;   // key tiles
+  int64_t tiles = 0;   // key tiles (at this instance's key count: see AttentionEmitter::tiles_)
   int64_t dvp = 0;     // V's row padded to the lanes
   int64_t e_vecs = 1;  // vectors of one p·V pass over e
   int64_t r2 = 1;      // rows of one p·V pass
@@ -134,6 +134,10 @@ class AttentionEmitter {
   Expected<void> pack_kv();
   // Tile t of K ([d][key in tile]) and its keys' rows of V.
   Expected<void> pack_k_tile(Value* t);
+  // body(keys) for the keys of the tile at j0: kBK, a constant, where the tile is full; else
+  // the count left (the last tile of a key count that is not a multiple of kBK).
+  Expected<void> full_or_partial(Value* j0, const char* name,
+                                 const std::function<Expected<void>(Value*)>& body);
   Expected<void> pack_v_tile(Value* t);
   Expected<void> pack_q(Value* i0);
   Expected<void> key_tile(Value* t, Value* i0);
@@ -176,14 +180,18 @@ class AttentionEmitter {
   llvm::AllocaInst* packed_ = nullptr;  // the batch point K and V are packed for, or -1
   const Expr* mask_ = nullptr;          // AttentionPattern::key_mask
   llvm::AllocaInst* live_ = nullptr;    // [tiles] i8, with a key mask
+  // The key count and its tiles: constants, or read at run time where the key count is a size
+  // slot (AttentionPattern::keys_slot: one kernel for a cache read to any length).
+  Value* lk_ = nullptr;
+  Value* tiles_ = nullptr;
 };
 
 Expected<void> AttentionEmitter::mark_live_tiles() {
-  return loop(i64(0), i64(g_.tiles), 1, "lvt", [&](Value* t) -> Expected<void> {
+  return loop(i64(0), tiles_, 1, "lvt", [&](Value* t) -> Expected<void> {
     Value* j0 = b_.CreateMul(t, i64(kBK));
     Value* flag = b_.CreateInBoundsGEP(b_.getInt8Ty(), live_, t);
     b_.CreateStore(b_.getInt8(0), flag);
-    return loop(i64(0), smin(i64(kBK), b_.CreateSub(i64(g_.lk), j0)), 1, "lvj",
+    return loop(i64(0), smin(i64(kBK), b_.CreateSub(lk_, j0)), 1, "lvj",
                 [&](Value* jj) -> Expected<void> {
                   ex_->bind_var(p_.j_var, b_.CreateAdd(j0, jj));
                   Expected<Value*> c = emit(mask_);
@@ -223,6 +231,10 @@ void AttentionEmitter::create_function() {
   b_.SetInsertPoint(BasicBlock::Create(ctx_, "entry", fn_));
   buffers_ = load_buffer_pointers(b_, fn_, k_.params.size());
   ex_ = std::make_unique<ExprEmitter>(b_, k_, buffers_);
+  std::vector<Value*> sizes = load_size_values(b_, fn_, k_);
+  lk_ = p_.keys_slot >= 0 ? sizes.at(static_cast<size_t>(p_.keys_slot)) : i64(g_.lk);
+  tiles_ = b_.CreateUDiv(b_.CreateAdd(lk_, i64(kBK - 1)), i64(kBK), "tiles");
+  ex_->bind_sizes(std::move(sizes));
   vec_ = llvm::FixedVectorType::get(b_.getFloatTy(), static_cast<unsigned>(g_.lanes));
   sum_ = llvm::FixedVectorType::get(b_.getFloatTy(), static_cast<unsigned>(kSumLanes));
 }
@@ -239,25 +251,31 @@ void AttentionEmitter::create_scratch() {
   packed_ = b_.CreateAlloca(b_.getInt64Ty());
   b_.CreateStore(i64(-1), packed_);
   mask_ = p_.key_mask;
-  if (mask_) live_ = b_.CreateAlloca(b_.getInt8Ty(), i64(g_.tiles));
-  const int64_t k_bytes = round_up(g_.tiles * g_.d * kBK * 4, kAlign);
-  const int64_t v_bytes = round_up(g_.tiles * kBK * g_.dvp * 4, kAlign);
+  if (mask_) live_ = b_.CreateAlloca(b_.getInt8Ty(), tiles_);
+  // K's and V's packs hold whole tiles (kBK is a multiple of kAlign / 4: their bytes are
+  // aligned); the rest is fixed.
+  static_assert(kBK * 4 % kAlign == 0);
+  Value* k_bytes = b_.CreateMul(tiles_, i64(g_.d * kBK * 4), "k.bytes");
+  Value* v_bytes = b_.CreateMul(tiles_, i64(kBK * g_.dvp * 4), "v.bytes");
   const int64_t q_bytes = round_up(g_.d * g_.bq * 4, kAlign);
   const int64_t s_bytes = round_up(g_.bq * kBK * 4, kAlign);
   const int64_t a_bytes = round_up(g_.bq * g_.dvp * 4, kAlign);
-  scratch_ = emit_malloc_or_trap(b_, fn_, k_bytes + v_bytes + q_bytes + s_bytes + a_bytes + kAlign,
-                                 "scratch");
+  Value* kv_bytes = b_.CreateAdd(k_bytes, v_bytes);
+  scratch_ = emit_malloc_or_trap(
+      b_, fn_, b_.CreateAdd(kv_bytes, i64(q_bytes + s_bytes + a_bytes + kAlign)), "scratch");
   Value* addr = b_.CreatePtrToInt(scratch_, b_.getInt64Ty());
   Value* pad = b_.CreateAnd(b_.CreateSub(i64(0), addr), i64(kAlign - 1));
   kpack_ = b_.CreateInBoundsGEP(b_.getInt8Ty(), scratch_, pad, "k.pack");
-  vpack_ = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), kpack_, k_bytes, "v.pack");
-  qpack_ = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), vpack_, v_bytes, "q.pack");
+  vpack_ = b_.CreateInBoundsGEP(b_.getInt8Ty(), kpack_, k_bytes, "v.pack");
+  qpack_ = b_.CreateInBoundsGEP(b_.getInt8Ty(), vpack_, v_bytes, "q.pack");
   stile_ = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), qpack_, q_bytes, "s.tile");
   acc_ = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), stile_, s_bytes, "acc");
   // Keys past the last and V's columns past dv are zeros that the packs never write: only where
   // there are any (the whole 128 KiB of a decode step's head was cleared at every call).
-  if (g_.lk % kBK != 0 || g_.dvp != g_.dv)
-    b_.CreateMemSet(kpack_, b_.getInt8(0), i64(k_bytes + v_bytes), llvm::MaybeAlign(kAlign));
+  Value* padded = b_.CreateOr(b_.CreateICmpNE(b_.CreateSRem(lk_, i64(kBK)), i64(0)),
+                              b_.getInt1(g_.dvp != g_.dv));
+  b_.CreateMemSet(kpack_, b_.getInt8(0), b_.CreateSelect(padded, kv_bytes, i64(0)),
+                  llvm::MaybeAlign(kAlign));
 }
 
 // K as [tile][d][key in tile] and V as [key][e], for the bound batch point. K's rows are written
@@ -267,49 +285,78 @@ void AttentionEmitter::create_scratch() {
 Expected<void> AttentionEmitter::pack_kv() {
   if (mask_)
     if (Expected<void> ok = mark_live_tiles(); !ok) return ok;
-  Expected<void> ok = loop(i64(0), i64(g_.tiles), 1, "pkt", [&](Value* t) {
+  Expected<void> ok = loop(i64(0), tiles_, 1, "pkt", [&](Value* t) {
     return if_live(t, "pkt", [&] { return pack_k_tile(t); });
   });
   if (!ok) return ok;
-  return loop(i64(0), i64(g_.tiles), 1, "pvt",
+  return loop(i64(0), tiles_, 1, "pvt",
               [&](Value* t) { return if_live(t, "pvt", [&] { return pack_v_tile(t); }); });
 }
 
 Expected<void> AttentionEmitter::pack_k_tile(Value* t) {
   Value* j0 = b_.CreateMul(t, i64(kBK));
-  Value* keys = smin(i64(kBK), b_.CreateSub(i64(g_.lk), j0));
   Value* tile = b_.CreateMul(t, i64(g_.d * kBK));
-  return loop(i64(0), i64(g_.d), 1, "pkd", [&](Value* d) -> Expected<void> {
-    Value* row = b_.CreateAdd(tile, b_.CreateMul(d, i64(kBK)));
-    return loop(
-        i64(0), keys, 1, "pkj",
-        [&](Value* jj) -> Expected<void> {
-          ex_->bind_var(p_.j_var, b_.CreateAdd(j0, jj));
-          ex_->bind_var(p_.d_var, d);
-          Expected<Value*> v = emit(p_.key);
-          if (!v) return std::unexpected(v.error());
-          b_.CreateStore(*v, at(kpack_, b_.CreateAdd(row, jj)));
-          return {};
-        },
-        vectorize_hints(ctx_, static_cast<int>(g_.lanes), 0));
+  // A full tile (every tile but the last) copies kBK keys a row, a count the vectorizer sees:
+  // with the count read at run time, a decode step's attention ran 15% longer.
+  return full_or_partial(j0, "pk", [&](Value* keys) {
+    return loop(i64(0), i64(g_.d), 1, "pkd", [&](Value* d) -> Expected<void> {
+      Value* row = b_.CreateAdd(tile, b_.CreateMul(d, i64(kBK)));
+      return loop(
+          i64(0), keys, 1, "pkj",
+          [&](Value* jj) -> Expected<void> {
+            ex_->bind_var(p_.j_var, b_.CreateAdd(j0, jj));
+            ex_->bind_var(p_.d_var, d);
+            Expected<Value*> v = emit(p_.key);
+            if (!v) return std::unexpected(v.error());
+            b_.CreateStore(*v, at(kpack_, b_.CreateAdd(row, jj)));
+            return {};
+          },
+          vectorize_hints(ctx_, static_cast<int>(g_.lanes), 0));
+    });
   });
 }
 
+Expected<void> AttentionEmitter::full_or_partial(
+    Value* j0, const char* name, const std::function<Expected<void>(Value*)>& body) {
+  Value* keys = smin(i64(kBK), b_.CreateSub(lk_, j0));
+  BasicBlock* full = BasicBlock::Create(ctx_, fmt::format("{}.full", name), fn_);
+  BasicBlock* partial = BasicBlock::Create(ctx_, fmt::format("{}.partial", name), fn_);
+  BasicBlock* done = BasicBlock::Create(ctx_, fmt::format("{}.done", name), fn_);
+  b_.CreateCondBr(b_.CreateICmpEQ(keys, i64(kBK)), full, partial);
+  for (auto [block, count] : {std::pair{full, i64(kBK)}, std::pair{partial, keys}}) {
+    b_.SetInsertPoint(block);
+    ex_->forget();
+    if (Expected<void> ok = body(count); !ok) return ok;
+    b_.CreateBr(done);
+  }
+  b_.SetInsertPoint(done);
+  ex_->forget();
+  return {};
+}
+
+// V's rows are copied whole, a row of dv at a time: the loop over the keys stays a scalar loop
+// (vectorized across the keys, as LLVM did where their count was a constant, each row became
+// dv gathers and scatters, and a decode step's attention ran 2.4 times as long).
 Expected<void> AttentionEmitter::pack_v_tile(Value* t) {
   Value* j0 = b_.CreateMul(t, i64(kBK));
-  return loop(j0, smin(b_.CreateAdd(j0, i64(kBK)), i64(g_.lk)), 1, "pv", [&](Value* j) {
-    Value* row = b_.CreateMul(j, i64(g_.dvp));
+  return full_or_partial(j0, "pv", [&](Value* keys) {
     return loop(
-        i64(0), i64(g_.dv), 1, "pve",
-        [&](Value* e) -> Expected<void> {
-          ex_->bind_var(p_.j_var, j);
-          ex_->bind_var(p_.e_var, e);
-          Expected<Value*> v = emit(p_.value);
-          if (!v) return std::unexpected(v.error());
-          b_.CreateStore(*v, at(vpack_, b_.CreateAdd(row, e)));
-          return {};
+        j0, b_.CreateAdd(j0, keys), 1, "pv",
+        [&](Value* j) {
+          Value* row = b_.CreateMul(j, i64(g_.dvp));
+          return loop(
+              i64(0), i64(g_.dv), 1, "pve",
+              [&](Value* e) -> Expected<void> {
+                ex_->bind_var(p_.j_var, j);
+                ex_->bind_var(p_.e_var, e);
+                Expected<Value*> v = emit(p_.value);
+                if (!v) return std::unexpected(v.error());
+                b_.CreateStore(*v, at(vpack_, b_.CreateAdd(row, e)));
+                return {};
+              },
+              vectorize_hints(ctx_, static_cast<int>(g_.lanes), 0));
         },
-        vectorize_hints(ctx_, static_cast<int>(g_.lanes), 0));
+        no_vectorize_hint(ctx_));
   });
 }
 
@@ -386,7 +433,7 @@ Expected<void> AttentionEmitter::logits(Value* j0, Value* i0) {
   const Expr* visible = p_.logits->args[1];
   Value* last = b_.CreateAdd(j0, i64(kBK - 1));
   Value* interior = b_.CreateAnd(b_.CreateICmpSLE(last, b_.CreateAdd(i0, i64(*p_.causal_offset))),
-                                 b_.CreateICmpSLT(last, i64(g_.lk)));
+                                 b_.CreateICmpSLT(last, lk_));
   BasicBlock* inside = BasicBlock::Create(ctx_, "lg.interior", fn_);
   BasicBlock* edge = BasicBlock::Create(ctx_, "lg.edge", fn_);
   BasicBlock* done = BasicBlock::Create(ctx_, "lg.done", fn_);
@@ -413,13 +460,12 @@ Expected<void> AttentionEmitter::logits_pass(Value* j0, Value* i0, const Expr* x
           Value* j = b_.CreateAdd(j0, jj);
           Value* slot = at(stile_, b_.CreateAdd(row, jj));
           ex_->bind_var(p_.i_var, i);
-          ex_->bind_var(p_.j_var, guard ? smin(j, i64(g_.lk - 1)) : j);
+          ex_->bind_var(p_.j_var, guard ? smin(j, b_.CreateSub(lk_, i64(1))) : j);
           ex_->bind_expr(p_.scores, b_.CreateLoad(b_.getFloatTy(), slot));
           Expected<Value*> v = emit(x);
           if (!v) return std::unexpected(v.error());
           Value* inf = f32(-std::numeric_limits<double>::infinity());
-          b_.CreateStore(guard ? b_.CreateSelect(b_.CreateICmpSLT(j, i64(g_.lk)), *v, inf) : *v,
-                         slot);
+          b_.CreateStore(guard ? b_.CreateSelect(b_.CreateICmpSLT(j, lk_), *v, inf) : *v, slot);
           return {};
         },
         vectorize_hints(ctx_, static_cast<int>(g_.lanes), 0));
@@ -611,8 +657,9 @@ Expected<void> AttentionEmitter::finish(Value* i0, Value* rows) {
     return loop(i64(0), i64(g_.dv), 1, "fe", [&](Value* e) -> Expected<void> {
       ex_->bind_var(p_.i_var, i);
       ex_->bind_var(p_.e_var, e);
-      Value* value = g_.lk == 0 ? f32(0.0)
-                                : b_.CreateFDiv(b_.CreateLoad(b_.getFloatTy(), at(acc_row, e)), l);
+      Value* value =
+          b_.CreateSelect(b_.CreateICmpEQ(lk_, i64(0)), f32(0.0),
+                          b_.CreateFDiv(b_.CreateLoad(b_.getFloatTy(), at(acc_row, e)), l));
       ex_->bind_expr(p_.reduce, value);
       return store_all();
     });
@@ -652,11 +699,11 @@ Expected<void> AttentionEmitter::unit(Value* u) {
   for (int64_t r = 0; r < g_.bq; ++r) b_.CreateStore(f32(ninf), at(max_, r));
   b_.CreateMemSet(lsum_, b_.getInt8(0), i64(g_.bq * kSumLanes * 4), llvm::MaybeAlign(4));
   b_.CreateMemSet(acc_, b_.getInt8(0), i64(g_.bq * g_.dvp * 4), llvm::MaybeAlign(kAlign));
-  Value* tiles = i64(g_.tiles);
+  Value* tiles = tiles_;
   if (p_.causal_offset) {
     // Keys past the block's last row + offset are masked for every row of the block.
     Value* visible = b_.CreateAdd(b_.CreateAdd(i0, rows), i64(*p_.causal_offset));
-    visible = smax(smin(visible, i64(g_.lk)), i64(0));
+    visible = smax(smin(visible, lk_), i64(0));
     tiles = b_.CreateUDiv(b_.CreateAdd(visible, i64(kBK - 1)), i64(kBK));
   }
   if (Expected<void> ok =

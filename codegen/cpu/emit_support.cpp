@@ -51,10 +51,15 @@ Expected<void> emit_stores(llvm::IRBuilder<>& b, const kir::Kernel& kernel, Expr
 
 llvm::Value* emit_malloc_or_trap(llvm::IRBuilder<>& b, llvm::Function* fn, int64_t bytes,
                                  const char* name) {
+  return emit_malloc_or_trap(b, fn, b.getInt64(bytes), name);
+}
+
+llvm::Value* emit_malloc_or_trap(llvm::IRBuilder<>& b, llvm::Function* fn, llvm::Value* bytes,
+                                 const char* name) {
   llvm::LLVMContext& ctx = fn->getContext();
   llvm::FunctionCallee malloc_fn =
       fn->getParent()->getOrInsertFunction("malloc", b.getPtrTy(), b.getInt64Ty());
-  llvm::Value* p = b.CreateCall(malloc_fn, {b.getInt64(bytes)}, name);
+  llvm::Value* p = b.CreateCall(malloc_fn, {bytes}, name);
   llvm::BasicBlock* fail = llvm::BasicBlock::Create(ctx, "scratch.fail", fn);
   llvm::BasicBlock* ok = llvm::BasicBlock::Create(ctx, "scratch.ok", fn);
   b.CreateCondBr(b.CreateIsNull(p), fail, ok);

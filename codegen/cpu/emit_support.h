@@ -32,6 +32,9 @@ Expected<void> emit_stores(llvm::IRBuilder<>& b, const kir::Kernel& kernel, Expr
 // malloc(bytes); a null result traps (the kernel signature has no way to report it).
 llvm::Value* emit_malloc_or_trap(llvm::IRBuilder<>& b, llvm::Function* fn, int64_t bytes,
                                  const char* name);
+// The same of a size known at run time (an i64).
+llvm::Value* emit_malloc_or_trap(llvm::IRBuilder<>& b, llvm::Function* fn, llvm::Value* bytes,
+                                 const char* name);
 // free(p).
 void emit_free(llvm::IRBuilder<>& b, llvm::Value* p);
 

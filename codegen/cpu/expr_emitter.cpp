@@ -38,8 +38,11 @@ Expected<Value*> ExprEmitter::emit_one(const Expr* e) {
     case ExprKind::Const:
       v = register_constant(b_.getContext(), e->dtype, e->fval, e->ival);
       break;
-    case ExprKind::Size:  // matmul and attention kernels keep their sizes (serves_any_sizes)
-      return std::unexpected(error("a run-time size in a matmul or attention kernel"));
+    case ExprKind::Size:  // bound by the emitters that take run-time sizes (attention's keys)
+      if (e->ival < 0 || static_cast<size_t>(e->ival) >= sizes_.size())
+        return std::unexpected(
+            error(fmt::format("run-time size slot {} is not bound here", e->ival)));
+      return sizes_[static_cast<size_t>(e->ival)];
     case ExprKind::Var: {
       auto it = vars_.find(e->var);
       if (it == vars_.end())

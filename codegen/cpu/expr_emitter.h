@@ -24,6 +24,9 @@ class ExprEmitter {
       : b_(b), k_(kernel), buffers_(std::move(buffers)) {}
 
   void bind_var(int32_t var, llvm::Value* v) { vars_[var] = v; }
+  // Run-time size slot i's value this launch (load_size_values), for the Size expressions of a
+  // kernel with run-time sizes.
+  void bind_sizes(std::vector<llvm::Value*> sizes) { sizes_ = std::move(sizes); }
   // `e` evaluates to `v` wherever it appears (until forget()): how a reduction computed by the
   // caller enters its epilogue.
   void bind_expr(const kir::Expr* e, llvm::Value* v) { memo_[e] = v; }
@@ -41,6 +44,7 @@ class ExprEmitter {
   llvm::IRBuilderBase& b_;
   const kir::Kernel& k_;
   std::vector<llvm::Value*> buffers_;
+  std::vector<llvm::Value*> sizes_;
   std::unordered_map<int32_t, llvm::Value*> vars_;
   std::unordered_map<const kir::Expr*, llvm::Value*> memo_;
 };

@@ -272,23 +272,7 @@ void KernelEmitter::create_function() {
         ptr, b_.CreateConstInBoundsGEP1_64(ptr, fn_->getArg(0), k_.params.size()), "check_slot");
   // Run-time sizes: an array of i64, one per slot, after the parameters (never with the check
   // slot: serves_any_sizes takes unchecked code only).
-  if (k_.has_sizes()) {
-    Value* array = b_.CreateLoad(
-        ptr, b_.CreateConstInBoundsGEP1_64(ptr, fn_->getArg(0), k_.params.size()), "sizes");
-    const std::vector<ir::DType> dtypes = kir::size_dtypes(k_);
-    for (size_t i = 0; i < k_.sizes.size(); ++i) {
-      Value* v =
-          b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), array, i),
-                        fmt::format("size.{}", i));
-      // A float slot: a double's bits, rounded to the dtype as register_constant rounds; here,
-      // where every use is dominated.
-      if (dtypes[i] != ir::DType::i64) {
-        v = b_.CreateBitCast(v, b_.getDoubleTy());
-        if (dtypes[i] == ir::DType::f32) v = b_.CreateFPTrunc(v, b_.getFloatTy());
-      }
-      sizes_.push_back(v);
-    }
-  }
+  sizes_ = load_size_values(b_, fn_, k_);
 }
 
 // Builds `for (i = start; i < end; ++i)` before the terminator of parent's cursor. The parent
@@ -1076,6 +1060,28 @@ std::vector<Value*> load_buffer_pointers(llvm::IRBuilderBase& b, llvm::Function*
   return buffers;
 }
 
+std::vector<Value*> load_size_values(llvm::IRBuilderBase& b, llvm::Function* fn,
+                                     const kir::Kernel& kernel) {
+  std::vector<Value*> sizes;
+  if (!kernel.has_sizes()) return sizes;
+  llvm::Type* ptr = b.getPtrTy();
+  Value* array = b.CreateLoad(
+      ptr, b.CreateConstInBoundsGEP1_64(ptr, fn->getArg(0), kernel.params.size()), "sizes");
+  const std::vector<ir::DType> dtypes = kir::size_dtypes(kernel);
+  for (size_t i = 0; i < kernel.sizes.size(); ++i) {
+    Value* v = b.CreateLoad(b.getInt64Ty(), b.CreateConstInBoundsGEP1_64(b.getInt64Ty(), array, i),
+                            fmt::format("size.{}", i));
+    // A float slot: a double's bits, rounded to the dtype as register_constant rounds; here,
+    // where every use is dominated.
+    if (dtypes[i] != ir::DType::i64) {
+      v = b.CreateBitCast(v, b.getDoubleTy());
+      if (dtypes[i] == ir::DType::f32) v = b.CreateFPTrunc(v, b.getFloatTy());
+    }
+    sizes.push_back(v);
+  }
+  return sizes;
+}
+
 llvm::Function* create_kernel_function(llvm::Module& module, const EmitOptions& options) {
   llvm::LLVMContext& ctx = module.getContext();
   llvm::Type* ptr = llvm::PointerType::get(ctx, 0);
@@ -1186,7 +1192,6 @@ bool serves_sizes_instance(const kir::KernelFacts& general, const kir::Kernel& s
 bool serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts, CheckMode check,
                       int64_t llc_bytes) {
   if (check != CheckMode::none || !kernel.has_sizes() || kernel.dynamic_outer) return false;
-  if (matmul_of(facts) || facts.attention || facts.loop_split.bounds.size() != 2) return false;
   // A run-time size read only through its sizes' arithmetic (additions, products): a division by
   // one costs a hardware divide a point where a fixed divisor costs a multiply.
   std::unordered_set<const Expr*> sized;             // expressions that read a run-time size
@@ -1198,6 +1203,22 @@ bool serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts, 
         sized.count(e->args[1]))
       return false;
   }
+  if (facts.attention) {
+    // The attention emitter takes its key count at run time (a cache read to any length): the
+    // key reductions' extent alone may be a slot; the query rows, the head's width and the batch
+    // are compiled in. Size expressions elsewhere (a cache's strides) the expressions read.
+    const kir::AttentionPattern& p = *facts.attention;
+    if (p.keys_slot < 0 ||
+        std::ranges::any_of(kernel.domain_slots, [](int32_t s) { return s >= 0; }))
+      return false;
+    for (const Expr* e : kir::kernel_exprs(kernel))
+      if (e->kind == ExprKind::Reduce &&
+          std::ranges::any_of(e->rslots, [](int32_t s) { return s >= 0; }) &&
+          (e->rvars.size() != 1 || e->rslots[0] != p.keys_slot))
+        return false;
+    return true;
+  }
+  if (matmul_of(facts) || facts.loop_split.bounds.size() != 2) return false;
   for (const Expr* e : kir::kernel_exprs(kernel)) {
     if (e->kind != ExprKind::Reduce || e->rslots.empty()) continue;
     if (e->reduce_op != kir::ReduceOp::Sum || !ir::is_float(e->args[0]->dtype)) continue;

@@ -44,6 +44,11 @@ llvm::Function* create_kernel_function(llvm::Module& module, const EmitOptions& 
 // (named buf0, buf1, ...): every emitter's prologue.
 std::vector<llvm::Value*> load_buffer_pointers(llvm::IRBuilderBase& b, llvm::Function* fn,
                                                size_t count);
+// A kernel with run-time sizes (ir/kernel_sizes.h): each slot's value this launch, from the array
+// of i64 after the parameters, as its dtype (a float slot's double bits rounded as
+// register_constant rounds). Empty for a kernel without sizes.
+std::vector<llvm::Value*> load_size_values(llvm::IRBuilderBase& b, llvm::Function* fn,
+                                           const kir::Kernel& kernel);
 
 // The most buffers a kernel gets alias scopes for (see add_buffer_alias_scopes).
 inline constexpr size_t kMaxScopedBuffers = 16;
@@ -98,8 +103,10 @@ bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& 
 // Whether emit_kernel's code for `kernel`, a kernel with run-time sizes (ir/kernel_sizes.h), and
 // `facts`, its own analyses, serves every instance kir::match_sizes finds: the generic emitter
 // reads every slot at run time (the sizes array is the function's buffer after the parameters)
-// and keeps no reduction row. Not so for checked code, matrix products and attention (their
-// emitters are built on fixed sizes), an innermost axis cut in pieces by wrap-around indices, a
+// and keeps no reduction row. An attention kernel (the flash-style emitter) does where its key
+// count alone is a slot (a cache read to any length): its query rows, head width and batch are
+// compiled in. Not so for checked code, matrix products (their emitter is built on fixed sizes),
+// other attention kernels, an innermost axis cut in pieces by wrap-around indices, a
 // float sum whose run-time extent is not its outermost one or whose inner extents exceed one
 // block (codegen/sum_blocks.h), or a kernel with streaming outputs at this instance's sizes.
 bool serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts, CheckMode check,

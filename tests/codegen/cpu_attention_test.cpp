@@ -11,7 +11,9 @@
 #include <limits>
 
 #include "codegen/cpu/attention_emitter.h"
+#include "codegen/cpu/llvm_emitter.h"
 #include "ir/builder.h"
+#include "ir/kernel_sizes.h"
 #include "passes/lower.h"
 #include "tests/codegen/cpu_test_support.h"
 #include "tests/support/must.h"
@@ -297,6 +299,93 @@ TEST(CpuAttention, EverySchedulePrintsTheSameBits) {
       if (first.empty()) first = out[3].bytes;
       EXPECT_EQ(out[3].bytes, first) << p.str();
     }
+}
+
+// Attention over a cache read to any length (a decoder's keys and values growing a row a step):
+// the kernels lowered at two key counts make one general kernel whose key count is a run-time
+// size; compiled once, it computes the kernel of every other count (below a tile, at a tile's
+// edges, over several tiles) to the same bits as that count's own code, and as the reference.
+// K's and V's batch strides (n * d, n * dv) are sizes the expressions read. With a decoder's key
+// mask too.
+TEST(CpuAttention, OneKernelServesEveryKeyCount) {
+  constexpr int64_t heads = 2, lq = 3, d = 16, dv = 12;
+  for (const bool masked : {false, true}) {
+    SCOPED_TRACE(masked ? "key mask" : "no mask");
+    const auto lower_at = [&](int64_t n) {
+      Graph f;
+      const Node* q = f.in({heads, lq, d}, "q");
+      const Node* k = f.in({heads, n, d}, "k");
+      const Node* v = f.in({heads, n, dv}, "v");
+      const Node* pos = f.in({1}, "pos");
+      const Node* scores = f.bin(Op::Mul, must(f.b.matmul(q, must(f.b.permute(k, {0, 2, 1})))),
+                                 must(f.b.scalar(0.25, DType::f32)));
+      if (masked) {
+        const Node* j = must(f.b.reshape(must(f.b.arange(0, n, 1, DType::f32)), {1, 1, n}));
+        const Node* ninf = must(f.b.scalar(-std::numeric_limits<double>::infinity(), DType::f32));
+        scores = must(f.b.where(f.bin(Op::Le, j, pos), scores, ninf));
+      }
+      return lower(
+          must(f.b.matmul(must(f.b.softmax(scores, -1)), v)),
+          masked ? std::vector<const Node*>{q, k, pos, v} : std::vector<const Node*>{q, k, v});
+    };
+    std::optional<kir::Kernel> general = kir::generalize(lower_at(6), lower_at(5));
+    ASSERT_TRUE(general.has_value());
+    const kir::KernelFacts facts = kir::analyze_kernel(*general);
+    ASSERT_TRUE(facts.attention.has_value()) << kir::print_kernel(*general);
+    EXPECT_EQ(facts.attention->keys_slot, 0) << kir::print_kernel(*general);
+    ASSERT_TRUE(cpu::serves_any_sizes(*general, facts, CheckMode::none))
+        << kir::print_kernel(*general);
+    auto code = backend().compile(*general, TuneParams{}, CheckMode::none, &facts);
+    ASSERT_TRUE(code.has_value()) << code.error().message;
+    // The key count, and K's and V's batch strides (n * d, n * dv).
+    EXPECT_EQ((*code)->size_slots, 3);
+    int instances = 0;
+    for (const int64_t n : {1, 2, 3, 63, 64, 65, 130, 200}) {
+      SCOPED_TRACE(fmt::format("{} keys", n));
+      const kir::Kernel special = lower_at(n);
+      std::optional<kir::Kernel> instance = kir::match_sizes(*general, special);
+      if (n >= 2) {
+        ASSERT_TRUE(instance.has_value()) << kir::print_kernel(special);
+      }
+      if (!instance) continue;  // one key may lower otherwise (a reduction over one)
+      ++instances;
+      const int64_t at = n / 2;  // the key mask's last visible key
+      const auto qv = values(heads * lq * d, 41), kv = values(heads * n * d, 42),
+                 vv = values(heads * n * dv, 43);
+      std::vector<std::vector<float>> bufs;
+      for (const auto* in : {&qv, &kv}) bufs.emplace_back(in->begin(), in->end());
+      if (masked) bufs.push_back({static_cast<float>(at)});
+      bufs.emplace_back(vv.begin(), vv.end());
+      bufs.emplace_back(static_cast<size_t>(heads * lq * dv), NAN);
+      std::vector<std::vector<float>> own_bufs = bufs;
+      const auto call = [](const CpuArtifact& a, std::vector<std::vector<float>>& b,
+                           const std::vector<int64_t>& sizes, int64_t outer) {
+        std::vector<void*> args;
+        for (auto& x : b) args.push_back(x.data());
+        if (!sizes.empty()) args.push_back(const_cast<int64_t*>(sizes.data()));
+        a.fn(args.data(), 0, outer / 2);  // in two pieces, as the threads cut it
+        a.fn(args.data(), outer / 2, outer);
+      };
+      call(**code, bufs, instance->sizes, cpu::attention_units(special, [&] {
+        cpu::EmitOptions o;
+        o.facts = &facts;
+        return o;
+      }()));
+      auto own = backend().compile(special, TuneParams{});
+      ASSERT_TRUE(own.has_value()) << own.error().message;
+      call(**own, own_bufs, {}, (*own)->outer_extent);
+      const auto want =
+          reference(qv, kv, vv, heads, lq, n, d, dv, [&](int64_t, int64_t, int64_t key, double sc) {
+            return !masked || key <= at ? sc * 0.25 : -std::numeric_limits<double>::infinity();
+          });
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_NEAR(bufs.back()[i], want[i], 2e-5 * (1 + std::abs(want[i]))) << "element " << i;
+        ASSERT_EQ(bufs.back()[i], own_bufs.back()[i])
+            << "element " << i << ": not its own code's bits";
+      }
+    }
+    EXPECT_GE(instances, 7);
+  }
 }
 
 // Work units are (batch point, block of query rows): the runtime splits them over threads.
