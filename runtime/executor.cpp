@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <iterator>
 #include <type_traits>
 #include <unordered_set>
 #include <variant>
@@ -576,9 +577,10 @@ std::shared_ptr<Plan> Executor::symbolic_plan(const ShapeFamily& family, const S
                                               const std::vector<const ir::Node*>& outputs) {
   std::vector<PlanTemplate> templates;
   bool look_on_disk = false;
+  std::optional<Family> evicted;
   {
     std::lock_guard lock(shapes_mu_);
-    Family& f = families_[family.key];
+    Family& f = family_at(family.key, evicted);
     templates = f.templates;
     look_on_disk = store_ && !f.disk_read;
     f.disk_read = true;
@@ -587,13 +589,15 @@ std::shared_ptr<Plan> Executor::symbolic_plan(const ShapeFamily& family, const S
   int loaded = 0;
   if (look_on_disk)
     if (std::vector<PlanTemplate> stored = stored_templates(family, &loaded); !stored.empty()) {
+      std::optional<Family> gone;
       std::lock_guard lock(shapes_mu_);
-      Family& f = families_[family.key];
+      Family& f = family_at(family.key, gone);
       for (PlanTemplate& t : stored)
         if (f.templates.size() < kTemplatesPerFamily) f.templates.push_back(std::move(t));
       templates = f.templates;
     }
   for (const PlanTemplate& t : templates) {
+    if (!t.confirmed) continue;
     std::optional<Plan> plan = instantiate_plan(t, family.dims);
     if (!plan) continue;
     // Each dynamic kernel serves its new extent as it would in a plan built now: within its size
@@ -664,18 +668,31 @@ std::vector<PlanTemplate> Executor::stored_templates(const ShapeFamily& family, 
   return out;
 }
 
+Executor::Family& Executor::family_at(const std::string& key, std::optional<Family>& evicted) {
+  if (Family* f = families_.find(key)) return *f;
+  return families_.put(key, Family{}, evicted);
+}
+
 bool Executor::note_built(const ShapeFamily& family, std::shared_ptr<const Plan> plan) {
   std::vector<PlanTemplate> made;
+  std::optional<Family> evicted;
   {
     std::lock_guard lock(shapes_mu_);
-    Family& f = families_[family.key];
+    Family& f = family_at(family.key, evicted);
+    // A template of kernels with run-time sizes serves once this plan, at third sizes, fits it.
+    bool confirmed = false;
+    for (PlanTemplate& t : f.templates)
+      if (!t.confirmed && confirms(t, *plan, family.dims)) confirmed = t.confirmed = true;
     if (f.last && f.last_dims != family.dims)
       if (std::optional<PlanTemplate> t =
               make_plan_template(*f.last, f.last_dims, plan, family.dims)) {
         f.templates.insert(f.templates.begin(), std::move(*t));
         if (f.templates.size() > kTemplatesPerFamily) f.templates.pop_back();
-        made = f.templates;
+        confirmed = confirmed || f.templates.front().confirmed;
       }
+    if (confirmed)
+      std::ranges::copy_if(f.templates, std::back_inserter(made),
+                           [](const PlanTemplate& t) { return t.confirmed; });
     f.last = std::move(plan);
     f.last_dims = family.dims;
   }

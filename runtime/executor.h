@@ -280,7 +280,13 @@ class Executor final : public Device {
     bool disk_read = false;  // the cache's template record looked for
   };
   static constexpr size_t kTemplatesPerFamily = 8;
-  std::unordered_map<std::string, Family> families_;
+  // The kMaxFamilies met last: each holds a plan, and an attribute that takes a new value at
+  // every step (a slice's end that grows) makes a new family each time.
+  static constexpr size_t kMaxFamilies = 256;
+  support::RecentlyUsed<std::string, Family> families_{kMaxFamilies};
+  // The family under `key`, made if there is none; the one that made way for it goes into
+  // `evicted` (destroyed after the caller lets go of shapes_mu_, which it holds).
+  Family& family_at(const std::string& key, std::optional<Family>& evicted);
   std::mutex plans_mu_;
   // By structural key, the kMaxPlans found or made last. A server that meets a new batch size on
   // most requests made one per size, and kept every one.

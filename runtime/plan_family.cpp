@@ -5,13 +5,14 @@
 #include <algorithm>
 
 #include "autotune/roofline.h"
+#include "ir/kernel_sizes.h"
 
 namespace kiln::runtime {
 
 namespace {
 
 // Every size a plan holds, in one fixed order: the slots' shapes, then per step the kernel's
-// domain and its parameters' shapes. `Sized` is Plan or const Plan.
+// domain, its parameters' shapes and its run-time sizes' values. `Sized` is Plan or const Plan.
 template <typename Sized, typename F>
 void for_each_size(Sized& plan, F&& f) {
   for (auto& slot : plan.slots)
@@ -20,6 +21,7 @@ void for_each_size(Sized& plan, F&& f) {
     for (auto& d : step.kernel.domain) f(d);
     for (auto& param : step.kernel.params)
       for (auto& d : param.shape) f(d);
+    for (auto& v : step.kernel.sizes) f(v);
   }
 }
 
@@ -52,10 +54,11 @@ bool same_but_sizes(const Plan& a, const Plan& b) {
     if (kx.dynamic_outer != ky.dynamic_outer || kx.dynamic_bound != ky.dynamic_bound ||
         kx.domain.size() != ky.domain.size() || kx.params.size() != ky.params.size())
       return false;
-    // A kernel with run-time sizes (ir/kernel_sizes.h): a slot may hold a product of sizes that
-    // change (a stride n * n), which no a * t + c fits, and nothing in the plan would show it;
-    // each size plans again (and compiles nothing).
-    if (kx.has_sizes() || ky.has_sizes()) return false;
+    // A kernel with run-time sizes (ir/kernel_sizes.h): its slots are sizes like the others
+    // (the template waits for a third plan to confirm it), but a float slot fits no line.
+    if (kx.sizes.size() != ky.sizes.size() ||
+        std::ranges::any_of(kir::size_dtypes(kx), [](ir::DType t) { return t != ir::DType::i64; }))
+      return false;
     for (size_t p = 0; p < kx.params.size(); ++p)
       if (kx.params[p].shape.size() != ky.params[p].shape.size()) return false;
     if (kir::print_kernel(kx, false) != kir::print_kernel(ky, false)) return false;
@@ -132,6 +135,8 @@ std::optional<PlanTemplate> make_plan_template(const Plan& first, const std::vec
         if (SizeRelation r{k, p, numel}; holds(first, r) && holds(*second, r))
           t.relations.push_back(r);
   }
+  t.confirmed =
+      std::ranges::none_of(second->steps, [](const PlanStep& s) { return s.kernel.has_sizes(); });
   t.base = std::move(second);
   return t;
 }
@@ -162,6 +167,17 @@ std::optional<Plan> instantiate_plan(const PlanTemplate& t, const std::vector<in
   plan.miss_reasons.clear();
   plan.recompile_reasons.clear();
   return plan;
+}
+
+bool confirms(const PlanTemplate& t, const Plan& plan, const std::vector<int64_t>& dims) {
+  std::optional<Plan> instance = instantiate_plan(t, dims);
+  if (!instance || !same_but_sizes(*instance, plan)) return false;
+  std::vector<int64_t> want;
+  for_each_size(*instance, [&](int64_t d) { want.push_back(d); });
+  size_t i = 0;
+  bool equal = true;
+  for_each_size(plan, [&](int64_t d) { equal = equal && i < want.size() && want[i++] == d; });
+  return equal && i == want.size();
 }
 
 }  // namespace kiln::runtime

@@ -12,6 +12,13 @@
 // run-time sizes (ir/kernel_sizes.h) makes no template. Sizes 0 and 1 are
 // specialization facts (a one-row matrix product takes another path): a size that changes is at
 // least 2 in both plans and in every instance.
+//
+// A kernel with run-time sizes (ir/kernel_sizes.h) keeps its slots' values in Kernel::sizes, which
+// the template fits like every other size. Two plans fit any size as a line, a slot holding a
+// product of sizes that change (a stride n * n) too, and nothing in the plan shows it: such a
+// template is used only once a third plan of the family, built as usual, is its instance at that
+// plan's sizes (PlanTemplate::confirmed; confirms). Float slots (a mean's 1 / n) fit no line: a
+// plan with one makes no template.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +60,9 @@ struct PlanTemplate {
   std::vector<std::vector<bool>> written_only;
   std::vector<SizeRelation> relations;
   bool from_cache = false;  // read back from a record (plan_record.h): its instances are checked
+  // Whether it serves new sizes: false for a template of kernels with run-time sizes until a
+  // third plan confirms it (only confirmed templates are stored).
+  bool confirmed = true;
 };
 
 // How many sizes a plan holds (a template has a function for each).
@@ -71,5 +81,9 @@ std::optional<PlanTemplate> make_plan_template(const Plan& first, const std::vec
 // base plan's; a dynamic step's artifact is still bound to the base's extent (the executor binds
 // it to the new one), and nothing in it counts as compiled, loaded or tuned.
 std::optional<Plan> instantiate_plan(const PlanTemplate& t, const std::vector<int64_t>& dims);
+
+// Whether `plan`, built for the family sizes `dims`, is the template's instance there: the same
+// plan but for its sizes, every size the template's function of t.
+bool confirms(const PlanTemplate& t, const Plan& plan, const std::vector<int64_t>& dims);
 
 }  // namespace kiln::runtime

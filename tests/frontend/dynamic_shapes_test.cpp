@@ -170,6 +170,44 @@ TEST(DynamicShapes, PlansKeptAreBoundedAndTheOldestGoFirst) {
   EXPECT_EQ(run(2), "memory");
 }
 
+// A device keeps the 256 shape families it met last (each holds a plan and its templates): a
+// slice whose end takes a new value at every step makes a new family each time, which had kept
+// every one. A family met within the last 256 keeps its symbolic plan; one pushed out by 256
+// newer ones builds its next size again.
+TEST(DynamicShapes, ShapeFamiliesKeptAreBoundedAndTheOldestGoFirst) {
+  auto dev = open_cpu({{"shapes.policy", "automatic"}});
+  const std::vector<float> ys = values(2 * 600, 0.5f, 9);
+  auto y = kiln::Tensor::from_host(dev, std::span<const float>(ys), {2, 600});
+  auto relu_of = [&](int64_t b) {
+    const std::vector<float> xs = values(static_cast<size_t>(b * 4), 0.5f, static_cast<int>(b));
+    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {b, 4});
+    auto got = kiln::relu(x + x).to_vector<float>();
+    EXPECT_TRUE(got.has_value()) << (got ? "" : got.error().message);
+    if (got) {
+      EXPECT_EQ((*got)[0], std::max(0.0f, 2 * xs[0])) << "b=" << b;
+    }
+    return dev.last_stats().plan_source;
+  };
+  auto other_families = [&](int64_t from, int64_t count) {
+    for (int64_t end = from; end < from + count; ++end) {
+      auto got = (y.slice(1, 0, end) * 2.0).to_vector<float>();
+      ASSERT_TRUE(got.has_value()) << got.error().message;
+      ASSERT_EQ((*got)[static_cast<size_t>(end)], ys[600] * 2) << "the second row's first value";
+    }
+  };
+  // Automatic: the first size specialized, the second and third make the symbolic plan.
+  EXPECT_EQ(relu_of(2), "built");
+  EXPECT_EQ(relu_of(3), "built");
+  EXPECT_EQ(relu_of(4), "built");
+  EXPECT_EQ(relu_of(5), "symbolic");
+  other_families(1, 200);
+  EXPECT_EQ(relu_of(6), "symbolic") << "met within the last 256 families";
+  other_families(201, 256);
+  EXPECT_EQ(relu_of(7), "built") << "256 newer families pushed it out";
+  EXPECT_EQ(relu_of(8), "built");
+  EXPECT_EQ(relu_of(9), "symbolic");
+}
+
 // Under the automatic policy the first size is specialized, the second generalizes the kernels,
 // and the third makes the symbolic plan; sizes 0 and 1 are built (size-1 facts), and the sizes
 // around them keep their results.
@@ -367,8 +405,10 @@ TEST(DynamicShapes, AMarkedInnerAxisOfAnElementwiseKernelCompilesOnce) {
 
 // A row that grows (softmax, a sum and a cumsum along the inner axis of x [3, n]): under the
 // automatic policy the first size is specialized, the second makes each kernel one with run-time
-// sizes (ir/kernel_sizes.h), and every size after runs those kernels, compiling nothing (each
-// plans again: a plan with such kernels makes no symbolic plan). Every size against the host.
+// sizes (ir/kernel_sizes.h), and every size after runs those kernels, compiling nothing. The plans
+// of the second and third sizes make a symbolic plan, which the fourth's confirms (its kernels'
+// slots fit lines of n there too): the sizes after that plan nothing either. Every size against
+// the host.
 TEST(DynamicShapes, AGrowingRowCompilesEachKernelOnce) {
   auto dev = open_cpu({{"shapes.policy", "automatic"}});
   int compiled = 0, first = -1, second = -1;
@@ -418,7 +458,38 @@ TEST(DynamicShapes, AGrowingRowCompilesEachKernelOnce) {
   EXPECT_EQ(second, first) << "the second size compiles each kernel once more, with run-time sizes";
   EXPECT_EQ(compiled, 0) << "every size after runs those kernels";
   EXPECT_TRUE(told) << "--stats says which kernels took run-time sizes";
-  EXPECT_EQ(plans.built, 10);
+  EXPECT_EQ(plans.built, 4);
+  EXPECT_EQ(plans.symbolic, 6);
+}
+
+// A kernel slot that is a product of sizes that change: x + xᵀ over x [3, n, n] reads its
+// transpose at a stride of n * n a batch. Two plans fit n * n as a line of n as well as any size
+// (a symbolic plan made of them alone computed every later size wrong), so their template waits
+// for a third plan, which does not fit it: every size plans again (and compiles nothing), and
+// every result is right.
+TEST(DynamicShapes, ASlotThatIsAProductOfChangingSizesMakesNoSymbolicPlan) {
+  auto dev = open_cpu({{"shapes.policy", "automatic"}});
+  Sources plans;
+  int later = 0, steps = 0;
+  for (int64_t n : {2, 3, 4, 5, 6, 7, 9, 12}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const std::vector<float> xs = values(static_cast<size_t>(3 * n * n), 0.5f, static_cast<int>(n));
+    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {3, n, n});
+    auto got = (x + x.permute({0, 2, 1})).to_vector<float>();
+    ASSERT_TRUE(got.has_value()) << got.error().message;
+    plans.add(dev.last_stats().plan_source);
+    if (++steps > 2) later += dev.last_stats().compiled;
+    for (int64_t b = 0; b < 3; ++b)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_EQ((*got)[static_cast<size_t>((b * n + i) * n + j)],
+                    xs[static_cast<size_t>((b * n + i) * n + j)] +
+                        xs[static_cast<size_t>((b * n + j) * n + i)])
+              << b << " " << i << " " << j;
+  }
+  EXPECT_EQ(plans.symbolic, 0);
+  EXPECT_EQ(plans.built, 8);
+  EXPECT_EQ(later, 0) << "the kernel takes its sizes at run time from the second size";
 }
 
 // A decoder whose key and value cache grows by reading it to one more row each step: the fused
