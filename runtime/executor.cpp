@@ -198,7 +198,10 @@ std::optional<int64_t> Executor::dynamic_choice(const kir::Kernel& kernel, const
   general.dynamic_outer = true;
   general.dynamic_bound = bound;
   if (!target_->serves_any_outer_extent(general, facts, kernels_.check_mode())) return std::nullopt;
-  if (policy == ShapePolicy::dynamic || marked) return bound;
+  if (policy == ShapePolicy::dynamic || marked) {
+    if (track && takes_inner_sizes(kernel, general)) return std::nullopt;
+    return bound;
+  }
   if (!track) return std::nullopt;
   // Automatic: specialized at the first size, generalized at the second (of any bucket).
   general.dynamic_bound = 0;
@@ -214,6 +217,35 @@ std::optional<int64_t> Executor::dynamic_choice(const kir::Kernel& kernel, const
     it->second.generalized = true;
   }
   return bound;
+}
+
+// Under `dynamic` a kernel is dynamic along its outer axis from its first size, its inner sizes
+// compiled in. Where they change (a slice's end that grows a step), the kernel takes them at run
+// time instead (sized_choice, whose slots serve the outer extent too): true once a kernel of its
+// form met other inner sizes, the kernel met first noted for sized_choice to generalize with.
+bool Executor::takes_inner_sizes(const kir::Kernel& kernel, const kir::Kernel& dynamic) {
+  const std::string key = kir::sizes_key(kernel);
+  kir::Kernel unbounded = dynamic;
+  unbounded.dynamic_bound = 0;
+  std::string text = kir::print_kernel(unbounded, /*with_labels=*/false);
+  std::lock_guard lock(shapes_mu_);
+  if (sized_kernels_.contains(key)) return true;  // met at other inner sizes (or never dynamic)
+  auto it = inner_seen_.find(key);
+  if (it == inner_seen_.end()) {
+    inner_seen_.emplace(key, InnerSeen{std::move(text), kernel});
+    return false;
+  }
+  if (it->second.text == text) return false;
+  // Only where the target runs such a kernel (GPU targets keep inner sizes: the kernel stays
+  // dynamic along its outer axis, one per inner size).
+  std::optional<kir::Kernel> general = kir::generalize(kernel, it->second.kernel);
+  if (!general ||
+      !target_->serves_any_sizes(*general, kir::analyze_kernel(*general), kernels_.check_mode())) {
+    it->second = InnerSeen{std::move(text), kernel};
+    return false;
+  }
+  sized_kernels_.emplace(key, SizedKernel{it->second.kernel, nullptr, nullptr});
+  return true;
 }
 
 namespace {

@@ -262,6 +262,15 @@ class Executor final : public Device {
     bool kept = false;  // measured slower than its sizes' own code: every size compiles its own
   };
   std::unordered_map<std::string, SizedKernel> sized_kernels_;
+  // Under `dynamic` (or a marked input): per kir::sizes_key, the first kernel of that form made
+  // dynamic along its outer axis, and its text as such (without its outer extent), so that a
+  // kernel of that form at other inner sizes takes them at run time (takes_inner_sizes).
+  struct InnerSeen {
+    std::string text;
+    kir::Kernel kernel;
+  };
+  std::unordered_map<std::string, InnerSeen> inner_seen_;
+  bool takes_inner_sizes(const kir::Kernel& kernel, const kir::Kernel& dynamic);
   // Per graph without its shapes: the input shapes of the last plan built for it and, for a
   // graph of at most kAttrsKept nodes, each node's attributes (in topological order), so that a
   // plan built again at the same input shapes says which attribute asked for it.
