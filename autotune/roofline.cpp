@@ -21,7 +21,10 @@ namespace {
 // it), and the count must not include work no backend does.
 class FlopCounter {
  public:
-  explicit FlopCounter(const std::vector<int64_t>& domain) {
+  // `sizes`: the kernel's run-time sizes (kir::Kernel::sizes); a reduction extent that is a slot
+  // counts at this instance's value, not at the value the kernel's text keeps.
+  FlopCounter(const std::vector<int64_t>& domain, const std::vector<int64_t>& sizes)
+      : sizes_(sizes) {
     for (size_t v = 0; v < domain.size(); ++v) extent_[static_cast<int32_t>(v)] = domain[v];
   }
 
@@ -36,7 +39,7 @@ class FlopCounter {
       case kir::ExprKind::Alu:
       case kir::ExprKind::Scan: {    // one addition per point, along the scanned row
         if (!e->rextents.empty()) {  // a selection: a pass over its row per point
-          const double inner = points * static_cast<double>(e->rextents[0]);
+          const double inner = points * static_cast<double>(rextent(e, 0));
           return inner + count(e->args[0], e, inner);
         }
         double n = points;
@@ -45,9 +48,9 @@ class FlopCounter {
       }
       case kir::ExprKind::Reduce: {
         for (size_t r = 0; r < e->rvars.size() && r < e->rextents.size(); ++r)
-          extent_[e->rvars[r]] = e->rextents[r];
+          extent_[e->rvars[r]] = rextent(e, r);
         double inner = hoisted_points(e);
-        for (int64_t x : e->rextents) inner *= static_cast<double>(x);
+        for (size_t r = 0; r < e->rextents.size(); ++r) inner *= static_cast<double>(rextent(e, r));
         return inner + count(e->args[0], e, inner);
       }
     }
@@ -55,6 +58,10 @@ class FlopCounter {
   }
 
  private:
+  int64_t rextent(const kir::Expr* e, size_t r) const {
+    const int32_t slot = r < e->rslots.size() ? e->rslots[r] : -1;
+    return slot >= 0 && static_cast<size_t>(slot) < sizes_.size() ? sizes_[slot] : e->rextents[r];
+  }
   // Points at which reduction `e` differs: the product of the extents of the variables it reads
   // (parallel, and of enclosing reductions), its own loop variables left out.
   double hoisted_points(const kir::Expr* e) {
@@ -79,6 +86,7 @@ class FlopCounter {
     return free_[e] = std::move(vars);
   }
 
+  const std::vector<int64_t>& sizes_;
   std::map<int32_t, int64_t> extent_;  // loop variable -> extent, as far as the walk has seen
   std::map<const kir::Expr*, std::set<int32_t>> free_;
   std::set<std::pair<const kir::Expr*, const kir::Expr*>> seen_;
@@ -104,10 +112,13 @@ double attention_flops(const kir::Kernel& kernel, const kir::AttentionPattern& p
   double batch = 1;
   for (size_t a = 0; a + 2 < rank; ++a) batch *= static_cast<double>(kernel.domain[a]);
   const int64_t lq = kernel.domain[rank - 2], dv = kernel.domain[rank - 1];
+  const int64_t keys = p.keys_slot >= 0 && static_cast<size_t>(p.keys_slot) < kernel.sizes.size()
+                           ? kernel.sizes[p.keys_slot]
+                           : p.keys;
   double visible = 0;
   for (int64_t i = 0; i < lq; ++i)
     visible += static_cast<double>(
-        p.causal_offset ? std::clamp<int64_t>(i + *p.causal_offset + 1, 0, p.keys) : p.keys);
+        p.causal_offset ? std::clamp<int64_t>(i + *p.causal_offset + 1, 0, keys) : keys);
   // The logits' ALU ops besides the scores (a scale, a mask's comparison and select, a bias).
   double logit_ops = 0;
   std::set<const kir::Expr*> seen;
@@ -134,7 +145,7 @@ KernelWork kernel_work(const kir::Kernel& kernel) {
   }
   double points = 1;
   for (int64_t x : kernel.domain) points *= static_cast<double>(x);
-  FlopCounter counter(kernel.domain);
+  FlopCounter counter(kernel.domain, kernel.sizes);
   for (const kir::Store& st : kernel.stores) w.flops += counter.count(st.value, nullptr, points);
   return w;
 }

@@ -174,35 +174,39 @@ Expected<std::shared_ptr<const Artifact>> CpuTarget::compile(const kir::Kernel& 
   // Compiling links too: a cpu artifact is always ready to run. A bench may have compiled it
   // already (the tuner's winner, time_ratio's pair).
   if (check == codegen::CheckMode::none) {
-    const std::string text = kir::print_kernel(kernel, /*with_labels=*/false);
-    const std::string key = text + '\n' + params.str();
-    std::lock_guard lock(recent_mu_);
-    const auto hit = std::ranges::find(recent_, key, &decltype(recent_)::value_type::first);
-    if (hit != recent_.end()) {
-      std::shared_ptr<const codegen::CpuArtifact> code = hit->second;
-      std::erase_if(recent_, [&](const auto& e) { return e.first.starts_with(text + '\n'); });
-      return std::make_shared<const CpuKernel>(std::move(code), cpu_min_chunk(kernel));
-    }
+    std::shared_ptr<const codegen::CpuArtifact> code =
+        recent_code(kir::print_kernel(kernel, /*with_labels=*/false), params.str(), /*take=*/true);
+    if (code) return std::make_shared<const CpuKernel>(std::move(code), cpu_min_chunk(kernel));
   }
   auto code = backend_->compile(kernel, params, check, &facts);
   if (!code) return std::unexpected(code.error());
   return std::make_shared<const CpuKernel>(std::move(*code), cpu_min_chunk(kernel));
 }
 
+std::shared_ptr<const codegen::CpuArtifact> CpuTarget::recent_code(const std::string& kernel_text,
+                                                                   const std::string& schedule,
+                                                                   bool take) {
+  const std::string key = kernel_text + '\n' + schedule;
+  std::lock_guard lock(recent_mu_);
+  const auto hit = std::ranges::find(recent_, key, &decltype(recent_)::value_type::first);
+  if (hit == recent_.end()) return nullptr;
+  std::shared_ptr<const codegen::CpuArtifact> code = hit->second;
+  if (take)
+    std::erase_if(recent_, [&](const auto& e) { return e.first.starts_with(kernel_text + '\n'); });
+  return code;
+}
+
 autotune::CpuCompile CpuTarget::bench_compile() {
   return [this](const kir::Kernel& kernel, const codegen::TuneParams& params)
              -> Expected<std::shared_ptr<const codegen::CpuArtifact>> {
-    std::string key = kir::print_kernel(kernel, /*with_labels=*/false) + '\n' + params.str();
-    {
-      std::lock_guard lock(recent_mu_);
-      const auto hit = std::ranges::find(recent_, key, &decltype(recent_)::value_type::first);
-      if (hit != recent_.end()) return hit->second;
-    }
+    const std::string text = kir::print_kernel(kernel, /*with_labels=*/false);
+    const std::string schedule = params.str();
+    if (auto code = recent_code(text, schedule, /*take=*/false)) return code;
     auto code = backend_->compile(kernel, params, codegen::CheckMode::none);
     if (!code) return std::unexpected(code.error());
     std::lock_guard lock(recent_mu_);
     if (recent_.size() >= kRecentCode) recent_.erase(recent_.begin());
-    recent_.emplace_back(std::move(key), *code);
+    recent_.emplace_back(text + '\n' + schedule, *code);
     return *code;
   };
 }

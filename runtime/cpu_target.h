@@ -90,6 +90,10 @@ class CpuTarget final : public Target {
   autotune::ParallelFor parallel_for_like(const kir::Kernel& kernel);
   // Compiles for a bench (tuning, time_ratio), keeping the code in recent_.
   autotune::CpuCompile bench_compile();
+  // The code a bench compiled for `kernel_text` under `schedule` (TuneParams::str), or null;
+  // `take` also drops every entry of that kernel (the losers of its bench).
+  std::shared_ptr<const codegen::CpuArtifact> recent_code(const std::string& kernel_text,
+                                                          const std::string& schedule, bool take);
 
   std::unique_ptr<codegen::CpuBackend> backend_;
   support::ThreadPool threads_;

@@ -18,6 +18,7 @@
 #include "autotune/roofline.h"
 #include "ir/kernel_facts.h"
 #include "ir/kernel_sizes.h"
+#include "ir/kg_ops.h"
 #include "runtime/cache_keys.h"
 #include "runtime/cpu_target.h"
 #include "runtime/dump_writer.h"
@@ -369,31 +370,12 @@ PlannerOptions::DynamicFn Executor::dynamic_fn(const std::vector<const ir::Node*
 }
 
 namespace {
-// An attribute's value as a person reads it: 3, 0.25, [0,2], f32, "x".
-std::string attr_text(const ir::AttrValue& v) {
-  return std::visit(
-      [](const auto& x) -> std::string {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, std::vector<int64_t>>)
-          return fmt::format("[{}]", fmt::join(x, ","));
-        else if constexpr (std::is_same_v<T, ir::DType>)
-          return std::string(ir::dtype_name(x));
-        else if constexpr (std::is_same_v<T, std::string>)
-          return "\"" + x + "\"";
-        else if constexpr (std::is_same_v<T, bool>)
-          return x ? "true" : "false";
-        else
-          return fmt::format("{}", x);
-      },
-      v);
-}
-
 // "slice's end changed 3 -> 4" for each attribute of `now` that `before` had otherwise.
 void attr_changes(const ir::Node& node, const ir::Attrs& before, const ir::Attrs& now,
                   std::vector<std::string>& out) {
   const auto text_of = [](const ir::Attrs& a, ir::AttrKey k) {
     const ir::AttrValue* v = a.find(k);
-    return v ? attr_text(*v) : std::string("(none)");
+    return v ? ir::format_attr_value(*v) : std::string("(none)");
   };
   std::vector<ir::AttrKey> keys;
   for (const auto& [k, v] : before.items()) keys.push_back(k);

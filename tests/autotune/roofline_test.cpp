@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "autotune/roofline.h"
+#include "ir/kernel_sizes.h"
 #include "tests/autotune/tune_test_kernels.h"
 
 namespace kiln::autotune {
@@ -23,6 +24,28 @@ TEST(Roofline, ReductionsMultiplyByTheirExtents) {
   const KernelWork mm = kernel_work(testing::matmul_kernel(2, 3, 5));
   EXPECT_DOUBLE_EQ(mm.bytes, (10 + 15 + 6) * 4);
   EXPECT_DOUBLE_EQ(mm.flops, 66);
+}
+
+// A kernel with run-time sizes keeps one instance's extents in its text; a symbolic plan's
+// instance changes its sizes (Kernel::sizes, the domain, the shapes), not its text, and its work
+// is that instance's: a row sum of 30 is counted 30 steps a row, not the 10 the text keeps.
+TEST(Roofline, ARunTimeReductionExtentCountsAtTheInstancesSize) {
+  const std::optional<kir::Kernel> general =
+      kir::generalize(testing::row_reduce_kernel(4, 10), testing::row_reduce_kernel(4, 20));
+  ASSERT_TRUE(general.has_value());
+  ASSERT_TRUE(general->has_sizes());
+  const std::optional<kir::Kernel> at30 =
+      kir::match_sizes(*general, testing::row_reduce_kernel(4, 30));
+  ASSERT_TRUE(at30.has_value());
+  kir::Kernel instance = *general;  // what instantiate_plan makes: the text of the first size
+  instance.sizes = at30->sizes;
+  instance.domain = at30->domain;
+  for (size_t p = 0; p < instance.params.size(); ++p)
+    instance.params[p].shape = at30->params[p].shape;
+  const KernelWork want = kernel_work(testing::row_reduce_kernel(4, 30));
+  EXPECT_DOUBLE_EQ(want.flops, 240);
+  EXPECT_DOUBLE_EQ(kernel_work(instance).flops, want.flops);
+  EXPECT_DOUBLE_EQ(kernel_work(instance).bytes, want.bytes);
 }
 
 // Softmax's shape: a row reduction read at every point of a [4, 10] domain is computed once per
