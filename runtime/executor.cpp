@@ -285,7 +285,13 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
       return instance;
     return std::optional<kir::Kernel>();
   };
-  if (auto d = decided()) return *d;
+  // Kept at its sizes: every new size compiles its own, until kRetimeAfter of them have (then
+  // twice as many, and so on), when the general kernel is timed again, at this size.
+  bool retiming = false;
+  if (auto d = decided()) {
+    if (!seen.kept || !track || ++seen.kept_sizes < seen.retime_at) return *d;
+    retiming = true;
+  }
   if (!track) return std::nullopt;
   std::optional<kir::Kernel> general = kir::generalize(kernel, seen.last, size_changed);
   std::optional<kir::Kernel> first = general ? kir::match_sizes(*general, seen.last) : std::nullopt;
@@ -294,7 +300,7 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
   if (!general || !first ||
       !target_->serves_any_sizes(*general, *general_facts, kernels_.check_mode()) ||
       !target_->serves_sizes_instance(*general_facts, kernel, facts)) {
-    seen.last = kernel;  // another pair of sizes may generalize
+    if (!retiming) seen.last = kernel;  // another pair of sizes may generalize
     return std::nullopt;
   }
   // Timing takes milliseconds: other plans' choices go on meanwhile (entries are never erased,
@@ -303,16 +309,25 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
   lock.unlock();
   std::optional<std::string> kept = keeps_sizes(*general, kernel, measured);
   lock.lock();
-  if (auto d = decided()) return *d;
+  // Another realize decided meanwhile (a timing again finds the kernel kept: its own).
+  if (seen.general || (seen.kept && !retiming))
+    if (auto d = decided()) return *d;
+  const std::string again =
+      retiming ? fmt::format(", timed again after {} sizes compiled their own", seen.kept_sizes)
+               : "";
   if (kept) {
-    reasons.push_back(fmt::format("{}: {} (first compiled at {}): {}; every size compiles its own",
-                                  kernel.name, sizes_text(*general), sizes_text(*first), *kept));
+    seen.retime_at = retiming ? 2 * seen.retime_at : kRetimeAfter;
+    reasons.push_back(fmt::format(
+        "{}: {} (first compiled at {}){}: {}; every size compiles its own (timed again once {} "
+        "sizes have)",
+        kernel.name, sizes_text(*general), sizes_text(*first), again, *kept, seen.retime_at));
     seen.kept = true;
     return std::nullopt;
   }
+  seen.kept = false;
   reasons.push_back(fmt::format(
-      "{}: {} (first compiled at {}): run-time sizes from now on, one kernel for every size{}",
-      kernel.name, sizes_text(*general), sizes_text(*first), measured));
+      "{}: {} (first compiled at {}){}: run-time sizes from now on, one kernel for every size{}",
+      kernel.name, sizes_text(*general), sizes_text(*first), again, measured));
   seen.general = std::make_shared<const kir::Kernel>(*general);
   // A Kernel copy shares its arena, so the facts name the copy's expressions as well.
   seen.general_facts = std::move(general_facts);

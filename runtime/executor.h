@@ -260,7 +260,15 @@ class Executor final : public Device {
     std::shared_ptr<const kir::Kernel> general;
     std::shared_ptr<const kir::KernelFacts> general_facts;  // of *general (its expressions)
     bool kept = false;  // measured slower than its sizes' own code: every size compiles its own
+    // While kept: the sizes that compiled their own since, and the count at which the general
+    // kernel is timed again (kRetimeAfter, doubled at each timing that keeps it).
+    int kept_sizes = 0;
+    int retime_at = 0;
   };
+  // A kernel kept at its sizes is timed again after this many new sizes compiled their own: one
+  // timing at the second size (3 keys of a growing cache) is noisy and unlike later sizes, and
+  // keeping it wrongly compiles every size (0.33 ms a step became 160).
+  static constexpr int kRetimeAfter = 4;
   std::unordered_map<std::string, SizedKernel> sized_kernels_;
   // Under `dynamic` (or a marked input): per kir::sizes_key, the first kernel of that form made
   // dynamic along its outer axis, and its text as such (without its outer extent), so that a

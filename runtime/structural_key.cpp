@@ -142,8 +142,14 @@ void structural_order(const std::vector<const ir::Node*>& outputs, Find pos_of, 
   }
 }
 
-// With `family`, the sizes go to family->dims instead of the key, and so does an attribute that
-// repeats its node's shape (a marker stands for it).
+// A slice's start and end: where a slice reads, as a size does (a cache read to a length that
+// grows a step, a window that slides). Its axis and step stay in the family's key.
+bool is_slice_bound(ir::Op op, ir::AttrKey key) {
+  return op == ir::Op::Slice && (key == ir::AttrKey::start || key == ir::AttrKey::end);
+}
+
+// With `family`, the sizes go to family->dims instead of the key, and so do an attribute that
+// repeats its node's shape and a slice's bounds (a marker stands for each).
 template <typename Pos>
 void serialize(const std::vector<const ir::Node*>& live,
                const std::vector<const ir::Node*>& outputs, Pos pos, StructuralKey& k,
@@ -172,10 +178,15 @@ void serialize(const std::vector<const ir::Node*>& live,
     for (const auto& [key, value] : n->attrs.items()) {
       put(k.key, static_cast<uint64_t>(key));
       const auto* sizes = std::get_if<std::vector<int64_t>>(&value);
-      if (family && key == ir::AttrKey::shape && sizes && *sizes == n->shape)
+      const auto* bound = std::get_if<int64_t>(&value);
+      if (family && key == ir::AttrKey::shape && sizes && *sizes == n->shape) {
         put(k.key, kSymbolsMarker);  // no attribute's variant index
-      else
+      } else if (family && bound && is_slice_bound(n->op, key)) {
+        put(k.key, kSymbolsMarker);
+        family->dims.push_back(*bound);
+      } else {
         put_attr(k.key, value);
+      }
     }
   }
   k.key.push_back('|');

@@ -21,8 +21,10 @@ StructuralKey structural_key(const std::vector<const ir::Node*>& outputs);
 // left out (`dims`: every node's shape in structural order). Two subgraphs with equal family keys
 // differ only in sizes; a symbolic plan (runtime/plan_family.h) built from two of them serves the
 // others whose sizes follow the same affine functions of one size. An attribute that repeats its
-// node's shape (reshape's and expand's `shape`) is left out with it; every other attribute stays,
-// so a slice bound or a pad width that changes makes another family.
+// node's shape (reshape's and expand's `shape`) is left out with it, and a slice's start and end
+// are sizes too (in `dims`, after the node's shape): a slice whose end grows a step (a cache read
+// to the tokens so far) is one family, served by its symbolic plan. Every other attribute stays,
+// so a slice's step or a pad width that changes makes another family.
 struct ShapeFamily {
   std::string key;
   std::vector<int64_t> dims;
