@@ -125,7 +125,7 @@ Expected<TuneDecision> tune_cpu_kernel(codegen::CpuBackend& backend,
                                        const ParallelFor& parallel_for, const kir::Kernel& kernel,
                                        Level level, double roofline_ms, const TuneOptions& options,
                                        const CpuCompile& compile) {
-  const std::vector<TuneCandidate> space = cpu_tune_space(kernel, level);
+  const std::vector<TuneCandidate> space = cpu_tune_space(kernel, level, backend.llc_bytes());
   CpuBench bench(backend, parallel_for, std::vector<const kir::Kernel*>(space.size(), &kernel),
                  compile);
   return tune_kernel(bench, kernel, space, level, roofline_ms, parallel_for, options);

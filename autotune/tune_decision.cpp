@@ -15,9 +15,10 @@ namespace {
 
 using nlohmann::json;
 
-// The GPU fields are written only when set, so cpu decisions read as before.
+// The GPU fields and the cpu's store kind are written only when set, so decisions read as before.
 json params_json(const codegen::TuneParams& p) {
   json j{{"vector_width", p.vector_width}, {"unroll", p.unroll}};
+  if (p.stores != codegen::CpuStores::heuristic) j["stores"] = static_cast<int>(p.stores);
   if (p.block_size != 0) j["block_size"] = p.block_size;
   if (p.items_per_thread != 0) j["items_per_thread"] = p.items_per_thread;
   if (p.reduce != codegen::GpuReduce::heuristic) j["reduce"] = static_cast<int>(p.reduce);
@@ -31,6 +32,10 @@ codegen::TuneParams params_from(const json& j) {
   codegen::TuneParams p;
   p.vector_width = j.at("vector_width").get<int>();
   p.unroll = j.at("unroll").get<int>();
+  const int stores = j.value("stores", 0);
+  if (stores < 0 || stores > static_cast<int>(codegen::CpuStores::streaming))
+    throw std::invalid_argument(fmt::format("unknown store kind {}", stores));
+  p.stores = static_cast<codegen::CpuStores>(stores);
   p.block_size = j.value("block_size", 0);
   p.items_per_thread = j.value("items_per_thread", 0);
   const int reduce = j.value("reduce", 0);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "codegen/cpu/matmul_recognizer.h"
+#include "codegen/cpu/streaming_stores.h"
 #include "codegen/gpu/lane_emitter.h"
 #include "codegen/gpu/launch_strategy.h"
 
@@ -229,17 +230,26 @@ std::vector<TuneCandidate> gpu_attention_space(const kir::Kernel& k,
 
 }  // namespace
 
-std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel) {
+std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel, int64_t llc_bytes) {
   // A scan's loop stays scalar (one summation order): vector widths and unrolls are one kernel.
   if (has_scan(kernel)) return with_default({});
   const kir::KernelFacts facts = kir::analyze_kernel(kernel);
   if (codegen::cpu::matmul_of(facts)) return with_default(matmul_space());
   if (facts.attention) return with_default(attention_space(kernel));
-  return with_default(loop_space(kernel));
+  std::vector<TuneCandidate> rest;
+  if (const std::optional<codegen::CpuStores> other =
+          codegen::cpu::other_store_kind(kernel, llc_bytes)) {
+    TuneParams p;
+    p.stores = *other;
+    rest.push_back({p, 1, "loop/stores"});
+  }
+  for (TuneCandidate& c : loop_space(kernel)) rest.push_back(std::move(c));
+  return with_default(std::move(rest));
 }
 
-std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel, Level level) {
-  return capped(cpu_tune_space(kernel), level);
+std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel, Level level,
+                                          int64_t llc_bytes) {
+  return capped(cpu_tune_space(kernel, llc_bytes), level);
 }
 
 std::vector<TuneCandidate> gpu_tune_space(const kir::Kernel& kernel, bool tensor_cores) {

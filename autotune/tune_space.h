@@ -23,13 +23,17 @@ struct TuneCandidate {
 //   vector_width 8, 16, 4 (the matmul emitter reads nothing else);
 // - attention (codegen/cpu/attention_emitter.h): query rows per block (tile) 16..128, nearest to
 //   32 first, then 16-lane micro-kernels at 32 and 64 rows;
-// - other loops (elementwise, row reductions): vector_width 4/8/16 x unroll (interleave) 1/2/4,
-//   nearest first to 256-bit vectors of the widest parameter dtype and to unroll 2; widths whose
-//   vector x unroll exceeds the innermost trip count are left out (width 4 x 1 always stays).
-std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel);
+// - other loops (elementwise, row reductions): first, where a large output could be written
+//   either way, the store kind the default does not use (codegen/cpu/streaming_stores.h:
+//   other_store_kind at `llc_bytes`, the last-level cache compiled for); then vector_width 4/8/16
+//   x unroll (interleave) 1/2/4, nearest first to 256-bit vectors of the widest parameter dtype
+//   and to unroll 2; widths whose vector x unroll exceeds the innermost trip count are left out
+//   (width 4 x 1 always stays).
+std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel, int64_t llc_bytes = 0);
 
 // The space cut to the level's candidate count (settings(level).max_candidates).
-std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel, Level level);
+std::vector<TuneCandidate> cpu_tune_space(const kir::Kernel& kernel, Level level,
+                                          int64_t llc_bytes = 0);
 
 // The GPU space (CUDA and Vulkan share it: both run the codegen/gpu strategies), the default
 // (TuneParams{}: the strategy's heuristic launch shape) first, then by priority; candidates that

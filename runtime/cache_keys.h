@@ -27,8 +27,9 @@ inline constexpr const char* kPlannerVersion = "2";
 // candidates scored or timed otherwise), so that a decision an older kiln stored is made again
 // (2: no early stop at the memory-bound roofline for a kernel the cache holds,
 // Target::cache_resident_bytes; 3: cpu candidates timed on the pool's kind of memory, huge pages
-// for large buffers, not on 4 KiB heap pages).
-inline constexpr const char* kTunerVersion = "3";
+// for large buffers, not on 4 KiB heap pages; 4: a loop kernel with a large output also times
+// the store kind its default does not use, autotune/tune_space.h).
+inline constexpr const char* kTunerVersion = "4";
 
 // A compiled kernel: {kernel (canonical text, no labels), tune, identity..., schema, check}.
 // Checked and unchecked code of one kernel differ (and so does its calling convention).

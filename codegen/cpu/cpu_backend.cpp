@@ -393,7 +393,7 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   cpu::optimize_module(*module, **tm);
   if (mode == CheckMode::none && impl_->triple.isX86())
     if (llvm::Function* fn = module->getFunction(art->symbol))
-      cpu::stream_stores(*fn, cpu::streaming_buffers(kernel, impl_->llc_bytes));
+      cpu::stream_stores(*fn, cpu::streaming_buffers(kernel, impl_->llc_bytes, params.stores));
   if (!large) module->print(ir_stream, nullptr);
   ir_stream.flush();
 

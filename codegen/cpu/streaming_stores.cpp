@@ -70,13 +70,36 @@ std::vector<bool> large_outputs(const kir::Kernel& kernel, const std::vector<boo
 }
 }  // namespace
 
-std::vector<bool> streaming_buffers(const kir::Kernel& kernel, int64_t llc_bytes) {
+std::vector<bool> streaming_buffers(const kir::Kernel& kernel, int64_t llc_bytes,
+                                    CpuStores stores) {
   // A dynamic kernel's sizes are those of one instance: it streams nothing (a kernel whose
   // outputs stream at its size is not made dynamic: serves_any_outer_extent).
-  if (kernel.dynamic_outer) return std::vector<bool>(kernel.params.size(), false);
+  if (kernel.dynamic_outer || stores == CpuStores::cached)
+    return std::vector<bool>(kernel.params.size(), false);
+  if (stores == CpuStores::streaming) {
+    if (kernel.has_sizes()) return std::vector<bool>(kernel.params.size(), false);
+    const std::vector<bool> written_only = kir::written_only(kernel);
+    std::vector<bool> out(kernel.params.size(), false);
+    for (size_t i = 0; i < kernel.params.size() && i < written_only.size(); ++i)
+      out[i] = written_only[i] && bytes_of(kernel.params[i]) >= kStreamingMinBytes;
+    return out;
+  }
   if (llc_bytes > 0 && footprint_of(kernel) < llc_bytes / kStreamingCacheFraction)
     return std::vector<bool>(kernel.params.size(), false);
   return large_outputs(kernel, kir::written_only(kernel), llc_bytes);
+}
+
+std::optional<CpuStores> other_store_kind(const kir::Kernel& kernel, int64_t llc_bytes) {
+  if (kernel.dynamic_outer || kernel.has_sizes()) return std::nullopt;
+  const auto any = [](const std::vector<bool>& flags) {
+    return std::ranges::any_of(flags, [](bool b) { return b; });
+  };
+  if (any(streaming_buffers(kernel, llc_bytes))) return CpuStores::cached;
+  // Streaming where the rule does not can pay only where the kernel's buffers outgrow the cache.
+  if (llc_bytes > 0 && footprint_of(kernel) >= llc_bytes &&
+      any(streaming_buffers(kernel, llc_bytes, CpuStores::streaming)))
+    return CpuStores::streaming;
+  return std::nullopt;
 }
 
 bool streams_at_its_size(const kir::Kernel& kernel, const std::vector<bool>& written_only,

@@ -13,8 +13,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "codegen/tune_params.h"
 #include "ir/kernel_ir.h"
 
 namespace llvm {
@@ -50,7 +52,23 @@ inline constexpr int64_t kStreamingFootprintCaches = 2;
 // kStreamingCacheFraction; or of at least kStreamingMinBytes in a kernel whose footprint is at
 // least kStreamingFootprintCaches * llc_bytes (llc_bytes: the last-level cache's size; 0,
 // unknown: the output's size alone decides).
-std::vector<bool> streaming_buffers(const kir::Kernel& kernel, int64_t llc_bytes = 0);
+//
+// That rule is the default (CpuStores::heuristic); the autotuner also times the other choice
+// (autotune/tune_space.h), since where the rule's line falls depends on more than the cache's
+// size: on a 2-core slice of a Xeon with 35.8 MiB of L3, layernorm (32 MiB in, 32 MiB out, which
+// the rule streams) ran in 3.37-3.38 ms with ordinary stores against 4.29-4.39 streamed, while
+// ew_chain (three 64 MiB inputs) ran in 12.1-12.3 streamed against 13.2-15.6. `stores` cached
+// flags nothing; streaming flags every written-only output of at least kStreamingMinBytes.
+std::vector<bool> streaming_buffers(const kir::Kernel& kernel, int64_t llc_bytes = 0,
+                                    CpuStores stores = CpuStores::heuristic);
+
+// The store kind the autotuner times besides the default's (CpuStores::heuristic) for `kernel`
+// at `llc_bytes`: cached where the rule streams an output; streaming where it streams none but
+// an output could (a written-only output of kStreamingMinBytes) and the kernel's buffers are at
+// least the last-level cache (the 4 MiB rows of a softmax held in a 36 MiB L3 took 1.06 ms
+// streamed against 0.77); nullopt where neither applies (no such output, or a kernel with
+// run-time sizes, which streams nothing).
+std::optional<CpuStores> other_store_kind(const kir::Kernel& kernel, int64_t llc_bytes);
 
 // Whether a kernel at the sizes of its parameters may write an output with streaming stores: one
 // of at least kStreamingStoreBytes whatever the cache, or, where `llc_bytes` (the last-level

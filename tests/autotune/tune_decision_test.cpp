@@ -31,6 +31,7 @@ TuneDecision sample_decision() {
   a.compile_ms = 20;
   CandidateResult b;
   b.params = params(8, 2);
+  b.params.stores = codegen::CpuStores::cached;
   b.group = "loop/vector_width=8";
   b.priority = 1;
   b.samples = {0.5, 0.75};
@@ -100,6 +101,12 @@ TEST(TuneDecision, MalformedJsonIsAnError) {
   ASSERT_FALSE(TuneDecision::from_json(j).has_value());
   EXPECT_NE(TuneDecision::from_json(j).error().message.find("winner_index 2"), std::string::npos);
   j = sample_decision().to_json();
+  j["candidates"][1]["params"]["stores"] = 3;
+  ASSERT_FALSE(TuneDecision::from_json(j).has_value());
+  EXPECT_NE(TuneDecision::from_json(j).error().message.find("unknown store kind 3"),
+            std::string::npos)
+      << TuneDecision::from_json(j).error().message;
+  j = sample_decision().to_json();
   j["candidates"][0]["status"] = "great";
   EXPECT_NE(TuneDecision::from_json(j).error().message.find("unknown candidate status 'great'"),
             std::string::npos);
@@ -107,9 +114,11 @@ TEST(TuneDecision, MalformedJsonIsAnError) {
 
 TEST(TuneDecision, DescribeListsEveryCandidate) {
   const std::string text = sample_decision().describe();
-  EXPECT_NE(text.find("autotune level extensive: winner #1 (vector_width=8 unroll=2), stopped: "
-                      "converged, roofline 0.125 ms, 12 run(s) per sample"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find(
+          "autotune level extensive: winner #1 (vector_width=8 unroll=2 stores=cached), stopped: "
+          "converged, roofline 0.125 ms, 12 run(s) per sample"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("vector_width=16 unroll=4"), std::string::npos) << text;
   EXPECT_NE(text.find("disqualified"), std::string::npos) << text;

@@ -86,6 +86,32 @@ TEST(TuneSpace, LevelsCutTheSpaceByPriority) {
   EXPECT_EQ(cpu_tune_space(testing::matmul_kernel(16, 24, 8), Level::balanced).size(), 4u);
 }
 
+// Where a large output could be written either way, the store kind the default does not use is
+// the first candidate after it (so every level times it): ordinary stores where the rule streams
+// (64 MiB out); neither for small outputs (codegen/cpu_streaming_store_test has the streaming
+// side).
+TEST(TuneSpace, LargeOutputsTimeTheOtherStoreKind) {
+  const int64_t mib = int64_t{1} << 20;
+  const kir::Kernel big = elementwise_kernel(4096, 4096);  // 64 MiB in, 64 MiB out
+  const std::vector<TuneCandidate> streamed = cpu_tune_space(big, 32 * mib);
+  expect_well_formed(streamed);
+  ASSERT_EQ(streamed.size(), 11u);
+  EXPECT_EQ(streamed[1].params.stores, codegen::CpuStores::cached);
+  EXPECT_EQ(streamed[1].params.vector_width, 0);
+  EXPECT_EQ(streamed[1].group, "loop/stores");
+  EXPECT_EQ(streamed[1].params.str(), "vector_width=0 unroll=0 stores=cached");
+  // Where the rule keeps ordinary stores (a cache of 8 times the buffers), streaming is not
+  // timed: it pays only for buffers larger than the cache.
+  for (const TuneCandidate& c : cpu_tune_space(big, 1536 * mib))
+    EXPECT_EQ(c.params.stores, codegen::CpuStores::heuristic);
+  EXPECT_EQ(cpu_tune_space(big, Level::balanced, 32 * mib)[1].params, streamed[1].params);
+  for (const TuneCandidate& c : cpu_tune_space(elementwise_kernel(64, 256), 32 * mib))
+    EXPECT_EQ(c.params.stores, codegen::CpuStores::heuristic);
+  // A matmul's emitter has no such choice.
+  for (const TuneCandidate& c : cpu_tune_space(testing::matmul_kernel(2048, 2048, 8), 32 * mib))
+    EXPECT_EQ(c.params.stores, codegen::CpuStores::heuristic);
+}
+
 TEST(TuneLevel, NamesRoundTrip) {
   for (Level l : kAllLevels) EXPECT_EQ(parse_level(level_name(l)), l);
   EXPECT_EQ(parse_level("balanced"), Level::balanced);

@@ -89,7 +89,7 @@ TEST(CpuRowReuse, OnlyTheSameCostlyValueOverTheSameRow) {
 // Two reused values from two reductions (softmax plus tanh(x) * sum tanh), in f32 and f64, odd
 // row lengths, against a double loop (run_kernel also runs uneven chunks of rows). Rows of at
 // least two prefetch blocks (700: two blocks of 256 and a tail) fill in blocks that prefetch the
-// next row; short ones (37) do not.
+// next row, and the current row's output for writing; short ones (37) do not.
 TEST(CpuRowReuse, TwoReusedValuesMatchTheLoop) {
   for (auto [t, cols] : {std::pair{DType::f32, int64_t{37}}, std::pair{DType::f64, int64_t{37}},
                          std::pair{DType::f32, int64_t{700}}, std::pair{DType::f64, int64_t{700}}}) {
@@ -106,6 +106,9 @@ TEST(CpuRowReuse, TwoReusedValuesMatchTheLoop) {
     auto art = backend().compile(kernel, {});
     ASSERT_TRUE(art.has_value()) << art.error().message;
     EXPECT_EQ((*art)->llvm_ir.find("@llvm.prefetch") != std::string::npos, cols == 700);
+    // ... and fetch the current row's output lines for writing (the output is not streamed).
+    EXPECT_EQ((*art)->llvm_ir.find("i32 1, i32 2, i32 1)") != std::string::npos, cols == 700)
+        << (*art)->llvm_ir;
     std::vector<double> x;
     for (int64_t j = 0; j < k.rows * k.cols; ++j)
       x.push_back(static_cast<float>(std::sin(j * 0.7) * 3 + (j / k.cols)));

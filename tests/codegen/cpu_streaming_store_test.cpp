@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
+#include <tuple>
 
 #include "codegen/cpu/streaming_stores.h"
 #include "tests/codegen/cpu_test_support.h"
@@ -206,6 +208,43 @@ TEST(CpuStreamingStores, SmallOutputsAndCheckedKernelsKeepOrdinaryStores) {
   auto checked = backend().compile(large, {}, CheckMode::validate);
   ASSERT_TRUE(checked.has_value()) << checked.error().message;
   EXPECT_EQ(count((*checked)->llvm_ir, "!nontemporal"), 0);
+}
+
+// The autotuner's other store kind (autotune/tune_space.h) overrides the rule either way, and
+// writes the same values.
+TEST(CpuStreamingStores, TheScheduleChoosesTheStoreKindOverTheRule) {
+  const int64_t mib = int64_t{1} << 20;
+  const kir::Kernel k = twice_plus_one(DType::f32, {(1 << 22) + 3});  // 16 MiB in and out
+  EXPECT_EQ(codegen::cpu::streaming_buffers(k, 32 * mib, CpuStores::cached),
+            (std::vector<bool>{false, false}));
+  EXPECT_EQ(codegen::cpu::streaming_buffers(k, 480 * mib, CpuStores::streaming),
+            (std::vector<bool>{false, true}));
+  EXPECT_EQ(codegen::cpu::other_store_kind(k, 32 * mib), CpuStores::cached);
+  EXPECT_EQ(codegen::cpu::other_store_kind(k, 480 * mib), std::nullopt);  // it fits the cache
+  // 16 MiB in, 1 MiB out: streamed by the rule where the cache is 8 MiB, by the schedule at 16.
+  const kir::Kernel rows = sum_of_rows(mib / 4);
+  EXPECT_EQ(codegen::cpu::other_store_kind(rows, 8 * mib), CpuStores::cached);
+  EXPECT_EQ(codegen::cpu::other_store_kind(rows, 16 * mib), CpuStores::streaming);
+  EXPECT_EQ(codegen::cpu::other_store_kind(rows, 32 * mib), std::nullopt);
+  EXPECT_EQ(codegen::cpu::other_store_kind(twice_plus_one(DType::f32, {(1 << 18) - 1}), 0),
+            std::nullopt);  // just under 1 MiB out
+  const Buffer x = input(DType::f32, (1 << 22) + 3);
+  for (auto [llc, stores, streams] : {std::tuple{32 * mib, CpuStores::cached, false},
+                                      std::tuple{480 * mib, CpuStores::streaming, true}}) {
+    SCOPED_TRACE(static_cast<int>(stores));
+    auto b = CpuBackend::create(test_cpu_target(), llc);
+    ASSERT_TRUE(b.has_value()) << b.error().message;
+    TuneParams p;
+    p.stores = stores;
+    auto art = (*b)->compile(k, p);
+    ASSERT_TRUE(art.has_value()) << art.error().message;
+    EXPECT_EQ(count((*art)->llvm_ir, "!nontemporal") > 0, streams);
+    Buffer y(DType::f32, x.size());
+    void* ptrs[] = {const_cast<uint8_t*>(x.bytes.data()), y.bytes.data()};
+    (*art)->fn(ptrs, 0, 5);  // a chunk that ends mid-line, then the rest
+    (*art)->fn(ptrs, 5, static_cast<int64_t>(x.size()));
+    expect_twice_plus_one(x, y);
+  }
 }
 
 }  // namespace
