@@ -88,8 +88,8 @@ TEST(CpuRowReuse, OnlyTheSameCostlyValueOverTheSameRow) {
 
 // Two reused values from two reductions (softmax plus tanh(x) * sum tanh), in f32 and f64, odd
 // row lengths, against a double loop (run_kernel also runs uneven chunks of rows). Rows of at
-// least two prefetch blocks (700: two blocks of 256 and a tail) fill in blocks that prefetch the
-// next row, and the current row's output for writing; short ones (37) do not.
+// least 512 (700: five prefetch blocks of 128 and a tail) fill in blocks that prefetch the next
+// row, and the current row's output for writing; short ones (37) do not.
 TEST(CpuRowReuse, TwoReusedValuesMatchTheLoop) {
   for (auto [t, cols] : {std::pair{DType::f32, int64_t{37}}, std::pair{DType::f64, int64_t{37}},
                          std::pair{DType::f32, int64_t{700}}, std::pair{DType::f64, int64_t{700}}}) {
