@@ -121,12 +121,13 @@ constexpr int kRolledReductionInterleave = 4;
 // A cache line: where a streaming output's vector stores start (streaming_stores.h).
 constexpr int64_t kLineBytes = 64;
 // Iterations of a row-filling reduction per block that prefetches the next row (a 512-byte f32
-// block: 8 lines; 2 cores streaming softmax's 4096 x 4096 rows: 7.2 ms -> 5.6 in a C model).
-// Each block starts with its prefetches, a burst of 8 lines per buffer: a core tracks only 10-12
-// misses at once, so a longer burst holds the loads behind it until lines arrive. Softmax 4096 x
-// 4096 on 2 Cascade Lake cores (36 MiB L3), its object code timed alone: 8.32-8.48 ms in blocks of
-// 256 (16 + 16 lines a burst), 7.75-7.83 in blocks of 128, 7.76-7.86 in blocks of 64 (whose sums
-// cost more: 0.70 ns an element on one core held in L2, against 0.63 and 0.66).
+// block: 8 lines). Prefetching at all took 2 cores streaming softmax's 4096 x 4096 rows from 7.2
+// ms to 5.6 in a C model (in blocks of 256). Each block starts with its prefetches, a burst
+// of 8 lines per buffer: a core tracks only 10-12 misses at once, so a longer burst holds the loads
+// behind it until lines arrive. Softmax 4096 x 4096 on 2 Cascade Lake cores (36 MiB L3), its object
+// code timed alone: 8.32-8.48 ms in blocks of 256 (16 + 16 lines a burst), 7.75-7.83 in blocks of
+// 128, 7.76-7.86 in blocks of 64 (whose sums cost more: 0.70 ns an element on one core held in L2,
+// against 0.63 and 0.66).
 constexpr int64_t kPrefetchBlock = 128;
 // Rows shorter than this are not prefetched (a row of 2 KiB or less is read ahead by the hardware
 // well enough).

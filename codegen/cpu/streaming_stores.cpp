@@ -53,6 +53,15 @@ int64_t footprint_of(const kir::Kernel& kernel) {
   return footprint;
 }
 
+// The outputs of `written_only` of at least `min_bytes`.
+std::vector<bool> outputs_of_at_least(const kir::Kernel& kernel,
+                                      const std::vector<bool>& written_only, int64_t min_bytes) {
+  std::vector<bool> out(kernel.params.size(), false);
+  for (size_t i = 0; i < kernel.params.size() && i < written_only.size(); ++i)
+    out[i] = written_only[i] && bytes_of(kernel.params[i]) >= min_bytes;
+  return out;
+}
+
 // The outputs of `written_only` large enough to stream at the parameters' sizes: of at least
 // kStreamingStoreBytes, or of kStreamingMinBytes in a footprint of kStreamingFootprintCaches
 // last-level caches (`llc_bytes` > 0).
@@ -60,13 +69,8 @@ std::vector<bool> large_outputs(const kir::Kernel& kernel, const std::vector<boo
                                 int64_t llc_bytes) {
   const bool evicts_its_output =
       llc_bytes > 0 && footprint_of(kernel) >= kStreamingFootprintCaches * llc_bytes;
-  std::vector<bool> out(kernel.params.size(), false);
-  for (size_t i = 0; i < kernel.params.size() && i < written_only.size(); ++i) {
-    const int64_t bytes = bytes_of(kernel.params[i]);
-    out[i] = written_only[i] &&
-             (bytes >= kStreamingStoreBytes || (evicts_its_output && bytes >= kStreamingMinBytes));
-  }
-  return out;
+  return outputs_of_at_least(kernel, written_only,
+                             evicts_its_output ? kStreamingMinBytes : kStreamingStoreBytes);
 }
 }  // namespace
 
@@ -78,11 +82,7 @@ std::vector<bool> streaming_buffers(const kir::Kernel& kernel, int64_t llc_bytes
     return std::vector<bool>(kernel.params.size(), false);
   if (stores == CpuStores::streaming) {
     if (kernel.has_sizes()) return std::vector<bool>(kernel.params.size(), false);
-    const std::vector<bool> written_only = kir::written_only(kernel);
-    std::vector<bool> out(kernel.params.size(), false);
-    for (size_t i = 0; i < kernel.params.size() && i < written_only.size(); ++i)
-      out[i] = written_only[i] && bytes_of(kernel.params[i]) >= kStreamingMinBytes;
-    return out;
+    return outputs_of_at_least(kernel, kir::written_only(kernel), kStreamingMinBytes);
   }
   if (llc_bytes > 0 && footprint_of(kernel) < llc_bytes / kStreamingCacheFraction)
     return std::vector<bool>(kernel.params.size(), false);
