@@ -6,9 +6,12 @@
 
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/ADT/SmallVector.h>
+#include <llvm/IR/Constants.h>
 #include <llvm/IR/DerivedTypes.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Instructions.h>
+#include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/PassManager.h>
@@ -45,6 +48,79 @@ llvm::Value* halves_of(llvm::Value* a, llvm::Value* b) {
       return n;
   }
   return nullptr;
+}
+
+// Whether `v` is NaN whenever `x` is: v is x, or an IEEE operation (no nnan flag) with an operand
+// that is, or a select whose condition compares such a value (so that a NaN decides it: false for
+// an ordered predicate, true for an unordered one) and whose arm so chosen is such a value. Looks
+// through at most `depth` steps.
+bool nan_follows(const llvm::Value* v, const llvm::Value* x, int depth = 24) {
+  if (v == x) return true;
+  if (depth == 0) return false;
+  const auto follows = [&](const llvm::Value* u) { return nan_follows(u, x, depth - 1); };
+  const auto* inst = llvm::dyn_cast<llvm::Instruction>(v);
+  if (!inst) return false;
+  if (llvm::isa<llvm::FPMathOperator>(inst) && inst->hasNoNaNs()) return false;
+  switch (inst->getOpcode()) {
+    case llvm::Instruction::FAdd:
+    case llvm::Instruction::FSub:
+    case llvm::Instruction::FMul:
+    case llvm::Instruction::FDiv:
+      return follows(inst->getOperand(0)) || follows(inst->getOperand(1));
+    case llvm::Instruction::FNeg:
+      return follows(inst->getOperand(0));
+    case llvm::Instruction::Select: {
+      const auto* cmp = llvm::dyn_cast<llvm::FCmpInst>(inst->getOperand(0));
+      if (!cmp || !(follows(cmp->getOperand(0)) || follows(cmp->getOperand(1)))) return false;
+      const bool nan_picks_true = llvm::FCmpInst::isUnordered(cmp->getPredicate());
+      if (!nan_picks_true && !llvm::FCmpInst::isOrdered(cmp->getPredicate())) return false;
+      return follows(inst->getOperand(nan_picks_true ? 1 : 2));
+    }
+    default:
+      break;
+  }
+  if (const auto* call = llvm::dyn_cast<llvm::IntrinsicInst>(inst)) switch (call->getIntrinsicID()) {
+      case llvm::Intrinsic::fma:
+      case llvm::Intrinsic::fmuladd:
+        return follows(call->getArgOperand(0)) || follows(call->getArgOperand(1)) ||
+               follows(call->getArgOperand(2));
+      case llvm::Intrinsic::floor:
+      case llvm::Intrinsic::ceil:
+      case llvm::Intrinsic::trunc:
+      case llvm::Intrinsic::rint:
+      case llvm::Intrinsic::nearbyint:
+      case llvm::Intrinsic::roundeven:
+      case llvm::Intrinsic::fabs:
+        return follows(call->getArgOperand(0));
+      default:
+        break;
+    }
+  return false;
+}
+
+// emit_exp_f32's last step, select(x is NaN, p, scaled), once scaled is vscalefps(p, n): a NaN p
+// gives p (quieted, and p is an arithmetic result, so already quiet) from vscalefps itself, so
+// where x's NaN provably reaches p, the select is scaled.
+void drop_nan_select(llvm::CallInst* scaled, std::vector<llvm::Instruction*>& dead) {
+  llvm::Value* p = scaled->getArgOperand(0);
+  for (llvm::User* user : llvm::SmallVector<llvm::User*, 4>(scaled->users())) {
+    auto* sel = llvm::dyn_cast<llvm::SelectInst>(user);
+    if (!sel || sel->getTrueValue() != p || sel->getFalseValue() != scaled) continue;
+    const auto* cmp = llvm::dyn_cast<llvm::FCmpInst>(sel->getCondition());
+    if (!cmp || cmp->getPredicate() != llvm::FCmpInst::FCMP_UNO) continue;
+    // uno(x, x), or uno(x, c) with a constant c that is not NaN (instcombine's form).
+    llvm::Value* x = cmp->getOperand(0);
+    const llvm::Value* other = cmp->getOperand(1);
+    if (other != x) {
+      const auto* c = llvm::dyn_cast<llvm::Constant>(other);
+      const llvm::Constant* splat = c && c->getType()->isVectorTy() ? c->getSplatValue() : c;
+      const auto* cf = llvm::dyn_cast_or_null<llvm::ConstantFP>(splat);
+      if (!cf || cf->isNaN()) continue;
+    }
+    if (!nan_follows(p, x)) continue;
+    sel->replaceAllUsesWith(scaled);
+    dead.push_back(sel);
+  }
 }
 
 }  // namespace
@@ -87,6 +163,7 @@ bool scale_exp_with_vscalef(llvm::Function& fn) {
                                   {}, {p, nf, p, b.getInt8(0xff)});
       inst.replaceAllUsesWith(scaled);
       dead.push_back(&inst);
+      drop_nan_select(scaled, dead);
     }
   for (llvm::Instruction* inst : dead) llvm::RecursivelyDeleteTriviallyDeadInstructions(inst);
   return !dead.empty();

@@ -54,6 +54,13 @@ Value* clamp(llvm::IRBuilderBase& b, Value* x, double lo, double hi) {
   return b.CreateSelect(b.CreateFCmpOLT(y, f32(b, hi)), y, f32(b, hi));
 }
 
+// The same clamp with a NaN x kept: x < lo ? lo : x, then y > hi ? hi : y (maxps(lo, x) and
+// minps(hi, y) on x86, one instruction each).
+Value* clamp_keeping_nan(llvm::IRBuilderBase& b, Value* x, double lo, double hi) {
+  Value* y = b.CreateSelect(b.CreateFCmpOLT(x, f32(b, lo)), f32(b, lo), x);
+  return b.CreateSelect(b.CreateFCmpOGT(y, f32(b, hi)), f32(b, hi), y);
+}
+
 // 2^k for an i32 k in [-126, 127], built in the exponent field.
 Value* pow2i(llvm::IRBuilderBase& b, Value* k) {
   Value* bits = b.CreateShl(b.CreateAdd(k, i32(b, 127)), i32(b, 23));
@@ -84,7 +91,11 @@ Value* exp_finish(llvm::IRBuilderBase& b, Value* r, Value* r2, Value* p) {
 
 Value* emit_exp_f32(llvm::IRBuilderBase& b, Value* x) {
   // exp(x) = 2^n * exp(r), n = round(x / ln2), |r| <= ln2/2, ln2 split in two for exact n*C1.
-  Value* xc = clamp(b, x, -104.0, 89.0);
+  // A NaN x passes the clamp, so p below is NaN too: the result for it is p (x's sign and payload,
+  // quieted, as glibc's expf gives). n's conversion to an integer is poison then, so the scaled
+  // value is not, and the select stays, unless scale_exp_with_vscalef (llvm_optimizer.h) scales
+  // by n as a float: vscalefps returns a NaN p itself, and the rewrite drops the select.
+  Value* xc = clamp_keeping_nan(b, x, -104.0, 89.0);
   Value* n =
       b.CreateUnaryIntrinsic(llvm::Intrinsic::floor, fma(b, xc, f32(b, kLog2e), f32(b, 0.5)));
   Value* r = exp_reduce(b, xc, n);
@@ -96,7 +107,7 @@ Value* emit_exp_f32(llvm::IRBuilderBase& b, Value* x) {
   Value* n1 = b.CreateAShr(ni, i32(b, 1));
   Value* n2 = b.CreateSub(ni, n1);
   Value* res = b.CreateFMul(b.CreateFMul(p, pow2i(b, n1)), pow2i(b, n2));
-  return b.CreateSelect(is_nan(b, x), x, res);
+  return b.CreateSelect(is_nan(b, x), p, res);
 }
 
 Value* emit_exp_nonpositive_f32(llvm::IRBuilderBase& b, Value* x) {

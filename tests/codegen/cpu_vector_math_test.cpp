@@ -6,6 +6,7 @@
 #include <llvm/AsmParser/Parser.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Instructions.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/SourceMgr.h>
@@ -244,6 +245,103 @@ TEST(CpuVectorMath, ExpScalesWithVscalefWhereTheTargetHasIt) {
   }
 }
 
+// exp's whole tail over 16 lanes of x as O3 leaves it: xc = `clamp` of x (a select), f its floored
+// fma, p = `p_op` of xc, the two-step scaling of p by 2^f, then select(uno(x, `uno_rhs`), `nan_arm`,
+// scaled).
+std::string exp_tail_ir(const std::string& clamp, const std::string& p_op,
+                        const std::string& uno_rhs, const std::string& nan_arm) {
+  const std::string f = "<16 x float>", i = "<16 x i32>";
+  auto splat = [&](const std::string& v) {
+    std::vector<std::string> e(16, v);
+    return fmt::format("<{}>", fmt::join(e, ", "));
+  };
+  return fmt::format(
+      "define {0} @tail({0} %x) #0 {{\n"
+      "  {2}\n"
+      "  %t = call {0} @llvm.fmuladd.v16f32({0} %xc, {0} {3}, {0} {4})\n"
+      "  %f = call {0} @llvm.floor.v16f32({0} %t)\n"
+      "  %p = {5}\n"
+      "  %n = fptosi {0} %f to {1}\n"
+      "  %h = ashr {1} %n, {6}\n"
+      "  %r = sub {1} %n, %h\n"
+      "  %s1 = shl {1} %h, {7}\n"
+      "  %b1 = add {1} %s1, {8}\n"
+      "  %e1 = bitcast {1} %b1 to {0}\n"
+      "  %s2 = shl {1} %r, {7}\n"
+      "  %b2 = add {1} %s2, {8}\n"
+      "  %e2 = bitcast {1} %b2 to {0}\n"
+      "  %m1 = fmul {0} %p, %e1\n"
+      "  %m2 = fmul {0} %m1, %e2\n"
+      "  %nan = fcmp uno {0} %x, {9}\n"
+      "  %res = select <16 x i1> %nan, {0} {10}, {0} %m2\n"
+      "  ret {0} %res\n"
+      "}}\n"
+      "declare {0} @llvm.fmuladd.v16f32({0}, {0}, {0})\n"
+      "declare {0} @llvm.floor.v16f32({0})\n"
+      "attributes #0 = {{ \"target-features\"=\"+avx2,+fma,+avx512f,+avx512vl\" }}\n",
+      f, i, clamp, splat("float 0x3FF7154760000000"), splat("float 5.000000e-01"), p_op,
+      splat("i32 1"), splat("i32 23"), splat(fmt::format("i32 {}", 127 << 23)), uno_rhs, nan_arm);
+}
+
+// The rewrite to vscalefps also drops exp's NaN select, select(x is NaN, p, scaled), where a NaN x
+// provably makes p NaN, since vscalefps returns a NaN p itself: through a clamp that keeps a NaN
+// (an ordered compare that a NaN makes false, or an unordered one that it makes true, choosing the
+// NaN) and arithmetic without nnan. Where a NaN may not reach p, or the select's NaN arm is not p,
+// the select stays.
+TEST(CpuVectorMath, VscalefDropsExpsNanSelectOnlyWhereANanXReachesP) {
+  const std::string lo = "<float -1.040000e+02, float -1.040000e+02, float -1.040000e+02, "
+                         "float -1.040000e+02, float -1.040000e+02, float -1.040000e+02, "
+                         "float -1.040000e+02, float -1.040000e+02, float -1.040000e+02, "
+                         "float -1.040000e+02, float -1.040000e+02, float -1.040000e+02, "
+                         "float -1.040000e+02, float -1.040000e+02, float -1.040000e+02, "
+                         "float -1.040000e+02>";
+  const auto clamp = [&](const char* pred, bool x_first) {
+    return fmt::format("%c = fcmp {} <16 x float> %x, {}\n  %xc = select <16 x i1> %c, <16 x float> {}",
+                       pred, lo, x_first ? "%x, <16 x float> " + lo : lo + ", <16 x float> %x");
+  };
+  const std::string keep = clamp("olt", false);   // x < lo ? lo : x: a NaN x stays
+  const std::string drop = clamp("ogt", true);    // x > lo ? x : lo: a NaN x becomes lo
+  const std::string keep_u = clamp("uge", true);  // x >= lo or NaN ? x : lo: a NaN x stays
+  const std::string p = "fadd <16 x float> %xc, %f";
+  struct Case {
+    std::string clamp, p_op, uno_rhs, nan_arm;
+    bool dropped;
+    const char* what;
+  };
+  for (const Case& c : {
+           Case{keep, p, "%x", "%p", true, "NaN-keeping clamp, uno(x, x)"},
+           Case{keep, p, "zeroinitializer", "%p", true, "uno(x, 0) as instcombine writes it"},
+           Case{keep_u, p, "%x", "%p", true, "the clamp with its compare inverted to unordered"},
+           Case{keep, "call <16 x float> @llvm.fmuladd.v16f32(<16 x float> %f, <16 x float> %f, "
+                      "<16 x float> %xc)",
+                "%x", "%p", true, "p an fma of the clamped x"},
+           Case{drop, p, "%x", "%p", false, "a clamp that turns a NaN into lo"},
+           Case{keep, "fadd nnan <16 x float> %xc, %f", "%x", "%p", false, "p computed nnan"},
+           Case{keep, "fadd <16 x float> zeroinitializer, zeroinitializer", "%x", "%p", false,
+                "p not computed from x"},
+           Case{keep, p, "%x", "%x", false, "the NaN arm x itself, not p"},
+       }) {
+    llvm::LLVMContext ctx;
+    llvm::SMDiagnostic diag;
+    const std::string text = exp_tail_ir(c.clamp, c.p_op, c.uno_rhs, c.nan_arm);
+    std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(text, diag, ctx);
+    ASSERT_TRUE(m) << diag.getMessage().str() << "\n" << text;
+    llvm::Function* fn = m->getFunction("tail");
+    ASSERT_TRUE(cpu::scale_exp_with_vscalef(*fn)) << c.what;
+    std::string ir;
+    llvm::raw_string_ostream os(ir);
+    fn->print(os);
+    const std::string what = fmt::format("{}\n{}", c.what, ir);
+    EXPECT_NE(ir.find("scalef.ps.512"), std::string::npos) << what;
+    const auto* ret = llvm::cast<llvm::ReturnInst>(fn->back().getTerminator());
+    const auto* call = llvm::dyn_cast<llvm::CallInst>(ret->getReturnValue());
+    const bool returns_scaled = call && call->getCalledFunction() &&
+                                call->getCalledFunction()->getName().contains("scalef");
+    EXPECT_EQ(returns_scaled, c.dropped) << what;
+    EXPECT_EQ(ir.find("%res = select <16 x i1> %nan") != std::string::npos, !c.dropped) << what;
+  }
+}
+
 // With vscalefps (the host's AVX-512 code) and without it (x86-64-v3), exp gives the same bits at
 // every input, across the subnormal results below -87.3, the overflow near 88.72 and the special
 // values: the one rounding of p * 2^n is the same either way.
@@ -262,6 +360,10 @@ TEST(CpuVectorMath, ExpIsTheSameBitsWithAndWithoutVscalef) {
                   -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
                   std::numeric_limits<float>::denorm_min(), -1e-30f, 1e-30f})
     x.push_back(v);
+  // NaNs of either sign, quiet and signaling, with payloads: exp gives x quieted (as glibc's expf).
+  const std::vector<uint32_t> nans = {0x7fc00000u, 0xffc00000u, 0x7fc12345u, 0xffd54321u,
+                                      0x7f812345u, 0xff800001u, 0x7fbfffffu};
+  for (uint32_t bits : nans) x.push_back(std::bit_cast<float>(bits));
   const int64_t n = static_cast<int64_t>(x.size());
   auto arena = std::make_shared<kir::ExprArena>();
   const kir::Expr* i = arena->var(0);
@@ -288,6 +390,9 @@ TEST(CpuVectorMath, ExpIsTheSameBitsWithAndWithoutVscalef) {
         << "exp(" << x[j] << "): " << a[j] << " with vscalefps, " << b[j] << " without";
     subnormal += std::fpclassify(a[j]) == FP_SUBNORMAL;
   }
+  for (size_t j = x.size() - nans.size(); j < x.size(); ++j)
+    EXPECT_EQ(std::bit_cast<uint32_t>(a[j]), nans[j - (x.size() - nans.size())] | 0x00400000u)
+        << "exp of the NaN " << std::hex << nans[j - (x.size() - nans.size())];
   EXPECT_GT(subnormal, 1000) << "the sweep should reach the subnormal results";
 }
 
