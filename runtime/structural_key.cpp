@@ -148,8 +148,15 @@ bool is_slice_bound(ir::Op op, ir::AttrKey key) {
   return op == ir::Op::Slice && (key == ir::AttrKey::start || key == ir::AttrKey::end);
 }
 
+// A pad's widths (before and after, one per axis): sizes of its output as its input's are (a
+// sequence padded to a length that grows a step). Its value stays in the family's key.
+bool is_pad_width(ir::Op op, ir::AttrKey key) {
+  return op == ir::Op::Pad && (key == ir::AttrKey::before || key == ir::AttrKey::after);
+}
+
 // With `family`, the sizes go to family->dims instead of the key, and so do an attribute that
-// repeats its node's shape and a slice's bounds (a marker stands for each).
+// repeats its node's shape, a slice's bounds and a pad's widths (a marker stands for each, and
+// for widths their count).
 template <typename Pos>
 void serialize(const std::vector<const ir::Node*>& live,
                const std::vector<const ir::Node*>& outputs, Pos pos, StructuralKey& k,
@@ -184,6 +191,10 @@ void serialize(const std::vector<const ir::Node*>& live,
       } else if (family && bound && is_slice_bound(n->op, key)) {
         put(k.key, kSymbolsMarker);
         family->dims.push_back(*bound);
+      } else if (family && sizes && is_pad_width(n->op, key)) {
+        put(k.key, kSymbolsMarker);
+        put(k.key, sizes->size());
+        family->dims.insert(family->dims.end(), sizes->begin(), sizes->end());
       } else {
         put_attr(k.key, value);
       }

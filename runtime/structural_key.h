@@ -23,8 +23,9 @@ StructuralKey structural_key(const std::vector<const ir::Node*>& outputs);
 // others whose sizes follow the same affine functions of one size. An attribute that repeats its
 // node's shape (reshape's and expand's `shape`) is left out with it, and a slice's start and end
 // are sizes too (in `dims`, after the node's shape): a slice whose end grows a step (a cache read
-// to the tokens so far) is one family, served by its symbolic plan. Every other attribute stays,
-// so a slice's step or a pad width that changes makes another family.
+// to the tokens so far) is one family, served by its symbolic plan. So are a pad's widths (before,
+// then after, one per axis): a sequence padded to a length that grows. Every other attribute
+// stays, so a slice's step or a pad's value that changes makes another family.
 struct ShapeFamily {
   std::string key;
   std::vector<int64_t> dims;

@@ -4,9 +4,9 @@
 
 #include <vector>
 
+#include <llvm/ADT/SmallVector.h>
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
-#include <llvm/ADT/SmallVector.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DerivedTypes.h>
 #include <llvm/IR/IRBuilder.h>
@@ -79,7 +79,8 @@ bool nan_follows(const llvm::Value* v, const llvm::Value* x, int depth = 24) {
     default:
       break;
   }
-  if (const auto* call = llvm::dyn_cast<llvm::IntrinsicInst>(inst)) switch (call->getIntrinsicID()) {
+  if (const auto* call = llvm::dyn_cast<llvm::IntrinsicInst>(inst))
+    switch (call->getIntrinsicID()) {
       case llvm::Intrinsic::fma:
       case llvm::Intrinsic::fmuladd:
         return follows(call->getArgOperand(0)) || follows(call->getArgOperand(1)) ||

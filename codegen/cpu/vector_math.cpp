@@ -92,9 +92,10 @@ Value* exp_finish(llvm::IRBuilderBase& b, Value* r, Value* r2, Value* p) {
 Value* emit_exp_f32(llvm::IRBuilderBase& b, Value* x) {
   // exp(x) = 2^n * exp(r), n = round(x / ln2), |r| <= ln2/2, ln2 split in two for exact n*C1.
   // A NaN x passes the clamp, so p below is NaN too: the result for it is p (x's sign and payload,
-  // quieted, as glibc's expf gives). n's conversion to an integer is poison then, so the scaled
-  // value is not, and the select stays, unless scale_exp_with_vscalef (llvm_optimizer.h) scales
-  // by n as a float: vscalefps returns a NaN p itself, and the rewrite drops the select.
+  // quieted, as glibc's expf gives). n's conversion to an integer is poison then, and so is the
+  // two-step scaling of p, so the final select stays, unless scale_exp_with_vscalef
+  // (llvm_optimizer.h) scales by n as a float: vscalefps returns a NaN p itself, and the rewrite
+  // drops the select.
   Value* xc = clamp_keeping_nan(b, x, -104.0, 89.0);
   Value* n =
       b.CreateUnaryIntrinsic(llvm::Intrinsic::floor, fma(b, xc, f32(b, kLog2e), f32(b, 0.5)));

@@ -246,8 +246,8 @@ TEST(CpuVectorMath, ExpScalesWithVscalefWhereTheTargetHasIt) {
 }
 
 // exp's whole tail over 16 lanes of x as O3 leaves it: xc = `clamp` of x (a select), f its floored
-// fma, p = `p_op` of xc, the two-step scaling of p by 2^f, then select(uno(x, `uno_rhs`), `nan_arm`,
-// scaled).
+// fma, p = `p_op` of xc, the two-step scaling of p by 2^f, then select(uno(x, `uno_rhs`),
+// `nan_arm`, scaled).
 std::string exp_tail_ir(const std::string& clamp, const std::string& p_op,
                         const std::string& uno_rhs, const std::string& nan_arm) {
   const std::string f = "<16 x float>", i = "<16 x i32>";
@@ -289,15 +289,17 @@ std::string exp_tail_ir(const std::string& clamp, const std::string& p_op,
 // NaN) and arithmetic without nnan. Where a NaN may not reach p, or the select's NaN arm is not p,
 // the select stays.
 TEST(CpuVectorMath, VscalefDropsExpsNanSelectOnlyWhereANanXReachesP) {
-  const std::string lo = "<float -1.040000e+02, float -1.040000e+02, float -1.040000e+02, "
-                         "float -1.040000e+02, float -1.040000e+02, float -1.040000e+02, "
-                         "float -1.040000e+02, float -1.040000e+02, float -1.040000e+02, "
-                         "float -1.040000e+02, float -1.040000e+02, float -1.040000e+02, "
-                         "float -1.040000e+02, float -1.040000e+02, float -1.040000e+02, "
-                         "float -1.040000e+02>";
+  const std::string lo =
+      "<float -1.040000e+02, float -1.040000e+02, float -1.040000e+02, "
+      "float -1.040000e+02, float -1.040000e+02, float -1.040000e+02, "
+      "float -1.040000e+02, float -1.040000e+02, float -1.040000e+02, "
+      "float -1.040000e+02, float -1.040000e+02, float -1.040000e+02, "
+      "float -1.040000e+02, float -1.040000e+02, float -1.040000e+02, "
+      "float -1.040000e+02>";
   const auto clamp = [&](const char* pred, bool x_first) {
-    return fmt::format("%c = fcmp {} <16 x float> %x, {}\n  %xc = select <16 x i1> %c, <16 x float> {}",
-                       pred, lo, x_first ? "%x, <16 x float> " + lo : lo + ", <16 x float> %x");
+    return fmt::format(
+        "%c = fcmp {} <16 x float> %x, {}\n  %xc = select <16 x i1> %c, <16 x float> {}", pred, lo,
+        x_first ? "%x, <16 x float> " + lo : lo + ", <16 x float> %x");
   };
   const std::string keep = clamp("olt", false);   // x < lo ? lo : x: a NaN x stays
   const std::string drop = clamp("ogt", true);    // x > lo ? x : lo: a NaN x becomes lo
@@ -312,8 +314,9 @@ TEST(CpuVectorMath, VscalefDropsExpsNanSelectOnlyWhereANanXReachesP) {
            Case{keep, p, "%x", "%p", true, "NaN-keeping clamp, uno(x, x)"},
            Case{keep, p, "zeroinitializer", "%p", true, "uno(x, 0) as instcombine writes it"},
            Case{keep_u, p, "%x", "%p", true, "the clamp with its compare inverted to unordered"},
-           Case{keep, "call <16 x float> @llvm.fmuladd.v16f32(<16 x float> %f, <16 x float> %f, "
-                      "<16 x float> %xc)",
+           Case{keep,
+                "call <16 x float> @llvm.fmuladd.v16f32(<16 x float> %f, <16 x float> %f, "
+                "<16 x float> %xc)",
                 "%x", "%p", true, "p an fma of the clamped x"},
            Case{drop, p, "%x", "%p", false, "a clamp that turns a NaN into lo"},
            Case{keep, "fadd nnan <16 x float> %xc, %f", "%x", "%p", false, "p computed nnan"},

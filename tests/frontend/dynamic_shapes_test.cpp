@@ -207,6 +207,52 @@ TEST(DynamicShapes, ASliceWhoseBoundsMoveIsOneFamily) {
   check(y.slice(1, 0, 90) * 2.0 + 1.0, 0, 80);
 }
 
+// A pad's widths are sizes of its shape family too: a sequence padded at its end to a length that
+// grows a step, or at its start (a prompt padded on the left), its input's shape never changing,
+// takes the family's symbolic plan once three widths have built it, where each width had made a
+// family and built a plan of its own. The pad's value stays in the family's key: another value
+// builds its own plan, and every element is right at every width.
+TEST(DynamicShapes, APadWhoseWidthsGrowIsOneFamily) {
+  auto dev = open_cpu({{"shapes.policy", "automatic"}});
+  const std::vector<float> ys = values(3 * 20, 0.5f, 5);
+  auto y = kiln::Tensor::from_host(dev, std::span<const float>(ys), {3, 20});
+  // y padded with `before` and `after` columns of `value`, times 2 plus 1.
+  const auto check = [&](int64_t before, int64_t after, double value) {
+    auto got = (y.pad({0, before}, {0, after}, value) * 2.0 + 1.0).to_vector<float>();
+    ASSERT_TRUE(got.has_value()) << got.error().message;
+    const int64_t width = before + 20 + after;
+    ASSERT_EQ(got->size(), static_cast<size_t>(3 * width));
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < width; ++j) {
+        const bool inside = j >= before && j < before + 20;
+        const float x =
+            inside ? ys[static_cast<size_t>(i * 20 + j - before)] : static_cast<float>(value);
+        ASSERT_EQ((*got)[static_cast<size_t>(i * width + j)], x * 2 + 1)
+            << "before " << before << " after " << after << " row " << i << " column " << j;
+      }
+  };
+  Sources at_end, at_start;
+  for (int64_t after = 2; after <= 40; ++after) {
+    check(0, after, 7.0);
+    at_end.add(dev.last_stats().plan_source);
+  }
+  EXPECT_EQ(at_end.built, 4) << "two widths generalize the kernel, a third confirms the template";
+  EXPECT_EQ(at_end.symbolic, 35);
+  for (int64_t before = 2; before <= 40; ++before) {
+    check(before, 3, 7.0);
+    at_start.add(dev.last_stats().plan_source);
+  }
+  EXPECT_LE(at_start.built, 4);
+  EXPECT_GE(at_start.symbolic, 35);
+  // Another value is another family (built), right at a width its family had met, as are widths
+  // of 0 and 1 (specialization facts: no template serves them).
+  check(0, 10, -3.0);
+  EXPECT_EQ(dev.last_stats().plan_source, "built");
+  check(0, 1, 7.0);
+  check(0, 0, 7.0);
+  check(1, 0, 7.0);
+}
+
 // Under `dynamic` a kernel is dynamic along its outer axis from its first size, its inner sizes
 // compiled in; a kernel of the same form at other inner sizes (a slice whose end grows a step)
 // takes them at run time from then on, as under `automatic`, where it had compiled every step.
