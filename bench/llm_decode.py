@@ -2,7 +2,8 @@
 """The LLM decode workload (examples/llm/llama.py) in one run: kiln from Python and from C++ next
 to numpy and torch eager, with tokens per second, ms per token (medians over the steps after the
 first), the kernels kiln compiled over the run, and kiln's first-step latency with a cold cache
-and then a warm one (the plan and kernels found in the cache file of the cold run).
+and then a warm one (the plan and kernels found in the cache file of the cold run); then the
+Python step traced once and replayed (kiln.trace), warm.
 
     PYTHONPATH=build/python python3 bench/llm_decode.py [--steps 200] [--topk 1] [--cpp build/examples/llm/kiln_llm_decode]
 
@@ -59,9 +60,9 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         store = "file=" + os.path.join(tmp, "cache.sqlite")
-        for label in ("cold cache", "warm cache"):
+        for label, traced in (("cold cache", False), ("warm cache", False), ("warm cache, traced", True)):
             dev = kiln.Device("cpu", {"compilation.cache": store, "autotune.cache": store})
-            dec = llama.KilnDecoder(cfg, w, kiln, dev)
+            dec = llama.KilnDecoder(cfg, w, kiln, dev, traced=traced)
             got, t = llama.generate(dec, prompt, args.steps, args.topk)
             compiled = sum(s.compiled for s in dec.stats)
             rows.append((f"kiln python, {label}", median(t[1:]), t[0], str(compiled), got))

@@ -82,6 +82,34 @@ kiln_status kiln_graph_parse(const char* text, const char* filename, kiln_graph*
   });
 }
 
+kiln_status kiln_graph_trace(const kiln_tensor* outputs, int32_t num_outputs,
+                             const kiln_tensor* args, int32_t num_args, kiln_graph* out) {
+  const char* fn = __func__;
+  if (num_outputs <= 0)
+    return fail(KILN_ERROR_INVALID_ARGUMENT,
+                fmt::format("{}: num_outputs is {}: there is nothing to trace", fn, num_outputs));
+  if (num_args < 0)
+    return fail(KILN_ERROR_INVALID_ARGUMENT,
+                fmt::format("{}: num_args {} is negative", fn, num_args));
+  if (!outputs) return null_argument(fn, "outputs");
+  if (num_args > 0 && !args) return null_argument(fn, "args");
+  if (!out) return null_argument(fn, "out");
+  return guarded(fn, [&] {
+    std::vector<kiln::Tensor> outs, ins;
+    for (int32_t i = 0; i < num_outputs; ++i) {
+      if (!outputs[i])
+        return fail(KILN_ERROR_INVALID_ARGUMENT, fmt::format("{}: outputs[{}] is NULL", fn, i));
+      outs.push_back(outputs[i]->tensor);
+    }
+    for (int32_t i = 0; i < num_args; ++i) {
+      if (!args[i])
+        return fail(KILN_ERROR_INVALID_ARGUMENT, fmt::format("{}: args[{}] is NULL", fn, i));
+      ins.push_back(args[i]->tensor);
+    }
+    return give_graph(fn, kiln::detail::trace_kg(outs, ins), out);
+  });
+}
+
 void kiln_graph_release(kiln_graph graph) {
   delete graph;
 }

@@ -20,6 +20,12 @@ Expected<Graph> Graph::parse(std::string_view kg_text, std::string_view filename
   return Graph(std::move(*file));
 }
 
+Expected<Graph> Graph::trace(const std::vector<Tensor>& outputs, const std::vector<Tensor>& args) {
+  auto file = detail::trace_kg(outputs, args);
+  if (!file) return std::unexpected(file.error());
+  return Graph(std::move(*file));
+}
+
 std::vector<GraphInput> Graph::inputs() const {
   std::vector<GraphInput> out;
   for (size_t i = 0; i < file_->callable_inputs(); ++i) {

@@ -76,9 +76,10 @@ struct Recipe {
   BuildFn build;  // null: realized, an input of the dump
 };
 
-// The recipes `roots` depend on, operands before users (iterative: any chain length fits).
-std::vector<Recipe> recipes(DeviceState& dev,
-                            const std::vector<std::shared_ptr<TensorImpl>>& roots) {
+// The recipes `roots` depend on, operands before users (iterative: any chain length fits). The
+// tensors in `leaves` are taken as realized (no recipe), pending or not.
+std::vector<Recipe> recipes(DeviceState& dev, const std::vector<std::shared_ptr<TensorImpl>>& roots,
+                            const std::unordered_set<const TensorImpl*>& leaves = {}) {
   std::vector<Recipe> order;
   std::unordered_set<const TensorImpl*> seen;
   struct Frame {
@@ -89,7 +90,7 @@ std::vector<Recipe> recipes(DeviceState& dev,
   std::lock_guard lock(dev.mu);
   auto visit = [&](std::shared_ptr<TensorImpl> t) {
     if (!seen.insert(t.get()).second) return;
-    if (t->buffer) {
+    if (t->buffer || leaves.count(t.get())) {
       order.push_back({std::move(t), {}, nullptr});
       return;
     }
@@ -177,6 +178,65 @@ Expected<std::string> dump_tensors(const std::vector<Tensor>& tensors, std::stri
   Nodes outputs;
   for (const auto& t : roots) outputs.push_back(node_of.at(t.get()));
   return render(**executor, g, outputs, nullptr, stage, why);
+}
+
+Expected<std::shared_ptr<const KgFile>> trace_kg(const std::vector<Tensor>& outputs,
+                                                 const std::vector<Tensor>& args) {
+  if (outputs.empty()) return make_error("no outputs to trace");
+  std::shared_ptr<DeviceState> state;
+  const auto impl_of = [&](const Tensor& t, std::string_view what,
+                           size_t i) -> Expected<std::shared_ptr<TensorImpl>> {
+    if (const Error* e = t.error())
+      return make_error(fmt::format("{} {}: {}", what, i, e->message));
+    const std::shared_ptr<TensorImpl>& impl = TensorImpl::impl_of(t);
+    if (!impl) return make_error(fmt::format("{} {} is an empty tensor", what, i));
+    if (!state) state = impl->dev;
+    if (impl->dev != state)
+      return make_error(fmt::format("{} {} is a tensor of the {} device, the others of {}", what, i,
+                                    impl->dev->name, state->name));
+    return impl;
+  };
+  std::vector<std::shared_ptr<TensorImpl>> roots;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    auto impl = impl_of(outputs[i], "output", i);
+    if (!impl) return std::unexpected(impl.error());
+    roots.push_back(std::move(*impl));
+  }
+  auto file = std::make_shared<KgFile>();
+  ir::Graph& g = file->graph;
+  std::unordered_map<const TensorImpl*, const ir::Node*> node_of;
+  std::unordered_set<const TensorImpl*> leaves;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto impl = impl_of(args[i], "arg", i);
+    if (!impl) return std::unexpected(impl.error());
+    if (!leaves.insert(impl->get()).second)
+      return make_error(fmt::format("arg {} is an arg before it too: each arg is one input", i));
+    const ir::Node* in = g.input((*impl)->dtype, (*impl)->shape, "", "");
+    node_of[impl->get()] = in;
+    file->kg.inputs.emplace_back(fmt::format("arg{}", i), in);
+  }
+  ir::Builder b(g);
+  std::vector<ir::NamedNode> captured;
+  for (const Recipe& r : recipes(*state, roots, leaves)) {
+    if (node_of.count(r.tensor.get())) continue;  // an arg
+    if (!r.build) {
+      const ir::Node* in = g.input(r.tensor->dtype, r.tensor->shape, "", "");
+      node_of[r.tensor.get()] = in;
+      captured.emplace_back(fmt::format("captured{}", captured.size()), in);
+      file->captured.push_back(TensorImpl::handle(r.tensor));
+      continue;
+    }
+    Nodes operands;
+    for (const auto& d : r.deps) operands.push_back(node_of.at(d.get()));
+    ir::NodeResult n = r.build(b, operands);
+    // Checked when recorded, on inputs of the same dtypes and shapes.
+    if (!n) return make_error("an op checked when it was recorded failed: " + n.error().message);
+    node_of[r.tensor.get()] = *n;
+  }
+  file->kg.inputs.insert(file->kg.inputs.end(), captured.begin(), captured.end());
+  for (size_t i = 0; i < roots.size(); ++i)
+    file->kg.outputs.emplace_back(fmt::format("out{}", i), node_of.at(roots[i].get()));
+  return file;
 }
 
 }  // namespace kiln::detail

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
 
@@ -346,18 +347,43 @@ Expected<std::vector<Tensor>> call_kg(const Device& device,
   auto constants = constants_on(*file, device);
   if (!constants) return std::unexpected(constants.error());
   for (const Tensor& t : *constants) bound->push_back(&t);
-  std::vector<Tensor> outputs;
-  for (const auto& [name, node] : file->kg.outputs) {
-    Tensor t = TensorImpl::apply(
-        *bound,
-        [file, out = node](ir::Builder& b, const Nodes& in) -> ir::NodeResult {
-          return copy_kg(*file, {out}, b.graph(), in).at(out);
-        },
-        state);
-    if (const Error* e = t.error())
-      return make_error(fmt::format("output %{}: {}", name, e->message));
-    outputs.push_back(std::move(t));
+  for (const Tensor& t : file->captured) {
+    if (TensorImpl::impl_of(t)->dev != state)
+      return make_error(fmt::format(
+          "the traced graph reads tensors of the {} device (its captured tensors), not of {}",
+          TensorImpl::impl_of(t)->dev->name, state->name));
+    bound->push_back(&t);
   }
+  std::shared_ptr<DeviceState> dev = state;
+  std::vector<std::shared_ptr<TensorImpl>> deps;
+  if (std::optional<Tensor> bad = TensorImpl::gather(*bound, dev, deps))
+    return make_error(bad->error()->message);
+  // The outputs' builds copy the file's graph once per graph they build into (a realize's, where
+  // they share their nodes): the first copies every output, the others look theirs up. A build
+  // per output had copied the whole graph up to it: a decode step's 9 outputs (its next token
+  // and 8 caches) copied most of its ~250 nodes 9 times in every realize. Each output's dtype and
+  // shape are its node's: the file was checked when read, and bind() checked the inputs.
+  struct Copied {
+    std::mutex mu;
+    uint64_t graph = 0;  // ir::Graph::serial of the graph `copy` was made in (0: none)
+    Nodes inputs;
+    std::unordered_map<const ir::Node*, const ir::Node*> copy;
+  };
+  auto copied = std::make_shared<Copied>();
+  const std::vector<const ir::Node*> roots = file->kg.output_nodes();
+  std::vector<Tensor> outputs;
+  for (const auto& [name, node] : file->kg.outputs)
+    outputs.push_back(TensorImpl::recorded(
+        dev, deps, ir::ValueType{node->dtype, node->shape},
+        [file, copied, roots, out = node](ir::Builder& b, const Nodes& in) -> ir::NodeResult {
+          std::lock_guard lock(copied->mu);
+          if (copied->graph != b.graph().serial() || copied->inputs != in) {
+            copied->copy = copy_kg(*file, roots, b.graph(), in);
+            copied->graph = b.graph().serial();
+            copied->inputs = in;
+          }
+          return copied->copy.at(out);
+        }));
   return outputs;
 }
 

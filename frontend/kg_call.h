@@ -35,7 +35,11 @@ struct KgFile {
   // The last constants.size() inputs of `kg` are bound by the file itself, in this order (an
   // ONNX model's initializers and constants); callers bind the others, the callable inputs.
   std::vector<ir::HostTensor> constants;
-  size_t callable_inputs() const { return kg.inputs.size() - constants.size(); }
+  // A traced graph's (trace_kg, which makes no constants): the last captured.size() inputs of
+  // `kg` are bound to these tensors, the realized tensors its ops read besides its arguments
+  // (weights), held while the graph lives.
+  std::vector<Tensor> captured;
+  size_t callable_inputs() const { return kg.inputs.size() - constants.size() - captured.size(); }
 
   // The constants' buffers on each device the file was called on: copied there at the first
   // call, so that later calls copy nothing. They hold no reference to the device: an entry goes
@@ -82,11 +86,20 @@ std::unordered_map<const ir::Node*, const ir::Node*> copy_kg(
     const KgFile& file, const std::vector<const ir::Node*>& roots, ir::Graph& g,
     const std::vector<const ir::Node*>& inputs);
 
+// The graph of the ops that compute `outputs` from `args` (Graph::trace): each arg is an input
+// (arg0, arg1, ... in order), each other realized tensor the ops read is captured (captured0, ...:
+// KgFile::captured), each op between them recorded once more into the graph, and the outputs are
+// out0, out1, ... A call records the same ops over other tensors of the args' dtypes and shapes.
+// Errors: an output or arg with an error, tensors of different devices, an arg given twice.
+Expected<std::shared_ptr<const KgFile>> trace_kg(const std::vector<Tensor>& outputs,
+                                                 const std::vector<Tensor>& args);
+
 // The graph's outputs (in its `output` order) as tensors of `device`, recorded, not run: like any
 // op, each is a recipe until realized, and realizing several at once shares their common values.
 // `inputs[i]` is bound to the graph input named `names[i]` (no '%'); with no names, the callable
 // inputs are in declaration order. Every callable input must be bound once, with the dtype and
-// shape it declares; the file binds its constants itself.
+// shape it declares; the file binds its constants and captured tensors itself (a traced graph
+// is called on the device its captured tensors live on).
 Expected<std::vector<Tensor>> call_kg(const Device& device,
                                       const std::shared_ptr<const KgFile>& file,
                                       std::span<const std::string_view> names,

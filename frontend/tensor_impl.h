@@ -120,6 +120,8 @@ struct TensorImpl {
   static const std::shared_ptr<DeviceState>& state_of(const Device& device) { return device.state_; }
   // The handle of an open device's state (composites that make constants on x's device).
   static Device device_of(std::shared_ptr<DeviceState> state) { return Device(std::move(state)); }
+  // A handle of `impl` (trace_kg's captured tensors).
+  static Tensor handle(std::shared_ptr<TensorImpl> impl) { return Tensor(std::move(impl)); }
   // The implementation behind a tensor handle (null for an empty Tensor).
   static const std::shared_ptr<TensorImpl>& impl_of(const Tensor& tensor) { return tensor.impl_; }
   // The result buffer once realized (null before), safe while another thread realizes.

@@ -204,10 +204,13 @@ class TorchDecoder:
 
 class KilnDecoder:
     """The same model through kiln's Python API: one recorded graph per step, realized at once
-    (the next token and every layer's updated cache rows)."""
+    (the next token and every layer's updated cache rows). With `traced`, the step is recorded
+    once (kiln.trace) and each later step records that graph over its token, position and caches
+    in one call, instead of its ~250 ops one by one."""
 
-    def __init__(self, cfg, w, kiln, device):
+    def __init__(self, cfg, w, kiln, device, traced=False):
         self.cfg, self.kiln = cfg, kiln
+        self.forward = kiln.trace(self._forward) if traced else self._forward
         t = lambda a: kiln.tensor(a, device=device)  # noqa: E731
         self.w = {"layers": [{k: t(v) for k, v in lw.items()} for lw in w["layers"]],
                   "emb": t(w["emb"]), "norm": t(w["norm"]), "out": t(w["out"])}
@@ -233,9 +236,20 @@ class KilnDecoder:
         return (h * cos + rot * sin).reshape(1, c.width)
 
     def step(self, token, pos, topk=1):
-        c, k, w = self.cfg, self.kiln, self.w
+        k = self.kiln
         tok = k.tensor(np.array([token], np.int32), device=self.device)
         at = k.tensor(np.array([pos], np.int32), device=self.device)
+        nxt, self.k, self.v = self.forward(tok, at, self.k, self.v, topk)
+        # The old caches are held by nothing but this step's graph now, so the realize writes the
+        # new ones over their memory (buffer donation: the caches are updated in place).
+        k.realize(nxt, *self.k, *self.v)
+        self.stats.append(self.device.last_stats())
+        return int(nxt.numpy().reshape(-1)[pick(pos, topk)])
+
+    def _forward(self, tok, at, kcache, vcache, topk):
+        """The next token's candidates and every layer's updated caches, recorded."""
+        c, k, w = self.cfg, self.kiln, self.w
+        kcache, vcache = list(kcache), list(vcache)
         x = k.gather(w["emb"], tok, 0)  # [1, width]
         cos, sin = k.gather(self.cos, at, 0), k.gather(self.sin, at, 0)  # [1, head_dim]
         here = self.rows == at  # [ctx, 1]: the row this step writes
@@ -243,11 +257,9 @@ class KilnDecoder:
         for li, lw in enumerate(w["layers"]):
             h = self.rms(x, lw["attn_norm"])
             q = self.rope(h @ lw["wq"], cos, sin)
-            kc = k.where(here, self.rope(h @ lw["wk"], cos, sin), self.k[li])
-            vc = k.where(here, h @ lw["wv"], self.v[li])
-            # The old caches are held by nothing but this step's graph now, so the realize writes
-            # the new ones over their memory (buffer donation: the caches are updated in place).
-            self.k[li], self.v[li] = kc, vc
+            kc = k.where(here, self.rope(h @ lw["wk"], cos, sin), kcache[li])
+            vc = k.where(here, h @ lw["wv"], vcache[li])
+            kcache[li], vcache[li] = kc, vc
             qh = q.reshape(c.heads, 1, c.head_dim)
             kh = kc.reshape(c.ctx, c.heads, c.head_dim).permute(1, 2, 0)
             vh = vc.reshape(c.ctx, c.heads, c.head_dim).permute(1, 0, 2)
@@ -259,9 +271,7 @@ class KilnDecoder:
             x = x + ((g * k.sigmoid(g)) * (h @ lw["wu"])) @ lw["wd"]
         logits = self.rms(x, w["norm"]) @ w["out"]
         nxt = k.argmax(logits, axis=-1) if topk == 1 else k.topk(logits, topk)[1]
-        k.realize(nxt, *self.k, *self.v)
-        self.stats.append(self.device.last_stats())
-        return int(nxt.numpy().reshape(-1)[pick(pos, topk)])
+        return nxt, kcache, vcache
 
 
 def generate(decoder, prompt, steps, topk=1):
@@ -288,6 +298,8 @@ def main():
                     help='kiln.toml compilation.cache and autotune.cache for the device: "none" (a '
                          'cold start every run), "file=PATH", ... (default: kiln\'s)')
     ap.add_argument("--no-check", action="store_true", help="skip the numpy run")
+    ap.add_argument("--traced", action="store_true",
+                    help="record the step once and replay it (kiln.trace) instead of recording each step")
     args = ap.parse_args()
     import kiln
 
@@ -298,7 +310,7 @@ def main():
     prompt = prompt_tokens(cfg)
     dev = kiln.Device(args.device,
                       {"compilation.cache": args.cache, "autotune.cache": args.cache} if args.cache else {})
-    decoder = KilnDecoder(cfg, w, kiln, dev)
+    decoder = KilnDecoder(cfg, w, kiln, dev, traced=args.traced)
     tokens, times = generate(decoder, prompt, args.steps, args.topk)
     steady = sorted(times[1:])[len(times[1:]) // 2] if len(times) > 1 else times[0]
     st = decoder.stats

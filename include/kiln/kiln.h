@@ -309,6 +309,14 @@ class KILN_EXPORT Graph {
   // Errors name the file and where: "FILE:LINE:COL: error: WHAT" for `.kg`, the node for ONNX.
   static Expected<Graph> load(const std::string& path);
   static Expected<Graph> parse(std::string_view kg_text, std::string_view filename = "<text>");
+  // Trace and replay: the graph of the ops recorded between `args` and `outputs` (tensors of one
+  // device), so that a step recorded once runs again over other tensors without recording each
+  // op again. Its inputs are the args (arg0, arg1, ...; call() binds tensors of their dtypes and
+  // shapes), its outputs out0, out1, ... Every other realized tensor the ops read (weights) is
+  // captured: held by the graph and bound by it at every call, so a call must be on its device,
+  // and a tensor whose value changes between calls (a cache) must be an arg. Values the recording
+  // took from the host (a Python int, an op's attributes) are part of the graph as they were.
+  static Expected<Graph> trace(const std::vector<Tensor>& outputs, const std::vector<Tensor>& args);
   // The inputs a call binds, in declaration order, and the outputs' names, in `output` order.
   std::vector<GraphInput> inputs() const;
   std::vector<std::string> outputs() const;

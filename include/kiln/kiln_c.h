@@ -363,6 +363,16 @@ typedef struct kiln_graph_s* kiln_graph;
 KILN_EXPORT kiln_status kiln_graph_load(const char* path, kiln_graph* out);
 /* The same for .kg text (NUL-terminated); `filename` names it in messages (NULL: "<text>"). */
 KILN_EXPORT kiln_status kiln_graph_parse(const char* text, const char* filename, kiln_graph* out);
+/* Trace and replay (kiln::Graph::trace): the graph of the ops recorded between the `num_args`
+ * tensors `args` and the `num_outputs` tensors `outputs` (all of one device). Its inputs are the
+ * args (arg0, arg1, ...), its outputs out0, out1, ...; every other realized tensor those ops read
+ * is captured: held by the graph, and bound by it at each kiln_graph_call, which must be on its
+ * device. A tensor whose value changes between calls (a cache) must be an arg. Nothing runs. A
+ * tensor with an error, tensors of two devices, or an arg given twice is
+ * KILN_ERROR_INVALID_ARGUMENT. */
+KILN_EXPORT kiln_status kiln_graph_trace(const kiln_tensor* outputs, int32_t num_outputs,
+                                         const kiln_tensor* args, int32_t num_args,
+                                         kiln_graph* out);
 KILN_EXPORT void kiln_graph_release(kiln_graph graph);
 /* How many inputs (in declaration order; for an ONNX model, those it does not bind itself) and
  * outputs (in `output` order) the graph has; either pointer may be NULL. */

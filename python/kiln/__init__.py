@@ -15,9 +15,10 @@ from ._graph import Graph, GraphInput, dump, run_graph
 from ._ops import *  # noqa: F401,F403 (every op: _ops.__all__)
 from ._ops import __all__ as _ops_all
 from ._tensor import Tensor
+from ._trace import Traced, trace
 
 __version__ = _lib.kiln_version().decode()
 
 __all__ = sorted(["Device", "Stats", "default_device", "set_default_device", "Tensor", "Graph", "GraphInput",
                   "dump", "run_graph", "bfloat16", "Error", "InvalidArgumentError", "InvalidOperationError",
-                  "DeviceError", "UnsupportedError"] + _ops_all)
+                  "DeviceError", "UnsupportedError", "trace", "Traced"] + _ops_all)

@@ -144,6 +144,7 @@ _PROTOTYPES = {
     "kiln_dlpack_capsule_destructor": (None, [c_void_p]),
     "kiln_graph_load": (c_int, [c_char_p, _OUT]),
     "kiln_graph_parse": (c_int, [c_char_p, c_char_p, _OUT]),
+    "kiln_graph_trace": (c_int, [POINTER(c_void_p), c_int32, POINTER(c_void_p), c_int32, _OUT]),
     "kiln_graph_release": (None, [_T]),
     "kiln_graph_counts": (c_int, [_T, POINTER(c_int32), POINTER(c_int32)]),
     "kiln_graph_input": (c_int, [_T, c_int32, POINTER(c_char_p), POINTER(c_int), POINTER(c_int32)]),

@@ -4,6 +4,8 @@
 // ctest runs the suite again on vulkan:0).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <filesystem>
 
 #include <kiln/kiln.h>
@@ -729,6 +731,98 @@ TEST(CApi, GraphFilesAreCalledOnTensorsByInputName) {
   // Realized in one request, one plan for both: a kernel per output shape at most.
   EXPECT_GE(stats.kernels, 1);
   EXPECT_LE(stats.kernels, 2);
+}
+
+// kiln_graph_trace: y = exp(x * w) + x and its row sums, traced over x with w captured (and its
+// handle released), called on new x again and again: each call gives what the ops give, and the
+// graph's one input is x (arg0). Bad traces and calls say what is wrong: nothing to trace, NULLs,
+// an arg given twice, a tensor of another shape, a call on another device than the captured w's.
+TEST(CApi, TracedGraphsReplayWhatWasRecordedOverNewArguments) {
+  CDevice d;
+  OPEN_OR_SKIP(d);
+  Handles h;
+  const int64_t shape[2] = {3, 4};
+  const std::vector<float> ws = ramp(12, 0.05f, -0.3f);
+  kiln_tensor x0, w, prod, e, y, sums;
+  const std::vector<float> x0s = ramp(12, 0.1f, -0.5f);
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, shape, 2, x0s.data(), x0s.size() * 4, &x0));
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, shape, 2, ws.data(), ws.size() * 4, &w));
+  h.keep(x0);
+  C_OK(kiln_mul(x0, w, &prod));
+  C_OK(kiln_exp(h.keep(prod), &e));
+  C_OK(kiln_add(h.keep(e), x0, &y));
+  const int64_t axis = 1;
+  C_OK(kiln_sum(h.keep(y), &axis, 1, 0, &sums));
+  h.keep(sums);
+  const kiln_tensor outs[2] = {y, sums};
+  kiln_graph g = nullptr;
+  C_OK(kiln_graph_trace(outs, 2, &x0, 1, &g));
+  kiln_tensor_release(w);  // the graph holds it
+  int32_t inputs = 0, outputs = 0;
+  C_OK(kiln_graph_counts(g, &inputs, &outputs));
+  EXPECT_EQ(inputs, 1);
+  EXPECT_EQ(outputs, 2);
+  const char* name = nullptr;
+  C_OK(kiln_graph_input(g, 0, &name, nullptr, nullptr));
+  EXPECT_STREQ(name, "arg0");
+  C_OK(kiln_graph_output(g, 1, &name));
+  EXPECT_STREQ(name, "out1");
+  for (int call = 0; call < 4; ++call) {
+    const std::vector<float> xs = ramp(12, 0.07f * (call + 1), 0.2f * call - 0.4f);
+    kiln_tensor x, got[2] = {nullptr, nullptr};
+    C_OK(kiln_tensor_from_host(d.dev, KILN_F32, shape, 2, xs.data(), xs.size() * 4, &x));
+    h.keep(x);
+    C_OK(kiln_graph_call(d.dev, g, nullptr, &x, 1, got, 2));
+    h.keep(got[0]), h.keep(got[1]);
+    C_OK(kiln_realize(got, 2));
+    std::vector<float> ys(12), row(3);
+    C_OK(kiln_tensor_to_host(got[0], ys.data(), ys.size() * 4));
+    C_OK(kiln_tensor_to_host(got[1], row.data(), row.size() * 4));
+    for (int r = 0; r < 3; ++r) {
+      double sum = 0;
+      for (int c = 0; c < 4; ++c) {
+        const double want =
+            std::exp(static_cast<double>(xs[r * 4 + c]) * ws[r * 4 + c]) + xs[r * 4 + c];
+        EXPECT_NEAR(ys[r * 4 + c], want, 1e-5 * (1 + std::abs(want)))
+            << call << ": " << r << "," << c;
+        sum += want;
+      }
+      EXPECT_NEAR(row[r], sum, 1e-4 * (1 + std::abs(sum))) << call << ": row " << r;
+    }
+  }
+
+  kiln_graph bad = reinterpret_cast<kiln_graph>(0x1);  // untouched on failure
+  EXPECT_EQ(kiln_graph_trace(outs, 0, &x0, 1, &bad), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("nothing to trace"), std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(kiln_graph_trace(nullptr, 1, &x0, 1, &bad), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_graph_trace(outs, 2, nullptr, 1, &bad), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_graph_trace(outs, 2, &x0, 1, nullptr), KILN_ERROR_INVALID_ARGUMENT);
+  const kiln_tensor twice[2] = {x0, x0};
+  EXPECT_EQ(kiln_graph_trace(outs, 2, twice, 2, &bad), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("arg 1 is an arg before it too"), std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(bad, reinterpret_cast<kiln_graph>(0x1));
+
+  const int64_t other[2] = {4, 3};
+  kiln_tensor wrong, got[2] = {nullptr, nullptr};
+  C_OK(kiln_tensor_from_host(d.dev, KILN_F32, other, 2, x0s.data(), x0s.size() * 4, &wrong));
+  h.keep(wrong);
+  EXPECT_EQ(kiln_graph_call(d.dev, g, nullptr, &wrong, 1, got, 2), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("input %arg0 is declared f32[3,4]"),
+            std::string::npos)
+      << kiln_last_error();
+  CDevice other_device;
+  OPEN_OR_SKIP(other_device);
+  kiln_tensor elsewhere;
+  C_OK(kiln_tensor_from_host(other_device.dev, KILN_F32, shape, 2, x0s.data(), x0s.size() * 4,
+                             &elsewhere));
+  EXPECT_EQ(kiln_graph_call(other_device.dev, g, nullptr, &elsewhere, 1, got, 2),
+            KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("its captured tensors"), std::string::npos)
+      << kiln_last_error();
+  kiln_tensor_release(elsewhere);
+  kiln_graph_release(g);
 }
 
 // An ONNX model through kiln_graph_load: its initializers (the weight and bias of a Linear) are

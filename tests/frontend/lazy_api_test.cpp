@@ -30,6 +30,43 @@ TEST(LazyApi, GeluChainMatchesScalarMath) {
   }
 }
 
+// kiln::Graph::trace: an arg may be pending when traced (a = x * 2, not realized: its recipe is
+// left out, the graph starts at it), an output may be an arg itself, an arg no output reads is
+// still an input, and a captured pending value (a full) is recomputed in the graph. Calls replay
+// the ops over new args; the traced graph's outputs equal the ops recorded again.
+TEST(LazyApi, ATracedGraphStartsAtItsArgsPendingOrNot) {
+  std::vector<float> xs = {1, -2, 3, -4}, ws = {0.5f, 0.25f, -1, 2};
+  auto x = kiln::Tensor::from_host(cpu(), std::span<const float>(xs), {4});
+  auto w = kiln::Tensor::from_host(cpu(), std::span<const float>(ws), {4});
+  kiln::Tensor a = x * 2.0;  // pending
+  kiln::Tensor unused = kiln::Tensor::from_host(cpu(), std::span<const float>(ws), {2, 2});
+  kiln::Tensor ones = kiln::Tensor::full(cpu(), {4}, 1.0);
+  kiln::Tensor y = kiln::relu(a * w) + ones;
+  auto g = kiln::Graph::trace({y, a}, {a, unused});
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  ASSERT_EQ(g->inputs().size(), 2u);
+  EXPECT_EQ(g->inputs()[0].name, "arg0");
+  EXPECT_EQ(g->inputs()[1].shape, (kiln::Shape{2, 2}));
+  EXPECT_EQ(g->outputs(), (std::vector<std::string>{"out0", "out1"}));
+  for (float scale : {1.f, -3.f, 0.5f}) {
+    std::vector<float> as(4);
+    for (int i = 0; i < 4; ++i) as[i] = scale * (i + 1);
+    auto arg = kiln::Tensor::from_host(cpu(), std::span<const float>(as), {4});
+    auto outs = g->call(cpu(), {arg, unused});
+    ASSERT_TRUE(outs.has_value()) << outs.error().message;
+    auto got = (*outs)[0].to_vector<float>();
+    auto same = (*outs)[1].to_vector<float>();
+    ASSERT_TRUE(got.has_value() && same.has_value());
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ((*got)[i], std::max(0.f, as[i] * ws[i]) + 1) << scale << " " << i;
+      EXPECT_EQ((*same)[i], as[i]) << "out1 is the arg itself";
+    }
+  }
+  auto bad = kiln::Graph::trace({}, {a});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("no outputs"), std::string::npos) << bad.error().message;
+}
+
 // kiln::gather is fused like a view: the lookup, the scaling and the activation are one kernel.
 TEST(LazyApi, EmbeddingLookupAndActivationAreOneKernel) {
   std::vector<float> table(64 * 8);

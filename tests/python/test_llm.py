@@ -38,10 +38,12 @@ def compile_counts(out):
     return tuple(int(g) for g in m.groups())
 
 
-@pytest.mark.parametrize("topk", [1, 4])
-def test_python_decoder_matches_numpy_and_compiles_once(source_dir, tmp_path, topk):
+@pytest.mark.parametrize("topk,traced", [(1, False), (4, False), (4, True)])
+def test_python_decoder_matches_numpy_and_compiles_once(source_dir, tmp_path, topk, traced):
+    """Also with the step traced once and replayed (kiln.trace): the same tokens, compiles and
+    caches written in place."""
     steps = 200 if topk == 4 else 40
-    out = run_llama(source_dir, tmp_path, "--steps", str(steps), "--topk", str(topk))
+    out = run_llama(source_dir, tmp_path, "--steps", str(steps), "--topk", str(topk), *(["--traced"] if traced else []))
     assert f"the {steps} tokens match numpy's" in out, out
     positions, kernels, compiled, first = compile_counts(out)
     assert positions == steps + 7  # the 8 prompt tokens, then one step per generated token but the last
