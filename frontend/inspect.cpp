@@ -112,6 +112,28 @@ std::vector<Recipe> recipes(DeviceState& dev, const std::vector<std::shared_ptr<
   return order;
 }
 
+// Records `order` (recipes()) into `b`'s graph, each tensor's node into `node_of`: a realized
+// tensor's is `leaf(recipe)`, a pending one's its build over its operands' nodes. A tensor with a
+// node already (trace_kg's args) keeps it.
+template <class Leaf>
+Expected<void> record(const std::vector<Recipe>& order, ir::Builder& b,
+                      std::unordered_map<const TensorImpl*, const ir::Node*>& node_of, Leaf leaf) {
+  for (const Recipe& r : order) {
+    if (node_of.count(r.tensor.get())) continue;
+    if (!r.build) {
+      node_of[r.tensor.get()] = leaf(r);
+      continue;
+    }
+    Nodes operands;
+    for (const auto& d : r.deps) operands.push_back(node_of.at(d.get()));
+    ir::NodeResult n = r.build(b, operands);
+    // Checked when recorded, on inputs of the same dtypes and shapes.
+    if (!n) return make_error("an op checked when it was recorded failed: " + n.error().message);
+    node_of[r.tensor.get()] = *n;
+  }
+  return {};
+}
+
 }  // namespace
 
 bool is_dump_stage(std::string_view stage) {
@@ -158,23 +180,15 @@ Expected<std::string> dump_tensors(const std::vector<Tensor>& tensors, std::stri
   ir::Graph g;
   ir::Builder b(g);
   std::unordered_map<const TensorImpl*, const ir::Node*> node_of;
-  for (const Recipe& r : recipes(*state, roots)) {
-    if (!r.build) {
-      std::string symbols;
-      {
-        std::lock_guard lock(state->mu);
-        symbols = ir::input_symbols_attr(r.tensor->symbols);
-      }
-      node_of[r.tensor.get()] = g.input(r.tensor->dtype, r.tensor->shape, "", std::move(symbols));
-      continue;
+  auto recorded = record(recipes(*state, roots), b, node_of, [&](const Recipe& r) {
+    std::string symbols;
+    {
+      std::lock_guard lock(state->mu);
+      symbols = ir::input_symbols_attr(r.tensor->symbols);
     }
-    Nodes operands;
-    for (const auto& d : r.deps) operands.push_back(node_of.at(d.get()));
-    ir::NodeResult n = r.build(b, operands);
-    // Checked when recorded, on inputs of the same dtypes and shapes.
-    if (!n) return make_error("an op checked when it was recorded failed: " + n.error().message);
-    node_of[r.tensor.get()] = *n;
-  }
+    return g.input(r.tensor->dtype, r.tensor->shape, "", std::move(symbols));
+  });
+  if (!recorded) return std::unexpected(recorded.error());
   Nodes outputs;
   for (const auto& t : roots) outputs.push_back(node_of.at(t.get()));
   return render(**executor, g, outputs, nullptr, stage, why);
@@ -209,30 +223,26 @@ Expected<std::shared_ptr<const KgFile>> trace_kg(const std::vector<Tensor>& outp
   for (size_t i = 0; i < args.size(); ++i) {
     auto impl = impl_of(args[i], "arg", i);
     if (!impl) return std::unexpected(impl.error());
-    if (!leaves.insert(impl->get()).second)
-      return make_error(fmt::format("arg {} is an arg before it too: each arg is one input", i));
+    if (!leaves.insert(impl->get()).second) {
+      const size_t first = static_cast<size_t>(
+          std::ranges::find_if(args,
+                               [&](const Tensor& t) { return TensorImpl::impl_of(t) == *impl; }) -
+          args.begin());
+      return make_error(fmt::format("arg {} is arg {} again: each arg is one input", i, first));
+    }
     const ir::Node* in = g.input((*impl)->dtype, (*impl)->shape, "", "");
     node_of[impl->get()] = in;
     file->kg.inputs.emplace_back(fmt::format("arg{}", i), in);
   }
   ir::Builder b(g);
   std::vector<ir::NamedNode> captured;
-  for (const Recipe& r : recipes(*state, roots, leaves)) {
-    if (node_of.count(r.tensor.get())) continue;  // an arg
-    if (!r.build) {
-      const ir::Node* in = g.input(r.tensor->dtype, r.tensor->shape, "", "");
-      node_of[r.tensor.get()] = in;
-      captured.emplace_back(fmt::format("captured{}", captured.size()), in);
-      file->captured.push_back(TensorImpl::handle(r.tensor));
-      continue;
-    }
-    Nodes operands;
-    for (const auto& d : r.deps) operands.push_back(node_of.at(d.get()));
-    ir::NodeResult n = r.build(b, operands);
-    // Checked when recorded, on inputs of the same dtypes and shapes.
-    if (!n) return make_error("an op checked when it was recorded failed: " + n.error().message);
-    node_of[r.tensor.get()] = *n;
-  }
+  auto recorded = record(recipes(*state, roots, leaves), b, node_of, [&](const Recipe& r) {
+    const ir::Node* in = g.input(r.tensor->dtype, r.tensor->shape, "", "");
+    captured.emplace_back(fmt::format("captured{}", captured.size()), in);
+    file->captured.push_back(TensorImpl::handle(r.tensor));
+    return in;
+  });
+  if (!recorded) return std::unexpected(recorded.error());
   file->kg.inputs.insert(file->kg.inputs.end(), captured.begin(), captured.end());
   for (size_t i = 0; i < roots.size(); ++i)
     file->kg.outputs.emplace_back(fmt::format("out{}", i), node_of.at(roots[i].get()));

@@ -177,16 +177,17 @@ TEST(CpuVectorMath, SpecialValues) {
   }
 }
 
-// The scaling p * 2^h * 2^(n - h) (h = n >> 1) of a vectorized exp, as O3 leaves it, with n
-// converted from the floored float f. `lanes` wide.
-std::string two_step_scaling_ir(unsigned lanes, const std::string& features) {
+// `value` splat over `lanes` lanes: "<i32 1, i32 1, ...>".
+std::string splat(unsigned lanes, const std::string& value) {
+  std::vector<std::string> e(lanes, value);
+  return fmt::format("<{}>", fmt::join(e, ", "));
+}
+
+// The instructions of the scaling p * 2^h * 2^(n - h) (h = n >> 1) of a vectorized exp, as O3
+// leaves it, with n converted from the floored float %f, its result %m2. `lanes` wide.
+std::string two_step_scaling(unsigned lanes) {
   const std::string f = fmt::format("<{} x float>", lanes), i = fmt::format("<{} x i32>", lanes);
-  auto splat = [&](int v) {
-    std::vector<std::string> e(lanes, fmt::format("i32 {}", v));
-    return fmt::format("<{}>", fmt::join(e, ", "));
-  };
   return fmt::format(
-      "define {0} @scale({0} %p, {0} %f) #0 {{\n"
       "  %n = fptosi {0} %f to {1}\n"
       "  %h = ashr {1} %n, {2}\n"
       "  %r = sub {1} %n, %h\n"
@@ -197,11 +198,21 @@ std::string two_step_scaling_ir(unsigned lanes, const std::string& features) {
       "  %b2 = add {1} %s2, {4}\n"
       "  %e2 = bitcast {1} %b2 to {0}\n"
       "  %m1 = fmul {0} %p, %e1\n"
-      "  %m2 = fmul {0} %m1, %e2\n"
+      "  %m2 = fmul {0} %m1, %e2\n",
+      f, i, splat(lanes, "i32 1"), splat(lanes, "i32 23"),
+      splat(lanes, fmt::format("i32 {}", 127 << 23)));
+}
+
+// That scaling as a function of %p and %f.
+std::string two_step_scaling_ir(unsigned lanes, const std::string& features) {
+  const std::string f = fmt::format("<{} x float>", lanes);
+  return fmt::format(
+      "define {0} @scale({0} %p, {0} %f) #0 {{\n"
+      "{1}"
       "  ret {0} %m2\n"
       "}}\n"
-      "attributes #0 = {{ \"target-features\"=\"{5}\" }}\n",
-      f, i, splat(1), splat(23), splat(127 << 23), features);
+      "attributes #0 = {{ \"target-features\"=\"{2}\" }}\n",
+      f, two_step_scaling(lanes), features);
 }
 
 // exp's scaling by 2^n becomes one vscalefps where the target features have it: 16 lanes with
@@ -250,37 +261,23 @@ TEST(CpuVectorMath, ExpScalesWithVscalefWhereTheTargetHasIt) {
 // `nan_arm`, scaled).
 std::string exp_tail_ir(const std::string& clamp, const std::string& p_op,
                         const std::string& uno_rhs, const std::string& nan_arm) {
-  const std::string f = "<16 x float>", i = "<16 x i32>";
-  auto splat = [&](const std::string& v) {
-    std::vector<std::string> e(16, v);
-    return fmt::format("<{}>", fmt::join(e, ", "));
-  };
+  const std::string f = "<16 x float>";
   return fmt::format(
       "define {0} @tail({0} %x) #0 {{\n"
-      "  {2}\n"
-      "  %t = call {0} @llvm.fmuladd.v16f32({0} %xc, {0} {3}, {0} {4})\n"
+      "  {1}\n"
+      "  %t = call {0} @llvm.fmuladd.v16f32({0} %xc, {0} {2}, {0} {3})\n"
       "  %f = call {0} @llvm.floor.v16f32({0} %t)\n"
-      "  %p = {5}\n"
-      "  %n = fptosi {0} %f to {1}\n"
-      "  %h = ashr {1} %n, {6}\n"
-      "  %r = sub {1} %n, %h\n"
-      "  %s1 = shl {1} %h, {7}\n"
-      "  %b1 = add {1} %s1, {8}\n"
-      "  %e1 = bitcast {1} %b1 to {0}\n"
-      "  %s2 = shl {1} %r, {7}\n"
-      "  %b2 = add {1} %s2, {8}\n"
-      "  %e2 = bitcast {1} %b2 to {0}\n"
-      "  %m1 = fmul {0} %p, %e1\n"
-      "  %m2 = fmul {0} %m1, %e2\n"
-      "  %nan = fcmp uno {0} %x, {9}\n"
-      "  %res = select <16 x i1> %nan, {0} {10}, {0} %m2\n"
+      "  %p = {4}\n"
+      "{5}"
+      "  %nan = fcmp uno {0} %x, {6}\n"
+      "  %res = select <16 x i1> %nan, {0} {7}, {0} %m2\n"
       "  ret {0} %res\n"
       "}}\n"
       "declare {0} @llvm.fmuladd.v16f32({0}, {0}, {0})\n"
       "declare {0} @llvm.floor.v16f32({0})\n"
       "attributes #0 = {{ \"target-features\"=\"+avx2,+fma,+avx512f,+avx512vl\" }}\n",
-      f, i, clamp, splat("float 0x3FF7154760000000"), splat("float 5.000000e-01"), p_op,
-      splat("i32 1"), splat("i32 23"), splat(fmt::format("i32 {}", 127 << 23)), uno_rhs, nan_arm);
+      f, clamp, splat(16, "float 0x3FF7154760000000"), splat(16, "float 5.000000e-01"), p_op,
+      two_step_scaling(16), uno_rhs, nan_arm);
 }
 
 // The rewrite to vscalefps also drops exp's NaN select, select(x is NaN, p, scaled), where a NaN x

@@ -800,7 +800,7 @@ TEST(CApi, TracedGraphsReplayWhatWasRecordedOverNewArguments) {
   EXPECT_EQ(kiln_graph_trace(outs, 2, &x0, 1, nullptr), KILN_ERROR_INVALID_ARGUMENT);
   const kiln_tensor twice[2] = {x0, x0};
   EXPECT_EQ(kiln_graph_trace(outs, 2, twice, 2, &bad), KILN_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(kiln_last_error()).find("arg 1 is an arg before it too"), std::string::npos)
+  EXPECT_NE(std::string(kiln_last_error()).find("arg 1 is arg 0 again"), std::string::npos)
       << kiln_last_error();
   EXPECT_EQ(bad, reinterpret_cast<kiln_graph>(0x1));
 

@@ -98,7 +98,7 @@ def test_bad_arguments_and_results_say_what_is_wrong():
         kiln.trace(lambda x: 3)(x)
     with pytest.raises(TypeError, match="returned no tensor"):
         kiln.trace(lambda x: [])(x)
-    with pytest.raises(kiln.InvalidArgumentError, match="arg 1 is an arg before it too"):
+    with pytest.raises(kiln.InvalidArgumentError, match="arg 1 is arg 0 again"):
         kiln.trace(lambda a, b: a + b)(x, x)
     with pytest.raises(ValueError, match="nothing traced yet"):
         kiln.trace(lambda x: x).graph_dump()
