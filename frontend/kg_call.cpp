@@ -365,20 +365,21 @@ Expected<std::vector<Tensor>> call_kg(const Device& device,
   // shape are its node's: the file was checked when read, and bind() checked the inputs.
   struct Copied {
     std::mutex mu;
+    std::vector<const ir::Node*> roots;  // the file's output nodes, copied together
     uint64_t graph = 0;  // ir::Graph::serial of the graph `copy` was made in (0: none)
     Nodes inputs;
     std::unordered_map<const ir::Node*, const ir::Node*> copy;
   };
   auto copied = std::make_shared<Copied>();
-  const std::vector<const ir::Node*> roots = file->kg.output_nodes();
+  copied->roots = file->kg.output_nodes();
   std::vector<Tensor> outputs;
   for (const auto& [name, node] : file->kg.outputs)
     outputs.push_back(TensorImpl::recorded(
         dev, deps, ir::ValueType{node->dtype, node->shape},
-        [file, copied, roots, out = node](ir::Builder& b, const Nodes& in) -> ir::NodeResult {
+        [file, copied, out = node](ir::Builder& b, const Nodes& in) -> ir::NodeResult {
           std::lock_guard lock(copied->mu);
           if (copied->graph != b.graph().serial() || copied->inputs != in) {
-            copied->copy = copy_kg(*file, roots, b.graph(), in);
+            copied->copy = copy_kg(*file, copied->roots, b.graph(), in);
             copied->graph = b.graph().serial();
             copied->inputs = in;
           }

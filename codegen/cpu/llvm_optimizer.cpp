@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include <llvm/ADT/DenseMap.h>
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
@@ -53,11 +54,25 @@ llvm::Value* halves_of(llvm::Value* a, llvm::Value* b) {
 // Whether `v` is NaN whenever `x` is: v is x, or an IEEE operation (no nnan flag) with an operand
 // that is, or a select whose condition compares such a value (so that a NaN decides it: false for
 // an ordered predicate, true for an unordered one) and whose arm so chosen is such a value. Looks
-// through at most `depth` steps.
-bool nan_follows(const llvm::Value* v, const llvm::Value* x, int depth = 24) {
+// through at most `depth` steps. `known` holds each value's answer once found, so that a value
+// shared by several paths is looked at once (a false found with less depth left is only
+// conservative: the rewrite is skipped).
+using NanFacts = llvm::SmallDenseMap<const llvm::Value*, bool, 32>;
+bool nan_follows_uncached(const llvm::Value* v, const llvm::Value* x, int depth, NanFacts& known);
+bool nan_follows(const llvm::Value* v, const llvm::Value* x, int depth, NanFacts& known) {
   if (v == x) return true;
   if (depth == 0) return false;
-  const auto follows = [&](const llvm::Value* u) { return nan_follows(u, x, depth - 1); };
+  if (const auto found = known.find(v); found != known.end()) return found->second;
+  const bool follows = nan_follows_uncached(v, x, depth, known);
+  known[v] = follows;
+  return follows;
+}
+bool nan_follows(const llvm::Value* v, const llvm::Value* x) {
+  NanFacts known;
+  return nan_follows(v, x, 24, known);
+}
+bool nan_follows_uncached(const llvm::Value* v, const llvm::Value* x, int depth, NanFacts& known) {
+  const auto follows = [&](const llvm::Value* u) { return nan_follows(u, x, depth - 1, known); };
   const auto* inst = llvm::dyn_cast<llvm::Instruction>(v);
   if (!inst) return false;
   if (llvm::isa<llvm::FPMathOperator>(inst) && inst->hasNoNaNs()) return false;

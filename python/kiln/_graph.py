@@ -61,6 +61,16 @@ class Graph:
         g._adopt(h)
         return g
 
+    @classmethod
+    def _owning(cls, h, name):
+        """A Graph that owns `h`, a graph handle from the C API (kiln_graph_trace's), shown as
+        `name`."""
+        g = object.__new__(cls)
+        g._h = None
+        g.path = name
+        g._adopt(h)
+        return g
+
     def _adopt(self, h):
         self._h = h
         n_in, n_out = ctypes.c_int32(), ctypes.c_int32()

@@ -23,7 +23,8 @@ What a trace keeps:
 import ctypes
 import functools
 
-from ._capi import InvalidArgumentError, check, lib, take_string
+from ._capi import InvalidArgumentError, check, lib
+from ._graph import Graph
 from ._tensor import Tensor, new
 
 __all__ = ["trace"]
@@ -71,22 +72,19 @@ def _rebuild(shape, tensors, at=0):
 
 
 class _Trace:
-    """One signature's graph: its handle, its result's structure, its device and output count."""
+    """One signature's graph (a kiln.Graph, which owns the handle), its result's structure, its
+    device and output count."""
 
-    __slots__ = ("h", "shape", "dev", "n_out", "__weakref__")
+    __slots__ = ("graph", "shape", "dev", "n_out")
 
-    def __init__(self, h, shape, dev, n_out):
-        self.h, self.shape, self.dev, self.n_out = h, shape, dev, n_out
-
-    def __del__(self, _release=lib.kiln_graph_release):
-        if self.h:
-            _release(self.h)
+    def __init__(self, graph, shape, dev, n_out):
+        self.graph, self.shape, self.dev, self.n_out = graph, shape, dev, n_out
 
 
 class Traced:
     """A function recorded once per signature and replayed (kiln.trace). `traces` counts the
-    times it ran the function (a new signature); `graph_dump(stage)` shows the last trace's graph
-    as `kiln dump` does."""
+    times it ran the function (a new signature); `graph` is the last trace's kiln.Graph, and
+    `graph_dump(stage)` shows it as `kiln dump` does."""
 
     def __init__(self, fn):
         functools.update_wrapper(self, fn)
@@ -123,7 +121,8 @@ class Traced:
         out_handles = (ctypes.c_void_p * len(outs))(*(t._h.value for t in outs))
         in_handles = (ctypes.c_void_p * max(1, len(tensors)))(*(t._h.value for t in tensors))
         check(lib.kiln_graph_trace(out_handles, len(outs), in_handles, len(tensors), ctypes.byref(h)))
-        trace = _Trace(h, shape, outs[0].device, len(outs))
+        graph = Graph._owning(h, f"(kiln.trace of {getattr(self.fn, '__qualname__', 'a function')})")
+        trace = _Trace(graph, shape, outs[0].device, len(outs))
         kept = self._by_values.setdefault(key, {})
         kept[self._signature(tensors)] = trace
         kept[None] = trace
@@ -136,20 +135,23 @@ class Traced:
         n = len(tensors)
         handles = (ctypes.c_void_p * max(1, n))(*(t._h.value for t in tensors))
         outs = (ctypes.c_void_p * trace.n_out)()
-        check(lib.kiln_graph_call(trace.dev._h, trace.h, None, handles, n, outs, trace.n_out))
+        check(lib.kiln_graph_call(trace.dev._h, trace.graph._h, None, handles, n, outs, trace.n_out))
         dev = trace.dev
         results = [new(ctypes.c_void_p(o), dev) for o in outs]
         value, _ = _rebuild(trace.shape, results)
         return value
 
-    def graph_dump(self, stage="graph", why=False):
-        """The last trace's graph as `kiln dump --stage STAGE` shows it, planned on its device."""
+    @property
+    def graph(self):
+        """The last trace's graph, a kiln.Graph whose inputs are arg0, arg1, ... (the tensor
+        arguments in order)."""
         if self._last is None:
             raise ValueError("kiln.trace: nothing traced yet: call the function first")
-        out = ctypes.c_void_p()
-        check(lib.kiln_graph_dump(self._last.dev._h, self._last.h, stage.encode(), 1 if why else 0,
-                                  ctypes.byref(out)))
-        return take_string(out)
+        return self._last.graph
+
+    def graph_dump(self, stage="graph", why=False):
+        """The last trace's graph as `kiln dump --stage STAGE` shows it, planned on its device."""
+        return self.graph.dump(stage, why, self._last.dev)
 
 
 def trace(fn):

@@ -81,12 +81,18 @@ def test_a_cache_passed_as_an_argument_is_read_at_each_call_and_a_captured_one_i
 
 def test_the_graph_names_its_arguments_and_captures():
     dev = open_test_device()
-    w = kiln.tensor(arr(3, 2), device=dev)
+    wn = arr(3, 2)
+    w = kiln.tensor(wn, device=dev)
     g = kiln.trace(lambda x: kiln.relu(x @ w))
     g(kiln.tensor(arr(4, 3), device=dev))
     text = g.graph_dump("graph")
     assert "input %arg0 : f32[4,3]" in text and "input %captured0 : f32[3,2]" in text, text
     assert "output %out0" in text, text
+    graph = g.graph  # a kiln.Graph: its inputs, and a call binds them in order
+    assert [(i.name, i.shape) for i in graph.inputs] == [("arg0", (4, 3))] and graph.outputs == ["out0"], graph
+    assert "kiln.trace of" in repr(graph), repr(graph)
+    x = arr(4, 3)
+    assert np.allclose(graph(kiln.tensor(x, device=dev))["out0"].numpy(), np.maximum(x @ wn, 0), atol=1e-5)
 
 
 def test_bad_arguments_and_results_say_what_is_wrong():
