@@ -101,6 +101,13 @@ Inspection inspect_once(sql::Db& db, int64_t file_size, int* rc) {
   if (version != std::vector<std::string>{std::to_string(kSchemaVersion)})
     return {Inspection::bad, fmt::format("schema version {}, expected {}",
                                          version.empty() ? "missing" : version[0], kSchemaVersion)};
+  // Every table of the schema: a file that lost one (dropped by hand, a tool's damage) would
+  // fail each lookup and store in it.
+  auto present = sql::column(db, "SELECT name FROM sqlite_master WHERE type = 'table'", rc);
+  if (*rc != SQLITE_OK) return failed(*rc);
+  for (Table t : kAllTables)
+    if (std::find(present.begin(), present.end(), table_name(t)) == present.end())
+      return {Inspection::bad, fmt::format("the {} table is missing", table_name(t))};
   return {Inspection::ours, ""};
 }
 

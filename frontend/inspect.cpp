@@ -235,14 +235,27 @@ Expected<std::shared_ptr<const KgFile>> trace_kg(const std::vector<Tensor>& outp
     file->kg.inputs.emplace_back(fmt::format("arg{}", i), in);
   }
   ir::Builder b(g);
+  // A tensor realized after the args were made (the traced code called realize() or read a
+  // value) may have been computed from them: its value would be captured, as it is now, where
+  // each call must compute it from its args. Refused, rather than replaying stale values.
+  uint64_t newest_arg = 0;
+  for (const Tensor& a : args) newest_arg = std::max(newest_arg, TensorImpl::impl_of(a)->made);
+  std::optional<Error> stale;
   std::vector<ir::NamedNode> captured;
   auto recorded = record(recipes(*state, roots, leaves), b, node_of, [&](const Recipe& r) {
+    if (!args.empty() && r.tensor->computed > newest_arg && !stale)
+      stale = Error{fmt::format(
+          "the outputs read a {}{} tensor that was realized after the args were made (the traced "
+          "code realized it, or read its value): a trace records ops, so its value would be "
+          "replayed as it is now. Realize after the traced code, or pass that tensor as an arg",
+          ir::dtype_name(r.tensor->dtype), ir::shape_str(r.tensor->shape))};
     const ir::Node* in = g.input(r.tensor->dtype, r.tensor->shape, "", "");
     captured.emplace_back(fmt::format("captured{}", captured.size()), in);
     file->captured.push_back(TensorImpl::handle(r.tensor));
     return in;
   });
   if (!recorded) return std::unexpected(recorded.error());
+  if (stale) return std::unexpected(*stale);
   file->kg.inputs.insert(file->kg.inputs.end(), captured.begin(), captured.end());
   for (size_t i = 0; i < roots.size(); ++i)
     file->kg.outputs.emplace_back(fmt::format("out{}", i), node_of.at(roots[i].get()));

@@ -266,6 +266,7 @@ Expected<void> TensorImpl::realize(const std::vector<Tensor>& tensors) {
         for (size_t i = 0; i < outputs.size(); ++i) {
           TensorImpl* t = outputs[i];
           t->buffer = (*results)[i];
+          t->computed = TensorImpl::sequence();
           for (auto& d : t->deps) released.push_back(std::move(d));
           t->deps.clear();
           recipes.push_back(std::move(t->build));

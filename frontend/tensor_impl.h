@@ -10,12 +10,13 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
-#include <initializer_list>
 #include <optional>
 #include <span>
 #include <unordered_set>
@@ -67,6 +68,15 @@ struct TensorImpl {
   std::vector<std::shared_ptr<TensorImpl>> deps;  // operands, until realized
   BuildFn build;                                  // until realized
   uint64_t claim = 0;                             // the realize computing it now (0: none)
+  // When it was made and when a realize computed it from its recipe (0: never; a leaf given its
+  // buffer), on one process-wide clock (sequence()): trace_kg tells a tensor computed after its
+  // args were made, whose value a trace would capture, from one that was there before.
+  uint64_t made = sequence();
+  uint64_t computed = 0;
+  static uint64_t sequence() {
+    static std::atomic<uint64_t> clock{1};
+    return clock.fetch_add(1, std::memory_order_relaxed);
+  }
   // Tensor::mark_dynamic: per axis, the size symbol's name ("" static; empty vector: none),
   // written and read under DeviceState::mu.
   std::vector<std::string> symbols;

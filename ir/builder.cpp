@@ -234,7 +234,7 @@ NodeResult Builder::arange(int64_t start, int64_t end, int64_t step, DType dtype
     return op_error("arange", "range [{}, {}) step {} is too long (kiln indexes at most 2^59 elements)",
                     start, end, step);
   // The values lie between start and the last element, so checking both ends suffices.
-  int64_t last = start + static_cast<int64_t>(len - 1) * step;
+  const auto last = static_cast<int64_t>(start + (len - 1) * step);  // in range, as len says
   if (len > 0 && is_int(dtype) && dtype != DType::i64 &&
       (detail::unrepresentable(static_cast<double>(start), dtype) ||
        detail::unrepresentable(static_cast<double>(last), dtype)))

@@ -32,8 +32,13 @@ SliceRange python_slice(int64_t n, std::optional<int64_t> start, std::optional<i
   int64_t s = clamp(start, step > 0 ? lower : upper);
   int64_t e = clamp(end, step > 0 ? upper : lower);
   int64_t len = 0;
-  if (step > 0 && e > s) len = (e - s + step - 1) / step;
-  if (step < 0 && s > e) len = (s - e - step - 1) / -step;
+  // Written so that no step overflows: e - s and s - e are at most n + 1, and -step of the least
+  // int64 is taken unsigned.
+  if (step > 0 && e > s) len = (e - s - 1) / step + 1;
+  if (step < 0 && s > e)
+    len =
+        static_cast<int64_t>(static_cast<uint64_t>(s - e - 1) / (0 - static_cast<uint64_t>(step))) +
+        1;
   return {s, len};
 }
 

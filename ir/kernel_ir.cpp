@@ -132,6 +132,11 @@ const Expr* ExprArena::constant(DType dtype, double value) {
   return intern(std::move(e));
 }
 
+const Expr* ExprArena::integer(DType dtype, int64_t value) {
+  KILN_CHECK(ir::is_int(dtype)) << "integer constant of " << ir::dtype_name(dtype);
+  return intern(Expr{.kind = ExprKind::Const, .dtype = dtype, .ival = value});
+}
+
 const Expr* ExprArena::var(int32_t id) {
   return intern(Expr{.kind = ExprKind::Var, .dtype = DType::i64, .var = id});
 }

@@ -113,7 +113,9 @@ struct Expr {
 class ExprArena {
  public:
   const Expr* constant(DType dtype, double value);  // ints/bool: value converted exactly
-  const Expr* index(int64_t value) { return constant(DType::i64, static_cast<double>(value)); }
+  // An integer constant of an integer dtype, exact at every int64 (a double holds 53 bits).
+  const Expr* integer(DType dtype, int64_t value);
+  const Expr* index(int64_t value) { return integer(DType::i64, value); }
   const Expr* var(int32_t id);  // i64 loop variable
   const Expr* load(int32_t buf, DType dtype, const Expr* index);
   const Expr* alu(Alu op, DType dtype, std::vector<const Expr*> args);

@@ -1,6 +1,7 @@
 // The `.kg` graph file format (DESIGN.md §4): reader and canonical printer.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -41,8 +42,11 @@ struct KgGraph {
 // (`reshape(%x, shape=[?b,8,8])`), which reads as its size.
 Expected<KgGraph> read_kg(Graph& g, std::string_view text, std::string_view filename,
                           const KgSizes* sizes = nullptr);
-// A file's bytes; a missing or unreadable file is an error naming the path.
-Expected<std::string> read_text_file(const std::string& path);
+// A file's bytes. A missing or unreadable file, or a directory, is an error naming the path; so
+// is a file that is not a regular one (a pipe, a device) and holds more than `stream_limit`
+// bytes (/dev/zero never ends).
+inline constexpr uint64_t kStreamLimit = uint64_t{256} << 20;
+Expected<std::string> read_text_file(const std::string& path, uint64_t stream_limit = kStreamLimit);
 // Reads a file; a missing or unreadable file is an error naming the path.
 Expected<KgGraph> read_kg_file(Graph& g, const std::string& path, const KgSizes* sizes = nullptr);
 

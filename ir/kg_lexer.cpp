@@ -2,8 +2,32 @@
 #include "ir/kg_lexer.h"
 
 #include <cctype>
+#include <string>
+#include <string_view>
 
 namespace kiln::ir {
+
+namespace {
+
+// The character at `at` as an error shows it: an ASCII one quoted, a control byte as \xNN, a
+// UTF-8 sequence whole (a byte of it alone would print as half a character).
+std::string shown_character(std::string_view line, size_t at) {
+  const auto c = static_cast<unsigned char>(line[at]);
+  if (c >= 0x80) {
+    size_t n = 1;
+    while (n < 4 && at + n < line.size() &&
+           (static_cast<unsigned char>(line[at + n]) & 0xC0) == 0x80)
+      ++n;
+    return "'" + std::string(line.substr(at, n)) + "' (names, ops and numbers are ASCII)";
+  }
+  if (c < 0x20 || c == 0x7f) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    return std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
+  }
+  return "'" + std::string(1, static_cast<char>(c)) + "'";
+}
+
+}  // namespace
 
 namespace {
 
@@ -90,7 +114,7 @@ std::expected<std::vector<KgToken>, KgLexError> lex_kg_line(std::string_view lin
       continue;
     }
     return std::unexpected(
-        KgLexError{"unexpected character '" + std::string(1, c) + "'", col(start)});
+        KgLexError{"unexpected character " + shown_character(line, start), col(start)});
   }
   out.push_back({KgToken::Kind::End, std::string_view{}, col(i)});
   return out;

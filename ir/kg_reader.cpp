@@ -2,11 +2,14 @@
 // "FILE:LINE:COL: error: WHAT" diagnostics.
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 
@@ -406,16 +409,31 @@ Expected<KgGraph> read_kg(Graph& g, std::string_view text, std::string_view file
   return Reader(g, filename, sizes).run(text);
 }
 
-Expected<std::string> read_text_file(const std::string& path) {
+Expected<std::string> read_text_file(const std::string& path, uint64_t stream_limit) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return make_error(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> closing(f, std::fclose);
+  struct stat st {};
+  if (::fstat(::fileno(f), &st) != 0)
+    return make_error(fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
+  if (S_ISDIR(st.st_mode))
+    return make_error(fmt::format("cannot read '{}': it is a directory", path));
+  // A regular file is read whole; a pipe or a device (which may never end: /dev/zero) up to
+  // `stream_limit` bytes.
+  const bool regular = S_ISREG(st.st_mode);
   std::string text;
+  if (regular) text.reserve(static_cast<size_t>(st.st_size));
   char buf[65536];
   size_t got = 0;
-  while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, got);
-  int err = std::ferror(f) ? errno : 0;
-  std::fclose(f);
-  if (err) return make_error(fmt::format("cannot read '{}': {}", path, std::strerror(err)));
+  while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    text.append(buf, got);
+    if (!regular && text.size() > stream_limit)
+      return make_error(
+          fmt::format("cannot read '{}': it is not a regular file and goes on past {} bytes", path,
+                      stream_limit));
+  }
+  if (std::ferror(f))
+    return make_error(fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
   return text;
 }
 

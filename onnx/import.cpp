@@ -2,12 +2,11 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <cctype>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "interp/reference.h"
+#include "ir/kg.h"
 #include "onnx/import_context.h"
 #include "onnx/importer.h"
 
@@ -590,11 +589,9 @@ Expected<Structure> flatten(const ValueData& d, const std::string& name, std::ma
 
 Expected<ImportedModel> import_model_file(ir::Graph& g, const std::string& path,
                                           const ImportOptions& options) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return make_error(fmt::format("cannot read '{}'", path));
-  std::ostringstream s;
-  s << f.rdbuf();
-  auto m = import_model(g, s.str(), options);
+  auto bytes = ir::read_text_file(path);
+  if (!bytes) return std::unexpected(bytes.error());
+  auto m = import_model(g, *bytes, options);
   if (!m) return make_error(fmt::format("{}: {}", path, m.error().message));
   return m;
 }

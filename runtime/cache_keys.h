@@ -20,8 +20,10 @@ namespace kiln::runtime {
 inline constexpr const char* kCacheKeySchema = "4";
 // In plan keys only: bumped when the planner records other facts for the same kernels, so that a
 // plan an older kiln stored is built again rather than run without them (2: a kernel that writes
-// several results may write one over a donated input; runtime/planner.cpp, find_in_place).
-inline constexpr const char* kPlannerVersion = "2";
+// several results may write one over a donated input; runtime/planner.cpp, find_in_place; 3: an
+// i64 constant past 2^53 in a kernel's IR, once rounded through a double, is exact, so a plan
+// whose kernels held a rounded one is built again).
+inline constexpr const char* kPlannerVersion = "3";
 
 // In tuning-decision keys only: bumped when the tuner would decide otherwise (another stop rule,
 // candidates scored or timed otherwise), so that a decision an older kiln stored is made again

@@ -3,8 +3,6 @@
 // just what a workload reads.
 #include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -13,6 +11,7 @@
 #include "cache/key_parts.h"
 #include "cache/size.h"
 #include "cache/store.h"
+#include "ir/kg.h"
 #include "runtime/config.h"
 #include "runtime/device.h"
 #include "runtime/entry_check.h"
@@ -56,10 +55,9 @@ std::string format_time(int64_t unix_seconds) {
 }
 
 Expected<cache::KeyParts> read_key_parts(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) return make_error(fmt::format("--key-parts: cannot read {}", file));
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  auto parts = cache::parts_from_json(text);
+  auto text = ir::read_text_file(file);
+  if (!text) return make_error(fmt::format("--key-parts: {}", text.error().message));
+  auto parts = cache::parts_from_json(*text);
   if (!parts || parts->empty())
     return make_error(fmt::format(
         "--key-parts {}: expected a non-empty JSON array of [name, value] string pairs", file));
@@ -180,7 +178,9 @@ std::string warm_hint(const CacheOptions& o) {
   if (o.target == "cuda") flags += " --arch " + o.arch;
   if (o.autotune) flags += " --autotune";
   if (o.no_autotune) flags += " --no-autotune";
-  return fmt::format("kiln warm{} --cache {} {}", flags, o.scope, fmt::join(o.for_paths, " "));
+  // Without --cache, kiln warm fills the cache kiln.toml names, as the export read it.
+  if (!o.scope.empty()) flags += " --cache " + o.scope;
+  return fmt::format("kiln warm{} {}", flags, fmt::join(o.for_paths, " "));
 }
 
 // `kiln cache export FILE --for PATH...`: a bundle of exactly the entries that runs of the
@@ -295,6 +295,17 @@ int cache_command(const CacheOptions& o) {
   if (!o.for_paths.empty()) return export_workload(o, *path);
   // Looking never creates or rebuilds a cache: those actions open it read-only.
   bool writes = o.action == "prune" || o.action == "import" || o.action == "clear";
+  if (writes) {
+    // A shipped cache (cache.read_only) is not written by maintenance either.
+    auto config = runtime::load_config(std::filesystem::current_path().string());
+    if (!config) return report_error(config.error().message);
+    if (config->config.cache_read_only)
+      return report_error(
+          fmt::format("cache {}: {} is read-only (cache.read_only is true in kiln.toml or "
+                      "KILN_CACHE_READ_ONLY); "
+                      "nothing was changed",
+                      o.action, *path));
+  }
   auto store = cache::Store::open(*path, {.read_only = !writes});
   if (!store) return report_error(store.error().message);
   return run_action(**store, o);

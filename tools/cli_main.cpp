@@ -1,6 +1,7 @@
 // The `kiln` command line program: its options and subcommands (tools/main.cpp calls this).
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <charconv>
 
 #include "tools/commands.h"
 #include "tools/graph_file.h"
@@ -106,7 +107,18 @@ int kiln_tool_main(int argc, char** argv) {
   run_cmd->add_option("graph", run.graph_path, "The .kg graph file or .onnx model")->required();
   run_cmd->add_option("--input", input_args, "NAME=PATH.npy (or an ONNX TensorProto PATH.pb) for a graph input (repeatable)");
   run_cmd->add_flag("--random-inputs", run.inputs.random, "Fill unbound inputs with seeded random data");
-  run_cmd->add_option("--seed", run.inputs.seed, "Seed for --random-inputs")->default_val(0);
+  run_cmd->add_option("--seed", run.inputs.seed, "Seed for --random-inputs (0 to 2^64-1)")
+      ->default_val(0)
+      ->check(CLI::Validator(
+          [](const std::string& text) -> std::string {
+            // Whole decimal digits that fit 64 bits: not -1 (wrapped) nor 2^64 (clamped).
+            uint64_t v = 0;
+            const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+            if (text.empty() || ec != std::errc{} || end != text.data() + text.size())
+              return "expected an integer from 0 to 18446744073709551615, got '" + text + "'";
+            return "";
+          },
+          "UINT64"));
   std::vector<std::string> run_dims, dump_dims;
   run_cmd->add_option("--dim", run_dims, "NAME=N: the size of the graph's size symbol ?NAME (repeatable)");
   run_cmd->add_option("--device", run.device, "cpu, reference, vulkan:N or cuda:N (see kiln devices)")

@@ -6,9 +6,7 @@
 #include <new>
 #include <random>
 
-#include <fstream>
-#include <sstream>
-
+#include "ir/kg.h"
 #include "onnx/proto.h"
 #include "tools/npy.h"
 
@@ -16,11 +14,9 @@ namespace kiln::tools {
 
 Expected<ir::HostTensor> read_input_file(const std::string& path) {
   if (!path.ends_with(".pb")) return read_npy(path);
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return make_error(fmt::format("cannot read '{}'", path));
-  std::ostringstream bytes;
-  bytes << f.rdbuf();
-  auto t = onnx::parse_tensor(bytes.str());
+  auto bytes = ir::read_text_file(path);
+  if (!bytes) return std::unexpected(bytes.error());
+  auto t = onnx::parse_tensor(*bytes);
   if (!t) return make_error(fmt::format("'{}': {}", path, t.error().message));
   auto h = onnx::to_host_tensor(*t);
   if (!h) return make_error(fmt::format("'{}': {}", path, h.error().message));

@@ -3,14 +3,15 @@
 #include "tools/npy.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -34,15 +35,71 @@ uint32_t read_le(std::string_view bytes, size_t offset, size_t width) {
   return v;
 }
 
-// The header text and where the data starts, after checking magic and version.
+// A file read front to back through its descriptor: the frame and the header first, then the
+// data straight into the tensor. A file that is not a .npy file (or never ends: /dev/zero) fails
+// at its first bytes, and a directory says so.
+class InFile {
+ public:
+  ~InFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Expected<void> open(const std::string& path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) return npy_error(path, fmt::format("cannot open: {}", std::strerror(errno)));
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0)
+      return npy_error(path, fmt::format("cannot open: {}", std::strerror(errno)));
+    if (S_ISDIR(st.st_mode)) return npy_error(path, "cannot open: it is a directory");
+    if (S_ISREG(st.st_mode)) size_ = static_cast<uint64_t>(st.st_size);
+    return {};
+  }
+  // Up to `n` more bytes into `out` (fewer only at the end of the file); how many.
+  Expected<size_t> read(const std::string& path, char* out, size_t n) {
+    size_t done = 0;
+    while (done < n) {
+      const ssize_t got = ::read(fd_, out + done, n - done);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) return npy_error(path, fmt::format("read error: {}", std::strerror(errno)));
+      if (got == 0) break;
+      done += static_cast<size_t>(got);
+    }
+    return done;
+  }
+  // Appends up to `n` more bytes to `out`, a chunk at a time: a header length the file does not
+  // hold (up to 4 GiB in version 2) takes no more memory than the bytes that are there.
+  Expected<void> append(const std::string& path, std::string& out, size_t n) {
+    constexpr size_t kChunk = size_t{1} << 20;
+    while (n > 0) {
+      const size_t at = out.size(), want = std::min(n, kChunk);
+      out.resize(at + want);
+      auto got = read(path, out.data() + at, want);
+      if (!got) return std::unexpected(got.error());
+      out.resize(at + *got);
+      if (*got < want) break;
+      n -= want;
+    }
+    return {};
+  }
+  // A regular file's size in bytes (nullopt for a pipe or a device).
+  std::optional<uint64_t> size() const { return size_; }
+
+ private:
+  int fd_ = -1;
+  std::optional<uint64_t> size_;
+};
+
+// The header text (after checking magic and version) and where the data starts, read from `in`.
 struct Frame {
-  std::string_view header;
+  std::string header;
   size_t data_offset;
 };
 
-Expected<Frame> read_frame(const std::string& path, std::string_view file) {
+Expected<Frame> read_frame(const std::string& path, InFile& in) {
+  std::string file;
+  if (auto r = in.append(path, file, kMagic.size()); !r) return std::unexpected(r.error());
   if (file.size() < kMagic.size() || file.substr(0, kMagic.size()) != kMagic)
     return npy_error(path, "bad magic: not a .npy file (expected \"\\x93NUMPY\")");
+  if (auto r = in.append(path, file, 2); !r) return std::unexpected(r.error());
   if (file.size() < 8) return npy_error(path, "truncated header: no format version");
   const int major = static_cast<unsigned char>(file[6]),
             minor = static_cast<unsigned char>(file[7]);
@@ -53,20 +110,15 @@ Expected<Frame> read_frame(const std::string& path, std::string_view file) {
   // Version 1.0 has a 2-byte header length, 2.0 and 3.0 (utf-8 header) a 4-byte one.
   const size_t len_width = major == 1 ? 2 : 4;
   const size_t prefix = 8 + len_width;
+  if (auto r = in.append(path, file, len_width); !r) return std::unexpected(r.error());
   if (file.size() < prefix) return npy_error(path, "truncated header: no header length");
   const size_t header_len = read_le(file, 8, len_width);
-  if (file.size() - prefix < header_len)
+  std::string header;
+  if (auto r = in.append(path, header, header_len); !r) return std::unexpected(r.error());
+  if (header.size() < header_len)
     return npy_error(path, fmt::format("truncated header: expected {} bytes, found {}", header_len,
-                                       file.size() - prefix));
-  return Frame{file.substr(prefix, header_len), prefix + header_len};
-}
-
-Expected<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return npy_error(path, fmt::format("cannot open: {}", std::strerror(errno)));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return npy_error(path, "read error");
-  return bytes;
+                                       header.size()));
+  return Frame{std::move(header), prefix + header_len};
 }
 
 // Creates `<path>.tmp-<pid>-<n>` next to the target (same directory, so rename is atomic)
@@ -143,9 +195,9 @@ std::string frame_header(const std::string& dict) {
 }  // namespace
 
 Expected<ir::HostTensor> read_npy(const std::string& path) {
-  auto file = read_file(path);
-  if (!file) return std::unexpected(file.error());
-  auto frame = read_frame(path, *file);
+  InFile in;
+  if (auto opened = in.open(path); !opened) return std::unexpected(opened.error());
+  auto frame = read_frame(path, in);
   if (!frame) return std::unexpected(frame.error());
   auto header = npy::parse_header(frame->header);
   if (!header) return npy_error(path, header.error().message);
@@ -158,14 +210,28 @@ Expected<ir::HostTensor> read_npy(const std::string& path) {
     numel *= d;
   }
   const auto expected = static_cast<size_t>(numel * ir::dtype_size(header->dtype));
-  const size_t found = file->size() - frame->data_offset;
-  if (found != expected)
-    return npy_error(
-        path, fmt::format("{} data: expected {} bytes for {}{}, found {}",
-                          found < expected ? "truncated" : "trailing bytes after the", expected,
-                          ir::dtype_name(header->dtype), ir::shape_str(header->shape), found));
+  const std::string what = fmt::format("{} bytes for {}{}", expected, ir::dtype_name(header->dtype),
+                                       ir::shape_str(header->shape));
+  // A regular file's size says what it holds before any data is read (or memory taken for it).
+  if (const std::optional<uint64_t> size = in.size()) {
+    const uint64_t found = *size - frame->data_offset;
+    if (found != expected)
+      return npy_error(
+          path,
+          fmt::format("{} data: expected {}, found {}",
+                      found < expected ? "truncated" : "trailing bytes after the", what, found));
+  }
   ir::HostTensor t = ir::HostTensor::zeros(header->dtype, header->shape);
-  if (expected > 0) std::memcpy(t.bytes.data(), file->data() + frame->data_offset, expected);
+  auto got = in.read(path, reinterpret_cast<char*>(t.bytes.data()), expected);
+  if (!got) return std::unexpected(got.error());
+  if (*got != expected)
+    return npy_error(path, fmt::format("truncated data: expected {}, found {}", what, *got));
+  char extra = 0;
+  auto more = in.read(path, &extra, 1);
+  if (!more) return std::unexpected(more.error());
+  if (*more != 0)
+    return npy_error(path,
+                     fmt::format("trailing bytes after the data: expected {}, found more", what));
   if (t.dtype == ir::DType::boolean)  // numpy treats any non-zero byte as True
     for (std::byte& b : t.bytes) b = b != std::byte{0} ? std::byte{1} : std::byte{0};
   return t;

@@ -219,9 +219,12 @@ int warm_command(const WarmOptions& o) {
     fmt::print("{}: {} graphs checked, {} missing\n", cache_path, graphs->size(), missing.size());
     return errors.empty() && missing.empty() ? 0 : 1;
   }
+  // Only the graphs that warmed count; those that failed are counted apart (their errors above).
+  const size_t warmed = graphs->size() - errors.size();
   fmt::print(
-      "{}: {} graphs warmed for {}, {} kernels compiled{}{}\n", cache_path, graphs->size(),
-      o.target == "cuda" ? "cuda " + o.arch : o.target, progress.compiled(),
+      "{}: {} graph{} warmed for {}{}, {} kernels compiled{}{}\n", cache_path, warmed,
+      warmed == 1 ? "" : "s", o.target == "cuda" ? "cuda " + o.arch : o.target,
+      errors.empty() ? "" : fmt::format(" ({} failed)", errors.size()), progress.compiled(),
       tune ? fmt::format(", {} tuned", progress.tuned()) : "",
       symbolic > 0 ? fmt::format(", {} symbolic plan{}", symbolic, symbolic == 1 ? "" : "s") : "");
   return errors.empty() ? 0 : 1;

@@ -315,7 +315,9 @@ class KILN_EXPORT Graph {
   // shapes), its outputs out0, out1, ... Every other realized tensor the ops read (weights) is
   // captured: held by the graph and bound by it at every call, so a call must be on its device,
   // and a tensor whose value changes between calls (a cache) must be an arg. Values the recording
-  // took from the host (a Python int, an op's attributes) are part of the graph as they were.
+  // took from the host (a Python int, an op's attributes) are part of the graph as they were. A
+  // tensor the outputs read that was realized after the args were made (the traced code realized
+  // it or read its value) is refused: a call would replay its value, not compute it from the args.
   static Expected<Graph> trace(const std::vector<Tensor>& outputs, const std::vector<Tensor>& args);
   // The inputs a call binds, in declaration order, and the outputs' names, in `output` order.
   std::vector<GraphInput> inputs() const;
@@ -341,11 +343,17 @@ Expected<std::vector<T>> Tensor::to_vector() {
   auto host = to_host();
   if (!host) return std::unexpected(host.error());
   std::vector<T> out(static_cast<size_t>(host->numel()));
-  constexpr bool is_f32 = std::is_same_v<T, float>, is_f64 = std::is_same_v<T, double>;
-  constexpr bool is_i32 = std::is_same_v<T, int32_t>;
-  if ((is_f32 && host->dtype == DType::f32) || (is_f64 && host->dtype == DType::f64) ||
-      (is_i32 && host->dtype == DType::i32)) {
-    // Same layout: no conversion (and an empty tensor has no data to copy: memcpy of null).
+  // The dtype whose elements are T's bytes (f32 for any other T: only a conversion is exact).
+  constexpr DType same = std::is_same_v<T, double>    ? DType::f64
+                         : std::is_same_v<T, int32_t> ? DType::i32
+                         : std::is_same_v<T, int64_t> ? DType::i64
+                         : std::is_same_v<T, int8_t>  ? DType::i8
+                         : std::is_same_v<T, uint8_t> ? DType::u8
+                                                      : DType::f32;
+  constexpr bool layout_known = std::is_same_v<T, float> || same != DType::f32;
+  if (layout_known && host->dtype == same) {
+    // Same layout: no conversion, so every i64 is exact (get() goes through double), and an
+    // empty tensor has no data to copy (memcpy of null).
     if (!out.empty()) std::memcpy(out.data(), host->data(), host->bytes.size());
   } else {
     for (int64_t i = 0; i < host->numel(); ++i) out[i] = static_cast<T>(host->get(i));

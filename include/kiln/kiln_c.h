@@ -368,8 +368,9 @@ KILN_EXPORT kiln_status kiln_graph_parse(const char* text, const char* filename,
  * args (arg0, arg1, ...), its outputs out0, out1, ...; every other realized tensor those ops read
  * is captured: held by the graph, and bound by it at each kiln_graph_call, which must be on its
  * device. A tensor whose value changes between calls (a cache) must be an arg. Nothing runs. A
- * tensor with an error, tensors of two devices, or an arg given twice is
- * KILN_ERROR_INVALID_ARGUMENT. */
+ * tensor with an error, tensors of two devices, an arg given twice, or a tensor the outputs read
+ * that was realized after the args were made (its value, perhaps computed from them, would be
+ * replayed as it is) is KILN_ERROR_INVALID_ARGUMENT. */
 KILN_EXPORT kiln_status kiln_graph_trace(const kiln_tensor* outputs, int32_t num_outputs,
                                          const kiln_tensor* args, int32_t num_args,
                                          kiln_graph* out);

@@ -176,6 +176,17 @@ TEST_F(RecoveryTest, WrongSchemaVersionIsMovedAsideAndRebuilt) {
   EXPECT_NE(warnings_[0].find("schema version 99"), std::string::npos) << warnings_[0];
 }
 
+TEST_F(RecoveryTest, AMissingTableIsMovedAsideAndRebuilt) {
+  std::string file = path("cache.sqlite");
+  open(file)->put(Table::kernels, kernel_key("k"), entry("v"));
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE plans", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  expect_rebuilt(file, read_bytes(file));
+  EXPECT_NE(warnings_[0].find("the plans table is missing"), std::string::npos) << warnings_[0];
+}
+
 TEST_F(RecoveryTest, VerifyFindsAKeyThatDoesNotMatchItsParts) {
   std::string file = path("cache.sqlite");
   open(file)->put(Table::kernels, kernel_key("k"), entry("v"));

@@ -126,7 +126,7 @@ TEST_F(GpuPersistentRun, WarmingARangeOfSizesServesEveryBatchSizeInIt) {
   Result warmed = sh(env + KILN_BINARY + " warm " + kg +
                      " --target vulkan --no-autotune --cache file=" + cache() + " --dim b=1..40");
   ASSERT_EQ(warmed.code, 0) << warmed.out;
-  EXPECT_NE(warmed.out.find("1 graphs warmed for vulkan"), std::string::npos) << warmed.out;
+  EXPECT_NE(warmed.out.find("1 graph warmed for vulkan"), std::string::npos) << warmed.out;
   EXPECT_NE(warmed.out.find(", 1 symbolic plan"), std::string::npos) << warmed.out;
   const auto run_at = [&](int64_t b) {
     return sh(

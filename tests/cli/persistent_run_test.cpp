@@ -153,7 +153,7 @@ TEST_F(PersistentRun, AWarmedSymbolicPlanServesEveryBatchSize) {
   const std::string env = "KILN_CPU_RATES=reference KILN_AUTOTUNE_CACHE=" + cache + " ";
   Result warmed = sh(env + kiln("warm " + kg + " --no-autotune --cache " + cache));
   ASSERT_EQ(warmed.code, 0) << warmed.out;
-  EXPECT_NE(warmed.out.find("1 graphs warmed for cpu, 1 kernels compiled, 1 symbolic plan"),
+  EXPECT_NE(warmed.out.find("1 graph warmed for cpu, 1 kernels compiled, 1 symbolic plan"),
             std::string::npos)
       << warmed.out;
   const auto run = [&](const std::string& cache_spec, int64_t b, const std::string& device,

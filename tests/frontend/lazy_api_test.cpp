@@ -67,6 +67,47 @@ TEST(LazyApi, ATracedGraphStartsAtItsArgsPendingOrNot) {
   EXPECT_NE(bad.error().message.find("no outputs"), std::string::npos) << bad.error().message;
 }
 
+// i64 values past 2^53 (where a double has no unit bits) stay exact: an arange's start in its
+// kernel, and to_vector<int64_t>; and an arange spanning int64's whole range.
+TEST(LazyApi, Int64ValuesPast2To53AreExact) {
+  const int64_t big = (int64_t{1} << 53) + 1;
+  for (int64_t n : {1, 4, 1000}) {
+    auto v = kiln::Tensor::arange(cpu(), big, big + n, 1, kiln::DType::i64).to_vector<int64_t>();
+    ASSERT_TRUE(v.has_value()) << v.error().message;
+    ASSERT_EQ(v->size(), static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ((*v)[i], big + i) << n << " " << i;
+  }
+  auto ends = kiln::Tensor::arange(cpu(), INT64_MIN, INT64_MAX, INT64_MAX, kiln::DType::i64)
+                  .to_vector<int64_t>();
+  ASSERT_TRUE(ends.has_value()) << ends.error().message;
+  EXPECT_EQ(*ends, (std::vector<int64_t>{INT64_MIN, -1, INT64_MAX - 1}));
+}
+
+// A tensor realized between the args and the outputs would be captured as it is now, where each
+// call must compute it from the args: the trace is refused. One realized before the args were
+// made (a weight computed once) is captured, and read at every call.
+TEST(LazyApi, ATraceRefusesAValueRealizedAfterItsArgs) {
+  std::vector<float> xs = {1, 2, 3}, ws = {1, 2, 4};
+  auto w = kiln::Tensor::from_host(cpu(), std::span<const float>(ws), {3});
+  kiln::Tensor w2 = w * 2.0;
+  ASSERT_TRUE(w2.realize().has_value());  // before the arg: a constant of the trace
+  auto x = kiln::Tensor::from_host(cpu(), std::span<const float>(xs), {3});
+  kiln::Tensor h = x * 2.0 + x;
+  ASSERT_TRUE(h.realize().has_value());  // after the arg: computed from it
+  auto stale = kiln::Graph::trace({h * w2}, {x});
+  ASSERT_FALSE(stale.has_value());
+  EXPECT_NE(stale.error().message.find("f32[3] tensor that was realized after the args were made"),
+            std::string::npos)
+      << stale.error().message;
+  auto g = kiln::Graph::trace({(x * 3.0) * w2}, {x});
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  std::vector<float> ys = {10, 20, 30};
+  auto y = kiln::Tensor::from_host(cpu(), std::span<const float>(ys), {3});
+  auto outs = g->call(cpu(), {y});
+  ASSERT_TRUE(outs.has_value()) << outs.error().message;
+  EXPECT_EQ((*outs)[0].to_vector<float>().value(), (std::vector<float>{60, 240, 720}));
+}
+
 // kiln::gather is fused like a view: the lookup, the scaling and the activation are one kernel.
 TEST(LazyApi, EmbeddingLookupAndActivationAreOneKernel) {
   std::vector<float> table(64 * 8);

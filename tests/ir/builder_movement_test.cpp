@@ -81,6 +81,13 @@ const SliceCase kSliceCases[] = {
     {7, std::nullopt, 0, -1, {6, 5, 4, 3, 2, 1}},
     {7, -1, -8, -2, {6, 4, 2, 0}},
     {1, std::nullopt, std::nullopt, -1, {0}},
+    // Steps and bounds at int64's ends (no overflow in the length).
+    {10, std::nullopt, std::nullopt, INT64_MAX, {0}},
+    {10, std::nullopt, std::nullopt, -INT64_MAX, {9}},
+    {10, std::nullopt, std::nullopt, INT64_MIN, {9}},
+    {10, 0, INT64_MAX, INT64_MAX, {0}},
+    {10, INT64_MIN, INT64_MAX, 3, {0, 3, 6, 9}},
+    {10, INT64_MAX, INT64_MIN, -4, {9, 5, 1}},
 };
 
 TEST_F(BuilderMovement, SliceMatchesPythonAndIsCanonical) {

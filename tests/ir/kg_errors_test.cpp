@@ -39,7 +39,8 @@ const ErrorCase kCases[] = {
     {kHead + "input %i : f32[2,-1]\n",
      "g.kg:3:18: error: expected a non-negative integer dimension or a size symbol '?b', got '-1'"},
     {kHead + "input %h : f32[4294967296,4294967296]\n",
-     "g.kg:3:7: error: input: shape [4294967296,4294967296] has too many elements (kiln indexes at most 2^59)"},
+     "g.kg:3:7: error: input: shape [4294967296,4294967296] has too many elements (kiln indexes at "
+     "most 2^59)"},
     {kHead + "%y = sum(%x, axes=[1.5])\n",
      "g.kg:3:20: error: expected an integer in the list, got '1.5'"},
     {kHead + "%y = sum(%x, axes=[1], axes=[0])\n",
@@ -64,7 +65,8 @@ const ErrorCase kCases[] = {
     {kHead + "input %m : bool[3]\n%y = topk_indices(%m, k=1)\n",
      "g.kg:4:6: error: topk_indices: needs a numeric dtype, got bool"},
     {kHead + "input %i : i64[3,4]\n%y = scatter_elements(%x, %i, %x, axis=0, reduction=sum)\n",
-     "g.kg:4:53: error: expected an attribute value (a number, true, false, a dtype, a name or a list), "
+     "g.kg:4:53: error: expected an attribute value (a number, true, false, a dtype, a name or a "
+     "list), "
      "got 'sum'"},
     {kHead + "input %i : i64[3,4]\n%y = scatter_elements(%x, %i, %x, axis=0, reduction=1)\n",
      "g.kg:4:6: error: scatter_elements: attribute 'reduction' must be a name (such as none, "
@@ -72,7 +74,8 @@ const ErrorCase kCases[] = {
     {kHead + "input %i : i64[3,4]\n%y = scatter_elements(%x, %i, axis=0)\n",
      "g.kg:4:6: error: scatter_elements: expected 3 operands, got 2"},
     {kHead + "%y = cast(%x, to=f99)\n",
-     "g.kg:3:18: error: expected an attribute value (a number, true, false, a dtype, a name or a list), "
+     "g.kg:3:18: error: expected an attribute value (a number, true, false, a dtype, a name or a "
+     "list), "
      "got 'f99'"},
     {kHead + "%y = sum(%x, keepdim=true, %x)\n",
      "g.kg:3:28: error: operands must come before the attributes"},
@@ -83,6 +86,9 @@ const ErrorCase kCases[] = {
     {kHead + "%y = add(%x, 1e)\n", "g.kg:3:14: error: invalid number '1e'"},
     {kHead + "%y = add(%x, 2x)\n", "g.kg:3:14: error: invalid number '2x'"},
     {kHead + "%y = add(%x, $)\n", "g.kg:3:14: error: unexpected character '$'"},
+    {kHead + "%y = add(%x, \xc3\xa9)\n",
+     "g.kg:3:14: error: unexpected character '\xc3\xa9' (names, ops and numbers are ASCII)"},
+    {kHead + "%y = add(%x, \x01)\n", "g.kg:3:14: error: unexpected character \\x01"},
     {kHead + "% = exp(%x)\n", "g.kg:3:1: error: expected a value name after '%'"},
     {kHead + "y = exp(%x)\n",
      "g.kg:3:1: error: expected a statement ('input', 'output' or '%name = op(...)'), got 'y'"},

@@ -267,6 +267,23 @@ TEST(KgReader, MissingFile) {
   EXPECT_EQ(r.error().message, "cannot open '/nonexistent/dir/g.kg': No such file or directory");
 }
 
+TEST(KgReader, ADirectoryOrAStreamThatNeverEndsIsAnErrorNamingIt) {
+  Graph g;
+  const std::string dir = fs::temp_directory_path().string();
+  auto r = read_kg_file(g, dir);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "cannot read '" + dir + "': it is a directory");
+  // /dev/zero never ends: read up to the limit, then refused (a small limit here).
+  auto endless = read_text_file("/dev/zero", 1 << 20);
+  ASSERT_FALSE(endless);
+  EXPECT_EQ(endless.error().message,
+            "cannot read '/dev/zero': it is not a regular file and goes on past 1048576 bytes");
+  // A stream that ends is read whole.
+  auto empty = read_text_file("/dev/null");
+  ASSERT_TRUE(empty) << empty.error().message;
+  EXPECT_EQ(*empty, "");
+}
+
 TEST(KgReader, ReadsAFileAndNamesItInErrors) {
   fs::path dir = fs::temp_directory_path() / ("kiln_ir_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "tools/npy.h"
@@ -288,6 +290,41 @@ TEST_F(NpyTest, ReportsAMissingFile) {
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().message,
             "npy '" + path("missing.npy") + "': cannot open: No such file or directory");
+}
+
+TEST_F(NpyTest, ADirectoryOrADeviceThatIsNoNpyIsAnErrorAtOnce) {
+  ASSERT_EQ(::mkdir(path("d").c_str(), 0755), 0);
+  auto dir = read_npy(path("d"));
+  ASSERT_FALSE(dir.has_value());
+  EXPECT_EQ(dir.error().message, "npy '" + path("d") + "': cannot open: it is a directory");
+  // /dev/zero never ends: its first bytes are no magic, and nothing more is read.
+  auto zero = read_npy("/dev/zero");
+  ASSERT_FALSE(zero.has_value());
+  EXPECT_EQ(zero.error().message,
+            "npy '/dev/zero': bad magic: not a .npy file (expected \"\\x93NUMPY\")");
+}
+
+TEST_F(NpyTest, ReadsFromAPipeAndChecksItsLength) {
+  // Not a regular file: the data is read to its end, then the length checked.
+  const std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
+  for (const auto& [data, message] : std::vector<std::pair<std::string, std::string>>{
+           {f32_bytes({1, 2}), ""},
+           {f32_bytes({1}), "truncated data: expected 8 bytes for f32[2], found 4"},
+           {f32_bytes({1, 2, 3}),
+            "trailing bytes after the data: expected 8 bytes for f32[2], found more"}}) {
+    ASSERT_EQ(::mkfifo(path("p").c_str(), 0644), 0);
+    std::thread writer([&] { std::ofstream(path("p"), std::ios::binary) << npy_v1(dict, data); });
+    auto t = read_npy(path("p"));
+    writer.join();
+    ::unlink(path("p").c_str());
+    if (message.empty()) {
+      ASSERT_TRUE(t.has_value()) << t.error().message;
+      EXPECT_EQ(t->shape, Shape{2});
+    } else {
+      ASSERT_FALSE(t.has_value());
+      EXPECT_EQ(t.error().message, "npy '" + path("p") + "': " + message);
+    }
+  }
 }
 
 TEST_F(NpyTest, RefusesBFloat16WithoutCreatingAFile) {
