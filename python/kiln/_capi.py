@@ -6,6 +6,8 @@ copy at the same time, as the C API allows (docs/python.md, "Threads")."""
 import ctypes
 import os
 
+import numpy as _np
+
 from ctypes import POINTER, byref, c_char_p, c_double, c_int, c_int32, c_int64, c_size_t, c_void_p
 
 ABI_VERSION = 1  # KILN_C_ABI_VERSION this package speaks
@@ -210,6 +212,27 @@ def int64s(values, what):
     return out
 
 
+_INT64_MIN, _INT64_END = -(1 << 63), 1 << 63
+
+
+def int64(value, what):
+    """One integer argument of a C function (an axis, k, a size, a step) as a Python int that fits
+    int64: a Python or numpy integer. Anything else (a float, even 1.0; None; a str; a tuple; a
+    bool, as numpy refuses for an axis) raises TypeError naming `what`, and an integer past 64
+    bits OverflowError, before ctypes could wrap it or raise its own ArgumentError."""
+    if type(value) is int and _INT64_MIN <= value < _INT64_END:  # the common case, kept short
+        return value
+    if isinstance(value, (bool, _np.bool_)):
+        raise TypeError(f"{what} must be an integer, not bool ({value!r})")
+    try:
+        v = value.__index__()
+    except (AttributeError, TypeError):
+        raise TypeError(f"{what} must be an integer, not {type(value).__name__} ({value!r})") from None
+    if not _INT64_MIN <= v < _INT64_END:
+        raise OverflowError(f"{what}: {v} does not fit in 64 bits")
+    return v
+
+
 def string(text, what):
     """UTF-8 bytes for a C string argument (str or bytes, no NUL inside)."""
     if isinstance(text, os.PathLike):
@@ -231,6 +254,6 @@ def take_string(pointer):
         lib.kiln_string_release(pointer)
 
 
-__all__ = ["lib", "check", "error", "int64s", "string", "take_string", "byref", "Error",
+__all__ = ["lib", "check", "error", "int64", "int64s", "string", "take_string", "byref", "Error",
            "InvalidArgumentError", "InvalidOperationError", "DeviceError", "UnsupportedError",
            "UNARY", "BINARY", "TERNARY"]

@@ -12,6 +12,7 @@ from ._capi import lib
 
 KDL_CPU = 1
 _KDL_UINT = 1
+_KDL_BFLOAT = 4
 _KDL_BOOL = 6
 
 
@@ -55,16 +56,17 @@ _USED_DLTENSOR = _permanent(b"used_dltensor")
 _destructor = ctypes.cast(lib.kiln_dlpack_capsule_destructor, ctypes.c_void_p).value
 
 
-def export_capsule(handle, bool_as_uint8=False):
+def export_capsule(handle, bool_as_uint8=False, bf16_as_uint16=False):
     """A "dltensor" capsule holding the realized buffer of a kiln tensor handle. With
     `bool_as_uint8`, a bool tensor is described as uint8 (same bytes), for consumers that predate
-    DLPack's kDLBool (numpy < 1.25, torch < 2)."""
+    DLPack's kDLBool (numpy < 1.25, torch < 2); with `bf16_as_uint16`, a bf16 tensor as uint16
+    (its bits, for numpy, which has no bfloat16)."""
     from ._capi import check
     managed = ctypes.c_void_p()
     check(lib.kiln_tensor_to_dlpack(handle, ctypes.byref(managed)))
-    if bool_as_uint8:
+    if bool_as_uint8 or bf16_as_uint16:
         t = DLManagedTensor.from_address(managed.value).dl_tensor
-        if t.code == _KDL_BOOL:
+        if (t.code == _KDL_BOOL and bool_as_uint8) or (t.code == _KDL_BFLOAT and bf16_as_uint16):
             t.code = _KDL_UINT
     return _capsule_new(managed, _DLTENSOR, _destructor)
 

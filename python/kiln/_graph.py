@@ -126,6 +126,9 @@ class Graph:
             if len(args) != len(self.inputs):
                 raise TypeError(f"the graph takes {len(self.inputs)} inputs "
                                 f"({', '.join('%' + i.name for i in self.inputs) or 'none'}), {len(args)} given")
+        for n, v in zip(names, values):
+            if v is None:  # np.asarray would make it a 0-d NaN (or object) array
+                raise TypeError(f"input %{n}: expected a Tensor or an array, got None")
         tensors = [v if isinstance(v, Tensor) else
                    tensor(np.asarray(v, dtype=_input_dtype(by_name, n, v)), device=dev) for n, v in zip(names, values)]
         c_names = (ctypes.c_char_p * len(names))(*(string(n, "an input name") for n in names))

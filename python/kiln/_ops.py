@@ -7,10 +7,10 @@ import numbers
 import numpy as np
 
 from . import _dtypes
-from ._capi import BINARY, UNARY, check, int64s, lib
+from ._capi import BINARY, UNARY, check, int64, int64s, lib
 from ._device import device_of
 from ._dlpack import import_object
-from ._tensor import Tensor, binary, full_code, new, operand, unary
+from ._tensor import Tensor, binary, from_host, full_code, new, operand, unary
 
 _c_void_p = ctypes.c_void_p
 _byref = ctypes.byref
@@ -32,10 +32,19 @@ def _handles(tensors, what):
 # ---- making tensors ---------------------------------------------------------------------------
 
 def tensor(data, dtype=None, device=None):
-    """A tensor holding a copy of `data`: a numpy array, or anything np.asarray takes (a kiln
-    Tensor too). `dtype` converts it first. kiln.from_dlpack shares memory instead of copying."""
-    dev = device_of(device)
-    code = None if dtype is None else _dtypes.code(dtype)
+    """A tensor holding a copy of `data`: a numpy array, or anything np.asarray takes, or a kiln
+    Tensor of any dtype (bf16 too), copied onto `device`, by default the tensor's own. `dtype`
+    converts it first. kiln.from_dlpack shares memory instead of copying."""
+    if isinstance(data, Tensor):
+        dev = data._dev if device is None else device_of(device)
+        code = None if dtype is None else _dtypes.code(dtype)
+        if data._code == _dtypes.BF16:  # numpy has no bfloat16: its bits, or exactly as float32
+            if code is None or code == _dtypes.BF16:
+                return from_host(dev, _dtypes.BF16, np.ascontiguousarray(data._bits()))
+            data = data.astype(np.float32)
+    else:
+        dev = device_of(device)
+        code = None if dtype is None else _dtypes.code(dtype)
     if code == _dtypes.BF16:
         return tensor(data, np.float32, dev).astype(_dtypes.bfloat16)
     a = np.asarray(data)
@@ -49,10 +58,7 @@ def tensor(data, dtype=None, device=None):
         code = _dtypes.code(a.dtype)
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
-    out = _c_void_p()
-    check(lib.kiln_tensor_from_host(dev._h, code, int64s(a.shape, "shape"), a.ndim,
-                                    a.ctypes.data if a.size else None, a.nbytes, _byref(out)))
-    return new(out, dev)
+    return from_host(dev, code, a)
 
 
 def from_dlpack(x, device=None):
@@ -227,7 +233,7 @@ def concat(xs, axis=0):
     """The tensors joined along `axis`."""
     xs, handles = _handles(xs, "xs")
     out = _c_void_p()
-    check(lib.kiln_concat(handles, len(xs), axis, _byref(out)))
+    check(lib.kiln_concat(handles, len(xs), int64(axis, "concat: axis"), _byref(out)))
     return new(out, xs[0]._dev)
 
 
@@ -252,8 +258,9 @@ def _indices(indices, x):
     return tensor(a if a.dtype == np.int32 else a.astype(np.int64), device=x._dev)
 
 
-def _indexed(fn, x, indices, axis):
+def _indexed(fn, name, x, indices, axis):
     x = _tensor_arg(x)
+    axis = int64(axis, f"{name}: axis")
     idx = _indices(indices, x)
     out = _c_void_p()
     check(fn(x._h, idx._h, axis, _byref(out)))
@@ -264,13 +271,13 @@ def gather(x, indices, axis=0):
     """numpy's take along `axis` (ONNX Gather): the result's shape is x.shape[:axis] +
     indices.shape + x.shape[axis+1:]. An index i < 0 reads i + n, then indices are clamped into
     [0, n) (numpy's mode="clip" after wrapping negatives once; numpy's default raises instead)."""
-    return _indexed(lib.kiln_gather, x, indices, axis)
+    return _indexed(lib.kiln_gather, "gather", x, indices, axis)
 
 
 def gather_elements(x, indices, axis=0):
     """numpy's take_along_axis (ONNX GatherElements, torch.gather): indices have x's rank, and
     the result their shape. Out-of-range indices are wrapped once and clamped, as in gather."""
-    return _indexed(lib.kiln_gather_elements, x, indices, axis)
+    return _indexed(lib.kiln_gather_elements, "gather_elements", x, indices, axis)
 
 
 def cumsum(x, axis=None, exclusive=False, reverse=False):
@@ -302,7 +309,7 @@ def trilu(x, k=0, upper=True):
     relative to diagonal k, zeros elsewhere. One primitive, fused like an elementwise op."""
     x = _tensor_arg(x)
     out = ctypes.c_void_p()
-    check(lib.kiln_trilu(x._h, int(k), 1 if upper else 0, ctypes.byref(out)))
+    check(lib.kiln_trilu(x._h, int64(k, "trilu: k"), 1 if upper else 0, ctypes.byref(out)))
     return new(out, x._dev)
 
 
@@ -326,9 +333,9 @@ def resize(x, size, mode="nearest", coordinate_transformation_mode="half_pixel",
     or "align_corners" for align_corners=True). One resize op of kiln's op table per axis, which
     fuses with its neighbours like a view."""
     x = _tensor_arg(x)
-    size = tuple(int(s) for s in size)
+    size = tuple(size)
     out = ctypes.c_void_p()
-    check(lib.kiln_resize(x._h, int64s(size, "size"), len(size), str(mode).encode(),
+    check(lib.kiln_resize(x._h, int64s(size, "resize: size"), len(size), str(mode).encode(),
                           str(coordinate_transformation_mode).encode(), str(nearest_mode).encode(),
                           ctypes.byref(out)))
     return new(out, x._dev)
@@ -341,6 +348,7 @@ def scatter_elements(x, indices, updates, axis=0, reduction="none"):
     shape and x's rank. An index i < 0 means i + n, once; an index still out of range drops its
     update; with "none" the last of duplicate indices along the axis wins."""
     x = _tensor_arg(x)
+    axis = int64(axis, "scatter_elements: axis")
     idx = _indices(indices, x)
     upd = updates if isinstance(updates, Tensor) else tensor(np.asarray(updates, dtype=x.dtype), device=x._dev)
     out = _c_void_p()
@@ -361,7 +369,8 @@ def layernorm(x, gamma, beta, axis=-1, eps=1e-5):
     x = _tensor_arg(x)
     gamma, beta = operand(gamma, x), operand(beta, x)
     out = _c_void_p()
-    check(lib.kiln_layernorm(x._h, gamma._h, beta._h, axis, builtins.float(eps), _byref(out)))
+    check(lib.kiln_layernorm(x._h, gamma._h, beta._h, int64(axis, "layernorm: axis"), builtins.float(eps),
+                             _byref(out)))
     return new(out, x._dev)
 
 

@@ -7,11 +7,12 @@ once, one small object with __slots__ (docs/python.md, "Overhead")."""
 import builtins
 import ctypes
 import numbers
+import operator
 
 import numpy as np
 
 from . import _dtypes
-from ._capi import check, error, int64s, lib
+from ._capi import check, error, int64, int64s, lib, string
 from ._device import device_of
 from ._dlpack import Exported, KDL_CPU, export_capsule
 
@@ -51,8 +52,44 @@ def is_scalar(v):
     return isinstance(v, (numbers.Real, np.bool_))
 
 
+# Integers up to 2**53 in magnitude are exact as a C double, the type of kiln_full's value and of
+# the C API's scalar ops; a larger one may not be (2**53 + 1 is not).
+_EXACT = 1 << 53
+
+
+def _is_big_int(value):
+    """Whether `value` is an integer (a Python or numpy one) past what a double holds exactly."""
+    return isinstance(value, numbers.Integral) and not -_EXACT <= value <= _EXACT
+
+
+def exact_integer(value, code):
+    """`value`, an integer, as a Python int that the integer dtype `code` holds: OverflowError if
+    it does not fit that dtype at all."""
+    v = operator.index(value)
+    info = np.iinfo(_NUMPY[code])
+    if not info.min <= v <= info.max:
+        raise OverflowError(f"{v} does not fit in {_NUMPY[code]}")
+    return v
+
+
+def from_host(device, code, a):
+    """A tensor of kiln dtype `code` holding a copy of the C-contiguous numpy array `a`."""
+    out = _c_void_p()
+    check(lib.kiln_tensor_from_host(device._h, code, int64s(a.shape, "shape"), a.ndim,
+                                    a.ctypes.data if a.size else None, a.nbytes, _byref(out)))
+    return new(out, device)
+
+
 def full_code(device, shape, value, code):
     shape = tuple(shape)
+    if _is_big_int(value) and _dtypes.is_integer(code):
+        # Past 2**53 a double would round the value (kiln_full takes one): the exact value comes
+        # from host bytes, a 0-d tensor, added to zeros of `shape` (kiln_full checks the shape).
+        v = exact_integer(value, code)
+        if float(v) != v:
+            exact = from_host(device, code, np.array(v, _NUMPY[code]))
+            return binary(_add, full_code(device, shape, 0, code), exact) if shape else exact
+        value = v
     out = _c_void_p()
     check(lib.kiln_full(device._h, code, int64s(shape, "shape"), len(shape), float(value), _byref(out)))
     return new(out, device)
@@ -89,9 +126,11 @@ def binary(fn, a, b):
     return t
 
 
-def _scalar_op(fn, scalar_fn, x, v):
-    """x (a Tensor) with v: a Python float or int goes to the C API's scalar form of the op."""
-    if type(v) is float or type(v) is int:
+def _scalar_op(fn, scalar_fn, x, v, _lo=-_EXACT, _hi=_EXACT):
+    """x (a Tensor) with v: a Python float, or an int that a double holds exactly, goes to the C
+    API's scalar form of the op; anything else (a larger int too, exact as a 0-d tensor of x's
+    dtype, full_code) to the op on two tensors."""
+    if type(v) is float or (type(v) is int and _lo <= v <= _hi):
         out = _c_void_p()
         status = scalar_fn(x._h, v, _byref(out))
         if status:
@@ -100,6 +139,14 @@ def _scalar_op(fn, scalar_fn, x, v):
         t._h, t._dev = out, x._dev
         return t
     return binary(fn, x, v)
+
+
+def _rscalar_op(fn, scalar_fn, x, v, _lo=-_EXACT, _hi=_EXACT):
+    """v with x (a Tensor), the operands swapped: `scalar_fn` is the C API's reversed scalar form
+    (rsub, rdiv), `fn` the op on two tensors."""
+    if type(v) is float or (type(v) is int and _lo <= v <= _hi):
+        return _scalar_op(None, scalar_fn, x, v)
+    return binary(fn, v, x)
 
 
 def axes_of(axis):
@@ -121,7 +168,12 @@ def _reduce(fn, x, axis, keepdims):
     axes = axes_of(axis)
     out = _c_void_p()
     check(fn(x._h, int64s(axes, "axis"), len(axes), 1 if keepdims else 0, _byref(out)))
-    return new(out, x._dev)
+    result = new(out, x._dev)
+    if not axes and axis is not None:
+        # axis=() or []: numpy reduces over no axis and gives the input back. The C API's empty
+        # list means every axis: that op was recorded only to check x's dtype, and is dropped.
+        return x
+    return result
 
 
 def _with_list(fn, x, values, what):
@@ -208,7 +260,10 @@ class Tensor:
         """Marks `axis` dynamic (docs/dynamic-shapes.md): where this tensor is an input of a realize,
         the kernels take that size at run time, so the same computation at another size of the
         axis compiles nothing new. `name` names the size symbol in dumps. Returns self."""
-        check(lib.kiln_tensor_mark_dynamic(self._h, int(axis), name.encode() if name else None))
+        axis = int64(axis, "mark_dynamic: axis")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"mark_dynamic: name must be a str or None, not {type(name).__name__} ({name!r})")
+        check(lib.kiln_tensor_mark_dynamic(self._h, axis, string(name, "mark_dynamic: name") if name else None))
         return self
 
     def realize(self):
@@ -232,6 +287,13 @@ class Tensor:
         if dtype is not None and np.dtype(dtype) != a.dtype:
             return a.astype(dtype)
         return np.array(a) if copy else a
+
+    def _bits(self):
+        """The result's bits as a read-only numpy array over kiln's buffer, bf16 as uint16 (numpy
+        has no bfloat16), bool as uint8."""
+        a = np.from_dlpack(Exported(export_capsule(self._h, bool_as_uint8=True, bf16_as_uint16=True)))
+        a.flags.writeable = False
+        return a
 
     def __dlpack__(self, stream=None):
         """The DLPack protocol (numpy.from_dlpack, torch.from_dlpack): realizes the tensor and
@@ -279,8 +341,7 @@ class Tensor:
         return _scalar_op(_sub, _sub_scalar, self, other)
 
     def __rsub__(self, other):
-        return _scalar_op(None, _rsub_scalar, self, other) if type(other) in (float, int) else \
-            binary(_sub, other, self)
+        return _rscalar_op(_sub, _rsub_scalar, self, other)
 
     def __mul__(self, other):
         return _scalar_op(_mul, _mul_scalar, self, other)
@@ -293,8 +354,7 @@ class Tensor:
 
     def __rtruediv__(self, other):
         self._check_true_division()
-        return _scalar_op(None, _rdiv_scalar, self, other) if type(other) in (float, int) else \
-            binary(_div, other, self)
+        return _rscalar_op(_div, _rdiv_scalar, self, other)
 
     def _check_true_division(self):
         code = self._code
@@ -389,19 +449,25 @@ class Tensor:
         return _reduce(lib.kiln_prod, self, axis, keepdims)
 
     def argmax(self, axis=None, keepdims=False):
-        """The index (int32) of the first maximum along `axis`; None: of the flattened tensor."""
-        return self._arg_reduce(lib.kiln_argmax, axis, keepdims)
+        """The index (int32) of the first maximum along `axis`; None: of the flattened tensor
+        (with keepdims, of shape (1,) * ndim, as numpy's)."""
+        return self._arg_reduce(lib.kiln_argmax, "argmax", axis, keepdims)
 
     def argmin(self, axis=None, keepdims=False):
-        return self._arg_reduce(lib.kiln_argmin, axis, keepdims)
+        return self._arg_reduce(lib.kiln_argmin, "argmin", axis, keepdims)
 
-    def _arg_reduce(self, fn, axis, keepdims):
+    def _arg_reduce(self, fn, name, axis, keepdims):
         x = self
         if axis is None:
             x, axis = self.reshape(-1), 0
+        else:
+            axis = int64(axis, f"{name}: axis")
         out = _c_void_p()
         check(fn(x._h, axis, 1 if keepdims else 0, _byref(out)))
-        return new(out, x._dev)
+        result = new(out, x._dev)
+        if keepdims and x is not self:  # numpy's: every axis kept, of extent 1
+            result = result.reshape((1,) * self.ndim)
+        return result
 
     # ---- views (free: index expressions of the loads that read them) ------------------------
     def reshape(self, *shape):
@@ -445,19 +511,35 @@ class Tensor:
         return new(out, self._dev)
 
     def pad(self, before, after, value=0.0):
-        """Pads axis i with before[i] elements of `value` ahead and after[i] behind (negative: crops)."""
+        """Pads axis i with before[i] elements of `value` ahead and after[i] behind; the widths
+        are non-negative (kiln refuses a negative one: crop with slicing, t[1:-1])."""
         before, after = tuple(before), tuple(after)
         if len(before) != len(after):
             raise ValueError(f"pad: {len(before)} extents before and {len(after)} after")
+        c_before, c_after = int64s(before, "before"), int64s(after, "after")
+        exact = None
+        if _is_big_int(value):
+            code = self._code
+            if _dtypes.is_integer(code):
+                v = exact_integer(value, code)
+                if float(v) != v:  # kiln_pad's value is a double, which would round it
+                    exact, value = full_code(self._dev, (), v, code), 0
         out = _c_void_p()
-        check(lib.kiln_pad(self._h, int64s(before, "before"), int64s(after, "after"), len(before), float(value),
-                           _byref(out)))
+        check(lib.kiln_pad(self._h, c_before, c_after, len(before), float(value), _byref(out)))
+        padded = new(out, self._dev)
+        if exact is None:
+            return padded
+        # The value exactly: where a padded mask of x's shape is false, the 0-d exact value.
+        mask = full_code(self._dev, self.shape, True, _dtypes.BOOL).pad(before, after, False)
+        out = _c_void_p()
+        check(lib.kiln_where(mask._h, padded._h, exact._h, _byref(out)))
         return new(out, self._dev)
 
     def unfold(self, dim, size, step):
         """Windows of `size` elements every `step` along `dim`, as a new last axis (torch's unfold)."""
         out = _c_void_p()
-        check(lib.kiln_unfold(self._h, dim, size, step, _byref(out)))
+        check(lib.kiln_unfold(self._h, int64(dim, "unfold: dim"), int64(size, "unfold: size"),
+                              int64(step, "unfold: step"), _byref(out)))
         return new(out, self._dev)
 
     def slice(self, axis, start=None, stop=None, step=1):
@@ -479,6 +561,7 @@ class Tensor:
         x = self
         if axis is None:
             x, axis = self.reshape(-1), 0
+        axis = int64(axis, "cumsum: axis")
         out = _c_void_p()
         check(lib.kiln_cumsum(x._h, axis, 1 if exclusive else 0, 1 if reverse else 0, _byref(out)))
         return new(out, self._dev)
@@ -488,18 +571,18 @@ class Tensor:
         (torch.topk, ONNX TopK); indices are int64, equal values keep ascending index order and NaN
         ranks above every number."""
         values, indices = _c_void_p(), _c_void_p()
-        check(lib.kiln_topk(self._h, int(k), int(axis), 1 if largest else 0, 1 if sorted else 0,
-                            _byref(values), _byref(indices)))
+        check(lib.kiln_topk(self._h, int64(k, "topk: k"), int64(axis, "topk: axis"), 1 if largest else 0,
+                            1 if sorted else 0, _byref(values), _byref(indices)))
         return new(values, self._dev), new(indices, self._dev)
 
     def softmax(self, axis=-1):
         out = _c_void_p()
-        check(lib.kiln_softmax(self._h, axis, _byref(out)))
+        check(lib.kiln_softmax(self._h, int64(axis, "softmax: axis"), _byref(out)))
         return new(out, self._dev)
 
     def log_softmax(self, axis=-1):
         out = _c_void_p()
-        check(lib.kiln_log_softmax(self._h, axis, _byref(out)))
+        check(lib.kiln_log_softmax(self._h, int64(axis, "log_softmax: axis"), _byref(out)))
         return new(out, self._dev)
 
 
@@ -507,6 +590,7 @@ def _slice(x, axis, s):
     if s.step == 0:
         raise ValueError("slice step cannot be zero")
     start, stop, step = (None if v is None else int64s((v,), "a slice bound")[0] for v in (s.start, s.stop, s.step))
+    axis = int64(axis, "slice: axis")
     out = _c_void_p()
     check(lib.kiln_slice(x._h, axis, start is not None, start or 0, stop is not None, stop or 0,
                          1 if step is None else step, _byref(out)))

@@ -15,13 +15,20 @@ What a trace keeps:
 - Tensors among the arguments (also inside lists and tuples) are the graph's inputs. A call with
   tensors of other dtypes or shapes, or of another device, traces again (one graph per signature).
 - Every other argument (an int, a string, None) is part of the graph as it was: a call with other
-  such values traces again (one graph per distinct values).
+  such values traces again (one graph per distinct values). Floats are told apart by their bits:
+  -0.0 is not 0.0, and NaN is one value (the same NaN replays).
+- One tensor passed for several arguments is one input of the graph, which has one input per
+  distinct tensor; which arguments are the same tensor is part of the signature, so a call with
+  the same tensor twice and one with two tensors keep a graph each.
 - Other realized tensors the function reads (weights, from a closure or an object) are captured:
   the graph holds them and reads them at every call. A tensor whose value changes between calls (a
   cache the step updates) must therefore be passed as an argument.
 """
 import ctypes
 import functools
+import struct
+
+import numpy as np
 
 from ._capi import InvalidArgumentError, check, lib
 from ._graph import Graph
@@ -30,14 +37,24 @@ from ._tensor import Tensor, new
 __all__ = ["trace"]
 
 
+_pack_double = struct.Struct("<d").pack
+
+
 def _split(value, tensors):
     """`value` with each Tensor taken out into `tensors`: its structure and non-tensor values, a
-    hashable key."""
+    hashable key. Floats are keyed by their bits, so that -0.0 (== 0.0) keeps a trace of its own
+    and NaN (!= NaN) finds its trace again."""
     if isinstance(value, Tensor):
         tensors.append(value)
         return Tensor
     if isinstance(value, (list, tuple)):
         return (type(value), tuple(_split(v, tensors) for v in value))
+    if isinstance(value, float):
+        return (type(value), _pack_double(value))
+    if isinstance(value, complex):
+        return (type(value), _pack_double(value.real), _pack_double(value.imag))
+    if isinstance(value, (np.floating, np.complexfloating)):
+        return (type(value), value.tobytes())
     try:
         hash(value)
     except TypeError:
@@ -81,6 +98,23 @@ class _Trace:
         self.graph, self.shape, self.dev, self.n_out = graph, shape, dev, n_out
 
 
+def _distinct(tensors):
+    """Where `tensors` (a call's tensor arguments) hold one tensor more than once: (the distinct
+    tensors, in order of first appearance; for each argument, the index of its tensor among
+    them). None when they are all distinct, the common case, which costs one set."""
+    n = len(tensors)
+    if n < 2 or len({id(t) for t in tensors}) == n:
+        return None
+    first, distinct, pattern = {}, [], []
+    for t in tensors:
+        i = first.get(id(t))
+        if i is None:
+            i = first[id(t)] = len(distinct)
+            distinct.append(t)
+        pattern.append(i)
+    return distinct, tuple(pattern)
+
+
 class Traced:
     """A function recorded once per signature and replayed (kiln.trace). `traces` counts the
     times it ran the function (a new signature); `graph` is the last trace's kiln.Graph, and
@@ -99,7 +133,13 @@ class Traced:
 
     def __call__(self, *args, **kwargs):
         tensors = []
-        key = (_split(args, tensors), _split(tuple(sorted(kwargs.items())), tensors))
+        positional, named = _split(args, tensors), _split(tuple(sorted(kwargs.items())), tensors)
+        aliased = _distinct(tensors)
+        if aliased is None:
+            key = (positional, named, None)
+        else:  # the graph's inputs are the distinct tensors, and which arguments repeat one is keyed
+            tensors, pattern = aliased
+            key = (positional, named, pattern)
         kept = self._by_values.get(key)
         if kept is not None:
             last = kept.get(None)
@@ -144,7 +184,7 @@ class Traced:
     @property
     def graph(self):
         """The last trace's graph, a kiln.Graph whose inputs are arg0, arg1, ... (the tensor
-        arguments in order)."""
+        arguments in order, a tensor passed more than once only where it first appears)."""
         if self._last is None:
             raise ValueError("kiln.trace: nothing traced yet: call the function first")
         return self._last.graph

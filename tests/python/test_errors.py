@@ -63,6 +63,58 @@ def test_bad_arguments():
         kiln.tensor([1.0, 2.0])[::0]
 
 
+def test_integer_arguments_are_checked_before_c():
+    """Every integer argument (an axis, k, a size, a step) is an int or a numpy integer: anything
+    else is a TypeError naming the argument, an integer past 64 bits an OverflowError (neither a
+    ctypes.ArgumentError nor a value wrapped modulo 2**64)."""
+    x = kiln.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    calls = {
+        "softmax: axis": lambda v: x.softmax(v),
+        "log_softmax: axis": lambda v: kiln.log_softmax(x, v),
+        "argmax: axis": lambda v: x.argmax(v),
+        "argmin: axis": lambda v: kiln.argmin(x, v),
+        "cumsum: axis": lambda v: x.cumsum(v),
+        "topk: k": lambda v: x.topk(v),
+        "topk: axis": lambda v: kiln.topk(x, 1, v),
+        "concat: axis": lambda v: kiln.concat([x, x], v),
+        "gather: axis": lambda v: kiln.gather(x, [0], v),
+        "gather_elements: axis": lambda v: kiln.gather_elements(x, [[0]], v),
+        "scatter_elements: axis": lambda v: kiln.scatter_elements(x, [[0]], [[1.0]], v),
+        "slice: axis": lambda v: kiln.slice(x, v, 0, 2),
+        "unfold: dim": lambda v: x.unfold(v, 2, 1),
+        "unfold: size": lambda v: x.unfold(1, v, 1),
+        "unfold: step": lambda v: kiln.unfold(x, 1, 2, v),
+        "trilu: k": lambda v: kiln.triu(x, v),
+        "layernorm: axis": lambda v: kiln.layernorm(x, 1.0, 0.0, v),
+        "mark_dynamic: axis": lambda v: kiln.tensor(np.ones(3)).mark_dynamic(v),
+        "resize: size": lambda v: kiln.resize(x, (2, v)),
+        "axis": lambda v: x.sum(axis=(0, v)),
+        "shape": lambda v: x.reshape(v, 6),
+    }
+    for what, call in calls.items():
+        for bad in (1.0, 1.9, np.float64(1.0), "0", None, (0, 1), True):
+            if what in ("axis", "shape", "resize: size") and bad is True:
+                continue  # lists of integers take bools as numpy's shapes do
+            if bad is None and what in ("argmax: axis", "argmin: axis", "cumsum: axis"):
+                continue  # None: of the flattened tensor
+            with pytest.raises(TypeError, match=f"{what} must be (an integer|integers), not") as e:
+                call(bad)
+            assert not isinstance(e.value, kiln.Error), (what, bad)
+        for big in (2 ** 64 + 1, 2 ** 63, -2 ** 63 - 1, 2 ** 100):
+            with pytest.raises(OverflowError, match=f"{what}: {big} does not fit in 64 bits"):
+                call(big)
+    # numpy integers are integers
+    assert x.softmax(np.int64(1)).shape == (2, 3) and x.topk(np.int32(2), np.int8(1))[0].shape == (2, 2)
+    assert x.argmax(np.uint8(1)).shape == (2,) and kiln.concat([x, x], np.int64(0)).shape == (4, 3)
+    with pytest.raises(TypeError, match=r"mark_dynamic: name must be a str or None, not int"):
+        kiln.tensor(np.ones(3)).mark_dynamic(0, 5)
+    with pytest.raises(TypeError, match=r"mark_dynamic: name must be a str or None, not bytes"):
+        kiln.tensor(np.ones(3)).mark_dynamic(0, b"n")
+    with pytest.raises(ValueError, match="NUL"):
+        kiln.tensor(np.ones(3)).mark_dynamic(0, "a\0")
+    assert kiln.tensor(np.ones(3)).mark_dynamic(np.int64(0), "n").shape == (3,)
+
+
 def test_indexing_errors_are_numpy_s():
     t = kiln.tensor(np.ones((2, 3)))
     with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 2"):

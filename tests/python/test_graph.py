@@ -78,6 +78,12 @@ def test_graph_input_errors_say_what_the_graph_expects():
         g(ins["x"], ins["w"].T, ins["b"])
     with pytest.raises(TypeError, match="the graph takes 3 inputs"):
         g(ins["x"])
+    with pytest.raises(TypeError, match=r"input %x: expected a Tensor or an array, got None"):
+        g(x=None, w=ins["w"], b=ins["b"])
+    with pytest.raises(TypeError, match=r"input %b: expected a Tensor or an array, got None"):
+        g(ins["x"], ins["w"], None)
+    with pytest.raises(TypeError, match=r"input %w: expected a Tensor or an array, got None"):
+        kiln.run_graph(g, {"x": ins["x"], "w": None, "b": ins["b"]})
     with pytest.raises(kiln.InvalidArgumentError, match=r"bad.kg:3:\d+: error"):
         kiln.Graph.parse("kiln.graph v1\ninput %x : f32[4]\n%y = nosuchop(%x)\noutput %y\n", "bad.kg")
     with pytest.raises(kiln.InvalidArgumentError, match="kiln_graph_load: .*no/such.kg"):

@@ -146,6 +146,105 @@ def test_arg_reductions(name):
     assert int(getattr(kiln.tensor(a), name)()) == getattr(np, name)(a)  # flattened
 
 
+def test_reductions_over_no_axis_give_the_input_back():
+    a = data((2, 3))
+    t = kiln.tensor(a)
+    for name in ("sum", "mean", "max", "min", "prod"):
+        for axis in ((), []):
+            for keepdims in (False, True):
+                got = getattr(kiln, name)(t, axis=axis, keepdims=keepdims)
+                want = getattr(np, name)(a, axis=(), keepdims=keepdims)
+                assert got.shape == want.shape == (2, 3), (name, axis, got.shape)
+                assert_close(got, want)
+    i = kiln.tensor(np.int32([1, 2]))
+    assert kiln.sum(i, axis=()).dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(kiln.sum(i, axis=())), [1, 2])
+    with pytest.raises(kiln.InvalidOperationError, match="mean: needs a floating dtype"):
+        kiln.mean(i, axis=())  # the dtype is still checked
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_arg_reductions_keepdims_without_an_axis_keep_every_axis(name):
+    for shape in [(), (5,), (4, 7), (2, 3, 4)]:
+        a = data(shape)
+        got = getattr(kiln.tensor(a), name)(keepdims=True)
+        want = getattr(np, name)(a, keepdims=True)
+        assert got.shape == want.shape == (1,) * len(shape), (shape, got.shape)
+        np.testing.assert_array_equal(np.asarray(got), want)
+        assert getattr(kiln, name)(kiln.tensor(a)).shape == ()
+
+
+BIG = 2 ** 53 + 1  # the first integer a double cannot hold: it would round to 2**53
+
+
+def test_int64_scalars_past_2_53_are_exact():
+    a = np.array([BIG - 1, BIG, BIG + 1, -BIG], np.int64)
+    t = kiln.tensor(a)
+
+    def same(got, want):
+        got = np.asarray(got)
+        assert got.dtype == np.asarray(want).dtype, (got.dtype, np.asarray(want).dtype)
+        np.testing.assert_array_equal(got, want)
+
+    same(kiln.full((2, 3), BIG, np.int64), np.full((2, 3), BIG, np.int64))
+    same(kiln.full((), -BIG, np.int64), np.array(-BIG, np.int64))
+    same(kiln.full((2, 0), BIG, np.int64), np.zeros((2, 0), np.int64))
+    for v in (BIG, np.int64(BIG), -BIG, 2 ** 62 + 1):
+        w = np.int64(v)
+        same(t == v, a == w)
+        same(t != v, a != w)
+        same(t < v, a < w)
+        same(t >= v, a >= w)
+        same(t - v, a - w)
+        same(v - t, w - a)
+        same(t + v, a + w)
+        same(v + t, w + a)
+        same(kiln.maximum(t, v), np.maximum(a, w))
+        same(kiln.where(t > 0, v, t), np.where(a > 0, w, a))
+        same(kiln.where(t > 0, t, v), np.where(a > 0, a, w))
+        same(kiln.clip(t, max=v), np.clip(a, None, w))
+        same(kiln.clip(t, min=v), np.clip(a, w, None))
+    ones = kiln.tensor(np.int64([1, 0, -1]))
+    same(ones * BIG, np.int64([BIG, 0, -BIG]))
+    same(kiln.tensor(np.int64([2 * BIG, -2 * BIG])) // BIG, np.int64([2, -2]))
+    same(kiln.tensor(np.int64([[1, 2]])).pad((1, 0), (0, 1), BIG),
+         np.pad(np.int64([[1, 2]]), [(1, 0), (0, 1)], constant_values=BIG))
+    same(kiln.tensor(np.int64([7])).pad((2,), (1,), -BIG), np.int64([-BIG, -BIG, 7, -BIG]))
+    same(kiln.full(2, -2 ** 63, np.int64), np.full(2, -2 ** 63, np.int64))  # past 2**53, exact as a double
+    # Floats are unchanged: a float tensor rounds the integer as numpy does.
+    same(kiln.tensor(np.float64([0])) + BIG, np.float64([0]) + BIG)
+    # An integer that the dtype cannot hold at all.
+    for fn in (lambda: t + 2 ** 63, lambda: t == 2 ** 64, lambda: kiln.full(2, 2 ** 64, np.int64),
+               lambda: t.pad((1,), (0,), 2 ** 64), lambda: kiln.where(t > 0, t, -2 ** 63 - 1),
+               lambda: t - np.uint64(2 ** 64 - 1), lambda: kiln.tensor(np.int32([1])) + 2 ** 60):
+        with pytest.raises(OverflowError, match="does not fit in int"):
+            fn()
+
+
+def test_pad_takes_non_negative_widths():
+    assert "negative: crops" not in kiln.Tensor.pad.__doc__ and "non-negative" in kiln.Tensor.pad.__doc__
+    with pytest.raises(kiln.InvalidOperationError, match="padding must be non-negative"):
+        kiln.tensor(np.ones((2, 3), np.float32)).pad((0, -1), (0, 0))
+
+
+def test_a_bfloat16_tensor_is_copied_by_kiln_tensor():
+    a = np.float32([1.5, -2.0, 3.0e38, 0.0])
+    b = kiln.tensor(a).astype(kiln.bfloat16)
+    want = np.asarray(b.astype(np.float32))
+    c = kiln.tensor(b)
+    assert c is not b and c.dtype is kiln.bfloat16 and c.device is b.device
+    np.testing.assert_array_equal(np.asarray(c.astype(np.float32)), want)
+    np.testing.assert_array_equal(np.asarray(kiln.tensor(b, np.float64)), want.astype(np.float64))
+    np.testing.assert_array_equal(np.asarray(kiln.tensor(b, kiln.bfloat16).astype(np.float32)), want)
+    from conftest import open_test_device
+    other = open_test_device()
+    d = kiln.tensor(b, device=other)
+    assert d.device is other and d.dtype is kiln.bfloat16
+    np.testing.assert_array_equal(np.asarray(d.astype(np.float32)), want)
+    e = kiln.tensor(kiln.tensor(a), device=other)  # any other dtype as well
+    assert e.device is other and np.array_equal(np.asarray(e), a)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32, np.int64])
 def test_cumsum(dtype):
     a = data((3, 4, 5)) if np.dtype(dtype).kind == "f" else rng.integers(-50, 50, (3, 4, 5))
