@@ -13,6 +13,32 @@
 namespace kiln::cache {
 namespace fs = std::filesystem;
 
+namespace {
+
+// What the SQLite file `file` is: a kiln cache (ours), an empty database (fresh), or something
+// else (bad, with the reason), looked at read-only.
+Inspection inspect_file(const std::string& file, int deadline_ms) {
+  std::string uri = sqlite_uri(
+      file, directory_writable(parent_directory(file)) ? "mode=ro" : "mode=ro&immutable=1");
+  sql::Db db;
+  int rc = db.open(uri, true, false, true);
+  return rc == SQLITE_OK ? inspect(db, 0, deadline_ms)
+                         : Inspection{Inspection::bad, sql::describe(rc)};
+}
+
+// Why `file` cannot be read as a bundle: missing, a directory or device, or not a regular file.
+std::string unreadable_bundle(const std::string& file) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(file, ec);
+  if (!fs::exists(st)) return fmt::format("no such file: {}", file);
+  if (fs::is_directory(st)) return fmt::format("{} is a directory, not a kiln cache bundle", file);
+  if (!fs::is_regular_file(st))
+    return fmt::format("{} is not a regular file, so no kiln cache bundle", file);
+  return "";
+}
+
+}  // namespace
+
 Explanation Store::explain(Table t, const KeyParts& key) {
   Impl& s = *impl_;
   std::lock_guard lock(s.mutex);
@@ -158,6 +184,18 @@ Expected<int64_t> Store::export_bundle(const std::string& file,
   std::error_code ec;
   if (fs::exists(file) && fs::equivalent(file, s.path, ec))
     return make_error(fmt::format("export: {} is the cache itself; expected another file", file));
+  // Only an earlier bundle (a kiln cache) or an empty file is replaced: anything else a user has
+  // at that path is kept.
+  if (fs::exists(fs::symlink_status(file, ec)) && fs::file_size(file, ec) != 0) {
+    if (std::string why = unreadable_bundle(file); !why.empty())
+      return make_error(fmt::format("export: {}; nothing was written", why));
+    const Inspection found = inspect_file(file, s.deadline_ms());
+    if (found.kind != Inspection::ours)
+      return make_error(fmt::format(
+          "export: {} exists and is not a kiln cache bundle ({}); nothing was written: remove it "
+          "or choose another path",
+          file, found.kind == Inspection::fresh ? "an empty database" : found.reason));
+  }
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(file + suffix, ec);
   auto bundle = Store::open(file, StoreOptions{.warn = s.options.warn});
   if (!bundle) return std::unexpected(bundle.error());
@@ -184,18 +222,27 @@ Expected<int64_t> Store::import_bundle(const std::string& file) {
     return make_error(
         fmt::format("import: cache {} is read-only; expected a writable cache", s.path));
   if (!s.db) return make_error(fmt::format("import: cache {} is not available", s.path));
-  if (!fs::is_regular_file(file)) return make_error(fmt::format("import: no such file: {}", file));
+  if (std::string why = unreadable_bundle(file); !why.empty())
+    return make_error(fmt::format("import: {}", why));
+  std::error_code ec;
+  if (fs::equivalent(file, s.path, ec))
+    return make_error(fmt::format("import: {} is the cache itself; expected a bundle", file));
   std::string uri = sqlite_uri(
       file, directory_writable(parent_directory(file)) ? "mode=ro" : "mode=ro&immutable=1");
   {
-    sql::Db check;
-    int rc = check.open(uri, true, false, true);
-    Inspection found = rc == SQLITE_OK ? inspect(check, 0, s.deadline_ms())
-                                       : Inspection{Inspection::bad, sql::describe(rc)};
+    Inspection found = inspect_file(file, s.deadline_ms());
     if (found.kind != Inspection::ours)
       return make_error(
           fmt::format("import: {} is not a kiln cache bundle ({})", file,
                       found.kind == Inspection::fresh ? "empty database" : found.reason));
+    // Every entry against its seal and its key, as `kiln cache verify` checks them: a bundle
+    // damaged in transit is refused whole rather than copied in as entries that then miss.
+    auto bundle =
+        Store::open(file, StoreOptions{.read_only = true, .warn = [](const std::string&) {}});
+    if (!bundle) return std::unexpected(bundle.error());
+    if (auto sound = (*bundle)->verify(); !sound)
+      return make_error(fmt::format("import: {} is damaged; nothing was imported: {}", file,
+                                    sound.error().message));
   }
   int64_t added = s.copy_from(uri, /*replace=*/false);
   if (added < 0)

@@ -79,10 +79,19 @@ Inspection inspect_once(sql::Db& db, int64_t file_size, int* rc) {
     auto rows = sql::column(db, "PRAGMA quick_check", rc);
     if (*rc != SQLITE_OK) return failed(*rc);
     if (rows != std::vector<std::string>{"ok"}) {
-      // SQLite lists every finding, one per line: the first says what is wrong, in one line.
-      std::string first = rows.empty() ? "no result" : rows.front();
-      const size_t findings = std::count(first.begin(), first.end(), '\n') + rows.size();
-      first = first.substr(0, first.find('\n'));
+      // SQLite lists every finding, one per line: the first says what is wrong, in one line
+      // (after a "*** in database main ***" header, which says nothing of it).
+      std::vector<std::string> lines;
+      for (const std::string& row : rows)
+        for (size_t at = 0; at <= row.size();) {
+          const size_t end = std::min(row.find('\n', at), row.size());
+          if (std::string line = row.substr(at, end - at);
+              !line.empty() && !line.starts_with("*** in database"))
+            lines.push_back(std::move(line));
+          at = end + 1;
+        }
+      const std::string first = lines.empty() ? "no result" : lines.front();
+      const size_t findings = std::max<size_t>(lines.size(), 1);
       return {Inspection::bad, fmt::format("quick_check: {}{}", first,
                                            findings > 1 ? fmt::format(" (and {} more findings)", findings - 1) : "")};
     }
@@ -247,8 +256,10 @@ void open_read_only(Store::Impl& s) {
     if (found.kind != Inspection::ours) s.problem = found.reason;
   }
   if (!s.problem.empty()) {
-    s.warn(fmt::format("cache {} is unusable ({}); it is read-only, so it is ignored", s.path,
-                       s.problem));
+    s.warn(
+        fmt::format("cache {} is unusable ({}); opened read-only here, it is left as it is and "
+                    "ignored (a command that writes the cache moves it aside and starts a new one)",
+                    s.path, s.problem));
     s.db.close();
     return;
   }

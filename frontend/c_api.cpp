@@ -259,13 +259,10 @@ kiln_status kiln_tensor_from_host(kiln_device device, kiln_dtype dtype, const in
   return guarded(fn, [&] {
     const auto d = static_cast<DType>(dtype);
     // The element count, refused past kiln's limit before it can overflow.
-    int64_t numel = 1;
-    for (int64_t e : s)
-      if (e != 0 && numel > kiln::ir::kMaxNumel / e)
-        return fail(KILN_ERROR_INVALID_ARGUMENT,
-                    fmt::format("{}: {} has more than 2^59 elements", fn, kiln::ir::shape_str(s)));
-      else
-        numel *= e;
+    if (auto problem = kiln::ir::shape_size_problem(s))
+      return fail(KILN_ERROR_INVALID_ARGUMENT,
+                  fmt::format("{}: shape {} {}", fn, kiln::ir::shape_brief(s), *problem));
+    const int64_t numel = kiln::ir::shape_numel(s);
     const auto want = static_cast<size_t>(numel) * static_cast<size_t>(kiln::ir::dtype_size(d));
     if (bytes != want)
       return fail(KILN_ERROR_INVALID_ARGUMENT,
@@ -347,7 +344,7 @@ kiln_status kiln_tensor_mark_dynamic(kiln_tensor tensor, int64_t axis, const cha
   if (!tensor) return null_argument(__func__, "tensor");
   return guarded(__func__, [&] {
     if (auto r = tensor->tensor.mark_dynamic(axis, name ? name : ""); !r)
-      return fail(KILN_ERROR_INVALID_ARGUMENT, r.error().message);
+      return fail(KILN_ERROR_INVALID_ARGUMENT, fmt::format("{}: {}", __func__, r.error().message));
     return KILN_OK;
   });
 }

@@ -4,6 +4,9 @@
 
 #include <cstring>
 #include <optional>
+#include <span>
+
+#include <fmt/ranges.h>
 #include <utility>
 
 #include "tensor_impl.h"
@@ -82,16 +85,25 @@ Tensor Tensor::from_dlpack(const Device& dev, DLManagedTensor* managed) {
   if (t.ndim < 0) return fail(fmt::format("ndim {} is negative", t.ndim));
   if (t.ndim > 0 && !t.shape) return fail("the shape is null");
   Shape shape(t.shape, t.shape + t.ndim);
-  int64_t numel = 1;
-  for (int64_t e : shape) {
-    if (e < 0) return fail(fmt::format("shape {} has a negative extent", ir::shape_str(shape)));
-    if (e != 0 && numel > ir::kMaxNumel / e)
-      return fail(fmt::format("{} has more than 2^59 elements", ir::shape_str(shape)));
-    numel *= e;
-  }
+  if (auto problem = ir::shape_size_problem(shape))
+    return fail(fmt::format("shape {} {}", ir::shape_brief(shape), *problem));
+  const int64_t numel = ir::shape_numel(shape);
   const auto size = static_cast<int64_t>(ir::dtype_size(*dtype));
   auto* base = static_cast<std::byte*>(t.data) + t.byte_offset;
   if (numel > 0 && !t.data) return fail("the data pointer is null");
+  // The bytes the strides reach from the first element: past 2^56 (more than any x86-64 address
+  // space) they cannot describe memory, and their products would wrap a 64-bit offset.
+  if (t.strides && numel > 0) {
+    __int128 reach = 0;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      const __int128 stride = t.strides[i];
+      reach += (stride < 0 ? -stride : stride) * (shape[i] - 1) * size;
+    }
+    if (reach >= (__int128{1} << 56))
+      return fail(fmt::format("strides [{}] of shape {} reach past any address space",
+                              fmt::join(std::span(t.strides, static_cast<size_t>(t.ndim)), ","),
+                              ir::shape_str(shape)));
+  }
   // Row-major compact: strides null, or each equal to the product of the extents after it
   // (an axis of extent 1 may have any stride).
   bool compact = true;

@@ -4,6 +4,7 @@
 #include "kiln/kiln.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <unordered_map>
@@ -364,6 +365,13 @@ RealizeStats Device::last_stats() const {
 
 Tensor Tensor::from_host(const Device& dev, const HostTensor& data) {
   if (!dev.state_) return TensorImpl::make_error(nullptr, Error{"from_host: device is not open"});
+  if (!ir::is_dtype(data.dtype))
+    return TensorImpl::make_error(dev.state_, Error{fmt::format("from_host: {} is not a kiln dtype",
+                                                                static_cast<int>(data.dtype))});
+  if (auto problem = ir::shape_size_problem(data.shape))
+    return TensorImpl::make_error(
+        dev.state_,
+        Error{fmt::format("from_host: shape {} {}", ir::shape_brief(data.shape), *problem)});
   if (static_cast<int64_t>(data.bytes.size()) != data.numel() * ir::dtype_size(data.dtype))
     return TensorImpl::make_error(
         dev.state_, Error{fmt::format("from_host: {} bytes do not hold {}{}", data.bytes.size(),
@@ -437,8 +445,16 @@ Expected<void> Tensor::mark_dynamic(int64_t axis, std::string name) {
   if (!a) return make_error(fmt::format("mark_dynamic: axis {} is out of range for a tensor of shape {}", axis,
                                         ir::shape_str(impl_->shape)));
   if (name.empty()) name = fmt::format("s{}", *a);
-  if (name.find_first_of(",?=[] ") != std::string::npos)
-    return make_error(fmt::format("mark_dynamic: '{}' is not a symbol name (letters, digits, '_')", name));
+  // A `.kg` identifier (kiln dump writes the symbol as ?name, which kiln_graph_parse reads back):
+  // a letter or '_', then letters, digits and '_'; not inf or nan (numbers there).
+  const auto word = [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+  };
+  if (!(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') ||
+      !std::ranges::all_of(name, word) || name == "inf" || name == "nan")
+    return make_error(fmt::format(
+        "mark_dynamic: '{}' is not a symbol name (a letter or '_', then letters, digits, '_')",
+        name));
   std::lock_guard lock(impl_->dev->mu);
   impl_->symbols.resize(impl_->shape.size());
   impl_->symbols[*a] = std::move(name);

@@ -45,7 +45,8 @@ Tensor binary_scalar(Op op, const Tensor& a, double s, bool scalar_first) {
       {&a},
       [c](const Deps& d) -> Expected<ir::ValueType> {
         const DType t = d[0]->dtype;
-        if (auto ok = Builder::check_scalar(c.value, t); !ok) return std::unexpected(ok.error());
+        if (auto ok = Builder::check_scalar(c.value, t, ir::op_name(c.op)); !ok)
+          return std::unexpected(ok.error());
         return c.first ? Builder::binary_type(c.op, t, {}, t, d[0]->shape)
                        : Builder::binary_type(c.op, t, d[0]->shape, t, {});
       },
@@ -145,6 +146,8 @@ Tensor clip(const Tensor& x, const std::optional<Tensor>& lo, const std::optiona
 }
 Tensor clip(const Tensor& x, double lo, double hi) {
   return TensorImpl::apply({&x}, [lo, hi](Builder& b, const Nodes& n) -> NodeResult {
+    KILN_IR_OK(Builder::check_scalar(lo, n[0]->dtype, "clip"));
+    KILN_IR_OK(Builder::check_scalar(hi, n[0]->dtype, "clip"));
     KILN_IR_TRY(const ir::Node* l, b.scalar(lo, n[0]->dtype));
     KILN_IR_TRY(const ir::Node* h, b.scalar(hi, n[0]->dtype));
     return b.clip(n[0], l, h);

@@ -45,14 +45,16 @@ std::optional<std::string> unrepresentable(double value, DType dtype) {
   return std::nullopt;
 }
 
+Expected<void> check_known_dtype(std::string_view op, DType dtype) {
+  if (is_dtype(dtype)) return {};
+  return op_error(op, "{} is not a kiln dtype", static_cast<int>(dtype));
+}
+
 Expected<void> check_numel(std::string_view op, const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
+  for (int64_t d : shape)
     if (d < 0) return op_error(op, "negative dimension in shape {}", shape_str(shape));
-    if (__builtin_mul_overflow(n, d, &n) || n > kMaxNumel)
-      return op_error(op, "shape {} has too many elements (kiln indexes at most 2^59)",
-                      shape_str(shape));
-  }
+  if (auto problem = shape_size_problem(shape))
+    return op_error(op, "shape {} {}", shape_brief(shape), *problem);
   return {};
 }
 
@@ -160,9 +162,9 @@ NodeResult Builder::binary(Op op, const Node* a, const Node* b) {
   return g_.make(op, t.dtype, std::move(t.shape), {a, b}, {});
 }
 
-Expected<void> Builder::check_scalar(double value, DType dtype) {
+Expected<void> Builder::check_scalar(double value, DType dtype, std::string_view op) {
   if (auto why = detail::unrepresentable(value, dtype))
-    return op_error("full", "value {} {}", value, *why);
+    return op_error(op, "{} {} {}", op == "full" ? "value" : "scalar", value, *why);
   return {};
 }
 
@@ -202,6 +204,7 @@ NodeResult Builder::clip(const Node* x, const Node* lo, const Node* hi) {
 }
 
 NodeResult Builder::cast(const Node* x, DType to) {
+  KILN_IR_OK(detail::check_known_dtype("cast", to));
   return g_.make(Op::Cast, to, x->shape, {x}, Attrs{{AttrKey::to, to}});
 }
 
@@ -216,6 +219,7 @@ NodeResult Builder::scalar(double value, DType dtype) {
 }
 
 NodeResult Builder::full(const Shape& shape, double value, DType dtype) {
+  KILN_IR_OK(detail::check_known_dtype("full", dtype));
   KILN_IR_OK(detail::check_numel("full", shape));
   KILN_IR_OK(check_scalar(value, dtype));
   if (!is_float(dtype)) value += 0.0;  // integers have no -0: one canonical zero
@@ -224,6 +228,7 @@ NodeResult Builder::full(const Shape& shape, double value, DType dtype) {
 }
 
 NodeResult Builder::arange(int64_t start, int64_t end, int64_t step, DType dtype) {
+  KILN_IR_OK(detail::check_known_dtype("arange", dtype));
   if (step == 0) return op_error("arange", "step must not be 0");
   if (dtype == DType::boolean) return op_error("arange", "needs a numeric dtype, got bool");
   // Python range length; __int128 keeps end - start from overflowing.

@@ -55,7 +55,9 @@ class Builder {
   static Expected<ValueType> unary_type(Op op, DType x, const Shape& shape);
   static Expected<ValueType> binary_type(Op op, DType a, const Shape& a_shape, DType b,
                                          const Shape& b_shape);
-  static Expected<void> check_scalar(double value, DType dtype);
+  // Whether `value` fits `dtype`: the error names `op` ("full: value 300 ...", or for a scalar
+  // operand of another op "add: scalar 300 ...").
+  static Expected<void> check_scalar(double value, DType dtype, std::string_view op = "full");
   NodeResult where(const Node* cond, const Node* a, const Node* b);
   // numpy clip / ONNX Clip: min(max(x, lo), hi), either bound optional (nullptr). Both bounds
   // make the clip row; one alone is max or min; none is x. The NaN rules are max's and min's (a

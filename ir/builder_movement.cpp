@@ -46,18 +46,19 @@ SliceRange python_slice(int64_t n, std::optional<int64_t> start, std::optional<i
 
 NodeResult Builder::reshape(const Node* x, std::vector<int64_t> shape) {
   std::optional<size_t> inferred;
-  int64_t known = 1;
+  Shape given = shape;  // -1 taken as 1
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
       if (inferred) return op_error("reshape", "more than one -1 in shape {}", ints_str(shape));
       inferred = i;
+      given[i] = 1;
     } else if (shape[i] < 0) {
       return op_error("reshape", "invalid dimension {} in shape {}", shape[i], ints_str(shape));
-    } else if (__builtin_mul_overflow(known, shape[i], &known) || known > kMaxNumel) {
-      return op_error("reshape", "shape {} has too many elements (kiln indexes at most 2^59)",
-                      ints_str(shape));
     }
   }
+  if (auto problem = shape_size_problem(given))
+    return op_error("reshape", "shape {} {}", shape_brief(shape), *problem);
+  const int64_t known = shape_numel(given);
   int64_t n = x->numel();
   bool ok = inferred ? known != 0 && n % known == 0 : known == n;
   if (!ok)

@@ -34,6 +34,9 @@ std::optional<std::string> unrepresentable(double value, DType dtype);
 // that no later size computation can overflow.
 Expected<void> check_numel(std::string_view op, const Shape& shape);
 
+// Fails when `dtype` is no DType enumerator (a value cast from an integer): an op's dtype argument.
+Expected<void> check_known_dtype(std::string_view op, DType dtype);
+
 // Normalizes `axes` against `shape` (negatives count from the end), sorted and unique.
 Expected<std::vector<int64_t>> normalize_axes(std::string_view op, const std::vector<int64_t>& axes,
                                               const Shape& shape);

@@ -1,6 +1,8 @@
 // Shape helpers.
 #include "kiln/shape.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -12,7 +14,32 @@ int64_t shape_numel(const Shape& s) {
   return n;
 }
 
+std::optional<std::string> shape_size_problem(const Shape& s) {
+  if (s.size() > kMaxRank)
+    return fmt::format("has {} axes (kiln takes at most {})", s.size(), kMaxRank);
+  for (int64_t d : s)
+    if (d < 0) return fmt::format("has a negative extent {}", d);
+  int64_t span = 1;  // the product of the non-zero extents
+  for (int64_t d : s) {
+    if (d == 0) continue;
+    if (span > kMaxNumel / d)
+      return std::ranges::find(s, 0) != s.end()
+                 ? std::string(
+                       "is empty, but its other extents multiply to more than 2^59, "
+                       "past what kiln indexes")
+                 : std::string("has too many elements (kiln indexes at most 2^59)");
+    span *= d;
+  }
+  return std::nullopt;
+}
+
 std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ",")); }
+
+std::string shape_brief(const Shape& s) {
+  if (s.size() <= 16) return shape_str(s);
+  return fmt::format("[{},...,{}] ({} axes)", fmt::join(s.begin(), s.begin() + 8, ","),
+                     fmt::join(s.end() - 2, s.end(), ","), s.size());
+}
 
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
   size_t rank = std::max(a.size(), b.size());

@@ -275,6 +275,11 @@ Expected<Value> graph_input(ir::Graph& g, const ValueInfo& info, const ImportOpt
       symbols.push_back(std::move(symbol));
     }
   }
+  // A declared dimension below 0 or a shape past kiln's limit (an --dim too) is refused here,
+  // naming the input, before any buffer of it is sized.
+  if (auto problem = ir::shape_size_problem(shape))
+    return make_error(fmt::format("onnx: graph input '{}': shape {} {}", info.name,
+                                  ir::shape_brief(shape), *problem));
   Value v;
   v.dtype = *dtype;
   v.shape = shape;
@@ -441,8 +446,15 @@ Expected<void> import_nodes(Context& ctx, const GraphProto& graph, Scope& scope)
       for (size_t i = outs->size(); i < n.outputs.size(); ++i)
         if (!n.outputs[i].empty())
           return ctx.unsupported(fmt::format("output {} of {}", i, n.op_type));
-    for (size_t i = 0; i < n.outputs.size(); ++i)
-      if (!n.outputs[i].empty()) scope.values[n.outputs[i]] = (*outs)[i];
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (n.outputs[i].empty()) continue;
+      // ONNX graphs assign each name once: a second definition would silently replace the first.
+      if (!scope.values.emplace(n.outputs[i], (*outs)[i]).second)
+        return ctx.fail(
+            fmt::format("output '{}' is already defined in this graph (ONNX assigns "
+                        "each name once)",
+                        n.outputs[i]));
+    }
   }
   return {};
 }

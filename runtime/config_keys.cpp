@@ -59,7 +59,9 @@ KeySpec bool_key(std::string key, bool Config::*member) {
 KeySpec count_key(std::string key, int Config::*member) {
   return {key, EnvShape::integer,
           [member](const toml::node& v, Config& c, const fs::path&) -> Reason {
-            if (!v.is_integer() || v.as_integer()->get() < 1 || v.as_integer()->get() > INT_MAX)
+            if (v.is_integer() && v.as_integer()->get() > INT_MAX)
+              return fmt::format("expected an integer from 1 to {}, got {}", INT_MAX, describe(v));
+            if (!v.is_integer() || v.as_integer()->get() < 1)
               return "expected an integer >= 1, got " + describe(v);
             c.*member = static_cast<int>(v.as_integer()->get());
             return std::nullopt;
@@ -339,8 +341,22 @@ std::string describe(const toml::node& value) {
   if (value.is_integer()) return std::to_string(value.as_integer()->get());
   if (value.is_floating_point()) return fmt::format("{}", value.as_floating_point()->get());
   if (value.is_boolean()) return value.as_boolean()->get() ? "true" : "false";
-  if (value.is_table()) return "a table";
-  if (value.is_array()) return "an array";
+  // A table or an array inline, as written ({ file = "" }), cut at about 60 characters.
+  if (value.is_table() || value.is_array()) {
+    std::string out;
+    if (const toml::table* t = value.as_table()) {
+      for (const auto& [key, item] : *t) {
+        out += (out.empty() ? "{ " : ", ") + std::string(key.str()) + " = " + describe(item);
+        if (out.size() > 60) return out + ", ... }";
+      }
+      return out.empty() ? "{}" : out + " }";
+    }
+    for (const toml::node& item : *value.as_array()) {
+      out += (out.empty() ? "[" : ", ") + describe(item);
+      if (out.size() > 60) return out + ", ...]";
+    }
+    return out.empty() ? "[]" : out + "]";
+  }
   return "a date or time";
 }
 

@@ -31,13 +31,7 @@ json kernel_shape_json(const kir::Kernel& k) {
 // A shape a buffer can have: no negative dimension, and an element count that 64-bit byte offsets
 // of any dtype can address.
 bool valid_shape(const ir::Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) return false;
-    if (d > 0 && n > ir::kMaxNumel / d) return false;
-    n *= d;
-  }
-  return true;
+  return !ir::shape_size_problem(shape);
 }
 
 std::string shape_text(ir::DType dtype, const ir::Shape& shape) {

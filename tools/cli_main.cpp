@@ -161,7 +161,7 @@ int kiln_tool_main(int argc, char** argv) {
       "--dim", warm_dims,
       "NAME=N or NAME=LO..HI: warm the size symbol ?NAME at N (and a second size of its "
       "bucket), or every power-of-two bucket from LO to HI at two sizes each: the kernels "
-      "and symbolic plan of each (repeatable)");
+      "and symbolic plan of each (repeatable; over several graphs, those with ?NAME)");
   warm_cmd->add_option("--jobs,-j", warm.jobs, "Graphs compiled at once")
       ->default_val(1)
       ->check(CLI::Range(1, 256));

@@ -51,14 +51,14 @@ Expected<void> parse_dim_arg(const std::string& arg, ir::KgSizes& sizes) {
 }
 
 Expected<GraphFile> read_graph_file(ir::Graph& g, const std::string& path, const InputSpec* inputs,
-                                    const ir::KgSizes* sizes) {
+                                    const ir::KgSizes* sizes, bool other_sizes_ok) {
   GraphFile out;
   if (sizes && sizes->empty()) sizes = nullptr;
   if (!is_onnx_path(path)) {
     auto graph = ir::read_kg_file(g, path, sizes);
     if (!graph) return std::unexpected(graph.error());
     out.graph = std::move(*graph);
-    if (sizes)
+    if (sizes && !other_sizes_ok)
       for (const auto& [name, n] : *sizes)
         if (!std::ranges::any_of(out.graph.sizes, [&](const auto& s) { return s.first == name; }))
           return make_error(fmt::format("--dim {}={}: {} has no size symbol '?{}'", name, n, path, name));
@@ -74,7 +74,7 @@ Expected<GraphFile> read_graph_file(ir::Graph& g, const std::string& path, const
     }
   auto model = onnx::import_model_file(g, path, options);
   if (!model) return std::unexpected(model.error());
-  if (sizes)
+  if (sizes && !other_sizes_ok)
     for (const auto& [name, n] : *sizes)
       if (!std::ranges::any_of(model->graph.sizes,
                                [&](const auto& s) { return s.first == name; })) {

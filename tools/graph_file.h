@@ -23,10 +23,12 @@ bool is_onnx_path(const std::string& path);
 // Reads `path` into `g` by its extension. For an ONNX model, the .npy files `inputs` names are
 // read first: they fix symbolic dimensions and the values an op needs at import (docs/onnx.md).
 // `sizes` (--dim NAME=N) size a `.kg` file's symbols (`?b`), or an ONNX model's symbolic input
-// dimensions not fixed by a file (onnx::ImportOptions::sizes); each must name one.
+// dimensions not fixed by a file (onnx::ImportOptions::sizes); each must name one, unless
+// `other_sizes_ok` (kiln warm over many graphs: a graph's sizes are those of its symbols).
 Expected<GraphFile> read_graph_file(ir::Graph& g, const std::string& path,
                                     const InputSpec* inputs = nullptr,
-                                    const ir::KgSizes* sizes = nullptr);
+                                    const ir::KgSizes* sizes = nullptr,
+                                    bool other_sizes_ok = false);
 
 // One --dim argument: "NAME=N" (a leading '?' on NAME is allowed) reads as N..N; with `ranges`,
 // "NAME=LO..HI" too (0 <= LO <= HI). An error names the argument and the form expected.

@@ -202,13 +202,9 @@ Expected<ir::HostTensor> read_npy(const std::string& path) {
   auto header = npy::parse_header(frame->header);
   if (!header) return npy_error(path, header.error().message);
 
-  int64_t numel = 1;
-  for (int64_t d : header->shape) {
-    if (d != 0 && numel > ir::kMaxNumel / d)
-      return npy_error(path, fmt::format("shape {} is too large (kiln indexes at most 2^59 elements)",
-                                         ir::shape_str(header->shape)));
-    numel *= d;
-  }
+  if (auto problem = ir::shape_size_problem(header->shape))
+    return npy_error(path, fmt::format("shape {} {}", ir::shape_brief(header->shape), *problem));
+  const int64_t numel = ir::shape_numel(header->shape);
   const auto expected = static_cast<size_t>(numel * ir::dtype_size(header->dtype));
   const std::string what = fmt::format("{} bytes for {}{}", expected, ir::dtype_name(header->dtype),
                                        ir::shape_str(header->shape));

@@ -1,7 +1,9 @@
 // `kiln run`: read a graph, bind inputs, realize the outputs on a device, write or print them.
-#include <algorithm>
-#include <filesystem>
 #include <fmt/format.h>
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -16,17 +18,38 @@
 namespace kiln::tools {
 
 namespace {
+// Integers are printed whole (an i64 past 2^53 too: read from its bytes, not through a double),
+// and so are their sums where they fit in 64 bits; floats to 6 significant digits.
 void print_summary(const std::string& name, const ir::HostTensor& t) {
+  const bool integer = !ir::is_float(t.dtype);
+  const auto exact = [&](int64_t i) -> __int128 {
+    if (t.dtype != ir::DType::i64) return static_cast<__int128>(t.get(i));
+    int64_t v;
+    std::memcpy(&v, static_cast<const std::byte*>(t.data()) + i * 8, 8);
+    return v;
+  };
+  const auto number = [&](__int128 v, double approx) {
+    if (integer && v >= INT64_MIN && v <= INT64_MAX)
+      return fmt::format("{}", static_cast<int64_t>(v));
+    return fmt::format("{:.6g}", approx);
+  };
   double sum = 0, asum = 0;
+  __int128 isum = 0, iasum = 0;  // 2^59 elements of at most 2^63 each fit
   for (int64_t i = 0; i < t.numel(); ++i) {
     sum += t.get(i);
     asum += std::abs(t.get(i));
+    if (integer) {
+      const __int128 v = exact(i);
+      isum += v;
+      iasum += v < 0 ? -v : v;
+    }
   }
   std::string head;
   for (int64_t i = 0; i < std::min<int64_t>(t.numel(), 6); ++i)
-    head += fmt::format("{}{:.6g}", i ? ", " : "", t.get(i));
-  fmt::print("%{} : {}{} = [{}{}]  sum={:.6g} abs_sum={:.6g}\n", name, ir::dtype_name(t.dtype),
-             ir::shape_str(t.shape), head, t.numel() > 6 ? ", ..." : "", sum, asum);
+    head += fmt::format("{}{}", i ? ", " : "", number(integer ? exact(i) : 0, t.get(i)));
+  fmt::print("%{} : {}{} = [{}{}]  sum={} abs_sum={}\n", name, ir::dtype_name(t.dtype),
+             ir::shape_str(t.shape), head, t.numel() > 6 ? ", ..." : "", number(isum, sum),
+             number(iasum, asum));
 }
 
 // The achieved rates of one kernel: GB/s and GFLOP/s, and their fractions of the device's limits.

@@ -2,6 +2,7 @@
 // for the cpu, for vulkan:0, or for a CUDA architecture without a GPU; `--check` lists what a
 // run would miss instead.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,9 +12,11 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
+#include "cache/store.h"
 #include "tools/commands.h"
 #include "tools/graph_file.h"
 #include "tools/workload.h"
@@ -37,7 +40,12 @@ int64_t second_size(int64_t n) {
 
 // One device that compiles (and, for --check, looks up) every graph's kernels.
 struct Warmer {
+  Warmer(std::unique_ptr<runtime::Executor> d, bool many)
+      : device(std::move(d)), other_sizes_ok(many) {}
   std::unique_ptr<runtime::Executor> device;
+  bool other_sizes_ok;  // over many graphs, a --dim sizes those that have its symbol
+  std::mutex symbols_mu;
+  std::set<std::string> symbols;  // of the graphs read so far (--dim names one of them)
 
   struct Done {
     int compiled = 0, tuned = 0;
@@ -64,18 +72,28 @@ struct Warmer {
   // A `.kg` file with size symbols (`?b=64`) warmed at its sizes, then at a second size of each
   // symbol: the two plans make the graph's symbolic plan, which serves a run at any size (of
   // the bucket, where kernels are bucketed). With `dims` (--dim), each named symbol is warmed
-  // at warm_sizes of its range in turn, the others at their first size.
+  // at warm_sizes of its range in turn, the others at their first size; a graph with none of
+  // those symbols is warmed as without --dim (warm_command refuses a --dim that no graph has;
+  // a single graph must have every --dim's symbol).
   Expected<Done> run_file(const std::string& path, bool check, const WarmOptions& o) {
     ir::KgSizes first;
     for (const auto& [name, range] : o.dims)
       first[name] =
           range.first == range.second ? range.first : warm_sizes(range.first, range.second)[0];
     ir::Graph g;
-    auto file = read_graph_file(g, path, nullptr, &first);
+    auto file = read_graph_file(g, path, nullptr, &first, other_sizes_ok);
     if (!file) return std::unexpected(file.error());
-    // The sizes after the first: each symbol's other sizes, one symbol at a time.
+    const auto has_symbol = [&](const std::string& name) {
+      return std::ranges::any_of(file->graph.sizes, [&](const auto& s) { return s.first == name; });
+    };
+    {
+      std::lock_guard lock(symbols_mu);
+      for (const auto& [name, size] : file->graph.sizes) symbols.insert(name);
+    }
+    // The sizes after the first: each symbol's other sizes, one symbol at a time. A graph that
+    // has none of the --dim symbols is warmed as without --dim.
     std::vector<ir::KgSizes> more;
-    if (o.dims.empty()) {
+    if (!std::ranges::any_of(o.dims, [&](const auto& dim) { return has_symbol(dim.first); })) {
       // (--check looks up the declared sizes only.)
       if (!check && !file->graph.sizes.empty()) {
         ir::KgSizes other;
@@ -84,6 +102,7 @@ struct Warmer {
       }
     } else {
       for (const auto& [name, range] : o.dims) {
+        if (!has_symbol(name)) continue;
         const std::vector<int64_t> sizes = warm_sizes(range.first, range.second);
         for (size_t i = 1; i < sizes.size(); ++i) {
           ir::KgSizes other = first;
@@ -96,7 +115,7 @@ struct Warmer {
     for (const ir::KgSizes& sizes : more) {
       if (!total) break;
       ir::Graph gi;
-      auto fi = read_graph_file(gi, path, nullptr, &sizes);
+      auto fi = read_graph_file(gi, path, nullptr, &sizes, other_sizes_ok);
       if (!fi) return std::unexpected(fi.error());
       auto ri = run(gi, fi->graph.output_nodes(), check);
       if (!ri) return std::unexpected(ri.error());
@@ -177,6 +196,23 @@ int warm_command(const WarmOptions& o) {
   if (!options) return report_error(options.error().message);
   if (options->cache_path.empty())
     return report_error("no kernel cache to warm: compilation.cache is \"none\"; pass --cache");
+  if (!o.check) {
+    // Filling the cache is warm's whole work: a cache it may not or cannot write is an error
+    // before anything compiles (a run goes on without a cache; a warm-up would store nothing).
+    if (options->cache_read_only)
+      return report_error(
+          fmt::format("warm: the cache {} is read-only (cache.read_only is true in kiln.toml or "
+                      "KILN_CACHE_READ_ONLY); nothing was warmed",
+                      options->cache_path));
+    std::string warning;
+    auto store = cache::Store::open(options->cache_path,
+                                    {.warn = [&](const std::string& m) { warning = m; }});
+    if (!store) return report_error(store.error().message);
+    if (const std::string problem = (*store)->stats().problem; !problem.empty())
+      return report_error(fmt::format("warm: cannot write the cache {}: {}; nothing was warmed",
+                                      options->cache_path, problem));
+    if (!warning.empty()) fmt::print(stderr, "kiln: warning: {}\n", warning);  // moved aside
+  }
   options->cache_read_only = o.check;  // --check never writes
   options->autotune = autotune_from(o.autotune, o.no_autotune, options->autotune);
   const bool tune = options->autotune && !o.check;
@@ -186,7 +222,7 @@ int warm_command(const WarmOptions& o) {
                              .tune = tune, .tune_asked = o.autotune},
                             std::move(*options));
   if (!device) return report_error(device.error().message);
-  Warmer warmer{std::move(*device)};
+  Warmer warmer(std::move(*device), graphs->size() > 1);
 
   Progress progress(graphs->size());
   std::mutex mu;
@@ -214,10 +250,23 @@ int warm_command(const WarmOptions& o) {
 
   std::sort(missing.begin(), missing.end());
   for (const std::string& e : errors) fmt::print(stderr, "kiln: error: {}\n", e);
+  // A --dim that no graph has a symbol for sized nothing: a typo, or graphs other than meant.
+  // (A single graph's read refused it already.)
+  bool dims_ok = true;
+  for (const auto& [name, range] : o.dims)
+    if (warmer.other_sizes_ok && !warmer.symbols.contains(name)) {
+      dims_ok = false;
+      fmt::print(
+          stderr,
+          "kiln: error: --dim {}: none of the {} graphs has a size symbol '?{}' (their "
+          "symbols: {})\n",
+          name, graphs->size(), name,
+          warmer.symbols.empty() ? "none" : fmt::format("{}", fmt::join(warmer.symbols, ", ")));
+    }
   if (o.check) {
     for (const std::string& m : missing) fmt::print("miss {}\n", m);
     fmt::print("{}: {} graphs checked, {} missing\n", cache_path, graphs->size(), missing.size());
-    return errors.empty() && missing.empty() ? 0 : 1;
+    return errors.empty() && missing.empty() && dims_ok ? 0 : 1;
   }
   // Only the graphs that warmed count; those that failed are counted apart (their errors above).
   const size_t warmed = graphs->size() - errors.size();
@@ -227,7 +276,7 @@ int warm_command(const WarmOptions& o) {
       errors.empty() ? "" : fmt::format(" ({} failed)", errors.size()), progress.compiled(),
       tune ? fmt::format(", {} tuned", progress.tuned()) : "",
       symbolic > 0 ? fmt::format(", {} symbolic plan{}", symbolic, symbolic == 1 ? "" : "s") : "");
-  return errors.empty() ? 0 : 1;
+  return errors.empty() && dims_ok ? 0 : 1;
 }
 
 }  // namespace kiln::tools

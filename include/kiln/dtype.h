@@ -11,6 +11,11 @@ namespace kiln::ir {
 
 enum class DType : uint8_t { f32, f64, f16, bf16, i32, i64, i8, u8, boolean };
 
+// Whether `t` is one of the enumerators above (a DType cast from an integer may not be).
+inline constexpr bool is_dtype(DType t) {
+  return static_cast<uint8_t>(t) <= static_cast<uint8_t>(DType::boolean);
+}
+
 inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32,
                                        DType::i64, DType::i8,  DType::u8,  DType::boolean};
 

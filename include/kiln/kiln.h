@@ -27,6 +27,7 @@
 #include <cstring>
 #include <functional>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -351,12 +352,35 @@ Expected<std::vector<T>> Tensor::to_vector() {
                          : std::is_same_v<T, uint8_t> ? DType::u8
                                                       : DType::f32;
   constexpr bool layout_known = std::is_same_v<T, float> || same != DType::f32;
-  if (layout_known && host->dtype == same) {
-    // Same layout: no conversion, so every i64 is exact (get() goes through double), and an
-    // empty tensor has no data to copy (memcpy of null).
-    if (!out.empty()) std::memcpy(out.data(), host->data(), host->bytes.size());
-  } else {
-    for (int64_t i = 0; i < host->numel(); ++i) out[i] = static_cast<T>(host->get(i));
+  if constexpr (layout_known) {
+    if (host->dtype == same) {
+      // Same layout: no conversion, so every i64 is exact (get() goes through double), and an
+      // empty tensor has no data to copy (memcpy of null).
+      if (!out.empty()) std::memcpy(out.data(), host->data(), host->bytes.size());
+      return out;
+    }
+  }
+  for (int64_t i = 0; i < host->numel(); ++i) {
+    if constexpr (std::is_same_v<T, bool>) {
+      out[static_cast<size_t>(i)] = host->get(i) != 0;
+    } else if constexpr (std::is_integral_v<T>) {
+      if (host->dtype == DType::i64) {
+        // Exact past 2^53 (as C++ converts integers: modulo 2^N into a narrower or unsigned T).
+        int64_t v;
+        std::memcpy(&v, static_cast<const std::byte*>(host->data()) + i * 8, 8);
+        out[static_cast<size_t>(i)] = static_cast<T>(v);
+      } else {
+        // A float past T's range saturates and NaN is 0, where a cast would be undefined.
+        const double v = host->get(i);
+        constexpr auto lo = std::numeric_limits<T>::lowest(), hi = std::numeric_limits<T>::max();
+        out[static_cast<size_t>(i)] = v != v                         ? T{0}
+                                      : v <= static_cast<double>(lo) ? lo
+                                      : v >= static_cast<double>(hi) ? hi
+                                                                     : static_cast<T>(v);
+      }
+    } else {
+      out[static_cast<size_t>(i)] = static_cast<T>(host->get(i));
+    }
   }
   return out;
 }

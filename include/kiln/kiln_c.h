@@ -63,7 +63,8 @@ typedef enum kiln_status {
   KILN_OK = 0,
   /* A null handle or pointer, an unknown enum value, a size that does not match, a bad option. */
   KILN_ERROR_INVALID_ARGUMENT = 1,
-  /* An op on dtypes or shapes it does not accept (the message names the op and the operands). */
+  /* An op on operands it does not accept: their dtypes, their shapes, or tensors of two devices
+   * (the message names the op and the operands). */
   KILN_ERROR_INVALID_OPERATION = 2,
   /* Opening a device, compiling or running failed; an allocation could not be met. */
   KILN_ERROR_DEVICE = 3,

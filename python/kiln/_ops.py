@@ -255,6 +255,10 @@ def _indices(indices, x):
         a = a.astype(np.int64)
     if a.dtype.kind not in "iu":
         raise TypeError(f"indices must be integers, not {a.dtype}")
+    if a.dtype == np.uint64:
+        # Past int64 an index is out of range on every axis: kept so (int64's largest), where a
+        # cast would wrap 2**63 to -2**63, an index from the end.
+        a = np.minimum(a, np.uint64(np.iinfo(np.int64).max))
     return tensor(a if a.dtype == np.int32 else a.astype(np.int64), device=x._dev)
 
 

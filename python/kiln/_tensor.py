@@ -82,6 +82,8 @@ def from_host(device, code, a):
 
 def full_code(device, shape, value, code):
     shape = tuple(shape)
+    if isinstance(value, numbers.Integral) and _dtypes.is_integer(code):
+        exact_integer(value, code)  # OverflowError past the dtype, as numpy's
     if _is_big_int(value) and _dtypes.is_integer(code):
         # Past 2**53 a double would round the value (kiln_full takes one): the exact value comes
         # from host bytes, a 0-d tensor, added to zeros of `shape` (kiln_full checks the shape).
@@ -129,7 +131,10 @@ def binary(fn, a, b):
 def _scalar_op(fn, scalar_fn, x, v, _lo=-_EXACT, _hi=_EXACT):
     """x (a Tensor) with v: a Python float, or an int that a double holds exactly, goes to the C
     API's scalar form of the op; anything else (a larger int too, exact as a 0-d tensor of x's
-    dtype, full_code) to the op on two tensors."""
+    dtype, full_code) to the op on two tensors. An int past an integer x's dtype is an
+    OverflowError."""
+    if type(v) is int and _dtypes.is_integer(x._code):
+        exact_integer(v, x._code)
     if type(v) is float or (type(v) is int and _lo <= v <= _hi):
         out = _c_void_p()
         status = scalar_fn(x._h, v, _byref(out))
@@ -518,6 +523,8 @@ class Tensor:
             raise ValueError(f"pad: {len(before)} extents before and {len(after)} after")
         c_before, c_after = int64s(before, "before"), int64s(after, "after")
         exact = None
+        if isinstance(value, numbers.Integral) and _dtypes.is_integer(self._code):
+            exact_integer(value, self._code)
         if _is_big_int(value):
             code = self._code
             if _dtypes.is_integer(code):

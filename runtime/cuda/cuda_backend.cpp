@@ -3,6 +3,7 @@
 #include "runtime/cuda/cuda_backend.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -195,6 +196,16 @@ Expected<std::unique_ptr<GpuBackend>> open_cuda_compiler(std::string_view arch,
   if (!sm) return std::unexpected(sm.error());
   auto nvrtc = codegen::cuda::Nvrtc::load(search);
   if (!nvrtc) return make_error("cuda: cannot compile for " + std::string(arch) + ": " + nvrtc.error().message);
+  // A device picks the newest architecture NVRTC knows below its own (choose_compile_target); an
+  // --arch without a device names the target itself, so one NVRTC does not know (a typo such as
+  // sm_900) is refused rather than compiled as PTX for another architecture.
+  if (const std::vector<int> archs = (*nvrtc)->supported_archs();
+      !archs.empty() && std::find(archs.begin(), archs.end(), *sm) == archs.end()) {
+    std::vector<std::string> names;
+    for (int a : archs) names.push_back(fmt::format("sm_{}", a));
+    return make_error(fmt::format("cuda: NVRTC {} does not compile for {}; it knows {}",
+                                  (*nvrtc)->version(), arch, fmt::join(names, ", ")));
+  }
   return std::unique_ptr<GpuBackend>(new cuda::CudaCompiler(*sm, std::move(nvrtc)));
 }
 

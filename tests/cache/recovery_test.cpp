@@ -3,6 +3,8 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include "cache/file_system.h"
@@ -16,6 +18,15 @@ using testing::entry;
 using testing::kernel_key;
 using testing::read_bytes;
 using testing::value_text;
+
+// Runs `sql` on the SQLite file `file` as another program would (a user's tool, a damage).
+int run_sql(const std::string& file, const std::string& sql) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open(file.c_str(), &db);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  return rc;
+}
 
 class RecoveryTest : public testing::TempDirTest {
  protected:
@@ -151,14 +162,10 @@ TEST_F(RecoveryTest, TruncatedFileIsMovedAsideAndRebuilt) {
 
 TEST_F(RecoveryTest, ForeignDatabaseIsMovedAsideAndRebuilt) {
   std::string file = path("cache.sqlite");
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "CREATE TABLE photos (id INTEGER, data BLOB);"
-                         "INSERT INTO photos VALUES (1, x'00ff');",
-                         nullptr, nullptr, nullptr),
+  ASSERT_EQ(run_sql(file,
+                    "CREATE TABLE photos (id INTEGER, data BLOB);"
+                    "INSERT INTO photos VALUES (1, x'00ff');"),
             SQLITE_OK);
-  sqlite3_close(db);
   expect_rebuilt(file, read_bytes(file));
   EXPECT_NE(warnings_[0].find("not a kiln cache"), std::string::npos) << warnings_[0];
 }
@@ -166,12 +173,7 @@ TEST_F(RecoveryTest, ForeignDatabaseIsMovedAsideAndRebuilt) {
 TEST_F(RecoveryTest, WrongSchemaVersionIsMovedAsideAndRebuilt) {
   std::string file = path("cache.sqlite");
   open(file)->put(Table::kernels, kernel_key("k"), entry("v"));
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "UPDATE meta SET value = '99' WHERE name = 'schema_version'", nullptr,
-                         nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  ASSERT_EQ(run_sql(file, "UPDATE meta SET value = '99' WHERE name = 'schema_version'"), SQLITE_OK);
   expect_rebuilt(file, read_bytes(file));
   EXPECT_NE(warnings_[0].find("schema version 99"), std::string::npos) << warnings_[0];
 }
@@ -179,10 +181,7 @@ TEST_F(RecoveryTest, WrongSchemaVersionIsMovedAsideAndRebuilt) {
 TEST_F(RecoveryTest, AMissingTableIsMovedAsideAndRebuilt) {
   std::string file = path("cache.sqlite");
   open(file)->put(Table::kernels, kernel_key("k"), entry("v"));
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE plans", nullptr, nullptr, nullptr), SQLITE_OK);
-  sqlite3_close(db);
+  ASSERT_EQ(run_sql(file, "DROP TABLE plans"), SQLITE_OK);
   expect_rebuilt(file, read_bytes(file));
   EXPECT_NE(warnings_[0].find("the plans table is missing"), std::string::npos) << warnings_[0];
 }
@@ -190,12 +189,7 @@ TEST_F(RecoveryTest, AMissingTableIsMovedAsideAndRebuilt) {
 TEST_F(RecoveryTest, VerifyFindsAKeyThatDoesNotMatchItsParts) {
   std::string file = path("cache.sqlite");
   open(file)->put(Table::kernels, kernel_key("k"), entry("v"));
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "UPDATE kernels SET parts = '[[\"kernel\",\"tampered\"]]'", nullptr,
-                         nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  ASSERT_EQ(run_sql(file, "UPDATE kernels SET parts = '[[\"kernel\",\"tampered\"]]'"), SQLITE_OK);
   auto result = open(file)->verify();
   ASSERT_FALSE(result.has_value());
   EXPECT_NE(result.error().message.find("the key is not the digest of its parts"),
@@ -251,10 +245,7 @@ TEST_F(RecoveryTest, ADamagedEntryIsAMissWithAWarning) {
     const std::string flip = std::string(column) == "value"    ? "UPDATE kernels SET value = CAST('object codE' AS BLOB)"
                              : std::string(column) == "source" ? "UPDATE kernels SET source = 'sourcE'"
                                                                : R"(UPDATE kernels SET metadata = '{"outer":0}')";
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, flip.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-    sqlite3_close(db);
+    ASSERT_EQ(run_sql(file, flip), SQLITE_OK);
     warnings_.clear();
     auto store = open(file);
     EXPECT_FALSE(store->get(Table::kernels, kernel_key("k")).has_value());
@@ -357,6 +348,59 @@ TEST(FileSystemTest, NetworkFileSystemsAreRecognized) {
 
 TEST(FileSystemTest, UrisEscapeReservedCharacters) {
   EXPECT_EQ(sqlite_uri("/a b/c?d#e%f", "mode=ro"), "file:/a%20b/c%3Fd%23e%25f?mode=ro");
+}
+
+// An export replaces only an earlier bundle or an empty file: a user's file or directory at that
+// path is kept. An import refuses what is no bundle (saying what it is), the cache itself, and a
+// bundle with a damaged entry, importing nothing of it.
+TEST_F(RecoveryTest, BundlesReplaceOnlyBundlesAndADamagedOneIsNotImported) {
+  auto store = open(path("cache.sqlite"));
+  ASSERT_TRUE(store->put(Table::kernels, kernel_key("k"), entry("object code", "source")));
+  ASSERT_TRUE(store->put(Table::plans, KeyParts{{{"graph", "g"}}}, entry("plan")));
+  const std::string text = path("notes.txt");
+  std::ofstream(text) << "a user's notes";
+  auto over_text = store->export_bundle(text);
+  ASSERT_FALSE(over_text.has_value());
+  EXPECT_NE(
+      over_text.error().message.find("export: " + text + " exists and is not a kiln cache bundle"),
+      std::string::npos)
+      << over_text.error().message;
+  std::ifstream kept(text);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "a user's notes");
+  const std::string dir = path("a_dir");
+  std::filesystem::create_directory(dir);
+  auto over_dir = store->export_bundle(dir);
+  ASSERT_FALSE(over_dir.has_value());
+  EXPECT_NE(over_dir.error().message.find(dir + " is a directory"), std::string::npos)
+      << over_dir.error().message;
+  EXPECT_TRUE(std::filesystem::is_directory(dir));
+  // An earlier bundle and an empty file are replaced.
+  const std::string bundle = path("bundle.sqlite");
+  ASSERT_EQ(store->export_bundle(bundle).value_or(-1), 2);
+  ASSERT_EQ(store->export_bundle(bundle).value_or(-1), 2);
+  std::ofstream(path("empty.sqlite")).flush();
+  ASSERT_EQ(store->export_bundle(path("empty.sqlite")).value_or(-1), 2);
+
+  auto other = open(path("other.sqlite"));
+  const std::pair<std::string, std::string> refused[] = {
+      {dir, dir + " is a directory, not a kiln cache bundle"},
+      {"/dev/null", "/dev/null is not a regular file"},
+      {path("other.sqlite"), "is the cache itself"},
+  };
+  for (const auto& [file, message] : refused) {
+    auto r = other->import_bundle(file);
+    ASSERT_FALSE(r.has_value()) << file;
+    EXPECT_NE(r.error().message.find(message), std::string::npos) << r.error().message;
+  }
+  ASSERT_EQ(run_sql(bundle, "UPDATE kernels SET value = CAST('object codE' AS BLOB)"), SQLITE_OK);
+  auto damaged = other->import_bundle(bundle);
+  ASSERT_FALSE(damaged.has_value());
+  EXPECT_NE(damaged.error().message.find("import: " + bundle + " is damaged; nothing was imported"),
+            std::string::npos)
+      << damaged.error().message;
+  EXPECT_EQ(other->stats().kernels + other->stats().plans, 0);
+  // The sound one is imported whole.
+  ASSERT_EQ(other->import_bundle(path("empty.sqlite")).value_or(-1), 2);
 }
 
 }  // namespace

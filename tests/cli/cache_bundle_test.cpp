@@ -136,7 +136,9 @@ TEST_F(CacheBundle, MissingEntriesAreListedAndNothingIsWritten) {
   Result warm = kiln("warm " + example("small_ops.kg") + cache("cache.sqlite"));
   ASSERT_EQ(warm.code, 0) << warm.out;
   std::string bundle = path("bundle.sqlite");
-  std::ofstream(bundle) << "an older bundle";
+  // An older bundle there (of the small_ops cache): an export replaces a bundle, nothing else.
+  ASSERT_EQ(kiln("cache export " + bundle + cache("cache.sqlite")).code, 0);
+  const std::string older = read_file(bundle);
   Result r = kiln("cache export " + bundle + " --for " + record_ + cache("cache.sqlite"));
   EXPECT_EQ(r.code, 1) << r.out;
   Digests life = needed(graphs_[0]), small = needed(graphs_[1]);
@@ -154,13 +156,21 @@ TEST_F(CacheBundle, MissingEntriesAreListedAndNothingIsWritten) {
                        path("cache.sqlite") + " " + record_ + "` first)\n"),
             std::string::npos)
       << r.out;
-  EXPECT_EQ(read_file(bundle), "an older bundle");
+  EXPECT_EQ(read_file(bundle), older);
 
   // Warmed as the hint says, the export goes through.
   ASSERT_EQ(kiln("warm " + record_ + cache("cache.sqlite")).code, 0);
   Result ok = kiln("cache export " + bundle + " --for " + record_ + cache("cache.sqlite"));
   EXPECT_EQ(ok.code, 0) << ok.out;
   EXPECT_EQ(stored_digests(bundle).size(), 5u);
+
+  // A file of the user's at that path is not replaced.
+  const std::string notes = path("notes.txt");
+  std::ofstream(notes) << "not a bundle";
+  Result kept = kiln("cache export " + notes + cache("cache.sqlite"));
+  EXPECT_EQ(kept.code, 1) << kept.out;
+  EXPECT_NE(kept.out.find("exists and is not a kiln cache bundle"), std::string::npos) << kept.out;
+  EXPECT_EQ(read_file(notes), "not a bundle");
 }
 
 // GPU targets bundle plans and kernels as the cpu does; cuda compiles without a GPU.

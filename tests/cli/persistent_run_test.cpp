@@ -196,4 +196,42 @@ TEST_F(PersistentRun, AWarmedSymbolicPlanServesEveryBatchSize) {
   EXPECT_EQ(verify.code, 0) << verify.out;
 }
 
+TEST_F(PersistentRun, WarmingADirectoryAtDimsSizesTheGraphsThatHaveTheSymbol) {
+  const fs::path graphs = dir_ / "graphs";
+  fs::create_directories(graphs);
+  std::ofstream(graphs / "mlp.kg")
+      << "kiln.graph v1\ninput %x : f32[?b=16,48]\ninput %w : f32[48,32]\n"
+         "%h = matmul(%x, %w)\n%y = tanh(%h)\noutput %y\n";
+  std::ofstream(graphs / "static.kg")
+      << "kiln.graph v1\ninput %x : f32[8,8]\n%y = exp(%x)\noutput %y\n";
+  std::ofstream(graphs / "rows.kg")
+      << "kiln.graph v1\ninput %x : f32[?s=8,4]\n%y = exp(%x)\noutput %y\n";
+  const std::string cache = "file=" + (dir_ / "cache.sqlite").string();
+  // The graphs without ?b are warmed as without --dim (rows.kg at two sizes of ?s: its symbolic
+  // plan), not refused for lacking ?b.
+  Result warmed =
+      sh(kiln("warm " + graphs.string() + " --dim b=4..8 --no-autotune --cache " + cache));
+  ASSERT_EQ(warmed.code, 0) << warmed.out;
+  EXPECT_NE(warmed.out.find("3 graphs warmed for cpu"), std::string::npos) << warmed.out;
+  EXPECT_NE(warmed.out.find("2 symbolic plans"), std::string::npos) << warmed.out;
+  for (const std::string run : {"mlp.kg --dim b=6", "rows.kg --dim s=5"}) {
+    Result served =
+        sh(kiln("run " + (graphs / run).string() + " --no-autotune --random-inputs --stats"));
+    ASSERT_EQ(served.code, 0) << served.out;
+    EXPECT_NE(served.out.find("0 compiled"), std::string::npos) << run << "\n" << served.out;
+  }
+  // A --dim that no graph has sizes nothing: an error naming the symbols there are.
+  Result typo = sh(kiln("warm " + graphs.string() + " --dim bb=4 --no-autotune --cache " + cache));
+  EXPECT_EQ(typo.code, 1) << typo.out;
+  EXPECT_NE(typo.out.find("kiln: error: --dim bb: none of the 3 graphs has a size symbol '?bb' "
+                          "(their symbols: b, s)"),
+            std::string::npos)
+      << typo.out;
+  // One graph must have it.
+  Result one = sh(kiln("warm " + (graphs / "static.kg").string() +
+                       " --dim b=4 --no-autotune --cache " + cache));
+  EXPECT_EQ(one.code, 1) << one.out;
+  EXPECT_NE(one.out.find("static.kg has no size symbol '?b'"), std::string::npos) << one.out;
+}
+
 }  // namespace

@@ -114,7 +114,7 @@ TEST_F(ConfigLoad, EnvironmentOverridesAreCheckedAndNameTheVariable) {
        "env KILN_CACHE_READ_ONLY: error: cache.read_only: expected true or false, got \"yes\""},
       {"KILN_COMPILATION_CACHE", "file=",
        "env KILN_COMPILATION_CACHE: error: compilation.cache: expected one of local, target, "
-       "global, none or { file = \"path\" }, got a table"},
+       "global, none or { file = \"path\" }, got { file = \"\" }"},
       {"KILN_MEMORY_LOGGER_TARGETS", "stderr,journal",
        "env KILN_MEMORY_LOGGER_TARGETS: error: memory.logger.targets: expected each target to be "
        "one of stdout, stderr, log or { file = \"path\" }, got \"journal\""},

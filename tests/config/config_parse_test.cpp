@@ -162,7 +162,16 @@ TEST(ConfigParse, WrongValuesNameLineColumnAndWhatWasExpected) {
        "\"x86-64-v3\", got 3"},
       {"[autotune]\ncache = { path = \"x\" }\n",
        "kiln.toml:2:9: error: autotune.cache: expected one of local, target, global, none or "
-       "{ file = \"path\" }, got a table"},
+       "{ file = \"path\" }, got { path = \"x\" }"},
+      {"[compilation]\ncache = { file = \"\" }\n",
+       "kiln.toml:2:9: error: compilation.cache: expected one of local, target, global, none or "
+       "{ file = \"path\" }, got { file = \"\" }"},
+      {"[fusion.beam_search]\nmax_blocks = 2147483648\n",
+       "kiln.toml:2:14: error: fusion.beam_search.max_blocks: expected an integer from 1 to "
+       "2147483647, got 2147483648"},
+      {"[fusion.beam_search]\nmax_blocks = [1, 2]\n",
+       "kiln.toml:2:14: error: fusion.beam_search.max_blocks: expected an integer >= 1, got [1, "
+       "2]"},
       {"[autotune.logger]\ntargets = [\"stdout\", \"stdot\"]\n",
        "kiln.toml:2:11: error: autotune.logger.targets: expected each target to be one of stdout, "
        "stderr, log or { file = \"path\" }, got \"stdot\""},

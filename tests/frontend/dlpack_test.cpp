@@ -158,6 +158,16 @@ TEST(DLPack, WhatKilnCannotTakeIsRefusedAndNotTaken) {
   complex.managed.dl_tensor.dtype = {kDLComplex, 64, 1};
   EXPECT_EQ(kiln_tensor_from_dlpack(d.dev, &complex.managed, &t), KILN_ERROR_UNSUPPORTED);
   EXPECT_NE(std::string(kiln_last_error()).find("code 5 bits 64"), std::string::npos) << kiln_last_error();
+  // Strides that reach past any address space (their byte offsets would wrap 2^64 and read
+  // row 0 again, or fault) are refused before anything is read.
+  for (const int64_t stride : {int64_t{1} << 62, INT64_MIN, int64_t{1} << 60}) {
+    Owned far({1, 2, 3, 4, 5, 6}, {2, 3}, {stride, 1});
+    EXPECT_EQ(kiln_tensor_from_dlpack(d.dev, &far.managed, &t), KILN_ERROR_UNSUPPORTED) << stride;
+    EXPECT_NE(std::string(kiln_last_error()).find("reach past any address space"),
+              std::string::npos)
+        << kiln_last_error();
+    EXPECT_EQ(far.deleted, 0);
+  }
   EXPECT_EQ(t, nullptr);
   EXPECT_EQ(gpu.deleted + complex.deleted, 0);
 }

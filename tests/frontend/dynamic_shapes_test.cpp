@@ -441,7 +441,16 @@ TEST(DynamicShapes, MarkDynamicRejectsABadAxisOrName) {
   auto bad_axis = x.mark_dynamic(2);
   ASSERT_FALSE(bad_axis.has_value());
   EXPECT_NE(bad_axis.error().message.find("axis 2 is out of range"), std::string::npos) << bad_axis.error().message;
-  EXPECT_FALSE(x.mark_dynamic(0, "a,b").has_value());
+  // A name kiln dump writes as ?name and a .kg file reads back: an identifier, not inf or nan.
+  for (const char* bad : {"a,b", "%$#", "1abc", "a-b", "%ok", "inf", "nan", "a b"}) {
+    auto r = x.mark_dynamic(0, bad);
+    ASSERT_FALSE(r.has_value()) << bad;
+    EXPECT_EQ(r.error().message, "mark_dynamic: '" + std::string(bad) +
+                                     "' is not a symbol name (a letter or '_', then letters, "
+                                     "digits, '_')");
+  }
+  for (const char* good : {"_b", "batch_2", "N"})
+    EXPECT_TRUE(x.mark_dynamic(0, good).has_value()) << good;
   EXPECT_TRUE(x.mark_dynamic(-1, "n").has_value());
 }
 

@@ -202,6 +202,53 @@ TEST(LazyApi, ShapeErrorsAreValuesThatPropagate) {
   EXPECT_EQ(r.error().message, "add: shapes [3,4] and [5] do not broadcast");
 }
 
+// What the C API checks at its door, the C++ API checks too: a DType cast from an integer, a
+// negative extent or more than 64 axes are errors naming the op, not an abort at realize or an
+// allocation failure; a scalar operand that the dtype cannot hold names the op it is given to.
+TEST(LazyApi, BadDtypesShapesAndScalarsAreErrorsNamingTheOp) {
+  const auto bad = static_cast<kiln::DType>(99);
+  const auto message = [](kiln::Tensor t) {
+    auto r = t.to_vector<float>();
+    return r ? std::string("no error") : r.error().message;
+  };
+  EXPECT_EQ(message(kiln::Tensor::full(cpu(), {2}, 0.0, bad)), "full: 99 is not a kiln dtype");
+  EXPECT_EQ(message(kiln::Tensor::arange(cpu(), 0, 3, 1, bad)), "arange: 99 is not a kiln dtype");
+  std::vector<float> xs(6, 1.f);
+  auto x = kiln::Tensor::from_host(cpu(), std::span<const float>(xs), {2, 3});
+  EXPECT_EQ(message(x.cast(bad)), "cast: 99 is not a kiln dtype");
+  EXPECT_EQ(message(kiln::Tensor::from_host(cpu(), kiln::HostTensor{bad, {0}, {}})),
+            "from_host: 99 is not a kiln dtype");
+  EXPECT_EQ(message(kiln::Tensor::from_host(cpu(), std::span<const float>(xs), {-2, -3})),
+            "from_host: shape [-2,-3] has a negative extent -2");
+  const std::vector<int64_t> deep(65, 1);
+  const std::vector<float> one = {1.f};
+  EXPECT_NE(message(kiln::Tensor::from_host(cpu(), std::span<const float>(one), deep))
+                .find("has 65 axes (kiln takes at most 64)"),
+            std::string::npos);
+  EXPECT_NE(message(x.reshape(deep)).find("reshape: shape [1,1,"), std::string::npos);
+  std::vector<int32_t> is = {1, 2};
+  auto i = kiln::Tensor::from_host(cpu(), std::span<const int32_t>(is), {2});
+  EXPECT_EQ(message(i + 0.5), "add: scalar 0.5 is not representable in i32 (expected an integer)");
+  EXPECT_EQ(message(kiln::clip(i, 0.5, 2.0)),
+            "clip: scalar 0.5 is not representable in i32 (expected an integer)");
+}
+
+// to_vector<T> of an i64 tensor is exact for every integer T (long long and uint64_t too, where
+// a double would round 2^53 + 1); a float past an integer T saturates and NaN gives 0; bool works.
+TEST(LazyApi, ToVectorConvertsIntegersExactlyAndFloatsWithoutUndefinedCasts) {
+  const std::vector<int64_t> big = {(int64_t{1} << 53) + 1, INT64_MAX, -3};
+  auto t = kiln::Tensor::from_host(cpu(), std::span<const int64_t>(big), {3});
+  EXPECT_EQ(t.to_vector<long long>().value(),
+            (std::vector<long long>{(1LL << 53) + 1, INT64_MAX, -3}));
+  EXPECT_EQ(t.to_vector<uint64_t>().value(),
+            (std::vector<uint64_t>{(uint64_t{1} << 53) + 1, uint64_t{INT64_MAX}, uint64_t(-3)}));
+  EXPECT_EQ(t.to_vector<bool>().value(), (std::vector<bool>{true, true, true}));
+  const std::vector<float> fs = {1e30f, -1e30f, NAN, 2.75f, -2.75f};
+  auto f = kiln::Tensor::from_host(cpu(), std::span<const float>(fs), {5});
+  EXPECT_EQ(f.to_vector<int32_t>().value(), (std::vector<int32_t>{INT32_MAX, INT32_MIN, 0, 2, -2}));
+  EXPECT_EQ(f.to_vector<bool>().value(), (std::vector<bool>{true, true, true, true, true}));
+}
+
 // kiln::cumsum: one kernel whose scan reads its operand through the fused elementwise producer;
 // every exclusive/reverse combination of an integer running sum, exactly; a bad axis names itself.
 TEST(LazyApi, CumSumRunsOneKernelPerScan) {

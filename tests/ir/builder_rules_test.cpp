@@ -47,6 +47,24 @@ TEST_F(BuilderRules, ElementCountsMustFitInt64) {
             "add: shape [4294967296,4294967296] has too many elements (kiln indexes at most 2^59)");
   EXPECT_EQ(err(b.full({big, big}, 0, DType::f32)),
             "full: shape [4294967296,4294967296] has too many elements (kiln indexes at most 2^59)");
+  // An empty shape is refused as well when its other extents pass the limit, in whichever order
+  // (the strides of its axes would), and taken at the limit.
+  const int64_t t40 = int64_t{1} << 40;
+  const std::string empty_why =
+      " is empty, but its other extents multiply to more than 2^59, past "
+      "what kiln indexes";
+  EXPECT_EQ(err(b.full({t40, t40, 0}, 0, DType::f32)),
+            "full: shape [1099511627776,1099511627776,0]" + empty_why);
+  EXPECT_EQ(err(b.full({0, t40, t40}, 0, DType::f32)),
+            "full: shape [0,1099511627776,1099511627776]" + empty_why);
+  EXPECT_EQ(ok(b.full({0, int64_t{1} << 59}, 0, DType::f32))->numel(), 0);
+  const Node* empty = in(DType::f32, {0, 4});
+  EXPECT_EQ(err(b.reshape(empty, {0, t40, t40})),
+            "reshape: shape [0,1099511627776,1099511627776]" + empty_why);
+  EXPECT_EQ(err(b.reshape(empty, {t40, -1, t40})),
+            "reshape: shape [1099511627776,-1,1099511627776] has too many elements (kiln indexes "
+            "at most 2^59)");
+  EXPECT_EQ(ok(b.reshape(empty, {4, 0, 2}))->shape, (Shape{4, 0, 2}));
 }
 
 TEST_F(BuilderRules, OperandDtypesMustMatch) {

@@ -314,6 +314,40 @@ TEST(OnnxSymbolicDims, AnUnsizedSymbolicDimensionIsAnErrorNamingIt) {
   EXPECT_EQ(ok->graph.inputs[0].second->shape, (ir::Shape{6, 4}));
 }
 
+// An input shape kiln cannot take (a negative dim_value, more than 2^59 elements, declared or
+// sized so) is an import error naming the input, not an abort or an allocation failure later;
+// a name that two nodes define is an error too (ONNX assigns each name once).
+TEST(OnnxSymbolicDims, AShapeKilnCannotTakeOrANameDefinedTwiceIsAnImportError) {
+  const auto relu = [](Msg x) {
+    return model({node("Relu", {"x"}, {"y"}, "relu")}, {std::move(x)},
+                 {sym_value_info("y", kFloat, {})}, {});
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      {relu(value_info("x", kFloat, {-3})), "graph input 'x': shape [-3] has a negative extent -3"},
+      {relu(value_info("x", kFloat, {int64_t{1} << 62, 4})),
+       "graph input 'x': shape [4611686018427387904,4] has too many elements (kiln indexes at most "
+       "2^59)"},
+      {model({node("Relu", {"x"}, {"y"}, "relu"), node("Neg", {"x"}, {"y"}, "neg")},
+             {value_info("x", kFloat, {3})}, {value_info("y", kFloat, {3})}, {}),
+       "output 'y' is already defined in this graph (ONNX assigns each name once)"},
+  };
+  for (const auto& [bytes, message] : cases) {
+    ir::Graph g;
+    auto m = import_model(g, bytes);
+    ASSERT_FALSE(m) << message;
+    EXPECT_NE(m.error().message.find(message), std::string::npos) << m.error().message;
+  }
+  ImportOptions huge;
+  huge.sizes = {{"batch", int64_t{1} << 60}};
+  ir::Graph g;
+  auto m = import_model(g, mlp_model("batch"), huge);
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().message.find("graph input 'x': shape [1152921504606846976,4] has too many "
+                                   "elements"),
+            std::string::npos)
+      << m.error().message;
+}
+
 // `kiln run model.onnx --dim batch=N --random-inputs`: the output at that size; a --dim that
 // names no symbolic dimension is an error.
 TEST(OnnxSymbolicDims, KilnRunSizesAModelWithDim) {

@@ -219,6 +219,19 @@ def test_int64_scalars_past_2_53_are_exact():
                lambda: t - np.uint64(2 ** 64 - 1), lambda: kiln.tensor(np.int32([1])) + 2 ** 60):
         with pytest.raises(OverflowError, match="does not fit in int"):
             fn()
+    # Small ones too: past int8 or uint8 is numpy's OverflowError, whichever op takes the int.
+    i8, u8 = kiln.tensor(np.int8([1, 2])), kiln.tensor(np.uint8([1, 2]))
+    for fn, message in ((lambda: i8 + 300, "300 does not fit in int8"),
+                        (lambda: i8 * -129, "-129 does not fit in int8"),
+                        (lambda: i8 < 128, "128 does not fit in int8"),
+                        (lambda: kiln.full(2, 256, np.uint8), "256 does not fit in uint8"),
+                        (lambda: u8 - -1, "-1 does not fit in uint8"),
+                        (lambda: 1000 - u8, "1000 does not fit in uint8"),
+                        (lambda: u8.pad((1,), (0,), 256), "256 does not fit in uint8"),
+                        (lambda: kiln.where(i8 > 1, i8, np.int64(-200)), "-200 does not fit in int8")):
+        with pytest.raises(OverflowError, match=message):
+            fn()
+    same(i8 + 127 - 1, np.int8([127, -128]))  # in range, and wrapping as numpy's does
 
 
 def test_pad_takes_non_negative_widths():
@@ -385,6 +398,9 @@ def test_gather_is_numpy_take(index_dtype):
     # out of range: wrapped once and clamped (numpy's take would raise)
     wild = np.array([-100, -5, 4, 9, 1 << 40], np.int64)
     assert_close(kiln.gather(t, wild, axis=0), np.take(a, clipped(wild, 4), axis=0))
+    # uint64 past int64 is past the end, clamped to the last, not wrapped to an index from the end
+    huge = np.array([2 ** 63, 2 ** 64 - 1, 2], np.uint64)
+    assert_close(kiln.gather(t, huge, axis=0), np.take(a, [3, 3, 2], axis=0))
 
 
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
