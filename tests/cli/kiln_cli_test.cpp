@@ -102,6 +102,21 @@ TEST_F(KilnCli, RunWritesOutputsAndStatsJson) {
   EXPECT_EQ(j["groups"][0].back(), "%z");
 }
 
+// Integer outputs are printed whole (an i64 past 2^53 too, and its sum), floats to 6 digits.
+TEST_F(KilnCli, RunPrintsIntegersWhole) {
+  auto g = write("i.kg",
+                 "kiln.graph v1\n%y = arange(start=9007199254740993, end=9007199254740996, step=1, "
+                 "dtype=i64)\n%z = mul(%y, %y)\n%f = full(shape=[2], value=1234567.5, dtype=f64)\n"
+                 "output %y\noutput %f\n");
+  Result r = run_kiln("run " + g);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("%y : i64[3] = [9007199254740993, 9007199254740994, 9007199254740995]  "
+                       "sum=27021597764222982 abs_sum=27021597764222982"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("%f : f64[2] = [1.23457e+06, 1.23457e+06]"), std::string::npos) << r.out;
+}
+
 // --stats and --stats-json give the kernels' own time beside run_ms: on a GPU from timestamps, on
 // the cpu from the clock around each launch over the thread pool (one executor times both).
 TEST_F(KilnCli, StatsGiveTheKernelsDeviceTime) {

@@ -227,6 +227,27 @@ TEST_F(PersistentRun, WarmingADirectoryAtDimsSizesTheGraphsThatHaveTheSymbol) {
                           "(their symbols: b, s)"),
             std::string::npos)
       << typo.out;
+  // A cache warm may not write (cache.read_only) or cannot open is refused before anything is
+  // compiled, the file left as it was.
+  const std::string before =
+      kiln::testing::run_shell("md5sum < " + (dir_ / "cache.sqlite").string()).out;
+  Result ro = sh("KILN_CACHE_READ_ONLY=true " + kiln("warm " + (graphs / "static.kg").string() +
+                                                     " --no-autotune --cache " + cache));
+  EXPECT_EQ(ro.code, 1) << ro.out;
+  EXPECT_NE(ro.out.find("is read-only (cache.read_only is true in kiln.toml or "
+                        "KILN_CACHE_READ_ONLY); nothing was warmed"),
+            std::string::npos)
+      << ro.out;
+  EXPECT_EQ(kiln::testing::run_shell("md5sum < " + (dir_ / "cache.sqlite").string()).out, before);
+  fs::create_directories(dir_ / "locked");
+  std::ofstream(dir_ / "locked" / "not_a_dir") << "a file where the cache's directory would be";
+  Result unopenable =
+      sh(kiln("warm " + (graphs / "static.kg").string() + " --no-autotune --cache file=" +
+              (dir_ / "locked" / "not_a_dir" / "c.sqlite").string()));
+  EXPECT_EQ(unopenable.code, 1) << unopenable.out;
+  EXPECT_NE(unopenable.out.find("warm: cannot write the cache"), std::string::npos)
+      << unopenable.out;
+  EXPECT_NE(unopenable.out.find("nothing was warmed"), std::string::npos) << unopenable.out;
   // One graph must have it.
   Result one = sh(kiln("warm " + (graphs / "static.kg").string() +
                        " --dim b=4 --no-autotune --cache " + cache));

@@ -195,6 +195,12 @@ TEST_F(ExecutorTest, WithoutAutotuneTheDefaultScheduleRuns) {
 TEST_F(ExecutorTest, ACompileOnlyTargetShowsKernelsAndRefusesToRun) {
   auto compiler = open_cuda_compiler("sm_90");
   if (!compiler) GTEST_SKIP() << compiler.error().message;
+  // An architecture NVRTC does not know (a typo) is refused, not compiled as PTX for another.
+  auto typo = open_cuda_compiler("sm_900");
+  ASSERT_FALSE(typo.has_value());
+  EXPECT_NE(typo.error().message.find("does not compile for sm_900; it knows sm_"),
+            std::string::npos)
+      << typo.error().message;
   auto dev = Executor::create(std::make_unique<GpuTarget>(std::move(*compiler)),
                               options());
   ASSERT_TRUE(dev.has_value());
