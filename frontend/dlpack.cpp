@@ -5,9 +5,9 @@
 #include <cstring>
 #include <optional>
 #include <span>
+#include <utility>
 
 #include <fmt/ranges.h>
-#include <utility>
 
 #include "tensor_impl.h"
 

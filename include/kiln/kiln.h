@@ -159,6 +159,9 @@ class KILN_EXPORT Tensor {
   // Realizes and hands out the result's buffer without a copy, as a DLPack CPU tensor (compact,
   // strides null) that keeps the buffer alive until its deleter is called (exactly once).
   Expected<DLManagedTensor*> to_dlpack();
+  // Realizes and copies the result out as T: the bytes as they are where T is the dtype's own
+  // type; else converted, an i64 exactly to any integer T (modulo 2^N, as C++ converts), a float
+  // to an integer T saturated (NaN gives 0), any value to bool as != 0.
   template <class T>
   Expected<std::vector<T>> to_vector();
 
