@@ -171,7 +171,8 @@ Expected<std::string> dump_tensors(const std::vector<Tensor>& tensors, std::stri
     if (const Error* e = t.error()) return std::unexpected(*e);
     const auto& impl = TensorImpl::impl_of(t);
     if (!roots.empty() && impl->dev != roots.front()->dev)
-      return make_error("the tensors live on different devices");
+      return make_error(fmt::format("tensor {} lives on device '{}', the ones before it on '{}'",
+                                    roots.size(), impl->dev->name, roots.front()->dev->name));
     roots.push_back(impl);
   }
   const std::shared_ptr<DeviceState>& state = roots.front()->dev;

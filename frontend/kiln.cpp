@@ -223,11 +223,15 @@ Expected<Nodes> build_graph(ir::Graph& g, const std::vector<TensorImpl*>& order,
 Expected<void> TensorImpl::realize(const std::vector<Tensor>& tensors) {
   std::shared_ptr<DeviceState> dev;
   std::vector<TensorImpl*> roots;
-  for (const Tensor& t : tensors) {  // dev and error never change: no lock needed
+  for (size_t i = 0; i < tensors.size(); ++i) {  // dev and error never change: no lock needed
+    const Tensor& t = tensors[i];
     if (!t.impl_) return kiln::make_error("realize of an empty kiln::Tensor");
     if (t.impl_->error) return std::unexpected(*t.impl_->error);
     if (dev && dev != t.impl_->dev)
-      return kiln::make_error("realize: tensors live on different devices");
+      return kiln::make_error(fmt::format(
+          "realize: tensor {} lives on device '{}', the ones before it on '{}'; realize each "
+          "device's tensors apart",
+          i, t.impl_->dev->name, dev->name));
     dev = t.impl_->dev;
     roots.push_back(t.impl_.get());
   }

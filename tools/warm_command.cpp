@@ -249,7 +249,9 @@ int warm_command(const WarmOptions& o) {
   for (auto& t : threads) t.join();
 
   std::sort(missing.begin(), missing.end());
-  for (const std::string& e : errors) fmt::print(stderr, "kiln: error: {}\n", e);
+  // A located error ("g.kg:2:7: error: ...") is printed as it is, as `kiln run` prints it.
+  for (const std::string& e : errors)
+    fmt::print(stderr, "{}{}\n", e.find(": error: ") == std::string::npos ? "kiln: error: " : "", e);
   // A --dim that no graph has a symbol for sized nothing: a typo, or graphs other than meant.
   // (A single graph's read refused it already.)
   bool dims_ok = true;

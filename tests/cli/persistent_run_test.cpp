@@ -253,6 +253,13 @@ TEST_F(PersistentRun, WarmingADirectoryAtDimsSizesTheGraphsThatHaveTheSymbol) {
                        " --dim b=4 --no-autotune --cache " + cache));
   EXPECT_EQ(one.code, 1) << one.out;
   EXPECT_NE(one.out.find("static.kg has no size symbol '?b'"), std::string::npos) << one.out;
+  // A located error is printed as `kiln run` prints it, with one "error:".
+  const std::string bad = (dir_ / "bad.kg").string();
+  std::ofstream(bad) << "kiln.graph v1\ninput %x : f32[4]\n%y = nosuchop(%x)\noutput %y\n";
+  Result located = sh(kiln("warm " + bad + " --no-autotune --cache " + cache));
+  EXPECT_EQ(located.code, 1) << located.out;
+  EXPECT_NE(located.out.find(bad + ":3:"), std::string::npos) << located.out;
+  EXPECT_EQ(located.out.find("kiln: error: " + bad), std::string::npos) << located.out;
 }
 
 }  // namespace

@@ -231,6 +231,14 @@ TEST(LazyApi, BadDtypesShapesAndScalarsAreErrorsNamingTheOp) {
   EXPECT_EQ(message(i + 0.5), "add: scalar 0.5 is not representable in i32 (expected an integer)");
   EXPECT_EQ(message(kiln::clip(i, 0.5, 2.0)),
             "clip: scalar 0.5 is not representable in i32 (expected an integer)");
+  // Tensors of two devices realized together: which one, and both devices.
+  auto ref = kiln::Device::open("reference").value();
+  auto elsewhere = kiln::Tensor::full(ref, {2}, 1.0, kiln::DType::f32);
+  auto both = kiln::realize({x, elsewhere});
+  ASSERT_FALSE(both.has_value());
+  EXPECT_EQ(both.error().message,
+            "realize: tensor 1 lives on device 'reference', the ones before it on 'cpu'; realize "
+            "each device's tensors apart");
 }
 
 // to_vector<T> of an i64 tensor is exact for every integer T (long long and uint64_t too, where
