@@ -33,6 +33,18 @@ bool is_alu(const Expr* e, Alu op) {
 
 // An index expression as sum(coef * base) + constant, where no base is an Add/Sub/Mul-by-constant
 // or a constant. Keeping terms in first-appearance order makes the output deterministic.
+// Index arithmetic wraps modulo 2^64, as the kernels' i64 arithmetic does: an index near
+// int64's ends (an arange from INT64_MIN by INT64_MAX) is rearranged without overflowing.
+int64_t wrap_add(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+int64_t wrap_mul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+int64_t wrap_neg(int64_t a) {
+  return static_cast<int64_t>(uint64_t{0} - static_cast<uint64_t>(a));
+}
+
 struct Affine {
   std::vector<std::pair<const Expr*, int64_t>> terms;
   int64_t constant = 0;
@@ -40,14 +52,14 @@ struct Affine {
   void add_term(const Expr* base, int64_t coef) {
     for (auto& [b, c] : terms)
       if (b == base) {
-        c += coef;
+        c = wrap_add(c, coef);
         return;
       }
     terms.push_back({base, coef});
   }
   void add(const Affine& o, int64_t scale) {
-    for (const auto& [b, c] : o.terms) add_term(b, c * scale);
-    constant += o.constant * scale;
+    for (const auto& [b, c] : o.terms) add_term(b, wrap_mul(c, scale));
+    constant = wrap_add(constant, wrap_mul(o.constant, scale));
   }
 };
 
@@ -120,7 +132,8 @@ void fold_divmod_pairs(Affine& a) {
     int64_t c = m->args[1]->ival;
     for (size_t j = 0; j < a.terms.size(); ++j) {
       auto [d, kd] = a.terms[j];
-      if (!is_alu(d, Alu::IDiv) || d->args[0] != x || d->args[1] != m->args[1] || kd != k * c)
+      if (!is_alu(d, Alu::IDiv) || d->args[0] != x || d->args[1] != m->args[1] ||
+          kd != wrap_mul(k, c))
         continue;
       a.terms[i].second = 0;
       a.terms[j].second = 0;
@@ -136,7 +149,7 @@ const Expr* rebuild(kir::ExprArena& arena, Affine a) {
   const Expr* acc = nullptr;
   for (const auto& [base, coef] : a.terms) {
     if (coef == 0) continue;
-    int64_t mag = coef < 0 ? -coef : coef;
+    int64_t mag = coef < 0 ? wrap_neg(coef) : coef;  // INT64_MIN stays itself, as it wraps
     const Expr* term =
         mag == 1 ? base : arena.alu(Alu::Mul, ir::DType::i64, {base, arena.index(mag)});
     if (!acc) {
@@ -147,7 +160,8 @@ const Expr* rebuild(kir::ExprArena& arena, Affine a) {
   }
   if (!acc) return arena.index(a.constant);
   if (a.constant > 0) return arena.alu(Alu::Add, ir::DType::i64, {acc, arena.index(a.constant)});
-  if (a.constant < 0) return arena.alu(Alu::Sub, ir::DType::i64, {acc, arena.index(-a.constant)});
+  if (a.constant < 0)
+    return arena.alu(Alu::Sub, ir::DType::i64, {acc, arena.index(wrap_neg(a.constant))});
   return acc;
 }
 }  // namespace
