@@ -222,7 +222,26 @@ NodeResult Builder::full(const Shape& shape, double value, DType dtype) {
   KILN_IR_OK(detail::check_known_dtype("full", dtype));
   KILN_IR_OK(detail::check_numel("full", shape));
   KILN_IR_OK(check_scalar(value, dtype));
+  if (dtype == DType::i64)  // in range (checked), so integral
+    return g_.make(Op::Full, dtype, shape, {},
+                   Attrs{{AttrKey::shape, shape},
+                         {AttrKey::value, static_cast<int64_t>(value)},
+                         {AttrKey::dtype, dtype}});
   if (!is_float(dtype)) value += 0.0;  // integers have no -0: one canonical zero
+  return g_.make(Op::Full, dtype, shape, {},
+                 Attrs{{AttrKey::shape, shape}, {AttrKey::value, value}, {AttrKey::dtype, dtype}});
+}
+
+NodeResult Builder::full_int(const Shape& shape, int64_t value, DType dtype) {
+  if (dtype != DType::i64) {
+    // Other dtypes hold no integer a double does not: past theirs, the range error names the
+    // value as written.
+    KILN_IR_OK(detail::check_known_dtype("full", dtype));
+    if (auto why = detail::unrepresentable(static_cast<double>(value), dtype))
+      return op_error("full", "value {} {}", value, *why);
+    return full(shape, static_cast<double>(value), dtype);
+  }
+  KILN_IR_OK(detail::check_numel("full", shape));
   return g_.make(Op::Full, dtype, shape, {},
                  Attrs{{AttrKey::shape, shape}, {AttrKey::value, value}, {AttrKey::dtype, dtype}});
 }

@@ -34,8 +34,9 @@ namespace kiln::ir {
 
 using NodeResult = Expected<const Node*>;
 
-// An argument of a `.kg` call: a value or a numeric literal.
-using Operand = std::variant<const Node*, double>;
+// An argument of a `.kg` call: a value or a numeric literal (an integer literal as written,
+// so that an i64 operand takes it exactly).
+using Operand = std::variant<const Node*, double, int64_t>;
 
 // A value's dtype and shape (a node's, or one's that is still to be made).
 struct ValueType {
@@ -67,7 +68,12 @@ class Builder {
   NodeResult clip(const Node* x, const Node* lo, const Node* hi);
   NodeResult cast(const Node* x, DType to);
   NodeResult scalar(double value, DType dtype);  // full(shape=[])
+  // An i64 full holds its value as an integer attribute (exact past 2^53); full() of an i64
+  // dtype stores its (integral) double as one too, so equal fulls are one node.
   NodeResult full(const Shape& shape, double value, DType dtype);
+  // full() with an integer value taken exactly: i64 values past 2^53 (a `.kg` literal, an ONNX
+  // fill) keep every bit; other dtypes take it as full() does (their values are exact doubles).
+  NodeResult full_int(const Shape& shape, int64_t value, DType dtype);
   NodeResult arange(int64_t start, int64_t end, int64_t step, DType dtype);
 
   // op: Sum, ReduceMax, ReduceMin, Prod. nullopt axes = all axes.

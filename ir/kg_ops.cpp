@@ -142,7 +142,11 @@ NodeResult h_matmul(Builder& b, const KgOpSpec&, const Xs& x, const KgAttrs&) {
   return b.matmul(x[0], x[1]);
 }
 NodeResult h_full(Builder& b, const KgOpSpec&, const Xs&, const KgAttrs& a) {
-  return b.full(*a.ints("shape"), a.f("value", 0.0), a.dt("dtype", DType::f32));
+  const DType t = a.dt("dtype", DType::f32);
+  // An integer literal exactly (an i64 past 2^53 keeps every bit).
+  if (const AttrValue* v = a.find("value"); v && std::holds_alternative<int64_t>(*v))
+    return b.full_int(*a.ints("shape"), std::get<int64_t>(*v), t);
+  return b.full(*a.ints("shape"), a.f("value", 0.0), t);
 }
 NodeResult h_arange(Builder& b, const KgOpSpec&, const Xs&, const KgAttrs& a) {
   return b.arange(a.i("start", 0), a.i("end", 0), a.i("step", 1), a.dt("dtype", DType::i32));
@@ -304,9 +308,18 @@ Expected<Xs> materialize(Builder& b, std::string_view name, const std::vector<Op
       xs.push_back(*n);
       continue;
     }
-    double v = std::get<double>(args[i]);
     DType t = name == "where" && i == 0 ? DType::boolean : lit;
-    if (auto why = detail::unrepresentable(v, t)) return op_error(name, "literal {} {}", v, *why);
+    if (const auto* whole = std::get_if<int64_t>(&args[i]); whole && t == DType::i64) {
+      KILN_IR_TRY(const Node* s, b.full_int({}, *whole, t));  // exact past 2^53
+      xs.push_back(s);
+      continue;
+    }
+    const auto* whole = std::get_if<int64_t>(&args[i]);
+    const double v = whole ? static_cast<double>(*whole) : std::get<double>(args[i]);
+    if (auto why = detail::unrepresentable(v, t)) {
+      if (whole) return op_error(name, "literal {} {}", *whole, *why);
+      return op_error(name, "literal {} {}", v, *why);
+    }
     KILN_IR_TRY(const Node* s, b.scalar(v, t));
     xs.push_back(s);
   }
@@ -424,6 +437,12 @@ std::string format_attr_value(const AttrValue& v) {
           return std::string(x);
       },
       v);
+}
+
+std::string format_literal(const Node* full) {
+  const AttrValue* v = full->attrs.find(AttrKey::value);
+  if (v && std::holds_alternative<int64_t>(*v)) return fmt::format("{}", std::get<int64_t>(*v));
+  return format_double(full->attrs.f(AttrKey::value));
 }
 
 }  // namespace kiln::ir

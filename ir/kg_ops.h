@@ -84,5 +84,7 @@ NodeResult call_kg(Builder& b, std::string_view name, const std::vector<Operand>
 // with doubles always marked as floats ("2.0"), so that they re-read as the same type.
 std::string format_double(double v);
 std::string format_attr_value(const AttrValue& v);
+// A scalar `full` written as a literal operand: its value, an integer's whole.
+std::string format_literal(const Node* full);
 
 }  // namespace kiln::ir

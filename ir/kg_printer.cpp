@@ -66,7 +66,7 @@ std::string statement(const Node* n, const std::vector<bool>& literal,
   std::vector<std::string> parts;
   for (size_t i = 0; i < n->inputs.size(); ++i) {
     const Node* in = n->inputs[i];
-    parts.push_back(literal[i] ? format_double(in->attrs.f(AttrKey::value)) : "%" + names.at(in));
+    parts.push_back(literal[i] ? format_literal(in) : "%" + names.at(in));
   }
   const KgOpSpec& spec = kg_op_of(n);
   std::set<AttrKey> printed;

@@ -76,6 +76,9 @@ LineResult<T> parse_number(const KgToken& t, std::string_view what) {
   return v;
 }
 
+// Integers up to 2^53 in magnitude are exact in a double.
+constexpr int64_t kExactInDouble = int64_t{1} << 53;
+
 LineResult<int64_t> parse_int(const KgToken& t) { return parse_number<int64_t>(t, "integer"); }
 LineResult<double> parse_double(const KgToken& t) { return parse_number<double>(t, "number"); }
 
@@ -381,6 +384,9 @@ LineResult<void> Reader::assignment(Cursor& c) {
       auto n = lookup(t);
       if (!n) return std::unexpected(n.error());
       args.emplace_back(*n);
+    } else if (auto whole = t.kind == Kind::Number && t.is_int ? parse_int(t) : fail(t, "");
+               whole && (*whole > kExactInDouble || *whole < -kExactInDouble)) {
+      args.emplace_back(*whole);  // past 2^53: an i64 operand takes it whole
     } else if (t.kind == Kind::Number) {
       auto v = parse_double(t);
       if (!v) return std::unexpected(v.error());

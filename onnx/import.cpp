@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -54,10 +55,11 @@ Expected<const ir::Node*> Context::materialize(Value& v, const std::string& name
   if (v.node) return v.node;
   KILN_CHECK(v.data.has_value()) << "a value with neither a node nor data";
   const ir::HostTensor& t = *v.data;
-  double first = t.numel() == 1 ? t.get(0) : 0;
-  bool exact = t.dtype != ir::DType::i64 || std::abs(first) <= 9007199254740992.0;
-  if (t.numel() == 1 && exact) {
-    auto n = b_.full(t.shape, first, t.dtype);
+  if (t.numel() == 1) {
+    int64_t whole = 0;  // an i64 exactly, past 2^53 too
+    if (t.dtype == ir::DType::i64) std::memcpy(&whole, t.bytes.data(), sizeof whole);
+    auto n = t.dtype == ir::DType::i64 ? b_.full_int(t.shape, whole, t.dtype)
+                                       : b_.full(t.shape, t.get(0), t.dtype);
     if (!n) return std::unexpected(n.error());
     v.node = *n;
     return v.node;

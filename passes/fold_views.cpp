@@ -83,7 +83,7 @@ bool moves_values_only(Op op) {
 const Node* fold_view(ir::Graph& g, const Node* n) {
   const Node* x = n->inputs.empty() ? nullptr : n->inputs[0];
   if (x && x->op == Op::Full && moves_values_only(n->op))
-    return make_full(g, n->dtype, n->shape, x->attrs.f(AttrKey::value));
+    return make_full(g, n->dtype, n->shape, *x->attrs.find(AttrKey::value));
   const std::optional<ir::Movement> m = ir::movement_of(n->op);
   if (!m) return n;
   switch (*m) {

@@ -278,7 +278,11 @@ NodeLowering LowerContext::plan_topk_indices(const Node* n, const Index& idx) {
 }
 
 const Expr* LowerContext::emit_source(const Node* n, const Index& idx) {
-  if (n->op == Op::Full) return arena().constant(n->dtype, n->attrs.f(AttrKey::value));
+  if (n->op == Op::Full) {
+    const ir::AttrValue* v = n->attrs.find(AttrKey::value);
+    if (const int64_t* whole = std::get_if<int64_t>(v)) return arena().integer(n->dtype, *whole);
+    return arena().constant(n->dtype, n->attrs.f(AttrKey::value));
+  }
   // arange: element i = start + i*step, computed in i64 and converted to the node's dtype.
   const Expr* v =
       ib_.add(ib_.constant(n->attrs.i(AttrKey::start)), ib_.mul(idx[0], n->attrs.i(AttrKey::step)));

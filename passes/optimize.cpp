@@ -40,7 +40,13 @@ const Node* fold_all_literal(ir::Graph& g, const Node* n) {
     values.push_back(in->attrs.f(ir::AttrKey::value));
   }
   ir::DType operand = n->inputs[n->op == Op::Where ? 1 : 0]->dtype;
+  // Folding is in doubles: an i64 past 2^53, an operand or the result, stays for the kernel,
+  // which computes it exactly.
+  const auto exact = [](double v) { return std::fabs(v) <= 0x1p53; };
+  for (size_t i = 0; i < values.size(); ++i)
+    if (n->inputs[i]->dtype == ir::DType::i64 && !exact(values[i])) return n;
   std::optional<double> v = fold_elementwise(n->op, n->dtype, operand, values);
+  if (v && n->dtype == ir::DType::i64 && !exact(*v)) return n;
   return v ? make_full(g, n->dtype, n->shape, *v) : n;
 }
 

@@ -26,7 +26,11 @@ Outputs rewrite_bottom_up(ir::Graph& g, const Outputs& outputs, const RewriteRul
   return result == outputs ? outputs : result;
 }
 
-const ir::Node* make_full(ir::Graph& g, ir::DType dtype, const ir::Shape& shape, double value) {
+const ir::Node* make_full(ir::Graph& g, ir::DType dtype, const ir::Shape& shape,
+                          ir::AttrValue value) {
+  // An i64 full holds an integer (ir::Builder::full), exact past 2^53.
+  if (const double* d = std::get_if<double>(&value); d && dtype == ir::DType::i64)
+    value = static_cast<int64_t>(*d);
   return g.make(
       ir::Op::Full, dtype, shape, {},
       ir::Attrs{

@@ -16,6 +16,7 @@ using RewriteRule = std::function<const ir::Node*(ir::Graph&, const ir::Node*)>;
 Outputs rewrite_bottom_up(ir::Graph& g, const Outputs& outputs, const RewriteRule& rule);
 
 // A `full` node of the given dtype, shape and value (the canonical form of ir/builder.h).
-const ir::Node* make_full(ir::Graph& g, ir::DType dtype, const ir::Shape& shape, double value);
+const ir::Node* make_full(ir::Graph& g, ir::DType dtype, const ir::Shape& shape,
+                          ir::AttrValue value);
 
 }  // namespace kiln::passes

@@ -129,9 +129,8 @@ bool is_shown_op(const ir::Node* n) {
 std::string node_statement(const ir::Node* n, const ValueNamer& namer) {
   std::vector<std::string> parts;
   for (const ir::Node* in : n->inputs)
-    parts.push_back(is_shown_op(in) || in->op == ir::Op::Input
-                        ? name_of(in, namer)
-                        : ir::format_double(in->attrs.f(ir::AttrKey::value)));
+    parts.push_back(is_shown_op(in) || in->op == ir::Op::Input ? name_of(in, namer)
+                                                               : ir::format_literal(in));
   const ir::KgOpSpec& spec = ir::kg_op_of(n);
   for (const ir::KgAttrSpec& a : spec.attrs) {
     auto key = ir::attr_key_of(a.name);

@@ -52,8 +52,9 @@ Value* sigmoid_f64(llvm::IRBuilderBase& b, Value* x) {
 }
 
 Value* sign_float(llvm::IRBuilderBase& b, Value* x) {
-  // +-0 and NaN map to themselves, like numpy.sign.
-  Value* r = b.CreateSelect(b.CreateFCmpOLT(x, fconst(x, 0)), fconst(x, -1), x);
+  // NaN maps to itself and both zeros to +0, as numpy.sign and torch.sign do.
+  Value* r = b.CreateSelect(b.CreateFCmpOEQ(x, fconst(x, 0)), fconst(x, 0), x);
+  r = b.CreateSelect(b.CreateFCmpOLT(x, fconst(x, 0)), fconst(x, -1), r);
   return b.CreateSelect(b.CreateFCmpOGT(x, fconst(x, 0)), fconst(x, 1), r);
 }
 

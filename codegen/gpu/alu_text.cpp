@@ -90,7 +90,10 @@ std::string op_text(DialectText& d, Alu op, DType t, DType to, const std::vector
     case Alu::Floor: return float_math("floor");
     case Alu::Ceil: return float_math("ceil");
     case Alu::Sign:
-      if (flt) return fmt::format("({0} > {1} ? {2} : ({0} < {1} ? -{2} : {0}))", x[0], zero, one);
+      // NaN maps to itself and both zeros to +0, as numpy.sign does.
+      if (flt)
+        return fmt::format("({0} > {1} ? {2} : ({0} < {1} ? -{2} : ({0} == {1} ? {1} : {0})))",
+                           x[0], zero, one);
       if (sgn) {
         return fmt::format("({0} > {1} ? {2} : ({0} < {1} ? {3} : {1}))", x[0], zero, one,
                            d.int_lit(t, -1));

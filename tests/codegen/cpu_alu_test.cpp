@@ -184,7 +184,7 @@ double expect_float(Alu op, double a, double b) {
     case Alu::Ceil:
       return std::ceil(a);
     case Alu::Sign:
-      return std::isnan(a) ? a : a > 0 ? 1 : a < 0 ? -1 : a;
+      return std::isnan(a) ? a : a > 0 ? 1 : a < 0 ? -1 : 0.0;
     case Alu::Relu:
       return std::isnan(a) ? a : std::max(a, 0.0);
     case Alu::Add:

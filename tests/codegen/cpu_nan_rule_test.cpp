@@ -1,5 +1,5 @@
 // kiln's NaN and signed-zero rule (docs/graph-format.md) on the cpu backend, bit for bit, at
-// every vector width: max/min/relu elementwise, the max/min reductions and argmax/argmin, with
+// every vector width: max/min/relu/sign elementwise, the max/min reductions and argmax/argmin, with
 // NaN, +-0 and +-inf in every position of vector bodies and scalar tails.
 #include <gtest/gtest.h>
 
@@ -52,8 +52,9 @@ void check_binary(Alu op, DType t, int width) {
   const int64_t n = static_cast<int64_t>(av.size());
   auto arena = std::make_shared<kir::ExprArena>();
   const Expr* i = arena->var(0);
-  const Expr* e = op == Alu::Relu ? arena->alu(op, t, {arena->load(0, t, i)})
-                                  : arena->alu(op, t, {arena->load(0, t, i), arena->load(1, t, i)});
+  const bool unary = op == Alu::Relu || op == Alu::Sign;
+  const Expr* e = unary ? arena->alu(op, t, {arena->load(0, t, i)})
+                        : arena->alu(op, t, {arena->load(0, t, i), arena->load(1, t, i)});
   kir::Kernel k = make_kernel("rule", {in_param(t, {n}), in_param(t, {n}), out_param(t, {n})}, {n},
                               arena, {{2, i, e}});
   TuneParams params;
@@ -61,19 +62,24 @@ void check_binary(Alu op, DType t, int width) {
   std::vector<Buffer> res = run_kernel(k, {Buffer(t, av), Buffer(t, bv)}, params);
   ASSERT_EQ(res.size(), 3u);
   for (int64_t j = 0; j < n; ++j) {
-    const double want = op == Alu::Max   ? ir::ieee_maximum(av[j], bv[j])
-                        : op == Alu::Min ? ir::ieee_minimum(av[j], bv[j])
-                                         : ir::ieee_maximum(av[j], 0.0);
+    const double want = op == Alu::Max    ? ir::ieee_maximum(av[j], bv[j])
+                        : op == Alu::Min  ? ir::ieee_minimum(av[j], bv[j])
+                        : op == Alu::Relu ? ir::ieee_maximum(av[j], 0.0)
+                                          // sign: NaN stays NaN, both zeros give +0 (numpy.sign)
+                                          : (std::isnan(av[j]) ? av[j]
+                                             : av[j] > 0       ? 1.0
+                                             : av[j] < 0       ? -1.0
+                                                               : 0.0);
     EXPECT_TRUE(same(res[2].get(j), want))
         << "a=" << show(av[j]) << " b=" << show(bv[j]) << " got " << show(res[2].get(j))
         << " want " << show(want);
   }
 }
 
-TEST(CpuNanRule, MaxMinReluAtEveryVectorWidth) {
+TEST(CpuNanRule, MaxMinReluSignAtEveryVectorWidth) {
   for (DType t : kFloats)
     for (int width : kVectorWidths)
-      for (Alu op : {Alu::Max, Alu::Min, Alu::Relu}) check_binary(op, t, width);
+      for (Alu op : {Alu::Max, Alu::Min, Alu::Relu, Alu::Sign}) check_binary(op, t, width);
 }
 
 // Rows of `cols` values: the fill value everywhere except `special` at column `at`.

@@ -20,7 +20,8 @@ constexpr double kSpecials[] = {NAN, 0.0, -0.0, INFINITY, -INFINITY, 1.5, -1.5, 
 constexpr int64_t kS = std::size(kSpecials);
 constexpr int64_t kPairs = kS * kS;
 
-// out = max(x, y), min(x, y), relu(x) and the six comparisons, one point per operand pair.
+// out = max(x, y), min(x, y), relu(x), max(min(y, x), x), sign(x) and the six comparisons, one
+// point per operand pair.
 std::vector<kir::Kernel> binary_kernels(DType t) {
   auto arena = std::make_shared<kir::ExprArena>();
   kir::ExprArena& a = *arena;
@@ -44,7 +45,8 @@ std::vector<kir::Kernel> binary_kernels(DType t) {
   return {kernel("maxmin", {{t, a.alu(Alu::Max, t, {x, y})},
                             {t, a.alu(Alu::Min, t, {x, y})},
                             {t, a.alu(Alu::Relu, t, {x})},
-                            {t, a.alu(Alu::Max, t, {a.alu(Alu::Min, t, {y, x}), x})}}),
+                            {t, a.alu(Alu::Max, t, {a.alu(Alu::Min, t, {y, x}), x})},
+                            {t, a.alu(Alu::Sign, t, {x})}}),
           kernel("compare", {{b, a.alu(Alu::Eq, b, {x, y})},
                              {b, a.alu(Alu::Ne, b, {x, y})},
                              {b, a.alu(Alu::Lt, b, {x, y})},
@@ -194,7 +196,8 @@ TEST_P(GpuNanRulesTest, MaxMinReluAndComparisonsOnEveryPair) {
     run_both_on(k, in, CheckMode::none, {}, /*bits=*/true, &out);
     if (GetParam() == DType::f32)
       run_both_on(k, in, CheckMode::none, {.vector_loads = kLanes}, true);
-    if (!k.name.starts_with("nan_maxmin") || out.size() != 6) continue;
+    if (!k.name.starts_with("nan_maxmin")) continue;
+    ASSERT_EQ(out.size(), 7u);
     for (int64_t i = 0; i < kPairs; ++i) {
       const double x = in[0].get(i), y = in[1].get(i);
       EXPECT_TRUE(same_bits(out[2].get(i), rule_max(x, y)))
@@ -203,6 +206,9 @@ TEST_P(GpuNanRulesTest, MaxMinReluAndComparisonsOnEveryPair) {
           << "min(" << x << ", " << y << ") = " << out[3].get(i);
       EXPECT_TRUE(same_bits(out[4].get(i), rule_max(x, 0.0)))
           << "relu(" << x << ") = " << out[4].get(i);
+      // sign: NaN stays NaN, both zeros give +0 (numpy.sign).
+      const double sign = std::isnan(x) ? x : x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0;
+      EXPECT_TRUE(same_bits(out[6].get(i), sign)) << "sign(" << x << ") = " << out[6].get(i);
     }
   }
 }

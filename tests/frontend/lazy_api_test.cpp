@@ -81,6 +81,27 @@ TEST(LazyApi, Int64ValuesPast2To53AreExact) {
                   .to_vector<int64_t>();
   ASSERT_TRUE(ends.has_value()) << ends.error().message;
   EXPECT_EQ(*ends, (std::vector<int64_t>{INT64_MIN, -1, INT64_MAX - 1}));
+  // In a .kg file: a full's value and a literal operand are exact (not folded through a double).
+  auto g = kiln::Graph::parse(R"(kiln.graph v1
+input %x : i64[2]
+%f = full(shape=[2], value=9007199254740993, dtype=i64)
+%y = add(%x, 9007199254740995)
+%z = add(%y, %f)
+%m = full(shape=[2], value=-9223372036854775808, dtype=i64)
+%a = add(%m, 9007199254740993)
+%w = sub(%a, 1)
+output %z
+output %w
+)");
+  ASSERT_TRUE(g.has_value()) << g.error().message;
+  kiln::HostTensor xs = kiln::HostTensor::zeros(kiln::DType::i64, {2});
+  xs.set(1, 3);
+  auto outs = g->call(cpu(), {kiln::Tensor::from_host(cpu(), xs)});
+  ASSERT_TRUE(outs.has_value()) << outs.error().message;
+  EXPECT_EQ((*outs)[0].to_vector<int64_t>().value(),
+            (std::vector<int64_t>{2 * big + 2, 2 * big + 5}));
+  EXPECT_EQ((*outs)[1].to_vector<int64_t>().value(),
+            (std::vector<int64_t>{INT64_MIN + big - 1, INT64_MIN + big - 1}));
 }
 
 // A tensor realized between the args and the outputs would be captured as it is now, where each
