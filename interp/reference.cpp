@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "interp/reference_ops.h"
 #include "interp/reference_value.h"
 
@@ -43,6 +45,14 @@ Expected<Value> bind_input(const Node& n,
     return make_error(fmt::format("reference: {}: {} needs {} bytes, given {}", describe_input(n),
                                   describe_type(t.dtype, t.shape), want, t.bytes.size()));
   Value v = reference::make_value(n.dtype, n.shape);
+  if (reference::make_exact(v)) {
+    for (int64_t i = 0; i < v.numel(); ++i) {
+      int64_t x = 0;
+      std::memcpy(&x, t.bytes.data() + i * sizeof x, sizeof x);
+      reference::set_int(v, i, x);
+    }
+    return v;
+  }
   for (int64_t i = 0; i < v.numel(); ++i) v.data[i] = t.get(i);
   return v;
 }
@@ -50,14 +60,28 @@ Expected<Value> bind_input(const Node& n,
 // Full and Arange: the value is stored at full precision (no rounding to a float dtype).
 Value eval_source(const Node& n) {
   Value v = reference::make_value(n.dtype, n.shape);
+  const bool exact = reference::make_exact(v);
   if (n.op == Op::Full) {
+    const ir::AttrValue* attr = n.attrs.find(AttrKey::value);
+    if (const int64_t* whole = std::get_if<int64_t>(attr); whole && exact) {
+      for (int64_t i = 0; i < v.numel(); ++i) reference::set_int(v, i, *whole);
+      return v;
+    }
     const double value = reference::normalize(n.attrs.f(AttrKey::value), n.dtype);
     v.data.assign(v.data.size(), value);
+    if (exact) v.ints.assign(v.ints.size(), reference::to_int64(value));
     return v;
   }
-  const int64_t start = n.attrs.i(AttrKey::start), step = n.attrs.i(AttrKey::step);
-  for (int64_t i = 0; i < v.numel(); ++i)
-    v.data[i] = reference::normalize(static_cast<double>(start + i * step), n.dtype);
+  // start + i * step in int64, wrapping as the kernels' i64 arithmetic does.
+  const auto start = static_cast<uint64_t>(n.attrs.i(AttrKey::start));
+  const auto step = static_cast<uint64_t>(n.attrs.i(AttrKey::step));
+  for (int64_t i = 0; i < v.numel(); ++i) {
+    const auto x = static_cast<int64_t>(start + static_cast<uint64_t>(i) * step);
+    if (exact)
+      reference::set_int(v, i, x);
+    else
+      v.data[i] = reference::normalize(static_cast<double>(x), n.dtype);
+  }
   return v;
 }
 
@@ -85,6 +109,10 @@ Expected<Value> eval_node(const Node& n, const reference::Args& args,
 
 HostTensor to_host(const Value& v) {
   HostTensor t = HostTensor::zeros(v.dtype, v.shape);
+  if (v.exact()) {
+    std::memcpy(t.bytes.data(), v.ints.data(), v.ints.size() * sizeof(int64_t));
+    return t;
+  }
   for (int64_t i = 0; i < v.numel(); ++i) t.set(i, v.data[i]);
   return t;
 }

@@ -23,6 +23,25 @@ double apply(const ir::Node& n, const Args& args, const double* operands) {
   return ir::eval_elementwise(n.op, args[0]->dtype, std::span(operands, args.size()));
 }
 
+// Whether `n` computes on integers exactly (a double holds them up to 2^53 only): an op with an
+// integer meaning (ir::eval_elementwise_int) whose value operands are i64 (where's condition and
+// the operands of logic are bools), or a cast from or to i64.
+bool on_exact_integers(const ir::Node& n, const Args& args) {
+  if (n.op == Op::Cast) return n.dtype == DType::i64 || args[0]->dtype == DType::i64;
+  const size_t first = n.op == Op::Where ? 1 : 0;
+  if (args.size() <= first || args[first]->dtype != DType::i64) return false;
+  if (n.dtype != DType::i64 && n.dtype != DType::boolean) return false;
+  const int64_t zeros[3] = {0, 0, 1};  // clip's bounds in order: every op has a value at these
+  return ir::eval_elementwise_int(n.op, std::span(zeros, args.size())).has_value();
+}
+
+// A cast on an exact integer: to i64 unchanged, to a float rounded from the integer, to a
+// narrower integer or bool wrapped as the targets do.
+double cast_int(int64_t x, DType to) {
+  if (ir::is_float(to)) return round_to_float(static_cast<double>(x), to);
+  return wrap_integer(x, to);
+}
+
 }  // namespace
 
 Value eval_elementwise(const ir::Node& n, const Args& args) {
@@ -32,6 +51,35 @@ Value eval_elementwise(const ir::Node& n, const Args& args) {
   for (const Value* a : args) strides.push_back(broadcast_strides(a->shape, n.shape));
   Value out = make_value(n.dtype, n.shape);
   int64_t flat = 0;
+  if (on_exact_integers(n, args)) {
+    const bool exact_out = make_exact(out);
+    const bool float_in = ir::is_float(args[0]->dtype);
+    int64_t ints[3] = {0, 0, 0};
+    for_each_index(n.shape, [&](const std::vector<int64_t>& index) {
+      int64_t r = 0;
+      if (n.op == Op::Cast && float_in) {  // float to i64: truncated and wrapped, as normalize
+        r = to_int64(args[0]->data[offset_of(index, strides[0])]);
+      } else {
+        for (size_t i = 0; i < args.size(); ++i)
+          ints[i] = int_at(*args[i], offset_of(index, strides[i]));
+        if (n.op == Op::Cast) {
+          if (!exact_out) {
+            out.data[flat++] = cast_int(ints[0], n.dtype);
+            return;
+          }
+          r = ints[0];
+        } else {
+          r = *ir::eval_elementwise_int(n.op, std::span(ints, args.size()));
+        }
+      }
+      if (exact_out)
+        set_int(out, flat, r);
+      else
+        out.data[flat] = static_cast<double>(r);  // a bool: 0 or 1
+      ++flat;
+    });
+    return out;
+  }
   double operands[3] = {0, 0, 0};
   for_each_index(n.shape, [&](const std::vector<int64_t>& index) {
     for (size_t i = 0; i < args.size(); ++i)

@@ -23,25 +23,36 @@ template <class SourceFn>
 Value gather(const ir::Node& n, const Value& x, double fill, SourceFn source) {
   const std::vector<int64_t> strides = ir::contiguous_strides(x.shape);
   Value out = make_value(n.dtype, n.shape);
+  // An exact i64 stays exact (the fill is pad's value, exact as its double).
+  const bool exact = x.exact() && make_exact(out);
   Index in(x.shape.size());
   int64_t flat = 0;
   for_each_index(n.shape, [&](const Index& index) {
-    double v = fill;
-    if (source(index, in)) {
-      for (size_t a = 0; a < in.size(); ++a)
-        KILN_CHECK(in[a] >= 0 && in[a] < x.shape[a])
-            << ir::op_enum_name(n.op) << " reads index " << in[a] << " of axis " << a << " of "
-            << ir::shape_str(x.shape);
-      v = x.data[offset_of(in, strides)];
+    if (!source(index, in)) {
+      if (exact)
+        set_int(out, flat, to_int64(fill));
+      else
+        out.data[flat] = fill;
+      ++flat;
+      return;
     }
-    out.data[flat++] = v;
+    for (size_t a = 0; a < in.size(); ++a)
+      KILN_CHECK(in[a] >= 0 && in[a] < x.shape[a])
+          << ir::op_enum_name(n.op) << " reads index " << in[a] << " of axis " << a << " of "
+          << ir::shape_str(x.shape);
+    const int64_t at = offset_of(in, strides);
+    if (exact)
+      set_int(out, flat, x.ints[at]);
+    else
+      out.data[flat] = x.data[at];
+    ++flat;
   });
   return out;
 }
 
 Value reshape(const ir::Node& n, const Value& x) {
   KILN_CHECK(n.numel() == x.numel()) << ir::shape_str(x.shape) << " -> " << ir::shape_str(n.shape);
-  return Value{n.dtype, n.shape, x.data};
+  return Value{n.dtype, n.shape, x.data, x.ints};
 }
 
 Value permute(const ir::Node& n, const Value& x) {
@@ -56,9 +67,16 @@ Value permute(const ir::Node& n, const Value& x) {
 Value expand(const ir::Node& n, const Value& x) {
   const std::vector<int64_t> strides = broadcast_strides(x.shape, n.shape);
   Value out = make_value(n.dtype, n.shape);
+  const bool exact = x.exact() && make_exact(out);
   int64_t flat = 0;
-  for_each_index(n.shape,
-                 [&](const Index& o) { out.data[flat++] = x.data[offset_of(o, strides)]; });
+  for_each_index(n.shape, [&](const Index& o) {
+    const int64_t at = offset_of(o, strides);
+    if (exact)
+      set_int(out, flat, x.ints[at]);
+    else
+      out.data[flat] = x.data[at];
+    ++flat;
+  });
   return out;
 }
 
@@ -164,6 +182,8 @@ Value resize(const ir::Node& n, const Value& x) {
 Value concat(const ir::Node& n, const Args& args) {
   const auto axis = static_cast<size_t>(n.attrs.i(AttrKey::axis));
   Value out = make_value(n.dtype, n.shape);
+  const bool exact =
+      std::ranges::all_of(args, [](const Value* x) { return x->exact(); }) && make_exact(out);
   const std::vector<int64_t> out_strides = ir::contiguous_strides(n.shape);
   int64_t offset = 0;  // where the current input starts along `axis`
   for (const Value* x : args) {
@@ -175,7 +195,11 @@ Value concat(const ir::Node& n, const Args& args) {
     for_each_index(x->shape, [&](const Index& index) {
       Index o = index;
       o[axis] += offset;
-      out.data[offset_of(o, out_strides)] = x->data[flat++];
+      if (exact)
+        set_int(out, offset_of(o, out_strides), x->ints[flat]);
+      else
+        out.data[offset_of(o, out_strides)] = x->data[flat];
+      ++flat;
     });
     offset += x->shape[axis];
   }
@@ -183,9 +207,16 @@ Value concat(const ir::Node& n, const Args& args) {
   return out;
 }
 
-// An index read from an index tensor, normalized (i < 0 reads i + n) and clamped into [0, n):
+// Element `at` of the index tensor `idx`, normalized (i < 0 reads i + n) and clamped into [0, n):
 // the builder's contract for gather and gather_elements.
-int64_t take_index(double i, int64_t n) {
+int64_t take_index(const Value& idx, int64_t at, int64_t n) {
+  if (idx.exact()) {
+    const int64_t j = idx.ints[static_cast<size_t>(at)];
+    if (j >= n) return n - 1;
+    if (j < -n) return 0;
+    return j < 0 ? j + n : j;
+  }
+  const double i = idx.data[static_cast<size_t>(at)];
   // Out of range either way before converting: a double at or past 2^63 has no int64_t.
   if (i >= static_cast<double>(n)) return n - 1;
   if (i < -static_cast<double>(n)) return 0;
@@ -203,7 +234,7 @@ Value gather_op(const ir::Node& n, const Value& x, const Value& idx) {
     for (size_t a = 0; a < at.size(); ++a) at[a] = o[axis + a];
     for (size_t a = 0; a < axis; ++a) in[a] = o[a];
     for (size_t a = axis + 1; a < in.size(); ++a) in[a] = o[a + at.size() - 1];
-    in[axis] = take_index(idx.data[offset_of(at, idx_strides)], x.shape[axis]);
+    in[axis] = take_index(idx, offset_of(at, idx_strides), x.shape[axis]);
     return true;
   });
 }
@@ -215,7 +246,7 @@ Value gather_elements(const ir::Node& n, const Value& x, const Value& idx) {
   KILN_CHECK(idx.shape == n.shape) << "gather_elements of " << ir::shape_str(idx.shape);
   return gather(n, x, 0, [&](const Index& o, Index& in) {
     in = o;
-    in[axis] = take_index(idx.data[offset_of(o, idx_strides)], x.shape[axis]);
+    in[axis] = take_index(idx, offset_of(o, idx_strides), x.shape[axis]);
     return true;
   });
 }

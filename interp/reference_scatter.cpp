@@ -40,11 +40,12 @@ Value eval_scatter(const ir::Node& n, const Value& x, const Value& idx, const Va
   const std::vector<int64_t> strides = ir::contiguous_strides(x.shape);
   const int64_t len = x.shape[axis];
   Value out = x;
+  out.ints.clear();  // the scatter computes through doubles
   std::vector<int64_t> q;
   int64_t flat = 0;
   for_each_index(idx.shape, [&](const std::vector<int64_t>& p) {
     const auto at = static_cast<size_t>(flat++);
-    int64_t j = to_int64(idx.data[at]);
+    int64_t j = int_at(idx, static_cast<int64_t>(at));
     if (j < 0) j += len;
     if (j < 0 || j >= len) return;  // out of range after one wrap: dropped
     q = p;

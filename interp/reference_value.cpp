@@ -10,9 +10,25 @@ namespace kiln::interp::reference {
 using ir::DType;
 
 Value make_value(DType dtype, ir::Shape shape) {
-  Value v{dtype, std::move(shape), {}};
+  Value v{dtype, std::move(shape), {}, {}};
   v.data.assign(static_cast<size_t>(ir::shape_numel(v.shape)), 0.0);
   return v;
+}
+
+int64_t int_at(const Value& v, int64_t i) {
+  return v.exact() ? v.ints[static_cast<size_t>(i)]
+                   : ir::wrap_to_int64(v.data[static_cast<size_t>(i)]);
+}
+
+bool make_exact(Value& v) {
+  if (v.dtype != DType::i64) return false;
+  v.ints.assign(v.data.size(), 0);
+  return true;
+}
+
+void set_int(Value& v, int64_t i, int64_t x) {
+  v.ints[static_cast<size_t>(i)] = x;
+  v.data[static_cast<size_t>(i)] = static_cast<double>(x);
 }
 
 // Kept under the interpreter's own name (reference_value.h) for its matmul and reductions.

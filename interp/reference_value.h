@@ -13,16 +13,31 @@ namespace kiln::interp::reference {
 // A tensor as the oracle keeps it: every element as a double, in C order. Integer and bool
 // elements always hold exact values of their dtype (see normalize); float elements keep full
 // double precision between ops.
+//
+// A double holds integers up to 2^53 only: an i64 value also keeps its elements exactly in
+// `ints`, filled by the ops that keep i64 exact (inputs, full and arange, the movement ops, the
+// elementwise ops with an integer meaning, casts to i64), `data` then holding each one's nearest
+// double. `ints` is empty where an op computes an i64 through doubles (a matmul, a reduction);
+// `data` is then all there is.
 struct Value {
   ir::DType dtype = ir::DType::f32;
   ir::Shape shape;
   std::vector<double> data;
+  std::vector<int64_t> ints;
 
   int64_t numel() const { return static_cast<int64_t>(data.size()); }
+  bool exact() const { return !ints.empty(); }
 };
 
 // A value of `shape` filled with zeros.
 Value make_value(ir::DType dtype, ir::Shape shape);
+// Element i of an integer or bool value as an int64: exact from `ints`, else from `data`.
+int64_t int_at(const Value& v, int64_t i);
+// Makes an i64 value exact (`ints` sized, of zeros); a no-op for other dtypes, which stay
+// doubles. Returns whether `v` is exact now.
+bool make_exact(Value& v);
+// Element i of an exact value set to `x` (`data` to its nearest double).
+void set_int(Value& v, int64_t i, int64_t x);
 
 // What an element of `dtype` holds after an op produced `v`: integers truncate toward zero and
 // wrap to their width (NaN and infinities become 0), bool is 0 or 1, floats are unchanged.

@@ -3,6 +3,7 @@
 // integer meaning differs from the double one, `eval_int` over wrapping int64.
 #include "ir/scalar_semantics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -175,6 +176,35 @@ constexpr Semantics kSemantics[] = {
 };
 
 }  // namespace
+
+std::optional<int64_t> eval_elementwise_int(Op op, std::span<const int64_t> x) {
+  const Semantics& s = kSemantics[static_cast<int>(op)];
+  KILN_CHECK(static_cast<int>(x.size()) == op_arity(op) && is_elementwise(op))
+      << op_enum_name(op) << " with " << x.size() << " operands";
+  if (x.size() == 2 && s.int_binary) return s.int_binary(x[0], x[1]);
+  const auto negated = [](int64_t v) { return static_cast<int64_t>(u(0) - u(v)); };
+  // (An if chain: a switch would list every float op it leaves out.)
+  const int64_t a = x[0], b = x.size() > 1 ? x[1] : 0;
+  if (op == Op::Neg) return negated(a);
+  if (op == Op::Abs) return a < 0 ? negated(a) : a;
+  if (op == Op::Sign) return (a > 0) - (a < 0);
+  if (op == Op::Relu) return std::max<int64_t>(a, 0);
+  if (op == Op::Floor || op == Op::Ceil) return a;
+  if (op == Op::Not) return a == 0;
+  if (op == Op::Max) return std::max(a, b);
+  if (op == Op::Min) return std::min(a, b);
+  if (op == Op::Eq) return a == b;
+  if (op == Op::Ne) return a != b;
+  if (op == Op::Lt) return a < b;
+  if (op == Op::Le) return a <= b;
+  if (op == Op::Gt) return a > b;
+  if (op == Op::Ge) return a >= b;
+  if (op == Op::And) return a != 0 && b != 0;
+  if (op == Op::Or) return a != 0 || b != 0;
+  if (op == Op::Where) return a != 0 ? b : x[2];
+  if (op == Op::Clip) return std::min(std::max(a, b), x[2]);  // lo > hi gives hi
+  return std::nullopt;
+}
 
 double eval_elementwise(Op op, DType operand_dtype, std::span<const double> x) {
   const Semantics& s = kSemantics[static_cast<int>(op)];

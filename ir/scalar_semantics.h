@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "kiln/dtype.h"
@@ -21,6 +22,12 @@ namespace kiln::ir {
 // cast gives its operand unchanged: converting to the result dtype is the caller's.
 // The result is not yet rounded or wrapped to the result dtype.
 double eval_elementwise(Op op, DType operand_dtype, std::span<const double> operands);
+
+// The same op on int64 operands, exactly (a double holds integers up to 2^53 only): add sub mul
+// div as above, neg abs sign relu max min clip where, comparisons and logic (0 or 1), for i64
+// values and the bools beside them. nullopt for an op without an exact integer meaning here
+// (the float math, pow, cast).
+std::optional<int64_t> eval_elementwise_int(Op op, std::span<const int64_t> operands);
 
 // kiln's one rule for max and min (docs/graph-format.md, "NaN, signed zero and infinities"),
 // IEEE 754-2019 maximum / minimum: a NaN operand gives NaN, -0 orders below +0 (in either operand

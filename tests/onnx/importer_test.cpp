@@ -62,6 +62,37 @@ TEST(OnnxImporter, FoldsShapeComputationsAtImport) {
   EXPECT_EQ(m->graph.inputs.size(), 1u);  // nothing but x: the shape was folded away
 }
 
+// Folding keeps int64 exact past 2^53: INT64_MAX, a slice's "to the end", through Concat and
+// Split is still INT64_MAX (it wrapped to INT64_MIN through a double, an empty slice), and a sum
+// of initializers past 2^53 is the exact sum.
+TEST(OnnxImporter, FoldingKeepsInt64PastTwoTo53Exact) {
+  std::string bytes = model(
+      {node("Concat", {"s", "e"}, {"se"}, "cat", {int_attr("axis", 0)}),
+       node("Split", {"se"}, {"s2", "e2"}, "split", {int_attr("axis", 0)}),
+       node("Slice", {"x", "s2", "e2", "ax"}, {"y"}, "slice"),
+       node("Add", {"a", "b"}, {"c"}, "add")},
+      {value_info("x", kFloat, {6})}, {value_info("y", kFloat, {5}), value_info("c", kInt64, {2})},
+      {i64_tensor("s", {1}, {1}), i64_tensor("e", {1}, {INT64_MAX}), i64_tensor("ax", {1}, {0}),
+       i64_tensor("a", {2}, {(int64_t{1} << 53) + 1, INT64_MAX}), i64_tensor("b", {2}, {2, 1})},
+      /*opset=*/13);
+  ir::Graph g;
+  auto m = import_model(g, bytes);
+  ASSERT_TRUE(m) << m.error().message;
+  ASSERT_EQ(m->graph.outputs.size(), 2u);
+  EXPECT_EQ(m->graph.outputs[0].second->shape, (ir::Shape{5}));
+  std::unordered_map<const ir::Node*, ir::HostTensor> bind;
+  for (const auto& [name, node] : m->graph.inputs)
+    bind.emplace(node, name == "x" ? f32({6}, {0, 1, 2, 3, 4, 5}) : m->constants.at(name));
+  auto out =
+      interp::evaluate_reference({m->graph.outputs[0].second, m->graph.outputs[1].second}, bind);
+  ASSERT_TRUE(out) << out.error().message;
+  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ((*out)[0].get(i), i + 1) << i;
+  int64_t sums[2] = {0, 0};
+  std::memcpy(sums, (*out)[1].bytes.data(), sizeof sums);
+  EXPECT_EQ(sums[0], (int64_t{1} << 53) + 3);
+  EXPECT_EQ(sums[1], INT64_MIN);  // wraps, as the kernels' i64 arithmetic does
+}
+
 TEST(OnnxImporter, UnsupportedOpNamesOpAndNode) {
   std::string bytes = model({node("Relu", {"x"}, {"r"}, "first"), node("Frobnicate", {"r"}, {"y"}, "frob")},
                             {value_info("x", kFloat, {4})}, {value_info("y", kFloat, {4})});

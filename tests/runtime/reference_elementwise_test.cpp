@@ -1,5 +1,6 @@
 // Reference semantics of every elementwise op: math, broadcasting, integer wrap, NaN rules.
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <numbers>
 
@@ -244,6 +245,52 @@ TEST(ReferenceElementwise, CastToFloatRoundsToThatDtype) {
   const Node* f = r.make(Op::Cast, DType::f32, {1}, {i}, {{AttrKey::to, DType::f32}});
   const Node* f_back = r.make(Op::Cast, DType::i32, {1}, {f}, {{AttrKey::to, DType::i32}});
   expect_values(r.eval(f_back), {16777216});
+}
+
+}  // namespace
+}  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+// i64 values past 2^53 (no doubles hold them) stay exact through the reference: inputs, fulls,
+// arange, movement, integer arithmetic (wrapping), comparisons, where, clip and casts. ONNX
+// folding evaluates shape arithmetic here, INT64_MAX (a slice's "to the end") among it.
+TEST(ReferenceElementwise, Int64PastTwoTo53IsExact) {
+  const int64_t big = (int64_t{1} << 53) + 1;
+  RefGraph r;
+  HostTensor t = HostTensor::zeros(DType::i64, {4});
+  const int64_t xs[4] = {big, big - 1, INT64_MAX, INT64_MIN};
+  std::memcpy(t.bytes.data(), xs, sizeof xs);
+  const Node* x = r.input(t, "x");
+  const Node* one = r.make(
+      Op::Full, DType::i64, {}, {},
+      Attrs{{AttrKey::shape, Shape{}}, {AttrKey::value, int64_t{1}}, {AttrKey::dtype, DType::i64}});
+  const auto exact = [&](const Node* n) {
+    auto v = interp::evaluate_reference({n}, r.bound);
+    EXPECT_TRUE(v.has_value()) << (v ? "" : v.error().message);
+    std::vector<int64_t> out(4);
+    if (v) std::memcpy(out.data(), (*v)[0].bytes.data(), sizeof(int64_t) * 4);
+    return out;
+  };
+  const auto I = [](std::initializer_list<int64_t> v) { return std::vector<int64_t>(v); };
+  const Node* sum = r.make(Op::Add, DType::i64, {4}, {x, one});
+  EXPECT_EQ(exact(sum), I({big + 1, big, INT64_MIN, INT64_MIN + 1}));  // wraps as the kernels
+  EXPECT_EQ(exact(r.make(Op::Neg, DType::i64, {4}, {x})),
+            I({-big, 1 - big, -INT64_MAX, INT64_MIN}));
+  EXPECT_EQ(exact(r.make(Op::Max, DType::i64, {4}, {x, one})), I({big, big - 1, INT64_MAX, 1}));
+  const Node* flipped =
+      r.make(Op::Flip, DType::i64, {4}, {x}, Attrs{{AttrKey::axes, std::vector<int64_t>{0}}});
+  EXPECT_EQ(exact(flipped), I({INT64_MIN, INT64_MAX, big - 1, big}));
+  const Node* gt = r.make(Op::Gt, DType::boolean, {4}, {x, flipped});
+  EXPECT_EQ(r.eval(gt), (std::vector<double>{1, 0, 1, 0}));
+  const Node* eq = r.make(Op::Eq, DType::boolean, {4}, {x, sum});  // differ by 1 past 2^53
+  EXPECT_EQ(r.eval(eq), (std::vector<double>{0, 0, 0, 0}));
+  EXPECT_EQ(exact(r.make(Op::Where, DType::i64, {4}, {gt, x, flipped})),
+            I({big, INT64_MAX, INT64_MAX, big}));
+  // int64 -> i32 wraps the exact value; back to i64 it stays what i32 held.
+  const Node* narrow = r.make(Op::Cast, DType::i32, {4}, {x}, Attrs{{AttrKey::to, DType::i32}});
+  EXPECT_EQ(r.eval(narrow), (std::vector<double>{1, 0, -1, 0}));
 }
 
 }  // namespace
