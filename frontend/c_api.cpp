@@ -342,9 +342,10 @@ kiln_status kiln_tensor_realize(kiln_tensor tensor) {
 
 kiln_status kiln_tensor_mark_dynamic(kiln_tensor tensor, int64_t axis, const char* name) {
   if (!tensor) return null_argument(__func__, "tensor");
-  return guarded(__func__, [&] {
+  const char* fn = __func__;  // (inside the lambda __func__ is "operator()")
+  return guarded(fn, [&] {
     if (auto r = tensor->tensor.mark_dynamic(axis, name ? name : ""); !r)
-      return fail(KILN_ERROR_INVALID_ARGUMENT, fmt::format("{}: {}", __func__, r.error().message));
+      return fail(KILN_ERROR_INVALID_ARGUMENT, fmt::format("{}: {}", fn, r.error().message));
     return KILN_OK;
   });
 }

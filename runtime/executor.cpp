@@ -187,8 +187,9 @@ int64_t bucket_of(int64_t n) {
 }
 }  // namespace
 
-std::optional<int64_t> Executor::dynamic_choice(const kir::Kernel& kernel, const kir::KernelFacts& facts,
-                                                bool marked, bool track,
+std::optional<int64_t> Executor::dynamic_choice(const kir::Kernel& kernel,
+                                                const kir::KernelFacts& facts, bool marked,
+                                                bool track, uint64_t build,
                                                 std::vector<std::string>& reasons) {
   const ShapePolicy policy = options_.shape_policy;
   if (policy == ShapePolicy::static_ || kernel.domain.empty()) return std::nullopt;
@@ -200,7 +201,7 @@ std::optional<int64_t> Executor::dynamic_choice(const kir::Kernel& kernel, const
   general.dynamic_bound = bound;
   if (!target_->serves_any_outer_extent(general, facts, kernels_.check_mode())) return std::nullopt;
   if (policy == ShapePolicy::dynamic || marked) {
-    if (track && takes_inner_sizes(kernel, general)) return std::nullopt;
+    if (track && takes_inner_sizes(kernel, general, build)) return std::nullopt;
     return bound;
   }
   if (!track) return std::nullopt;
@@ -208,8 +209,10 @@ std::optional<int64_t> Executor::dynamic_choice(const kir::Kernel& kernel, const
   general.dynamic_bound = 0;
   std::string text = kir::print_kernel(general, /*with_labels=*/false);
   std::lock_guard lock(shapes_mu_);
-  auto [it, fresh] = seen_kernels_.emplace(std::move(text), SeenKernel{extent, false});
-  if (fresh || (!it->second.generalized && it->second.extent == extent)) return std::nullopt;
+  auto [it, fresh] = seen_kernels_.emplace(std::move(text), SeenKernel{extent, false, build});
+  if (fresh ||
+      (!it->second.generalized && (it->second.extent == extent || it->second.build == build)))
+    return std::nullopt;
   if (!it->second.generalized) {
     reasons.push_back(fmt::format(
         "{}: outer extent {} (first compiled at {}): dynamic from now on, "
@@ -224,7 +227,8 @@ std::optional<int64_t> Executor::dynamic_choice(const kir::Kernel& kernel, const
 // compiled in. Where they change (a slice's end that grows a step), the kernel takes them at run
 // time instead (sized_choice, whose slots serve the outer extent too): true once a kernel of its
 // form met other inner sizes, the kernel met first noted for sized_choice to generalize with.
-bool Executor::takes_inner_sizes(const kir::Kernel& kernel, const kir::Kernel& dynamic) {
+bool Executor::takes_inner_sizes(const kir::Kernel& kernel, const kir::Kernel& dynamic,
+                                 uint64_t build) {
   const std::string key = kir::sizes_key(kernel);
   kir::Kernel unbounded = dynamic;
   unbounded.dynamic_bound = 0;
@@ -233,19 +237,19 @@ bool Executor::takes_inner_sizes(const kir::Kernel& kernel, const kir::Kernel& d
   if (sized_kernels_.contains(key)) return true;  // met at other inner sizes (or never dynamic)
   auto it = inner_seen_.find(key);
   if (it == inner_seen_.end()) {
-    inner_seen_.emplace(key, InnerSeen{std::move(text), kernel});
+    inner_seen_.emplace(key, InnerSeen{std::move(text), kernel, build});
     return false;
   }
-  if (it->second.text == text) return false;
+  if (it->second.text == text || it->second.build == build) return false;
   // Only where the target runs such a kernel (GPU targets keep inner sizes: the kernel stays
   // dynamic along its outer axis, one per inner size).
   std::optional<kir::Kernel> general = kir::generalize(kernel, it->second.kernel);
   if (!general ||
       !target_->serves_any_sizes(*general, kir::analyze_kernel(*general), kernels_.check_mode())) {
-    it->second = InnerSeen{std::move(text), kernel};
+    it->second = InnerSeen{std::move(text), kernel, build};
     return false;
   }
-  sized_kernels_.emplace(key, SizedKernel{it->second.kernel, nullptr, nullptr});
+  sized_kernels_.emplace(key, SizedKernel{it->second.kernel, it->second.build, nullptr, nullptr});
   return true;
 }
 
@@ -262,7 +266,7 @@ std::string sizes_text(const kir::Kernel& k) {
 
 std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
                                                   const kir::KernelFacts& facts, bool track,
-                                                  bool size_changed,
+                                                  bool size_changed, uint64_t build,
                                                   std::vector<std::string>& reasons) {
   if (options_.shape_policy == ShapePolicy::static_ || kernel.dynamic_outer || kernel.has_sizes())
     return std::nullopt;
@@ -270,7 +274,7 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
   std::unique_lock lock(shapes_mu_);
   auto it = sized_kernels_.find(key);
   if (it == sized_kernels_.end()) {
-    if (track) sized_kernels_.emplace(key, SizedKernel{kernel, nullptr, nullptr});
+    if (track) sized_kernels_.emplace(key, SizedKernel{kernel, build, nullptr, nullptr});
     return std::nullopt;
   }
   SizedKernel& seen = it->second;
@@ -292,7 +296,8 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
     if (!seen.kept || !track || ++seen.kept_sizes < seen.retime_at) return *d;
     retiming = true;
   }
-  if (!track) return std::nullopt;
+  // Met at other sizes in this build: another kernel of the plan, no size that changed.
+  if (!track || (!retiming && seen.build == build)) return std::nullopt;
   std::optional<kir::Kernel> general = kir::generalize(kernel, seen.last, size_changed);
   std::optional<kir::Kernel> first = general ? kir::match_sizes(*general, seen.last) : std::nullopt;
   auto general_facts =
@@ -300,7 +305,10 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
   if (!general || !first ||
       !target_->serves_any_sizes(*general, *general_facts, kernels_.check_mode()) ||
       !target_->serves_sizes_instance(*general_facts, kernel, facts)) {
-    if (!retiming) seen.last = kernel;  // another pair of sizes may generalize
+    if (!retiming) {  // another pair of sizes may generalize
+      seen.last = kernel;
+      seen.build = build;
+    }
     return std::nullopt;
   }
   // Timing takes milliseconds: other plans' choices go on meanwhile (entries are never erased,
@@ -356,11 +364,11 @@ std::optional<std::string> Executor::keeps_sizes(const kir::Kernel& general,
   return std::nullopt;
 }
 
-PlannerOptions::SizesFn Executor::sizes_fn(bool track, bool size_changed) {
+PlannerOptions::SizesFn Executor::sizes_fn(bool track, bool size_changed, uint64_t build) {
   if (options_.shape_policy == ShapePolicy::static_) return nullptr;
-  return [this, track, size_changed](const kir::Kernel& k, const kir::KernelFacts& facts,
-                                     std::vector<std::string>& reasons) {
-    return sized_choice(k, facts, track, size_changed, reasons);
+  return [this, track, size_changed, build](const kir::Kernel& k, const kir::KernelFacts& facts,
+                                            std::vector<std::string>& reasons) {
+    return sized_choice(k, facts, track, size_changed, build, reasons);
   };
 }
 
@@ -375,12 +383,13 @@ bool Executor::warms_symbolic(const std::vector<const ir::Node*>& inputs) const 
   return options_.shape_policy != ShapePolicy::static_ && any_marked(inputs);
 }
 
-PlannerOptions::DynamicFn Executor::dynamic_fn(const std::vector<const ir::Node*>& inputs, bool track) {
+PlannerOptions::DynamicFn Executor::dynamic_fn(const std::vector<const ir::Node*>& inputs,
+                                               bool track, uint64_t build) {
   if (options_.shape_policy == ShapePolicy::static_) return nullptr;
   const bool marked = any_marked(inputs);
-  return [this, marked, track](const kir::Kernel& k, const kir::KernelFacts& facts,
-                               std::vector<std::string>& reasons) {
-    return dynamic_choice(k, facts, marked, track, reasons);
+  return [this, marked, track, build](const kir::Kernel& k, const kir::KernelFacts& facts,
+                                      std::vector<std::string>& reasons) {
+    return dynamic_choice(k, facts, marked, track, build, reasons);
   };
 }
 
@@ -473,8 +482,8 @@ Expected<std::shared_ptr<Plan>> Executor::lower(ir::Graph& g,
                                                 const std::vector<const ir::Node*>& outputs,
                                                 const std::vector<const ir::Node*>& inputs) {
   PlannerOptions po = planner_options(options_, &fuser(), nullptr);
-  po.dynamic = dynamic_fn(inputs, /*track=*/false);
-  po.sizes = sizes_fn(/*track=*/false, /*size_changed=*/false);
+  po.dynamic = dynamic_fn(inputs, /*track=*/false, /*build=*/0);
+  po.sizes = sizes_fn(/*track=*/false, /*size_changed=*/false, /*build=*/0);
   return build_plan(g, outputs, inputs, po);
 }
 
@@ -485,8 +494,9 @@ Expected<std::shared_ptr<Plan>> Executor::build(ir::Graph& g,
   int tuned = 0;
   PlannerOptions po = planner_options(options_, &fuser(), &kernels);
   po.source_extension = target_->source_extension();
-  po.dynamic = dynamic_fn(inputs, /*track=*/true);
-  po.sizes = sizes_fn(/*track=*/true, size_changed);
+  const uint64_t build = ++builds_;
+  po.dynamic = dynamic_fn(inputs, /*track=*/true, build);
+  po.sizes = sizes_fn(/*track=*/true, size_changed, build);
   if (decisions_)
     po.tune = [&](const kir::Kernel& k) -> Expected<codegen::TuneParams> { return schedule(k, &tuned); };
   auto plan = build_plan(g, outputs, inputs, po);

@@ -128,17 +128,21 @@ class Executor final : public Device {
   codegen::TuneParams stored_schedule(const kir::Kernel& kernel, std::vector<CacheEntryRef>& entries);
   // The shape policy's choice for one kernel (PlannerOptions::dynamic): `marked` when the plan
   // has an input with a symbolic dimension; `track` lets the automatic policy note the kernel's
-  // size (a build that compiles), or generalize it when it saw another.
+  // size (a build that compiles), or generalize it when it saw another in an earlier build
+  // (`build`: Executor::build's count; two kernels of one form in one plan are no recompile).
   std::optional<int64_t> dynamic_choice(const kir::Kernel& kernel, const kir::KernelFacts& facts,
-                                        bool marked, bool track, std::vector<std::string>& reasons);
-  PlannerOptions::DynamicFn dynamic_fn(const std::vector<const ir::Node*>& inputs, bool track);
+                                        bool marked, bool track, uint64_t build,
+                                        std::vector<std::string>& reasons);
+  PlannerOptions::DynamicFn dynamic_fn(const std::vector<const ir::Node*>& inputs, bool track,
+                                       uint64_t build);
   // The shape policy's choice for a kernel left specialized (PlannerOptions::sizes): the
   // instance of a general kernel with run-time sizes (ir/kernel_sizes.h) made from two sizes of
   // it, where the target serves one. `track` lets it note the kernel, or generalize it when it
-  // saw it at other sizes; `size_changed` (the graph's input shapes changed since its last
-  // build) lets a kernel that differs in float constants alone generalize (kir::generalize).
+  // saw it at other sizes in an earlier build; `size_changed` (the graph's input shapes changed
+  // since its last build) lets a kernel that differs in float constants alone generalize
+  // (kir::generalize).
   std::optional<kir::Kernel> sized_choice(const kir::Kernel& kernel, const kir::KernelFacts& facts,
-                                          bool track, bool size_changed,
+                                          bool track, bool size_changed, uint64_t build,
                                           std::vector<std::string>& reasons);
   // Under `automatic` with autotuning on, whether `general` (an instance at `special`'s sizes)
   // runs too slowly against `special` (shapes.max_slowdown), timed on the target: the reason to
@@ -146,7 +150,7 @@ class Executor final : public Device {
   // `measured` ("" when nothing was).
   std::optional<std::string> keeps_sizes(const kir::Kernel& general, const kir::Kernel& special,
                                          std::string& measured);
-  PlannerOptions::SizesFn sizes_fn(bool track, bool size_changed);
+  PlannerOptions::SizesFn sizes_fn(bool track, bool size_changed, uint64_t build);
   // Whether a graph of these inputs has a symbolic plan to warm or export: an input is marked
   // dynamic (a `.kg` size symbol, mark_dynamic) and the shape policy is not static.
   bool warms_symbolic(const std::vector<const ir::Node*>& inputs) const;
@@ -247,16 +251,23 @@ class Executor final : public Device {
   // The automatic shape policy: per kernel (its dynamic form's text), the outer extent it was
   // first compiled at, or that it was generalized; per graph without its shapes, the input
   // shapes of the last plan built for it (RunStats::recompile_reasons).
+  //
+  // Each kernel noted keeps the build that noted it (builds_ counts Executor::build): kernels of
+  // one form at two sizes in one plan (two softmaxes of other widths, an MLP's two matmuls) are
+  // no size that changed, so they stay specialized; a later build at other sizes generalizes.
   struct SeenKernel {
     int64_t extent = 0;
     bool generalized = false;
+    uint64_t build = 0;
   };
+  std::atomic<uint64_t> builds_{0};
   std::mutex shapes_mu_;
   std::unordered_map<std::string, SeenKernel> seen_kernels_;
   // Kernels with run-time sizes: per kir::sizes_key, the kernel last compiled at fixed sizes,
   // and the general kernel made from two of its sizes (null until then, or where none serves).
   struct SizedKernel {
     kir::Kernel last;
+    uint64_t build = 0;  // the build that noted `last`
     std::shared_ptr<const kir::Kernel> general;
     std::shared_ptr<const kir::KernelFacts> general_facts;  // of *general (its expressions)
     bool kept = false;  // measured slower than its sizes' own code: every size compiles its own
@@ -276,9 +287,10 @@ class Executor final : public Device {
   struct InnerSeen {
     std::string text;
     kir::Kernel kernel;
+    uint64_t build = 0;
   };
   std::unordered_map<std::string, InnerSeen> inner_seen_;
-  bool takes_inner_sizes(const kir::Kernel& kernel, const kir::Kernel& dynamic);
+  bool takes_inner_sizes(const kir::Kernel& kernel, const kir::Kernel& dynamic, uint64_t build);
   // Per graph without its shapes: the input shapes of the last plan built for it and, for a
   // graph of at most kAttrsKept nodes, each node's attributes (in topological order), so that a
   // plan built again at the same input shapes says which attribute asked for it.

@@ -94,9 +94,20 @@ Expected<std::vector<ir::HostTensor>> load_inputs(const ir::KgGraph& graph, cons
     }
     auto t = read_input_file(it->second);
     if (!t) return std::unexpected(t.error());
-    if (t->dtype != node->dtype || t->shape != node->shape)
-      return make_error(fmt::format("input '%{}': expected {}, got {}{} from '{}'", name, want,
-                                    ir::dtype_name(t->dtype), ir::shape_str(t->shape), it->second));
+    if (t->dtype != node->dtype || t->shape != node->shape) {
+      // A size symbol's axis is sized by --dim, not by the file: say which one would take it.
+      std::string hint;
+      const std::vector<std::string> symbols = ir::input_symbols(*node);
+      if (t->dtype == node->dtype && t->shape.size() == node->shape.size())
+        for (size_t a = 0; a < symbols.size() && a < t->shape.size(); ++a)
+          if (!symbols[a].empty() && t->shape[a] != node->shape[a])
+            hint += fmt::format("{} --dim {}={}",
+                                hint.empty() ? "; to run at the file's size, pass" : ",",
+                                symbols[a], t->shape[a]);
+      return make_error(fmt::format("input '%{}': expected {}, got {}{} from '{}'{}", name, want,
+                                    ir::dtype_name(t->dtype), ir::shape_str(t->shape), it->second,
+                                    hint));
+    }
     out.push_back(std::move(*t));
   }
   return out;

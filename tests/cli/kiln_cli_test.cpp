@@ -256,6 +256,18 @@ TEST_F(KilnCli, WrongDtypeNpyNamesInputExpectedAndGiven) {
   EXPECT_EQ(r.out, "kiln: error: input '%x': expected f32[2,3], got f64[2,3] from '" + x + "'\n");
 }
 
+// An input of another size along a size symbol's axis: the error says which --dim takes it.
+TEST_F(KilnCli, AnInputOfAnotherSymbolSizeNamesTheDimThatTakesIt) {
+  auto g = write("s.kg", "kiln.graph v1\ninput %x : f32[?b=2,3]\n%y = relu(%x)\noutput %y\n");
+  auto x = npy("x5.npy", kiln::ir::DType::f32, {5, 3}, 0);
+  Result r = run_kiln("run " + g + " --input x=" + x);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "kiln: error: input '%x': expected f32[2,3], got f32[5,3] from '" + x +
+                       "'; to run at the file's size, pass --dim b=5\n");
+  r = run_kiln("run " + g + " --input x=" + x + " --dim b=5");
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
 TEST_F(KilnCli, TruncatedNpyIsAnErrorAndWritesNothing) {
   auto g = write("g.kg", kAddGraph);
   auto x = npy("x.npy", kiln::ir::DType::f32, {2, 3}, 0);

@@ -227,6 +227,8 @@ TEST(CApi, AMarkedAxisServesEveryBatchSize) {
   kiln_tensor t = h.keep(nullptr);
   EXPECT_EQ(kiln_tensor_mark_dynamic(tw, 2, nullptr), KILN_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(kiln_last_error()).find("axis 2 is out of range"), std::string::npos);
+  EXPECT_EQ(std::string(kiln_last_error()).rfind("kiln_tensor_mark_dynamic: ", 0), 0u)
+      << kiln_last_error();  // the function's name, not its lambda's "operator()
   EXPECT_EQ(kiln_tensor_mark_dynamic(t, 0, nullptr), KILN_ERROR_INVALID_ARGUMENT);
 }
 

@@ -408,6 +408,40 @@ TEST(DynamicShapes, AutomaticSpecializesFirstAndGeneralizesOnTheFirstChange) {
   EXPECT_EQ(run_mlp(dev, mlp, 16).compiled, 0);  // the first size keeps its specialized plan
 }
 
+// Two kernels of one form at two sizes in one plan (softmaxes over rows of 8 and of 16) are no
+// size that changed: the first realize keeps both specialized and says no recompile. A later
+// realize at other widths generalizes them, and says why.
+TEST(DynamicShapes, KernelsOfOneFormInOnePlanAreNoRecompile) {
+  auto dev = open_cpu({{"shapes.policy", "automatic"}});
+  const auto run = [&](int64_t a, int64_t b) {
+    const std::vector<float> xs = values(static_cast<size_t>(4 * a), 0.3f, 1);
+    const std::vector<float> ys = values(static_cast<size_t>(4 * b), 0.3f, 2);
+    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {4, a});
+    auto y = kiln::Tensor::from_host(dev, std::span<const float>(ys), {4, b});
+    auto sx = kiln::softmax(x, 1), sy = kiln::softmax(y, 1);
+    EXPECT_TRUE(kiln::realize({sx, sy}).has_value());
+    for (const auto& [t, n] : {std::pair{&sx, a}, std::pair{&sy, b}}) {
+      auto v = t->to_vector<float>();
+      EXPECT_TRUE(v.has_value());
+      if (!v) continue;
+      for (int64_t r = 0; r < 4; ++r) {
+        double sum = 0;
+        for (int64_t j = 0; j < n; ++j) sum += (*v)[r * n + j];
+        EXPECT_NEAR(sum, 1.0, 1e-5) << "row " << r << " of " << n;
+      }
+    }
+    return dev.last_stats();
+  };
+  const kiln::RealizeStats first = run(8, 16);
+  EXPECT_EQ(first.compiled, 2);
+  EXPECT_EQ(first.dynamic_kernels, 0);
+  EXPECT_TRUE(first.recompiles.empty()) << one_per_line(first.recompiles);
+  const kiln::RealizeStats later = run(12, 20);
+  EXPECT_TRUE(mentions(later.recompiles, "run-time sizes from now on"))
+      << one_per_line(later.recompiles);
+  EXPECT_EQ(run(24, 40).compiled, 0);
+}
+
 TEST(DynamicShapes, AMarkedInputIsDynamicAtOnce) {
   auto dev = open_cpu({{"shapes.policy", "automatic"}});
   Mlp mlp(dev);
