@@ -1,4 +1,5 @@
-// The reference device: evaluates graph IR nodes one by one in double precision (the oracle).
+// The reference device: evaluates graph IR nodes one by one in double precision, i64 exactly (the
+// oracle).
 #include "interp/reference.h"
 
 #include <fmt/format.h>

@@ -1,4 +1,5 @@
 // Reference semantics of the reductions: sum, prod, max, min (over axes) and argmax, argmin.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -65,9 +66,27 @@ Expected<Value> reduce_axes(const ir::Node& n, const Value& x) {
 
   Value out = make_value(n.dtype, n.shape);
   std::vector<bool> started(out.data.size(), false);
-  if (has_identity) out.data.assign(out.data.size(), n.op == Op::Sum ? 0.0 : 1.0);
   const std::vector<int64_t> out_strides = broadcast_strides(kept, x.shape);
   int64_t flat = 0;
+  if (x.exact() && make_exact(out)) {  // i64 exactly: sums and products wrap, as the kernels'
+    std::vector<uint64_t> acc(out.ints.size(), n.op == Op::Prod ? 1 : 0);
+    for_each_index(x.shape, [&](const std::vector<int64_t>& index) {
+      const int64_t v = x.ints[static_cast<size_t>(flat++)];
+      const auto o = static_cast<size_t>(offset_of(index, out_strides));
+      const auto u = static_cast<uint64_t>(v);
+      const auto a = static_cast<int64_t>(acc[o]);
+      acc[o] = n.op == Op::Sum         ? acc[o] + u
+               : n.op == Op::Prod      ? acc[o] * u
+               : !started[o]           ? u
+               : n.op == Op::ReduceMax ? static_cast<uint64_t>(std::max(a, v))
+                                       : static_cast<uint64_t>(std::min(a, v));
+      started[o] = true;
+    });
+    for (size_t o = 0; o < acc.size(); ++o)
+      set_int(out, static_cast<int64_t>(o), static_cast<int64_t>(acc[o]));
+    return out;
+  }
+  if (has_identity) out.data.assign(out.data.size(), n.op == Op::Sum ? 0.0 : 1.0);
   for_each_index(x.shape, [&](const std::vector<int64_t>& index) {
     const double v = x.data[flat++];
     const int64_t o = offset_of(index, out_strides);
@@ -100,10 +119,19 @@ Expected<Value> arg_reduce(const ir::Node& n, const Value& x) {
   Value out = make_value(n.dtype, n.shape);
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
-      const double* row = x.data.data() + o * len * inner + i;
+      const int64_t first = o * len * inner + i;
       int64_t best = 0;
-      for (int64_t k = 1; k < len; ++k)
-        if (better(n.op, row[k * inner], row[best * inner])) best = k;
+      if (x.exact()) {  // i64 past 2^53: compare the integers, not their nearest doubles
+        const int64_t* row = x.ints.data() + first;
+        for (int64_t k = 1; k < len; ++k)
+          if (n.op == Op::ArgMax ? row[k * inner] > row[best * inner]
+                                 : row[k * inner] < row[best * inner])
+            best = k;
+      } else {
+        const double* row = x.data.data() + first;
+        for (int64_t k = 1; k < len; ++k)
+          if (better(n.op, row[k * inner], row[best * inner])) best = k;
+      }
       out.data[o * inner + i] = normalize(static_cast<double>(best), n.dtype);
     }
   }

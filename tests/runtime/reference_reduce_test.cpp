@@ -1,4 +1,6 @@
 // Reference semantics of the reductions: sum, prod, max, min, argmax, argmin.
+#include <cstring>
+
 #include "tests/runtime/reference_test_util.h"
 
 namespace kiln::testing {
@@ -105,6 +107,38 @@ TEST(ReferenceReduce, ArgMinTakesFirstIndexAndFirstNan) {
   const Node* i = r.input(tensor(DType::i32, {2, 2}, {4, -7, 4, -7}), "i");
   expect_values(r.eval(r.make(Op::ArgMin, DType::i32, {2}, {i}, arg_attrs(0, false))), {0, 0});
   expect_values(r.eval(r.make(Op::ArgMax, DType::i32, {2, 1}, {i}, arg_attrs(1, true))), {0, 0});
+}
+
+}  // namespace
+}  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+// i64 values past 2^53 reduce exactly: 2^53 and 2^53 + 1 are one double, not one integer.
+TEST(ReferenceReduce, Int64PastTwoTo53ReducesExactly) {
+  const int64_t big = int64_t{1} << 53;
+  RefGraph r;
+  HostTensor t = HostTensor::zeros(DType::i64, {2, 2});
+  const int64_t xs[4] = {big, big + 1, INT64_MAX, 1};
+  std::memcpy(t.bytes.data(), xs, sizeof xs);
+  const Node* x = r.input(t, "x");
+  const auto exact = [&](const Node* n) {
+    auto v = interp::evaluate_reference({n}, r.bound);
+    EXPECT_TRUE(v.has_value()) << (v ? "" : v.error().message);
+    std::vector<int64_t> out(2);
+    if (v) std::memcpy(out.data(), (*v)[0].bytes.data(), sizeof(int64_t) * 2);
+    return out;
+  };
+  EXPECT_EQ(exact(r.make(Op::Sum, DType::i64, {2}, {x}, reduce_attrs({1}, false))),
+            (std::vector<int64_t>{2 * big + 1, INT64_MIN}));  // the second wraps, as kernels do
+  EXPECT_EQ(exact(r.make(Op::ReduceMin, DType::i64, {2}, {x}, reduce_attrs({0}, false))),
+            (std::vector<int64_t>{big, 1}));
+  EXPECT_EQ(exact(r.make(Op::Prod, DType::i64, {2}, {x}, reduce_attrs({0}, false))),
+            (std::vector<int64_t>{static_cast<int64_t>(static_cast<uint64_t>(big) * INT64_MAX),
+                                  big + 1}));
+  expect_values(r.eval(r.make(Op::ArgMax, DType::i32, {2}, {x}, arg_attrs(1, false))), {1, 0});
+  expect_values(r.eval(r.make(Op::ArgMin, DType::i32, {2}, {x}, arg_attrs(0, false))), {0, 1});
 }
 
 }  // namespace
