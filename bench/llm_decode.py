@@ -44,6 +44,7 @@ def main():
     llama = load_llama()
     import kiln
     cfg = llama.Config()
+    llama.check_args(ap, cfg, args.steps, args.topk)
     w = llama.weights(cfg)
     prompt = llama.prompt_tokens(cfg)
     rows = []

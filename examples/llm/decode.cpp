@@ -11,6 +11,7 @@
 #include <kiln/kiln.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -217,8 +218,22 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--steps") steps = std::atoll(value().c_str());
-    else if (a == "--topk") topk = std::atoll(value().c_str());
+    // A whole decimal integer ("1e2", "10x" and past int64 are no count).
+    auto integer = [&]() -> int64_t {
+      const std::string text = value();
+      int64_t v = 0;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
+        std::fprintf(stderr, "kiln_llm_decode: %s: expected an integer, got '%s'\n", a.c_str(),
+                     text.c_str());
+        std::exit(2);
+      }
+      return v;
+    };
+    if (a == "--steps")
+      steps = integer();
+    else if (a == "--topk")
+      topk = integer();
     else if (a == "--device") device = value();
     else if (a == "--cache") cache = value();
     else {
@@ -234,7 +249,7 @@ int main(int argc, char** argv) {
     return p;
   }();
   if (steps < 1 || topk < 1 || topk > cfg.vocab ||
-      static_cast<int64_t>(prompt.size()) + steps > cfg.ctx) {
+      steps > cfg.ctx - static_cast<int64_t>(prompt.size())) {
     std::fprintf(stderr, "kiln_llm_decode: --steps must be in [1, %lld] and --topk in [1, %lld]\n",
                  static_cast<long long>(cfg.ctx - static_cast<int64_t>(prompt.size())),
                  static_cast<long long>(cfg.vocab));

@@ -289,6 +289,18 @@ def generate(decoder, prompt, steps, topk=1):
     return out, times
 
 
+def check_args(ap, cfg, steps, topk):
+    """Exits with a usage error unless `steps` fit the context after the prompt and `topk` is
+    a count of candidates."""
+    room = cfg.ctx - len(prompt_tokens(cfg))
+    if steps < 1:
+        ap.error(f"--steps must be at least 1, got {steps}")
+    if steps > room:
+        ap.error(f"{steps} steps after the prompt do not fit a context of {cfg.ctx} (at most {room})")
+    if not 1 <= topk <= cfg.vocab:
+        ap.error(f"--topk must be in [1, {cfg.vocab}], got {topk}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=200)
@@ -304,12 +316,14 @@ def main():
     import kiln
 
     cfg = Config()
-    if len(prompt_tokens(cfg)) + args.steps > cfg.ctx:
-        sys.exit(f"llama.py: {args.steps} steps after the prompt do not fit a context of {cfg.ctx}")
+    check_args(ap, cfg, args.steps, args.topk)
     w = weights(cfg)
     prompt = prompt_tokens(cfg)
-    dev = kiln.Device(args.device,
-                      {"compilation.cache": args.cache, "autotune.cache": args.cache} if args.cache else {})
+    try:
+        dev = kiln.Device(args.device,
+                          {"compilation.cache": args.cache, "autotune.cache": args.cache} if args.cache else {})
+    except kiln.Error as e:
+        sys.exit(f"llama.py: {e}")
     decoder = KilnDecoder(cfg, w, kiln, dev, traced=args.traced)
     tokens, times = generate(decoder, prompt, args.steps, args.topk)
     steady = sorted(times[1:])[len(times[1:]) // 2] if len(times) > 1 else times[0]
@@ -319,7 +333,7 @@ def main():
     print(f"kiln: {len(st)} steps, {st[-1].kernels} kernels a step, "
           f"{sum(x.compiled for x in st)} kernels compiled in all "
           f"(first step {st[0].compiled}, {st[0].compile_ms:.0f} ms), "
-          f"{sum(x.plan_cache_hit for x in st)} steps found their plan in a cache")
+          f"{sum(x.plan_source != 'built' for x in st)} steps found their plan in a cache")
     print(f"kiln: caches updated in place in {sum(x.donated == 2 * cfg.layers for x in st)} "
           f"of {len(st)} steps")
     print("tokens:", " ".join(map(str, tokens)))

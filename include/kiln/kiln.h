@@ -62,6 +62,9 @@ struct RealizeStats {
   int compiled = 0;
   double compile_ms = 0;
   double run_ms = 0;
+  // The plan was in the device's memory from an earlier realize of the graph (plan_source
+  // "memory"); one read from the persistent cache ("disk") or made from a symbolic plan
+  // ("symbolic") is not a hit here.
   bool plan_cache_hit = false;
   // Results written over an operand's buffer (buffer donation, docs/embedding.md): `w = w - lr * g`
   // reuses w's buffer when nothing else holds w.

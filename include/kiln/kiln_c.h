@@ -142,7 +142,10 @@ typedef struct kiln_realize_stats {
   int32_t compiled;       /* of them, compiled in this realize (not found in a cache) */
   double compile_ms;
   double run_ms;
-  int32_t plan_cache_hit; /* 1 when the whole plan came from a cache */
+  /* 1 when the plan was in the device's memory from an earlier realize of the graph (its source
+     "memory"); one read from the persistent cache or made from a symbolic plan is not:
+     kiln_device_last_plan_source says which */
+  int32_t plan_cache_hit;
 } kiln_realize_stats;
 /* Statistics of the latest realize on the device, from whichever thread. */
 KILN_EXPORT kiln_status kiln_device_last_stats(kiln_device device, kiln_realize_stats* out);

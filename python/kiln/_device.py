@@ -27,9 +27,10 @@ def python_defaults():
 Stats = collections.namedtuple(
     "Stats", "kernels compiled compile_ms run_ms plan_cache_hit dynamic_kernels donated plan_source recompiles")
 Stats.__doc__ = """Statistics of a device's most recent realize: kernels launched, of them compiled
-(not found in a cache), compile and run times in milliseconds, whether the whole plan came
-from a cache, the kernels taking sizes at run time, the results written in place, where the plan
-came from, and the lines saying why it compiled for a graph run before at other sizes."""
+(not found in a cache), compile and run times in milliseconds, whether the plan was in the
+device's memory from an earlier realize (plan_source "memory"), the kernels taking sizes at run
+time, the results written in place, where the plan came from ("memory", "disk", "symbolic" or
+"built"), and the lines saying why it compiled for a graph run before at other sizes."""
 
 
 class _CStats(ctypes.Structure):  # kiln_realize_stats

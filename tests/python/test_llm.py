@@ -77,6 +77,27 @@ def test_cpp_decoder_rejects_bad_arguments(tmp_path):
     if not exe:
         pytest.skip("KILN_LLM_DECODE is not set: ctest sets it")
     for args, what in [(["--steps", "600"], "--steps must be in [1, 504]"), (["--bogus"], "usage:"),
-                       (["--device", "nosuch:0"], "nosuch")]:
+                       (["--device", "nosuch:0"], "nosuch"),
+                       # past int64, or not a whole integer: no count (it aborted, or truncated)
+                       (["--steps", "9223372036854775807"], "--steps must be in [1, 504]"),
+                       (["--steps", "99999999999999999999"], "--steps: expected an integer, got"),
+                       (["--steps", "1e2"], "--steps: expected an integer, got '1e2'"),
+                       (["--topk", "2.5"], "--topk: expected an integer, got '2.5'")]:
         r = subprocess.run([exe, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
         assert r.returncode != 0 and what in r.stderr, (args, r.stderr)
+
+
+def test_python_decoder_rejects_bad_arguments(source_dir, tmp_path):
+    # One-line usage errors before any work (0 and negative steps ran as a passing check, or
+    # ended in an IndexError; --topk 0 in a ZeroDivisionError; a bad device in a traceback).
+    script = os.path.join(source_dir, "examples", "llm", "llama.py")
+    for args, what in [(["--steps", "0"], "--steps must be at least 1, got 0"),
+                       (["--steps", "-7"], "--steps must be at least 1, got -7"),
+                       (["--steps", "600"], "600 steps after the prompt do not fit a context of 512 (at most 504)"),
+                       (["--topk", "0"], "--topk must be in [1, 4096], got 0"),
+                       (["--topk", "4097"], "--topk must be in [1, 4096], got 4097"),
+                       (["--steps", "2", "--device", "nosuch"], "llama.py: unknown device 'nosuch'")]:
+        r = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=120,
+                           cwd=tmp_path)
+        assert r.returncode != 0 and what in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr, (args, r.stderr)
