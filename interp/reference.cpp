@@ -47,11 +47,7 @@ Expected<Value> bind_input(const Node& n,
                                   describe_type(t.dtype, t.shape), want, t.bytes.size()));
   Value v = reference::make_value(n.dtype, n.shape);
   if (reference::make_exact(v)) {
-    for (int64_t i = 0; i < v.numel(); ++i) {
-      int64_t x = 0;
-      std::memcpy(&x, t.bytes.data() + i * sizeof x, sizeof x);
-      reference::set_int(v, i, x);
-    }
+    for (int64_t i = 0; i < v.numel(); ++i) reference::set_int(v, i, t.get_int(i));
     return v;
   }
   for (int64_t i = 0; i < v.numel(); ++i) v.data[i] = t.get(i);

@@ -31,8 +31,7 @@ bool on_exact_integers(const ir::Node& n, const Args& args) {
   const size_t first = n.op == Op::Where ? 1 : 0;
   if (args.size() <= first || args[first]->dtype != DType::i64) return false;
   if (n.dtype != DType::i64 && n.dtype != DType::boolean) return false;
-  const int64_t zeros[3] = {0, 0, 1};  // clip's bounds in order: every op has a value at these
-  return ir::eval_elementwise_int(n.op, std::span(zeros, args.size())).has_value();
+  return ir::has_int_meaning(n.op);
 }
 
 // A cast on an exact integer: to i64 unchanged, to a float rounded from the integer, to a

@@ -40,12 +40,7 @@ Value gather(const ir::Node& n, const Value& x, double fill, SourceFn source) {
       KILN_CHECK(in[a] >= 0 && in[a] < x.shape[a])
           << ir::op_enum_name(n.op) << " reads index " << in[a] << " of axis " << a << " of "
           << ir::shape_str(x.shape);
-    const int64_t at = offset_of(in, strides);
-    if (exact)
-      set_int(out, flat, x.ints[at]);
-    else
-      out.data[flat] = x.data[at];
-    ++flat;
+    copy_element(out, flat++, x, offset_of(in, strides), exact);
   });
   return out;
 }
@@ -70,12 +65,7 @@ Value expand(const ir::Node& n, const Value& x) {
   const bool exact = x.exact() && make_exact(out);
   int64_t flat = 0;
   for_each_index(n.shape, [&](const Index& o) {
-    const int64_t at = offset_of(o, strides);
-    if (exact)
-      set_int(out, flat, x.ints[at]);
-    else
-      out.data[flat] = x.data[at];
-    ++flat;
+    copy_element(out, flat++, x, offset_of(o, strides), exact);
   });
   return out;
 }
@@ -195,11 +185,7 @@ Value concat(const ir::Node& n, const Args& args) {
     for_each_index(x->shape, [&](const Index& index) {
       Index o = index;
       o[axis] += offset;
-      if (exact)
-        set_int(out, offset_of(o, out_strides), x->ints[flat]);
-      else
-        out.data[offset_of(o, out_strides)] = x->data[flat];
-      ++flat;
+      copy_element(out, offset_of(o, out_strides), *x, flat++, exact);
     });
     offset += x->shape[axis];
   }

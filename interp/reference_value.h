@@ -38,6 +38,14 @@ int64_t int_at(const Value& v, int64_t i);
 bool make_exact(Value& v);
 // Element i of an exact value set to `x` (`data` to its nearest double).
 void set_int(Value& v, int64_t i, int64_t x);
+// Element `from` of `x` copied to element `to` of `out`: exactly where `exact` (both values
+// exact), else as its double.
+inline void copy_element(Value& out, int64_t to, const Value& x, int64_t from, bool exact) {
+  if (exact)
+    set_int(out, to, x.ints[static_cast<size_t>(from)]);
+  else
+    out.data[static_cast<size_t>(to)] = x.data[static_cast<size_t>(from)];
+}
 
 // What an element of `dtype` holds after an op produced `v`: integers truncate toward zero and
 // wrap to their width (NaN and infinities become 0), bool is 0 or 1, floats are unchanged.

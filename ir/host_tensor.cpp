@@ -117,6 +117,14 @@ double HostTensor::get(int64_t i) const {
   return 0;
 }
 
+int64_t HostTensor::get_int(int64_t i) const {
+  KILN_CHECK(!is_float(dtype)) << "HostTensor::get_int of a " << dtype_name(dtype) << " tensor";
+  if (dtype != DType::i64) return static_cast<int64_t>(get(i));  // exact in a double
+  KILN_CHECK(i >= 0 && (i + 1) * 8 <= static_cast<int64_t>(bytes.size()))
+      << "HostTensor::get_int index " << i << " of " << bytes.size() << " bytes";
+  return load<int64_t>(bytes, i);
+}
+
 void HostTensor::set(int64_t i, double v) {
   KILN_CHECK(i >= 0 && (i + 1) * dtype_size(dtype) <= static_cast<int64_t>(bytes.size()))
       << "HostTensor::set index " << i << " of " << bytes.size() << " bytes";

@@ -309,12 +309,12 @@ Expected<Xs> materialize(Builder& b, std::string_view name, const std::vector<Op
       continue;
     }
     DType t = name == "where" && i == 0 ? DType::boolean : lit;
-    if (const auto* whole = std::get_if<int64_t>(&args[i]); whole && t == DType::i64) {
+    const auto* whole = std::get_if<int64_t>(&args[i]);
+    if (whole && t == DType::i64) {
       KILN_IR_TRY(const Node* s, b.full_int({}, *whole, t));  // exact past 2^53
       xs.push_back(s);
       continue;
     }
-    const auto* whole = std::get_if<int64_t>(&args[i]);
     const double v = whole ? static_cast<double>(*whole) : std::get<double>(args[i]);
     if (auto why = detail::unrepresentable(v, t)) {
       if (whole) return op_error(name, "literal {} {}", *whole, *why);

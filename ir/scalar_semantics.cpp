@@ -206,6 +206,12 @@ std::optional<int64_t> eval_elementwise_int(Op op, std::span<const int64_t> x) {
   return std::nullopt;
 }
 
+bool has_int_meaning(Op op) {
+  if (!is_elementwise(op)) return false;
+  const int64_t probe[3] = {0, 0, 1};  // every op with an integer meaning has a value here
+  return eval_elementwise_int(op, std::span(probe, static_cast<size_t>(op_arity(op)))).has_value();
+}
+
 double eval_elementwise(Op op, DType operand_dtype, std::span<const double> x) {
   const Semantics& s = kSemantics[static_cast<int>(op)];
   KILN_CHECK(static_cast<int>(x.size()) == op_arity(op) && is_elementwise(op))

@@ -56,9 +56,7 @@ Expected<const ir::Node*> Context::materialize(Value& v, const std::string& name
   KILN_CHECK(v.data.has_value()) << "a value with neither a node nor data";
   const ir::HostTensor& t = *v.data;
   if (t.numel() == 1) {
-    int64_t whole = 0;  // an i64 exactly, past 2^53 too
-    if (t.dtype == ir::DType::i64) std::memcpy(&whole, t.bytes.data(), sizeof whole);
-    auto n = t.dtype == ir::DType::i64 ? b_.full_int(t.shape, whole, t.dtype)
+    auto n = t.dtype == ir::DType::i64 ? b_.full_int(t.shape, t.get_int(0), t.dtype)  // exact
                                        : b_.full(t.shape, t.get(0), t.dtype);
     if (!n) return std::unexpected(n.error());
     v.node = *n;
@@ -105,12 +103,7 @@ Expected<std::vector<int64_t>> Context::ints(size_t i, std::string_view what) {
         i, node_->inputs[i], what));
   if (!ir::is_int(v.dtype)) return fail(fmt::format("input {} ({}) must be integers", i, what));
   std::vector<int64_t> out(v.data->numel());
-  for (int64_t k = 0; k < v.data->numel(); ++k) {
-    if (v.dtype == ir::DType::i64)
-      std::memcpy(&out[k], v.data->bytes.data() + 8 * k, 8);
-    else
-      out[k] = static_cast<int64_t>(v.data->get(k));
-  }
+  for (int64_t k = 0; k < v.data->numel(); ++k) out[k] = v.data->get_int(k);
   return out;
 }
 

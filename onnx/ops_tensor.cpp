@@ -386,11 +386,8 @@ Outs constant_of_shape(Context& c) {
       std::memcpy(t.bytes.data() + i * size, fill.bytes.data(), size);
     return std::vector<Value>{Context::constant(std::move(t))};
   }
-  if (fill.dtype == ir::DType::i64) {  // exact past 2^53
-    int64_t whole = 0;
-    std::memcpy(&whole, fill.bytes.data(), sizeof whole);
-    return one(c, c.b().full_int(s, whole, fill.dtype));
-  }
+  if (fill.dtype == ir::DType::i64)  // exact past 2^53
+    return one(c, c.b().full_int(s, fill.get_int(0), fill.dtype));
   return one(c, c.b().full(s, fill.get(0), fill.dtype));
 }
 

@@ -24,6 +24,9 @@ struct KILN_EXPORT HostTensor {
   // Element access through double (exact for every dtype but i64 beyond 2^53).
   // f16/bf16 are converted with round-to-nearest-even; bool stores 0/1; ints truncate toward zero.
   double get(int64_t i) const;
+  // Element `i` of an integer or bool tensor exactly (i64 past 2^53 too). Precondition: an
+  // integer or bool dtype.
+  int64_t get_int(int64_t i) const;
   void set(int64_t i, double v);
   void* data() { return bytes.data(); }
   const void* data() const { return bytes.data(); }
