@@ -248,11 +248,11 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 8; ++i) p.push_back(static_cast<int32_t>((17 + 101 * i) % cfg.vocab));
     return p;
   }();
-  if (steps < 1 || topk < 1 || topk > cfg.vocab ||
-      steps > cfg.ctx - static_cast<int64_t>(prompt.size())) {
+  // The prompt and every generated token but the last are fed, one position each.
+  const int64_t room = cfg.ctx - static_cast<int64_t>(prompt.size()) + 1;
+  if (steps < 1 || topk < 1 || topk > cfg.vocab || steps > room) {
     std::fprintf(stderr, "kiln_llm_decode: --steps must be in [1, %lld] and --topk in [1, %lld]\n",
-                 static_cast<long long>(cfg.ctx - static_cast<int64_t>(prompt.size())),
-                 static_cast<long long>(cfg.vocab));
+                 static_cast<long long>(room), static_cast<long long>(cfg.vocab));
     return 2;
   }
   // kiln.toml and the KILN_* environment apply (KILN_DUMP, KILN_COMPILATION_CACHE, ...), as in

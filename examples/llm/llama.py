@@ -292,7 +292,7 @@ def generate(decoder, prompt, steps, topk=1):
 def check_args(ap, cfg, steps, topk):
     """Exits with a usage error unless `steps` fit the context after the prompt and `topk` is
     a count of candidates."""
-    room = cfg.ctx - len(prompt_tokens(cfg))
+    room = cfg.ctx - len(prompt_tokens(cfg)) + 1  # the last generated token is never fed
     if steps < 1:
         ap.error(f"--steps must be at least 1, got {steps}")
     if steps > room:

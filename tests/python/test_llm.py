@@ -76,10 +76,10 @@ def test_cpp_decoder_rejects_bad_arguments(tmp_path):
     exe = os.environ.get("KILN_LLM_DECODE")
     if not exe:
         pytest.skip("KILN_LLM_DECODE is not set: ctest sets it")
-    for args, what in [(["--steps", "600"], "--steps must be in [1, 504]"), (["--bogus"], "usage:"),
+    for args, what in [(["--steps", "506"], "--steps must be in [1, 505]"), (["--bogus"], "usage:"),
                        (["--device", "nosuch:0"], "nosuch"),
                        # past int64, or not a whole integer: no count (it aborted, or truncated)
-                       (["--steps", "9223372036854775807"], "--steps must be in [1, 504]"),
+                       (["--steps", "9223372036854775807"], "--steps must be in [1, 505]"),
                        (["--steps", "99999999999999999999"], "--steps: expected an integer, got"),
                        (["--steps", "1e2"], "--steps: expected an integer, got '1e2'"),
                        (["--topk", "2.5"], "--topk: expected an integer, got '2.5'")]:
@@ -93,7 +93,7 @@ def test_python_decoder_rejects_bad_arguments(source_dir, tmp_path):
     script = os.path.join(source_dir, "examples", "llm", "llama.py")
     for args, what in [(["--steps", "0"], "--steps must be at least 1, got 0"),
                        (["--steps", "-7"], "--steps must be at least 1, got -7"),
-                       (["--steps", "600"], "600 steps after the prompt do not fit a context of 512 (at most 504)"),
+                       (["--steps", "506"], "506 steps after the prompt do not fit a context of 512 (at most 505)"),
                        (["--topk", "0"], "--topk must be in [1, 4096], got 0"),
                        (["--topk", "4097"], "--topk must be in [1, 4096], got 4097"),
                        (["--steps", "2", "--device", "nosuch"], "llama.py: unknown device 'nosuch'")]:
