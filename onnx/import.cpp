@@ -1,6 +1,7 @@
 // The ONNX importer's graph walk: inputs, initializers, nodes in order, folding at import, outputs.
 #include <fmt/format.h>
 #include <algorithm>
+#include <map>
 #include <cctype>
 #include <cstring>
 #include <unordered_map>
@@ -283,6 +284,33 @@ Expected<Value> graph_input(ir::Graph& g, const ValueInfo& info, const ImportOpt
   return v;
 }
 
+// The sizes the given input values bind to the graph's dim_params: an error naming both inputs
+// where two give one symbol two sizes (or a value and --dim disagree).
+Expected<void> check_symbol_sizes(const GraphProto& graph, const ImportOptions& options) {
+  std::map<std::string, std::pair<int64_t, std::string>> bound;  // symbol -> size, whose
+  for (const auto& [symbol, size] : options.sizes) bound.emplace(symbol, std::pair(size, "--dim"));
+  for (const ValueInfo& info : graph.inputs) {
+    auto given = options.input_values.find(info.name);
+    if (info.kind != TypeKind::tensor || !info.shape || given == options.input_values.end() ||
+        given->second.shape.size() != info.shape->size())
+      continue;  // graph_input says what is wrong with a value of another rank
+    for (size_t axis = 0; axis < info.shape->size(); ++axis) {
+      const Dimension& d = (*info.shape)[axis];
+      if (d.value) continue;
+      const std::string symbol = input_symbol(info.name, axis, d);
+      const int64_t size = given->second.shape[axis];
+      const std::string whose = fmt::format("input '{}'", info.name);
+      auto [it, fresh] = bound.emplace(symbol, std::pair(size, whose));
+      if (!fresh && it->second.first != size)
+        return make_error(fmt::format(
+            "onnx: the symbolic dimension '{}' is {} in {} but {} in {} ({}{})",
+            d.param.empty() ? symbol : d.param, it->second.first, it->second.second, size, whose,
+            info.name, dims_str(*info.shape)));
+    }
+  }
+  return {};
+}
+
 const char* kind_name(TypeKind k) {
   switch (k) {
     case TypeKind::tensor: return "tensor";
@@ -507,6 +535,7 @@ Expected<ImportedModel> import_model(ir::Graph& g, std::string_view bytes,
   if (graph.sparse_initializers)
     return make_error("onnx: unsupported: the graph has sparse initializers");
 
+  if (auto sized = check_symbol_sizes(graph, options); !sized) return std::unexpected(sized.error());
   Context ctx(g, result.opset);
   std::unordered_map<std::string, Value> values;
   auto inits = add_initializers(graph, values, "");

@@ -175,9 +175,12 @@ struct Expr {
   Expected<const ir::Node*> un(ir::Op op, const ir::Node* a) { return c.check(c.b().unary(op, a)); }
 };
 
-// Shared lowerings of several importers: round half to even (a float x; ops_elementwise.cpp), and
+// Shared lowerings of several importers: round half to even (a float x; ops_elementwise.cpp),
+// softplus, and
 // Conv of x by weights w with an optional bias, reading Conv's attributes (ops_window.cpp).
 Expected<const ir::Node*> round_half_even(Context& c, const ir::Node* x);
+// softplus(x) = log(1 + exp(x)) without overflow: max(x, 0) + log1p(exp(-|x|)) (ops_elementwise.cpp).
+Expected<const ir::Node*> stable_softplus(Context& c, const ir::Node* x);
 Expected<const ir::Node*> conv_of(Context& c, const ir::Node* x, const ir::Node* w, const ir::Node* bias);
 
 // A table the importer computes itself (a window, a DFT or mel matrix) holds at most this many

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
+#include <numbers>
 
 #include "onnx/import_context.h"
 
@@ -50,19 +51,29 @@ OpImporter binary(Op op) {
 
 // Integer Div truncates toward zero in ONNX (C semantics); kiln's integer div floors (numpy):
 // sign(a) * sign(b) * (|a| floordiv |b|) truncates.
+// a / b truncated toward zero for signed integers (ONNX Div and Mod's fmod=1 on integers): kiln's
+// division floors, so the quotient is one more where a remainder is left and the signs differ.
+// (|a| / |b| overflowed at the type's minimum: -128 / 2 was 64 in int8.)
+Expected<const ir::Node*> truncated_div(Context& c, const ir::Node* a, const ir::Node* b) {
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* q, e.bin(Op::Div, a, b));
+  KILN_ONNX_TRY(const ir::Node* qb, e.bin(Op::Mul, q, b));
+  KILN_ONNX_TRY(const ir::Node* inexact, e.bin(Op::Ne, qb, a));
+  KILN_ONNX_TRY(const ir::Node* a_neg, e.bin(Op::Lt, a, 0.0));
+  KILN_ONNX_TRY(const ir::Node* b_neg, e.bin(Op::Lt, b, 0.0));
+  KILN_ONNX_TRY(const ir::Node* differ, e.bin(Op::Ne, a_neg, b_neg));
+  KILN_ONNX_TRY(const ir::Node* up, e.bin(Op::And, inexact, differ));
+  KILN_ONNX_TRY(const ir::Node* step, c.check(c.b().cast(up, q->dtype)));
+  return e.bin(Op::Add, q, step);
+}
+
 Outs div(Context& c) {
   KILN_ONNX_TRY(const ir::Node* a, c.x(0));
   KILN_ONNX_TRY(const ir::Node* b, c.x(1));
   KILN_ONNX_TRY(b, legacy_broadcast(c, a, b));
-  ir::Builder& B = c.b();
-  if (!ir::is_signed(a->dtype) || ir::is_float(a->dtype)) return one(c, B.binary(Op::Div, a, b));
-  KILN_ONNX_TRY(const ir::Node* abs_a, c.check(B.unary(Op::Abs, a)));
-  KILN_ONNX_TRY(const ir::Node* abs_b, c.check(B.unary(Op::Abs, b)));
-  KILN_ONNX_TRY(const ir::Node* q, c.check(B.binary(Op::Div, abs_a, abs_b)));
-  KILN_ONNX_TRY(const ir::Node* sa, c.check(B.unary(Op::Sign, a)));
-  KILN_ONNX_TRY(const ir::Node* sb, c.check(B.unary(Op::Sign, b)));
-  KILN_ONNX_TRY(const ir::Node* s, c.check(B.binary(Op::Mul, sa, sb)));
-  return one(c, B.binary(Op::Mul, s, q));
+  if (!ir::is_signed(a->dtype) || ir::is_float(a->dtype)) return one(c, c.b().binary(Op::Div, a, b));
+  KILN_ONNX_TRY(const ir::Node* q, truncated_div(c, a, b));
+  return std::vector<Value>{c.out(q)};
 }
 
 // Pow's exponent may have another dtype than its base; kiln's pow takes floats of one dtype.
@@ -236,10 +247,8 @@ Outs hard_swish(Context& c) {
 Outs softplus(Context& c) {
   const ir::Node* x;
   if (auto r = float_input(c, x); !r) return r;
-  Expr e{c};
-  KILN_ONNX_TRY(const ir::Node* ex, e.un(Op::Exp, x));
-  KILN_ONNX_TRY(const ir::Node* p, e.bin(Op::Add, ex, 1.0));
-  return one(c, c.b().unary(Op::Log, p));
+  KILN_ONNX_TRY(const ir::Node* y, stable_softplus(c, x));
+  return std::vector<Value>{c.out(y)};
 }
 
 Outs softsign(Context& c) {
@@ -306,37 +315,110 @@ Outs is_inf(Context& c) {
   return one(c, c.b().binary(Op::Ne, p, p));  // all false
 }
 
-// The hyperbolic functions kiln has no primitive for, from exp, log and sqrt.
+// log(1 + u) for u >= 0 to a few ulp where log(1 + u) loses u's low bits (Goldberg:
+// log(w) * u / (w - 1) with w = 1 + u rounded; u itself where w rounds to 1; inf at inf).
+Expected<const ir::Node*> log1p_nonneg(Context& c, const ir::Node* u) {
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* w, e.bin(Op::Add, u, 1.0));
+  KILN_ONNX_TRY(const ir::Node* l, e.un(Op::Log, w));
+  KILN_ONNX_TRY(const ir::Node* wm1, e.bin(Op::Sub, w, 1.0));
+  KILN_ONNX_TRY(const ir::Node* ratio, e.bin(Op::Div, u, wm1));
+  KILN_ONNX_TRY(const ir::Node* scaled, e.bin(Op::Mul, l, ratio));
+  KILN_ONNX_TRY(const ir::Node* is_one, e.bin(Op::Eq, w, 1.0));
+  KILN_ONNX_TRY(const ir::Node* is_inf, e.bin(Op::Eq, u, std::numeric_limits<double>::infinity()));
+  KILN_ONNX_TRY(const ir::Node* finite, c.check(c.b().where(is_inf, u, scaled)));
+  return c.check(c.b().where(is_one, u, finite));
+}
+
+// Above this a function's x*x term is dropped (x*x would overflow; 1 next to it is below the
+// type's precision): asinh(x) = acosh(x) = log(x) + log(2) there. 2^27, and 128 in f16 (whose
+// largest value is 65504).
+double huge_argument(ir::DType t) { return t == ir::DType::f16 ? 128.0 : 134217728.0; }
+
+// The hyperbolic functions kiln has no primitive for, from exp, log, tanh and sqrt, without
+// overflow in an intermediate where the result is finite and without cancellation near 0.
 enum class Hyper { sinh, cosh, asinh, acosh, atanh };
 OpImporter hyperbolic(Hyper kind) {
   return [kind](Context& c) -> Outs {
     const ir::Node* x;
     if (auto r = float_input(c, x); !r) return r;
     Expr e{c};
+    ir::Builder& B = c.b();
+    const double ln2 = std::numbers::ln2;
+    KILN_ONNX_TRY(const ir::Node* a, e.un(Op::Abs, x));
+    KILN_ONNX_TRY(const ir::Node* negative, e.bin(Op::Lt, x, 0.0));
     switch (kind) {
       case Hyper::sinh:
-      case Hyper::cosh: {  // (exp(x) -+ exp(-x)) / 2
-        KILN_ONNX_TRY(const ir::Node* ep, e.un(Op::Exp, x));
-        KILN_ONNX_TRY(const ir::Node* nx, e.un(Op::Neg, x));
-        KILN_ONNX_TRY(const ir::Node* en, e.un(Op::Exp, nx));
-        KILN_ONNX_TRY(const ir::Node* s, e.bin(kind == Hyper::sinh ? Op::Sub : Op::Add, ep, en));
-        return one(c, e.bin(Op::Mul, s, 0.5));
+      case Hyper::cosh: {
+        // e^|x| / 2 as h * (h / 2), h = e^(|x| / 2): finite up to the result's own overflow.
+        KILN_ONNX_TRY(const ir::Node* half, e.bin(Op::Mul, a, 0.5));
+        KILN_ONNX_TRY(const ir::Node* h, e.un(Op::Exp, half));
+        KILN_ONNX_TRY(const ir::Node* h2, e.bin(Op::Mul, h, 0.5));
+        KILN_ONNX_TRY(const ir::Node* big, e.bin(Op::Mul, h, h2));
+        KILN_ONNX_TRY(const ir::Node* hh, e.bin(Op::Mul, h, h));
+        KILN_ONNX_TRY(const ir::Node* small, e.un(Op::Recip, hh));  // e^-|x|
+        KILN_ONNX_TRY(const ir::Node* small2, e.bin(Op::Mul, small, 0.5));
+        if (kind == Hyper::cosh) return one(c, B.binary(Op::Add, big, small2));
+        // sinh: 2t / (1 - t^2), t = tanh(x / 2), below |x| = 1 (no cancellation); above, the
+        // difference of the halves with x's sign.
+        KILN_ONNX_TRY(const ir::Node* diff, e.bin(Op::Sub, big, small2));
+        KILN_ONNX_TRY(const ir::Node* neg_diff, e.un(Op::Neg, diff));
+        KILN_ONNX_TRY(const ir::Node* outer, c.check(B.where(negative, neg_diff, diff)));
+        KILN_ONNX_TRY(const ir::Node* hx, e.bin(Op::Mul, x, 0.5));
+        KILN_ONNX_TRY(const ir::Node* t, e.un(Op::Tanh, hx));
+        KILN_ONNX_TRY(const ir::Node* t2, e.bin(Op::Mul, t, t));
+        KILN_ONNX_TRY(const ir::Node* one_, e.k(1.0, x->dtype));
+        KILN_ONNX_TRY(const ir::Node* den, e.bin(Op::Sub, one_, t2));
+        KILN_ONNX_TRY(const ir::Node* num, e.bin(Op::Mul, t, 2.0));
+        KILN_ONNX_TRY(const ir::Node* inner, e.bin(Op::Div, num, den));
+        KILN_ONNX_TRY(const ir::Node* near0, e.bin(Op::Lt, a, 1.0));
+        return one(c, B.where(near0, inner, outer));
       }
       case Hyper::asinh:
-      case Hyper::acosh: {  // log(x + sqrt(x*x +- 1))
-        KILN_ONNX_TRY(const ir::Node* sq, e.bin(Op::Mul, x, x));
-        KILN_ONNX_TRY(const ir::Node* s1, e.bin(kind == Hyper::asinh ? Op::Add : Op::Sub, sq, 1.0));
-        KILN_ONNX_TRY(const ir::Node* r, e.un(Op::Sqrt, s1));
-        KILN_ONNX_TRY(const ir::Node* xr, e.bin(Op::Add, x, r));
-        return one(c, c.b().unary(Op::Log, xr));
+      case Hyper::acosh: {
+        KILN_ONNX_TRY(const ir::Node* huge, e.bin(Op::Gt, a, huge_argument(x->dtype)));
+        KILN_ONNX_TRY(const ir::Node* la, e.un(Op::Log, a));
+        KILN_ONNX_TRY(const ir::Node* far, e.bin(Op::Add, la, ln2));
+        const ir::Node* near = nullptr;
+        if (kind == Hyper::asinh) {
+          // asinh(|x|) = log1p(|x| + x^2 / (1 + sqrt(1 + x^2))), with x's sign.
+          KILN_ONNX_TRY(const ir::Node* sq, e.bin(Op::Mul, a, a));
+          KILN_ONNX_TRY(const ir::Node* s1, e.bin(Op::Add, sq, 1.0));
+          KILN_ONNX_TRY(const ir::Node* r, e.un(Op::Sqrt, s1));
+          KILN_ONNX_TRY(const ir::Node* r1, e.bin(Op::Add, r, 1.0));
+          KILN_ONNX_TRY(const ir::Node* f, e.bin(Op::Div, sq, r1));
+          KILN_ONNX_TRY(const ir::Node* u, e.bin(Op::Add, a, f));
+          KILN_ONNX_TRY(near, log1p_nonneg(c, u));
+        } else {
+          // acosh(x) = log1p((x - 1) + sqrt((x - 1)(x + 1))); NaN below 1.
+          KILN_ONNX_TRY(const ir::Node* xm, e.bin(Op::Sub, x, 1.0));
+          KILN_ONNX_TRY(const ir::Node* xp, e.bin(Op::Add, x, 1.0));
+          KILN_ONNX_TRY(const ir::Node* pr, e.bin(Op::Mul, xm, xp));
+          KILN_ONNX_TRY(const ir::Node* r, e.un(Op::Sqrt, pr));
+          KILN_ONNX_TRY(const ir::Node* u, e.bin(Op::Add, xm, r));
+          KILN_ONNX_TRY(near, log1p_nonneg(c, u));
+        }
+        KILN_ONNX_TRY(const ir::Node* mag, c.check(B.where(huge, far, near)));
+        if (kind == Hyper::acosh) {
+          KILN_ONNX_TRY(const ir::Node* below, e.bin(Op::Lt, x, 1.0));  // negative huge x too
+          KILN_ONNX_TRY(const ir::Node* nan, e.k(std::numeric_limits<double>::quiet_NaN(), x->dtype));
+          return one(c, B.where(below, nan, mag));
+        }
+        KILN_ONNX_TRY(const ir::Node* neg_mag, e.un(Op::Neg, mag));
+        return one(c, B.where(negative, neg_mag, mag));
       }
-      case Hyper::atanh: {  // log((1 + x) / (1 - x)) / 2
-        KILN_ONNX_TRY(const ir::Node* p, e.bin(Op::Add, x, 1.0));
+      case Hyper::atanh: {  // log1p(2|x| / (1 - |x|)) / 2 with x's sign
         KILN_ONNX_TRY(const ir::Node* one_, e.k(1.0, x->dtype));
-        KILN_ONNX_TRY(const ir::Node* m, e.bin(Op::Sub, one_, x));
-        KILN_ONNX_TRY(const ir::Node* q, e.bin(Op::Div, p, m));
-        KILN_ONNX_TRY(const ir::Node* l, e.un(Op::Log, q));
-        return one(c, e.bin(Op::Mul, l, 0.5));
+        KILN_ONNX_TRY(const ir::Node* m, e.bin(Op::Sub, one_, a));
+        KILN_ONNX_TRY(const ir::Node* a2, e.bin(Op::Mul, a, 2.0));
+        KILN_ONNX_TRY(const ir::Node* u, e.bin(Op::Div, a2, m));
+        KILN_ONNX_TRY(const ir::Node* l, log1p_nonneg(c, u));
+        KILN_ONNX_TRY(const ir::Node* mag, e.bin(Op::Mul, l, 0.5));
+        KILN_ONNX_TRY(const ir::Node* neg_mag, e.un(Op::Neg, mag));
+        KILN_ONNX_TRY(const ir::Node* above, e.bin(Op::Gt, a, 1.0));
+        KILN_ONNX_TRY(const ir::Node* nan, e.k(std::numeric_limits<double>::quiet_NaN(), x->dtype));
+        KILN_ONNX_TRY(const ir::Node* signed_, c.check(B.where(negative, neg_mag, mag)));
+        return one(c, B.where(above, nan, signed_));
       }
     }
     return c.fail("unknown function");
@@ -351,7 +433,8 @@ Outs round(Context& c) {
 }
 
 // Mod: fmod=0 takes the divisor's sign (integers: a - floor(a / b) * b, kiln's integer division
-// floors); fmod=1 the dividend's (a - trunc(a / b) * b).
+// floors); fmod=1 the dividend's (a - trunc(a / b) * b; a itself where |a| < |b|, an infinite b
+// too, as C's fmod). Floats are exact while |a / b| < 2^24 (f32) or 2^53 (f64).
 Outs mod(Context& c) {
   bool fmod = c.attr_i("fmod", 0) != 0;
   KILN_ONNX_TRY(const ir::Node* a, c.x(0));
@@ -359,25 +442,23 @@ Outs mod(Context& c) {
   Expr e{c};
   const bool fl = ir::is_float(a->dtype);
   if (fl && !fmod) return c.fail("Mod of floats needs fmod=1");
-  KILN_ONNX_TRY(const ir::Node* q, e.bin(Op::Div, a, b));
-  if (fmod && (fl || ir::is_signed(a->dtype))) {  // truncate: sign(q) * floor(|q|), or of |a|/|b|
-    if (fl) {
-      KILN_ONNX_TRY(const ir::Node* aq, e.un(Op::Abs, q));
-      KILN_ONNX_TRY(const ir::Node* fq, e.un(Op::Floor, aq));
-      KILN_ONNX_TRY(const ir::Node* sq, e.un(Op::Sign, q));
-      KILN_ONNX_TRY(q, e.bin(Op::Mul, sq, fq));
-    } else {
-      KILN_ONNX_TRY(const ir::Node* aa, e.un(Op::Abs, a));
-      KILN_ONNX_TRY(const ir::Node* ab, e.un(Op::Abs, b));
-      KILN_ONNX_TRY(const ir::Node* fq, e.bin(Op::Div, aa, ab));
-      KILN_ONNX_TRY(const ir::Node* sa, e.un(Op::Sign, a));
-      KILN_ONNX_TRY(const ir::Node* sb, e.un(Op::Sign, b));
-      KILN_ONNX_TRY(const ir::Node* s, e.bin(Op::Mul, sa, sb));
-      KILN_ONNX_TRY(q, e.bin(Op::Mul, s, fq));
-    }
+  const ir::Node* q = nullptr;
+  if (fmod && ir::is_signed(a->dtype) && !fl) {
+    KILN_ONNX_TRY(q, truncated_div(c, a, b));
+  } else {
+    KILN_ONNX_TRY(q, e.bin(Op::Div, a, b));
+  }
+  if (fmod && fl) {  // truncate: sign(q) * floor(|q|)
+    KILN_ONNX_TRY(const ir::Node* aq, e.un(Op::Abs, q));
+    KILN_ONNX_TRY(const ir::Node* fq, e.un(Op::Floor, aq));
+    KILN_ONNX_TRY(const ir::Node* sq, e.un(Op::Sign, q));
+    KILN_ONNX_TRY(q, e.bin(Op::Mul, sq, fq));
   }
   KILN_ONNX_TRY(const ir::Node* qb, e.bin(Op::Mul, q, b));
-  return one(c, c.b().binary(Op::Sub, a, qb));
+  KILN_ONNX_TRY(const ir::Node* r, e.bin(Op::Sub, a, qb));
+  if (!fl) return std::vector<Value>{c.out(r)};
+  KILN_ONNX_TRY(const ir::Node* whole, e.bin(Op::Eq, q, 0.0));  // |a| < |b|: a, -0 kept
+  return one(c, c.b().where(whole, a, r));
 }
 
 Outs shrink(Context& c) {
@@ -426,7 +507,20 @@ Expected<const ir::Node*> round_half_even(Context& c, const ir::Node* x) {
   KILN_ONNX_TRY(const ir::Node* up, e.bin(Op::Gt, d, 0.5));
   KILN_ONNX_TRY(const ir::Node* down, e.bin(Op::Lt, d, 0.5));
   KILN_ONNX_TRY(const ir::Node* lo, c.check(c.b().where(down, f, even)));
-  return c.check(c.b().where(up, f1, lo));
+  KILN_ONNX_TRY(const ir::Node* rounded, c.check(c.b().where(up, f1, lo)));
+  // An integral x is itself (-0 and the infinities too: inf - floor(inf) is NaN).
+  KILN_ONNX_TRY(const ir::Node* integral, e.bin(Op::Eq, x, f));
+  return c.check(c.b().where(integral, x, rounded));
+}
+
+Expected<const ir::Node*> stable_softplus(Context& c, const ir::Node* x) {
+  Expr e{c};
+  KILN_ONNX_TRY(const ir::Node* a, e.un(Op::Abs, x));
+  KILN_ONNX_TRY(const ir::Node* na, e.un(Op::Neg, a));
+  KILN_ONNX_TRY(const ir::Node* u, e.un(Op::Exp, na));
+  KILN_ONNX_TRY(const ir::Node* l, log1p_nonneg(c, u));
+  KILN_ONNX_TRY(const ir::Node* pos, e.bin(Op::Max, x, 0.0));
+  return e.bin(Op::Add, pos, l);
 }
 
 void add_elementwise_ops(OpTable& t) {

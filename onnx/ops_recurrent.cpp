@@ -92,10 +92,7 @@ Expected<const Node*> activate(Context& c, const Activation& a, const Node* x) {
     KILN_ONNX_TRY(d, e.bin(Op::Add, d, 1.0));
     return e.bin(Op::Div, x, d);
   }
-  // Softplus: log(1 + exp(x))
-  KILN_ONNX_TRY(const Node* ex, e.un(Op::Exp, x));
-  KILN_ONNX_TRY(ex, e.bin(Op::Add, ex, 1.0));
-  return e.un(Op::Log, ex);
+  return stable_softplus(c, x);  // log(1 + exp(x))
 }
 
 // Gate k (of width h) of a [batch, gates * h] tensor.

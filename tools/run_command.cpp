@@ -1,6 +1,7 @@
 // `kiln run`: read a graph, bind inputs, realize the outputs on a device, write or print them.
 #include <fmt/format.h>
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +19,30 @@
 namespace kiln::tools {
 
 namespace {
+// The file an output named `name` is written to under --out: every character but letters,
+// digits, '_', '-' and '.' becomes '_' (an ONNX name such as "/model/Relu_output_0", or one that
+// would climb out of the directory, stays inside it), and a name of dots alone gets a leading '_'.
+std::string npy_file_name(const std::string& name) {
+  std::string file;
+  for (char ch : name)
+    file += std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.' ? ch : '_';
+  if (file.find_first_not_of('.') == std::string::npos) file.insert(0, "_");
+  return file + ".npy";
+}
+
+// --out's file per output, or an error naming two outputs whose names give one file.
+Expected<std::vector<std::string>> npy_file_names(const ir::KgGraph& graph) {
+  std::vector<std::string> files;
+  for (const auto& [name, node] : graph.outputs) {
+    files.push_back(npy_file_name(name));
+    for (size_t j = 0; j + 1 < files.size(); ++j)
+      if (files[j] == files.back() && graph.outputs[j].first != name)
+        return make_error(fmt::format("--out: outputs '{}' and '{}' would both be written to '{}'",
+                                      graph.outputs[j].first, name, files.back()));
+  }
+  return files;
+}
+
 // Integers are printed whole (an i64 past 2^53 too: read from its bytes, not through a double),
 // and so are their sums where they fit in 64 bits; floats to 6 significant digits.
 void print_summary(const std::string& name, const ir::HostTensor& t) {
@@ -219,6 +244,8 @@ int run_command(const RunOptions& o) {
   auto bindings = bind_inputs(**device, *graph, *host);
   if (!bindings) return report_error(bindings.error().message);
   const std::vector<const ir::Node*> outputs = graph->output_nodes();
+  auto files = npy_file_names(*graph);
+  if (!files) return report_error(files.error().message);
 
   auto ran = run_repeated(**device, g, outputs, *bindings, o.repeat);
   if (!ran) return report_error(ran.error().message);
@@ -234,7 +261,7 @@ int run_command(const RunOptions& o) {
     const std::string& name = graph->outputs[i].first;
     if (o.out_dir.empty()) {
       print_summary(name, t);
-    } else if (auto w = write_npy((std::filesystem::path(o.out_dir) / (name + ".npy")).string(), t); !w) {
+    } else if (auto w = write_npy((std::filesystem::path(o.out_dir) / (*files)[i]).string(), t); !w) {
       return report_error(w.error().message);
     }
   }

@@ -2,10 +2,13 @@
 // (unsupported op or attribute, malformed bytes, inputs of the wrong shape, unknown operands).
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <fstream>
@@ -643,6 +646,140 @@ TEST(OnnxImporter, ScatterReductionsMaxAndMin) {
     ASSERT_TRUE(got) << got.error().message;
     for (size_t k = 0; k < t.want.size(); ++k) EXPECT_EQ((*got)[0].get(k), t.want[k]) << k;
   }
+}
+
+// A one-node model on the reference: its first output for inputs `xs` (bound in order).
+std::vector<double> run_node(const std::string& op, int elem, std::vector<ir::HostTensor> xs,
+                             std::vector<Msg> attrs = {}) {
+  std::vector<std::string> names;
+  std::vector<Msg> inputs;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    names.push_back(fmt::format("x{}", i));
+    inputs.push_back(value_info(names.back(), elem, xs[i].shape));
+  }
+  std::string bytes = model({node(op, names, {"y"}, "n", std::move(attrs))}, inputs,
+                            {value_info("y", elem, xs[0].shape)}, {}, /*opset=*/17);
+  ir::Graph g;
+  auto m = import_model(g, bytes);
+  EXPECT_TRUE(m) << m.error().message;
+  if (!m) return {};
+  std::unordered_map<const ir::Node*, ir::HostTensor> bind;
+  for (size_t i = 0; i < xs.size(); ++i) bind.emplace(m->graph.inputs[i].second, xs[i]);
+  auto out = interp::evaluate_reference({m->graph.outputs[0].second}, bind);
+  EXPECT_TRUE(out) << out.error().message;
+  std::vector<double> v;
+  if (out)
+    for (int64_t i = 0; i < (*out)[0].numel(); ++i) v.push_back((*out)[0].get(i));
+  return v;
+}
+
+ir::HostTensor typed(ir::DType t, std::vector<double> v) {
+  ir::HostTensor h = ir::HostTensor::zeros(t, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) h.set(static_cast<int64_t>(i), v[i]);
+  return h;
+}
+
+// Integer Div truncates and Mod(fmod=1) keeps the dividend's sign at the type's minimum too
+// (|INT_MIN| overflowed: int8 -128 / 2 was 64, fmod(-128, 3) was -1).
+TEST(OnnxNumerics, IntegerDivAndFmodAtTheTypesMinimum) {
+  constexpr int kInt8 = 3, kInt32 = 6;
+  using D = std::vector<double>;
+  EXPECT_EQ(run_node("Div", kInt8, {typed(ir::DType::i8, {-128, -128, 127, -7, 7}),
+                                    typed(ir::DType::i8, {2, 3, -128, 2, -2})}),
+            (D{-64, -42, 0, -3, -3}));
+  EXPECT_EQ(run_node("Div", kInt32, {typed(ir::DType::i32, {-2147483648.0, -2147483648.0}),
+                                     typed(ir::DType::i32, {2, 3})}),
+            (D{-1073741824, -715827882}));
+  EXPECT_EQ(run_node("Mod", kInt8, {typed(ir::DType::i8, {-128, 5, 127, -7}),
+                                    typed(ir::DType::i8, {3, -128, -128, 2})},
+                     {int_attr("fmod", 1)}),
+            (D{-2, 5, 127, -1}));
+}
+
+// The float functions ONNX defines and kiln composes: no overflow in an intermediate where the
+// result is finite, no cancellation for negative or tiny arguments, and round and fmod keep
+// infinities as C does.
+TEST(OnnxNumerics, CompositesStayAccurateAtExtremeArguments) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto near = [](const std::vector<double>& got, const std::vector<double>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (std::isinf(want[i]) || std::isnan(want[i])) {
+        EXPECT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))
+            << i << ": got " << got[i] << " want " << want[i];
+        continue;
+      }
+      EXPECT_LE(std::abs(got[i] - want[i]), 2e-6 * std::max(std::abs(want[i]), 1e-30))
+          << i << ": got " << got[i] << " want " << want[i];
+    }
+  };
+  const std::vector<double> xs = {-1e30, -1e4, -1000, -1e-6, 0.5, 2e19, 1e-8};
+  std::vector<double> asinh_want, sinh_in = {-89, -1e-4, 0.5, 3, 89}, sinh_want, cosh_want;
+  for (double x : xs) asinh_want.push_back(std::asinh(static_cast<float>(x)));
+  for (double x : sinh_in) sinh_want.push_back(std::sinh(x)), cosh_want.push_back(std::cosh(x));
+  near(run_node("Asinh", kFloat, {typed(ir::DType::f32, xs)}), asinh_want);
+  near(run_node("Sinh", kFloat, {typed(ir::DType::f32, sinh_in)}), sinh_want);
+  near(run_node("Cosh", kFloat, {typed(ir::DType::f32, sinh_in)}), cosh_want);
+  const std::vector<double> ac = {1, 1.0001, 2, 1e20, 0.5};
+  std::vector<double> acosh_want;
+  for (double x : ac) acosh_want.push_back(std::acosh(static_cast<float>(x)));
+  near(run_node("Acosh", kFloat, {typed(ir::DType::f32, ac)}), acosh_want);
+  const std::vector<double> at = {-0.999, -1e-7, 0.5, 1, 2};
+  std::vector<double> atanh_want;
+  for (double x : at) atanh_want.push_back(std::atanh(static_cast<float>(x)));
+  near(run_node("Atanh", kFloat, {typed(ir::DType::f32, at)}), atanh_want);
+  const std::vector<double> sp = {-100, -20, -1e-3, 0, 5, 89, 1000};
+  std::vector<double> sp_want;
+  for (double x : sp) sp_want.push_back(x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)));
+  near(run_node("Softplus", kFloat, {typed(ir::DType::f32, sp)}), sp_want);
+  near(run_node("Round", kFloat, {typed(ir::DType::f32, {inf, -inf, 2.5, -3.5, 1e30})}),
+       {inf, -inf, 2, -4, static_cast<float>(1e30)});
+  near(run_node("Mod", kFloat,
+                {typed(ir::DType::f32, {5, -5, 7.5, -7.5, 3}), typed(ir::DType::f32, {inf, inf, 2, 2, 0})},
+                {int_attr("fmod", 1)}),
+       {5, -5, 1.5, -1.5, std::numeric_limits<double>::quiet_NaN()});
+}
+
+// Inputs that share a dim_param and are given values of two sizes for it: an error naming both.
+TEST(OnnxImporter, ADimParamGivenTwoSizesIsAnError) {
+  std::string bytes = model({node("Relu", {"x"}, {"y"}, "r1"), node("Relu", {"z"}, {"w"}, "r2")},
+                            {sym_value_info("x", kFloat, {"n", "4"}), sym_value_info("z", kFloat, {"n"})},
+                            {sym_value_info("y", kFloat, {"n", "4"}), sym_value_info("w", kFloat, {"n"})});
+  ImportOptions options;
+  options.input_values.emplace("x", ir::HostTensor::zeros(ir::DType::f32, {3, 4}));
+  options.input_values.emplace("z", ir::HostTensor::zeros(ir::DType::f32, {2}));
+  ir::Graph g;
+  auto m = import_model(g, bytes, options);
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.error().message,
+            "onnx: the symbolic dimension 'n' is 3 in input 'x' but 2 in input 'z' (z[n])");
+  options.input_values.at("z") = ir::HostTensor::zeros(ir::DType::f32, {3});
+  ir::Graph g2;
+  EXPECT_TRUE(import_model(g2, bytes, options));
+}
+
+// `kiln run --out DIR` keeps every output inside DIR: an ONNX name with '/' or '..' is written
+// with '_' (torch exports name tensors "/model/Relu_output_0").
+TEST(OnnxCli, OutputNamesStayInsideTheOutDirectory) {
+  auto tmp = std::filesystem::temp_directory_path() / ("kiln_onnx_out_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  std::filesystem::create_directories(tmp);
+  std::string bytes = model({node("Relu", {"x"}, {"/model/Relu_output_0"}, "r1"),
+                             node("Neg", {"x"}, {"../up"}, "r2")},
+                            {value_info("x", kFloat, {2})},
+                            {value_info("/model/Relu_output_0", kFloat, {2}), value_info("../up", kFloat, {2})});
+  { std::ofstream(tmp / "m.onnx", std::ios::binary) << bytes; }
+  ASSERT_TRUE(tools::write_npy((tmp / "x.npy").string(), f32({2}, {-1, 2})));
+  auto run = testing::run_shell(std::string(KILN_BINARY) + " run " + (tmp / "m.onnx").string() +
+                                " --input x=" + (tmp / "x.npy").string() + " --out " +
+                                (tmp / "out").string() + " --no-autotune 2>&1");
+  ASSERT_EQ(run.code, 0) << run.out;
+  auto relu = tools::read_npy((tmp / "out" / "_model_Relu_output_0.npy").string());
+  ASSERT_TRUE(relu) << relu.error().message;
+  EXPECT_EQ(relu->get(1), 2);
+  EXPECT_TRUE(std::filesystem::exists(tmp / "out" / ".._up.npy"));
+  EXPECT_FALSE(std::filesystem::exists(tmp / "up.npy"));
+  std::filesystem::remove_all(tmp);
 }
 
 }  // namespace
