@@ -1,7 +1,11 @@
 // The `kiln` command line program: its options and subcommands (tools/main.cpp calls this).
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <system_error>
 
 #include "tools/commands.h"
 #include "tools/graph_file.h"
@@ -96,7 +100,29 @@ void add_cache_options(CLI::App* cmd, CacheOptions& o) {
 }
 }  // namespace kiln::tools
 
+namespace {
+int run_tool(int argc, char** argv);
+}  // namespace
+
+// Output that cannot be written (a full disk, a closed pipe with SIGPIPE ignored) is an error: fmt
+// throws where a write fails, and buffered output fails at the last flush, which is checked.
 int kiln_tool_main(int argc, char** argv) {
+  int rc = 0;
+  try {
+    rc = run_tool(argc, argv);
+  } catch (const std::system_error& e) {
+    std::fprintf(stderr, "kiln: error: cannot write the output: %s\n", e.what());
+    return 1;
+  }
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "kiln: error: cannot write to standard output: %s\n", std::strerror(errno));
+    return rc == 0 ? 1 : rc;
+  }
+  return rc;
+}
+
+namespace {
+int run_tool(int argc, char** argv) {
   using namespace kiln::tools;
   CLI::App app{"kiln: a JIT kernel compiler and graph fuser"};
   app.require_subcommand(1);
@@ -123,7 +149,9 @@ int kiln_tool_main(int argc, char** argv) {
   run_cmd->add_option("--dim", run_dims, "NAME=N: the size of the graph's size symbol ?NAME (repeatable)");
   run_cmd->add_option("--device", run.device, "cpu, reference, vulkan:N or cuda:N (see kiln devices)")
       ->default_val("cpu");
-  run_cmd->add_option("--out", run.out_dir, "Write each output %y to DIR/y.npy");
+  run_cmd->add_option("--out", run.out_dir,
+                      "Write each output %y to DIR/y.npy (characters other than letters, digits, "
+                      "'_', '-' and '.' written '_')");
   run_cmd->add_flag("--stats", run.stats, "Print kernels, compile time and run time");
   run_cmd->add_option("--stats-json", run.stats_json, "Write the statistics as JSON to FILE");
   add_autotune_flags(run_cmd, run.autotune, run.no_autotune,
@@ -219,3 +247,4 @@ int kiln_tool_main(int argc, char** argv) {
   dump.arch_given = dump_cmd->count("--arch") > 0;
   return dump_command(dump);
 }
+}  // namespace

@@ -95,10 +95,14 @@ Expected<std::vector<ir::HostTensor>> load_inputs(const ir::KgGraph& graph, cons
     auto t = read_input_file(it->second);
     if (!t) return std::unexpected(t.error());
     if (t->dtype != node->dtype || t->shape != node->shape) {
-      // A size symbol's axis is sized by --dim, not by the file: say which one would take it.
+      // A size symbol's axis is sized by --dim, not by the file: say which one would take it
+      // (where the file differs in such axes only).
       std::string hint;
       const std::vector<std::string> symbols = ir::input_symbols(*node);
-      if (t->dtype == node->dtype && t->shape.size() == node->shape.size())
+      bool fixed_match = t->dtype == node->dtype && t->shape.size() == node->shape.size();
+      for (size_t a = 0; fixed_match && a < t->shape.size(); ++a)
+        fixed_match = (a < symbols.size() && !symbols[a].empty()) || t->shape[a] == node->shape[a];
+      if (fixed_match)
         for (size_t a = 0; a < symbols.size() && a < t->shape.size(); ++a)
           if (!symbols[a].empty() && t->shape[a] != node->shape[a])
             hint += fmt::format("{} --dim {}={}",

@@ -266,6 +266,23 @@ TEST_F(KilnCli, AnInputOfAnotherSymbolSizeNamesTheDimThatTakesIt) {
                        "'; to run at the file's size, pass --dim b=5\n");
   r = run_kiln("run " + g + " --input x=" + x + " --dim b=5");
   EXPECT_EQ(r.code, 0) << r.out;
+  // A file that differs in a fixed axis as well: no --dim would take it, so none is named.
+  auto y = npy("y.npy", kiln::ir::DType::f32, {5, 4}, 0);
+  r = run_kiln("run " + g + " --input x=" + y);
+  EXPECT_EQ(r.out, "kiln: error: input '%x': expected f32[2,3], got f32[5,4] from '" + y + "'\n");
+}
+
+// Output that cannot be written is an error (rc 1, one line), not an abort (a failed write threw
+// out of main: rc 134) or a silent rc 0 (buffered output failed at exit, unchecked).
+TEST_F(KilnCli, OutputThatCannotBeWrittenIsAnError) {
+  auto g = write("g.kg", kAddGraph);
+  for (const std::string& args : {"run " + g + " --random-inputs --no-autotune",
+                                 "dump " + g + " --stage source", "dump " + g + " --format html"}) {
+    auto r = kiln::testing::run_shell(std::string(KILN_BINARY) + " " + args + " 2>&1 >/dev/full");
+    EXPECT_EQ(r.code, 1) << args << ": " << r.out;
+    EXPECT_NE(r.out.find("kiln: error: cannot write"), std::string::npos) << args << ": " << r.out;
+    EXPECT_NE(r.out.find("No space left on device"), std::string::npos) << args << ": " << r.out;
+  }
 }
 
 TEST_F(KilnCli, TruncatedNpyIsAnErrorAndWritesNothing) {
