@@ -13,13 +13,16 @@ using ir::DType;
 using ir::Op;
 
 // A cast to a float type rounds to it, so that cast(cast(x, f16), f32) sees f16 precision as
-// every backend does; casts to integers truncate and wrap, to bool test against zero.
-double cast(double x, DType to) {
-  return ir::is_float(to) ? round_to_float(x, to) : normalize(x, to);
+// every backend does; a float to an integer saturates (ir::float_to_int), an integer to a
+// narrower one wraps, and a cast to bool tests against zero.
+double cast(double x, DType from, DType to) {
+  if (ir::is_float(to)) return round_to_float(x, to);
+  if (ir::is_float(from)) return static_cast<double>(ir::float_to_int(x, to));
+  return normalize(x, to);
 }
 
 double apply(const ir::Node& n, const Args& args, const double* operands) {
-  if (n.op == Op::Cast) return cast(operands[0], n.attrs.dt(ir::AttrKey::to));
+  if (n.op == Op::Cast) return cast(operands[0], args[0]->dtype, n.attrs.dt(ir::AttrKey::to));
   return ir::eval_elementwise(n.op, args[0]->dtype, std::span(operands, args.size()));
 }
 
@@ -56,8 +59,8 @@ Value eval_elementwise(const ir::Node& n, const Args& args) {
     int64_t ints[3] = {0, 0, 0};
     for_each_index(n.shape, [&](const std::vector<int64_t>& index) {
       int64_t r = 0;
-      if (n.op == Op::Cast && float_in) {  // float to i64: truncated and wrapped, as normalize
-        r = to_int64(args[0]->data[offset_of(index, strides[0])]);
+      if (n.op == Op::Cast && float_in) {  // float to i64: truncated and saturated
+        r = ir::float_to_int(args[0]->data[offset_of(index, strides[0])], n.dtype);
       } else {
         for (size_t i = 0; i < args.size(); ++i)
           ints[i] = int_at(*args[i], offset_of(index, strides[i]));

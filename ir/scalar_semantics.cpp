@@ -44,6 +44,16 @@ int64_t wrap_to_int64(double v) {
   return static_cast<int64_t>(static_cast<uint64_t>(m));
 }
 
+int64_t float_to_int(double x, DType to) {
+  if (to == DType::boolean) return x != 0 ? 1 : 0;
+  if (std::isnan(x)) return 0;
+  const bool wide = to == DType::i64;
+  const double limit = wide ? 9223372036854775808.0 : 2147483648.0;  // 2^63, 2^31
+  const int64_t hi = wide ? INT64_MAX : INT32_MAX, lo = wide ? INT64_MIN : INT32_MIN;
+  const int64_t v = x >= limit ? hi : x <= -limit ? lo : static_cast<int64_t>(std::trunc(x));
+  return wrap_to_dtype(v, to);
+}
+
 int64_t wrap_to_dtype(int64_t v, DType t) {
   switch (t) {
     case DType::i32: return static_cast<int32_t>(static_cast<uint32_t>(v));

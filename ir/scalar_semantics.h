@@ -48,4 +48,9 @@ int64_t wrap_to_int64(double v);
 // from int64); bool: v != 0. A float dtype is a bug in the caller.
 int64_t wrap_to_dtype(int64_t v, DType integer_dtype);
 
+// cast(x, to) of a float to an integer dtype, as every target computes it: truncated toward zero
+// and saturated (NaN is 0), to i64's range for i64 and to i32's for the narrower types, which
+// then wrap to their width (300.0 is 44 as u8; +inf is INT32_MAX, so -1 as i8). Bool is x != 0.
+int64_t float_to_int(double x, DType to);
+
 }  // namespace kiln::ir

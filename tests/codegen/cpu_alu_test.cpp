@@ -480,6 +480,26 @@ TEST(CpuAlu, FloatToIntOutOfRangeSaturates) {
   EXPECT_EQ(res[2].raw<int64_t>(2), 0);
 }
 
+// The narrow types saturate to i32 and wrap (docs/graph-format.md; the reference computes the
+// same, ReferenceElementwise.FloatToIntCastSaturatesAsTheTargets).
+TEST(CpuAlu, FloatToNarrowIntSaturatesToI32ThenWraps) {
+  const std::vector<double> v{kNaN, kInf, -kInf, 1e10, 300, -2.7};
+  auto arena = std::make_shared<kir::ExprArena>();
+  const kir::Expr* i = arena->var(0);
+  kir::Kernel k = make_kernel(
+      "narrow", {in_param(DType::f32, {6}), out_param(DType::i8, {6}), out_param(DType::u8, {6})},
+      {6}, arena,
+      {{1, i, arena->alu(Alu::Cast, DType::i8, {arena->load(0, DType::f32, i)})},
+       {2, i, arena->alu(Alu::Cast, DType::u8, {arena->load(0, DType::f32, i)})}});
+  auto res = run_kernel(k, {Buffer(DType::f32, v)});
+  ASSERT_EQ(res.size(), 3u);
+  const std::vector<double> i8_want{0, -1, 0, -1, 44, -2}, u8_want{0, 255, 0, 255, 44, 254};
+  for (size_t j = 0; j < v.size(); ++j) {
+    EXPECT_EQ(res[1].get(j), i8_want[j]) << v[j];
+    EXPECT_EQ(res[2].get(j), u8_want[j]) << v[j];
+  }
+}
+
 TEST(CpuAlu, IntegerFloorDivisionAndDivisionByZero) {
   for (DType t : {DType::i8, DType::i32, DType::i64}) {
     const std::vector<double> a{7, -7, 7, -7, 6, -6, 0, 5, -5, -128, 1};

@@ -206,12 +206,14 @@ TEST(ReferenceElementwise, WhereBroadcastsAllThreeOperands) {
   expect_values(r.eval(r.make(Op::Where, DType::f32, {2, 3}, {c, a, b})), {1, -1, 3, 4, -1, 6});
 }
 
+// Floats truncate (and saturate to i32: FloatToIntCastSaturatesAsTheTargets), then the narrow
+// types wrap; integers wrap.
 TEST(ReferenceElementwise, CastToIntegersTruncatesAndWraps) {
   RefGraph r;
   const Node* x = r.input(tensor(DType::f64, {5}, {-1.7, 2.9, 3e9, NAN, -INFINITY}));
   const Attrs to_i32{{AttrKey::to, DType::i32}};
   expect_values(r.eval(r.make(Op::Cast, DType::i32, {5}, {x}, to_i32)),
-                {-1, 2, 3e9 - 4294967296.0, 0, 0});
+                {-1, 2, 2147483647.0, 0, -2147483648.0});
   const Node* y = r.input(tensor(DType::f64, {3}, {-1, 256, 300.5}), "y");
   expect_values(r.eval(r.make(Op::Cast, DType::u8, {3}, {y}, {{AttrKey::to, DType::u8}})),
                 {255, 0, 44});
@@ -291,6 +293,34 @@ TEST(ReferenceElementwise, Int64PastTwoTo53IsExact) {
   // int64 -> i32 wraps the exact value; back to i64 it stays what i32 held.
   const Node* narrow = r.make(Op::Cast, DType::i32, {4}, {x}, Attrs{{AttrKey::to, DType::i32}});
   EXPECT_EQ(r.eval(narrow), (std::vector<double>{1, 0, -1, 0}));
+}
+
+// A float cast to an integer saturates as every target does (docs/graph-format.md): to i64's
+// range for i64, to i32's for i32, i8 and u8, which then wrap; NaN is 0. (The reference wrapped
+// modulo 2^64, so ONNX folding and the devices disagreed: 1e10 as i32 was 1410065408 here and
+// 2147483647 on the cpu.)
+TEST(ReferenceElementwise, FloatToIntCastSaturatesAsTheTargets) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> x = {std::nan(""), inf, -inf, 1e10, -1e10, 300, -2.7};
+  const std::vector<std::pair<DType, std::vector<double>>> cases = {
+      {DType::i32, {0, 2147483647.0, -2147483648.0, 2147483647.0, -2147483648.0, 300, -2}},
+      {DType::i8, {0, -1, 0, -1, 0, 44, -2}},
+      {DType::u8, {0, 255, 0, 255, 0, 44, 254}},
+      {DType::boolean, {1, 1, 1, 1, 1, 1, 1}}};
+  for (const auto& [to, want] : cases) {
+    RefGraph r;
+    const Node* in = r.input(tensor(DType::f32, {7}, x));
+    SCOPED_TRACE(ir::dtype_name(to));
+    EXPECT_EQ(r.eval(r.make(Op::Cast, to, {7}, {in}, Attrs{{AttrKey::to, to}})), want);
+  }
+  RefGraph r;
+  const Node* in = r.input(tensor(DType::f32, {7}, x));
+  auto v = interp::evaluate_reference(
+      {r.make(Op::Cast, DType::i64, {7}, {in}, Attrs{{AttrKey::to, DType::i64}})}, r.bound);
+  ASSERT_TRUE(v) << v.error().message;
+  std::vector<int64_t> got(7);
+  std::memcpy(got.data(), (*v)[0].bytes.data(), sizeof(int64_t) * 7);
+  EXPECT_EQ(got, (std::vector<int64_t>{0, INT64_MAX, INT64_MIN, 10000000000, -10000000000, 300, -2}));
 }
 
 }  // namespace
