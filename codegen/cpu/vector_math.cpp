@@ -4,11 +4,15 @@
 #include "codegen/cpu/vector_math.h"
 
 #include <cmath>
+#include <cstdint>
 #include <initializer_list>
 #include <limits>
 #include <span>
 
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/GlobalVariable.h>
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Module.h>
 #include <llvm/IR/Intrinsics.h>
 
 namespace kiln::codegen::cpu {
@@ -221,16 +225,26 @@ Value* emit_erf_f32(llvm::IRBuilderBase& b, Value* x) {
 
 namespace {
 
-struct Reduced {
-  Value* j;      // octant (even), i32
-  Value* sin_r;  // sin of the reduced argument
-  Value* cos_r;  // cos of the reduced argument
+// Bits of 4/pi, 32 at a time from bit 0 (the integer part) on, each entry starting 8 bits after
+// the one before: entry k holds bits 8k-24 .. 8k+7 (the first three zero-padded). reduce_large
+// reads the three entries a quarter-period's worth of an exponent's product needs.
+constexpr uint32_t kFourOverPiBits[24] = {
+    0x000000a2, 0x0000a2f9, 0x00a2f983, 0xa2f9836e, 0xf9836e4e, 0x836e4e44,
+    0x6e4e4415, 0x4e441529, 0x441529fc, 0x1529fc27, 0x29fc2757, 0xfc2757d1,
+    0x2757d1f5, 0x57d1f534, 0xd1f534dd, 0xf534ddc0, 0x34ddc0db, 0xddc0db62,
+    0xc0db6295, 0xdb629599, 0x6295993c, 0x95993c43, 0x993c4390, 0x3c439041};
+
+// Below this |x| the three-part Cody-Waite reduction is accurate (~1.5e-7 up to 1e5); at and
+// above it the exact reduction takes over.
+constexpr double kExactReductionFrom = 8192.0;
+
+struct Quadrant {
+  Value* j;  // octant (even), i32
+  Value* r;  // |x| - j*pi/4, in [-pi/4, pi/4], f32
 };
 
-// |x| = j*pi/4 + r, |r| <= pi/4, with pi/4 split in three parts (Cody-Waite). With FMA the
-// reduction keeps sin/cos within ~1.5e-7 (relative to max(|result|, 1e-3)) up to |x| ~ 1e5;
-// beyond that accuracy degrades gradually (1e-6 at 1e6), and huge |x| give bounded garbage.
-Reduced reduce_quarter_pi(llvm::IRBuilderBase& b, Value* ax) {
+// |x| = j*pi/4 + r with pi/4 split in three parts (Cody-Waite), for |x| < kExactReductionFrom.
+Quadrant reduce_cody_waite(llvm::IRBuilderBase& b, Value* ax) {
   Value* j = b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {b.getInt32Ty(), b.getFloatTy()},
                                {b.CreateFMul(ax, f32(b, 1.27323954473516))});
   j = b.CreateAnd(b.CreateAdd(j, i32(b, 1)), i32(b, ~1));
@@ -238,6 +252,62 @@ Reduced reduce_quarter_pi(llvm::IRBuilderBase& b, Value* ax) {
   Value* r = fma(b, y, f32(b, -0.78515625), ax);
   r = fma(b, y, f32(b, -2.4187564849853515625e-4), r);
   r = fma(b, y, f32(b, -3.77489497744594108e-8), r);
+  return {j, r};
+}
+
+// The same for any finite |x| >= 2 exactly (Payne-Hanek): |x| = m * 2^e with a 24-bit m; the
+// product m * 4/pi needs only the bits of 4/pi from e on (those before give whole periods), 96 of
+// them, so three 32-bit entries and integer multiplies give |x| / (pi/2) as a 2.62 fixed-point
+// number, rounded to the nearest quadrant n; the remainder goes to f64 and times pi/2 is r.
+// Every lane computes it (no branch keeps the loop vectorizable); its table index stays in range
+// for every input.
+Quadrant reduce_large(llvm::IRBuilderBase& b, Value* ax) {
+  llvm::Module* m = b.GetInsertBlock()->getModule();
+  llvm::LLVMContext& ctx = b.getContext();
+  llvm::GlobalVariable* table = m->getNamedGlobal("kiln_four_over_pi_bits");
+  if (!table) {
+    llvm::Constant* bits = llvm::ConstantDataArray::get(ctx, llvm::ArrayRef<uint32_t>(kFourOverPiBits));
+    table = new llvm::GlobalVariable(*m, bits->getType(), /*isConstant=*/true,
+                                     llvm::GlobalValue::PrivateLinkage, bits, "kiln_four_over_pi_bits");
+  }
+  llvm::Type* i32t = b.getInt32Ty();
+  llvm::Type* i64t = b.getInt64Ty();
+  Value* xi = b.CreateBitCast(ax, i32t);
+  Value* first = b.CreateAnd(b.CreateLShr(xi, 26), i32(b, 15));  // by the exponent's top bits
+  Value* shift = b.CreateAnd(b.CreateLShr(xi, 23), i32(b, 7));    // and its low three
+  Value* mant = b.CreateOr(b.CreateAnd(xi, i32(b, 0xffffff)), i32(b, 0x800000));
+  mant = b.CreateShl(mant, shift);  // < 2^31
+  auto entry = [&](int offset) {
+    Value* at = b.CreateZExt(b.CreateAdd(first, i32(b, offset)), i64t);
+    Value* p = b.CreateInBoundsGEP(table->getValueType(), table, {b.getInt64(0), at});
+    return b.CreateLoad(i32t, p);
+  };
+  Value* m64 = b.CreateZExt(mant, i64t);
+  Value* lo32 = b.CreateZExt(b.CreateMul(mant, entry(0)), i64t);  // only its low 32 bits count
+  Value* mid = b.CreateMul(m64, b.CreateZExt(entry(4), i64t));
+  Value* low = b.CreateMul(m64, b.CreateZExt(entry(8), i64t));
+  Value* fixed = b.CreateAdd(b.CreateOr(b.CreateLShr(low, 32), b.CreateShl(lo32, 32)), mid);
+  Value* n = b.CreateLShr(b.CreateAdd(fixed, b.getInt64(uint64_t{1} << 61)), 62);  // 0..3
+  Value* rest = b.CreateSub(fixed, b.CreateShl(n, 62));  // in [-2^61, 2^61): +-pi/4
+  Value* rd = b.CreateFMul(b.CreateSIToFP(rest, b.getDoubleTy()),
+                           llvm::ConstantFP::get(b.getDoubleTy(), 0x1.921FB54442D18p-62));
+  return {b.CreateShl(b.CreateTrunc(n, i32t), 1), b.CreateFPTrunc(rd, b.getFloatTy())};
+}
+
+struct Reduced {
+  Value* j;      // octant (even), i32
+  Value* sin_r;  // sin of the reduced argument
+  Value* cos_r;  // cos of the reduced argument
+};
+
+// |x| = j*pi/4 + r, |r| <= pi/4: Cody-Waite below kExactReductionFrom, exact above, so sin and cos
+// stay within ~1.5e-7 (relative to max(|result|, 1e-3)) at every finite x, 3e38 as well.
+Reduced reduce_quarter_pi(llvm::IRBuilderBase& b, Value* ax) {
+  const Quadrant near = reduce_cody_waite(b, ax);
+  const Quadrant far = reduce_large(b, ax);
+  Value* large = b.CreateFCmpOGE(ax, f32(b, kExactReductionFrom));
+  Value* j = b.CreateSelect(large, far.j, near.j);
+  Value* r = b.CreateSelect(large, far.r, near.r);
   Value* z = b.CreateFMul(r, r);
   Value* ps = poly(b, z, {-1.9515295891E-4, 8.3321608736E-3, -1.6666654611E-1});
   Value* sin_r = fma(b, b.CreateFMul(ps, z), r, r);

@@ -110,7 +110,14 @@ INSTANTIATE_TEST_SUITE_P(
         Sweep{Alu::Sin, [](double x) { return std::sin(x); }, -0.5, 0.5, 0, 1e-6},
         Sweep{Alu::Sin, [](double x) { return std::sin(x); }, -1e4, 1e4, 1e-3, 1e-6},
         Sweep{Alu::Cos, [](double x) { return std::cos(x); }, -100, 100, 1e-3, 1e-6},
-        Sweep{Alu::Cos, [](double x) { return std::cos(x); }, -1.5, 1.5, 0, 1e-6}),
+        Sweep{Alu::Cos, [](double x) { return std::cos(x); }, -1.5, 1.5, 0, 1e-6},
+        // Past 8192 the reduction is exact (Payne-Hanek): the same bound up to f32's largest
+        // value (sin(1e9) was 13.3, and sin(1e10) inf).
+        Sweep{Alu::Sin, [](double x) { return std::sin(x); }, 8000, 9000, 1e-3, 1e-6},
+        Sweep{Alu::Sin, [](double x) { return std::sin(x); }, -1e9, 1e9, 1e-3, 1e-6},
+        Sweep{Alu::Sin, [](double x) { return std::sin(x); }, -3.4e38, 3.4e38, 1e-3, 1e-6},
+        Sweep{Alu::Cos, [](double x) { return std::cos(x); }, -1e9, 1e9, 1e-3, 1e-6},
+        Sweep{Alu::Cos, [](double x) { return std::cos(x); }, 1e20, 3.4e38, 1e-3, 1e-6}),
     [](const ::testing::TestParamInfo<Sweep>& info) {
       return fmt::format("{}_{}", kir::alu_name(info.param.op), info.index);
     });
