@@ -82,6 +82,17 @@ class Device:
         if h:
             _release(h)
 
+    # One object owns the C handle: a copy is this object itself (a device is shared), never a
+    # second owner that would release the handle twice.
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        raise TypeError("a kiln.Device cannot be pickled: open the device by name where it is needed")
+
     def last_stats(self):
         """Stats of the most recent realize on this device (from whichever thread)."""
         s = _CStats()

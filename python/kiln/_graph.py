@@ -99,6 +99,17 @@ class Graph:
         if h:
             _release(h)
 
+    # One object owns the C handle: a copy is this object itself (a graph is read once and shared), never a
+    # second owner that would release the handle twice.
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        raise TypeError("a kiln.Graph cannot be pickled: load it again from its file")
+
     def __repr__(self):
         ins = ", ".join(f"%{i.name}: {_dtypes_str(i.dtype)}[{', '.join(_axis(d, s) for d, s in zip(i.shape, i.symbols))}]"
                         for i in self.inputs)

@@ -12,7 +12,7 @@ import operator
 import numpy as np
 
 from . import _dtypes
-from ._capi import check, error, int64, int64s, lib, string
+from ._capi import InvalidOperationError, check, error, int64, int64s, lib, string
 from ._device import device_of
 from ._dlpack import Exported, KDL_CPU, export_capsule
 
@@ -107,8 +107,31 @@ def operand(v, like):
         return full_code(like._dev, (), v, code)
     if isinstance(v, (str, bytes)) or v is None:
         raise TypeError(f"{type(v).__name__} is not a tensor operand")
+    if _dtypes.is_integer(code):
+        v = _integer_operand(v, code)
     from ._ops import tensor
     return tensor(v, _dtypes.bfloat16 if code == _dtypes.BF16 else _NUMPY[code], like._dev)
+
+
+def _integer_operand(v, code):
+    """A list or array operand of an integer tensor, held by its dtype as a scalar would be:
+    values past the dtype raise OverflowError and fractions or NaN InvalidOperationError, where
+    a conversion would wrap or truncate them silently."""
+    a = np.asarray(v)
+    if a.size == 0 or a.dtype.kind not in "iuf":
+        return a
+    want = _NUMPY[code]
+    if a.dtype.kind == "f":
+        bad = ~np.isfinite(a) | (a != np.trunc(a))
+        if bad.any():
+            raise InvalidOperationError(
+                f"operand value {a[bad].flat[0]!r} is not representable in {np.dtype(want).name}")
+    info = np.iinfo(want)
+    lo, hi = a.min(), a.max()
+    if lo < info.min or hi > info.max:
+        raise OverflowError(f"operand value {lo if lo < info.min else hi!r} does not fit in "
+                            f"{np.dtype(want).name}")
+    return a
 
 
 def binary(fn, a, b):
@@ -209,6 +232,17 @@ class Tensor:
             return
         _release(h)
 
+    # One object owns the C handle: a copy is this object itself (a tensor is an immutable
+    # value), never a second owner that would release the handle twice.
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        raise TypeError("a kiln.Tensor cannot be pickled: take its values with .numpy()")
+
     # ---- what it is -------------------------------------------------------------------------
     @property
     def device(self):
@@ -255,7 +289,16 @@ class Tensor:
         return f"<kiln.Tensor {dtype_name(self.dtype)}{list(self.shape)} on {self._dev.name}>"
 
     def __str__(self):
-        return str(self.numpy())
+        return str(self._values())
+
+    def __format__(self, spec):
+        # A 0-d tensor formats as its value (f"{loss:.4f}"), as numpy's 0-d arrays do.
+        if not spec:
+            return str(self)
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        raise TypeError(f"unsupported format string {spec!r} for a kiln.Tensor of shape "
+                        f"{self.shape}: format its .item() or its values")
 
     def __hash__(self):
         return id(self)
@@ -310,14 +353,22 @@ class Tensor:
     def __dlpack_device__(self):
         return (KDL_CPU, 0)
 
+    def _values(self):
+        """The values as numpy holds them: bf16 widened to float32 exactly (numpy has no
+        bfloat16), every other dtype as numpy()."""
+        if self._code == _dtypes.BF16:
+            bits = self._bits()
+            return (bits.astype(np.uint32).reshape(-1) << 16).view(np.float32).reshape(bits.shape)
+        return self.numpy()
+
     def tolist(self):
-        return self.numpy().tolist()
+        return self._values().tolist()
 
     def item(self):
         n = self.size
         if n != 1:
             raise ValueError(f"item() of a tensor of {n} elements: it takes exactly one")
-        return self.numpy().reshape(()).item()
+        return self._values().reshape(()).item()
 
     def __float__(self):
         return float(self.item())

@@ -122,6 +122,31 @@ def test_bfloat16_round_trips_through_float32():
     back = np.asarray(b.astype(np.float32))
     np.testing.assert_allclose(back, a, rtol=1 / 128)  # bf16 keeps 8 bits of mantissa
     assert not np.array_equal(back, a)  # and it did round
+    # Its values print and read back through float32 (numpy has no bfloat16): str, tolist, item.
+    c = kiln.tensor(np.float32([1, 2.5, -0.375]), dtype=kiln.bfloat16)
+    assert str(c) == str(np.float32([1, 2.5, -0.375]))
+    assert c.tolist() == [1.0, 2.5, -0.375]
+    assert c[1].item() == 2.5 and float(c.sum()) == 3.125
+    assert f"{c.sum():.2f}" == "3.12" and f"{kiln.tensor(np.float32(0.5)):.3f}" == "0.500"
+    with pytest.raises(TypeError, match="unsupported format string"):
+        f"{c:.2f}"
+
+
+def test_copies_are_the_object_itself():
+    # A copy that owned the C handle too released it twice (wrong values, then an abort).
+    import copy
+    import pickle
+    t = kiln.tensor(np.float32([0, 1, 2]))
+    g = kiln.Graph.parse("kiln.graph v1\ninput %x : f32[3]\n%y = relu(%x)\noutput %y\n")
+    for c in (copy.copy(t), copy.deepcopy(t), copy.copy(t.device), copy.copy(g)):
+        del c
+    assert g.inputs[0].name == "x" and copy.deepcopy(g) is g
+    assert copy.copy(t) is t and copy.deepcopy([t])[0] is t
+    np.testing.assert_array_equal((t + 1).numpy(), [1, 2, 3])
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(t)
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(t.device)
 
 
 @pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 2)])
@@ -232,6 +257,15 @@ def test_int64_scalars_past_2_53_are_exact():
         with pytest.raises(OverflowError, match=message):
             fn()
     same(i8 + 127 - 1, np.int8([127, -128]))  # in range, and wrapping as numpy's does
+    # A list or array operand is held as a scalar is (it wrapped: i8 + [300] gave 44, and
+    # i8 + [1.5] truncated).
+    for fn, error, message in ((lambda: i8 + [1, 300], OverflowError, "300 does not fit in int8"),
+                               (lambda: u8 - np.int64([-1, 0]), OverflowError, "-1 does not fit in uint8"),
+                               (lambda: i8 + [1.5, 2], kiln.InvalidOperationError, "1.5 is not representable in int8"),
+                               (lambda: i8 * np.float32([np.nan, 1]), kiln.InvalidOperationError, "nan is not representable")):
+        with pytest.raises(error, match=message):
+            fn()
+    same(i8 + [2.0, -3], np.int8([3, -1]))  # whole floats in range are the integers
 
 
 def test_pad_takes_non_negative_widths():
