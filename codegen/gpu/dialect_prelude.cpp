@@ -74,6 +74,42 @@ std::string DialectText::math_helper(const std::string& name, DType t) {
   const std::string U = reg_type(DType::u8);
   const std::string key = fmt::format("kiln_{}_{}", name, ir::dtype_name(t));
   const std::string one = float_lit(t, 1.0), zero_ = float_lit(t, 0.0);
+  if (name == "sincos" && !cuda()) {
+    // GLSL's sin and cos below 8192; at and above it the cpu backend's exact reduction
+    // (codegen/cpu/vector_math.cpp, reduce_large) in 32-bit integer words, then sin or cos of
+    // the remainder (lavapipe gave exactly +-1 from 1e9 on). shift: 0 sin, 1 cos.
+    return fmt::format(
+        "float {0}(float x, int shift) {{\n"
+        "  float ax = abs(x);\n"
+        "  if (!(ax >= 8192.0)) return shift == 0 ? sin(x) : cos(x);\n"
+        "  if (isinf(ax)) return uintBitsToFloat(0x7fc00000u);\n"
+        "  const uint bits[24] = uint[24](0xa2u, 0xa2f9u, 0xa2f983u, 0xa2f9836eu, 0xf9836e4eu,\n"
+        "    0x836e4e44u, 0x6e4e4415u, 0x4e441529u, 0x441529fcu, 0x1529fc27u, 0x29fc2757u,\n"
+        "    0xfc2757d1u, 0x2757d1f5u, 0x57d1f534u, 0xd1f534ddu, 0xf534ddc0u, 0x34ddc0dbu,\n"
+        "    0xddc0db62u, 0xc0db6295u, 0xdb629599u, 0x6295993cu, 0x95993c43u, 0x993c4390u,\n"
+        "    0x3c439041u);\n"
+        "  uint xi = floatBitsToUint(ax);\n"
+        "  uint first = (xi >> 26) & 15u;\n"
+        "  uint m = ((xi & 0xffffffu) | 0x800000u) << ((xi >> 23) & 7u);\n"
+        "  uint lo0 = m * bits[first];\n"
+        "  uint hi1, lo1, hi2, lo2, carry;\n"
+        "  umulExtended(m, bits[first + 4u], hi1, lo1);\n"
+        "  umulExtended(m, bits[first + 8u], hi2, lo2);\n"
+        "  uint lo = uaddCarry(hi2, lo1, carry);\n"
+        "  uint hi = lo0 + hi1 + carry;\n"
+        "  uint n = (hi + 0x20000000u) >> 30;\n"
+        "  hi -= n << 30;\n"
+        "  bool neg = int(hi) < 0;\n"
+        "  if (neg) {{ lo = ~lo + 1u; hi = ~hi + (lo == 0u ? 1u : 0u); }}\n"
+        "  float r = (float(hi) * 4294967296.0 + float(lo)) * 3.4061215800865545e-19;\n"
+        "  if (neg) r = -r;\n"
+        "  int q = (int(n) + shift) & 3;\n"
+        "  float s = sin(r), c = cos(r);\n"
+        "  float v = q == 0 ? s : q == 1 ? c : q == 2 ? -s : -c;\n"
+        "  return shift == 0 && x < 0.0 ? -v : v;\n"
+        "}}\n",
+        key);
+  }
   if (name == "sigmoid")  // the cpu backend's stable form
     return fmt::format("{0}{1} {2}({1} x) {{ {1} e = {3}; return (x < {4} ? e : {5}) / ({5} + e); }}\n",
                        q, T, key, math("exp", t, "-" + math("abs", t, "x")), zero_, one);

@@ -3,6 +3,10 @@
 // about 1e-12 absolute).
 #include "codegen/gpu/dialect.h"
 
+#include <fmt/format.h>
+
+#include <string>
+
 namespace kiln::codegen::gpu {
 
 namespace {
@@ -57,13 +61,87 @@ constexpr const char* kLog = R"(double kiln_log_f64(double x) {
 }
 )";
 
-// sin and cos share the reduction by pi/2 (fdlibm's three-part constant) and the kernels.
-constexpr const char* kSinCos = R"(double kiln_sincos_f64(double x, int shift) {
+// |x| >= 2^20 reduced by pi/2 exactly (Payne-Hanek), where the three-part constant below runs
+// out of bits (sin(1e15) was 0.889 for 0.858, sin(1e20) 2e33): |x| = m * 2^e with a 53-bit m;
+// the bits of 2/pi before bit e - 1 give whole periods, so a 192-bit window of them from there on
+// times m, modulo 2^192, is |x| / (pi/2) in 2.190 fixed point; n is it rounded (0..3) and r the
+// rest times pi/2 (|r| <= pi/4). Straight-line 32-bit word arithmetic (no loops: the kernel's
+// loop budget counts none). The table holds 2/pi's bits from bit -63 on, 32 a word.
+std::string rem_pio2_large() {
+  std::string out =
+      "void kiln_rem_pio2_large_f64(double ax, out double r, out int n) {\n"
+      "  const uint bits[39] = uint[39](\n"
+      "    0x00000000u, 0x00000000u, 0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u, \n"
+      "    0xdb629599u, 0x3c439041u, 0xfe5163abu, 0xdebbc561u, 0xb7246e3au, 0x424dd2e0u, \n"
+      "    0x06492eeau, 0x09d1921cu, 0xfe1deb1cu, 0xb129a73eu, 0xe88235f5u, 0x2ebb4484u, \n"
+      "    0xe99c7026u, 0xb45f7e41u, 0x3991d639u, 0x835339f4u, 0x9c845f8bu, 0xbdf9283bu, \n"
+      "    0x1ff897ffu, 0xde05980fu, 0xef2f118bu, 0x5a0a6d1fu, 0x6d367ecfu, 0x27cb09b7u, \n"
+      "    0x4f463f66u, 0x9e5fea2du, 0x7527bac7u, 0xebe5f17bu, 0x3d0739f7u, 0x8a5292eau, \n"
+      "    0x6bfb5fb1u, 0x1f8d5d08u, 0x56033046u\n"
+      "  );\n"
+      "  uvec2 u = unpackDouble2x32(ax);\n"
+      "  uint m0 = u.x, m1 = (u.y & 0xfffffu) | 0x100000u;\n"
+      "  int t = int((u.y >> 20) & 0x7ffu) - 1075 - 1 + 63;  // bit -63 is word 0's first\n"
+      "  int w = t >> 5, o = t & 31;\n"
+      "";
+  // The window: W5 (most significant) .. W0 from seven table words shifted by o.
+  for (int k = 0; k < 6; ++k)
+    out += fmt::format(
+        "  uint W{0} = o == 0 ? bits[w + {1}] : (bits[w + {1}] << o) | (bits[w + {2}] >> (32 - o));\n",
+        5 - k, k, k + 1);
+  out += "  uint a0 = 0u, a1 = 0u, a2 = 0u, a3 = 0u, a4 = 0u, a5 = 0u, hi, lo, c;\n";
+  // a += m_i * W_j at word i + j, carries up to a5 (bits past 2^192 are whole periods).
+  const auto add_at = [&](int word, const std::string& v) {
+    out += fmt::format("  a{0} = uaddCarry(a{0}, {1}, c);\n", word, v);
+    for (int up = word + 1; up < 6; ++up) out += fmt::format("  a{0} = uaddCarry(a{0}, c, c);\n", up);
+  };
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 6 && i + j < 6; ++j) {
+      out += fmt::format("  umulExtended(m{}, W{}, hi, lo);\n", i, j);
+      add_at(i + j, "lo");
+      if (i + j + 1 < 6) add_at(i + j + 1, "hi");
+    }
+  out +=
+      "  uint q = (a5 + 0x20000000u) >> 30;\n"
+      "  a5 -= q << 30;\n"
+      "  bool neg = int(a5) < 0;\n"
+      "  if (neg) {\n"
+      "    a0 = ~a0; a1 = ~a1; a2 = ~a2; a3 = ~a3; a4 = ~a4; a5 = ~a5;\n"
+      "    a0 = uaddCarry(a0, 1u, c); a1 = uaddCarry(a1, c, c); a2 = uaddCarry(a2, c, c);\n"
+      "    a3 = uaddCarry(a3, c, c); a4 = uaddCarry(a4, c, c); a5 = a5 + c;\n"
+      "  }\n"
+      "  double v = double(a0) * 6.372367644529809e-58LF;  // 2^-190\n"
+      "  v += double(a1) * 2.7369110631344083e-48LF;  // 2^-158\n"
+      "  v += double(a2) * 1.1754943508222875e-38LF;  // 2^-126\n"
+      "  v += double(a3) * 5.048709793414476e-29LF;  // 2^-94\n"
+      "  v += double(a4) * 2.168404344971009e-19LF;  // 2^-62\n"
+      "  v += double(a5) * 9.313225746154785e-10LF;  // 2^-30\n"
+      "  r = (neg ? -v : v) * 1.5707963267948966LF;\n"
+      "  n = int(q);\n"
+      "}\n";
+  return out;
+}
+
+// sin and cos share the reduction by pi/2 (fdlibm's three-part constant below 2^20, the exact
+// one above) and the kernels.
+const std::string& sin_cos() {
+  static const std::string text = rem_pio2_large() + R"(double kiln_sincos_f64(double x, int shift) {
   if (isnan(x) || isinf(x)) return packDouble2x32(uvec2(0u, 0x7ff80000u));
-  double k = round(x * 0.63661977236758134308LF);
-  double r = ((x - k * 1.57079632673412561417e+00LF) - k * 6.07710050630396597660e-11LF) -
-             k * 2.02226624879595063154e-21LF;
-  int q = (int(mod(k, 4.0LF)) + shift) & 3;
+  double r;
+  int n;
+  if (abs(x) < 1048576.0LF) {
+    double k = round(x * 0.63661977236758134308LF);
+    r = ((x - k * 1.57079632673412561417e+00LF) - k * 6.07710050630396597660e-11LF) -
+        k * 2.02226624879595063154e-21LF;
+    n = int(mod(k, 4.0LF));
+  } else {
+    kiln_rem_pio2_large_f64(abs(x), r, n);
+    if (x < 0.0LF) {  // -|x| = (-n) * pi/2 + (-r)
+      r = -r;
+      n = (4 - n) & 3;
+    }
+  }
+  int q = (n + shift) & 3;
   double r2 = r * r;
   double s = -1.0LF / 355687428096000.0LF;
   s = s * r2 + 1.0LF / 1307674368000.0LF;
@@ -90,6 +168,8 @@ constexpr const char* kSinCos = R"(double kiln_sincos_f64(double x, int shift) {
   return -cs;
 }
 )";
+  return text;
+}
 
 constexpr const char* kTanh = R"(double kiln_tanh_f64(double x) {
   double a = abs(x);
@@ -171,7 +251,7 @@ int64_t glsl_f64_math_loop_iterations(const std::string& name) {
 std::string glsl_f64_math(const std::string& name) {
   if (name == "exp") return kExp;
   if (name == "log") return kLog;
-  if (name == "sincos") return kSinCos;
+  if (name == "sincos") return sin_cos();
   if (name == "tanh") return kTanh;
   if (name == "erf") return kErf;
   if (name == "pow") return kPow;

@@ -4,6 +4,9 @@
 // floats within the dtype's tolerance. Checked modes must not change in-range results.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <cmath>
+
 #include "codegen/sum_blocks.h"
 #include "tests/codegen/gpu_test_kernels.h"
 #include "tests/codegen/gpu_vulkan_runner.h"
@@ -45,6 +48,46 @@ TEST_P(GpuVulkanHalfDiffTest, ConversionsAndReductionsMatchTheCpuBackendBitForBi
 
 INSTANTIATE_TEST_SUITE_P(Halves, GpuVulkanHalfDiffTest, testing::Values(DType::f16, DType::bf16),
                          [](const auto& info) { return std::string(ir::dtype_name(info.param)); });
+
+// sin and cos of large arguments on vulkan:0: the exact reductions (f32 from 8192, f64 from
+// 2^20) against libm in double, at arguments up to each type's largest (lavapipe's own f32 sin
+// gave exactly +-1 from 1e9 on; the f64 helper's three-part reduction gave sin(1e20) = 2e33).
+TEST(GpuVulkanDiffTest, SinAndCosOfLargeArgumentsMatchLibm) {
+  if (!runner().gpu) GTEST_SKIP() << "vulkan:0 is not available";
+  for (DType t : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(ir::dtype_name(t));
+    const bool f32 = t == DType::f32;
+    std::vector<double> xs;
+    for (double e = 0; e <= (f32 ? 38.5 : 307); e += f32 ? 0.0625 : 0.25)
+      for (double sign : {1.0, -1.0}) {
+        const double v = sign * std::pow(10.0, e) * 1.2345;
+        if (std::isfinite(f32 ? static_cast<float>(v) : v))
+          xs.push_back(f32 ? static_cast<double>(static_cast<float>(v)) : v);
+      }
+    const auto n = static_cast<int64_t>(xs.size());
+    auto arena = std::make_shared<kir::ExprArena>();
+    const kir::Expr* i = arena->var(0);
+    const kir::Expr* x = arena->load(0, t, i);
+    kir::Kernel k;
+    k.name = fmt::format("trig_{}", ir::dtype_name(t));
+    k.arena = arena;
+    k.domain = {n};
+    k.params = {{t, {n}, false, "x"}, {t, {n}, true, "s"}, {t, {n}, true, "c"}};
+    k.stores = {{1, i, arena->alu(Alu::Sin, t, {x})}, {2, i, arena->alu(Alu::Cos, t, {x})}};
+    std::vector<ir::HostTensor> tensors = {ir::HostTensor::zeros(t, {n}), ir::HostTensor::zeros(t, {n}),
+                                           ir::HostTensor::zeros(t, {n})};
+    for (int64_t j = 0; j < n; ++j) tensors[0].set(j, xs[static_cast<size_t>(j)]);
+    run_on_vulkan(k, tensors, CheckMode::none);
+    if (::testing::Test::HasFatalFailure()) return;
+    // f32: GLSL's sin of the reduced argument (lavapipe: about 1e-6); f64: a few ulp.
+    const double tol = f32 ? 4e-6 : 1e-13;
+    for (int64_t j = 0; j < n; ++j) {
+      const double v = xs[static_cast<size_t>(j)];
+      EXPECT_NEAR(tensors[1].get(j), std::sin(v), tol * std::max(std::abs(std::sin(v)), 1e-3)) << "sin(" << v << ")";
+      EXPECT_NEAR(tensors[2].get(j), std::cos(v), tol * std::max(std::abs(std::cos(v)), 1e-3)) << "cos(" << v << ")";
+    }
+  }
+}
 
 TEST(GpuVulkanDiffTest, NestedReductionsAndMatmulsMatchTheCpuBackend) {
   if (!runner().gpu) GTEST_SKIP() << "vulkan:0 is not available";
