@@ -100,6 +100,8 @@ template <> struct Scalar<Op::Relu> {
 };
 template <> struct Scalar<Op::Gelu> {
   static double eval(double x) {  // the tanh approximation
+    // Its limit at -inf, as the targets give it (-inf * 0 would be NaN).
+    if (x == -std::numeric_limits<double>::infinity()) return -0.0;
     const double c = std::sqrt(2.0 / std::numbers::pi);
     return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
   }

@@ -61,6 +61,11 @@ TEST(ReferenceElementwise, HandCheckedUnaryValues) {
                 {1 / (1 + std::exp(2.5)), 0.5, 1 / (1 + std::exp(-1.0))});
   const std::vector<double> gelu = r.eval(r.make(Op::Gelu, DType::f64, {3}, {x}));
   EXPECT_NEAR(gelu[2], 0.8411919906082768, 1e-15);
+  // gelu's limits at the infinities, as the cpu and vulkan targets give them (-inf was NaN here).
+  const Node* inf = r.input(tensor(DType::f64, {2}, {-INFINITY, INFINITY}), "inf");
+  const std::vector<double> at_inf = r.eval(r.make(Op::Gelu, DType::f64, {2}, {inf}));
+  EXPECT_TRUE(at_inf[0] == 0 && std::signbit(at_inf[0])) << at_inf[0];
+  EXPECT_EQ(at_inf[1], INFINITY);
   const std::vector<double> erf = r.eval(r.make(Op::Erf, DType::f64, {3}, {x}));
   EXPECT_NEAR(erf[2], 0.8427007929497149, 1e-15);
 }
