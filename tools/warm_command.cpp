@@ -213,6 +213,7 @@ int warm_command(const WarmOptions& o) {
                                       options->cache_path, problem));
     if (!warning.empty()) fmt::print(stderr, "kiln: warning: {}\n", warning);  // moved aside
   }
+  const int64_t max_size = options->cache_max_size;
   options->cache_read_only = o.check;  // --check never writes
   options->autotune = autotune_from(o.autotune, o.no_autotune, options->autotune);
   const bool tune = options->autotune && !o.check;
@@ -269,6 +270,28 @@ int warm_command(const WarmOptions& o) {
     for (const std::string& m : missing) fmt::print("miss {}\n", m);
     fmt::print("{}: {} graphs checked, {} missing\n", cache_path, graphs->size(), missing.size());
     return errors.empty() && missing.empty() && dims_ok ? 0 : 1;
+  }
+  // A size cap evicts the oldest entries as new ones go in: a cap smaller than what was just
+  // warmed leaves some of it out, which a warm-up must not report as warmed. (Looked up again
+  // where the file has come near the cap: a cache far below it has evicted nothing.)
+  bool near_cap = false;
+  if (max_size > 0)
+    if (auto store = cache::Store::open(cache_path, {.read_only = true}))
+      near_cap = (*store)->stats().bytes >= max_size / 2;
+  if (near_cap) {
+    std::vector<std::string> evicted;
+    for (const std::string& path : *graphs) {
+      Expected<Warmer::Done> r = warmer.run_file(path, /*check=*/true, o);
+      if (r)
+        for (const std::string& m : r->missing) evicted.push_back(path + ": " + m);
+    }
+    if (!evicted.empty()) {
+      std::sort(evicted.begin(), evicted.end());
+      return report_error(fmt::format(
+          "warm: cache.max_size ({} bytes) cannot hold what was warmed: {} entr{} evicted again "
+          "(first: {}); raise cache.max_size or warm fewer graphs",
+          max_size, evicted.size(), evicted.size() == 1 ? "y was" : "ies were", evicted.front()));
+    }
   }
   // Only the graphs that warmed count; those that failed are counted apart (their errors above).
   const size_t warmed = graphs->size() - errors.size();

@@ -196,6 +196,30 @@ TEST_F(PersistentRun, AWarmedSymbolicPlanServesEveryBatchSize) {
   EXPECT_EQ(verify.code, 0) << verify.out;
 }
 
+// A cache.max_size that cannot hold what a warm-up compiled: an error saying so, not "warmed"
+// with the entries evicted again as they went in (a run then compiled them all).
+TEST_F(PersistentRun, WarmingPastTheCacheSizeCapIsAnError) {
+  const fs::path graphs = dir_ / "graphs";
+  fs::create_directories(graphs);
+  for (const char* op : {"exp", "tanh", "sigmoid", "sqrt"})
+    std::ofstream(graphs / (std::string(op) + ".kg"))
+        << "kiln.graph v1\ninput %x : f32[8," << std::string(op).size() << "]\n%y = " << op
+        << "(%x)\n%z = sum(%y, axes=[1])\noutput %z\n";
+  const std::string cache = "file=" + (dir_ / "capped.sqlite").string();
+  Result capped = sh("KILN_CACHE_MAX_SIZE=64KiB " +
+                     kiln("warm " + graphs.string() + " --no-autotune --cache " + cache));
+  EXPECT_EQ(capped.code, 1) << capped.out;
+  EXPECT_NE(capped.out.find("kiln: error: warm: cache.max_size (65536 bytes) cannot hold what was "
+                            "warmed"),
+            std::string::npos)
+      << capped.out;
+  EXPECT_EQ(capped.out.find("warmed for cpu"), std::string::npos) << capped.out;
+  Result roomy = sh("KILN_CACHE_MAX_SIZE=64MiB " +
+                    kiln("warm " + graphs.string() + " --no-autotune --cache " + cache));
+  EXPECT_EQ(roomy.code, 0) << roomy.out;
+  EXPECT_NE(roomy.out.find("4 graphs warmed for cpu"), std::string::npos) << roomy.out;
+}
+
 TEST_F(PersistentRun, WarmingADirectoryAtDimsSizesTheGraphsThatHaveTheSymbol) {
   const fs::path graphs = dir_ / "graphs";
   fs::create_directories(graphs);
