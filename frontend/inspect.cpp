@@ -61,8 +61,8 @@ Expected<std::string> render(runtime::Executor& executor, ir::Graph& g, const No
         p.label = namer(it->second);
   }
   if (stage == "graph")
-    return ir::print_kg(runtime::standalone_graph(plan.optimized_outputs,
-                                                  runtime::structural_key(outputs).inputs, namer));
+    return ir::print_kg(
+        runtime::optimized_graph(plan, outputs, runtime::structural_key(outputs).inputs, names));
   if (stage == "groups") return runtime::groups_text(plan, namer, executor.cost_model(), why);
   if (stage == "kernels") return runtime::kernels_text(plan);
   if (stage == "analyze") return runtime::facts_text(plan);

@@ -161,9 +161,22 @@ std::string print_kg(const KgGraph& graph) {
   for (const Node* n : order)
     if (n->op != Op::Input && needs_statement.contains(n))
       out += fmt::format("%{} = {}\n", name_of[n], statement(n, literal[n], name_of));
-  std::unordered_set<const Node*> listed;
-  for (const auto& [name, n] : graph.outputs)
-    if (listed.insert(n).second) out += fmt::format("output %{}\n", name_of[n]);
+  // An output whose value has another name (an input, or an output listed before) keeps its own
+  // name through an identity permute, so that the text reads back with the same inputs and
+  // outputs (an optimized graph whose output is its input printed `output %x` for `%y`).
+  std::vector<std::string> shown;
+  std::unordered_set<std::string> listed;
+  for (const auto& [name, n] : graph.outputs) {
+    std::string as = name_of[n];
+    if (as != name && !listed.contains(name)) {
+      as = names.claim(name);
+      std::vector<int64_t> dims(n->shape.size());
+      for (size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<int64_t>(d);
+      out += fmt::format("%{} = permute(%{}, dims=[{}])\n", as, name_of[n], fmt::join(dims, ","));
+    }
+    if (listed.insert(as).second) shown.push_back(as);
+  }
+  for (const std::string& name : shown) out += fmt::format("output %{}\n", name);
   return out;
 }
 

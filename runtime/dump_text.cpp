@@ -71,6 +71,15 @@ ir::KgGraph standalone_graph(const std::vector<const ir::Node*>& outputs,
   return graph;
 }
 
+ir::KgGraph optimized_graph(const Plan& plan, const std::vector<const ir::Node*>& outputs,
+                            const std::vector<const ir::Node*>& inputs, const ValueNamer& namer) {
+  ir::KgGraph g =
+      standalone_graph(plan.optimized_outputs, inputs, optimized_namer(plan, outputs, namer));
+  for (size_t i = 0; i < g.outputs.size() && i < outputs.size(); ++i)
+    if (std::string name = given_name(outputs[i], namer); !name.empty()) g.outputs[i].first = name;
+  return g;
+}
+
 ValueNamer optimized_namer(const Plan& plan, const std::vector<const ir::Node*>& outputs,
                            const ValueNamer& namer) {
   return rewritten_namer(plan.optimized_outputs, outputs, namer);
@@ -80,8 +89,10 @@ ValueNamer rewritten_namer(const std::vector<const ir::Node*>& now,
                            const std::vector<const ir::Node*>& outputs, const ValueNamer& namer) {
   auto base = namer ? namer : ValueNamer(default_value_name);
   std::vector<std::pair<const ir::Node*, std::string>> renamed;
+  // An output that optimized to an input keeps the input's name (the printed graph gives the
+  // output its own name as an alias of it).
   for (size_t i = 0; i < outputs.size() && i < now.size(); ++i)
-    renamed.emplace_back(now[i], base(outputs[i]));
+    if (now[i]->op != ir::Op::Input) renamed.emplace_back(now[i], base(outputs[i]));
   return [renamed = std::move(renamed), base](const ir::Node* n) {
     for (const auto& [node, name] : renamed)
       if (node == n) return name;

@@ -19,8 +19,15 @@ namespace kiln::runtime {
 ir::KgGraph standalone_graph(const std::vector<const ir::Node*>& outputs,
                              const std::vector<const ir::Node*>& inputs, const ValueNamer& namer);
 
+// The plan's optimized graph as a standalone `.kg` graph with the names of `outputs` (the
+// original outputs) and `namer` (the caller's names of the original graph): each output keeps its
+// own name, one that optimized to an input too (the printer writes it as an alias).
+ir::KgGraph optimized_graph(const Plan& plan, const std::vector<const ir::Node*>& outputs,
+                            const std::vector<const ir::Node*>& inputs, const ValueNamer& namer);
+
 // Names values of the optimized graph: each optimized output takes the name of the original
-// output it replaces (as build_plan names them); other values go to `namer` (null: defaults).
+// output it replaces (as build_plan names them), unless it is an input, which keeps its own;
+// other values go to `namer` (null: defaults).
 ValueNamer optimized_namer(const Plan& plan, const std::vector<const ir::Node*>& outputs,
                            const ValueNamer& namer);
 // The same for any rewrite of `outputs`: now[i] takes the name of outputs[i].

@@ -61,7 +61,7 @@ Expected<std::vector<std::string>> write_plan_files(const std::string& dir, cons
   passes::CostModel model(passes::DeviceRates::reference_cpu());
   std::vector<std::pair<std::string, std::string>> files = {
       {".kg", ir::print_kg(standalone_graph(outputs, inputs, namer))},
-      {".optimized.kg", ir::print_kg(standalone_graph(plan.optimized_outputs, inputs, opt_namer))},
+      {".optimized.kg", ir::print_kg(optimized_graph(plan, outputs, inputs, namer))},
       {".groups.txt", groups_text(plan, opt_namer, model, /*why=*/true)},
       {".kernels.txt", kernels_text(plan)},
   };

@@ -126,8 +126,15 @@ Expected<std::string> render(const DumpOptions& o, DumpInput& in) {
                        KernelSources{source_language(in.executor->target()),
                                      target_kernel_sources(*in.plan)},
                        model);
-  if (o.stage == "graph")
-    return ir::print_kg(runtime::standalone_graph(in.plan->optimized_outputs, in.key.inputs, namer));
+  if (o.stage == "graph") {
+    ir::KgGraph kg = runtime::optimized_graph(*in.plan, in.outputs, in.key.inputs,
+                                              runtime::kg_value_namer(in.graph));
+    // The file's own output names (a value the reader built as its operand, such as
+    // mean(%x, axes=[]), is named only there).
+    for (size_t i = 0; i < kg.outputs.size() && i < in.graph.outputs.size(); ++i)
+      kg.outputs[i].first = in.graph.outputs[i].first;
+    return ir::print_kg(kg);
+  }
   if (o.stage == "groups") return runtime::groups_text(*in.plan, namer, model, o.why);
   if (o.stage == "kernels") return runtime::kernels_text(*in.plan);
   if (o.stage == "analyze") return runtime::facts_text(*in.plan);

@@ -98,6 +98,23 @@ TEST_F(KilnDump, KernelsSourceAndGraphStages) {
   EXPECT_EQ(again.out, g.out);
 }
 
+// Outputs that optimize to an input (an identity reshape, a mean over no axes) keep their names,
+// and the input its own: the optimized graph runs with the same --input and --out names (the
+// input was printed %y and `output %x` stood for %d).
+TEST_F(KilnDump, GraphStageKeepsInputAndOutputNames) {
+  const std::string path = write("id.kg",
+                                 "kiln.graph v1\ninput %x : f32[3]\n%y = reshape(%x, shape=[3])\n"
+                                 "%z = exp(%x)\n%d = mean(%x, axes=[])\noutput %y\noutput %z\n"
+                                 "output %d\n");
+  Result g = run_kiln("dump " + path + " --stage graph");
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_EQ(g.out,
+            "kiln.graph v1\ninput %x : f32[3]\n%z = exp(%x)\n%y = permute(%x, dims=[0])\n"
+            "%d = permute(%x, dims=[0])\noutput %y\noutput %z\noutput %d\n");
+  Result again = run_kiln("dump " + write("opt.kg", g.out) + " --stage graph");
+  EXPECT_EQ(again.out, g.out);
+}
+
 // Tuning logs its decisions on stderr: what `kiln dump` prints on stdout (LLVM IR here) stays
 // what a user redirects into a file.
 TEST_F(KilnDump, TuningLogsOnStderrAndSourceStaysClean) {

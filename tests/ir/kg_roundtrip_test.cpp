@@ -240,11 +240,15 @@ input %x : f32[3]
 %w = where(1, %t2, 0)
 %t3 = full(shape=[], value=3, dtype=i64)
 %z = mul(%t3, 4)
+%again = permute(%w, dims=[0])
 output %w
 output %z
+output %again
 )");
+  // Every output keeps its name: one listed twice is an alias of the first (it was dropped).
   KgGraph back = read_ok(g, text);
-  ASSERT_EQ(back.outputs.size(), 2u);
+  ASSERT_EQ(back.outputs.size(), 3u);
+  EXPECT_EQ(back.outputs[2].first, "again");
   EXPECT_EQ(back.outputs[1].second, z);  // no inputs involved: the very same node
   EXPECT_EQ(back.outputs[0].second->inputs[0], p);
 }
