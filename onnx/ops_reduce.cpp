@@ -1,5 +1,7 @@
 // ONNX's reductions, arg-reductions, softmaxes, matrix products and normalizations.
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <fmt/format.h>
 #include <numeric>
 
@@ -46,9 +48,32 @@ OpImporter reduce(Reduce kind, int input_since) {
     KILN_ONNX_TRY(Axes ax, reduce_axes(c, input_since));
     if (ax.none) return std::vector<Value>{c.out(x)};
     const std::optional<std::vector<int64_t>> axes = ax.arg();
-    // An empty reduction has ONNX's identities (0, 1, -inf, inf); kiln's are not specified.
-    if (x->numel() == 0) return c.unsupported("a reduction over an empty tensor");
     ir::Builder& B = c.b();
+    if (x->numel() == 0) {
+      // An empty reduction is ONNX's identity, at the result's shape (a sum's gives it): 0 for
+      // the sums, 1 for prod, the dtype's lowest (highest) value for max (min), -inf for the
+      // logarithms, NaN for a float mean (0 / 0).
+      KILN_ONNX_TRY(const ir::Node* sized, c.check(B.reduce(Op::Sum, x, axes, keep)));
+      const bool fl = ir::is_float(x->dtype);
+      const double inf = std::numeric_limits<double>::infinity();
+      const auto lowest = [&](bool highest) -> int64_t {
+        if (x->dtype == ir::DType::i8) return highest ? 127 : -128;
+        if (x->dtype == ir::DType::u8) return highest ? 255 : 0;
+        if (x->dtype == ir::DType::i32) return highest ? INT32_MAX : INT32_MIN;
+        if (x->dtype == ir::DType::boolean) return highest ? 1 : 0;
+        return highest ? INT64_MAX : INT64_MIN;
+      };
+      if (kind == Reduce::max || kind == Reduce::min) {
+        const bool highest = kind == Reduce::min;
+        if (fl) return one(c, B.full(sized->shape, highest ? inf : -inf, x->dtype));
+        return one(c, B.full_int(sized->shape, lowest(highest), x->dtype));
+      }
+      double v = 0;
+      if (kind == Reduce::prod) v = 1;
+      if (kind == Reduce::log_sum || kind == Reduce::log_sum_exp) v = -inf;
+      if (kind == Reduce::mean && fl) v = std::numeric_limits<double>::quiet_NaN();
+      return one(c, B.full(sized->shape, v, x->dtype));
+    }
     switch (kind) {
       case Reduce::sum: return one(c, B.reduce(Op::Sum, x, axes, keep));
       case Reduce::mean: return one(c, B.mean(x, axes, keep));

@@ -740,6 +740,26 @@ TEST(OnnxNumerics, CompositesStayAccurateAtExtremeArguments) {
        {5, -5, 1.5, -1.5, std::numeric_limits<double>::quiet_NaN()});
 }
 
+// Reductions over an empty tensor are ONNX's identities (they were refused as unsupported).
+TEST(OnnxNumerics, EmptyReductionsAreTheIdentities) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const ir::HostTensor empty = ir::HostTensor::zeros(ir::DType::f32, {0, 3});
+  using D = std::vector<double>;
+  EXPECT_EQ(run_node("ReduceMax", kFloat, {empty}, {ints_attr("axes", {0}), int_attr("keepdims", 0)}),
+            (D{-inf, -inf, -inf}));
+  EXPECT_EQ(run_node("ReduceMin", kFloat, {empty}, {ints_attr("axes", {0}), int_attr("keepdims", 0)}),
+            (D{inf, inf, inf}));
+  EXPECT_EQ(run_node("ReduceProd", kFloat, {empty}, {ints_attr("axes", {0}), int_attr("keepdims", 0)}),
+            (D{1, 1, 1}));
+  EXPECT_EQ(run_node("ReduceSum", kFloat, {empty}), (D{0}));  // every axis, kept: [1, 1]
+  EXPECT_EQ(run_node("ReduceLogSumExp", kFloat, {empty}, {ints_attr("axes", {0})}), (D{-inf, -inf, -inf}));
+  EXPECT_EQ(run_node("ReduceMax", kFloat, {empty}, {ints_attr("axes", {1})}), D{});  // [0, 1]
+  constexpr int kInt32 = 6;
+  EXPECT_EQ(run_node("ReduceMax", kInt32, {ir::HostTensor::zeros(ir::DType::i32, {2, 0})},
+                     {ints_attr("axes", {1}), int_attr("keepdims", 0)}),
+            (D{-2147483648.0, -2147483648.0}));
+}
+
 // Inputs that share a dim_param and are given values of two sizes for it: an error naming both.
 TEST(OnnxImporter, ADimParamGivenTwoSizesIsAnError) {
   std::string bytes = model({node("Relu", {"x"}, {"y"}, "r1"), node("Relu", {"z"}, {"w"}, "r2")},
