@@ -186,6 +186,13 @@ Expected<std::vector<const Tensor*>> bind(const KgFile& file,
   const size_t count = file.callable_inputs();
   if (!names.empty() && names.size() != inputs.size())
     return make_error(fmt::format("{} input names for {} tensors", names.size(), inputs.size()));
+  // A name the graph does not have is named (before the count, which it makes wrong too).
+  for (std::string_view name : names) {
+    if (name.starts_with('%')) name.remove_prefix(1);
+    if (!input_position(file, name))
+      return make_error(
+          fmt::format("the graph has no input %{} (its inputs: {})", name, declared_inputs(file)));
+  }
   if (inputs.size() != count)
     return make_error(fmt::format("the graph takes {} input{} ({}), {} given", count,
                                   count == 1 ? "" : "s", declared_inputs(file), inputs.size()));
@@ -195,11 +202,7 @@ Expected<std::vector<const Tensor*>> bind(const KgFile& file,
     if (!names.empty()) {
       std::string_view name = names[i];
       if (name.starts_with('%')) name.remove_prefix(1);
-      std::optional<size_t> position = input_position(file, name);
-      if (!position)
-        return make_error(
-            fmt::format("the graph has no input %{} (its inputs: {})", name, declared_inputs(file)));
-      at = *position;
+      at = *input_position(file, name);  // every name is one of its inputs (above)
       if (bound[at]) return make_error(fmt::format("input %{} is bound twice", name));
     }
     bound[at] = &inputs[i];

@@ -71,6 +71,9 @@ def test_graph_input_errors_say_what_the_graph_expects():
     ins = mlp_inputs()
     with pytest.raises(kiln.InvalidArgumentError, match=r"the graph has no input %y \(its inputs: %x: f32\[4,8\]"):
         g(y=ins["x"], w=ins["w"], b=ins["b"])
+    # An extra name is named too, not only counted ("takes 3 inputs, 4 given").
+    with pytest.raises(kiln.InvalidArgumentError, match=r"the graph has no input %z \(its inputs: %x"):
+        g(x=ins["x"], w=ins["w"], b=ins["b"], z=ins["x"])
     with pytest.raises(kiln.InvalidArgumentError,
                        match=r"input %x is declared f32\[4,8\], the tensor bound to it is f64\[4,8\]"):
         g(kiln.tensor(ins["x"].astype(np.float64)), ins["w"], ins["b"])
