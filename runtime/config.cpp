@@ -287,9 +287,10 @@ Expected<std::string> read_file(const fs::path& path) {
   return text.str();
 }
 
-// KILN_CONFIG, else the nearest kiln.toml in `dir` or above it; nullopt when there is none.
+// KILN_CONFIG, else the nearest kiln.toml in `dir` or above it; nullopt when there is none. (An
+// empty KILN_CONFIG is unset, as shells and CI runners leave a variable set to nothing.)
 Expected<std::optional<fs::path>> find_config(const fs::path& dir) {
-  if (const char* env = std::getenv("KILN_CONFIG")) {
+  if (const char* env = std::getenv("KILN_CONFIG"); env && *env) {
     fs::path path = fs::path(env).is_absolute() ? fs::path(env) : dir / env;
     std::error_code ec;
     if (!fs::is_regular_file(path, ec))

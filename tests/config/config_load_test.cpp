@@ -54,6 +54,16 @@ TEST_F(ConfigLoad, KilnConfigNamesTheFile) {
   EXPECT_EQ(r->config.project_root, (dir_ / "elsewhere").string());
 }
 
+// KILN_CONFIG set to nothing is unset: the search finds kiln.toml (it was "... is not a file").
+TEST_F(ConfigLoad, AnEmptyKilnConfigIsUnset) {
+  std::string file = write("kiln.toml", "[streaming]\nmax_streams = 3\n");
+  ScopedEnv env("KILN_CONFIG", "");
+  auto r = load_config(dir_.string());
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_EQ(r->config.max_streams, 3);
+  EXPECT_EQ(r->config.file, file);
+}
+
 TEST_F(ConfigLoad, KilnConfigToAMissingFileIsAnError) {
   ScopedEnv env("KILN_CONFIG", (dir_ / "missing.toml").string());
   auto r = load_config(dir_.string());
