@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 #include <filesystem>
 
 #include "ir/kg.h"
@@ -37,7 +38,15 @@ Expected<std::vector<std::string>> collect_graphs(const std::vector<std::string>
   }
   if (graphs.empty())
     return make_error("no graphs given: name .kg files or a KILN_RECORD directory");
-  return graphs;
+  // A file named twice (or also found in a directory given) is one graph.
+  std::vector<std::string> unique;
+  std::set<fs::path> seen;
+  for (std::string& g : graphs) {
+    std::error_code ec;
+    fs::path key = fs::weakly_canonical(g, ec);
+    if (seen.insert(ec ? fs::path(g) : key).second) unique.push_back(std::move(g));
+  }
+  return unique;
 }
 
 Expected<std::vector<const ir::Node*>> read_graph_outputs(ir::Graph& g, const std::string& path) {
