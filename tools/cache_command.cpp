@@ -306,9 +306,26 @@ int cache_command(const CacheOptions& o) {
                       "nothing was changed",
                       o.action, *path));
   }
+  // An import into a cache that does not exist yet creates it (and its directories); an import
+  // that fails takes them away again, leaving the file system as it was.
+  namespace fs = std::filesystem;
+  fs::path created;  // the outermost of the cache file and its directories that do not exist
+  std::error_code ec;
+  if (o.action == "import")
+    for (fs::path at = fs::absolute(*path, ec); !at.empty() && !fs::exists(at, ec);
+         at = at.parent_path()) {
+      created = at;
+      if (at == at.parent_path()) break;
+    }
   auto store = cache::Store::open(*path, {.read_only = !writes});
   if (!store) return report_error(store.error().message);
-  return run_action(**store, o);
+  const int rc = run_action(**store, o);
+  store->reset();  // closed before anything is removed
+  if (rc != 0 && !created.empty()) {
+    fs::remove_all(created, ec);
+    for (const char* suffix : {"-wal", "-shm"}) fs::remove(*path + suffix, ec);
+  }
+  return rc;
 }
 
 }  // namespace kiln::tools

@@ -112,6 +112,10 @@ TEST_F(CacheBundle, ExportForARecordedWorkloadHoldsExactlyItsEntriesAndServesIt)
   Result verify = kiln("cache verify" + cache("bundle.sqlite"));
   EXPECT_EQ(verify.code, 0) << verify.out;
 
+  // A failed import into a cache that does not exist leaves none behind, nor its directory.
+  Result bad = kiln("cache import " + path("bundle.sqlite.missing") + cache("new/fresh.sqlite"));
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_FALSE(std::filesystem::exists(path("new"))) << bad.out;
   Result imported = kiln("cache import " + bundle + cache("fresh.sqlite"));
   ASSERT_EQ(imported.code, 0) << imported.out;
   EXPECT_EQ(imported.out, "imported 5 entries from " + bundle + "\n");
