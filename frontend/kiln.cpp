@@ -461,6 +461,13 @@ Expected<void> Tensor::mark_dynamic(int64_t axis, std::string name) {
         name));
   std::lock_guard lock(impl_->dev->mu);
   impl_->symbols.resize(impl_->shape.size());
+  // One symbol is one size: another axis of this tensor marked with it must have this size.
+  for (size_t other = 0; other < impl_->symbols.size(); ++other)
+    if (static_cast<int64_t>(other) != *a && impl_->symbols[other] == name &&
+        impl_->shape[other] != impl_->shape[*a])
+      return make_error(fmt::format(
+          "mark_dynamic: '{}' names axis {} (size {}) already; axis {} has size {}", name, other,
+          impl_->shape[other], *a, impl_->shape[*a]));
   impl_->symbols[*a] = std::move(name);
   return {};
 }

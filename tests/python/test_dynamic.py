@@ -67,6 +67,12 @@ def test_mark_dynamic_checks_its_axis():
     with pytest.raises(kiln.InvalidArgumentError, match="axis 5 is out of range"):
         t.mark_dynamic(5)
     assert t.mark_dynamic(-1) is t
+    # One symbol is one size (marking axes of sizes 2 and 3 with one name was accepted).
+    t.mark_dynamic(0, "a")
+    with pytest.raises(kiln.InvalidArgumentError, match=r"'a' names axis 0 \(size 2\) already; axis 1 has size 3"):
+        t.mark_dynamic(1, "a")
+    square = kiln.tensor(np.zeros((3, 3), np.float32))
+    assert square.mark_dynamic(0, "n").mark_dynamic(1, "n") is square
 
 
 def test_a_graph_with_a_size_symbol_is_called_at_any_size(source_dir):
