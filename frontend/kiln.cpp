@@ -465,9 +465,9 @@ Expected<void> Tensor::mark_dynamic(int64_t axis, std::string name) {
   for (size_t other = 0; other < impl_->symbols.size(); ++other)
     if (static_cast<int64_t>(other) != *a && impl_->symbols[other] == name &&
         impl_->shape[other] != impl_->shape[*a])
-      return make_error(fmt::format(
-          "mark_dynamic: '{}' names axis {} (size {}) already; axis {} has size {}", name, other,
-          impl_->shape[other], *a, impl_->shape[*a]));
+      return make_error(
+          fmt::format("mark_dynamic: '{}' names axis {} (size {}) already; axis {} has size {}",
+                      name, other, impl_->shape[other], *a, impl_->shape[*a]));
   impl_->symbols[*a] = std::move(name);
   return {};
 }

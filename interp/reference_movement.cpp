@@ -64,9 +64,8 @@ Value expand(const ir::Node& n, const Value& x) {
   Value out = make_value(n.dtype, n.shape);
   const bool exact = x.exact() && make_exact(out);
   int64_t flat = 0;
-  for_each_index(n.shape, [&](const Index& o) {
-    copy_element(out, flat++, x, offset_of(o, strides), exact);
-  });
+  for_each_index(
+      n.shape, [&](const Index& o) { copy_element(out, flat++, x, offset_of(o, strides), exact); });
   return out;
 }
 

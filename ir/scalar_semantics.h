@@ -28,7 +28,8 @@ double eval_elementwise(Op op, DType operand_dtype, std::span<const double> oper
 // values and the bools beside them. nullopt for an op without an exact integer meaning here
 // (the float math, pow, cast).
 std::optional<int64_t> eval_elementwise_int(Op op, std::span<const int64_t> operands);
-// Whether eval_elementwise_int gives `op` a value (an elementwise op with an exact integer meaning).
+// Whether eval_elementwise_int gives `op` a value (an elementwise op with an exact integer
+// meaning).
 bool has_int_meaning(Op op);
 
 // kiln's one rule for max and min (docs/graph-format.md, "NaN, signed zero and infinities"),

@@ -1,9 +1,9 @@
 // The ONNX importer's graph walk: inputs, initializers, nodes in order, folding at import, outputs.
 #include <fmt/format.h>
 #include <algorithm>
-#include <map>
 #include <cctype>
 #include <cstring>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -302,10 +302,10 @@ Expected<void> check_symbol_sizes(const GraphProto& graph, const ImportOptions& 
       const std::string whose = fmt::format("input '{}'", info.name);
       auto [it, fresh] = bound.emplace(symbol, std::pair(size, whose));
       if (!fresh && it->second.first != size)
-        return make_error(fmt::format(
-            "onnx: the symbolic dimension '{}' is {} in {} but {} in {} ({}{})",
-            d.param.empty() ? symbol : d.param, it->second.first, it->second.second, size, whose,
-            info.name, dims_str(*info.shape)));
+        return make_error(
+            fmt::format("onnx: the symbolic dimension '{}' is {} in {} but {} in {} ({}{})",
+                        d.param.empty() ? symbol : d.param, it->second.first, it->second.second,
+                        size, whose, info.name, dims_str(*info.shape)));
     }
   }
   return {};
@@ -535,7 +535,8 @@ Expected<ImportedModel> import_model(ir::Graph& g, std::string_view bytes,
   if (graph.sparse_initializers)
     return make_error("onnx: unsupported: the graph has sparse initializers");
 
-  if (auto sized = check_symbol_sizes(graph, options); !sized) return std::unexpected(sized.error());
+  if (auto sized = check_symbol_sizes(graph, options); !sized)
+    return std::unexpected(sized.error());
   Context ctx(g, result.opset);
   std::unordered_map<std::string, Value> values;
   auto inits = add_initializers(graph, values, "");

@@ -179,7 +179,8 @@ struct Expr {
 // softplus, and
 // Conv of x by weights w with an optional bias, reading Conv's attributes (ops_window.cpp).
 Expected<const ir::Node*> round_half_even(Context& c, const ir::Node* x);
-// softplus(x) = log(1 + exp(x)) without overflow: max(x, 0) + log1p(exp(-|x|)) (ops_elementwise.cpp).
+// softplus(x) = log(1 + exp(x)) without overflow: max(x, 0) + log1p(exp(-|x|))
+// (ops_elementwise.cpp).
 Expected<const ir::Node*> stable_softplus(Context& c, const ir::Node* x);
 Expected<const ir::Node*> conv_of(Context& c, const ir::Node* x, const ir::Node* w, const ir::Node* bias);
 

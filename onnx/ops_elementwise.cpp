@@ -1,6 +1,6 @@
 // ONNX's elementwise ops (unary, binary, variadic, activations, Where, Cast) on kiln primitives.
-#include <cmath>
 #include <fmt/format.h>
+#include <cmath>
 #include <limits>
 #include <numbers>
 
@@ -71,7 +71,8 @@ Outs div(Context& c) {
   KILN_ONNX_TRY(const ir::Node* a, c.x(0));
   KILN_ONNX_TRY(const ir::Node* b, c.x(1));
   KILN_ONNX_TRY(b, legacy_broadcast(c, a, b));
-  if (!ir::is_signed(a->dtype) || ir::is_float(a->dtype)) return one(c, c.b().binary(Op::Div, a, b));
+  if (!ir::is_signed(a->dtype) || ir::is_float(a->dtype))
+    return one(c, c.b().binary(Op::Div, a, b));
   KILN_ONNX_TRY(const ir::Node* q, truncated_div(c, a, b));
   return std::vector<Value>{c.out(q)};
 }
@@ -333,7 +334,9 @@ Expected<const ir::Node*> log1p_nonneg(Context& c, const ir::Node* u) {
 // Above this a function's x*x term is dropped (x*x would overflow; 1 next to it is below the
 // type's precision): asinh(x) = acosh(x) = log(x) + log(2) there. 2^27, and 128 in f16 (whose
 // largest value is 65504).
-double huge_argument(ir::DType t) { return t == ir::DType::f16 ? 128.0 : 134217728.0; }
+double huge_argument(ir::DType t) {
+  return t == ir::DType::f16 ? 128.0 : 134217728.0;
+}
 
 // The hyperbolic functions kiln has no primitive for, from exp, log, tanh and sqrt, without
 // overflow in an intermediate where the result is finite and without cancellation near 0.
@@ -401,7 +404,8 @@ OpImporter hyperbolic(Hyper kind) {
         KILN_ONNX_TRY(const ir::Node* mag, c.check(B.where(huge, far, near)));
         if (kind == Hyper::acosh) {
           KILN_ONNX_TRY(const ir::Node* below, e.bin(Op::Lt, x, 1.0));  // negative huge x too
-          KILN_ONNX_TRY(const ir::Node* nan, e.k(std::numeric_limits<double>::quiet_NaN(), x->dtype));
+          KILN_ONNX_TRY(const ir::Node* nan,
+                        e.k(std::numeric_limits<double>::quiet_NaN(), x->dtype));
           return one(c, B.where(below, nan, mag));
         }
         KILN_ONNX_TRY(const ir::Node* neg_mag, e.un(Op::Neg, mag));

@@ -1,8 +1,8 @@
 // ONNX's reductions, arg-reductions, softmaxes, matrix products and normalizations.
+#include <fmt/format.h>
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <fmt/format.h>
 #include <numeric>
 
 #include "onnx/import_context.h"

@@ -115,7 +115,8 @@ int kiln_tool_main(int argc, char** argv) {
     return 1;
   }
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    std::fprintf(stderr, "kiln: error: cannot write to standard output: %s\n", std::strerror(errno));
+    std::fprintf(stderr, "kiln: error: cannot write to standard output: %s\n",
+                 std::strerror(errno));
     return rc == 0 ? 1 : rc;
   }
   return rc;

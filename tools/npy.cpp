@@ -192,6 +192,27 @@ std::string frame_header(const std::string& dict) {
   return out;
 }
 
+// Column-major data (numpy's fortran_order: what np.save writes for a transposed array) in
+// kiln's row-major order: the element at index (i0, ..., in-1) is at sum(i_d * prod(shape[<d]))
+// in `t`.
+ir::HostTensor to_row_major(const ir::HostTensor& t) {
+  ir::HostTensor out = ir::HostTensor::zeros(t.dtype, t.shape);
+  const size_t rank = t.shape.size();
+  const auto size = static_cast<size_t>(ir::dtype_size(t.dtype));
+  std::vector<int64_t> column_stride(rank, 1), index(rank, 0);
+  for (size_t d = 1; d < rank; ++d) column_stride[d] = column_stride[d - 1] * t.shape[d - 1];
+  for (int64_t flat = 0; flat < t.numel(); ++flat) {
+    int64_t from = 0;
+    for (size_t d = 0; d < rank; ++d) from += index[d] * column_stride[d];
+    std::memcpy(out.bytes.data() + flat * size, t.bytes.data() + from * size, size);
+    for (size_t d = rank; d-- > 0;) {  // the next row-major index
+      if (++index[d] < t.shape[d]) break;
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Expected<ir::HostTensor> read_npy(const std::string& path) {
@@ -230,6 +251,7 @@ Expected<ir::HostTensor> read_npy(const std::string& path) {
                      fmt::format("trailing bytes after the data: expected {}, found more", what));
   if (t.dtype == ir::DType::boolean)  // numpy treats any non-zero byte as True
     for (std::byte& b : t.bytes) b = b != std::byte{0} ? std::byte{1} : std::byte{0};
+  if (header->fortran && t.shape.size() > 1) t = to_row_major(t);
   return t;
 }
 

@@ -178,10 +178,9 @@ Expected<Header> header_of(const std::vector<std::pair<std::string, Literal>>& e
        {std::pair{descr != nullptr, "descr"}, std::pair{fortran != nullptr, "fortran_order"},
         std::pair{shape != nullptr, "shape"}})
     if (!ok) return make_error(fmt::format("malformed header: missing key '{}'", name));
-  if (*fortran) return make_error("Fortran-order data is not supported (fortran_order is True)");
   auto dtype = dtype_of_descr(*descr);
   if (!dtype) return std::unexpected(dtype.error());
-  return Header{*dtype, shape->items};
+  return Header{*dtype, shape->items, *fortran};
 }
 
 }  // namespace

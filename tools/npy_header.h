@@ -12,6 +12,7 @@ namespace kiln::tools::npy {
 struct Header {
   ir::DType dtype = ir::DType::f32;
   ir::Shape shape;
+  bool fortran = false;  // the data in column-major order (numpy's fortran_order)
 };
 
 // Parses "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" followed by padding

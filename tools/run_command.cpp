@@ -25,7 +25,9 @@ namespace {
 std::string npy_file_name(const std::string& name) {
   std::string file;
   for (char ch : name)
-    file += std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.' ? ch : '_';
+    file += std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.'
+                ? ch
+                : '_';
   if (file.find_first_not_of('.') == std::string::npos) file.insert(0, "_");
   return file + ".npy";
 }
@@ -261,7 +263,8 @@ int run_command(const RunOptions& o) {
     const std::string& name = graph->outputs[i].first;
     if (o.out_dir.empty()) {
       print_summary(name, t);
-    } else if (auto w = write_npy((std::filesystem::path(o.out_dir) / (*files)[i]).string(), t); !w) {
+    } else if (auto w = write_npy((std::filesystem::path(o.out_dir) / (*files)[i]).string(), t);
+               !w) {
       return report_error(w.error().message);
     }
   }

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <set>
 #include <filesystem>
+#include <set>
 
 #include "ir/kg.h"
 #include "tools/graph_file.h"

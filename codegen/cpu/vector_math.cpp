@@ -12,8 +12,8 @@
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/GlobalVariable.h>
 #include <llvm/IR/IRBuilder.h>
-#include <llvm/IR/Module.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
 
 namespace kiln::codegen::cpu {
 
@@ -229,10 +229,9 @@ namespace {
 // the one before: entry k holds bits 8k-24 .. 8k+7 (the first three zero-padded). reduce_large
 // reads the three entries a quarter-period's worth of an exponent's product needs.
 constexpr uint32_t kFourOverPiBits[24] = {
-    0x000000a2, 0x0000a2f9, 0x00a2f983, 0xa2f9836e, 0xf9836e4e, 0x836e4e44,
-    0x6e4e4415, 0x4e441529, 0x441529fc, 0x1529fc27, 0x29fc2757, 0xfc2757d1,
-    0x2757d1f5, 0x57d1f534, 0xd1f534dd, 0xf534ddc0, 0x34ddc0db, 0xddc0db62,
-    0xc0db6295, 0xdb629599, 0x6295993c, 0x95993c43, 0x993c4390, 0x3c439041};
+    0x000000a2, 0x0000a2f9, 0x00a2f983, 0xa2f9836e, 0xf9836e4e, 0x836e4e44, 0x6e4e4415, 0x4e441529,
+    0x441529fc, 0x1529fc27, 0x29fc2757, 0xfc2757d1, 0x2757d1f5, 0x57d1f534, 0xd1f534dd, 0xf534ddc0,
+    0x34ddc0db, 0xddc0db62, 0xc0db6295, 0xdb629599, 0x6295993c, 0x95993c43, 0x993c4390, 0x3c439041};
 
 // Below this |x| the three-part Cody-Waite reduction is accurate (~1.5e-7 up to 1e5); at and
 // above it the exact reduction takes over.
@@ -266,15 +265,17 @@ Quadrant reduce_large(llvm::IRBuilderBase& b, Value* ax) {
   llvm::LLVMContext& ctx = b.getContext();
   llvm::GlobalVariable* table = m->getNamedGlobal("kiln_four_over_pi_bits");
   if (!table) {
-    llvm::Constant* bits = llvm::ConstantDataArray::get(ctx, llvm::ArrayRef<uint32_t>(kFourOverPiBits));
-    table = new llvm::GlobalVariable(*m, bits->getType(), /*isConstant=*/true,
-                                     llvm::GlobalValue::PrivateLinkage, bits, "kiln_four_over_pi_bits");
+    llvm::Constant* bits =
+        llvm::ConstantDataArray::get(ctx, llvm::ArrayRef<uint32_t>(kFourOverPiBits));
+    table =
+        new llvm::GlobalVariable(*m, bits->getType(), /*isConstant=*/true,
+                                 llvm::GlobalValue::PrivateLinkage, bits, "kiln_four_over_pi_bits");
   }
   llvm::Type* i32t = b.getInt32Ty();
   llvm::Type* i64t = b.getInt64Ty();
   Value* xi = b.CreateBitCast(ax, i32t);
   Value* first = b.CreateAnd(b.CreateLShr(xi, 26), i32(b, 15));  // by the exponent's top bits
-  Value* shift = b.CreateAnd(b.CreateLShr(xi, 23), i32(b, 7));    // and its low three
+  Value* shift = b.CreateAnd(b.CreateLShr(xi, 23), i32(b, 7));   // and its low three
   Value* mant = b.CreateOr(b.CreateAnd(xi, i32(b, 0xffffff)), i32(b, 0x800000));
   mant = b.CreateShl(mant, shift);  // < 2^31
   auto entry = [&](int offset) {

@@ -229,7 +229,8 @@ std::string DialectText::math(const std::string& name, DType t, const std::strin
   // GLSL has no double transcendentals (codegen/gpu/glsl_f64_math.cpp), and its tanh, pow and
   // erf get helpers with libm's special cases.
   if (name == "sin" || name == "cos")  // exact reductions of large arguments
-    return fmt::format("{}({}, {})", helper("sincos", f64 ? t : DType::f32), x, name == "sin" ? 0 : 1);
+    return fmt::format("{}({}, {})", helper("sincos", f64 ? t : DType::f32), x,
+                       name == "sin" ? 0 : 1);
   if (f64 && !glsl_f64_math(name).empty()) {
     const std::string h = helper(name, t);
     return name == "pow" ? fmt::format("{}({}, {})", h, x, y) : fmt::format("{}({})", h, x);

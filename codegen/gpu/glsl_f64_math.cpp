@@ -87,13 +87,15 @@ std::string rem_pio2_large() {
   // The window: W5 (most significant) .. W0 from seven table words shifted by o.
   for (int k = 0; k < 6; ++k)
     out += fmt::format(
-        "  uint W{0} = o == 0 ? bits[w + {1}] : (bits[w + {1}] << o) | (bits[w + {2}] >> (32 - o));\n",
+        "  uint W{0} = o == 0 ? bits[w + {1}] : (bits[w + {1}] << o) | (bits[w + {2}] >> (32 - "
+        "o));\n",
         5 - k, k, k + 1);
   out += "  uint a0 = 0u, a1 = 0u, a2 = 0u, a3 = 0u, a4 = 0u, a5 = 0u, hi, lo, c;\n";
   // a += m_i * W_j at word i + j, carries up to a5 (bits past 2^192 are whole periods).
   const auto add_at = [&](int word, const std::string& v) {
     out += fmt::format("  a{0} = uaddCarry(a{0}, {1}, c);\n", word, v);
-    for (int up = word + 1; up < 6; ++up) out += fmt::format("  a{0} = uaddCarry(a{0}, c, c);\n", up);
+    for (int up = word + 1; up < 6; ++up)
+      out += fmt::format("  a{0} = uaddCarry(a{0}, c, c);\n", up);
   };
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 6 && i + j < 6; ++j) {
@@ -125,7 +127,8 @@ std::string rem_pio2_large() {
 // sin and cos share the reduction by pi/2 (fdlibm's three-part constant below 2^20, the exact
 // one above) and the kernels.
 const std::string& sin_cos() {
-  static const std::string text = rem_pio2_large() + R"(double kiln_sincos_f64(double x, int shift) {
+  static const std::string text =
+      rem_pio2_large() + R"(double kiln_sincos_f64(double x, int shift) {
   if (isnan(x) || isinf(x)) return packDouble2x32(uvec2(0u, 0x7ff80000u));
   double r;
   int n;

@@ -13,6 +13,24 @@ from ctypes import POINTER, byref, c_char_p, c_double, c_int, c_int32, c_int64, 
 ABI_VERSION = 1  # KILN_C_ABI_VERSION this package speaks
 
 
+class OwnsHandle:
+    """A Python object that owns one C handle (a tensor, device or graph): a copy is the object
+    itself, never a second owner that would release the handle twice; pickling says why it
+    cannot (`_pickle_advice`)."""
+
+    __slots__ = ()
+    _pickle_advice = ""
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        raise TypeError(f"a kiln.{type(self).__name__} cannot be pickled: {self._pickle_advice}")
+
+
 class Error(Exception):
     """A kiln failure: the message is kiln's (what failed and why); `status` is the C API's
     status name ("KILN_ERROR_INVALID_OPERATION", ...)."""

@@ -6,7 +6,7 @@ import ctypes
 import os
 import threading
 
-from ._capi import byref, check, lib, string
+from ._capi import OwnsHandle, byref, check, lib, string
 
 
 def python_defaults():
@@ -44,7 +44,7 @@ def _setting(value):
     return str(value)
 
 
-class Device:
+class Device(OwnsHandle):
     """A kiln device: "cpu", "reference" (the f64 interpreter), "vulkan:N" or "cuda:N".
 
     `options` maps kiln.toml keys by dotted name to values ({"autotune.enabled": False,
@@ -55,6 +55,7 @@ class Device:
     """
 
     __slots__ = ("_h", "name", "__weakref__")
+    _pickle_advice = "open the device by name where it is needed"
 
     def __init__(self, name="cpu", options=None, *, use_config=False, config_dir=None):
         self._h = None
@@ -81,17 +82,6 @@ class Device:
         h = getattr(self, "_h", None)
         if h:
             _release(h)
-
-    # One object owns the C handle: a copy is this object itself (a device is shared), never a
-    # second owner that would release the handle twice.
-    def __copy__(self):
-        return self
-
-    def __deepcopy__(self, memo):
-        return self
-
-    def __reduce__(self):
-        raise TypeError("a kiln.Device cannot be pickled: open the device by name where it is needed")
 
     def last_stats(self):
         """Stats of the most recent realize on this device (from whichever thread)."""

@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from . import _dtypes
-from ._capi import check, lib, string, take_string
+from ._capi import OwnsHandle, check, lib, string, take_string
 from ._device import device_of
 from ._ops import tensor
 from ._tensor import Tensor, new
@@ -27,7 +27,7 @@ class GraphInput(collections.namedtuple("GraphInput", "name dtype shape")):
 STAGES = ("graph", "groups", "kernels", "analyze", "source")
 
 
-class Graph:
+class Graph(OwnsHandle):
     """A `.kg` graph, read once: call it on tensors like an op (from any thread), or dump it.
 
         g = kiln.Graph.load("examples/mlp.kg")
@@ -36,6 +36,7 @@ class Graph:
     """
 
     __slots__ = ("_h", "path", "inputs", "outputs")
+    _pickle_advice = "load it again from its file"
 
     def __init__(self, path):
         """Reads the .kg file at `path`; its errors say FILE:LINE:COL and what was expected."""
@@ -98,17 +99,6 @@ class Graph:
         h = getattr(self, "_h", None)
         if h:
             _release(h)
-
-    # One object owns the C handle: a copy is this object itself (a graph is read once and shared), never a
-    # second owner that would release the handle twice.
-    def __copy__(self):
-        return self
-
-    def __deepcopy__(self, memo):
-        return self
-
-    def __reduce__(self):
-        raise TypeError("a kiln.Graph cannot be pickled: load it again from its file")
 
     def __repr__(self):
         ins = ", ".join(f"%{i.name}: {_dtypes_str(i.dtype)}[{', '.join(_axis(d, s) for d, s in zip(i.shape, i.symbols))}]"

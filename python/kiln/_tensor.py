@@ -12,7 +12,7 @@ import operator
 import numpy as np
 
 from . import _dtypes
-from ._capi import InvalidOperationError, check, error, int64, int64s, lib, string
+from ._capi import InvalidOperationError, OwnsHandle, check, error, int64, int64s, lib, string
 from ._device import device_of
 from ._dlpack import Exported, KDL_CPU, export_capsule
 
@@ -215,11 +215,12 @@ def dtype_name(dtype):
     return dtype.name if dtype is _dtypes.bfloat16 else str(dtype)
 
 
-class Tensor:
+class Tensor(OwnsHandle):
     """A lazy kiln tensor. Make one with kiln.tensor(), kiln.from_dlpack(), kiln.full() or
     kiln.arange(), or as the result of an op; it keeps its device alive."""
 
     __slots__ = ("_h", "_dev")
+    _pickle_advice = "take its values with .numpy()"
     __array_ufunc__ = None  # numpy defers to kiln's operators: ndarray + Tensor is a Tensor
 
     def __init__(self, *args, **kwargs):
@@ -232,16 +233,6 @@ class Tensor:
             return
         _release(h)
 
-    # One object owns the C handle: a copy is this object itself (a tensor is an immutable
-    # value), never a second owner that would release the handle twice.
-    def __copy__(self):
-        return self
-
-    def __deepcopy__(self, memo):
-        return self
-
-    def __reduce__(self):
-        raise TypeError("a kiln.Tensor cannot be pickled: take its values with .numpy()")
 
     # ---- what it is -------------------------------------------------------------------------
     @property

@@ -276,8 +276,9 @@ TEST_F(KilnCli, AnInputOfAnotherSymbolSizeNamesTheDimThatTakesIt) {
 // out of main: rc 134) or a silent rc 0 (buffered output failed at exit, unchecked).
 TEST_F(KilnCli, OutputThatCannotBeWrittenIsAnError) {
   auto g = write("g.kg", kAddGraph);
-  for (const std::string& args : {"run " + g + " --random-inputs --no-autotune",
-                                 "dump " + g + " --stage source", "dump " + g + " --format html"}) {
+  for (const std::string& args :
+       {"run " + g + " --random-inputs --no-autotune", "dump " + g + " --stage source",
+        "dump " + g + " --format html"}) {
     auto r = kiln::testing::run_shell(std::string(KILN_BINARY) + " " + args + " 2>&1 >/dev/full");
     EXPECT_EQ(r.code, 1) << args << ": " << r.out;
     EXPECT_NE(r.out.find("kiln: error: cannot write"), std::string::npos) << args << ": " << r.out;

@@ -74,7 +74,8 @@ TEST(GpuVulkanDiffTest, SinAndCosOfLargeArgumentsMatchLibm) {
     k.domain = {n};
     k.params = {{t, {n}, false, "x"}, {t, {n}, true, "s"}, {t, {n}, true, "c"}};
     k.stores = {{1, i, arena->alu(Alu::Sin, t, {x})}, {2, i, arena->alu(Alu::Cos, t, {x})}};
-    std::vector<ir::HostTensor> tensors = {ir::HostTensor::zeros(t, {n}), ir::HostTensor::zeros(t, {n}),
+    std::vector<ir::HostTensor> tensors = {ir::HostTensor::zeros(t, {n}),
+                                           ir::HostTensor::zeros(t, {n}),
                                            ir::HostTensor::zeros(t, {n})};
     for (int64_t j = 0; j < n; ++j) tensors[0].set(j, xs[static_cast<size_t>(j)]);
     run_on_vulkan(k, tensors, CheckMode::none);
@@ -83,8 +84,10 @@ TEST(GpuVulkanDiffTest, SinAndCosOfLargeArgumentsMatchLibm) {
     const double tol = f32 ? 4e-6 : 1e-13;
     for (int64_t j = 0; j < n; ++j) {
       const double v = xs[static_cast<size_t>(j)];
-      EXPECT_NEAR(tensors[1].get(j), std::sin(v), tol * std::max(std::abs(std::sin(v)), 1e-3)) << "sin(" << v << ")";
-      EXPECT_NEAR(tensors[2].get(j), std::cos(v), tol * std::max(std::abs(std::cos(v)), 1e-3)) << "cos(" << v << ")";
+      EXPECT_NEAR(tensors[1].get(j), std::sin(v), tol * std::max(std::abs(std::sin(v)), 1e-3))
+          << "sin(" << v << ")";
+      EXPECT_NEAR(tensors[2].get(j), std::cos(v), tol * std::max(std::abs(std::cos(v)), 1e-3))
+          << "cos(" << v << ")";
     }
   }
 }

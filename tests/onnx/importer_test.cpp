@@ -8,10 +8,10 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <tuple>
-#include <fstream>
 
 #include "interp/reference.h"
 #include "onnx/importer.h"
@@ -684,16 +684,19 @@ ir::HostTensor typed(ir::DType t, std::vector<double> v) {
 TEST(OnnxNumerics, IntegerDivAndFmodAtTheTypesMinimum) {
   constexpr int kInt8 = 3, kInt32 = 6;
   using D = std::vector<double>;
-  EXPECT_EQ(run_node("Div", kInt8, {typed(ir::DType::i8, {-128, -128, 127, -7, 7}),
-                                    typed(ir::DType::i8, {2, 3, -128, 2, -2})}),
+  EXPECT_EQ(run_node("Div", kInt8,
+                     {typed(ir::DType::i8, {-128, -128, 127, -7, 7}),
+                      typed(ir::DType::i8, {2, 3, -128, 2, -2})}),
             (D{-64, -42, 0, -3, -3}));
-  EXPECT_EQ(run_node("Div", kInt32, {typed(ir::DType::i32, {-2147483648.0, -2147483648.0}),
-                                     typed(ir::DType::i32, {2, 3})}),
+  EXPECT_EQ(run_node("Div", kInt32,
+                     {typed(ir::DType::i32, {-2147483648.0, -2147483648.0}),
+                      typed(ir::DType::i32, {2, 3})}),
             (D{-1073741824, -715827882}));
-  EXPECT_EQ(run_node("Mod", kInt8, {typed(ir::DType::i8, {-128, 5, 127, -7}),
-                                    typed(ir::DType::i8, {3, -128, -128, 2})},
-                     {int_attr("fmod", 1)}),
-            (D{-2, 5, 127, -1}));
+  EXPECT_EQ(
+      run_node("Mod", kInt8,
+               {typed(ir::DType::i8, {-128, 5, 127, -7}), typed(ir::DType::i8, {3, -128, -128, 2})},
+               {int_attr("fmod", 1)}),
+      (D{-2, 5, 127, -1}));
 }
 
 // The float functions ONNX defines and kiln composes: no overflow in an intermediate where the
@@ -730,12 +733,14 @@ TEST(OnnxNumerics, CompositesStayAccurateAtExtremeArguments) {
   near(run_node("Atanh", kFloat, {typed(ir::DType::f32, at)}), atanh_want);
   const std::vector<double> sp = {-100, -20, -1e-3, 0, 5, 89, 1000};
   std::vector<double> sp_want;
-  for (double x : sp) sp_want.push_back(x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)));
+  for (double x : sp)
+    sp_want.push_back(x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)));
   near(run_node("Softplus", kFloat, {typed(ir::DType::f32, sp)}), sp_want);
   near(run_node("Round", kFloat, {typed(ir::DType::f32, {inf, -inf, 2.5, -3.5, 1e30})}),
        {inf, -inf, 2, -4, static_cast<float>(1e30)});
   near(run_node("Mod", kFloat,
-                {typed(ir::DType::f32, {5, -5, 7.5, -7.5, 3}), typed(ir::DType::f32, {inf, inf, 2, 2, 0})},
+                {typed(ir::DType::f32, {5, -5, 7.5, -7.5, 3}),
+                 typed(ir::DType::f32, {inf, inf, 2, 2, 0})},
                 {int_attr("fmod", 1)}),
        {5, -5, 1.5, -1.5, std::numeric_limits<double>::quiet_NaN()});
 }
@@ -745,14 +750,18 @@ TEST(OnnxNumerics, EmptyReductionsAreTheIdentities) {
   const double inf = std::numeric_limits<double>::infinity();
   const ir::HostTensor empty = ir::HostTensor::zeros(ir::DType::f32, {0, 3});
   using D = std::vector<double>;
-  EXPECT_EQ(run_node("ReduceMax", kFloat, {empty}, {ints_attr("axes", {0}), int_attr("keepdims", 0)}),
-            (D{-inf, -inf, -inf}));
-  EXPECT_EQ(run_node("ReduceMin", kFloat, {empty}, {ints_attr("axes", {0}), int_attr("keepdims", 0)}),
-            (D{inf, inf, inf}));
-  EXPECT_EQ(run_node("ReduceProd", kFloat, {empty}, {ints_attr("axes", {0}), int_attr("keepdims", 0)}),
-            (D{1, 1, 1}));
+  EXPECT_EQ(
+      run_node("ReduceMax", kFloat, {empty}, {ints_attr("axes", {0}), int_attr("keepdims", 0)}),
+      (D{-inf, -inf, -inf}));
+  EXPECT_EQ(
+      run_node("ReduceMin", kFloat, {empty}, {ints_attr("axes", {0}), int_attr("keepdims", 0)}),
+      (D{inf, inf, inf}));
+  EXPECT_EQ(
+      run_node("ReduceProd", kFloat, {empty}, {ints_attr("axes", {0}), int_attr("keepdims", 0)}),
+      (D{1, 1, 1}));
   EXPECT_EQ(run_node("ReduceSum", kFloat, {empty}), (D{0}));  // every axis, kept: [1, 1]
-  EXPECT_EQ(run_node("ReduceLogSumExp", kFloat, {empty}, {ints_attr("axes", {0})}), (D{-inf, -inf, -inf}));
+  EXPECT_EQ(run_node("ReduceLogSumExp", kFloat, {empty}, {ints_attr("axes", {0})}),
+            (D{-inf, -inf, -inf}));
   EXPECT_EQ(run_node("ReduceMax", kFloat, {empty}, {ints_attr("axes", {1})}), D{});  // [0, 1]
   constexpr int kInt32 = 6;
   EXPECT_EQ(run_node("ReduceMax", kInt32, {ir::HostTensor::zeros(ir::DType::i32, {2, 0})},
@@ -762,9 +771,10 @@ TEST(OnnxNumerics, EmptyReductionsAreTheIdentities) {
 
 // Inputs that share a dim_param and are given values of two sizes for it: an error naming both.
 TEST(OnnxImporter, ADimParamGivenTwoSizesIsAnError) {
-  std::string bytes = model({node("Relu", {"x"}, {"y"}, "r1"), node("Relu", {"z"}, {"w"}, "r2")},
-                            {sym_value_info("x", kFloat, {"n", "4"}), sym_value_info("z", kFloat, {"n"})},
-                            {sym_value_info("y", kFloat, {"n", "4"}), sym_value_info("w", kFloat, {"n"})});
+  std::string bytes =
+      model({node("Relu", {"x"}, {"y"}, "r1"), node("Relu", {"z"}, {"w"}, "r2")},
+            {sym_value_info("x", kFloat, {"n", "4"}), sym_value_info("z", kFloat, {"n"})},
+            {sym_value_info("y", kFloat, {"n", "4"}), sym_value_info("w", kFloat, {"n"})});
   ImportOptions options;
   options.input_values.emplace("x", ir::HostTensor::zeros(ir::DType::f32, {3, 4}));
   options.input_values.emplace("z", ir::HostTensor::zeros(ir::DType::f32, {2}));
@@ -781,13 +791,14 @@ TEST(OnnxImporter, ADimParamGivenTwoSizesIsAnError) {
 // `kiln run --out DIR` keeps every output inside DIR: an ONNX name with '/' or '..' is written
 // with '_' (torch exports name tensors "/model/Relu_output_0").
 TEST(OnnxCli, OutputNamesStayInsideTheOutDirectory) {
-  auto tmp = std::filesystem::temp_directory_path() / ("kiln_onnx_out_" + std::to_string(::getpid()));
+  auto tmp =
+      std::filesystem::temp_directory_path() / ("kiln_onnx_out_" + std::to_string(::getpid()));
   std::filesystem::remove_all(tmp);
   std::filesystem::create_directories(tmp);
-  std::string bytes = model({node("Relu", {"x"}, {"/model/Relu_output_0"}, "r1"),
-                             node("Neg", {"x"}, {"../up"}, "r2")},
-                            {value_info("x", kFloat, {2})},
-                            {value_info("/model/Relu_output_0", kFloat, {2}), value_info("../up", kFloat, {2})});
+  std::string bytes = model(
+      {node("Relu", {"x"}, {"/model/Relu_output_0"}, "r1"), node("Neg", {"x"}, {"../up"}, "r2")},
+      {value_info("x", kFloat, {2})},
+      {value_info("/model/Relu_output_0", kFloat, {2}), value_info("../up", kFloat, {2})});
   { std::ofstream(tmp / "m.onnx", std::ios::binary) << bytes; }
   ASSERT_TRUE(tools::write_npy((tmp / "x.npy").string(), f32({2}, {-1, 2})));
   auto run = testing::run_shell(std::string(KILN_BINARY) + " run " + (tmp / "m.onnx").string() +

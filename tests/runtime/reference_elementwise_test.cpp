@@ -325,7 +325,8 @@ TEST(ReferenceElementwise, FloatToIntCastSaturatesAsTheTargets) {
   ASSERT_TRUE(v) << v.error().message;
   std::vector<int64_t> got(7);
   std::memcpy(got.data(), (*v)[0].bytes.data(), sizeof(int64_t) * 7);
-  EXPECT_EQ(got, (std::vector<int64_t>{0, INT64_MAX, INT64_MIN, 10000000000, -10000000000, 300, -2}));
+  EXPECT_EQ(got,
+            (std::vector<int64_t>{0, INT64_MAX, INT64_MIN, 10000000000, -10000000000, 300, -2}));
 }
 
 }  // namespace

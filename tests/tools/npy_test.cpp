@@ -266,11 +266,27 @@ TEST_F(NpyTest, RejectsMalformedHeaders) {
     EXPECT_EQ(read_error(npy_v1(dict, "")), p + message) << dict;
 }
 
-TEST_F(NpyTest, RejectsFortranOrderBigEndianAndUnsupportedDtypes) {
+// Fortran-order data (what np.save writes for a transposed array) reads in row-major order (it
+// was refused).
+TEST_F(NpyTest, ReadsFortranOrderDataInRowMajorOrder) {
+  // [[0, 1, 2], [3, 4, 5]] stored column by column, and a [2, 2, 2] of 0..7 likewise.
+  const std::string p = write_bytes(
+      "f.npy", npy_v1("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }",
+                      f32_bytes({0, 3, 1, 4, 2, 5})));
+  auto t = read_npy(p);
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->shape, (ir::Shape{2, 3}));
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(t->get(i), i);
+  const std::string q = write_bytes(
+      "g.npy", npy_v1("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2, 2), }",
+                      f32_bytes({0, 4, 2, 6, 1, 5, 3, 7})));
+  auto u = read_npy(q);
+  ASSERT_TRUE(u) << u.error().message;
+  for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(u->get(i), i);
+}
+
+TEST_F(NpyTest, RejectsBigEndianAndUnsupportedDtypes) {
   const std::string p = "npy '" + path("bad.npy") + "': ";
-  EXPECT_EQ(read_error(npy_v1("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }",
-                              f32_bytes({1, 2, 3, 4}))),
-            p + "Fortran-order data is not supported (fortran_order is True)");
   EXPECT_EQ(read_error(npy_v1("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }",
                               f32_bytes({1}))),
             p + "big-endian dtype '>f4' is not supported (only little-endian data can be read)");
