@@ -49,8 +49,7 @@ OpImporter binary(Op op) {
 
 // Helpers for activations written as small expressions of x.
 
-// Integer Div truncates toward zero in ONNX (C semantics); kiln's integer div floors (numpy):
-// sign(a) * sign(b) * (|a| floordiv |b|) truncates.
+// Integer Div truncates toward zero in ONNX (C semantics); kiln's integer div floors (numpy).
 // a / b truncated toward zero for signed integers (ONNX Div and Mod's fmod=1 on integers): kiln's
 // division floors, so the quotient is one more where a remainder is left and the signs differ.
 // (|a| / |b| overflowed at the type's minimum: -128 / 2 was 64 in int8.)

@@ -209,9 +209,14 @@ kir::Kernel slower_row_reduce(int64_t rows, int64_t cols) {
       a->load(0, ir::DType::f32,
               a->alu(Alu::Add, ir::DType::i64,
                      {a->alu(Alu::Mul, ir::DType::i64, {a->var(0), a->index(cols)}), a->var(1)}));
+  // Zero times five transcendentals of x (finite for the test's inputs): the same sums, several
+  // times the work, so that no neighbour on a loaded machine can reverse the two (one exp was
+  // 1.13x the other way round under a parallel ctest).
+  const kir::Expr* work = a->alu(Alu::Exp, ir::DType::f32, {x});
+  for (Alu op : {Alu::Tanh, Alu::Sigmoid, Alu::Erf, Alu::Sin})
+    work = a->alu(Alu::Add, ir::DType::f32, {work, a->alu(op, ir::DType::f32, {x})});
   const kir::Expr* zero_exp =
-      a->alu(Alu::Mul, ir::DType::f32,
-             {a->constant(ir::DType::f32, 0), a->alu(Alu::Exp, ir::DType::f32, {x})});
+      a->alu(Alu::Mul, ir::DType::f32, {a->constant(ir::DType::f32, 0), work});
   const kir::Expr* v =
       a->alu(Alu::Add, ir::DType::f32, {a->alu(Alu::Mul, ir::DType::f32, {x, x}), zero_exp});
   const kir::Expr* r = a->reduce(kir::ReduceOp::Sum, ir::DType::f32, v, {1}, {cols});
@@ -222,8 +227,8 @@ kir::Kernel slower_row_reduce(int64_t rows, int64_t cols) {
 }
 
 TEST(TimeRatio, TheKernelWithMoreWorkTakesLongerEitherWayRound) {
-  // The same outputs; the slower one computes an exponential per element more (several times the
-  // work of a square and an add), so whichever is the candidate, the ratio says which is slower.
+  // The same outputs; the slower one computes five transcendentals per element more (many times
+  // the work of a square and an add), so whichever is the candidate, the ratio says which is slower.
   const kir::Kernel fast = testing::row_reduce_kernel(128, 1024);
   const kir::Kernel slow = slower_row_reduce(128, 1024);
   TwoThreads threads;

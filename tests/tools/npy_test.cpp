@@ -270,16 +270,16 @@ TEST_F(NpyTest, RejectsMalformedHeaders) {
 // was refused).
 TEST_F(NpyTest, ReadsFortranOrderDataInRowMajorOrder) {
   // [[0, 1, 2], [3, 4, 5]] stored column by column, and a [2, 2, 2] of 0..7 likewise.
-  const std::string p = write_bytes(
-      "f.npy", npy_v1("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }",
-                      f32_bytes({0, 3, 1, 4, 2, 5})));
+  const std::string p =
+      write_bytes("f.npy", npy_v1("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }",
+                                  f32_bytes({0, 3, 1, 4, 2, 5})));
   auto t = read_npy(p);
   ASSERT_TRUE(t) << t.error().message;
   EXPECT_EQ(t->shape, (ir::Shape{2, 3}));
   for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(t->get(i), i);
-  const std::string q = write_bytes(
-      "g.npy", npy_v1("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2, 2), }",
-                      f32_bytes({0, 4, 2, 6, 1, 5, 3, 7})));
+  const std::string q =
+      write_bytes("g.npy", npy_v1("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2, 2), }",
+                                  f32_bytes({0, 4, 2, 6, 1, 5, 3, 7})));
   auto u = read_npy(q);
   ASSERT_TRUE(u) << u.error().message;
   for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(u->get(i), i);
