@@ -341,7 +341,8 @@ class BeamFuser final : public Fuser {
   FusionPlan fuse(const Outputs& outputs) const override {
     FusionGraph graph(outputs);
     // The running estimate of the search approximates what a value's readers will need; the
-    // finished plans are priced exactly, and the cheapest wins (the first on a tie).
+    // finished plans are priced exactly, and the cheapest wins: the first on a tie, compared at
+    // float precision as the search compares (passes/beam_search.cpp, `expand`).
     std::vector<SearchState> states =
         beam_search(graph, cost_, {options_.max_blocks, options_.beam_width});
     std::optional<PlanBuilder> best;
@@ -349,7 +350,8 @@ class BeamFuser final : public Fuser {
     for (const SearchState& s : states) {
       PlanBuilder candidate(graph, s, cost_);
       const double total = candidate.price(cache);
-      if (!best || total < best->total()) best.emplace(std::move(candidate));
+      if (!best || static_cast<float>(total) < static_cast<float>(best->total()))
+        best.emplace(std::move(candidate));
     }
     if (!best) return {};
     return std::move(*best).build();

@@ -388,9 +388,15 @@ std::vector<Candidate> expand(const std::vector<SearchState>& beam, const Fusion
       out.push_back(Candidate{i, std::move(p), total, sig});
     }
   }
-  // Stable: equal costs keep the order of generation (parent rank, then open-group age).
-  std::stable_sort(out.begin(), out.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.cost < b.cost; });
+  // Stable: equal costs keep the order of generation (parent rank, then open-group age). Costs
+  // are compared at float precision: two placements of equal work (an elementwise op at the end
+  // of one kernel or at the start of the next) sum the same terms in another order, and their
+  // last-bit difference, which falls either way as the sizes change, must not pick between them.
+  // Otherwise one graph at batch 6 and at batch 7 groups differently, and the kernels of the two
+  // sizes never share a dynamic form (docs/dynamic-shapes.md).
+  std::stable_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
+    return static_cast<float>(a.cost) < static_cast<float>(b.cost);
+  });
   return out;
 }
 

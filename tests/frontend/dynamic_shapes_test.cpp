@@ -647,61 +647,81 @@ TEST(DynamicShapes, ASlotThatIsAProductOfChangingSizesMakesNoSymbolicPlan) {
 // A decoder whose key and value cache grows by reading it to one more row each step: the fused
 // attention kernel takes its key count at run time, so it compiles at the first two lengths and
 // never after, across key tiles (64 keys) and at a tile's edges, and every length's attention
-// equals the host's, written out or as the composite.
+// equals the host's, written out or as the composite. The queries are one row of 4 heads, one
+// row of 2 x 2 heads (batch and heads: the kernel's work units are not its outer extent), and 40
+// rows of 2 heads (a chunk of a prompt: two blocks of query rows).
 TEST(DynamicShapes, AttentionOverACacheReadToAGrowingLengthCompilesOnce) {
-  auto dev = open_cpu({{"shapes.policy", "automatic"}});
-  constexpr int64_t kHeads = 4, kCtx = 150, kDim = 16;
-  const std::vector<float> ks = values(kHeads * kCtx * kDim, 0.05f, 3);
-  const std::vector<float> vs = values(kHeads * kCtx * kDim, 0.1f, 4);
-  auto kt = kiln::Tensor::from_host(dev, std::span<const float>(ks), {kHeads, kCtx, kDim});
-  auto vt = kiln::Tensor::from_host(dev, std::span<const float>(vs), {kHeads, kCtx, kDim});
-  const double scale = 1 / std::sqrt(double{kDim});
-  for (const bool composite : {false, true}) {
-    SCOPED_TRACE(composite ? "attention()" : "softmax(q kT s) v");
-    int later = 0, total = 0, steps = 0, dynamic = 0;
-    bool told = false;
-    for (int64_t len : {1, 2, 3, 4, 5, 17, 63, 64, 65, 100, 128, 129, 150, 7}) {
-      SCOPED_TRACE("keys=" + std::to_string(len));
-      const std::vector<float> qs = values(kHeads * kDim, 0.2f, static_cast<int>(len));
-      auto q = kiln::Tensor::from_host(dev, std::span<const float>(qs), {kHeads, 1, kDim});
-      auto k = kt.slice(1, 0, len);
-      auto v = vt.slice(1, 0, len);
-      auto o = composite
-                   ? kiln::attention(q, k, v)
-                   : kiln::matmul(kiln::softmax(kiln::matmul(q, k.transpose()) * scale, -1), v);
-      auto got = o.to_vector<float>();
-      ASSERT_TRUE(got.has_value()) << got.error().message;
-      const kiln::RealizeStats st = dev.last_stats();
-      if (++steps > 3) later += st.compiled;
-      total += st.compiled;
-      dynamic = std::max(dynamic, st.dynamic_kernels);
-      for (const std::string& r : st.recompiles)
-        told = told || r.find("run-time sizes from now on") != std::string::npos;
-      for (int64_t h = 0; h < kHeads; ++h) {
-        std::vector<double> p(static_cast<size_t>(len));
-        double m = -1e30, z = 0;
-        for (int64_t j = 0; j < len; ++j) {
-          double dot = 0;
-          for (int64_t d = 0; d < kDim; ++d)
-            dot += double{qs[h * kDim + d]} * ks[(h * kCtx + j) * kDim + d];
-          p[j] = dot * scale;
-          m = std::max(m, p[j]);
-        }
-        for (int64_t j = 0; j < len; ++j) z += p[j] = std::exp(p[j] - m);
-        for (int64_t e = 0; e < kDim; ++e) {
-          double want = 0;
-          for (int64_t j = 0; j < len; ++j) want += p[j] / z * vs[(h * kCtx + j) * kDim + e];
-          ASSERT_NEAR((*got)[h * kDim + e], want, 1e-5) << "head " << h << " column " << e;
-        }
+  constexpr int64_t kCtx = 150, kDim = 16;
+  const std::vector<std::vector<int64_t>> heads_and_rows = {{4, 1}, {2, 2, 1}, {2, 40}};
+  for (const std::vector<int64_t>& layout : heads_and_rows) {
+    auto dev = open_cpu({{"shapes.policy", "automatic"}});
+    const std::vector<int64_t> batch(layout.begin(), layout.end() - 1);
+    const int64_t rows = layout.back();
+    int64_t points = 1;
+    for (int64_t b : batch) points *= b;
+    std::vector<int64_t> cache_shape = batch, q_shape = batch;
+    cache_shape.insert(cache_shape.end(), {kCtx, kDim});
+    q_shape.insert(q_shape.end(), {rows, kDim});
+    const std::vector<float> ks = values(static_cast<size_t>(points * kCtx * kDim), 0.05f, 3);
+    const std::vector<float> vs = values(static_cast<size_t>(points * kCtx * kDim), 0.1f, 4);
+    auto kt = kiln::Tensor::from_host(dev, std::span<const float>(ks), cache_shape);
+    auto vt = kiln::Tensor::from_host(dev, std::span<const float>(vs), cache_shape);
+    const int64_t key_axis = static_cast<int64_t>(batch.size());
+    const double scale = 1 / std::sqrt(double{kDim});
+    for (const bool composite : {false, true}) {
+      std::string queries;
+      for (int64_t d : q_shape) queries += (queries.empty() ? "" : "x") + std::to_string(d);
+      SCOPED_TRACE("queries " + queries + (composite ? ", attention()" : ", softmax(q kT s) v"));
+      int later = 0, total = 0, steps = 0, dynamic = 0;
+      bool told = false;
+      for (int64_t len : {1, 2, 3, 4, 5, 17, 63, 64, 65, 100, 128, 129, 150, 7}) {
+        SCOPED_TRACE("keys=" + std::to_string(len));
+        const std::vector<float> qs =
+            values(static_cast<size_t>(points * rows * kDim), 0.2f, static_cast<int>(len));
+        auto q = kiln::Tensor::from_host(dev, std::span<const float>(qs), q_shape);
+        auto k = kt.slice(key_axis, 0, len);
+        auto v = vt.slice(key_axis, 0, len);
+        auto o = composite ? kiln::attention(q, k, v)
+                           : kiln::matmul(kiln::softmax(kiln::matmul(q, k.transpose()) * scale, -1), v);
+        auto got = o.to_vector<float>();
+        ASSERT_TRUE(got.has_value()) << got.error().message;
+        const kiln::RealizeStats st = dev.last_stats();
+        if (++steps > 3) later += st.compiled;
+        total += st.compiled;
+        dynamic = std::max(dynamic, st.dynamic_kernels);
+        for (const std::string& r : st.recompiles)
+          told = told || r.find("run-time sizes from now on") != std::string::npos;
+        for (int64_t h = 0; h < points; ++h)
+          for (int64_t i = 0; i < rows; ++i) {
+            std::vector<double> p(static_cast<size_t>(len));
+            double m = -1e30, z = 0;
+            for (int64_t j = 0; j < len; ++j) {
+              double dot = 0;
+              for (int64_t d = 0; d < kDim; ++d)
+                dot += double{qs[static_cast<size_t>((h * rows + i) * kDim + d)]} *
+                       ks[static_cast<size_t>((h * kCtx + j) * kDim + d)];
+              p[static_cast<size_t>(j)] = dot * scale;
+              m = std::max(m, p[static_cast<size_t>(j)]);
+            }
+            for (int64_t j = 0; j < len; ++j)
+              z += p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - m);
+            for (int64_t e = 0; e < kDim; ++e) {
+              double want = 0;
+              for (int64_t j = 0; j < len; ++j)
+                want += p[static_cast<size_t>(j)] / z * vs[static_cast<size_t>((h * kCtx + j) * kDim + e)];
+              ASSERT_NEAR((*got)[static_cast<size_t>((h * rows + i) * kDim + e)], want, 1e-5)
+                  << "batch point " << h << " row " << i << " column " << e;
+            }
+          }
       }
+      EXPECT_EQ(later, 0) << "every length after the third runs the kernel with run-time keys";
+      EXPECT_GE(dynamic, 1);
+      // The composite lowers to the same kernel: generalized already, it compiles nothing.
+      if (composite)
+        EXPECT_EQ(total, 0);
+      else
+        EXPECT_TRUE(told) << "--stats says the attention kernel took run-time sizes";
     }
-    EXPECT_EQ(later, 0) << "every length after the third runs the kernel with run-time keys";
-    EXPECT_GE(dynamic, 1);
-    // The composite lowers to the same kernel: generalized already, it compiles nothing.
-    if (composite)
-      EXPECT_EQ(total, 0);
-    else
-      EXPECT_TRUE(told) << "--stats says the attention kernel took run-time sizes";
   }
 }
 
