@@ -255,9 +255,9 @@ std::shared_ptr<const Artifact> CpuTarget::with_sizes(const Artifact& artifact,
   // query rows) units: for a [2, 3, 1, 16] attention over a cache of any length, 6 units, of
   // which the outer extent's 2 ran, and the other heads' outputs were never written).
   const bool outer_sized = instance.domain_slot(0) >= 0;
-  auto bound = std::make_shared<CpuKernel>(k.code, cpu_min_chunk(instance),
-                                           outer_sized ? instance.outer_extent()
-                                                       : k.code->outer_extent);
+  auto bound =
+      std::make_shared<CpuKernel>(k.code, cpu_min_chunk(instance),
+                                  outer_sized ? instance.outer_extent() : k.code->outer_extent);
   bound->sizes = instance.sizes;
   return bound;
 }

@@ -305,6 +305,14 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
   if (!general || !first ||
       !target_->serves_any_sizes(*general, *general_facts, kernels_.check_mode()) ||
       !target_->serves_sizes_instance(*general_facts, kernel, facts)) {
+    // The same kernel but for its sizes, whose code the target cannot run at other sizes (a
+    // matrix product's contraction, attention's query rows on the cpu): --stats says why it
+    // compiles again.
+    if (general && first && !retiming)
+      reasons.push_back(fmt::format(
+          "{}: {} (met at {}): code of its own at each size ({} runs this kernel at fixed "
+          "sizes only)",
+          kernel.name, sizes_text(*general), sizes_text(*first), target_->name()));
     if (!retiming) {  // another pair of sizes may generalize
       seen.last = kernel;
       seen.build = build;

@@ -681,8 +681,9 @@ TEST(DynamicShapes, AttentionOverACacheReadToAGrowingLengthCompilesOnce) {
         auto q = kiln::Tensor::from_host(dev, std::span<const float>(qs), q_shape);
         auto k = kt.slice(key_axis, 0, len);
         auto v = vt.slice(key_axis, 0, len);
-        auto o = composite ? kiln::attention(q, k, v)
-                           : kiln::matmul(kiln::softmax(kiln::matmul(q, k.transpose()) * scale, -1), v);
+        auto o = composite
+                     ? kiln::attention(q, k, v)
+                     : kiln::matmul(kiln::softmax(kiln::matmul(q, k.transpose()) * scale, -1), v);
         auto got = o.to_vector<float>();
         ASSERT_TRUE(got.has_value()) << got.error().message;
         const kiln::RealizeStats st = dev.last_stats();
@@ -708,7 +709,8 @@ TEST(DynamicShapes, AttentionOverACacheReadToAGrowingLengthCompilesOnce) {
             for (int64_t e = 0; e < kDim; ++e) {
               double want = 0;
               for (int64_t j = 0; j < len; ++j)
-                want += p[static_cast<size_t>(j)] / z * vs[static_cast<size_t>((h * kCtx + j) * kDim + e)];
+                want += p[static_cast<size_t>(j)] / z *
+                        vs[static_cast<size_t>((h * kCtx + j) * kDim + e)];
               ASSERT_NEAR((*got)[static_cast<size_t>((h * rows + i) * kDim + e)], want, 1e-5)
                   << "batch point " << h << " row " << i << " column " << e;
             }
@@ -722,6 +724,36 @@ TEST(DynamicShapes, AttentionOverACacheReadToAGrowingLengthCompilesOnce) {
       else
         EXPECT_TRUE(told) << "--stats says the attention kernel took run-time sizes";
     }
+  }
+}
+
+// A matrix product whose contraction grows is the same kernel at every size, but the cpu runs
+// a matmul at fixed sizes only: each size compiles its own, and --stats says why (not only
+// which dimension changed).
+TEST(DynamicShapes, AKernelKeptAtItsSizesSaysWhyItCompilesAgain) {
+  auto dev = open_cpu({{"shapes.policy", "automatic"}});
+  for (int64_t n : {5, 6, 7}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const std::vector<float> xs = values(static_cast<size_t>(4 * n), 0.5f, 1);
+    const std::vector<float> ws = values(static_cast<size_t>(n * 3), 0.5f, 2);
+    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {4, n});
+    auto w = kiln::Tensor::from_host(dev, std::span<const float>(ws), {n, 3});
+    auto got = kiln::matmul(x, w).to_vector<float>();
+    ASSERT_TRUE(got.has_value()) << got.error().message;
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 3; ++j) {
+        double want = 0;
+        for (int64_t k = 0; k < n; ++k)
+          want += double{xs[static_cast<size_t>(i * n + k)]} * ws[static_cast<size_t>(k * 3 + j)];
+        ASSERT_NEAR((*got)[static_cast<size_t>(i * 3 + j)], want, 1e-5);
+      }
+    const kiln::RealizeStats st = dev.last_stats();
+    EXPECT_EQ(st.compiled, 1);
+    bool told = false;
+    for (const std::string& r : st.recompiles)
+      told = told || r.find("code of its own at each size (cpu runs this kernel at fixed sizes "
+                            "only)") != std::string::npos;
+    EXPECT_EQ(told, n != 5) << "the first size compiles without a reason; later ones say why";
   }
 }
 
