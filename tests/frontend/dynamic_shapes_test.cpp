@@ -751,8 +751,9 @@ TEST(DynamicShapes, AKernelKeptAtItsSizesSaysWhyItCompilesAgain) {
     EXPECT_EQ(st.compiled, 1);
     bool told = false;
     for (const std::string& r : st.recompiles)
-      told = told || r.find("code of its own at each size (cpu runs this kernel at fixed sizes "
-                            "only)") != std::string::npos;
+      told = told || r.find(
+                         "code of its own at each size (cpu runs this kernel at fixed sizes "
+                         "only)") != std::string::npos;
     EXPECT_EQ(told, n != 5) << "the first size compiles without a reason; later ones say why";
   }
 }
