@@ -250,14 +250,11 @@ std::shared_ptr<const Artifact> CpuTarget::with_sizes(const Artifact& artifact,
     if (k.code->size_limits[s] >= 0 &&
         (instance.sizes[s] < 0 || instance.sizes[s] > k.code->size_limits[s]))
       return nullptr;
-  // The launch's range: the instance's outer extent where that is a run-time size, else the
-  // code's own range, which need not be the outer extent (attention runs (batch point, block of
-  // query rows) units: for a [2, 3, 1, 16] attention over a cache of any length, 6 units, of
+  // The launch's range, which need not be the outer extent (attention runs (batch point, block
+  // of query rows) units: for a [2, 3, 1, 16] attention over a cache of any length, 6 units, of
   // which the outer extent's 2 ran, and the other heads' outputs were never written).
-  const bool outer_sized = instance.domain_slot(0) >= 0;
-  auto bound =
-      std::make_shared<CpuKernel>(k.code, cpu_min_chunk(instance),
-                                  outer_sized ? instance.outer_extent() : k.code->outer_extent);
+  auto bound = std::make_shared<CpuKernel>(k.code, cpu_min_chunk(instance),
+                                           codegen::CpuBackend::instance_range(*k.code, instance));
   bound->sizes = instance.sizes;
   return bound;
 }
@@ -274,6 +271,7 @@ std::optional<cache::Entry> CpuTarget::to_entry(const Artifact& artifact) const 
                     {"dynamic_outer", a.dynamic_outer},
                     {"size_slots", a.size_slots},
                     {"size_limits", a.size_limits},
+                    {"unit_rows", a.unit_rows},
                     {"chunks_per_thread", a.chunks_per_thread},
                     {"chunk_align", a.chunk_align},
                     {"compile_ms", a.compile_ms}}
@@ -295,6 +293,10 @@ Expected<CpuEntry> read_cpu_entry(const cache::Entry& e) {
       return make_error(fmt::format("its run-time sizes are {}", out.size_slots));
     if (meta.contains("size_limits"))
       out.size_limits = meta.at("size_limits").get<std::vector<int64_t>>();
+    if (meta.contains("unit_rows")) out.unit_rows = meta.at("unit_rows").get<int64_t>();
+    if (out.unit_rows < 0 || (out.unit_rows > 0 && out.size_slots == 0))
+      return make_error(fmt::format("its unit of query rows is {} (with {} run-time sizes)",
+                                    out.unit_rows, out.size_slots));
     if (out.size_slots > 0 && out.size_limits.size() != static_cast<size_t>(out.size_slots))
       return make_error(fmt::format("it has {} run-time sizes and {} limits", out.size_slots,
                                     out.size_limits.size()));
@@ -328,6 +330,7 @@ Expected<std::shared_ptr<const Artifact>> CpuTarget::from_entry(const cache::Ent
   code->dynamic_outer = stored->dynamic_outer;
   code->size_slots = stored->size_slots;
   code->size_limits = stored->size_limits;
+  code->unit_rows = stored->unit_rows;
   code->chunks_per_thread = stored->chunks_per_thread;
   code->chunk_align = stored->chunk_align;
   code->llvm_ir = e.source;

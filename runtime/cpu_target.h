@@ -34,6 +34,7 @@ struct CpuEntry {
   int64_t chunk_align = 1;     // codegen::CpuArtifact::chunk_align (absent: 1)
   int32_t size_slots = 0;      // codegen::CpuArtifact::size_slots (absent: 0)
   std::vector<int64_t> size_limits = {};  // codegen::CpuArtifact::size_limits (absent: none)
+  int64_t unit_rows = 0;                  // codegen::CpuArtifact::unit_rows (absent: 0)
 };
 Expected<CpuEntry> read_cpu_entry(const cache::Entry& entry);
 

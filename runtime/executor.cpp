@@ -306,7 +306,7 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
       !target_->serves_any_sizes(*general, *general_facts, kernels_.check_mode()) ||
       !target_->serves_sizes_instance(*general_facts, kernel, facts)) {
     // The same kernel but for its sizes, whose code the target cannot run at other sizes (a
-    // matrix product's contraction, attention's query rows on the cpu): --stats says why it
+    // matrix product's contraction, attention's head width on the cpu): --stats says why it
     // compiles again.
     if (general && first && !retiming)
       reasons.push_back(fmt::format(

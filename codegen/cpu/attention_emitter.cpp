@@ -95,8 +95,9 @@ Geometry geometry(const kir::Kernel& k, const kir::AttentionPattern& p, const Em
   const int64_t budget = g.lanes == 16 ? 24 : 12;
   const int tile = opt.params.tile;
   g.bq = tile >= 16 && tile <= 128 && std::has_single_bit(static_cast<unsigned>(tile)) ? tile : 32;
-  // A short query axis (decode: one row) takes a block no taller than it.
-  g.bq = std::min(g.bq, pow2_ceil(g.lq));
+  // A short query axis (decode: one row) takes a block no taller than it. Query rows that are a
+  // run-time size (a prompt of any length) keep the whole block: the code serves every count.
+  if (k.domain_slot(static_cast<size_t>(g.rank - 2)) < 0) g.bq = std::min(g.bq, pow2_ceil(g.lq));
   g.blocks = (g.lq + g.bq - 1) / g.bq;
   std::tie(g.mr, g.nv) = register_tile(kBK / g.lanes, g.bq, budget);
   g.tiles = (g.lk + kBK - 1) / kBK;
@@ -184,6 +185,10 @@ class AttentionEmitter {
   // slot (AttentionPattern::keys_slot: one kernel for a cache read to any length).
   Value* lk_ = nullptr;
   Value* tiles_ = nullptr;
+  // The query rows and their blocks: constants, or read at run time where the rows are a size
+  // slot (one kernel for a prompt of any length; attention_unit_rows).
+  Value* lq_ = nullptr;
+  Value* blocks_ = nullptr;
 };
 
 Expected<void> AttentionEmitter::mark_live_tiles() {
@@ -234,6 +239,9 @@ void AttentionEmitter::create_function() {
   std::vector<Value*> sizes = load_size_values(b_, fn_, k_);
   lk_ = p_.keys_slot >= 0 ? sizes.at(static_cast<size_t>(p_.keys_slot)) : i64(g_.lk);
   tiles_ = b_.CreateUDiv(b_.CreateAdd(lk_, i64(kBK - 1)), i64(kBK), "tiles");
+  const int32_t rows_slot = k_.domain_slot(static_cast<size_t>(g_.rank - 2));
+  lq_ = rows_slot >= 0 ? sizes.at(static_cast<size_t>(rows_slot)) : i64(g_.lq);
+  blocks_ = b_.CreateUDiv(b_.CreateAdd(lq_, i64(g_.bq - 1)), i64(g_.bq), "blocks");
   ex_->bind_sizes(std::move(sizes));
   vec_ = llvm::FixedVectorType::get(b_.getFloatTy(), static_cast<unsigned>(g_.lanes));
   sum_ = llvm::FixedVectorType::get(b_.getFloatTy(), static_cast<unsigned>(kSumLanes));
@@ -364,7 +372,7 @@ Expected<void> AttentionEmitter::pack_v_tile(Value* t) {
 // stay in range; their results are never stored).
 Expected<void> AttentionEmitter::pack_q(Value* i0) {
   return loop(i64(0), i64(g_.bq), 1, "pq", [&](Value* r) -> Expected<void> {
-    Value* i = smin(b_.CreateAdd(i0, r), i64(g_.lq - 1));
+    Value* i = smin(b_.CreateAdd(i0, r), b_.CreateSub(lq_, i64(1)));
     return loop(i64(0), i64(g_.d), 1, "pqd", [&](Value* d) -> Expected<void> {
       ex_->bind_var(p_.i_var, i);
       ex_->bind_var(p_.d_var, d);
@@ -452,7 +460,7 @@ Expected<void> AttentionEmitter::logits(Value* j0, Value* i0) {
 
 Expected<void> AttentionEmitter::logits_pass(Value* j0, Value* i0, const Expr* x, bool guard) {
   return loop(i64(0), i64(g_.bq), 1, "lr", [&](Value* r) -> Expected<void> {
-    Value* i = smin(b_.CreateAdd(i0, r), i64(g_.lq - 1));
+    Value* i = smin(b_.CreateAdd(i0, r), b_.CreateSub(lq_, i64(1)));
     Value* row = b_.CreateMul(r, i64(kBK));
     return loop(
         i64(0), i64(kBK), 1, "lj",
@@ -672,8 +680,8 @@ Expected<void> AttentionEmitter::store_all() {
 
 // Work unit u = (batch point, block of query rows), the block fastest.
 Expected<void> AttentionEmitter::unit(Value* u) {
-  Value* bp = b_.CreateUDiv(u, i64(g_.blocks));
-  Value* qb = b_.CreateURem(u, i64(g_.blocks));
+  Value* bp = b_.CreateUDiv(u, blocks_);
+  Value* qb = b_.CreateURem(u, blocks_);
   // The batch variables, innermost fastest.
   Value* rest = bp;
   for (int64_t a = g_.rank - 3; a >= 0; --a) {
@@ -693,7 +701,7 @@ Expected<void> AttentionEmitter::unit(Value* u) {
   ex_->forget();
 
   Value* i0 = b_.CreateMul(qb, i64(g_.bq));
-  Value* rows = smin(i64(g_.bq), b_.CreateSub(i64(g_.lq), i0));
+  Value* rows = smin(i64(g_.bq), b_.CreateSub(lq_, i0));
   if (Expected<void> ok = pack_q(i0); !ok) return ok;
   const double ninf = -std::numeric_limits<double>::infinity();
   for (int64_t r = 0; r < g_.bq; ++r) b_.CreateStore(f32(ninf), at(max_, r));
@@ -744,6 +752,13 @@ int64_t attention_units(const kir::Kernel& kernel, const EmitOptions& options) {
   KILN_CHECK(options.facts && options.facts->attention)
       << "attention_units needs the kernel's attention pattern (" << kernel.name << ")";
   return geometry(kernel, *options.facts->attention, options).units();
+}
+
+int64_t attention_unit_rows(const kir::Kernel& kernel, const EmitOptions& options) {
+  KILN_CHECK(options.facts && options.facts->attention)
+      << "attention_unit_rows needs the kernel's attention pattern (" << kernel.name << ")";
+  if (kernel.domain.size() < 2 || kernel.domain_slot(kernel.domain.size() - 2) < 0) return 0;
+  return geometry(kernel, *options.facts->attention, options).bq;
 }
 
 }  // namespace kiln::codegen::cpu

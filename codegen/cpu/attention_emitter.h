@@ -39,4 +39,8 @@ Expected<llvm::Function*> emit_attention_kernel(const kir::Kernel& kernel,
 // The number of work units the function's [begin, end) ranges over.
 int64_t attention_units(const kir::Kernel& kernel, const EmitOptions& options);
 
+// Where the query rows are a run-time size: the rows of a work unit's block (an instance of n
+// rows runs batch points x ceil(n / rows) units); 0 where they are compiled in.
+int64_t attention_unit_rows(const kir::Kernel& kernel, const EmitOptions& options);
+
 }  // namespace kiln::codegen::cpu

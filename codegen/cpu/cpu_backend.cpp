@@ -365,6 +365,7 @@ Expected<std::shared_ptr<const CpuArtifact>> CpuBackend::compile(const kir::Kern
   cpu::EmitOptions options{art->symbol, impl_->cpu, cpu_features(), params, mode, facts,
                            impl_->llc_bytes};
   art->outer_extent = cpu::parallel_extent(kernel, options);
+  art->unit_rows = kernel.has_sizes() ? cpu::unit_rows(kernel, options) : 0;
   art->dynamic_outer = kernel.dynamic_outer;
   art->size_slots = static_cast<int32_t>(kernel.sizes.size());
   art->size_limits = cpu::size_limits(kernel, *facts);
@@ -441,6 +442,17 @@ int CpuBackend::chunks_per_thread(const kir::Kernel& kernel, const kir::KernelFa
 bool CpuBackend::serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts,
                                   CheckMode check, int64_t llc_bytes) {
   return cpu::serves_any_sizes(kernel, facts, check, llc_bytes);
+}
+
+int64_t CpuBackend::instance_range(const CpuArtifact& code, const kir::Kernel& instance) {
+  if (instance.domain_slot(0) >= 0) return instance.outer_extent();
+  const size_t rank = instance.domain.size();
+  if (code.unit_rows <= 0 || rank < 2) return code.outer_extent;
+  // Attention's units: (batch point, block of query rows); none where a row is empty.
+  if (instance.domain.back() == 0) return 0;
+  int64_t points = 1;
+  for (size_t a = 0; a + 2 < rank; ++a) points *= instance.domain[a];
+  return points * ((instance.domain[rank - 2] + code.unit_rows - 1) / code.unit_rows);
 }
 
 bool CpuBackend::serves_sizes_instance(const kir::KernelFacts& general, const kir::Kernel& special,

@@ -39,6 +39,9 @@ struct CpuArtifact {
   // cpu::kLargeKernelOps operations, the module as emitted (a comment line first says so).
   std::string llvm_ir;
   int64_t outer_extent = 1;  // fn's range: cpu::parallel_extent (rows, or a gemv's column blocks)
+  // An instance's range where it is neither outer_extent nor its outer extent: the query rows of
+  // one unit of attention over a run-time count of them (cpu::unit_rows; 0: none).
+  int64_t unit_rows = 0;
   // Compiled from a dynamic kernel (kir::Kernel::dynamic_outer): fn serves every outer extent.
   bool dynamic_outer = false;
   // Compiled from a kernel with run-time sizes (kir::Kernel::sizes): how many. fn then takes an
@@ -120,6 +123,10 @@ class CpuBackend {
                                       CheckMode check, int64_t llc_bytes = 0);
   // Whether the code compile() makes of `kernel`, a kernel with run-time sizes, serves every
   // instance kir::match_sizes finds (cpu::serves_any_sizes; `facts`: the kernel's own).
+  // The range [0, extent) of code compiled from a kernel with run-time sizes to run `instance`:
+  // its outer extent where that is a size, its blocks of query rows (CpuArtifact::unit_rows), or
+  // the code's own range.
+  static int64_t instance_range(const CpuArtifact& code, const kir::Kernel& instance);
   static bool serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts,
                                CheckMode check, int64_t llc_bytes = 0);
   // Whether that code runs `special`, an instance at fixed sizes, as well as its own code would
@@ -135,7 +142,7 @@ class CpuBackend {
   static int chunks_per_thread(const kir::Kernel& kernel, const kir::KernelFacts& facts, CheckMode check);
   // Everything besides the kernel that changes the object code, for cache keys.
   std::string llvm_version() const;      // e.g. "19.1.7"
-  static constexpr const char* kCodegenVersion = "kiln-cpu-32";  // bump when emission changes
+  static constexpr const char* kCodegenVersion = "kiln-cpu-33";  // bump when emission changes
   // The CPU compiled for and its feature string (e.g. "znver3", "+avx2,+fma,..."; for a named
   // target, that CPU and its features), part of cache keys.
   std::string cpu_name() const;

@@ -1154,6 +1154,13 @@ int64_t parallel_extent(const kir::Kernel& kernel, const EmitOptions& options) {
   return kernel.outer_extent();
 }
 
+int64_t unit_rows(const kir::Kernel& kernel, const EmitOptions& options) {
+  KILN_CHECK(options.facts) << "unit_rows needs the kernel's facts (" << kernel.name << ")";
+  if (options.check != CheckMode::none || matmul_of(*options.facts) || !options.facts->attention)
+    return 0;
+  return attention_unit_rows(kernel, options);
+}
+
 int chunks_per_thread(const kir::Kernel&, const kir::KernelFacts& facts, CheckMode check) {
   if (check != CheckMode::none) return 0;
   // A matmul's calls each pack b (the matrix-vector path's stripes, the tiled path's every block):
@@ -1236,13 +1243,15 @@ bool serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts, 
       return false;
   }
   if (facts.attention) {
-    // The attention emitter takes its key count at run time (a cache read to any length): the
-    // key reductions' extent alone may be a slot; the query rows, the head's width and the batch
-    // are compiled in. Size expressions elsewhere (a cache's strides) the expressions read.
+    // The attention emitter takes its key count at run time (a cache read to any length), and
+    // its query rows (a prompt of any length): the key reductions' extent and the rows' domain
+    // extent may be slots; the head's width and the batch are compiled in. Size expressions
+    // elsewhere (a cache's strides) the expressions read.
     const kir::AttentionPattern& p = *facts.attention;
-    if (p.keys_slot < 0 ||
-        std::ranges::any_of(kernel.domain_slots, [](int32_t s) { return s >= 0; }))
-      return false;
+    const size_t rows = kernel.domain.size() - 2;
+    for (size_t d = 0; d < kernel.domain.size(); ++d)
+      if (d != rows && kernel.domain_slot(d) >= 0) return false;
+    if (p.keys_slot < 0 && kernel.domain_slot(rows) < 0) return false;
     for (const Expr* e : kir::kernel_exprs(kernel))
       if (e->kind == ExprKind::Reduce &&
           std::ranges::any_of(e->rslots, [](int32_t s) { return s >= 0; }) &&

@@ -75,8 +75,13 @@ Expected<llvm::Function*> emit_kernel(const kir::Kernel& kernel, const EmitOptio
 
 // The range [begin, end) that emit_kernel's function takes for `kernel`: the extent of the
 // outermost domain axis, except for kernels that the matmul emitter runs as a matrix-vector
-// product (blocks of columns).
+// product (blocks of columns), a tiled matmul (its tiles) or attention (blocks of query rows).
 int64_t parallel_extent(const kir::Kernel& kernel, const EmitOptions& options);
+
+// For a kernel with run-time sizes whose range is neither fixed nor its outer extent, the query
+// rows of one unit of it (attention over a run-time count of query rows: attention_unit_rows);
+// 0 otherwise. CpuBackend::instance_range computes an instance's range with it.
+int64_t unit_rows(const kir::Kernel& kernel, const EmitOptions& options);
 
 // How many chunks per thread the range [0, parallel_extent) should be cut into (0: the thread
 // pool's default, which balances late-waking threads). A matrix-vector product takes 1: its

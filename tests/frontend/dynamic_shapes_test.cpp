@@ -727,6 +727,59 @@ TEST(DynamicShapes, AttentionOverACacheReadToAGrowingLengthCompilesOnce) {
   }
 }
 
+// Self-attention over a prompt of any length: the query rows and the keys are one run-time size,
+// so the fused attention kernel compiles at the first two lengths and never after (its blocks of
+// query rows counted at run time: 2 x 3 heads of 1 to 4 blocks), causal or not, and every length
+// equals the host's.
+TEST(DynamicShapes, SelfAttentionOverAPromptOfAnyLengthCompilesOnce) {
+  constexpr int64_t kPoints = 6, kDim = 16;
+  for (const bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "full");
+    auto dev = open_cpu({{"shapes.policy", "automatic"}});
+    int later = 0, steps = 0;
+    for (int64_t n : {5, 6, 2, 31, 32, 33, 100, 7}) {
+      SCOPED_TRACE("n=" + std::to_string(n));
+      const auto count = static_cast<size_t>(kPoints * n * kDim);
+      const std::vector<float> qs = values(count, 0.3f, static_cast<int>(n));
+      const std::vector<float> ks = values(count, 0.3f, static_cast<int>(n) + 1);
+      const std::vector<float> vs = values(count, 0.5f, static_cast<int>(n) + 2);
+      const kiln::Shape shape{2, 3, n, kDim};
+      auto q = kiln::Tensor::from_host(dev, std::span<const float>(qs), shape);
+      auto k = kiln::Tensor::from_host(dev, std::span<const float>(ks), shape);
+      auto v = kiln::Tensor::from_host(dev, std::span<const float>(vs), shape);
+      auto got = kiln::attention(q, k, v, causal).to_vector<float>();
+      ASSERT_TRUE(got.has_value()) << got.error().message;
+      if (++steps > 2) later += dev.last_stats().compiled;
+      const double scale = 1 / std::sqrt(double{kDim});
+      for (int64_t h = 0; h < kPoints; ++h)
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t keys = causal ? i + 1 : n;
+          std::vector<double> p(static_cast<size_t>(keys));
+          double m = -1e30, z = 0;
+          for (int64_t j = 0; j < keys; ++j) {
+            double dot = 0;
+            for (int64_t d = 0; d < kDim; ++d)
+              dot += double{qs[static_cast<size_t>((h * n + i) * kDim + d)]} *
+                     ks[static_cast<size_t>((h * n + j) * kDim + d)];
+            p[static_cast<size_t>(j)] = dot * scale;
+            m = std::max(m, p[static_cast<size_t>(j)]);
+          }
+          for (int64_t j = 0; j < keys; ++j)
+            z += p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - m);
+          for (int64_t e = 0; e < kDim; ++e) {
+            double want = 0;
+            for (int64_t j = 0; j < keys; ++j)
+              want +=
+                  p[static_cast<size_t>(j)] / z * vs[static_cast<size_t>((h * n + j) * kDim + e)];
+            ASSERT_NEAR((*got)[static_cast<size_t>((h * n + i) * kDim + e)], want, 1e-5)
+                << "batch point " << h << " row " << i << " column " << e;
+          }
+        }
+    }
+    EXPECT_EQ(later, 0) << "every length after the second runs the kernel with run-time sizes";
+  }
+}
+
 // A matrix product whose contraction grows is the same kernel at every size, but the cpu runs
 // a matmul at fixed sizes only: each size compiles its own, and --stats says why (not only
 // which dimension changed).
