@@ -16,18 +16,25 @@ class ExprNames {
  public:
   explicit ExprNames(const Kernel& k) {
     int next = 0;
-    for (const Expr* e : kernel_exprs(k))
+    for (const Expr* e : kernel_exprs(k)) {
+      if (e->kind == ExprKind::Const) constants_.insert(e);
       if (e->kind != ExprKind::Const && e->kind != ExprKind::Var) names_[e] = fmt::format("${}", next++);
+    }
   }
   std::string operator()(const Expr* e) const {
     if (e->kind == ExprKind::Var) return fmt::format("v{}", e->var);
     auto it = names_.find(e);
     return it != names_.end() ? it->second : "(not in the kernel)";
   }
-  bool contains(const Expr* e) const { return e->kind == ExprKind::Var || names_.contains(e); }
+  // A constant has no name but is the kernel's all the same (a matmul's operand may be one: a
+  // product with a slice of padding, all 0.5).
+  bool contains(const Expr* e) const {
+    return e->kind == ExprKind::Var || names_.contains(e) || constants_.contains(e);
+  }
 
  private:
   std::unordered_map<const Expr*, std::string> names_;
+  std::unordered_set<const Expr*> constants_;
 };
 
 bool same_matmul(const std::optional<MatmulPattern>& a, const std::optional<MatmulPattern>& b) {

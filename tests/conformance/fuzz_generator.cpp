@@ -77,13 +77,14 @@ FuzzValue derive(const ir::Node* n, const FuzzValue& a, const FuzzValue& b) {
   return v;
 }
 
-Generator::Generator(Case& c, uint64_t seed, bool special_arithmetic, std::optional<int64_t> outer)
+Generator::Generator(Case& c, uint64_t seed, bool special_arithmetic, std::optional<int64_t> extent,
+                     int axis)
     : c_(c),
       seed_(seed),
       rng_(seed * 0x9E3779B97F4A7C15ull),
       special_arithmetic_(special_arithmetic) {
   base_ = random_base();
-  if (outer) base_[0] = *outer;
+  if (extent) base_[axis < 0 ? base_.size() - 1 : static_cast<size_t>(axis)] = *extent;
   constexpr DType kFloats[] = {DType::f32, DType::f32, DType::f64, DType::f16, DType::bf16};
   float_dtype_ = kFloats[pick(5)];
   specials_ = chance(0.25);

@@ -22,10 +22,10 @@ class Generator {
  public:
   // special_arithmetic false: NaN and inf never meet add, sub or mul, for a device whose driver
   // folds x*0 and x-x to 0 whatever x holds (the "ieee arithmetic" property of `kiln devices`).
-  // `outer`: the base shape's first extent (the same graph at another size of its first axis,
-  // where the steps do not choose by it), else the seed's.
+  // `extent`: the extent of the base shape's axis `axis` (0: the first, -1: the last): the same
+  // graph at another size of that axis, where the steps do not choose by it; else the seed's.
   Generator(Case& c, uint64_t seed, bool special_arithmetic = true,
-            std::optional<int64_t> outer = std::nullopt);
+            std::optional<int64_t> extent = std::nullopt, int axis = 0);
   // Grows the graph and returns 2-4 outputs (the last value, intermediates, a scalar if any).
   std::vector<FuzzValue> build();
 

@@ -122,34 +122,39 @@ TEST(RandomGraphFuzz, DeviceEqualsReference) {
               static_cast<unsigned long long>(first), device.c_str(), failed);
 }
 
-// Shape families: each seed's graph at several extents of its base shape's first axis, on one
-// device under the dynamic policy, so that two sizes of a family make its symbolic plan and the
-// others take it where it serves (sizes 0 and 1 are built), every size against the reference.
-// A GPU's dynamic kernels serve one power-of-two bucket (docs/dynamic-shapes.md): its extents
-// are mostly of one bucket, so that its kernels are shared and its symbolic plans made. CUDA
-// runs where a GPU is. KILN_FUZZ_FAMILIES=N runs N seeds (from KILN_FUZZ_SEED; 60 on the cpu, 20
-// on a GPU, whose compiles take longer).
-TEST(RandomGraphFuzz, EverySizeOfAShapeFamilyEqualsReference) {
+// What one family run saw: runs, failures, symbolic plans, runs whose every kernel is dynamic or
+// takes a size at run time (RunStats::dynamic_kernels counts both).
+struct FamilyCounts {
+  int runs = 0, failed = 0, symbolic = 0, all_dynamic = 0, some_dynamic = 0;
+};
+
+// Each seed's graph at several extents of its base shape's axis `axis` (0: the first, -1: the
+// last), on one device under the dynamic policy, every size against the reference.
+FamilyCounts run_families(int axis, const char* what) {
+  FamilyCounts n;
   const std::string device = device_under_test_name();
-  if (device == "reference") GTEST_SKIP() << "the reference interpreter runs no kernels";
   const bool gpu = device != "cpu";
   auto dut = open_device_under_test([](runtime::DeviceOptions& o) {
     o.shape_policy = runtime::ShapePolicy::dynamic;
     o.cache_path.clear();  // every plan built or symbolic here, none read from an earlier run
   });
-  if (!dut && device.starts_with("cuda")) GTEST_SKIP() << "no CUDA device: " << dut.error().message;
-  ASSERT_TRUE(dut.has_value()) << dut.error().message;
+  if (!dut && device.starts_with("cuda")) {
+    n.runs = -1;
+    return n;
+  }
+  EXPECT_TRUE(dut.has_value()) << dut.error().message;
+  if (!dut) return n;
   const uint64_t first = env_number("KILN_FUZZ_SEED", 1);
   const uint64_t count = env_number("KILN_FUZZ_FAMILIES", gpu ? 20 : 60);
   const std::vector<int64_t> extents =
       gpu ? std::vector<int64_t>{5, 6, 7, 2, 1, 8, 3} : std::vector<int64_t>{2, 3, 5, 9, 1, 17, 4};
-  int failed = 0, runs = 0, symbolic = 0, all_dynamic = 0;
   for (uint64_t seed = first; seed < first + count; ++seed)
     for (const int64_t b : extents) {
       Case c;
-      Generator gen(c, seed, true, b);
+      Generator gen(c, seed, true, b, axis);
       std::vector<FuzzValue> outs = gen.build();
-      ASSERT_FALSE(outs.empty()) << "seed " << seed;
+      EXPECT_FALSE(outs.empty()) << "seed " << seed;
+      if (outs.empty()) continue;
       std::vector<const ir::Node*> nodes;
       for (const FuzzValue& v : outs) nodes.push_back(v.node);
       const RunResult want = run_on(reference_device(), c, nodes);
@@ -161,32 +166,69 @@ TEST(RandomGraphFuzz, EverySizeOfAShapeFamilyEqualsReference) {
         got.error = r.error().message;
       else
         for (const auto& buffer : *r) got.outputs.push_back(buffer->to_host());
-      ++runs;
-      symbolic += stats.plan_source == "symbolic" ? 1 : 0;
-      all_dynamic += stats.kernels > 0 && stats.dynamic_kernels == stats.kernels ? 1 : 0;
+      ++n.runs;
+      n.symbolic += stats.plan_source == "symbolic" ? 1 : 0;
+      n.all_dynamic += stats.kernels > 0 && stats.dynamic_kernels == stats.kernels ? 1 : 0;
+      n.some_dynamic += stats.dynamic_kernels > 0 ? 1 : 0;
       const std::string name =
-          fmt::format("{} (dynamic, first extent {}, plan {})", device, b, stats.plan_source);
+          fmt::format("{} (dynamic, {} {}, plan {})", device, what, b, stats.plan_source);
       std::vector<std::string> problems =
           compare_runs(outs, history_scales(c, nodes), got, want, name);
       if (problems.empty()) continue;
-      ++failed;
+      ++n.failed;
       const std::string text = reproducer_text(c, outs, seed, device, problems, kFailureDir);
-      ADD_FAILURE() << "family fuzz seed " << seed << " at first extent " << b << ":\n" << text;
+      ADD_FAILURE() << "family fuzz seed " << seed << " at " << what << " " << b << ":\n" << text;
     }
   std::printf(
-      "fuzz: %llu shape families from seed %llu on %s, %d runs (%d with every kernel dynamic, %d "
-      "from a symbolic plan), %d failed\n",
-      static_cast<unsigned long long>(count), static_cast<unsigned long long>(first),
-      device.c_str(), runs, all_dynamic, symbolic, failed);
+      "fuzz: %llu shape families (%s) from seed %llu on %s, %d runs (%d with every kernel dynamic, "
+      "%d with some, %d from a symbolic plan), %d failed\n",
+      static_cast<unsigned long long>(count), what, static_cast<unsigned long long>(first),
+      device.c_str(), n.runs, n.all_dynamic, n.some_dynamic, n.symbolic, n.failed);
+  return n;
+}
+
+// Shape families: each seed's graph at several extents of its base shape's first axis, on one
+// device under the dynamic policy, so that two sizes of a family make its symbolic plan and the
+// others take it where it serves (sizes 0 and 1 are built), every size against the reference.
+// A GPU's dynamic kernels serve one power-of-two bucket (docs/dynamic-shapes.md): its extents
+// are mostly of one bucket, so that its kernels are shared and its symbolic plans made. CUDA
+// runs where a GPU is. KILN_FUZZ_FAMILIES=N runs N seeds (from KILN_FUZZ_SEED; 60 on the cpu, 20
+// on a GPU, whose compiles take longer).
+TEST(RandomGraphFuzz, EverySizeOfAShapeFamilyEqualsReference) {
+  const std::string device = device_under_test_name();
+  if (device == "reference") GTEST_SKIP() << "the reference interpreter runs no kernels";
+  const FamilyCounts n = run_families(0, "first extent");
+  if (n.runs < 0) {
+    GTEST_SKIP() << "no CUDA device";
+  }
   // The families exercise symbolic plans: a graph that reduces, slices or reshapes along its first
   // axis reads the size in an index and builds every size (the cpu, 60 seeds: 19 of 420 runs
   // symbolic). On vulkan:0, 20 seeds: 43 of 140 runs with every kernel dynamic, 2 symbolic (two
   // sizes of a bucket make a symbolic plan, which serves the bucket's other two).
-  if (gpu) {
-    EXPECT_GE(all_dynamic, runs / 5);
-    EXPECT_GE(symbolic, 1);
+  if (device != "cpu") {
+    EXPECT_GE(n.all_dynamic, n.runs / 5);
+    EXPECT_GE(n.symbolic, 1);
   } else {
-    EXPECT_GE(symbolic, runs / 40);
+    EXPECT_GE(n.symbolic, n.runs / 40);
+  }
+}
+
+// The same at several extents of the base shape's last axis: on the cpu a kernel met at two
+// sizes of an inner axis takes them at run time (ir/kernel_sizes.h), its reductions' extents,
+// strides and float slots (a mean's 1/n) read at launch, every size against the reference. GPU
+// targets keep inner sizes (each size compiles its own), checked the same.
+TEST(RandomGraphFuzz, EverySizeOfAnInnerAxisEqualsReference) {
+  const std::string device = device_under_test_name();
+  if (device == "reference") GTEST_SKIP() << "the reference interpreter runs no kernels";
+  const FamilyCounts n = run_families(-1, "last extent");
+  if (n.runs < 0) {
+    GTEST_SKIP() << "no CUDA device";
+  }
+  // The cpu, 60 seeds: 418 of 420 runs with a dynamic kernel, 60 from a symbolic plan (sizes of
+  // the last axis read at run time, then the plan's template confirmed at a third size).
+  if (device == "cpu") {
+    EXPECT_GE(n.some_dynamic, n.runs / 4);
+    EXPECT_GE(n.symbolic, n.runs / 40);
   }
 }
 
