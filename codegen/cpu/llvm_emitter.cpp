@@ -1246,12 +1246,11 @@ bool serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts, 
     // The attention emitter takes its key count at run time (a cache read to any length), and
     // its query rows (a prompt of any length): the key reductions' extent and the rows' domain
     // extent may be slots; the head's width and the batch are compiled in. Size expressions
-    // elsewhere (a cache's strides) the expressions read.
+    // elsewhere (a cache's strides, a sliding window's start) the expressions read.
     const kir::AttentionPattern& p = *facts.attention;
     const size_t rows = kernel.domain.size() - 2;
     for (size_t d = 0; d < kernel.domain.size(); ++d)
       if (d != rows && kernel.domain_slot(d) >= 0) return false;
-    if (p.keys_slot < 0 && kernel.domain_slot(rows) < 0) return false;
     for (const Expr* e : kir::kernel_exprs(kernel))
       if (e->kind == ExprKind::Reduce &&
           std::ranges::any_of(e->rslots, [](int32_t s) { return s >= 0; }) &&

@@ -235,7 +235,7 @@ std::string DialectText::math(const std::string& name, DType t, const std::strin
     const std::string h = helper(name, t);
     return name == "pow" ? fmt::format("{}({}, {})", h, x, y) : fmt::format("{}({})", h, x);
   }
-  if (name == "tanh" || name == "erf" || name == "pow") {
+  if (name == "tanh" || name == "erf" || name == "pow" || name == "log") {
     const std::string h = helper(name, DType::f32);
     return name == "pow" ? fmt::format("{}({}, {})", h, x, y) : fmt::format("{}({})", h, x);
   }

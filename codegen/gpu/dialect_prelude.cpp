@@ -159,17 +159,42 @@ std::string DialectText::math_helper(const std::string& name, DType t) {
         "t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))); return x >= 0.0 ? 1.0 - r "
         ": r - 1.0; }}\n",
         q, key);
-  if (name == "pow")  // GLSL pow is undefined for x < 0 and x == 0: libm's cases by hand
+  // Lavapipe's log and log2 of a subnormal are off by up to 15 (log(1e-45) gave -88.03 for
+  // -103.28): one scaled into the normal range by 2^24 first. The same log2 serves pow.
+  if (name == "log")
     return fmt::format(
-        "{0}float {1}(float x, float y) {{ if (y == 0.0) return 1.0; if (isnan(x) || isnan(y)) "
-        "return x + y; float ay = abs(y); bool yint = floor(y) == y && !isinf(y); bool yodd = "
-        "yint && ay < 16777216.0 && mod(ay, 2.0) == 1.0; float ax = abs(x); float r; if (ax == "
-        "0.0) r = y < 0.0 ? uintBitsToFloat(0x7f800000u) : 0.0; else if (isinf(ax)) r = y < 0.0 "
-        "? 0.0 : uintBitsToFloat(0x7f800000u); else if (ax == 1.0 && isinf(y)) return 1.0; else "
-        "r = exp2(y * log2(ax)); if (x < 0.0 || (x == 0.0 && floatBitsToUint(x) != 0u)) {{ if "
-        "(!yint) return x == 0.0 || isinf(x) || isinf(y) ? r : uintBitsToFloat(0x7fc00000u); if (yodd) r = -r; }} return "
-        "r; }}\n",
+        "{0}float {1}(float x) {{ return x > 0.0 && x < 1.17549435e-38 ? log(x * 16777216.0) - "
+        "16.635532333438687 : log(x); }}\n",
         q, key);
+  if (name == "log2")
+    return fmt::format(
+        "{0}float {1}(float x) {{ return x > 0.0 && x < 1.17549435e-38 ? log2(x * 16777216.0) - "
+        "24.0 : log2(x); }}\n",
+        q, key);
+  // GLSL pow is undefined for x < 0 and x == 0: libm's cases by hand. pow(1, y) and pow(x, 0)
+  // are 1 whatever the other is (NaN too). An integer exponent up to 64 in magnitude multiplies
+  // by squaring (straight-line, no loop), a few roundings: exp2(y * log2(x)) gave 10^3 =
+  // 999.99988 and FLT_MAX^1 = inf, its error y * log2(x) times log2's. Where a negative
+  // exponent's product overflows or underflows, the exp2 form takes over.
+  if (name == "pow") {
+    const std::string log2 = helper("log2", DType::f32);
+    std::string square;
+    for (int bit = 0; bit < 7; ++bit)
+      square += fmt::format("if ((n & {}u) != 0u) p *= b; b *= b; ", 1u << bit);
+    return fmt::format(
+        "{0}float {1}(float x, float y) {{ if (y == 0.0 || x == 1.0) return 1.0; if (isnan(x) || "
+        "isnan(y)) return x + y; float ay = abs(y); bool yint = floor(y) == y && !isinf(y); bool "
+        "yodd = yint && ay < 16777216.0 && mod(ay, 2.0) == 1.0; float ax = abs(x); float r; if "
+        "(ax == 0.0) r = y < 0.0 ? uintBitsToFloat(0x7f800000u) : 0.0; else if (isinf(ax)) r = "
+        "y < 0.0 ? 0.0 : uintBitsToFloat(0x7f800000u); else if (ax == 1.0 && isinf(y)) return "
+        "1.0; else {{ bool done = false; if (yint && ay <= 64.0) {{ uint n = uint(ay); float p = "
+        "1.0; float b = ax; {3}if (y > 0.0) {{ r = p; done = true; }} else if (!isinf(p) && p != "
+        "0.0) {{ r = 1.0 / p; done = r != 0.0 && !isinf(r); }} }} if (!done) r = exp2(y * "
+        "{2}(ax)); }} if (x < 0.0 || (x == 0.0 && floatBitsToUint(x) != 0u)) {{ if (!yint) "
+        "return x == 0.0 || isinf(x) || isinf(y) ? r : uintBitsToFloat(0x7fc00000u); if (yodd) "
+        "r = -r; }} return r; }}\n",
+        q, key, log2, square);
+  }
   return "";
 }
 

@@ -40,8 +40,13 @@ constexpr const char* kLog = R"(double kiln_log_f64(double x) {
   if (isnan(x) || x < 0.0LF) return packDouble2x32(uvec2(0u, 0x7ff80000u));
   if (x == 0.0LF) return packDouble2x32(uvec2(0u, 0xfff00000u));
   if (isinf(x)) return x;
+  // A subnormal scaled into the normal range first (lavapipe's frexp of one is wrong:
+  // log(5e-324) gave -709.09 for -744.44).
+  int sub = 0;
+  if (x < 2.2250738585072014e-308LF) { x = x * 18014398509481984.0LF; sub = 54; }
   int e;
   double m = frexp(x, e);
+  e = e - sub;
   if (m < 0.70710678118654752LF) { m = m * 2.0LF; e = e - 1; }
   double f = m - 1.0LF;
   double s = f / (2.0LF + f);
@@ -222,8 +227,11 @@ constexpr const char* kErf = R"(double kiln_erf_f64(double x) {
 }
 )";
 
+// pow(1, y) and pow(x, 0) are 1 (NaN too). An integer exponent up to 64 in magnitude multiplies
+// by squaring (straight-line): exp(y * log(x)) gave 2^52 = 4503599627370484.5 and 10^15 off by
+// 5.9; a negative exponent whose product overflows or underflows takes the exp form.
 constexpr const char* kPow = R"(double kiln_pow_f64(double x, double y) {
-  if (y == 0.0LF) return 1.0LF;
+  if (y == 0.0LF || x == 1.0LF) return 1.0LF;
   if (isnan(x) || isnan(y)) return x + y;
   double inf = packDouble2x32(uvec2(0u, 0x7ff00000u));
   double ay = abs(y);
@@ -235,7 +243,24 @@ constexpr const char* kPow = R"(double kiln_pow_f64(double x, double y) {
   else if (isinf(ax)) r = y < 0.0LF ? 0.0LF : inf;
   else if (ax == 1.0LF && isinf(y)) return 1.0LF;
   else if (isinf(y)) r = (ax > 1.0LF) == (y > 0.0LF) ? inf : 0.0LF;
-  else r = kiln_exp_f64(y * kiln_log_f64(ax));
+  else {
+    bool done = false;
+    if (yint && ay <= 64.0LF) {
+      uint n = uint(ay);
+      double p = 1.0LF;
+      double b = ax;
+      if ((n & 1u) != 0u) p *= b; b *= b;
+      if ((n & 2u) != 0u) p *= b; b *= b;
+      if ((n & 4u) != 0u) p *= b; b *= b;
+      if ((n & 8u) != 0u) p *= b; b *= b;
+      if ((n & 16u) != 0u) p *= b; b *= b;
+      if ((n & 32u) != 0u) p *= b; b *= b;
+      if ((n & 64u) != 0u) p *= b;
+      if (y > 0.0LF) { r = p; done = true; }
+      else if (!isinf(p) && p != 0.0LF) { r = 1.0LF / p; done = r != 0.0LF && !isinf(r); }
+    }
+    if (!done) r = kiln_exp_f64(y * kiln_log_f64(ax));
+  }
   bool neg = x < 0.0LF || (x == 0.0LF && unpackDouble2x32(x).y != 0u);
   if (neg) {
     if (!yint) return x == 0.0LF || isinf(x) || isinf(y) ? r : packDouble2x32(uvec2(0u, 0x7ff80000u));

@@ -103,6 +103,6 @@ Expected<void> check_loop_iterations(const GpuSource& source, const std::string&
                                      int64_t limit, const std::string& device);
 
 // Bump when the emitted text changes for the same kernel (part of GPU cache keys).
-inline constexpr const char* kGpuCodegenVersion = "kiln-gpu-14";
+inline constexpr const char* kGpuCodegenVersion = "kiln-gpu-15";
 
 }  // namespace kiln::codegen::gpu

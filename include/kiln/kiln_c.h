@@ -326,7 +326,7 @@ KILN_EXPORT kiln_status kiln_trilu(kiln_tensor x, int64_t k, int upper, kiln_ten
 KILN_EXPORT kiln_status kiln_scatter_elements(kiln_tensor x, kiln_tensor idx, kiln_tensor upd,
                                               int64_t axis, const char* reduction,
                                               kiln_tensor* out);
-/* The running sum along `axis` (ONNX CumSum); exclusive and reverse 0 or 1. */
+/* The running sum along `axis` (ONNX CumSum); exclusive and reverse are flags (nonzero: true). */
 KILN_EXPORT kiln_status kiln_cumsum(kiln_tensor x, int64_t axis, int exclusive, int reverse,
                                     kiln_tensor* out);
 /* ONNX TopK: the k largest (largest 1) or smallest (0) elements along `axis` and their i64

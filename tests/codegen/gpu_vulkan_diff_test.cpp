@@ -92,6 +92,91 @@ TEST(GpuVulkanDiffTest, SinAndCosOfLargeArgumentsMatchLibm) {
   }
 }
 
+// log of subnormals and pow at its edges on vulkan:0, against libm in double. Lavapipe's log of a
+// subnormal was off by up to 15 (f32 log(1e-45) = -88.03, f64 log(5e-324) = -709.09), and pow as
+// exp2(y * log2(x)) gave FLT_MAX^1 = inf, 10^3 = 999.99988, pow(1, NaN) = NaN and f64 2^52 off
+// by 11.5.
+TEST(GpuVulkanDiffTest, LogOfSubnormalsAndPowAtItsEdgesMatchLibm) {
+  if (!runner().gpu) GTEST_SKIP() << "vulkan:0 is not available";
+  for (DType t : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(ir::dtype_name(t));
+    const bool f32 = t == DType::f32;
+    const double tiny = f32 ? 1.401298464324817e-45 : 4.9406564584124654e-324;
+    const double least_normal = f32 ? 1.1754943508222875e-38 : 2.2250738585072014e-308;
+    const double largest = f32 ? 3.4028234663852886e+38 : 1.7976931348623157e+308;
+    const double nan = std::nan("");
+    // (x, y): log reads x; pow reads both.
+    const std::vector<std::pair<double, double>> cases = {{tiny, 1},
+                                                          {tiny * 3, 0.5},
+                                                          {least_normal / 3, 1},
+                                                          {least_normal / 3, 0.5},
+                                                          {least_normal, 2},
+                                                          {largest, 1},
+                                                          {1, nan},
+                                                          {nan, 0},
+                                                          {10, 3},
+                                                          {-7, 3},
+                                                          {-2, -3},
+                                                          {1e10, 3},
+                                                          {2, 52},
+                                                          {10, 15},
+                                                          {3, 40},
+                                                          {1.5, 64},
+                                                          {10, -30},
+                                                          {2, -126},
+                                                          {0.5, 2.5},
+                                                          {7.25, -1.5},
+                                                          {2, 0.5},
+                                                          {1e-20, 1.75},
+                                                          {123.456, 0.3},
+                                                          {-1, 64}};
+    const auto n = static_cast<int64_t>(cases.size());
+    auto arena = std::make_shared<kir::ExprArena>();
+    const kir::Expr* i = arena->var(0);
+    const kir::Expr* x = arena->load(0, t, i);
+    const kir::Expr* y = arena->load(1, t, i);
+    kir::Kernel k;
+    k.name = fmt::format("log_pow_{}", ir::dtype_name(t));
+    k.arena = arena;
+    k.domain = {n};
+    k.params = {
+        {t, {n}, false, "x"}, {t, {n}, false, "y"}, {t, {n}, true, "log"}, {t, {n}, true, "pow"}};
+    k.stores = {{2, i, arena->alu(Alu::Log, t, {x})}, {3, i, arena->alu(Alu::Pow, t, {x, y})}};
+    std::vector<ir::HostTensor> tensors;
+    for (int p = 0; p < 4; ++p) tensors.push_back(ir::HostTensor::zeros(t, {n}));
+    const auto round = [&](double v) {
+      return f32 ? static_cast<double>(static_cast<float>(v)) : v;
+    };
+    for (int64_t j = 0; j < n; ++j) {
+      tensors[0].set(j, cases[static_cast<size_t>(j)].first);
+      tensors[1].set(j, cases[static_cast<size_t>(j)].second);
+    }
+    run_on_vulkan(k, tensors, CheckMode::none);
+    if (::testing::Test::HasFatalFailure()) return;
+    const double tol = f32 ? 1e-6 : 1e-14;
+    for (int64_t j = 0; j < n; ++j) {
+      const double xv = tensors[0].get(j), yv = tensors[1].get(j);  // as stored in the dtype
+      if (xv > 0) {
+        const double want = std::log(xv);
+        EXPECT_NEAR(tensors[2].get(j), want, tol * std::abs(want)) << "log(" << xv << ")";
+      }
+      const double want = round(std::pow(xv, yv));
+      const double got = tensors[3].get(j);
+      // An integer exponent (up to 64) is a few roundings; another one is exp2(y * log2(x)),
+      // whose error grows with y * log2(x) (documented in docs/graph-format.md).
+      const bool integral = std::floor(yv) == yv && std::abs(yv) <= 64;
+      const double eps = f32 ? 0x1p-24 : 0x1p-53;
+      const double pow_tol = integral || !std::isfinite(yv * std::log2(std::abs(xv)))
+                                 ? tol
+                                 : 8 * eps * (1 + std::abs(yv * std::log2(std::abs(xv))));
+      if (std::isnan(want))
+        EXPECT_TRUE(std::isnan(got)) << "pow(" << xv << ", " << yv << ") = " << got;
+      else
+        EXPECT_NEAR(got, want, pow_tol * std::abs(want)) << "pow(" << xv << ", " << yv << ")";
+    }
+  }
+}
+
 TEST(GpuVulkanDiffTest, NestedReductionsAndMatmulsMatchTheCpuBackend) {
   if (!runner().gpu) GTEST_SKIP() << "vulkan:0 is not available";
   ASSERT_TRUE(runner().cpu);

@@ -780,6 +780,52 @@ TEST(DynamicShapes, SelfAttentionOverAPromptOfAnyLengthCompilesOnce) {
   }
 }
 
+// Attention over a window of 17 keys that slides along a cache: the window's start is a size the
+// kernel's loads read at run time (the key count stays 17), so it compiles at the first three
+// starts (the first, at 0, lowers without the offset) and never after; it compiled at every
+// step before. Every step equals the host's.
+TEST(DynamicShapes, AttentionOverASlidingWindowCompilesAtTheFirstStartsOnly) {
+  auto dev = open_cpu({{"shapes.policy", "automatic"}});
+  constexpr int64_t kHeads = 4, kCtx = 64, kDim = 16, kWindow = 17, kRows = 2;
+  const std::vector<float> ks = values(kHeads * kCtx * kDim, 0.1f, 8);
+  auto kt = kiln::Tensor::from_host(dev, std::span<const float>(ks), {1, kHeads, kCtx, kDim});
+  const std::vector<float> qs = values(kHeads * kRows * kDim, 0.3f, 9);
+  auto q = kiln::Tensor::from_host(dev, std::span<const float>(qs), {1, kHeads, kRows, kDim});
+  int later = 0, steps = 0;
+  for (int64_t s0 = 0; s0 + kWindow <= kCtx; s0 += 3) {
+    SCOPED_TRACE("start=" + std::to_string(s0));
+    auto w = kt.slice(2, s0, s0 + kWindow);
+    auto got = kiln::attention(q, w, w).to_vector<float>();
+    ASSERT_TRUE(got.has_value()) << got.error().message;
+    if (++steps > 3) later += dev.last_stats().compiled;
+    const double scale = 1 / std::sqrt(double{kDim});
+    for (int64_t h = 0; h < kHeads; ++h)
+      for (int64_t i = 0; i < kRows; ++i) {
+        std::vector<double> p(kWindow);
+        double m = -1e30, z = 0;
+        for (int64_t j = 0; j < kWindow; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < kDim; ++d)
+            dot += double{qs[static_cast<size_t>((h * kRows + i) * kDim + d)]} *
+                   ks[static_cast<size_t>((h * kCtx + s0 + j) * kDim + d)];
+          p[static_cast<size_t>(j)] = dot * scale;
+          m = std::max(m, p[static_cast<size_t>(j)]);
+        }
+        for (double& v : p) z += v = std::exp(v - m);
+        for (int64_t e = 0; e < kDim; ++e) {
+          double want = 0;
+          for (int64_t j = 0; j < kWindow; ++j)
+            want += p[static_cast<size_t>(j)] / z *
+                    ks[static_cast<size_t>((h * kCtx + s0 + j) * kDim + e)];
+          ASSERT_NEAR((*got)[static_cast<size_t>((h * kRows + i) * kDim + e)], want, 1e-5)
+              << "head " << h << " row " << i << " column " << e;
+        }
+      }
+  }
+  EXPECT_GE(steps, 10);
+  EXPECT_EQ(later, 0) << "the window's start is read at run time from the third start on";
+}
+
 // A matrix product whose contraction grows is the same kernel at every size, but the cpu runs
 // a matmul at fixed sizes only: each size compiles its own, and --stats says why (not only
 // which dimension changed).
