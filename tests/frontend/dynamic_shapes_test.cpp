@@ -54,6 +54,26 @@ std::vector<float> values(size_t n, float scale, int seed) {
   return v;
 }
 
+// One row of attention on the host, in double: softmax(q . k_j * scale) over the `keys` rows of k
+// (each `dim` floats, the first at k), times the same rows of v.
+std::vector<double> host_attention_row(const float* q, const float* k, const float* v,
+                                       int64_t keys, int64_t dim) {
+  const double scale = 1 / std::sqrt(static_cast<double>(dim));
+  std::vector<double> p(static_cast<size_t>(keys)), out(static_cast<size_t>(dim), 0.0);
+  double m = -1e30, z = 0;
+  for (int64_t j = 0; j < keys; ++j) {
+    double dot = 0;
+    for (int64_t d = 0; d < dim; ++d) dot += double{q[d]} * k[j * dim + d];
+    p[static_cast<size_t>(j)] = dot * scale;
+    m = std::max(m, p[static_cast<size_t>(j)]);
+  }
+  for (double& x : p) z += x = std::exp(x - m);
+  for (int64_t j = 0; j < keys; ++j)
+    for (int64_t e = 0; e < dim; ++e)
+      out[static_cast<size_t>(e)] += p[static_cast<size_t>(j)] / z * v[j * dim + e];
+  return out;
+}
+
 // A two-layer MLP: relu(x @ W1 + b1) @ W2 + b2, x [b, 96], hidden 64, out 10.
 struct Mlp {
   static constexpr int64_t kIn = 96, kHidden = 64, kOut = 10;
@@ -694,26 +714,14 @@ TEST(DynamicShapes, AttentionOverACacheReadToAGrowingLengthCompilesOnce) {
           told = told || r.find("run-time sizes from now on") != std::string::npos;
         for (int64_t h = 0; h < points; ++h)
           for (int64_t i = 0; i < rows; ++i) {
-            std::vector<double> p(static_cast<size_t>(len));
-            double m = -1e30, z = 0;
-            for (int64_t j = 0; j < len; ++j) {
-              double dot = 0;
-              for (int64_t d = 0; d < kDim; ++d)
-                dot += double{qs[static_cast<size_t>((h * rows + i) * kDim + d)]} *
-                       ks[static_cast<size_t>((h * kCtx + j) * kDim + d)];
-              p[static_cast<size_t>(j)] = dot * scale;
-              m = std::max(m, p[static_cast<size_t>(j)]);
-            }
-            for (int64_t j = 0; j < len; ++j)
-              z += p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - m);
-            for (int64_t e = 0; e < kDim; ++e) {
-              double want = 0;
-              for (int64_t j = 0; j < len; ++j)
-                want += p[static_cast<size_t>(j)] / z *
-                        vs[static_cast<size_t>((h * kCtx + j) * kDim + e)];
-              ASSERT_NEAR((*got)[static_cast<size_t>((h * rows + i) * kDim + e)], want, 1e-5)
+            const std::vector<double> want = host_attention_row(
+                &qs[static_cast<size_t>((h * rows + i) * kDim)],
+                &ks[static_cast<size_t>(h * kCtx * kDim)], &vs[static_cast<size_t>(h * kCtx * kDim)],
+                len, kDim);
+            for (int64_t e = 0; e < kDim; ++e)
+              ASSERT_NEAR((*got)[static_cast<size_t>((h * rows + i) * kDim + e)],
+                          want[static_cast<size_t>(e)], 1e-5)
                   << "batch point " << h << " row " << i << " column " << e;
-            }
           }
       }
       EXPECT_EQ(later, 0) << "every length after the third runs the kernel with run-time keys";
@@ -750,30 +758,15 @@ TEST(DynamicShapes, SelfAttentionOverAPromptOfAnyLengthCompilesOnce) {
       auto got = kiln::attention(q, k, v, causal).to_vector<float>();
       ASSERT_TRUE(got.has_value()) << got.error().message;
       if (++steps > 2) later += dev.last_stats().compiled;
-      const double scale = 1 / std::sqrt(double{kDim});
       for (int64_t h = 0; h < kPoints; ++h)
         for (int64_t i = 0; i < n; ++i) {
-          const int64_t keys = causal ? i + 1 : n;
-          std::vector<double> p(static_cast<size_t>(keys));
-          double m = -1e30, z = 0;
-          for (int64_t j = 0; j < keys; ++j) {
-            double dot = 0;
-            for (int64_t d = 0; d < kDim; ++d)
-              dot += double{qs[static_cast<size_t>((h * n + i) * kDim + d)]} *
-                     ks[static_cast<size_t>((h * n + j) * kDim + d)];
-            p[static_cast<size_t>(j)] = dot * scale;
-            m = std::max(m, p[static_cast<size_t>(j)]);
-          }
-          for (int64_t j = 0; j < keys; ++j)
-            z += p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - m);
-          for (int64_t e = 0; e < kDim; ++e) {
-            double want = 0;
-            for (int64_t j = 0; j < keys; ++j)
-              want +=
-                  p[static_cast<size_t>(j)] / z * vs[static_cast<size_t>((h * n + j) * kDim + e)];
-            ASSERT_NEAR((*got)[static_cast<size_t>((h * n + i) * kDim + e)], want, 1e-5)
+          const std::vector<double> want = host_attention_row(
+              &qs[static_cast<size_t>((h * n + i) * kDim)], &ks[static_cast<size_t>(h * n * kDim)],
+              &vs[static_cast<size_t>(h * n * kDim)], causal ? i + 1 : n, kDim);
+          for (int64_t e = 0; e < kDim; ++e)
+            ASSERT_NEAR((*got)[static_cast<size_t>((h * n + i) * kDim + e)],
+                        want[static_cast<size_t>(e)], 1e-5)
                 << "batch point " << h << " row " << i << " column " << e;
-          }
         }
     }
     EXPECT_EQ(later, 0) << "every length after the second runs the kernel with run-time sizes";
@@ -798,28 +791,15 @@ TEST(DynamicShapes, AttentionOverASlidingWindowCompilesAtTheFirstStartsOnly) {
     auto got = kiln::attention(q, w, w).to_vector<float>();
     ASSERT_TRUE(got.has_value()) << got.error().message;
     if (++steps > 3) later += dev.last_stats().compiled;
-    const double scale = 1 / std::sqrt(double{kDim});
     for (int64_t h = 0; h < kHeads; ++h)
       for (int64_t i = 0; i < kRows; ++i) {
-        std::vector<double> p(kWindow);
-        double m = -1e30, z = 0;
-        for (int64_t j = 0; j < kWindow; ++j) {
-          double dot = 0;
-          for (int64_t d = 0; d < kDim; ++d)
-            dot += double{qs[static_cast<size_t>((h * kRows + i) * kDim + d)]} *
-                   ks[static_cast<size_t>((h * kCtx + s0 + j) * kDim + d)];
-          p[static_cast<size_t>(j)] = dot * scale;
-          m = std::max(m, p[static_cast<size_t>(j)]);
-        }
-        for (double& v : p) z += v = std::exp(v - m);
-        for (int64_t e = 0; e < kDim; ++e) {
-          double want = 0;
-          for (int64_t j = 0; j < kWindow; ++j)
-            want += p[static_cast<size_t>(j)] / z *
-                    ks[static_cast<size_t>((h * kCtx + s0 + j) * kDim + e)];
-          ASSERT_NEAR((*got)[static_cast<size_t>((h * kRows + i) * kDim + e)], want, 1e-5)
+        const float* window = &ks[static_cast<size_t>((h * kCtx + s0) * kDim)];
+        const std::vector<double> want = host_attention_row(
+            &qs[static_cast<size_t>((h * kRows + i) * kDim)], window, window, kWindow, kDim);
+        for (int64_t e = 0; e < kDim; ++e)
+          ASSERT_NEAR((*got)[static_cast<size_t>((h * kRows + i) * kDim + e)],
+                      want[static_cast<size_t>(e)], 1e-5)
               << "head " << h << " row " << i << " column " << e;
-        }
       }
   }
   EXPECT_GE(steps, 10);
