@@ -56,8 +56,8 @@ std::vector<float> values(size_t n, float scale, int seed) {
 
 // One row of attention on the host, in double: softmax(q . k_j * scale) over the `keys` rows of k
 // (each `dim` floats, the first at k), times the same rows of v.
-std::vector<double> host_attention_row(const float* q, const float* k, const float* v,
-                                       int64_t keys, int64_t dim) {
+std::vector<double> host_attention_row(const float* q, const float* k, const float* v, int64_t keys,
+                                       int64_t dim) {
   const double scale = 1 / std::sqrt(static_cast<double>(dim));
   std::vector<double> p(static_cast<size_t>(keys)), out(static_cast<size_t>(dim), 0.0);
   double m = -1e30, z = 0;
@@ -714,10 +714,10 @@ TEST(DynamicShapes, AttentionOverACacheReadToAGrowingLengthCompilesOnce) {
           told = told || r.find("run-time sizes from now on") != std::string::npos;
         for (int64_t h = 0; h < points; ++h)
           for (int64_t i = 0; i < rows; ++i) {
-            const std::vector<double> want = host_attention_row(
-                &qs[static_cast<size_t>((h * rows + i) * kDim)],
-                &ks[static_cast<size_t>(h * kCtx * kDim)], &vs[static_cast<size_t>(h * kCtx * kDim)],
-                len, kDim);
+            const std::vector<double> want =
+                host_attention_row(&qs[static_cast<size_t>((h * rows + i) * kDim)],
+                                   &ks[static_cast<size_t>(h * kCtx * kDim)],
+                                   &vs[static_cast<size_t>(h * kCtx * kDim)], len, kDim);
             for (int64_t e = 0; e < kDim; ++e)
               ASSERT_NEAR((*got)[static_cast<size_t>((h * rows + i) * kDim + e)],
                           want[static_cast<size_t>(e)], 1e-5)
