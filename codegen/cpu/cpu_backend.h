@@ -121,12 +121,12 @@ class CpuBackend {
   // depend on it), in these four.
   static bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
                                       CheckMode check, int64_t llc_bytes = 0);
-  // Whether the code compile() makes of `kernel`, a kernel with run-time sizes, serves every
-  // instance kir::match_sizes finds (cpu::serves_any_sizes; `facts`: the kernel's own).
   // The range [0, extent) of code compiled from a kernel with run-time sizes to run `instance`:
   // its outer extent where that is a size, its blocks of query rows (CpuArtifact::unit_rows), or
   // the code's own range.
   static int64_t instance_range(const CpuArtifact& code, const kir::Kernel& instance);
+  // Whether the code compile() makes of `kernel`, a kernel with run-time sizes, serves every
+  // instance kir::match_sizes finds (cpu::serves_any_sizes; `facts`: the kernel's own).
   static bool serves_any_sizes(const kir::Kernel& kernel, const kir::KernelFacts& facts,
                                CheckMode check, int64_t llc_bytes = 0);
   // Whether that code runs `special`, an instance at fixed sizes, as well as its own code would
