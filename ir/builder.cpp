@@ -289,6 +289,20 @@ NodeResult Builder::reduce(Op op, const Node* x, std::optional<std::vector<int64
                  Attrs{{AttrKey::axes, std::move(ax)}, {AttrKey::keepdim, keepdim}});
 }
 
+double mean_scale(int64_t count) {
+  return 1.0 / static_cast<double>(count);
+}
+
+std::optional<int64_t> mean_count(double scale) {
+  if (!(scale > 0.0 && scale <= 0.5)) return std::nullopt;
+  const double n = std::round(1.0 / scale);
+  if (!(n >= 2.0 && n <= 9007199254740992.0)) return std::nullopt;  // 2^53: every count exact
+  const auto count = static_cast<int64_t>(n);
+  if (std::bit_cast<uint64_t>(mean_scale(count)) != std::bit_cast<uint64_t>(scale))
+    return std::nullopt;
+  return count;
+}
+
 NodeResult Builder::mean(const Node* x, std::optional<std::vector<int64_t>> axes, bool keepdim) {
   if (!is_float(x->dtype))
     return op_error("mean", "needs a floating dtype, got {}", dtype_name(x->dtype));
@@ -297,7 +311,7 @@ NodeResult Builder::mean(const Node* x, std::optional<std::vector<int64_t>> axes
   int64_t count = 1;
   for (int64_t a : ax) count *= x->shape[a];
   KILN_IR_TRY(const Node* s, reduce(Op::Sum, x, ax, keepdim));
-  KILN_IR_TRY(const Node* inv, scalar(1.0 / static_cast<double>(count), x->dtype));
+  KILN_IR_TRY(const Node* inv, scalar(mean_scale(count), x->dtype));
   return binary(Op::Mul, s, inv);
 }
 

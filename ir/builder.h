@@ -34,6 +34,13 @@ namespace kiln::ir {
 
 using NodeResult = Expected<const Node*>;
 
+// The scale a mean over `count` elements multiplies its sum by (Builder::mean): the double
+// 1.0 / count. A shape family keeps `count` as a size (runtime/structural_key.h), and a symbolic
+// plan computes a kernel's float slot from it (runtime/plan_family.h), so both take it from here.
+double mean_scale(int64_t count);
+// The count n >= 2 whose mean_scale is `scale`, bit for bit, or nullopt.
+std::optional<int64_t> mean_count(double scale);
+
 // An argument of a `.kg` call: a value or a numeric literal (an integer literal as written,
 // so that an i64 operand takes it exactly).
 using Operand = std::variant<const Node*, double, int64_t>;

@@ -3,8 +3,10 @@
 #include "runtime/plan_family.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "autotune/roofline.h"
+#include "ir/builder.h"
 #include "ir/kernel_sizes.h"
 
 namespace kiln::runtime {
@@ -12,17 +14,26 @@ namespace kiln::runtime {
 namespace {
 
 // Every size a plan holds, in one fixed order: the slots' shapes, then per step the kernel's
-// domain, its parameters' shapes and its run-time sizes' values. `Sized` is Plan or const Plan.
+// domain, its parameters' shapes and its run-time sizes' values, each with whether it is a float
+// slot (a double's bits). `Sized` is Plan or const Plan.
 template <typename Sized, typename F>
 void for_each_size(Sized& plan, F&& f) {
   for (auto& slot : plan.slots)
-    for (auto& d : slot.shape) f(d);
+    for (auto& d : slot.shape) f(d, false);
   for (auto& step : plan.steps) {
-    for (auto& d : step.kernel.domain) f(d);
+    for (auto& d : step.kernel.domain) f(d, false);
     for (auto& param : step.kernel.params)
-      for (auto& d : param.shape) f(d);
-    for (auto& v : step.kernel.sizes) f(v);
+      for (auto& d : param.shape) f(d, false);
+    if (step.kernel.sizes.empty()) continue;
+    const std::vector<ir::DType> dtypes = kir::size_dtypes(step.kernel);
+    for (size_t s = 0; s < step.kernel.sizes.size(); ++s)
+      f(step.kernel.sizes[s], dtypes[s] != ir::DType::i64);
   }
+}
+
+// A float slot holding a mean's scale for n elements (ir::mean_scale), as the slot holds it.
+int64_t reciprocal_bits(int64_t n) {
+  return std::bit_cast<int64_t>(ir::mean_scale(n));
 }
 
 // Whether two plans are one plan but for their sizes: the same slots (dtypes, bindings, ranks),
@@ -55,10 +66,8 @@ bool same_but_sizes(const Plan& a, const Plan& b) {
         kx.domain.size() != ky.domain.size() || kx.params.size() != ky.params.size())
       return false;
     // A kernel with run-time sizes (ir/kernel_sizes.h): its slots are sizes like the others
-    // (the template waits for a third plan to confirm it), but a float slot fits no line.
-    if (kx.sizes.size() != ky.sizes.size() ||
-        std::ranges::any_of(kir::size_dtypes(kx), [](ir::DType t) { return t != ir::DType::i64; }))
-      return false;
+    // (the template waits for a third plan to confirm it; a float slot fits as a reciprocal).
+    if (kx.sizes.size() != ky.sizes.size()) return false;
     for (size_t p = 0; p < kx.params.size(); ++p)
       if (kx.params[p].shape.size() != ky.params[p].shape.size()) return false;
     if (kir::print_kernel(kx, false) != kir::print_kernel(ky, false)) return false;
@@ -94,12 +103,50 @@ std::optional<Affine> fit(int64_t t1, int64_t q1, int64_t t2, int64_t q2) {
   return Affine{a, q1 - a * t1};
 }
 
+// A float slot's bits q1, q2 at t1, t2: a constant, or 1.0 / n with n = a * t + c.
+std::optional<Affine> fit_float(int64_t t1, int64_t q1, int64_t t2, int64_t q2) {
+  if (q1 == q2) return Affine{0, q1};
+  const std::optional<int64_t> n1 = ir::mean_count(std::bit_cast<double>(q1)),
+                               n2 = ir::mean_count(std::bit_cast<double>(q2));
+  if (!n1 || !n2) return std::nullopt;
+  std::optional<Affine> f = fit(t1, *n1, t2, *n2);
+  if (f) f->reciprocal = true;
+  return f;
+}
+
 }  // namespace
 
 size_t plan_size_count(const Plan& plan) {
   size_t n = 0;
-  for_each_size(plan, [&](int64_t) { ++n; });
+  for_each_size(plan, [&](int64_t, bool) { ++n; });
   return n;
+}
+
+bool size_functions_fit(const PlanTemplate& t, const std::vector<std::vector<bool>>& float_sizes) {
+  if (!t.base || t.sizes.size() != plan_size_count(*t.base) ||
+      float_sizes.size() != t.base->steps.size())
+    return false;
+  // In for_each_size's order: every shape and domain, then a step's run-time sizes.
+  size_t i = 0;
+  const auto integral = [&](size_t n) {
+    for (size_t end = i + n; i < end; ++i)
+      if (t.sizes[i].reciprocal) return false;
+    return true;
+  };
+  for (const Slot& slot : t.base->slots)
+    if (!integral(slot.shape.size())) return false;
+  for (size_t s = 0; s < t.base->steps.size(); ++s) {
+    const kir::Kernel& k = t.base->steps[s].kernel;
+    if (!integral(k.domain.size())) return false;
+    for (const kir::Param& p : k.params)
+      if (!integral(p.shape.size())) return false;
+    if (float_sizes[s].size() != k.sizes.size()) return false;
+    for (size_t v = 0; v < k.sizes.size(); ++v, ++i) {
+      const Affine& f = t.sizes[i];
+      if (float_sizes[s][v] ? f.a != 0 && !f.reciprocal : f.reciprocal) return false;
+    }
+  }
+  return true;
 }
 
 std::optional<PlanTemplate> make_plan_template(const Plan& first, const std::vector<int64_t>& dims1,
@@ -116,11 +163,12 @@ std::optional<PlanTemplate> make_plan_template(const Plan& first, const std::vec
     t.graph.push_back(*f);
   }
   std::vector<int64_t> sizes1;
-  for_each_size(first, [&](int64_t d) { sizes1.push_back(d); });
+  for_each_size(first, [&](int64_t d, bool) { sizes1.push_back(d); });
   size_t i = 0;
   bool affine = true;
-  for_each_size(*second, [&](int64_t d) {
-    std::optional<Affine> f = fit(t1, sizes1[i++], t2, d);
+  for_each_size(*second, [&](int64_t d, bool is_float) {
+    const int64_t d1 = sizes1[i++];
+    std::optional<Affine> f = is_float ? fit_float(t1, d1, t2, d) : fit(t1, d1, t2, d);
     if (f) t.sizes.push_back(*f);
     affine = affine && f;
   });
@@ -151,12 +199,12 @@ std::optional<Plan> instantiate_plan(const PlanTemplate& t, const std::vector<in
   Plan plan = *t.base;
   size_t i = 0;
   bool fits = true;
-  for_each_size(plan, [&](int64_t& d) {
+  for_each_size(plan, [&](int64_t& d, bool) {
     const Affine& f = t.sizes[i++];
-    if (f.a == 0) return;
+    if (f.a == 0 && !f.reciprocal) return;
     const std::optional<int64_t> size = f.at(at);
     fits = fits && size && *size >= 2;
-    d = size.value_or(0);
+    d = !fits ? 0 : f.reciprocal ? reciprocal_bits(*size) : *size;
   });
   if (!fits ||
       !std::ranges::all_of(t.relations, [&](const SizeRelation& r) { return holds(plan, r); }))
@@ -173,10 +221,10 @@ bool confirms(const PlanTemplate& t, const Plan& plan, const std::vector<int64_t
   std::optional<Plan> instance = instantiate_plan(t, dims);
   if (!instance || !same_but_sizes(*instance, plan)) return false;
   std::vector<int64_t> want;
-  for_each_size(*instance, [&](int64_t d) { want.push_back(d); });
+  for_each_size(*instance, [&](int64_t d, bool) { want.push_back(d); });
   size_t i = 0;
   bool equal = true;
-  for_each_size(plan, [&](int64_t d) { equal = equal && i < want.size() && want[i++] == d; });
+  for_each_size(plan, [&](int64_t d, bool) { equal = equal && i < want.size() && want[i++] == d; });
   return equal && i == want.size();
 }
 

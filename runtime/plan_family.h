@@ -17,8 +17,10 @@
 // the template fits like every other size. Two plans fit any size as a line, a slot holding a
 // product of sizes that change (a stride n * n) too, and nothing in the plan shows it: such a
 // template is used only once a third plan of the family, built as usual, is its instance at that
-// plan's sizes (PlanTemplate::confirmed; confirms). Float slots (a mean's 1 / n) fit no line: a
-// plan with one makes no template.
+// plan's sizes (PlanTemplate::confirmed; confirms). A float slot that holds 1 / n for an integer n
+// (a mean's scale, ir::Builder::mean) fits as n = a * t + c, its value the double 1.0 / n as the
+// builder computes it (Affine::reciprocal); any other float slot that changes fits nothing, and
+// its plan makes no template.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,8 @@ namespace kiln::runtime {
 
 struct Affine {
   int64_t a = 0, c = 0;
+  // The size is a float slot holding the bits of the double 1.0 / (a * t + c), not a * t + c.
+  bool reciprocal = false;
   // a * t + c, or nullopt where it overflows (a template read back from the cache is untrusted).
   std::optional<int64_t> at(int64_t t) const {
     int64_t at = 0;
@@ -67,6 +71,11 @@ struct PlanTemplate {
 
 // How many sizes a plan holds (a template has a function for each).
 size_t plan_size_count(const Plan& plan);
+
+// Whether each function of `t` suits the size of its base plan it stands for: a float slot's is a
+// constant or a reciprocal, every other size's no reciprocal (a record read back is untrusted;
+// `float_sizes`: per step, which of its kernel's run-time sizes are float slots).
+bool size_functions_fit(const PlanTemplate& t, const std::vector<std::vector<bool>>& float_sizes);
 
 // The template of two plans built for two sizes of one family (`dims1`, `dims2`: their
 // ShapeFamily::dims), or nullopt where the plans differ in more than sizes, a size is not an

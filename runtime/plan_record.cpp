@@ -24,7 +24,15 @@ json kernel_shape_json(const kir::Kernel& k) {
   json j = {
       {"name", k.name}, {"domain", k.domain}, {"params", params}, {"dynamic", k.dynamic_outer}};
   if (k.dynamic_bound != 0) j["bound"] = k.dynamic_bound;
-  if (k.has_sizes()) j["sizes"] = k.sizes;
+  if (k.has_sizes()) {
+    j["sizes"] = k.sizes;
+    // Which slots are floats (a mean's 1/n): a template read back checks its functions by them.
+    const std::vector<ir::DType> dtypes = kir::size_dtypes(k);
+    json floats = json::array();
+    for (size_t s = 0; s < dtypes.size(); ++s)
+      if (dtypes[s] != ir::DType::i64) floats.push_back(s);
+    if (!floats.empty()) j["float_sizes"] = std::move(floats);
+  }
   return j;
 }
 
@@ -215,7 +223,8 @@ std::optional<json> plan_to_json(const Plan& plan, const std::vector<std::string
 
 json affines_json(const std::vector<Affine>& fs) {
   json out = json::array();
-  for (const Affine& f : fs) out.push_back({f.a, f.c});
+  // A reciprocal (a float slot holding 1 / (a * t + c)) is a triple [a, c, 1].
+  for (const Affine& f : fs) out.push_back(f.reciprocal ? json{f.a, f.c, 1} : json{f.a, f.c});
   return out;
 }
 
@@ -223,9 +232,10 @@ Expected<std::vector<Affine>> affines_from_json(const json& j, const char* what)
   std::vector<Affine> out;
   for (const json& f : j) {
     const auto ac = f.get<std::vector<int64_t>>();
-    if (ac.size() != 2)
-      return make_error(fmt::format("{} {}: not a pair [a, c]", what, out.size()));
-    out.push_back(Affine{ac[0], ac[1]});
+    if (ac.size() != 2 && (ac.size() != 3 || ac[2] != 1))
+      return make_error(
+          fmt::format("{} {}: not a pair [a, c] or a reciprocal [a, c, 1]", what, out.size()));
+    out.push_back(Affine{ac[0], ac[1], ac.size() == 3});
   }
   return out;
 }
@@ -249,6 +259,8 @@ Expected<PlanTemplate> template_from_json(const json& j) {
   if (t.sizes.size() != plan_size_count(*base))
     return make_error(fmt::format("{} size functions for a plan of {} sizes", t.sizes.size(),
                                   plan_size_count(*base)));
+  if (std::ranges::any_of(t.graph, [](const Affine& f) { return f.reciprocal; }))
+    return make_error("a family size is a reciprocal");
   t.written_only = j.at("written_only").get<std::vector<std::vector<bool>>>();
   if (t.written_only.size() != base->steps.size())
     return make_error(fmt::format("written-only flags for {} steps of {}", t.written_only.size(),
@@ -266,7 +278,24 @@ Expected<PlanTemplate> template_from_json(const json& j) {
     t.relations.push_back(
         SizeRelation{static_cast<uint32_t>(v[0]), static_cast<uint32_t>(v[1]), v[2] == 1});
   }
+  // Per step, which run-time sizes are float slots (its body is not in the record).
+  std::vector<std::vector<bool>> float_sizes;
+  for (size_t s = 0; s < base->steps.size(); ++s) {
+    float_sizes.emplace_back(base->steps[s].kernel.sizes.size(), false);
+    const json& kernel = j.at("plan").at("steps").at(s).at("kernel");
+    if (!kernel.contains("float_sizes")) continue;
+    for (const size_t slot : kernel.at("float_sizes").get<std::vector<size_t>>()) {
+      if (slot >= float_sizes.back().size())
+        return make_error(fmt::format("step {}: float slot {} of {} run-time sizes", s, slot,
+                                      float_sizes.back().size()));
+      float_sizes.back()[slot] = true;
+    }
+  }
   t.base = std::make_shared<const Plan>(std::move(*base));
+  if (!size_functions_fit(t, float_sizes))
+    return make_error(
+        "a size function does not suit its size (a reciprocal where the plan holds "
+        "no float slot, or a float slot that changes as no reciprocal)");
   t.from_cache = true;
   return t;
 }

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <optional>
+
+#include "ir/builder.h"
 
 namespace kiln::runtime {
 
@@ -154,14 +157,23 @@ bool is_pad_width(ir::Op op, ir::AttrKey key) {
   return op == ir::Op::Pad && (key == ir::AttrKey::before || key == ir::AttrKey::after);
 }
 
+// A full's float value that is a mean's scale (ir::mean_scale): 1 / n, n a size of the family.
+std::optional<int64_t> mean_count_of(ir::Op op, ir::AttrKey key, const ir::AttrValue& value) {
+  const auto* v = std::get_if<double>(&value);
+  if (op != ir::Op::Full || key != ir::AttrKey::value || !v) return std::nullopt;
+  return ir::mean_count(*v);
+}
+
 // With `family`, the sizes go to family->dims instead of the key, and so do an attribute that
 // repeats its node's shape, a slice's bounds and a pad's widths (a marker stands for each, and
-// for widths their count).
+// for widths their count), and a mean's scale's count, after every other size (so that the
+// first size that changes is a node's or an attribute's, of which the count is a function).
 template <typename Pos>
 void serialize(const std::vector<const ir::Node*>& live,
                const std::vector<const ir::Node*>& outputs, Pos pos, StructuralKey& k,
                ShapeFamily* family = nullptr) {
   k.key.reserve(live.size() * 16);
+  std::vector<int64_t> counts;
   for (const ir::Node* n : live) {
     put(k.key, static_cast<uint64_t>(n->op));
     put(k.key, static_cast<uint64_t>(n->dtype));
@@ -195,11 +207,16 @@ void serialize(const std::vector<const ir::Node*>& live,
         put(k.key, kSymbolsMarker);
         put(k.key, sizes->size());
         family->dims.insert(family->dims.end(), sizes->begin(), sizes->end());
+      } else if (const std::optional<int64_t> count =
+                     family ? mean_count_of(n->op, key, value) : std::nullopt) {
+        put(k.key, kSymbolsMarker);
+        counts.push_back(*count);
       } else {
         put_attr(k.key, value);
       }
     }
   }
+  if (family) family->dims.insert(family->dims.end(), counts.begin(), counts.end());
   k.key.push_back('|');
   for (const ir::Node* o : outputs) put(k.key, pos(o));
 }

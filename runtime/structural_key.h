@@ -24,7 +24,9 @@ StructuralKey structural_key(const std::vector<const ir::Node*>& outputs);
 // node's shape (reshape's and expand's `shape`) is left out with it, and a slice's start and end
 // are sizes too (in `dims`, after the node's shape): a slice whose end grows a step (a cache read
 // to the tokens so far) is one family, served by its symbolic plan. So are a pad's widths (before,
-// then after, one per axis): a sequence padded to a length that grows. Every other attribute
+// then after, one per axis): a sequence padded to a length that grows. A full's float value that
+// is a mean's scale 1 / n (ir::mean_scale) is the size n, after all others: a mean over a row that
+// grows is one family (a plan of it fits the kernel's float slot to n). Every other attribute
 // stays, so a slice's step or a pad's value that changes makes another family.
 struct ShapeFamily {
   std::string key;

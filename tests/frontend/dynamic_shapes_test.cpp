@@ -840,48 +840,82 @@ TEST(DynamicShapes, AKernelKeptAtItsSizesSaysWhyItCompilesAgain) {
 // A mean scales its sum by 1/n, a float constant of the size: the kernel takes it at run time
 // as a float slot, so a mean and a layernorm over a growing row compile once more at the second
 // size and never after.
+// mean and layernorm over x [4, n] on `dev`, checked against the host's; the realize's stats.
+kiln::RealizeStats checked_mean_and_layernorm(const kiln::Device& dev, int64_t n) {
+  const std::vector<float> xs = values(static_cast<size_t>(4 * n), 0.7f, static_cast<int>(n));
+  const std::vector<float> gs = values(static_cast<size_t>(n), 0.2f, 3);
+  const std::vector<float> bs = values(static_cast<size_t>(n), 0.1f, 5);
+  auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {4, n});
+  auto gamma = kiln::Tensor::from_host(dev, std::span<const float>(gs), {n});
+  auto beta = kiln::Tensor::from_host(dev, std::span<const float>(bs), {n});
+  auto mean = x.mean({1});
+  auto norm = kiln::layernorm(x, gamma, beta, 1, 1e-5);
+  auto got = kiln::realize({mean, norm});
+  EXPECT_TRUE(got.has_value()) << got.error().message;
+  const kiln::RealizeStats st = dev.last_stats();
+  auto m = mean.to_vector<float>();
+  auto y = norm.to_vector<float>();
+  EXPECT_TRUE(m && y);
+  for (int64_t i = 0; m && y && i < 4; ++i) {
+    double sum = 0, sq = 0;
+    for (int64_t j = 0; j < n; ++j) sum += xs[i * n + j];
+    const double mu = sum / static_cast<double>(n);
+    for (int64_t j = 0; j < n; ++j) sq += (xs[i * n + j] - mu) * (xs[i * n + j] - mu);
+    const double inv = 1.0 / std::sqrt(sq / static_cast<double>(n) + 1e-5);
+    EXPECT_NEAR((*m)[i], mu, 1e-5 * (1 + std::abs(mu))) << "n " << n << " row " << i;
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t k = static_cast<size_t>(i * n + j);
+      if (std::abs((*y)[k] - ((xs[k] - mu) * inv * gs[j] + bs[j])) > 1e-4) {
+        ADD_FAILURE() << "n " << n << " row " << i << " column " << j << ": " << (*y)[k];
+        return st;
+      }
+    }
+  }
+  return st;
+}
+
 TEST(DynamicShapes, AGrowingRowsMeanAndLayernormCompileEachKernelOnce) {
   auto dev = open_cpu({{"shapes.policy", "automatic"}});
   int later = 0, first = -1;
+  Sources plans;
   for (int64_t n : {5, 6, 9, 17, 3, 100, 1000, 7}) {
-    SCOPED_TRACE("n=" + std::to_string(n));
-    const std::vector<float> xs = values(static_cast<size_t>(4 * n), 0.7f, static_cast<int>(n));
-    const std::vector<float> gs = values(static_cast<size_t>(n), 0.2f, 3);
-    const std::vector<float> bs = values(static_cast<size_t>(n), 0.1f, 5);
-    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {4, n});
-    auto gamma = kiln::Tensor::from_host(dev, std::span<const float>(gs), {n});
-    auto beta = kiln::Tensor::from_host(dev, std::span<const float>(bs), {n});
-    auto mean = x.mean({1});
-    auto norm = kiln::layernorm(x, gamma, beta, 1, 1e-5);
-    auto got = kiln::realize({mean, norm});
-    ASSERT_TRUE(got.has_value()) << got.error().message;
-    const kiln::RealizeStats st = dev.last_stats();
+    const kiln::RealizeStats st = checked_mean_and_layernorm(dev, n);
     if (first < 0)
       first = st.compiled;
     else if (n != 6)
       later += st.compiled;
+    plans.add(st.plan_source);
     if (n != 5) {
-      EXPECT_EQ(st.dynamic_kernels, st.kernels);
-    }
-    auto m = mean.to_vector<float>();
-    auto y = norm.to_vector<float>();
-    ASSERT_TRUE(m && y);
-    for (int64_t i = 0; i < 4; ++i) {
-      double sum = 0, sq = 0;
-      for (int64_t j = 0; j < n; ++j) sum += xs[i * n + j];
-      const double mu = sum / static_cast<double>(n);
-      for (int64_t j = 0; j < n; ++j) sq += (xs[i * n + j] - mu) * (xs[i * n + j] - mu);
-      const double inv = 1.0 / std::sqrt(sq / static_cast<double>(n) + 1e-5);
-      EXPECT_NEAR((*m)[i], mu, 1e-5 * (1 + std::abs(mu)));
-      for (int64_t j = 0; j < n; ++j) {
-        const size_t k = static_cast<size_t>(i * n + j);
-        ASSERT_NEAR((*y)[k], (xs[k] - mu) * inv * gs[j] + bs[j], 1e-4)
-            << "row " << i << " column " << j;
-      }
+      EXPECT_EQ(st.dynamic_kernels, st.kernels) << "n " << n;
     }
   }
   EXPECT_GT(first, 0);
   EXPECT_EQ(later, 0) << "every size after the second runs the kernels with run-time sizes";
+  // The means' 1/n is a float slot that fits as the reciprocal of n: the plans of 6 and 9 make
+  // the symbolic plan, 17's confirms it, and every size after plans nothing.
+  EXPECT_EQ(plans.built, 4);
+  EXPECT_EQ(plans.symbolic, 4);
+}
+
+// The symbolic plan of a mean's growing row, stored: a new device takes it at a size of its own,
+// the float slot (1/n) computed for that size.
+TEST(DynamicShapes, ASymbolicPlanOfAMeanFromTheCacheServesANewDevice) {
+  const std::string path = fresh_cache_path("mean");
+  const Settings cache = {{"shapes.policy", "automatic"}, {"compilation.cache", "file=" + path}};
+  {
+    auto dev = open_cpu(cache);
+    for (int64_t n : {5, 6, 9, 17}) checked_mean_and_layernorm(dev, n);
+    EXPECT_EQ(checked_mean_and_layernorm(dev, 30).plan_source, "symbolic");
+  }
+  {
+    auto dev = open_cpu(cache);  // a new device: nothing in memory
+    for (int64_t n : {40, 3, 257}) {
+      const kiln::RealizeStats st = checked_mean_and_layernorm(dev, n);
+      EXPECT_EQ(st.plan_source, "symbolic") << "n " << n;
+      EXPECT_EQ(st.compiled, 0) << "n " << n;
+    }
+  }
+  std::filesystem::remove(path);
 }
 
 // With fusion off, a mean is a row sum and a kernel of its own that scales by 1/n: the scale
@@ -891,6 +925,7 @@ TEST(DynamicShapes, AGrowingRowsMeanAndLayernormCompileEachKernelOnce) {
 TEST(DynamicShapes, AnUnfusedMeansScaleTakesItsFloatAtRunTimeOnceTheRowChangedSize) {
   auto dev = open_cpu({{"shapes.policy", "automatic"}, {"fusion.enabled", "false"}});
   int later = 0;
+  Sources plans;
   for (int64_t n : {5, 6, 9, 17, 3, 100}) {
     SCOPED_TRACE("n=" + std::to_string(n));
     const std::vector<float> xs = values(static_cast<size_t>(4 * n), 0.7f, static_cast<int>(n));
@@ -900,6 +935,7 @@ TEST(DynamicShapes, AnUnfusedMeansScaleTakesItsFloatAtRunTimeOnceTheRowChangedSi
     ASSERT_TRUE(got.has_value()) << got.error().message;
     const kiln::RealizeStats st = dev.last_stats();
     EXPECT_EQ(st.kernels, 2) << "the sum and the scale, unfused";
+    plans.add(st.plan_source);
     if (n == 5 || n == 6) {
       EXPECT_EQ(st.compiled, 2);
     } else {
@@ -916,6 +952,8 @@ TEST(DynamicShapes, AnUnfusedMeansScaleTakesItsFloatAtRunTimeOnceTheRowChangedSi
     }
   }
   EXPECT_EQ(later, 0) << "every size after the second runs the kernels with run-time sizes";
+  EXPECT_EQ(plans.built, 4) << "the scale's 1/n fits as a reciprocal of n: 3 and 100 are symbolic";
+  EXPECT_EQ(plans.symbolic, 2);
 
   const std::vector<float> xs = values(32, 0.5f, 1);
   for (double c : {0.5, 0.25, 0.125}) {

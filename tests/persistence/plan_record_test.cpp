@@ -2,6 +2,7 @@
 // truncated, flipped, inconsistent and foreign records decode to nothing and never crash.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <functional>
 #include <nlohmann/json.hpp>
 
@@ -335,6 +336,56 @@ TEST(PlanRecord, ATemplateThatDoesNotMatchItsPlanDoesNotDecode) {
   EXPECT_NE(reason([](json& j) { j.erase("templates"); }).find("missing or of the wrong type"),
             std::string::npos);
   EXPECT_FALSE(decode_template_record(std::vector<uint8_t>(64, 0xff)).has_value());
+}
+
+// A mean's scale in a kernel of run-time sizes: k1 reads 1/b as a float slot, whose function is
+// a reciprocal ([1, 0, 1]). The record says which slots are floats; a reciprocal anywhere else
+// (a buffer's size, an integer slot) does not decode, and an instance computes 1.0 / b.
+TEST(PlanRecord, AFloatSlotsReciprocalSurvivesARoundTripAndOnlyThere) {
+  using nlohmann::json;
+  PlanTemplate t = two_step_template();
+  Plan base = *t.base;
+  base.steps[1].kernel.sizes = {std::bit_cast<int64_t>(1.0 / 4.0)};
+  t.base = std::make_shared<const Plan>(std::move(base));
+  t.sizes.push_back(Affine{1, 0, true});
+  ASSERT_EQ(t.sizes.size(), plan_size_count(*t.base));
+  const auto decode = [&](const std::function<void(json&)>& edit) {
+    json j = json::from_cbor(*encode_template_record({t}));
+    edit(j);
+    return decode_template_record(json::to_cbor(j));
+  };
+  const auto floats = [](json& j) {
+    j["templates"][0]["plan"]["steps"][1]["kernel"]["float_sizes"] = {0};
+  };
+  // Its body is not in the test's kernel, so the record does not say slot 0 is a float: refused.
+  auto no_floats = decode([](json&) {});
+  ASSERT_FALSE(no_floats.has_value());
+  EXPECT_NE(no_floats.error().message.find("does not suit its size"), std::string::npos);
+  auto back = decode(floats);
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_TRUE(back->front().sizes.back().reciprocal);
+  std::optional<Plan> at9 = instantiate_plan(back->front(), {9, 8, 8});
+  ASSERT_TRUE(at9.has_value());
+  EXPECT_EQ(std::bit_cast<double>(at9->steps[1].kernel.sizes[0]), 1.0 / 9.0);
+  EXPECT_EQ(at9->steps[1].kernel.domain, (std::vector<int64_t>{9}));
+  // A reciprocal standing for a buffer's size; a float slot past the kernel's sizes.
+  auto on_a_shape = decode([&](json& j) {
+    floats(j);
+    j["templates"][0]["sizes"][0] = {1, 0, 1};
+  });
+  ASSERT_FALSE(on_a_shape.has_value());
+  EXPECT_NE(on_a_shape.error().message.find("does not suit its size"), std::string::npos);
+  auto past =
+      decode([](json& j) { j["templates"][0]["plan"]["steps"][1]["kernel"]["float_sizes"] = {3}; });
+  ASSERT_FALSE(past.has_value());
+  EXPECT_NE(past.error().message.find("float slot 3 of 1 run-time sizes"), std::string::npos);
+  auto bad_triple = decode([&](json& j) {
+    floats(j);
+    j["templates"][0]["sizes"].back() = {1, 0, 2};
+  });
+  ASSERT_FALSE(bad_triple.has_value());
+  EXPECT_NE(bad_triple.error().message.find("not a pair [a, c] or a reciprocal"),
+            std::string::npos);
 }
 
 }  // namespace
