@@ -358,6 +358,13 @@ kiln_status kiln_realize(const kiln_tensor* tensors, size_t count) {
       if (!tensors[i])
         return fail(KILN_ERROR_INVALID_ARGUMENT, fmt::format("kiln_realize: tensors[{}] is NULL", i));
       ts.push_back(tensors[i]->tensor);
+      // Tensors of two devices are operands it does not take, as an op's are.
+      if (const std::optional<kiln::Device> d = ts.back().device(), first = ts.front().device();
+          d && first && !(*d == *first))
+        return fail(KILN_ERROR_INVALID_OPERATION,
+                    fmt::format("kiln_realize: tensors[{}] lives on device '{}', tensors[0] on "
+                                "'{}'; realize each device's tensors apart",
+                                i, d->name(), first->name()));
     }
     if (auto r = kiln::realize(ts); !r) return fail(KILN_ERROR_DEVICE, r.error().message);
     return KILN_OK;

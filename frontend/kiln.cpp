@@ -438,6 +438,10 @@ const Error* Tensor::error() const {
 DType Tensor::dtype() const { return ok() ? impl_->dtype : DType::f32; }
 Shape Tensor::shape() const { return ok() ? impl_->shape : Shape{}; }
 int64_t Tensor::numel() const { return ir::shape_numel(shape()); }
+std::optional<Device> Tensor::device() const {
+  if (!impl_ || !impl_->dev) return std::nullopt;
+  return Device(impl_->dev);
+}
 
 Expected<void> Tensor::realize() { return TensorImpl::realize({*this}); }
 

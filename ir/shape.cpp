@@ -16,7 +16,8 @@ int64_t shape_numel(const Shape& s) {
 
 std::optional<std::string> shape_size_problem(const Shape& s) {
   if (s.size() > kMaxRank)
-    return fmt::format("has {} axes (kiln takes at most {})", s.size(), kMaxRank);
+    return fmt::format("has more than the {} axes kiln takes",
+                       kMaxRank);  // shape_brief counts them
   for (int64_t d : s)
     if (d < 0) return fmt::format("has a negative extent {}", d);
   int64_t span = 1;  // the product of the non-zero extents

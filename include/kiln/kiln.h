@@ -113,6 +113,8 @@ class KILN_EXPORT Device {
   std::string name() const;
   // Statistics of the most recent realize on this device.
   RealizeStats last_stats() const;
+  // One device (this handle or a copy of it): two devices opened by one name are two.
+  bool operator==(const Device& other) const { return state_ == other.state_; }
 
  private:
   friend class Tensor;
@@ -149,6 +151,8 @@ class KILN_EXPORT Tensor {
   DType dtype() const;
   Shape shape() const;
   int64_t numel() const;
+  // The device it lives on (an op's error tensor too); nullopt for a default-constructed Tensor.
+  std::optional<Device> device() const;
 
   // Marks axis `axis` dynamic (docs/dynamic-shapes.md): where this tensor is an input of a realize
   // (made from data, or realized before), the plan's kernels take that size at run time, so a

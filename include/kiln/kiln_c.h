@@ -202,7 +202,9 @@ KILN_EXPORT kiln_status kiln_tensor_realize(kiln_tensor tensor);
  * a realize, the plan's kernels take that size at run time (docs/dynamic-shapes.md). `name` names
  * the size symbol (NULL or "": "s<axis>"). An axis out of range is KILN_ERROR_INVALID_ARGUMENT. */
 KILN_EXPORT kiln_status kiln_tensor_mark_dynamic(kiln_tensor tensor, int64_t axis, const char* name);
-/* Realizes `count` tensors of one device in one request: one plan, shared intermediates. */
+/* Realizes `count` tensors of one device in one request: one plan, shared intermediates. Tensors
+ * of two devices are KILN_ERROR_INVALID_OPERATION (nothing runs); a compile or run that fails is
+ * KILN_ERROR_DEVICE. */
 KILN_EXPORT kiln_status kiln_realize(const kiln_tensor* tensors, size_t count);
 /* Realizes and copies the result into `data`, which holds `bytes` bytes (exactly the tensor's
  * element count times its dtype's size). */

@@ -979,6 +979,39 @@ TEST(CApi, GraphDumpsShowWhatARealizeRuns) {
   kiln_graph_release(g);
 }
 
+// Tensors of two devices in one kiln_realize are operands it does not take: the status says so
+// (INVALID_OPERATION, as an op's two devices are), the message names both, and nothing runs.
+TEST(CApi, RealizeOfTwoDevicesIsAnInvalidOperation) {
+  CDevice d;
+  OPEN_OR_SKIP(d);
+  kiln_options o = test_options();
+  kiln_device other = nullptr;
+  C_OK(kiln_device_open("reference", o, &other));
+  kiln_options_release(o);
+  Handles h;
+  const int64_t shape[1] = {4};
+  kiln_tensor a, b, ea, eb;
+  C_OK(kiln_full(d.dev, KILN_F32, shape, 1, 0.5, &a));
+  C_OK(kiln_full(other, KILN_F32, shape, 1, 0.25, &b));
+  C_OK(kiln_exp(h.keep(a), &ea));
+  C_OK(kiln_exp(h.keep(b), &eb));
+  h.keep(ea), h.keep(eb);
+  const kiln_tensor both[2] = {ea, eb};
+  EXPECT_EQ(kiln_realize(both, 2), KILN_ERROR_INVALID_OPERATION);
+  EXPECT_NE(std::string(kiln_last_error())
+                .find("kiln_realize: tensors[1] lives on device 'reference', tensors[0] on '" +
+                      device_name() + "'"),
+            std::string::npos)
+      << kiln_last_error();
+  // Each device's tensors apart run.
+  C_OK(kiln_realize(both, 1));
+  C_OK(kiln_realize(both + 1, 1));
+  float got[4] = {};
+  C_OK(kiln_tensor_to_host(eb, got, sizeof got));
+  for (const float g : got) EXPECT_FLOAT_EQ(g, std::exp(0.25f));
+  kiln_device_release(other);
+}
+
 TEST(CApi, TensorDumpsShowThePendingWorkAndRealizeNothing) {
   CDevice d;
   OPEN_OR_SKIP(d);

@@ -223,6 +223,26 @@ TEST(LazyApi, ShapeErrorsAreValuesThatPropagate) {
   EXPECT_EQ(r.error().message, "add: shapes [3,4] and [5] do not broadcast");
 }
 
+// A tensor names its device, an op's error tensor too; two devices of one name are two.
+TEST(LazyApi, ATensorNamesItsDevice) {
+  std::vector<float> x(4, 1.f);
+  auto a = kiln::Tensor::from_host(cpu(), std::span<const float>(x), {4});
+  auto bad = a + kiln::Tensor::from_host(cpu(), std::span<const float>(x), {2, 3});
+  ASSERT_TRUE(a.device() && bad.device());
+  EXPECT_TRUE(*a.device() == cpu());
+  EXPECT_TRUE(*bad.device() == cpu());
+  EXPECT_EQ(a.device()->name(), "cpu");
+  auto other = kiln::Device::open("cpu", kiln::Options{});
+  ASSERT_TRUE(other.has_value()) << other.error().message;
+  EXPECT_FALSE(*other == cpu());
+  auto b = kiln::Tensor::from_host(*other, std::span<const float>(x), {4});
+  EXPECT_FALSE(*b.device() == *a.device());
+  auto both = kiln::realize({a * 2.0, b * 2.0});
+  ASSERT_FALSE(both.has_value());
+  EXPECT_NE(both.error().message.find("realize each device's tensors apart"), std::string::npos);
+  EXPECT_FALSE(kiln::Tensor().device().has_value());
+}
+
 // What the C API checks at its door, the C++ API checks too: a DType cast from an integer, a
 // negative extent or more than 64 axes are errors naming the op, not an abort at realize or an
 // allocation failure; a scalar operand that the dtype cannot hold names the op it is given to.
@@ -244,7 +264,7 @@ TEST(LazyApi, BadDtypesShapesAndScalarsAreErrorsNamingTheOp) {
   const std::vector<int64_t> deep(65, 1);
   const std::vector<float> one = {1.f};
   EXPECT_NE(message(kiln::Tensor::from_host(cpu(), std::span<const float>(one), deep))
-                .find("has 65 axes (kiln takes at most 64)"),
+                .find("(65 axes) has more than the 64 axes kiln takes"),
             std::string::npos);
   EXPECT_NE(message(x.reshape(deep)).find("reshape: shape [1,1,"), std::string::npos);
   std::vector<int32_t> is = {1, 2};

@@ -152,8 +152,8 @@ TEST_F(NpyTest, LongHeadersUseVersionTwo) {
   auto back = read_npy(path("long.npy"));
   ASSERT_FALSE(back.has_value());
   EXPECT_EQ(back.error().message, "npy '" + path("long.npy") +
-                                      "': shape [1,1,1,1,1,1,1,1,...,1,1] (25000 axes) has 25000 "
-                                      "axes (kiln takes at most 64)");
+                                      "': shape [1,1,1,1,1,1,1,1,...,1,1] (25000 axes) has more "
+                                      "than the 64 axes kiln takes");
 }
 
 TEST_F(NpyTest, ReadsAFileExactlyAsNumpyWritesIt) {
