@@ -22,8 +22,10 @@ inline constexpr const char* kCacheKeySchema = "4";
 // plan an older kiln stored is built again rather than run without them (2: a kernel that writes
 // several results may write one over a donated input; runtime/planner.cpp, find_in_place; 3: an
 // i64 constant past 2^53 in a kernel's IR, once rounded through a double, is exact, so a plan
-// whose kernels held a rounded one is built again).
-inline constexpr const char* kPlannerVersion = "3";
+// whose kernels held a rounded one is built again; 4: a kernel of run-time sizes keeps which
+// slots its domain's axes are, without which a plan read back launched its outer axis over the
+// extent it was compiled at, not the plan's; and a template may fit a mean's 1/n).
+inline constexpr const char* kPlannerVersion = "4";
 
 // In tuning-decision keys only: bumped when the tuner would decide otherwise (another stop rule,
 // candidates scored or timed otherwise), so that a decision an older kiln stored is made again

@@ -135,8 +135,10 @@ Expected<codegen::gpu::GpuSource> emit_for_device(const GpuBackend& backend,
   const std::optional<int64_t> limit = backend.loop_iteration_limit();
   if (!source || !limit || source->loop_iterations <= *limit || !(params == codegen::TuneParams{}))
     return source;
+  source->other_schedules_tried = 0;
   for (const autotune::TuneCandidate& c : autotune::gpu_tune_space(kernel, tensor_cores)) {
     if (c.params == params) continue;
+    ++source->other_schedules_tried;
     auto other = codegen::gpu::emit_source(kernel, c.params, backend.dialect(), check, facts,
                                            tensor_cores);
     if (other && other->loop_iterations <= *limit) return other;

@@ -26,6 +26,9 @@ json kernel_shape_json(const kir::Kernel& k) {
   if (k.dynamic_bound != 0) j["bound"] = k.dynamic_bound;
   if (k.has_sizes()) {
     j["sizes"] = k.sizes;
+    // Which slot each axis of the domain is: a launch's range follows its outer axis's slot
+    // (CpuBackend::instance_range), where the code's own extent is another size's.
+    if (!k.domain_slots.empty()) j["domain_slots"] = k.domain_slots;
     // Which slots are floats (a mean's 1/n): a template read back checks its functions by them.
     const std::vector<ir::DType> dtypes = kir::size_dtypes(k);
     json floats = json::array();
@@ -67,6 +70,20 @@ Expected<kir::Kernel> kernel_shape_from_json(const json& j) {
     if (k.sizes.empty() || k.dynamic_outer)
       return make_error(fmt::format("kernel {}: {} run-time sizes{}", k.name, k.sizes.size(),
                                     k.dynamic_outer ? " in a dynamic kernel" : ""));
+    if (j.contains("domain_slots")) {
+      k.domain_slots = j.at("domain_slots").get<std::vector<int32_t>>();
+      if (k.domain_slots.size() != k.domain.size())
+        return make_error(fmt::format("kernel {}: domain slots for {} axes of {}", k.name,
+                                      k.domain_slots.size(), k.domain.size()));
+      for (size_t d = 0; d < k.domain.size(); ++d)
+        if (const int32_t s = k.domain_slots[d];
+            s < -1 || s >= static_cast<int32_t>(k.sizes.size()) ||
+            (s >= 0 && k.sizes[static_cast<size_t>(s)] != k.domain[d]))
+          return make_error(
+              fmt::format("kernel {}: axis {} of its domain is no slot of its sizes", k.name, d));
+    }
+  } else if (j.contains("domain_slots")) {
+    return make_error(fmt::format("kernel {}: domain slots without run-time sizes", k.name));
   }
   for (const json& p : j.at("params")) {
     const std::string dtype = p.at("dtype").get<std::string>();

@@ -462,14 +462,24 @@ Expected<GpuSource> emit_source(const kir::Kernel& instance, const TuneParams& p
 Expected<void> check_loop_iterations(const GpuSource& source, const std::string& kernel,
                                      int64_t limit, const std::string& device) {
   if (source.loop_iterations <= limit) return {};
-  return std::unexpected(kiln::Error{fmt::format(
+  const std::string over = fmt::format(
       "kernel {}: its {} schedule ({} workgroups of {}) runs up to {} loop iterations per "
       "invocation, over the {} that {} runs before it ends an invocation's loops early, which "
-      "would give wrong results; the default schedule gives way to one within that budget "
-      "where the kernel's tuning space has one (more threads sharing the work: block_size, "
-      "splits, tile)",
+      "would give wrong results",
       kernel, source.strategy, source.launch.groups, source.launch.group_size,
-      source.loop_iterations, limit, device)});
+      source.loop_iterations, limit, device);
+  if (source.other_schedules_tried < 0)
+    return std::unexpected(kiln::Error{over + "; this schedule is refused"});
+  return std::unexpected(kiln::Error{fmt::format(
+      "{}; {}, so this kernel does not run on {}: run it on another device (cpu), or split the "
+      "work into shorter pieces",
+      over,
+      source.other_schedules_tried == 0
+          ? "its tuning space has no other schedule"
+          : fmt::format("none of the {} other schedules of its tuning space stays within that "
+                        "budget",
+                        source.other_schedules_tried),
+      device)});
 }
 
 }  // namespace kiln::codegen::gpu

@@ -83,6 +83,10 @@ struct GpuSource {
   // that finds its condition false. 0: not counted (tests' hand-written shaders, cache entries
   // written before the count).
   int64_t loop_iterations = 0;
+  // Where the default schedule ran past a device's loop budget (runtime/gpu_target.cpp
+  // emit_for_device): how many other schedules of the kernel's tuning space were tried, none
+  // within it. -1: none was looked for (the budget held, or a tuner's candidate).
+  int other_schedules_tried = -1;
 };
 
 // Deterministic: the same kernel, params and dialect give byte-identical text. `facts` are the

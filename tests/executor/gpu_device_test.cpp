@@ -298,8 +298,22 @@ TEST(GpuDevice, KernelsWithNoScheduleWithinTheLoopBudgetAreRefused) {
   const std::string& m = out.error().message;
   for (const char* part :
        {"loop iterations per invocation", "over the 65535 that vulkan:0 (llvmpipe",
-        "ends an invocation's loops early", "kernel "})
+        "ends an invocation's loops early", "kernel ", "other schedules of its tuning space",
+        "so this kernel does not run on vulkan:0"})
     EXPECT_NE(m.find(part), std::string::npos) << "no '" << part << "' in: " << m;
+
+  // A cumsum along 70000 points: no schedule of a scan is within the budget, and it says so.
+  ir::Graph h;
+  ir::Builder hb(h);
+  const ir::Node* y = h.input(DType::f32, {70000}, "y");
+  const ir::Node* c = *hb.cumsum(y, 0, false, false);
+  auto scanned = dev->execute(h, {c}, {{y, dev->pool()->from_host(iota(70000)).value()}});
+  ASSERT_FALSE(scanned.has_value());
+  const std::string& why = scanned.error().message;
+  for (const char* part : {"its scan schedule", "runs up to 70003 loop iterations",
+                           "none of the 2 other schedules of its tuning space",
+                           "so this kernel does not run on vulkan:0"})
+    EXPECT_NE(why.find(part), std::string::npos) << "no '" << part << "' in: " << why;
 }
 
 TEST(GpuDevice, BadNamesAndMissingDevicesAreErrors) {

@@ -918,6 +918,40 @@ TEST(DynamicShapes, ASymbolicPlanOfAMeanFromTheCacheServesANewDevice) {
   std::filesystem::remove(path);
 }
 
+// A row sum over x [n, n]: one size is the kernel's outer extent and its rows' length, a slot
+// of its run-time sizes. A plan read back from the cache (a symbolic one at a new size, or one
+// stored at a size met before) launches as many rows as its own size has: a record once kept
+// no domain slots, and such a plan ran the rows of the size its kernel was compiled at (rows past
+// them never written; a smaller size wrote past its output).
+TEST(DynamicShapes, APlanFromTheCacheLaunchesTheRowsOfItsOwnSize) {
+  const std::string path = fresh_cache_path("rows");
+  const Settings cache = {{"shapes.policy", "dynamic"}, {"compilation.cache", "file=" + path}};
+  const auto run = [](const kiln::Device& dev, int64_t n) {
+    std::vector<float> xs(static_cast<size_t>(n * n));
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i % 7 + 1);
+    auto x = kiln::Tensor::from_host(dev, std::span<const float>(xs), {n, n});
+    auto got = x.sum({1}).to_vector<float>();
+    EXPECT_TRUE(got.has_value()) << got.error().message;
+    for (int64_t i = 0; got && i < n; ++i) {
+      float want = 0;
+      for (int64_t j = 0; j < n; ++j) want += xs[static_cast<size_t>(i * n + j)];
+      EXPECT_EQ((*got)[static_cast<size_t>(i)], want) << "n " << n << " row " << i;
+    }
+    return dev.last_stats().plan_source;
+  };
+  {
+    auto dev = open_cpu(cache);
+    for (int64_t n : {5, 6, 9}) run(dev, n);  // no symbolic plan yet: a fourth size confirms it
+    auto other = open_cpu(cache);             // a new device, the same cache
+    EXPECT_EQ(run(other, 9), "disk") << "the plan stored at 9, its kernel compiled at 6";
+    run(dev, 17);
+    EXPECT_EQ(run(dev, 3), "symbolic");
+  }
+  auto dev = open_cpu(cache);
+  for (int64_t n : {8, 2, 40}) EXPECT_EQ(run(dev, n), "symbolic") << "n " << n;
+  std::filesystem::remove(path);
+}
+
 // With fusion off, a mean is a row sum and a kernel of its own that scales by 1/n: the scale
 // kernel's shape does not change with n, only its float constant. Once the graph's input changed
 // size, that constant becomes a float slot too, so every size after the second compiles nothing.

@@ -386,6 +386,22 @@ TEST(PlanRecord, AFloatSlotsReciprocalSurvivesARoundTripAndOnlyThere) {
   ASSERT_FALSE(bad_triple.has_value());
   EXPECT_NE(bad_triple.error().message.find("not a pair [a, c] or a reciprocal"),
             std::string::npos);
+  // Which slot each axis of the domain is: one per axis, each a slot holding that extent.
+  const auto slots = [&](json axes) {
+    return decode([&](json& j) {
+      floats(j);
+      j["templates"][0]["plan"]["steps"][1]["kernel"]["domain_slots"] = axes;
+    });
+  };
+  EXPECT_TRUE(slots({-1}).has_value());
+  for (const auto& [axes, why] :
+       std::vector<std::pair<json, std::string>>{{{-1, -1}, "domain slots for 2 axes of 1"},
+                                                 {{0}, "axis 0 of its domain is no slot"},
+                                                 {{1}, "axis 0 of its domain is no slot"}}) {
+    auto back = slots(axes);
+    ASSERT_FALSE(back.has_value()) << axes.dump();
+    EXPECT_NE(back.error().message.find(why), std::string::npos) << back.error().message;
+  }
 }
 
 }  // namespace
