@@ -122,7 +122,8 @@ size_t plan_size_count(const Plan& plan) {
   return n;
 }
 
-bool size_functions_fit(const PlanTemplate& t, const std::vector<std::vector<bool>>& float_sizes) {
+bool size_functions_fit(const PlanTemplate& t) {
+  const std::vector<std::vector<bool>>& float_sizes = t.float_sizes;
   if (!t.base || t.sizes.size() != plan_size_count(*t.base) ||
       float_sizes.size() != t.base->steps.size())
     return false;
@@ -173,8 +174,13 @@ std::optional<PlanTemplate> make_plan_template(const Plan& first, const std::vec
     affine = affine && f;
   });
   if (!affine) return std::nullopt;
-  for (const PlanStep& step : second->steps)
+  for (const PlanStep& step : second->steps) {
     t.written_only.push_back(kir::written_only(step.kernel));
+    std::vector<bool>& floats = t.float_sizes.emplace_back();
+    if (step.kernel.has_sizes())
+      for (const ir::DType dtype : kir::size_dtypes(step.kernel))
+        floats.push_back(dtype != ir::DType::i64);
+  }
   for (uint32_t k = 0; k < second->steps.size(); ++k) {
     if (!second->steps[k].kernel.dynamic_outer)
       continue;  // a fixed-size kernel's sizes are constants

@@ -63,6 +63,9 @@ struct PlanTemplate {
   // Per step, kir::written_only of its kernel: what Target::serves_instance asks at a new size.
   std::vector<std::vector<bool>> written_only;
   std::vector<SizeRelation> relations;
+  // Per step, which of its kernel's run-time sizes are float slots (kir::size_dtypes of the
+  // base's kernels, kept here: a template read back has their shapes only, not their bodies).
+  std::vector<std::vector<bool>> float_sizes;
   bool from_cache = false;  // read back from a record (plan_record.h): its instances are checked
   // Whether it serves new sizes: false for a template of kernels with run-time sizes until a
   // third plan confirms it (only confirmed templates are stored).
@@ -73,9 +76,9 @@ struct PlanTemplate {
 size_t plan_size_count(const Plan& plan);
 
 // Whether each function of `t` suits the size of its base plan it stands for: a float slot's is a
-// constant or a reciprocal, every other size's no reciprocal (a record read back is untrusted;
-// `float_sizes`: per step, which of its kernel's run-time sizes are float slots).
-bool size_functions_fit(const PlanTemplate& t, const std::vector<std::vector<bool>>& float_sizes);
+// constant or a reciprocal, every other size's no reciprocal, by t.float_sizes (a record read
+// back is untrusted).
+bool size_functions_fit(const PlanTemplate& t);
 
 // The template of two plans built for two sizes of one family (`dims1`, `dims2`: their
 // ShapeFamily::dims), or nullopt where the plans differ in more than sizes, a size is not an

@@ -29,12 +29,6 @@ json kernel_shape_json(const kir::Kernel& k) {
     // Which slot each axis of the domain is: a launch's range follows its outer axis's slot
     // (CpuBackend::instance_range), where the code's own extent is another size's.
     if (!k.domain_slots.empty()) j["domain_slots"] = k.domain_slots;
-    // Which slots are floats (a mean's 1/n): a template read back checks its functions by them.
-    const std::vector<ir::DType> dtypes = kir::size_dtypes(k);
-    json floats = json::array();
-    for (size_t s = 0; s < dtypes.size(); ++s)
-      if (dtypes[s] != ir::DType::i64) floats.push_back(s);
-    if (!floats.empty()) j["float_sizes"] = std::move(floats);
   }
   return j;
 }
@@ -238,6 +232,18 @@ std::optional<json> plan_to_json(const Plan& plan, const std::vector<std::string
               {"fuser", plan.fuser}};
 }
 
+// Per step, the indices of its float slots.
+json float_sizes_json(const PlanTemplate& t) {
+  json out = json::array();
+  for (size_t k = 0; k < t.base->steps.size(); ++k) {
+    json slots = json::array();
+    for (size_t s = 0; k < t.float_sizes.size() && s < t.float_sizes[k].size(); ++s)
+      if (t.float_sizes[k][s]) slots.push_back(s);
+    out.push_back(std::move(slots));
+  }
+  return out;
+}
+
 json affines_json(const std::vector<Affine>& fs) {
   json out = json::array();
   // A reciprocal (a float slot holding 1 / (a * t + c)) is a triple [a, c, 1].
@@ -295,21 +301,25 @@ Expected<PlanTemplate> template_from_json(const json& j) {
     t.relations.push_back(
         SizeRelation{static_cast<uint32_t>(v[0]), static_cast<uint32_t>(v[1]), v[2] == 1});
   }
-  // Per step, which run-time sizes are float slots (its body is not in the record).
-  std::vector<std::vector<bool>> float_sizes;
-  for (size_t s = 0; s < base->steps.size(); ++s) {
-    float_sizes.emplace_back(base->steps[s].kernel.sizes.size(), false);
-    const json& kernel = j.at("plan").at("steps").at(s).at("kernel");
-    if (!kernel.contains("float_sizes")) continue;
-    for (const size_t slot : kernel.at("float_sizes").get<std::vector<size_t>>()) {
-      if (slot >= float_sizes.back().size())
-        return make_error(fmt::format("step {}: float slot {} of {} run-time sizes", s, slot,
-                                      float_sizes.back().size()));
-      float_sizes.back()[slot] = true;
-    }
+  // Per step, which run-time sizes are float slots (the kernels' bodies are not in the record):
+  // the slots' indices, one list per step.
+  for (size_t s = 0; s < base->steps.size(); ++s)
+    t.float_sizes.emplace_back(base->steps[s].kernel.sizes.size(), false);
+  if (j.contains("float_sizes")) {
+    const auto lists = j.at("float_sizes").get<std::vector<std::vector<size_t>>>();
+    if (lists.size() != base->steps.size())
+      return make_error(
+          fmt::format("float slots for {} steps of {}", lists.size(), base->steps.size()));
+    for (size_t s = 0; s < lists.size(); ++s)
+      for (const size_t slot : lists[s]) {
+        if (slot >= t.float_sizes[s].size())
+          return make_error(fmt::format("step {}: float slot {} of {} run-time sizes", s, slot,
+                                        t.float_sizes[s].size()));
+        t.float_sizes[s][slot] = true;
+      }
   }
   t.base = std::make_shared<const Plan>(std::move(*base));
-  if (!size_functions_fit(t, float_sizes))
+  if (!size_functions_fit(t))
     return make_error(
         "a size function does not suit its size (a reciprocal where the plan holds "
         "no float slot, or a float slot that changes as no reciprocal)");
@@ -358,6 +368,7 @@ std::optional<std::vector<uint8_t>> encode_template_record(
                     {"variable", t.variable},
                     {"graph", affines_json(t.graph)},
                     {"sizes", affines_json(t.sizes)},
+                    {"float_sizes", float_sizes_json(t)},
                     {"written_only", t.written_only},
                     {"relations", std::move(relations)}});
   }

@@ -355,15 +355,20 @@ TEST(PlanRecord, AFloatSlotsReciprocalSurvivesARoundTripAndOnlyThere) {
     return decode_template_record(json::to_cbor(j));
   };
   const auto floats = [](json& j) {
-    j["templates"][0]["plan"]["steps"][1]["kernel"]["float_sizes"] = {0};
+    j["templates"][0]["float_sizes"] = json::array({json::array(), json::array({0})});
   };
-  // Its body is not in the test's kernel, so the record does not say slot 0 is a float: refused.
+  // The template does not say slot 0 is a float (its kernel has no body here to say it): refused.
   auto no_floats = decode([](json&) {});
   ASSERT_FALSE(no_floats.has_value());
   EXPECT_NE(no_floats.error().message.find("does not suit its size"), std::string::npos);
   auto back = decode(floats);
   ASSERT_TRUE(back.has_value()) << back.error().message;
   EXPECT_TRUE(back->front().sizes.back().reciprocal);
+  EXPECT_EQ(back->front().float_sizes, (std::vector<std::vector<bool>>{{}, {true}}));
+  // A template read back and stored again keeps its float slots.
+  auto again = decode_template_record(*encode_template_record({back->front(), back->front()}));
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_EQ(again->back().float_sizes, back->front().float_sizes);
   std::optional<Plan> at9 = instantiate_plan(back->front(), {9, 8, 8});
   ASSERT_TRUE(at9.has_value());
   EXPECT_EQ(std::bit_cast<double>(at9->steps[1].kernel.sizes[0]), 1.0 / 9.0);
@@ -375,10 +380,16 @@ TEST(PlanRecord, AFloatSlotsReciprocalSurvivesARoundTripAndOnlyThere) {
   });
   ASSERT_FALSE(on_a_shape.has_value());
   EXPECT_NE(on_a_shape.error().message.find("does not suit its size"), std::string::npos);
-  auto past =
-      decode([](json& j) { j["templates"][0]["plan"]["steps"][1]["kernel"]["float_sizes"] = {3}; });
+  auto past = decode([](json& j) {
+    j["templates"][0]["float_sizes"] = json::array({json::array(), json::array({3})});
+  });
   ASSERT_FALSE(past.has_value());
-  EXPECT_NE(past.error().message.find("float slot 3 of 1 run-time sizes"), std::string::npos);
+  EXPECT_NE(past.error().message.find("step 1: float slot 3 of 1 run-time sizes"),
+            std::string::npos);
+  auto one_step = decode([](json& j) { j["templates"][0]["float_sizes"] = {json::array({0})}; });
+  ASSERT_FALSE(one_step.has_value());
+  EXPECT_NE(one_step.error().message.find("float slots for 1 steps of 2"), std::string::npos)
+      << one_step.error().message;
   auto bad_triple = decode([&](json& j) {
     floats(j);
     j["templates"][0]["sizes"].back() = {1, 0, 2};
