@@ -28,14 +28,40 @@ Expected<std::shared_ptr<const KgFile>> finish(std::shared_ptr<KgFile> file,
   return file;
 }
 
-// `.kg` text into a new file; its text kept when it has size symbols.
+// A first reading gives every symbolic input dimension the size 1, or, where the model cannot be
+// read at 1 (a Reshape to [3, -1], a convolution wider than 1), the first of these it reads at.
+constexpr int64_t kFirstReadingSizesAfterOne[] = {2, 3, 4, 8, 16, 32, 64, 128, 224, 256, 512};
+
+// `.kg` text into a new file; its text kept when it has size symbols. A first reading (no
+// `sizes`) of a file whose symbol has no size (`?n`, not `?n=8`) reads it as an ONNX model's
+// symbolic dimension is read: at 1, or at the first of kFirstReadingSizesAfterOne it reads at.
+// Each call reads it again at its tensors' sizes.
 Expected<std::shared_ptr<const KgFile>> read_text(std::string text, std::string filename,
                                                   const ir::KgSizes* sizes = nullptr) {
-  auto file = std::make_shared<KgFile>();
-  file->text = std::move(text);
-  file->filename = std::move(filename);
-  auto kg = ir::read_kg(file->graph, file->text, file->filename, sizes);
-  return finish(std::move(file), std::move(kg));
+  const auto read_at = [&](std::optional<int64_t> unsized) {
+    auto file = std::make_shared<KgFile>();
+    file->text = text;
+    file->filename = filename;
+    auto kg = ir::read_kg(file->graph, file->text, file->filename, sizes, unsized);
+    return finish(std::move(file), std::move(kg));
+  };
+  auto file = read_at(std::nullopt);
+  if (file || sizes) return file;
+  // Only where a symbol without a size is what failed (the reading at 1 reads further).
+  auto at_one = read_at(1);
+  if (at_one) return at_one;
+  if (at_one.error().message == file.error().message) return file;
+  bool same = true;  // every size fails alike: no size is what fails (an unknown op)
+  for (int64_t size : kFirstReadingSizesAfterOne) {
+    auto at = read_at(size);
+    if (at) return at;
+    same = same && at.error().message == at_one.error().message;
+  }
+  if (same) return at_one;
+  return make_error(
+      fmt::format("{} (a graph reads a size symbol without a size first at 1, then "
+                  "at {} while it fails)",
+                  at_one.error().message, fmt::join(kFirstReadingSizesAfterOne, ", ")));
 }
 
 // Whether an ONNX model's graph inputs have a symbolic dimension.
@@ -47,10 +73,6 @@ bool has_symbolic_inputs(const std::string& bytes) {
            std::ranges::any_of(*input.shape, [](const onnx::Dimension& d) { return !d.value; });
   });
 }
-
-// A first reading gives every symbolic input dimension the size 1, or, where the model cannot be
-// read at 1 (a Reshape to [3, -1], a convolution wider than 1), the first of these it reads at.
-constexpr int64_t kFirstReadingSizesAfterOne[] = {2, 3, 4, 8, 16, 32, 64, 128, 224, 256, 512};
 
 // An ONNX model's bytes into a new file: at `sizes` (its symbolic input dimensions; those not
 // named as a first reading's are). The bytes are kept when it has size symbols and is the first

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -40,8 +41,11 @@ struct KgGraph {
 // An input dimension may be a size symbol: `?b=64` (64 unless `sizes` gives b), or `?b` (sized by
 // `sizes`, or by an earlier input); attribute lists and integers may name a defined symbol
 // (`reshape(%x, shape=[?b,8,8])`), which reads as its size.
+// `unsized`: the size of a symbol that neither the file nor `sizes` sizes (a graph loaded to be
+// called at its tensors' sizes reads first at such a size); nullopt: such a symbol is an error.
 Expected<KgGraph> read_kg(Graph& g, std::string_view text, std::string_view filename,
-                          const KgSizes* sizes = nullptr);
+                          const KgSizes* sizes = nullptr,
+                          std::optional<int64_t> unsized = std::nullopt);
 // A file's bytes. A missing or unreadable file, or a directory, is an error naming the path; so
 // is a file that is not a regular one (a pipe, a device) and holds more than `stream_limit`
 // bytes (/dev/zero never ends).

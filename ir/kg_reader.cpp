@@ -164,8 +164,8 @@ LineResult<AttrValue> parse_attr_value(Cursor& c, const Symbols& symbols) {
 
 class Reader {
  public:
-  Reader(Graph& g, std::string_view file, const KgSizes* sizes)
-      : g_(g), builder_(g), file_(file), given_(sizes) {}
+  Reader(Graph& g, std::string_view file, const KgSizes* sizes, std::optional<int64_t> unsized)
+      : g_(g), builder_(g), file_(file), given_(sizes), unsized_(unsized) {}
   Expected<KgGraph> run(std::string_view text);
 
  private:
@@ -188,6 +188,7 @@ class Reader {
   std::string_view file_;
   std::unordered_map<std::string, const Node*> values_;
   const KgSizes* given_;
+  std::optional<int64_t> unsized_;  // a symbol's size where nothing gives one
   Symbols symbols_;
   KgGraph out_;
 };
@@ -303,6 +304,7 @@ LineResult<std::pair<std::string, int64_t>> Reader::symbol_dim(Cursor& c, const 
                                     name.text, *size, known->second));
     return std::pair{std::string(name.text), known->second};
   }
+  if (!size) size = unsized_;
   if (!size)
     return fail(mark, fmt::format("size symbol '?{}' has no size: write '?{}=N' in the file, or "
                                   "give it when reading (kiln run --dim {}=N)",
@@ -411,8 +413,8 @@ LineResult<void> Reader::assignment(Cursor& c) {
 }  // namespace
 
 Expected<KgGraph> read_kg(Graph& g, std::string_view text, std::string_view filename,
-                          const KgSizes* sizes) {
-  return Reader(g, filename, sizes).run(text);
+                          const KgSizes* sizes, std::optional<int64_t> unsized) {
+  return Reader(g, filename, sizes, unsized).run(text);
 }
 
 Expected<std::string> read_text_file(const std::string& path, uint64_t stream_limit) {

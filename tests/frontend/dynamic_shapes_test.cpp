@@ -1275,6 +1275,58 @@ TEST(DynamicShapes, AGraphWithASizeSymbolServesEverySize) {
   EXPECT_EQ(bad.error().message, "size symbol ?n is 5 in input %x but 6 in input %t");
 }
 
+// A symbol without a size in the file (`?n`, not `?n=8`) loads: the graph reads it first at 1 (or
+// the first size it reads at, for a reshape to [3, -1]), and every call reads it again at its
+// tensors' sizes. An error that no size avoids (an unknown op) reads as it would anyway.
+TEST(DynamicShapes, AGraphWhoseSymbolHasNoSizeLoadsAndServesEverySize) {
+  auto dev = open_cpu({});
+  auto graph = kiln::Graph::parse(
+      "kiln.graph v1\n"
+      "input %x : f32[4,?n]\n"
+      "%y = softmax(%x, axis=1)\n"
+      "output %y\n",
+      "unsized.kg");
+  ASSERT_TRUE(graph.has_value()) << graph.error().message;
+  ASSERT_EQ(graph->inputs().size(), 1u);
+  EXPECT_EQ(graph->inputs()[0].shape, (kiln::Shape{4, 1}));
+  EXPECT_EQ(graph->inputs()[0].symbols, (std::vector<std::string>{"", "n"}));
+  for (int64_t n : {5, 6, 9, 17, 3, 1}) {
+    const std::vector<float> xs = values(static_cast<size_t>(4 * n), 0.5f, static_cast<int>(n));
+    auto out = graph->call(dev, {kiln::Tensor::from_host(dev, std::span<const float>(xs), {4, n})});
+    ASSERT_TRUE(out.has_value()) << out.error().message;
+    auto got = (*out)[0].to_vector<float>();
+    ASSERT_TRUE(got.has_value());
+    for (int64_t i = 0; i < 4; ++i) {
+      double m = -1e30, z = 0;
+      for (int64_t j = 0; j < n; ++j) m = std::max(m, double{xs[i * n + j]});
+      for (int64_t j = 0; j < n; ++j) z += std::exp(xs[i * n + j] - m);
+      for (int64_t j = 0; j < n; ++j)
+        ASSERT_NEAR((*got)[i * n + j], std::exp(xs[i * n + j] - m) / z, 1e-6) << "n " << n;
+    }
+  }
+  auto wide = kiln::Graph::parse(
+      "kiln.graph v1\n"
+      "input %x : f32[4,?n]\n"
+      "%y = reshape(%x, shape=[3,-1])\n"
+      "output %y\n",
+      "wide.kg");
+  ASSERT_TRUE(wide.has_value()) << wide.error().message;
+  EXPECT_EQ(wide->inputs()[0].shape, (kiln::Shape{4, 3}));
+  auto unknown = kiln::Graph::parse(
+      "kiln.graph v1\ninput %x : f32[4,?n]\n%y = foo(%x)\noutput %y\n", "foo.kg");
+  ASSERT_FALSE(unknown.has_value());
+  EXPECT_EQ(unknown.error().message, "foo.kg:3:6: error: unknown op 'foo'");
+  auto never = kiln::Graph::parse(
+      "kiln.graph v1\ninput %x : f32[4,?n]\n%y = reshape(%x, shape=[7,5,-1])\noutput %y\n",
+      "never.kg");
+  ASSERT_FALSE(never.has_value());
+  EXPECT_NE(
+      never.error().message.find("cannot reshape [4,1] (4 elements) into [7,5,-1] (a graph "
+                                 "reads a size symbol without a size first at 1, then at 2, "),
+      std::string::npos)
+      << never.error().message;
+}
+
 }  // namespace
 
 namespace {
