@@ -11,9 +11,11 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "onnx/importer.h"
+#include "runtime/executor.h"
 #include "tensor_impl.h"
 
 namespace kiln::detail {
@@ -348,6 +350,49 @@ std::vector<Tensor> mark_symbols(const KgFile& file, const std::vector<const Ten
   return marked;
 }
 
+// A file whose size symbol is on an inner axis (`f32[4,?n]`), at its first call on a device: read
+// again with each such symbol one larger and lowered there, not compiled (Executor::note_sizes),
+// so that this call's kernels take those sizes at run time from this first size on: one compile
+// where the first size's own code and then, at the second size, the general code were two. A
+// leading axis's symbol needs none of this (a kernel takes its outer extent at run time as it
+// is). Best effort: a reading or lowering that fails changes nothing but that.
+void note_inner_sizes(const std::shared_ptr<DeviceState>& state, const KgFile& given,
+                      const KgFile& file) {
+  if (given.text.empty() || file.kg.sizes.empty()) return;
+  std::set<std::string, std::less<>> inner;
+  for (size_t i = 0; i < file.callable_inputs(); ++i) {
+    const std::vector<std::string> symbols = ir::input_symbols(*file.kg.inputs[i].second);
+    for (size_t axis = 1; axis < symbols.size(); ++axis)
+      if (!symbols[axis].empty()) inner.insert(symbols[axis]);
+  }
+  if (inner.empty()) return;
+  auto* executor = dynamic_cast<runtime::Executor*>(state->device.get());
+  if (!executor) return;
+  {
+    std::lock_guard lock(given.mu);
+    std::erase_if(given.noted, [](const auto& d) { return d.expired(); });
+    for (const auto& d : given.noted)
+      if (d.lock() == state) return;
+    given.noted.push_back(state);
+  }
+  ir::KgSizes sizes;
+  for (const auto& [symbol, size] : file.kg.sizes)
+    sizes.emplace(symbol, inner.contains(symbol) ? size + 1 : size);
+  auto other = given.onnx ? read_onnx(given.text, given.filename, &sizes, &given)
+                          : read_text(given.text, given.filename, &sizes);
+  if (!other) return;
+  const KgFile& o = **other;
+  ir::Graph g;
+  std::vector<const ir::Node*> inputs, outputs;
+  for (const auto& [name, node] : o.kg.inputs)
+    inputs.push_back(
+        g.input(node->dtype, node->shape, "", ir::input_symbols_attr(ir::input_symbols(*node))));
+  const std::vector<const ir::Node*> roots = o.kg.output_nodes();
+  const auto copy = copy_kg(o, roots, g, inputs);
+  for (const ir::Node* root : roots) outputs.push_back(copy.at(root));
+  (void)executor->note_sizes(g, outputs);
+}
+
 }  // namespace
 
 Expected<std::shared_ptr<const KgFile>> read_kg_text(std::string_view text,
@@ -366,6 +411,7 @@ Expected<std::vector<Tensor>> call_kg(const Device& device,
   const std::shared_ptr<const KgFile>& file = *sized;
   auto bound = bind(*file, names, inputs);
   if (!bound) return std::unexpected(bound.error());
+  note_inner_sizes(state, *given, *file);
   std::vector<Tensor> marked = mark_symbols(*file, *bound);
   for (size_t i = 0; i < marked.size(); ++i)
     if (marked[i].ok()) (*bound)[i] = &marked[i];

@@ -46,6 +46,9 @@ struct KgFile {
   // with its device (dropped at the next call once the device is closed), and the buffers kept
   // here are never written over (a realize donates only buffers nothing else holds).
   mutable std::mutex mu;
+  // The devices whose executor met the file at other sizes of its inner size symbols
+  // (note_inner_sizes, at the first call on each).
+  mutable std::vector<std::weak_ptr<DeviceState>> noted;
   mutable std::vector<std::pair<std::weak_ptr<DeviceState>, std::vector<std::shared_ptr<runtime::Buffer>>>>
       device_constants;
 

@@ -334,7 +334,7 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
   if (kept) {
     seen.retime_at = retiming ? 2 * seen.retime_at : kRetimeAfter;
     reasons.push_back(fmt::format(
-        "{}: {} (first compiled at {}){}: {}; every size compiles its own (timed again once {} "
+        "{}: {} (first met at {}){}: {}; every size compiles its own (timed again once {} "
         "sizes have)",
         kernel.name, sizes_text(*general), sizes_text(*first), again, *kept, seen.retime_at));
     seen.kept = true;
@@ -342,7 +342,7 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
   }
   seen.kept = false;
   reasons.push_back(fmt::format(
-      "{}: {} (first compiled at {}){}: run-time sizes from now on, one kernel for every size{}",
+      "{}: {} (first met at {}){}: run-time sizes from now on, one kernel for every size{}",
       kernel.name, sizes_text(*general), sizes_text(*first), again, measured));
   seen.general = std::make_shared<const kir::Kernel>(*general);
   // A Kernel copy shares its arena, so the facts name the copy's expressions as well.
@@ -488,10 +488,13 @@ std::vector<std::string> Executor::shape_change(const std::vector<const ir::Node
 
 Expected<std::shared_ptr<Plan>> Executor::lower(ir::Graph& g,
                                                 const std::vector<const ir::Node*>& outputs,
-                                                const std::vector<const ir::Node*>& inputs) {
+                                                const std::vector<const ir::Node*>& inputs,
+                                                bool track) {
   PlannerOptions po = planner_options(options_, &fuser(), nullptr);
-  po.dynamic = dynamic_fn(inputs, /*track=*/false, /*build=*/0);
-  po.sizes = sizes_fn(/*track=*/false, /*size_changed=*/false, /*build=*/0);
+  // Tracked: met at other sizes in a lowering of its own (note_sizes), so a size changed.
+  const uint64_t build = track ? ++builds_ : 0;
+  po.dynamic = dynamic_fn(inputs, track, build);
+  po.sizes = sizes_fn(track, /*size_changed=*/track, build);
   return build_plan(g, outputs, inputs, po);
 }
 
@@ -504,7 +507,9 @@ Expected<std::shared_ptr<Plan>> Executor::build(ir::Graph& g,
   po.source_extension = target_->source_extension();
   const uint64_t build = ++builds_;
   po.dynamic = dynamic_fn(inputs, /*track=*/true, build);
-  po.sizes = sizes_fn(/*track=*/true, size_changed, build);
+  // A marked input's sizes change by its caller's word: a float constant that differs with
+  // them (a mean's 1/n, met at another size by note_sizes) is a size as well.
+  po.sizes = sizes_fn(/*track=*/true, size_changed || any_marked(inputs), build);
   if (decisions_)
     po.tune = [&](const kir::Kernel& k) -> Expected<codegen::TuneParams> { return schedule(k, &tuned); };
   auto plan = build_plan(g, outputs, inputs, po);
@@ -524,9 +529,10 @@ Expected<std::shared_ptr<const Plan>> Executor::plan_for(ir::Graph& g,
 
 Expected<std::shared_ptr<const Plan>> Executor::inspect(ir::Graph& g,
                                                         const std::vector<const ir::Node*>& outputs,
-                                                        bool compile) {
+                                                        bool compile, bool track) {
   const StructuralKey key = structural_key(outputs);
-  auto plan = compile ? build(g, outputs, key.inputs, kernels_) : lower(g, outputs, key.inputs);
+  auto plan =
+      compile ? build(g, outputs, key.inputs, kernels_) : lower(g, outputs, key.inputs, track);
   if (!plan) return std::unexpected(plan.error());
   return std::shared_ptr<const Plan>(std::move(*plan));
 }

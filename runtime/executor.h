@@ -53,9 +53,11 @@ class Executor final : public Device {
   // compiled, each with the schedule a realize uses (tuned with DeviceOptions::autotune): what
   // `kiln dump` shows. Kernels are loaded only where the target can run them. Not added to the
   // plan cache.
+  // `track`, with `compile` false (`kiln dump` of a graph met at other sizes by note_sizes): the
+  // kernels are chosen as a realize's would be (those met at other sizes take them at run time).
   Expected<std::shared_ptr<const Plan>> inspect(ir::Graph& g,
                                                 const std::vector<const ir::Node*>& outputs,
-                                                bool compile = true);
+                                                bool compile = true, bool track = false);
 
   // `kiln warm`: lowers the graph and compiles every kernel into the persistent cache without
   // loading or running anything (a compile-only target works), then stores the plan record.
@@ -70,6 +72,12 @@ class Executor final : public Device {
     bool symbolic = false;
   };
   Expected<Warmed> warm(ir::Graph& g, const std::vector<const ir::Node*>& outputs);
+  // A graph at other sizes than those a realize is about to run (a `.kg` graph's first call with
+  // a size symbol on an inner axis, read again with that symbol one larger): lowered, not
+  // compiled, its kernels noted as met, so that the realize's kernels of the same form take the
+  // sizes that differ at run time from their first size on (ir/kernel_sizes.h), not from the
+  // second. Nothing under the static policy.
+  Expected<void> note_sizes(ir::Graph& g, const std::vector<const ir::Node*>& outputs);
   // The persistent-cache entries a realize of `outputs` reads, marked present or not: the plan,
   // then with a stored plan whose kernels are intact its kernels (a run reads nothing else);
   // without one, each kernel of the lowered plan (each digest once), with autotune each kernel's
@@ -172,8 +180,11 @@ class Executor final : public Device {
   // true when a template was made and stored.
   bool note_built(const ShapeFamily& family, std::shared_ptr<const Plan> plan);
   // Lowering only (no kernels compiled).
+  // `track`: its kernels are noted as met, and those met at other sizes take them at run time,
+  // as a realize's would (note_sizes, inspect); otherwise nothing is noted.
   Expected<std::shared_ptr<Plan>> lower(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
-                                        const std::vector<const ir::Node*>& inputs);
+                                        const std::vector<const ir::Node*>& inputs,
+                                        bool track = false);
   // Lowered, tuned and compiled (or loaded) through the kernel cache; `size_changed`: see
   // sized_choice.
   Expected<std::shared_ptr<Plan>> build(ir::Graph& g, const std::vector<const ir::Node*>& outputs,

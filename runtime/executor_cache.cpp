@@ -84,6 +84,13 @@ Expected<Executor::Warmed> Executor::warm(ir::Graph& g, const std::vector<const 
   return done;
 }
 
+Expected<void> Executor::note_sizes(ir::Graph& g, const std::vector<const ir::Node*>& outputs) {
+  if (options_.shape_policy == ShapePolicy::static_) return {};
+  auto plan = lower(g, outputs, structural_key(outputs).inputs, /*track=*/true);
+  if (!plan) return std::unexpected(plan.error());
+  return {};
+}
+
 codegen::TuneParams Executor::stored_schedule(const kir::Kernel& kernel,
                                               std::vector<CacheEntryRef>& entries) {
   if (!decisions_) return {};

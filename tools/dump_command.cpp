@@ -111,7 +111,8 @@ Expected<void> prepare(const DumpOptions& o, DumpInput& in) {
                               std::move(*options));
   if (!executor) return std::unexpected(executor.error());
   in.executor = std::move(*executor);
-  auto plan = in.executor->inspect(in.g, in.outputs, compiles(o));
+  note_inner_sizes(*in.executor, o.graph_path, in.graph);
+  auto plan = in.executor->inspect(in.g, in.outputs, compiles(o), /*track=*/true);
   if (!plan) return std::unexpected(plan.error());
   in.plan = *plan;
   return {};

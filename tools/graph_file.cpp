@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <set>
 #include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "onnx/importer.h"
+#include "runtime/executor.h"
 #include "tools/npy.h"
 
 namespace kiln::tools {
@@ -89,4 +91,26 @@ Expected<GraphFile> read_graph_file(ir::Graph& g, const std::string& path, const
   return out;
 }
 
+// A graph whose size symbol is on an inner axis (`f32[4,?n=10]`): read again with each such symbol
+// one larger and lowered by `executor`, nothing compiled (runtime::Executor::note_sizes), so that
+// the run's kernels take those sizes at run time from this first size on, as a kiln::Graph's
+// first call does: another process at another size then finds the same kernels in the cache.
+// Best effort: a reading or lowering that fails changes nothing but that.
+void note_inner_sizes(runtime::Executor& executor, const std::string& path,
+                      const ir::KgGraph& graph) {
+  if (graph.sizes.empty()) return;
+  ir::KgSizes sizes;
+  for (const auto& [symbol, size] : graph.sizes) sizes.emplace(symbol, size);
+  std::set<std::string, std::less<>> inner;
+  for (const auto& [name, node] : graph.inputs) {
+    const std::vector<std::string> symbols = ir::input_symbols(*node);
+    for (size_t axis = 1; axis < symbols.size(); ++axis)
+      if (!symbols[axis].empty() && sizes.contains(symbols[axis])) inner.insert(symbols[axis]);
+  }
+  for (const std::string& symbol : inner) sizes[symbol] += 1;
+  if (inner.empty()) return;
+  ir::Graph other;
+  auto file = read_graph_file(other, path, nullptr, &sizes, /*other_sizes_ok=*/true);
+  if (file) (void)executor.note_sizes(other, file->graph.output_nodes());
+}
 }  // namespace kiln::tools

@@ -10,6 +10,10 @@
 #include "kiln/host_tensor.h"
 #include "tools/graph_inputs.h"
 
+namespace kiln::runtime {
+class Executor;
+}
+
 namespace kiln::tools {
 
 struct GraphFile {
@@ -29,6 +33,15 @@ Expected<GraphFile> read_graph_file(ir::Graph& g, const std::string& path,
                                     const InputSpec* inputs = nullptr,
                                     const ir::KgSizes* sizes = nullptr,
                                     bool other_sizes_ok = false);
+
+// `graph` (read from `path`) with a size symbol on an inner axis (`f32[4,?n=10]`): read again with
+// each such symbol one larger and lowered by `executor`, nothing compiled
+// (runtime::Executor::note_sizes), so that its kernels take those sizes at run time from this
+// first size on, as a kiln::Graph's first call does: `kiln run` compiles the kernels another
+// process at another size finds in the cache, and `kiln dump` shows the kernels a run uses. Best
+// effort: a reading or lowering that fails changes nothing but that.
+void note_inner_sizes(runtime::Executor& executor, const std::string& path,
+                      const ir::KgGraph& graph);
 
 // One --dim argument: "NAME=N" (a leading '?' on NAME is allowed) reads as N..N; with `ranges`,
 // "NAME=LO..HI" too (0 <= LO <= HI). An error names the argument and the form expected.

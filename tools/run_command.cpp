@@ -11,6 +11,7 @@
 #include "ir/kg.h"
 #include "runtime/config.h"
 #include "runtime/device.h"
+#include "runtime/executor.h"
 #include "tools/commands.h"
 #include "tools/graph_file.h"
 #include "tools/npy.h"
@@ -245,6 +246,8 @@ int run_command(const RunOptions& o) {
 
   auto bindings = bind_inputs(**device, *graph, *host);
   if (!bindings) return report_error(bindings.error().message);
+  if (auto* executor = dynamic_cast<runtime::Executor*>(device->get()))
+    note_inner_sizes(*executor, o.graph_path, *graph);
   const std::vector<const ir::Node*> outputs = graph->output_nodes();
   auto files = npy_file_names(*graph);
   if (!files) return report_error(files.error().message);

@@ -48,6 +48,33 @@ TEST_F(PersistentRun, SecondProcessCompilesNothing) {
   EXPECT_EQ(a->bytes, b->bytes);
 }
 
+// A graph whose size symbol is on an inner axis: each `kiln run` at a size compiles the kernels
+// with that size taken at run time (it lowers the graph at n + 1 first, nothing compiled), so a
+// process at another size compiles nothing; `kiln dump` shows those kernels' run-time sizes.
+TEST_F(PersistentRun, AnInnerSizeSymbolsKernelsServeTheNextProcessAtAnotherSize) {
+  const std::string graph = (dir_ / "inner.kg").string();
+  std::ofstream(graph) << "kiln.graph v1\n"
+                          "input %x : f32[4,?n=10]\n"
+                          "%y = softmax(%x, axis=1)\n"
+                          "%m = mean(%x, axes=[1])\n"
+                          "output %y\n"
+                          "output %m\n";
+  const std::string run = "run " + graph + " --random-inputs --no-autotune --stats";
+  Result first = sh(kiln(run));
+  ASSERT_EQ(first.code, 0) << first.out;
+  EXPECT_NE(first.out.find("kernels: 2 launched, 2 compiled"), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("(first met at size.0 = 11)"), std::string::npos) << first.out;
+  for (const char* n : {"11", "3", "500"}) {
+    Result other = sh(kiln(run + " --dim n=" + n));
+    ASSERT_EQ(other.code, 0) << other.out;
+    EXPECT_NE(other.out.find("kernels: 2 launched, 0 compiled"), std::string::npos)
+        << "n=" << n << ": " << other.out;
+  }
+  Result dump = sh(std::string(KILN_BINARY) + " dump " + graph + " --stage kernels");
+  ASSERT_EQ(dump.code, 0) << dump.out;
+  EXPECT_NE(dump.out.find("domain [4,size.0]  sizes 1  # = 10"), std::string::npos) << dump.out;
+}
+
 // compilation.cpu_target is part of every key: kernels built for the host are not reused for the
 // x86-64-v3 baseline (and the reverse), and each target warms its own entries.
 TEST_F(PersistentRun, EachCpuTargetHasItsOwnKernels) {

@@ -1275,6 +1275,67 @@ TEST(DynamicShapes, AGraphWithASizeSymbolServesEverySize) {
   EXPECT_EQ(bad.error().message, "size symbol ?n is 5 in input %x but 6 in input %t");
 }
 
+// A graph whose size symbol is on an inner axis compiles its kernels once, at its first call:
+// the call reads the graph again with ?n one larger and lowers it (nothing compiled), so the
+// first size's kernels take n at run time already (a mean's 1/n too). Under the static policy
+// every size compiles its own.
+TEST(DynamicShapes, AGraphsInnerSymbolCompilesItsKernelsOnceFromTheFirstCall) {
+  for (const char* policy : {"automatic", "dynamic", "static"}) {
+    SCOPED_TRACE(policy);
+    auto dev = open_cpu({{"shapes.policy", policy}});
+    auto graph = kiln::Graph::parse(
+        "kiln.graph v1\n"
+        "input %x : f32[4,?n=10]\n"
+        "%y = softmax(%x, axis=1)\n"
+        "%m = mean(%x, axes=[1])\n"
+        "output %y\n"
+        "output %m\n",
+        "inner.kg");
+    ASSERT_TRUE(graph.has_value()) << graph.error().message;
+    const bool fixed = std::string(policy) == "static";
+    int first = -1, later = 0;
+    Sources plans;
+    for (int64_t n : {10, 11, 5, 6, 9, 17, 3}) {
+      const std::vector<float> xs = values(static_cast<size_t>(4 * n), 0.5f, static_cast<int>(n));
+      auto out =
+          graph->call(dev, {kiln::Tensor::from_host(dev, std::span<const float>(xs), {4, n})});
+      ASSERT_TRUE(out.has_value()) << out.error().message;
+      ASSERT_TRUE(kiln::realize(*out).has_value());
+      const kiln::RealizeStats st = dev.last_stats();
+      plans.add(st.plan_source);
+      if (first < 0) {
+        first = st.compiled;
+        if (!fixed) {
+          EXPECT_EQ(st.dynamic_kernels, st.kernels) << "run-time sizes from the first call";
+          ASSERT_FALSE(st.recompiles.empty());
+          EXPECT_NE(st.recompiles[0].find("(first met at size.0 = 11"), std::string::npos)
+              << st.recompiles[0];
+        }
+      } else {
+        later += st.compiled;
+      }
+      auto y = (*out)[0].to_vector<float>();
+      auto m = (*out)[1].to_vector<float>();
+      ASSERT_TRUE(y && m);
+      for (int64_t i = 0; i < 4; ++i) {
+        double top = -1e30, z = 0, sum = 0;
+        for (int64_t j = 0; j < n; ++j) top = std::max(top, double{xs[i * n + j]});
+        for (int64_t j = 0; j < n; ++j) z += std::exp(xs[i * n + j] - top), sum += xs[i * n + j];
+        EXPECT_NEAR((*m)[i], sum / static_cast<double>(n), 1e-6) << "n " << n;
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_NEAR((*y)[i * n + j], std::exp(xs[i * n + j] - top) / z, 1e-6) << "n " << n;
+      }
+    }
+    EXPECT_GT(first, 0);
+    if (fixed) {
+      EXPECT_GT(later, 0) << "every size its own kernels";
+    } else {
+      EXPECT_EQ(later, 0) << "the first call's kernels serve every size";
+      EXPECT_EQ(plans.symbolic, 4) << "10, 11 and 5 built; 5 confirms the template of 10 and 11";
+    }
+  }
+}
+
 // A symbol without a size in the file (`?n`, not `?n=8`) loads: the graph reads it first at 1 (or
 // the first size it reads at, for a reshape to [3, -1]), and every call reads it again at its
 // tensors' sizes. An error that no size avoids (an unknown op) reads as it would anyway.
