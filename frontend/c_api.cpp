@@ -362,9 +362,9 @@ kiln_status kiln_realize(const kiln_tensor* tensors, size_t count) {
       if (const std::optional<kiln::Device> d = ts.back().device(), first = ts.front().device();
           d && first && !(*d == *first))
         return fail(KILN_ERROR_INVALID_OPERATION,
-                    fmt::format("kiln_realize: tensors[{}] lives on device '{}', tensors[0] on "
-                                "'{}'; realize each device's tensors apart",
-                                i, d->name(), first->name()));
+                    fmt::format("kiln_realize: tensors[0] and tensors[{}] live on two devices "
+                                "('{}' and '{}'); realize each device's tensors apart",
+                                i, first->name(), d->name()));
     }
     if (auto r = kiln::realize(ts); !r) return fail(KILN_ERROR_DEVICE, r.error().message);
     return KILN_OK;

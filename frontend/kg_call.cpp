@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -34,6 +35,18 @@ Expected<std::shared_ptr<const KgFile>> finish(std::shared_ptr<KgFile> file,
 // read at 1 (a Reshape to [3, -1], a convolution wider than 1), the first of these it reads at.
 constexpr int64_t kFirstReadingSizesAfterOne[] = {2, 3, 4, 8, 16, 32, 64, 128, 224, 256, 512};
 
+// Where a reader's error ("FILE:LINE:COL: error: ...") is, as (line, column); (0, 0) for
+// another message.
+std::pair<int, int> error_position(std::string_view message, std::string_view filename) {
+  if (!message.starts_with(filename) || message.size() <= filename.size() ||
+      message[filename.size()] != ':')
+    return {0, 0};
+  int line = 0, col = 0;
+  const std::string rest(message.substr(filename.size() + 1));
+  if (std::sscanf(rest.c_str(), "%d:%d", &line, &col) != 2) return {0, 0};
+  return {line, col};
+}
+
 // `.kg` text into a new file; its text kept when it has size symbols. A first reading (no
 // `sizes`) of a file whose symbol has no size (`?n`, not `?n=8`) reads it as an ONNX model's
 // symbolic dimension is read: at 1, or at the first of kFirstReadingSizesAfterOne it reads at.
@@ -53,16 +66,24 @@ Expected<std::shared_ptr<const KgFile>> read_text(std::string text, std::string 
   auto at_one = read_at(1);
   if (at_one) return at_one;
   if (at_one.error().message == file.error().message) return file;
-  bool same = true;  // every size fails alike: no size is what fails (an unknown op)
+  // Failing at every size, the reading that got furthest says what is wrong (a mistake past a
+  // reshape that reads at 3 only); where every size fails at one place, that place's message.
+  std::string furthest = at_one.error().message;
+  bool same = true;
   for (int64_t size : kFirstReadingSizesAfterOne) {
     auto at = read_at(size);
     if (at) return at;
-    same = same && at.error().message == at_one.error().message;
+    const std::string& why = at.error().message;
+    same = same && why == at_one.error().message;
+    if (error_position(why, filename) > error_position(furthest, filename)) furthest = why;
   }
   if (same) return at_one;
+  if (error_position(furthest, filename) > error_position(at_one.error().message, filename))
+    return make_error(furthest);
   return make_error(
       fmt::format("{} (a graph reads a size symbol without a size first at 1, then "
-                  "at {} while it fails)",
+                  "at {} while it fails; write a size it reads at in the file, "
+                  "?name=N)",
                   at_one.error().message, fmt::join(kFirstReadingSizesAfterOne, ", ")));
 }
 
@@ -351,7 +372,7 @@ std::vector<Tensor> mark_symbols(const KgFile& file, const std::vector<const Ten
 }
 
 // A file whose size symbol is on an inner axis (`f32[4,?n]`), at its first call on a device: read
-// again with each such symbol one larger and lowered there, not compiled (Executor::note_sizes),
+// again with each symbol one larger and lowered there, not compiled (Executor::note_sizes),
 // so that this call's kernels take those sizes at run time from this first size on: one compile
 // where the first size's own code and then, at the second size, the general code were two. A
 // leading axis's symbol needs none of this (a kernel takes its outer extent at run time as it
@@ -375,9 +396,10 @@ void note_inner_sizes(const std::shared_ptr<DeviceState>& state, const KgFile& g
       if (d.lock() == state) return;
     given.noted.push_back(state);
   }
+  // Every symbol one larger, the outer ones too: a kernel then takes each size that changes at
+  // run time (one of [?b, ?n] whose ?b stayed fixed served no other ?b, and each compiled its own).
   ir::KgSizes sizes;
-  for (const auto& [symbol, size] : file.kg.sizes)
-    sizes.emplace(symbol, inner.contains(symbol) ? size + 1 : size);
+  for (const auto& [symbol, size] : file.kg.sizes) sizes.emplace(symbol, size + 1);
   auto other = given.onnx ? read_onnx(given.text, given.filename, &sizes, &given)
                           : read_text(given.text, given.filename, &sizes);
   if (!other) return;

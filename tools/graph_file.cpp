@@ -107,7 +107,9 @@ void note_inner_sizes(runtime::Executor& executor, const std::string& path,
     for (size_t axis = 1; axis < symbols.size(); ++axis)
       if (!symbols[axis].empty() && sizes.contains(symbols[axis])) inner.insert(symbols[axis]);
   }
-  for (const std::string& symbol : inner) sizes[symbol] += 1;
+  // Every symbol one larger, the outer ones too: a kernel then takes each size that changes at
+  // run time (one of [?b, ?n] whose ?b stayed fixed served no other ?b).
+  for (auto& [symbol, size] : sizes) size += 1;
   if (inner.empty()) return;
   ir::Graph other;
   auto file = read_graph_file(other, path, nullptr, &sizes, /*other_sizes_ok=*/true);

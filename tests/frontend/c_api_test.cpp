@@ -999,8 +999,8 @@ TEST(CApi, RealizeOfTwoDevicesIsAnInvalidOperation) {
   const kiln_tensor both[2] = {ea, eb};
   EXPECT_EQ(kiln_realize(both, 2), KILN_ERROR_INVALID_OPERATION);
   EXPECT_NE(std::string(kiln_last_error())
-                .find("kiln_realize: tensors[1] lives on device 'reference', tensors[0] on '" +
-                      device_name() + "'"),
+                .find("kiln_realize: tensors[0] and tensors[1] live on two devices ('" +
+                      device_name() + "' and 'reference')"),
             std::string::npos)
       << kiln_last_error();
   // Each device's tensors apart run.

@@ -1336,6 +1336,37 @@ TEST(DynamicShapes, AGraphsInnerSymbolCompilesItsKernelsOnceFromTheFirstCall) {
   }
 }
 
+// Two symbols, an outer and an inner one: the first call's kernels take both at run time (the
+// graph is read again with each one larger), so a call at other sizes of both compiles nothing.
+TEST(DynamicShapes, AGraphsOuterAndInnerSymbolsCompileItsKernelsOnce) {
+  auto dev = open_cpu({{"shapes.policy", "automatic"}});
+  auto graph = kiln::Graph::parse(
+      "kiln.graph v1\n"
+      "input %x : f32[?b=3,?n=10]\n"
+      "%y = softmax(%x, axis=1)\n"
+      "output %y\n",
+      "two.kg");
+  ASSERT_TRUE(graph.has_value()) << graph.error().message;
+  int later = 0;
+  for (const auto& [b, n] : std::vector<std::pair<int64_t, int64_t>>{
+           {3, 10}, {5, 11}, {2, 7}, {8, 9}, {3, 40}, {17, 10}, {4, 4}}) {
+    const std::vector<float> xs = values(static_cast<size_t>(b * n), 0.5f, static_cast<int>(b + n));
+    auto out = graph->call(dev, {kiln::Tensor::from_host(dev, std::span<const float>(xs), {b, n})});
+    ASSERT_TRUE(out.has_value()) << out.error().message;
+    auto y = (*out)[0].to_vector<float>();
+    ASSERT_TRUE(y.has_value()) << y.error().message;
+    if (b != 3 || n != 10) later += dev.last_stats().compiled;
+    for (int64_t i = 0; i < b; ++i) {
+      double top = -1e30, z = 0;
+      for (int64_t j = 0; j < n; ++j) top = std::max(top, double{xs[i * n + j]});
+      for (int64_t j = 0; j < n; ++j) z += std::exp(xs[i * n + j] - top);
+      for (int64_t j = 0; j < n; ++j)
+        ASSERT_NEAR((*y)[i * n + j], std::exp(xs[i * n + j] - top) / z, 1e-6) << b << "x" << n;
+    }
+  }
+  EXPECT_EQ(later, 0) << "the first call's kernel serves every ?b and ?n";
+}
+
 // A symbol without a size in the file (`?n`, not `?n=8`) loads: the graph reads it first at 1 (or
 // the first size it reads at, for a reshape to [3, -1]), and every call reads it again at its
 // tensors' sizes. An error that no size avoids (an unknown op) reads as it would anyway.
@@ -1377,6 +1408,16 @@ TEST(DynamicShapes, AGraphWhoseSymbolHasNoSizeLoadsAndServesEverySize) {
       "kiln.graph v1\ninput %x : f32[4,?n]\n%y = foo(%x)\noutput %y\n", "foo.kg");
   ASSERT_FALSE(unknown.has_value());
   EXPECT_EQ(unknown.error().message, "foo.kg:3:6: error: unknown op 'foo'");
+  // A mistake past a reshape that reads at 3 only: the reading that got furthest names it.
+  auto later = kiln::Graph::parse(
+      "kiln.graph v1\n"
+      "input %x : f32[4,?n]\n"
+      "%y = reshape(%x, shape=[3,-1])\n"
+      "%z = foo(%y)\n"
+      "output %z\n",
+      "later.kg");
+  ASSERT_FALSE(later.has_value());
+  EXPECT_EQ(later.error().message, "later.kg:4:6: error: unknown op 'foo'");
   auto never = kiln::Graph::parse(
       "kiln.graph v1\ninput %x : f32[4,?n]\n%y = reshape(%x, shape=[7,5,-1])\noutput %y\n",
       "never.kg");
@@ -1385,6 +1426,9 @@ TEST(DynamicShapes, AGraphWhoseSymbolHasNoSizeLoadsAndServesEverySize) {
       never.error().message.find("cannot reshape [4,1] (4 elements) into [7,5,-1] (a graph "
                                  "reads a size symbol without a size first at 1, then at 2, "),
       std::string::npos)
+      << never.error().message;
+  EXPECT_NE(never.error().message.find("write a size it reads at in the file, ?name=N)"),
+            std::string::npos)
       << never.error().message;
 }
 

@@ -278,8 +278,8 @@ TEST(LazyApi, BadDtypesShapesAndScalarsAreErrorsNamingTheOp) {
   auto both = kiln::realize({x, elsewhere});
   ASSERT_FALSE(both.has_value());
   EXPECT_EQ(both.error().message,
-            "realize: tensor 1 lives on device 'reference', the ones before it on 'cpu'; realize "
-            "each device's tensors apart");
+            "realize: tensor 1 lives on another device than the ones before it ('reference' and "
+            "'cpu' are two devices); realize each device's tensors apart");
 }
 
 // to_vector<T> of an i64 tensor is exact for every integer T (long long and uint64_t too, where
