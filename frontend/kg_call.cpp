@@ -12,7 +12,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <unordered_map>
 
 #include "onnx/importer.h"
@@ -380,28 +379,19 @@ std::vector<Tensor> mark_symbols(const KgFile& file, const std::vector<const Ten
 void note_inner_sizes(const std::shared_ptr<DeviceState>& state, const KgFile& given,
                       const KgFile& file) {
   if (given.text.empty() || file.kg.sizes.empty()) return;
-  std::set<std::string, std::less<>> inner;
-  for (size_t i = 0; i < file.callable_inputs(); ++i) {
-    const std::vector<std::string> symbols = ir::input_symbols(*file.kg.inputs[i].second);
-    for (size_t axis = 1; axis < symbols.size(); ++axis)
-      if (!symbols[axis].empty()) inner.insert(symbols[axis]);
-  }
-  if (inner.empty()) return;
   auto* executor = dynamic_cast<runtime::Executor*>(state->device.get());
   if (!executor) return;
-  {
+  {  // Once per device, whether the file has an inner symbol or not.
     std::lock_guard lock(given.mu);
     std::erase_if(given.noted, [](const auto& d) { return d.expired(); });
     for (const auto& d : given.noted)
       if (d.lock() == state) return;
     given.noted.push_back(state);
   }
-  // Every symbol one larger, the outer ones too: a kernel then takes each size that changes at
-  // run time (one of [?b, ?n] whose ?b stayed fixed served no other ?b, and each compiled its own).
-  ir::KgSizes sizes;
-  for (const auto& [symbol, size] : file.kg.sizes) sizes.emplace(symbol, size + 1);
-  auto other = given.onnx ? read_onnx(given.text, given.filename, &sizes, &given)
-                          : read_text(given.text, given.filename, &sizes);
+  const std::optional<ir::KgSizes> sizes = ir::second_reading_sizes(file.kg);
+  if (!sizes) return;
+  auto other = given.onnx ? read_onnx(given.text, given.filename, &*sizes, &given)
+                          : read_text(given.text, given.filename, &*sizes);
   if (!other) return;
   const KgFile& o = **other;
   ir::Graph g;

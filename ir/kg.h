@@ -46,6 +46,11 @@ struct KgGraph {
 Expected<KgGraph> read_kg(Graph& g, std::string_view text, std::string_view filename,
                           const KgSizes* sizes = nullptr,
                           std::optional<int64_t> unsized = std::nullopt);
+// Where an input of `graph` has a size symbol on an inner axis (`f32[4,?n]`): the sizes to read it
+// at a second time, every symbol one larger (the outer ones too, so that a kernel lowered at both
+// takes each size that changes at run time); nullopt where no input has one.
+std::optional<KgSizes> second_reading_sizes(const KgGraph& graph);
+
 // A file's bytes. A missing or unreadable file, or a directory, is an error naming the path; so
 // is a file that is not a regular one (a pipe, a device) and holds more than `stream_limit`
 // bytes (/dev/zero never ends).

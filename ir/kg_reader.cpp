@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -443,6 +444,18 @@ Expected<std::string> read_text_file(const std::string& path, uint64_t stream_li
   if (std::ferror(f))
     return make_error(fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
   return text;
+}
+
+std::optional<KgSizes> second_reading_sizes(const KgGraph& graph) {
+  const bool inner = std::ranges::any_of(graph.inputs, [](const NamedNode& input) {
+    const std::vector<std::string> symbols = input_symbols(*input.second);
+    return std::any_of(symbols.begin() + std::min<size_t>(1, symbols.size()), symbols.end(),
+                       [](const std::string& s) { return !s.empty(); });
+  });
+  if (!inner) return std::nullopt;
+  KgSizes sizes;
+  for (const auto& [symbol, size] : graph.sizes) sizes.emplace(symbol, size + 1);
+  return sizes;
 }
 
 Expected<KgGraph> read_kg_file(Graph& g, const std::string& path, const KgSizes* sizes) {

@@ -14,21 +14,34 @@ namespace kiln::runtime {
 namespace {
 
 // Every size a plan holds, in one fixed order: the slots' shapes, then per step the kernel's
-// domain, its parameters' shapes and its run-time sizes' values, each with whether it is a float
-// slot (a double's bits). `Sized` is Plan or const Plan.
+// domain, its parameters' shapes and its run-time sizes' values. `Sized` is Plan or const Plan.
 template <typename Sized, typename F>
 void for_each_size(Sized& plan, F&& f) {
   for (auto& slot : plan.slots)
-    for (auto& d : slot.shape) f(d, false);
+    for (auto& d : slot.shape) f(d);
   for (auto& step : plan.steps) {
-    for (auto& d : step.kernel.domain) f(d, false);
+    for (auto& d : step.kernel.domain) f(d);
     for (auto& param : step.kernel.params)
-      for (auto& d : param.shape) f(d, false);
-    if (step.kernel.sizes.empty()) continue;
-    const std::vector<ir::DType> dtypes = kir::size_dtypes(step.kernel);
-    for (size_t s = 0; s < step.kernel.sizes.size(); ++s)
-      f(step.kernel.sizes[s], dtypes[s] != ir::DType::i64);
+      for (auto& d : param.shape) f(d);
+    for (auto& v : step.kernel.sizes) f(v);
   }
+}
+
+// Per size of `plan`, in for_each_size's order, whether it is a float slot (a double's bits):
+// `float_sizes` says, per step, which of its kernel's run-time sizes are.
+std::vector<bool> float_positions(const Plan& plan,
+                                  const std::vector<std::vector<bool>>& float_sizes) {
+  std::vector<bool> out;
+  for (const Slot& slot : plan.slots) out.insert(out.end(), slot.shape.size(), false);
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const kir::Kernel& k = plan.steps[s].kernel;
+    size_t shapes = k.domain.size();
+    for (const kir::Param& p : k.params) shapes += p.shape.size();
+    out.insert(out.end(), shapes, false);
+    for (size_t v = 0; v < k.sizes.size(); ++v)
+      out.push_back(s < float_sizes.size() && v < float_sizes[s].size() && float_sizes[s][v]);
+  }
+  return out;
 }
 
 // A float slot holding a mean's scale for n elements (ir::mean_scale), as the slot holds it.
@@ -118,35 +131,20 @@ std::optional<Affine> fit_float(int64_t t1, int64_t q1, int64_t t2, int64_t q2) 
 
 size_t plan_size_count(const Plan& plan) {
   size_t n = 0;
-  for_each_size(plan, [&](int64_t, bool) { ++n; });
+  for_each_size(plan, [&](int64_t) { ++n; });
   return n;
 }
 
 bool size_functions_fit(const PlanTemplate& t) {
-  const std::vector<std::vector<bool>>& float_sizes = t.float_sizes;
   if (!t.base || t.sizes.size() != plan_size_count(*t.base) ||
-      float_sizes.size() != t.base->steps.size())
+      t.float_sizes.size() != t.base->steps.size())
     return false;
-  // In for_each_size's order: every shape and domain, then a step's run-time sizes.
-  size_t i = 0;
-  const auto integral = [&](size_t n) {
-    for (size_t end = i + n; i < end; ++i)
-      if (t.sizes[i].reciprocal) return false;
-    return true;
-  };
-  for (const Slot& slot : t.base->slots)
-    if (!integral(slot.shape.size())) return false;
-  for (size_t s = 0; s < t.base->steps.size(); ++s) {
-    const kir::Kernel& k = t.base->steps[s].kernel;
-    if (!integral(k.domain.size())) return false;
-    for (const kir::Param& p : k.params)
-      if (!integral(p.shape.size())) return false;
-    if (float_sizes[s].size() != k.sizes.size()) return false;
-    for (size_t v = 0; v < k.sizes.size(); ++v, ++i) {
-      const Affine& f = t.sizes[i];
-      if (float_sizes[s][v] ? f.a != 0 && !f.reciprocal : f.reciprocal) return false;
-    }
-  }
+  for (size_t s = 0; s < t.base->steps.size(); ++s)
+    if (t.float_sizes[s].size() != t.base->steps[s].kernel.sizes.size()) return false;
+  const std::vector<bool> floats = float_positions(*t.base, t.float_sizes);
+  for (size_t i = 0; i < t.sizes.size(); ++i)
+    if (floats[i] ? t.sizes[i].a != 0 && !t.sizes[i].reciprocal : t.sizes[i].reciprocal)
+      return false;
   return true;
 }
 
@@ -163,24 +161,26 @@ std::optional<PlanTemplate> make_plan_template(const Plan& first, const std::vec
     if (!f) return std::nullopt;
     t.graph.push_back(*f);
   }
-  std::vector<int64_t> sizes1;
-  for_each_size(first, [&](int64_t d, bool) { sizes1.push_back(d); });
-  size_t i = 0;
-  bool affine = true;
-  for_each_size(*second, [&](int64_t d, bool is_float) {
-    const int64_t d1 = sizes1[i++];
-    std::optional<Affine> f = is_float ? fit_float(t1, d1, t2, d) : fit(t1, d1, t2, d);
-    if (f) t.sizes.push_back(*f);
-    affine = affine && f;
-  });
-  if (!affine) return std::nullopt;
   for (const PlanStep& step : second->steps) {
-    t.written_only.push_back(kir::written_only(step.kernel));
     std::vector<bool>& floats = t.float_sizes.emplace_back();
     if (step.kernel.has_sizes())
       for (const ir::DType dtype : kir::size_dtypes(step.kernel))
         floats.push_back(dtype != ir::DType::i64);
   }
+  const std::vector<bool> floats = float_positions(*second, t.float_sizes);
+  std::vector<int64_t> sizes1;
+  for_each_size(first, [&](int64_t d) { sizes1.push_back(d); });
+  size_t i = 0;
+  bool affine = true;
+  for_each_size(*second, [&](int64_t d) {
+    const int64_t d1 = sizes1[i];
+    std::optional<Affine> f = floats[i++] ? fit_float(t1, d1, t2, d) : fit(t1, d1, t2, d);
+    if (f) t.sizes.push_back(*f);
+    affine = affine && f;
+  });
+  if (!affine) return std::nullopt;
+  for (const PlanStep& step : second->steps)
+    t.written_only.push_back(kir::written_only(step.kernel));
   for (uint32_t k = 0; k < second->steps.size(); ++k) {
     if (!second->steps[k].kernel.dynamic_outer)
       continue;  // a fixed-size kernel's sizes are constants
@@ -205,7 +205,7 @@ std::optional<Plan> instantiate_plan(const PlanTemplate& t, const std::vector<in
   Plan plan = *t.base;
   size_t i = 0;
   bool fits = true;
-  for_each_size(plan, [&](int64_t& d, bool) {
+  for_each_size(plan, [&](int64_t& d) {
     const Affine& f = t.sizes[i++];
     if (f.a == 0 && !f.reciprocal) return;
     const std::optional<int64_t> size = f.at(at);
@@ -227,10 +227,10 @@ bool confirms(const PlanTemplate& t, const Plan& plan, const std::vector<int64_t
   std::optional<Plan> instance = instantiate_plan(t, dims);
   if (!instance || !same_but_sizes(*instance, plan)) return false;
   std::vector<int64_t> want;
-  for_each_size(*instance, [&](int64_t d, bool) { want.push_back(d); });
+  for_each_size(*instance, [&](int64_t d) { want.push_back(d); });
   size_t i = 0;
   bool equal = true;
-  for_each_size(plan, [&](int64_t d, bool) { equal = equal && i < want.size() && want[i++] == d; });
+  for_each_size(plan, [&](int64_t d) { equal = equal && i < want.size() && want[i++] == d; });
   return equal && i == want.size();
 }
 

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
-#include <set>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -98,21 +97,10 @@ Expected<GraphFile> read_graph_file(ir::Graph& g, const std::string& path, const
 // Best effort: a reading or lowering that fails changes nothing but that.
 void note_inner_sizes(runtime::Executor& executor, const std::string& path,
                       const ir::KgGraph& graph) {
-  if (graph.sizes.empty()) return;
-  ir::KgSizes sizes;
-  for (const auto& [symbol, size] : graph.sizes) sizes.emplace(symbol, size);
-  std::set<std::string, std::less<>> inner;
-  for (const auto& [name, node] : graph.inputs) {
-    const std::vector<std::string> symbols = ir::input_symbols(*node);
-    for (size_t axis = 1; axis < symbols.size(); ++axis)
-      if (!symbols[axis].empty() && sizes.contains(symbols[axis])) inner.insert(symbols[axis]);
-  }
-  // Every symbol one larger, the outer ones too: a kernel then takes each size that changes at
-  // run time (one of [?b, ?n] whose ?b stayed fixed served no other ?b).
-  for (auto& [symbol, size] : sizes) size += 1;
-  if (inner.empty()) return;
+  const std::optional<ir::KgSizes> sizes = ir::second_reading_sizes(graph);
+  if (!sizes) return;
   ir::Graph other;
-  auto file = read_graph_file(other, path, nullptr, &sizes, /*other_sizes_ok=*/true);
+  auto file = read_graph_file(other, path, nullptr, &*sizes, /*other_sizes_ok=*/true);
   if (file) (void)executor.note_sizes(other, file->graph.output_nodes());
 }
 }  // namespace kiln::tools
