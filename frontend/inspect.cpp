@@ -2,6 +2,7 @@
 // tensors) planned by the device's executor and shown with the runtime's text dumps, as
 // `kiln dump` shows them.
 #include "frontend/inspect.h"
+#include "frontend/kg_call.h"
 
 #include <fmt/format.h>
 
@@ -40,9 +41,11 @@ Expected<void> check_stage(std::string_view stage) {
       fmt::format("unknown dump stage '{}' (graph, groups, kernels, analyze, source)", stage));
 }
 
+// `track`: the kernels are chosen as a realize would (Executor::inspect), after note_sizes.
 Expected<std::string> render(runtime::Executor& executor, ir::Graph& g, const Nodes& outputs,
-                             const runtime::ValueNamer& names, std::string_view stage, bool why) {
-  auto inspected = executor.inspect(g, outputs, /*compile=*/stage == "source");
+                             const runtime::ValueNamer& names, std::string_view stage, bool why,
+                             bool track = false) {
+  auto inspected = executor.inspect(g, outputs, /*compile=*/stage == "source", track);
   if (!inspected) return std::unexpected(inspected.error());
   // The executor names values with its device's namer (%t<id>: the ids of `g`); these are the
   // caller's names, in each kernel's values and parameters.
@@ -64,7 +67,7 @@ Expected<std::string> render(runtime::Executor& executor, ir::Graph& g, const No
     return ir::print_kg(
         runtime::optimized_graph(plan, outputs, runtime::structural_key(outputs).inputs, names));
   if (stage == "groups") return runtime::groups_text(plan, namer, executor.cost_model(), why);
-  if (stage == "kernels") return runtime::kernels_text(plan);
+  if (stage == "kernels") return runtime::kernels_text(plan, runtime::structural_key(outputs).inputs);
   if (stage == "analyze") return runtime::facts_text(plan);
   return runtime::source_text(plan, executor.target().source_extension());
 }
@@ -145,6 +148,8 @@ Expected<std::string> dump_kg(const Device& device, const KgFile& file, std::str
   if (auto ok = check_stage(stage); !ok) return std::unexpected(ok.error());
   auto executor = executor_of(TensorImpl::state_of(device));
   if (!executor) return std::unexpected(executor.error());
+  // As its first call does: an inner size symbol's kernels take their sizes at run time.
+  note_kg_inner_sizes(device, file);
   // The file's graph is shared and never changed (planning adds nodes): plan a copy.
   ir::Graph g;
   std::vector<const ir::Node*> inputs, outputs;
@@ -159,7 +164,8 @@ Expected<std::string> dump_kg(const Device& device, const KgFile& file, std::str
   for (const auto& [name, node] : file.kg.values)
     if (auto it = copy.find(node); it != copy.end()) names.values.emplace_back(name, it->second);
   for (const ir::Node*& out : outputs) out = copy.at(out);
-  return render(**executor, g, outputs, runtime::kg_value_namer(names), stage, why);
+  return render(**executor, g, outputs, runtime::kg_value_namer(names), stage, why,
+                /*track=*/!file.kg.sizes.empty());
 }
 
 Expected<std::string> dump_tensors(const std::vector<Tensor>& tensors, std::string_view stage,

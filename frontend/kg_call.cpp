@@ -407,6 +407,11 @@ void note_inner_sizes(const std::shared_ptr<DeviceState>& state, const KgFile& g
 
 }  // namespace
 
+void note_kg_inner_sizes(const Device& device, const KgFile& file) {
+  if (const std::shared_ptr<DeviceState>& state = TensorImpl::state_of(device))
+    note_inner_sizes(state, file, file);
+}
+
 Expected<std::shared_ptr<const KgFile>> read_kg_text(std::string_view text,
                                                      std::string_view filename) {
   return read_text(std::string(text), std::string(filename));

@@ -108,4 +108,9 @@ Expected<std::vector<Tensor>> call_kg(const Device& device,
                                       std::span<const std::string_view> names,
                                       std::span<const Tensor> inputs);
 
+// A file whose size symbol is on an inner axis, once per device: its kernels noted at each
+// symbol's next size (Executor::note_sizes), so that those of its first size take their sizes at
+// run time, as its first call makes them (and a dump of the file shows them).
+void note_kg_inner_sizes(const Device& device, const KgFile& file);
+
 }  // namespace kiln::detail

@@ -59,6 +59,13 @@ cache::KeyParts autotune_key(const Target& target, const kir::Kernel& kernel, au
   return key;
 }
 
+cache::KeyParts sizes_decision_key(const Target& target, const kir::Kernel& general) {
+  cache::KeyParts key{{{"sized", kir::print_kernel(general, /*with_labels=*/false)}}};
+  add_identity(key, target);
+  key.parts.emplace_back("decision", "kiln-sized-1");
+  return key;
+}
+
 cache::KeyParts rates_key(const Target& target) {
   cache::KeyParts key{{{"rates", "kiln-rates-5"}}};
   add_identity(key, target);

@@ -61,6 +61,12 @@ cache::KeyParts template_key(const Target& target, const std::string& family,
 // the measurements and the decision depend on.
 cache::KeyParts autotune_key(const Target& target, const kir::Kernel& kernel, autotune::Level level);
 
+// A timing of a kernel with run-time sizes against one size's own code (the automatic shape
+// policy's choice, runtime/executor.h keeps_sizes): {sized (the general kernel's canonical text),
+// identity..., decision (its version)}; the entry holds the measured ratio, so every process that
+// meets the kernel makes the choice the first one made (and `kiln warm` stores what a run takes).
+cache::KeyParts sizes_decision_key(const Target& target, const kir::Kernel& general);
+
 // A measurement of the target's rates: {rates (the rate kernels' version), identity..., setup
 // (Target::rates_setup: the thread count on the cpu)}.
 cache::KeyParts rates_key(const Target& target);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <set>
 #include <unordered_set>
@@ -284,9 +285,76 @@ std::vector<std::string> group_values(const passes::FusedGroup& group, const Val
   return values;
 }
 
-std::string kernels_text(const Plan& plan) {
+std::vector<std::string> size_symbols(const Plan& plan, const PlanStep& step,
+                                      const std::vector<const ir::Node*>& inputs) {
+  const kir::Kernel& k = step.kernel;
+  std::vector<std::string> names(k.sizes.size());
+  for (size_t p = 0; p < k.params.size() && p < step.args.size(); ++p) {
+    const kir::Param& param = k.params[p];
+    const int slot = step.args[p];
+    if (param.output || param.shape_slots.empty() || slot < 0 ||
+        static_cast<size_t>(slot) >= plan.slots.size())
+      continue;
+    const int input = plan.slots[static_cast<size_t>(slot)].input_index;
+    if (input < 0 || static_cast<size_t>(input) >= inputs.size()) continue;
+    const std::vector<std::string> symbols = ir::input_symbols(*inputs[static_cast<size_t>(input)]);
+    for (size_t a = 0; a < param.shape_slots.size() && a < symbols.size(); ++a) {
+      const int32_t s = param.shape_slots[a];
+      if (s >= 0 && static_cast<size_t>(s) < names.size() && names[s].empty() && !symbols[a].empty())
+        names[static_cast<size_t>(s)] = "?" + symbols[a];
+    }
+  }
+  const std::vector<ir::DType> dtypes = kir::size_dtypes(k);
+  for (size_t s = 0; s < names.size(); ++s) {
+    if (dtypes[s] == ir::DType::i64 || !names[s].empty()) continue;
+    const double value = std::bit_cast<double>(k.sizes[s]);
+    for (size_t t = 0; t < names.size(); ++t)
+      if (dtypes[t] == ir::DType::i64 && names[t].size() > 1 && names[t][0] == '?' &&
+          k.sizes[t] != 0 && 1.0 / static_cast<double>(k.sizes[t]) == value) {
+        names[s] = "1/" + names[t];
+        break;
+      }
+  }
+  return names;
+}
+
+namespace {
+// A dynamic kernel's outer axis (printed `?`): the size symbol of the leading axis of a plan input
+// an input parameter reads (every parameter's leading axis is the outer one), "" where none has.
+std::string outer_symbol(const Plan& plan, const PlanStep& step,
+                         const std::vector<const ir::Node*>& inputs) {
+  if (!step.kernel.dynamic_outer) return "";
+  for (size_t p = 0; p < step.kernel.params.size() && p < step.args.size(); ++p) {
+    const int slot = step.args[p];
+    if (step.kernel.params[p].output || slot < 0 || static_cast<size_t>(slot) >= plan.slots.size())
+      continue;
+    const int input = plan.slots[static_cast<size_t>(slot)].input_index;
+    if (input < 0 || static_cast<size_t>(input) >= inputs.size()) continue;
+    const std::vector<std::string> symbols = ir::input_symbols(*inputs[static_cast<size_t>(input)]);
+    if (!symbols.empty() && !symbols[0].empty()) return "?" + symbols[0];
+  }
+  // A kernel reading none (it reads what other kernels wrote): the one symbol of a leading axis of
+  // the plan's inputs whose size is its outer extent, where only one is.
+  std::string found;
+  for (const ir::Node* input : inputs) {
+    const std::vector<std::string> symbols = ir::input_symbols(*input);
+    if (symbols.empty() || symbols[0].empty() || input->shape.empty() ||
+        input->shape[0] != step.kernel.outer_extent())
+      continue;
+    if (!found.empty() && found != "?" + symbols[0]) return "";
+    found = "?" + symbols[0];
+  }
+  return found;
+}
+}  // namespace
+
+std::string kernels_text(const Plan& plan, const std::vector<const ir::Node*>& inputs) {
   std::string out = fmt::format("# {} kernel{}\n", plan.steps.size(), plan.steps.size() == 1 ? "" : "s");
-  for (const PlanStep& step : plan.steps) out += kernel_block(step.kernel, step.values);
+  for (const PlanStep& step : plan.steps) {
+    std::vector<std::string> symbols = size_symbols(plan, step, inputs);
+    const std::string outer = outer_symbol(plan, step, inputs);
+    out += kernel_block(step.kernel, step.values, symbols, outer);
+  }
   return out;
 }
 
@@ -299,8 +367,14 @@ std::string facts_text(const Plan& plan) {
   return out;
 }
 
-std::string kernel_block(const kir::Kernel& kernel, const std::vector<std::string>& values) {
-  return fmt::format("\n# {}: {}\n{}", kernel.name, fmt::join(values, " "),
+std::string kernel_block(const kir::Kernel& kernel, const std::vector<std::string>& values,
+                         const std::vector<std::string>& symbols, const std::string& outer) {
+  std::vector<std::string> named;
+  if (!outer.empty()) named.push_back("? is " + outer);
+  for (size_t s = 0; s < symbols.size(); ++s)
+    if (!symbols[s].empty()) named.push_back(fmt::format("size.{} is {}", s, symbols[s]));
+  return fmt::format("\n# {}: {}\n{}{}", kernel.name, fmt::join(values, " "),
+                     named.empty() ? "" : fmt::format("# {}\n", fmt::join(named, ", ")),
                      kir::print_kernel(kernel));
 }
 

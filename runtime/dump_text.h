@@ -78,13 +78,24 @@ std::string fusion_text(const passes::FusionPlan& fusion, std::string_view fuser
 // of them that are ops (views left out): a plan step's values and num_ops.
 std::vector<std::string> group_values(const passes::FusedGroup& group, const ValueNamer& namer,
                                       int* num_ops = nullptr);
-// The kernels stage: the kernel IR of every step.
-std::string kernels_text(const Plan& plan);
+// The kernels stage: the kernel IR of every step. With the plan's inputs (in plan order), a
+// kernel with run-time sizes names the size symbol each slot is (size_symbols).
+std::string kernels_text(const Plan& plan, const std::vector<const ir::Node*>& inputs = {});
+// Per run-time size slot of `step`'s kernel, the size symbol it holds, as `.kg` writes it: "?n"
+// where an input parameter's axis of that slot is a symbolic axis of the plan input it reads
+// (`inputs`, in plan order; ir::input_symbols), "1/?n" for a float slot that is exactly one over
+// such a slot's value (a mean's scale); "" where neither says.
+std::vector<std::string> size_symbols(const Plan& plan, const PlanStep& step,
+                                      const std::vector<const ir::Node*>& inputs);
 // The analyze stage: what codegen is told of each kernel (ir/kernel_facts.h), headed like the
 // kernels stage; "" for a kernel without its facts (a plan read back from its record).
 std::string facts_text(const Plan& plan);
 // One kernel of it: "# k0: %y %h" (the values it computes), then its kernel IR.
-std::string kernel_block(const kir::Kernel& kernel, const std::vector<std::string>& values);
+// `symbols` (size_symbols) and `outer` (a dynamic kernel's outer axis, `?`: its size symbol): a
+// line that names them.
+std::string kernel_block(const kir::Kernel& kernel, const std::vector<std::string>& values,
+                         const std::vector<std::string>& symbols = {},
+                         const std::string& outer = "");
 // The plan's buffer wiring: each slot (dtype, shape, input position), each step's slot per
 // parameter and the temporaries released after it, the output slots.
 std::string slots_text(const Plan& plan);

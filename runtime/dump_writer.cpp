@@ -63,7 +63,7 @@ Expected<std::vector<std::string>> write_plan_files(const std::string& dir, cons
       {".kg", ir::print_kg(standalone_graph(outputs, inputs, namer))},
       {".optimized.kg", ir::print_kg(optimized_graph(plan, outputs, inputs, namer))},
       {".groups.txt", groups_text(plan, opt_namer, model, /*why=*/true)},
-      {".kernels.txt", kernels_text(plan)},
+      {".kernels.txt", kernels_text(plan, inputs)},
   };
   bool compiled = !plan.steps.empty() && plan.steps.front().artifact;
   if (compiled)

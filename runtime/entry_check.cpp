@@ -28,6 +28,8 @@ std::string kernel_problem(const cache::Entry& e) {
 std::string autotune_problem(const cache::Entry& e) {
   if (!e.parts.empty() && e.parts.front().first == "rates")
     return rates_from_entry(e) ? "" : "it does not hold three positive, finite rates";
+  if (!e.parts.empty() && e.parts.front().first == "sized")
+    return ratio_from_entry(e) ? "" : "it does not hold a positive, finite time ratio";
   const auto j = nlohmann::json::parse(e.value.begin(), e.value.end(), nullptr, /*allow_exceptions=*/false);
   auto decision = autotune::TuneDecision::from_json(j);
   return decision ? "" : "its decision does not parse: " + decision.error().message;

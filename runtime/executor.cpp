@@ -323,7 +323,7 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
   // so `seen` stays valid). Another realize may have decided for this kernel by then.
   std::string measured;
   lock.unlock();
-  std::optional<std::string> kept = keeps_sizes(*general, kernel, measured);
+  std::optional<std::string> kept = keeps_sizes(*general, kernel, retiming, measured);
   lock.lock();
   // Another realize decided meanwhile (a timing again finds the kernel kept: its own).
   if (seen.general || (seen.kept && !retiming))
@@ -351,24 +351,40 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
 }
 
 std::optional<std::string> Executor::keeps_sizes(const kir::Kernel& general,
-                                                 const kir::Kernel& special,
+                                                 const kir::Kernel& special, bool retiming,
                                                  std::string& measured) {
   // Under `dynamic` the user asked for run-time sizes; with autotuning off nothing is timed.
   if (options_.shape_policy != ShapePolicy::automatic || !options_.autotune ||
       !autotune::fits_on_host(special))
     return std::nullopt;
-  Expected<std::optional<double>> ratio = target_->time_ratio(general, special);
-  if (!ratio)
-    return fmt::format("its code with run-time sizes failed against this size's own: {}",
-                       ratio.error().message);
-  if (!*ratio) return std::nullopt;
+  // The ratio another process measured (a timing differs by a few percent from run to run, and
+  // a choice that differed would look up kernels that process never stored).
+  cache::Store* store = tune_store();
+  const cache::KeyParts key = sizes_decision_key(*target_, general);
+  std::optional<double> ratio;
+  std::string where;
+  if (store && !retiming)
+    if (std::optional<cache::Entry> e = store->get(cache::Table::autotune, key))
+      if (std::optional<double> kept = ratio_from_entry(*e)) {
+        ratio = *kept;
+        where = ", as stored in the cache";
+      }
+  if (!ratio) {
+    Expected<std::optional<double>> timed = target_->time_ratio(general, special);
+    if (!timed)
+      return fmt::format("its code with run-time sizes failed against this size's own: {}",
+                         timed.error().message);
+    if (!*timed) return std::nullopt;
+    ratio = **timed;
+    if (store && !store->read_only()) store->put(cache::Table::autotune, key, ratio_entry(*ratio));
+  }
   const double limit = options_.shape_max_slowdown;
-  if (**ratio > limit)
+  if (*ratio > limit)
     return fmt::format(
         "kept at its sizes: with run-time sizes it ran {:.2f}x the time of this size's own "
-        "code (shapes.max_slowdown {})",
-        **ratio, limit);
-  measured = fmt::format(" (timed at {:.2f}x this size's own code)", **ratio);
+        "code (shapes.max_slowdown {}{})",
+        *ratio, limit, where);
+  measured = fmt::format(" (timed at {:.2f}x this size's own code{})", *ratio, where);
   return std::nullopt;
 }
 

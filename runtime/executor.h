@@ -155,9 +155,10 @@ class Executor final : public Device {
   // Under `automatic` with autotuning on, whether `general` (an instance at `special`'s sizes)
   // runs too slowly against `special` (shapes.max_slowdown), timed on the target: the reason to
   // keep the sizes' own code, said for --stats; nullopt to generalize, with what was measured in
-  // `measured` ("" when nothing was).
+  // `measured` ("" when nothing was). The ratio is kept in the tuning store
+  // (sizes_decision_key) and read back by the next process, unless `retiming`.
   std::optional<std::string> keeps_sizes(const kir::Kernel& general, const kir::Kernel& special,
-                                         std::string& measured);
+                                         bool retiming, std::string& measured);
   PlannerOptions::SizesFn sizes_fn(bool track, bool size_changed, uint64_t build);
   // Whether a graph of these inputs has a symbolic plan to warm or export: an input is marked
   // dynamic (a `.kg` size symbol, mark_dynamic) and the shape policy is not static.

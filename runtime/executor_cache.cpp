@@ -62,7 +62,9 @@ Expected<Executor::Warmed> Executor::warm(ir::Graph& g, const std::vector<const 
   const cache::KeyParts disk_key = stored_plan_key(key);
   const bool family = warms_symbolic(key.inputs);
   if (!family && stored_plan(disk_key, key, outputs, /*load=*/false)) return Warmed{};
-  auto plan = lower(g, outputs, key.inputs);
+  // A marked graph's kernels as its run makes them (tracked: the inner sizes note_sizes met are
+  // taken at run time), so a run at another size finds them.
+  auto plan = lower(g, outputs, key.inputs, /*track=*/family);
   if (!plan) return std::unexpected(plan.error());
   Warmed done;
   for (PlanStep& step : (*plan)->steps) {

@@ -201,4 +201,21 @@ std::optional<passes::DeviceRates> rates_from_entry(const cache::Entry& entry) {
   return r;
 }
 
+cache::Entry ratio_entry(double ratio) {
+  const std::string json = nlohmann::json{{"ratio", ratio}}.dump();
+  cache::Entry e;
+  e.value.assign(json.begin(), json.end());
+  e.source = fmt::format("run-time sizes at {:.3f}x one size's own code", ratio);
+  e.metadata = R"({"kind":"sizes timing"})";
+  return e;
+}
+
+std::optional<double> ratio_from_entry(const cache::Entry& entry) {
+  const auto j = nlohmann::json::parse(entry.value.begin(), entry.value.end(), nullptr, false);
+  if (!j.is_object() || !j.contains("ratio") || !j["ratio"].is_number()) return std::nullopt;
+  const double ratio = j["ratio"].get<double>();
+  if (!std::isfinite(ratio) || ratio <= 0) return std::nullopt;
+  return ratio;
+}
+
 }  // namespace kiln::runtime

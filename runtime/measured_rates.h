@@ -47,5 +47,10 @@ Expected<passes::DeviceRates> measure_rates(const KernelTimer& time, const RateS
 // nullopt for an entry that is not an intact measurement (a rate missing, zero or not finite).
 cache::Entry rates_entry(const passes::DeviceRates& rates);
 std::optional<passes::DeviceRates> rates_from_entry(const cache::Entry& entry);
+// A timing of a kernel with run-time sizes against one size's own code (sizes_decision_key): the
+// ratio of their times, as a cache entry and back (nullopt for an entry that holds no positive
+// finite ratio).
+cache::Entry ratio_entry(double ratio);
+std::optional<double> ratio_from_entry(const cache::Entry& entry);
 
 }  // namespace kiln::runtime

@@ -137,7 +137,7 @@ Expected<std::string> render(const DumpOptions& o, DumpInput& in) {
     return ir::print_kg(kg);
   }
   if (o.stage == "groups") return runtime::groups_text(*in.plan, namer, model, o.why);
-  if (o.stage == "kernels") return runtime::kernels_text(*in.plan);
+  if (o.stage == "kernels") return runtime::kernels_text(*in.plan, in.key.inputs);
   if (o.stage == "analyze") return runtime::facts_text(*in.plan);
   return target_kernels_text(*in.plan, in.executor->target(), o.stage == "llvm" ? "source" : o.stage);
 }

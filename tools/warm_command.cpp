@@ -38,6 +38,15 @@ int64_t second_size(int64_t n) {
   return bucket_of(n + 1) == bucket_of(n) ? n + 1 : n - 1;
 }
 
+// A size of `second`'s bucket other than `first` and `second` where there is one (a third plan
+// confirms a symbolic plan of run-time sizes), else the next size that differs from both.
+int64_t third_size(int64_t first, int64_t second) {
+  for (int64_t c : {second + 1, second - 1, first + 1, first - 1, first + 2})
+    if (c >= 1 && c != first && c != second && bucket_of(c) == bucket_of(second)) return c;
+  for (int64_t c = std::max(first, second) + 1;; ++c)
+    if (c != first && c != second) return c;
+}
+
 // One device that compiles (and, for --check, looks up) every graph's kernels.
 struct Warmer {
   Warmer(std::unique_ptr<runtime::Executor> d, bool many)
@@ -111,6 +120,19 @@ struct Warmer {
         }
       }
     }
+    // A symbol on an inner axis makes kernels of run-time sizes, whose symbolic plan a third
+    // plan confirms (runtime/executor.h note_built): a third size where there are two.
+    if (!check && more.size() == 1 && ir::second_reading_sizes(file->graph)) {
+      ir::KgSizes third = more.front();
+      for (auto& [name, n] : third)
+        for (const auto& [declared, size] : file->graph.sizes)
+          if (declared == name && size != n) n = third_size(size, n);
+      more.push_back(std::move(third));
+    }
+    // As a run of the file does (kiln run, kiln::Graph): a size symbol on an inner axis makes the
+    // first size's kernels take their sizes at run time, so the kernels stored here are the ones
+    // a run at any other size looks up.
+    note_inner_sizes(*device, path, file->graph);
     Expected<Done> total = run(g, file->graph.output_nodes(), check);
     for (const ir::KgSizes& sizes : more) {
       if (!total) break;

@@ -272,6 +272,27 @@ TEST_F(KilnCli, AnInputOfAnotherSymbolSizeNamesTheDimThatTakesIt) {
   EXPECT_EQ(r.out, "kiln: error: input '%x': expected f32[2,3], got f32[5,4] from '" + y + "'\n");
 }
 
+// `kiln dump` names the size symbol of a dynamic kernel's outer axis (`?`): from the input it reads,
+// or, for a kernel that reads only what another wrote, the one leading symbol of its extent.
+TEST_F(KilnCli, TheKernelsDumpNamesEachDynamicAxissSymbol) {
+  auto g = write("m.kg",
+                 "kiln.graph v1\ninput %x : f32[?b=6,8]\ninput %w : f32[8,4]\n"
+                 "%m = matmul(%x, %w)\n%h = relu(%m)\n%y = softmax(%h, axis=1)\n"
+                 "%z = add(%y, %y)\noutput %h\noutput %z\n");
+  Result r = run_kiln("dump " + g + " --stage kernels --fuser first");
+  ASSERT_EQ(r.code, 0) << r.out;
+  // One kernel a value: the matmul and the row kernels keep the batch axis outermost (k1, the
+  // relu over b * 4 points flattened, has no symbol of its own and is not named).
+  const auto count = [&](const std::string& text) {
+    size_t n = 0;
+    for (size_t at = 0; (at = r.out.find(text, at)) != std::string::npos; ++at) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("# k0: %m\n# ? is ?b\nkernel k0"), 1u) << r.out;
+  EXPECT_EQ(count("# ? is ?b\nkernel k"), 4u) << r.out;
+  EXPECT_EQ(count("# ? is ?b\nkernel k"), count("  domain [?,")) << r.out;
+}
+
 // Output that cannot be written is an error (rc 1, one line), not an abort (a failed write threw
 // out of main: rc 134) or a silent rc 0 (buffered output failed at exit, unchecked).
 TEST_F(KilnCli, OutputThatCannotBeWrittenIsAnError) {

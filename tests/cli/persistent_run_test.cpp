@@ -73,6 +73,68 @@ TEST_F(PersistentRun, AnInnerSizeSymbolsKernelsServeTheNextProcessAtAnotherSize)
   Result dump = sh(std::string(KILN_BINARY) + " dump " + graph + " --stage kernels");
   ASSERT_EQ(dump.code, 0) << dump.out;
   EXPECT_NE(dump.out.find("domain [4,size.0]  sizes 1  # = 10"), std::string::npos) << dump.out;
+  // Each slot named by the size symbol it holds: the softmax's row length, the mean's n and 1/n.
+  EXPECT_NE(dump.out.find("# k0: %t1 %t2 %t3 %t4 %y\n# size.0 is ?n\nkernel k0"), std::string::npos)
+      << dump.out;
+  EXPECT_NE(dump.out.find("# k1: %t6 %m\n# size.0 is ?n, size.1 is 1/?n\nkernel k1"),
+            std::string::npos)
+      << dump.out;
+}
+
+// `kiln warm` of a graph whose size symbol is on an inner axis stores the kernels a run makes (their
+// size taken at run time from the first size on, as `kiln run` lowers them) and, from three sizes,
+// the graph's symbolic plan: a run at any other size compiles and plans nothing.
+TEST_F(PersistentRun, AWarmedInnerSizeSymbolServesARunAtAnotherSizeFromItsSymbolicPlan) {
+  const std::string graph = (dir_ / "inner.kg").string();
+  std::ofstream(graph) << "kiln.graph v1\n"
+                          "input %x : f32[4,?n=10]\n"
+                          "%y = softmax(%x, axis=1)\n"
+                          "%m = mean(%x, axes=[1])\n"
+                          "output %y\n"
+                          "output %m\n";
+  const std::string cache = (dir_ / "shipped.sqlite").string();
+  Result warm = sh(std::string(KILN_BINARY) + " warm " + graph + " --no-autotune --cache file=" + cache);
+  ASSERT_EQ(warm.code, 0) << warm.out;
+  EXPECT_NE(warm.out.find("1 graph warmed for cpu, 2 kernels compiled, 1 symbolic plan"),
+            std::string::npos)
+      << warm.out;
+  // The shipped file holds the kernels, the plans and the measured rates (which plan keys name).
+  const std::string env =
+      "KILN_COMPILATION_CACHE=file=" + cache + " KILN_AUTOTUNE_CACHE=file=" + cache + " ";
+  for (const char* n : {"7", "300"}) {
+    Result run = sh(env + KILN_BINARY + " run " + graph + " --random-inputs --no-autotune --stats --dim n=" + n);
+    ASSERT_EQ(run.code, 0) << run.out;
+    EXPECT_NE(run.out.find("kernels: 2 launched, 0 compiled"), std::string::npos)
+        << "n=" << n << ": " << run.out;
+    EXPECT_NE(run.out.find("cache: plan instantiated from its symbolic plan, 2 kernel hits, 0 misses"),
+              std::string::npos)
+        << "n=" << n << ": " << run.out;
+  }
+}
+
+// Under the automatic policy with autotuning, whether a kernel takes its sizes at run time is timed
+// once: the ratio goes in the cache, and the next process (at another size) takes the same choice
+// from there rather than timing again (and perhaps choosing otherwise: kernels no process stored).
+TEST_F(PersistentRun, AKernelsRunTimeSizesAreTimedOnceForEveryProcess) {
+  const std::string graph = (dir_ / "inner.kg").string();
+  std::ofstream(graph) << "kiln.graph v1\n"
+                          "input %x : f32[4,?n=10]\n"
+                          "%m = mean(%x, axes=[1])\n"
+                          "output %m\n";
+  const std::string cache = (dir_ / "cache.sqlite").string();
+  const std::string env = "KILN_AUTOTUNE_CACHE=file=" + cache + " ";
+  Result first = sh(env + kiln("run " + graph + " --random-inputs --autotune --stats"));
+  ASSERT_EQ(first.code, 0) << first.out;
+  ASSERT_NE(first.out.find("recompile: k0: size.0 = 10"), std::string::npos) << first.out;
+  EXPECT_EQ(first.out.find("as stored in the cache"), std::string::npos) << first.out;
+  for (const char* n : {"20", "5"}) {
+    Result other = sh(env + kiln("run " + graph + " --random-inputs --autotune --stats --dim n=" + n));
+    ASSERT_EQ(other.code, 0) << other.out;
+    EXPECT_NE(other.out.find("as stored in the cache)"), std::string::npos)
+        << "n=" << n << ": " << other.out;
+  }
+  Result verify = sh(std::string(KILN_BINARY) + " cache verify --cache file=" + cache);
+  EXPECT_EQ(verify.code, 0) << verify.out;
 }
 
 // compilation.cpu_target is part of every key: kernels built for the host are not reused for the

@@ -102,3 +102,16 @@ def test_the_stats_say_why_a_new_size_compiled():
     assert lines[0] == [], lines
     assert any("dimension 0 changed 3 -> 5" in line for line in lines[1]), lines
     assert any("dynamic from now on" in line for line in lines[1]), lines
+
+
+def test_a_graphs_dump_names_its_size_symbols():
+    """A dump of a graph whose symbol is on an inner axis shows the kernels its first call makes:
+    the size taken at run time, and each slot named by the symbol it holds (1/?n: a mean's scale)."""
+    dev = open_test_device()
+    graph = kiln.Graph.parse("kiln.graph v1\ninput %x : f32[?b=3,?n=10]\n%m = mean(%x, axes=[1])\noutput %m\n")
+    text = graph.dump("kernels", device=dev)
+    assert "# size.0 is ?b, size.1 is ?n, size.2 is 1/?n\nkernel k0" in text, text
+    assert "reduce.sum f32 (v1<size.1>)" in text, text
+    x = np.random.default_rng(5).standard_normal((7, 33)).astype(np.float32)
+    assert_close(graph(x=x)["m"], x.astype(np.float64).mean(axis=1), np.float32)
+    assert dev.last_stats().compiled == 0, dev.last_stats()
