@@ -256,10 +256,19 @@ Expected<std::vector<const Tensor*>> bind(const KgFile& file,
     const Tensor& t = *bound[i];
     if (const Error* e = t.error())
       return make_error(fmt::format("input %{}: {}", name, e->message));
-    if (t.dtype() != node->dtype || t.shape() != node->shape)
-      return make_error(fmt::format("input %{} is declared {}{}, the tensor bound to it is {}{}",
-                                    name, ir::dtype_name(node->dtype), ir::shape_str(node->shape),
+    if (t.dtype() != node->dtype || t.shape() != node->shape) {
+      // Declared with size symbols: as the file writes it, then at this call's sizes.
+      const std::vector<std::string> symbols = ir::input_symbols(*node);
+      std::vector<std::string> axes;
+      for (size_t a = 0; a < node->shape.size(); ++a)
+        axes.push_back(a < symbols.size() && !symbols[a].empty() ? "?" + symbols[a]
+                                                                 : std::to_string(node->shape[a]));
+      const std::string declared = fmt::format("{}[{}]", ir::dtype_name(node->dtype), fmt::join(axes, ","));
+      const std::string here = fmt::format("{}{}", ir::dtype_name(node->dtype), ir::shape_str(node->shape));
+      return make_error(fmt::format("input %{} is declared {}{}, the tensor bound to it is {}{}", name,
+                                    declared, declared == here ? "" : " (" + here + " at this call's sizes)",
                                     ir::dtype_name(t.dtype()), ir::shape_str(t.shape())));
+    }
   }
   return bound;
 }

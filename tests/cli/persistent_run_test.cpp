@@ -23,6 +23,15 @@ Result sh(const std::string& cmd) {
   return kiln::testing::run_shell(cmd + " 2>&1");
 }
 
+// A size symbol on an inner axis: a softmax and a mean along it.
+constexpr const char* kInnerGraph =
+    "kiln.graph v1\n"
+    "input %x : f32[4,?n=10]\n"
+    "%y = softmax(%x, axis=1)\n"
+    "%m = mean(%x, axes=[1])\n"
+    "output %y\n"
+    "output %m\n";
+
 // On the cpu: five kernels, three distinct (the softmax is fused into the last matmul's epilogue).
 class PersistentRun : public kiln::testing::MatmulChainDir {
  protected:
@@ -53,12 +62,7 @@ TEST_F(PersistentRun, SecondProcessCompilesNothing) {
 // process at another size compiles nothing; `kiln dump` shows those kernels' run-time sizes.
 TEST_F(PersistentRun, AnInnerSizeSymbolsKernelsServeTheNextProcessAtAnotherSize) {
   const std::string graph = (dir_ / "inner.kg").string();
-  std::ofstream(graph) << "kiln.graph v1\n"
-                          "input %x : f32[4,?n=10]\n"
-                          "%y = softmax(%x, axis=1)\n"
-                          "%m = mean(%x, axes=[1])\n"
-                          "output %y\n"
-                          "output %m\n";
+  std::ofstream(graph) << kInnerGraph;
   const std::string run = "run " + graph + " --random-inputs --no-autotune --stats";
   Result first = sh(kiln(run));
   ASSERT_EQ(first.code, 0) << first.out;
@@ -86,12 +90,7 @@ TEST_F(PersistentRun, AnInnerSizeSymbolsKernelsServeTheNextProcessAtAnotherSize)
 // the graph's symbolic plan: a run at any other size compiles and plans nothing.
 TEST_F(PersistentRun, AWarmedInnerSizeSymbolServesARunAtAnotherSizeFromItsSymbolicPlan) {
   const std::string graph = (dir_ / "inner.kg").string();
-  std::ofstream(graph) << "kiln.graph v1\n"
-                          "input %x : f32[4,?n=10]\n"
-                          "%y = softmax(%x, axis=1)\n"
-                          "%m = mean(%x, axes=[1])\n"
-                          "output %y\n"
-                          "output %m\n";
+  std::ofstream(graph) << kInnerGraph;
   const std::string cache = (dir_ / "shipped.sqlite").string();
   Result warm = sh(std::string(KILN_BINARY) + " warm " + graph + " --no-autotune --cache file=" + cache);
   ASSERT_EQ(warm.code, 0) << warm.out;

@@ -115,3 +115,15 @@ def test_a_graphs_dump_names_its_size_symbols():
     x = np.random.default_rng(5).standard_normal((7, 33)).astype(np.float32)
     assert_close(graph(x=x)["m"], x.astype(np.float64).mean(axis=1), np.float32)
     assert dev.last_stats().compiled == 0, dev.last_stats()
+
+
+def test_a_graph_input_of_another_rank_names_its_symbols():
+    """The input is declared as the file writes it (its symbols), then at this call's sizes."""
+    graph = kiln.Graph.parse("kiln.graph v1\ninput %x : f32[?b=3,?n=10]\ninput %y : f32[?b,?n]\n"
+                             "%s = add(%x, %y)\noutput %s\n")
+    with pytest.raises(kiln.InvalidArgumentError,
+                       match=r"input %y is declared f32\[\?b,\?n\] \(f32\[3,10\] at this call's sizes\), "
+                             r"the tensor bound to it is f32\[3,10,1\]"):
+        graph(x=np.ones((3, 10), np.float32), y=kiln.tensor(np.ones((3, 10, 1), np.float32)))
+    with pytest.raises(kiln.InvalidArgumentError, match=r"size symbol \?b is 3 in input %x but 4 in input %y"):
+        graph(x=np.ones((3, 10), np.float32), y=np.ones((4, 10), np.float32))
