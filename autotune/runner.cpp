@@ -96,10 +96,16 @@ class CpuBench final : public CandidateBench {
     if (kernels_[i]->has_sizes()) args.push_back(const_cast<int64_t*>(kernels_[i]->sizes.data()));
   }
 
-  // Cut as the device cuts it: in units of chunk_align points (CpuArtifact::units).
+  // Cut as the device cuts it: in units of chunk_align points (CpuArtifact::units), over this
+  // instance's range: code compiled for another instance of the same text (CpuCompile keeps
+  // recent code by text) holds that instance's extent, and ran its rows here (a stale row count
+  // left rows unwritten, or wrote past the buffers of a smaller instance).
   Expected<void> run_on(size_t i, void* const* args) {
     const codegen::CpuArtifact& code = *artifacts_[i];
-    const int64_t n = code.outer_extent;
+    const kir::Kernel& k = *kernels_[i];
+    const int64_t n = k.has_sizes()       ? codegen::CpuBackend::instance_range(code, k)
+                      : code.dynamic_outer ? k.outer_extent()
+                                           : code.outer_extent;
     try {
       const auto chunk = [&](int64_t begin, int64_t end) { code.run_units(args, begin, end, n); };
       if (pf_)

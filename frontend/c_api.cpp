@@ -363,8 +363,11 @@ kiln_status kiln_realize(const kiln_tensor* tensors, size_t count) {
           d && first && !(*d == *first))
         return fail(KILN_ERROR_INVALID_OPERATION,
                     fmt::format("kiln_realize: tensors[0] and tensors[{}] live on two devices "
-                                "('{}' and '{}'); realize each device's tensors apart",
-                                i, first->name(), d->name()));
+                                "({}); realize each device's tensors apart",
+                                i,
+                                first->name() == d->name()
+                                    ? fmt::format("both named '{}', opened apart", d->name())
+                                    : fmt::format("'{}' and '{}'", first->name(), d->name())));
     }
     if (auto r = kiln::realize(ts); !r) return fail(KILN_ERROR_DEVICE, r.error().message);
     return KILN_OK;

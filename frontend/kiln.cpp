@@ -229,9 +229,12 @@ Expected<void> TensorImpl::realize(const std::vector<Tensor>& tensors) {
     if (t.impl_->error) return std::unexpected(*t.impl_->error);
     if (dev && dev != t.impl_->dev)
       return kiln::make_error(fmt::format(
-          "realize: tensor {} lives on another device than the ones before it ('{}' and '{}' "
-          "are two devices); realize each device's tensors apart",
-          i, t.impl_->dev->name, dev->name));
+          "realize: tensor {} lives on another device than the ones before it ({}); realize "
+          "each device's tensors apart",
+          i,
+          t.impl_->dev->name == dev->name
+              ? fmt::format("two devices, both named '{}', opened apart", dev->name)
+              : fmt::format("'{}' and '{}' are two devices", t.impl_->dev->name, dev->name)));
     dev = t.impl_->dev;
     roots.push_back(t.impl_.get());
   }

@@ -47,8 +47,9 @@ Expected<KgGraph> read_kg(Graph& g, std::string_view text, std::string_view file
                           const KgSizes* sizes = nullptr,
                           std::optional<int64_t> unsized = std::nullopt);
 // Where an input of `graph` has a size symbol on an inner axis (`f32[4,?n]`): the sizes to read it
-// at a second time, every symbol one larger (the outer ones too, so that a kernel lowered at both
-// takes each size that changes at run time); nullopt where no input has one.
+// at a second time, every symbol larger (the outer ones too, so that a kernel lowered at both
+// takes each size that changes at run time): the first by 1, the next by 2, and so on, so that two
+// symbols of one size differ there; nullopt where no input has one.
 std::optional<KgSizes> second_reading_sizes(const KgGraph& graph);
 
 // A file's bytes. A missing or unreadable file, or a directory, is an error naming the path; so

@@ -453,8 +453,11 @@ std::optional<KgSizes> second_reading_sizes(const KgGraph& graph) {
                        [](const std::string& s) { return !s.empty(); });
   });
   if (!inner) return std::nullopt;
+  // Each symbol a step further than the one before: two symbols of one size at the first reading
+  // differ at the second, so no kernel takes them for one size.
   KgSizes sizes;
-  for (const auto& [symbol, size] : graph.sizes) sizes.emplace(symbol, size + 1);
+  int64_t step = 1;
+  for (const auto& [symbol, size] : graph.sizes) sizes.emplace(symbol, size + step++);
   return sizes;
 }
 

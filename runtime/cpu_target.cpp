@@ -201,7 +201,17 @@ autotune::CpuCompile CpuTarget::bench_compile() {
              -> Expected<std::shared_ptr<const codegen::CpuArtifact>> {
     const std::string text = kir::print_kernel(kernel, /*with_labels=*/false);
     const std::string schedule = params.str();
-    if (auto code = recent_code(text, schedule, /*take=*/false)) return code;
+    // Code of the same text compiled for another instance serves this one where the rows it
+    // keeps have room for its sizes (as with_sizes checks); the bench runs it over this
+    // instance's range.
+    if (auto code = recent_code(text, schedule, /*take=*/false)) {
+      bool fits = true;
+      for (size_t s = 0; s < kernel.sizes.size() && s < code->size_limits.size(); ++s)
+        if (code->size_limits[s] >= 0 &&
+            (kernel.sizes[s] < 0 || kernel.sizes[s] > code->size_limits[s]))
+          fits = false;
+      if (fits) return code;
+    }
     auto code = backend_->compile(kernel, params, codegen::CheckMode::none);
     if (!code) return std::unexpected(code.error());
     std::lock_guard lock(recent_mu_);

@@ -307,13 +307,21 @@ std::vector<std::string> size_symbols(const Plan& plan, const PlanStep& step,
   const std::vector<ir::DType> dtypes = kir::size_dtypes(k);
   for (size_t s = 0; s < names.size(); ++s) {
     if (dtypes[s] == ir::DType::i64 || !names[s].empty()) continue;
+    // One over a named slot's value, where every slot of that value has the same name (two
+    // symbols of one size say nothing of which it is).
     const double value = std::bit_cast<double>(k.sizes[s]);
+    std::string of;
     for (size_t t = 0; t < names.size(); ++t)
-      if (dtypes[t] == ir::DType::i64 && names[t].size() > 1 && names[t][0] == '?' &&
-          k.sizes[t] != 0 && 1.0 / static_cast<double>(k.sizes[t]) == value) {
-        names[s] = "1/" + names[t];
-        break;
+      if (dtypes[t] == ir::DType::i64 && k.sizes[t] != 0 &&
+          1.0 / static_cast<double>(k.sizes[t]) == value) {
+        const bool named = names[t].size() > 1 && names[t][0] == '?';
+        if (!named || (!of.empty() && of != names[t])) {
+          of = "!";
+          break;
+        }
+        of = names[t];
       }
+    if (!of.empty() && of != "!") names[s] = "1/" + of;
   }
   return names;
 }
@@ -323,10 +331,15 @@ namespace {
 // an input parameter reads (every parameter's leading axis is the outer one), "" where none has.
 std::string outer_symbol(const Plan& plan, const PlanStep& step,
                          const std::vector<const ir::Node*>& inputs) {
-  if (!step.kernel.dynamic_outer) return "";
-  for (size_t p = 0; p < step.kernel.params.size() && p < step.args.size(); ++p) {
+  const kir::Kernel& k = step.kernel;
+  if (!k.dynamic_outer) return "";
+  for (size_t p = 0; p < k.params.size() && p < step.args.size(); ++p) {
     const int slot = step.args[p];
-    if (step.kernel.params[p].output || slot < 0 || static_cast<size_t>(slot) >= plan.slots.size())
+    const kir::Param& param = k.params[p];
+    // Of the kernel's rank and leading extent (a broadcast operand's leading axis is another).
+    if (param.output || slot < 0 || static_cast<size_t>(slot) >= plan.slots.size() ||
+        param.shape.size() != k.domain.size() || param.shape.empty() ||
+        param.shape[0] != k.outer_extent())
       continue;
     const int input = plan.slots[static_cast<size_t>(slot)].input_index;
     if (input < 0 || static_cast<size_t>(input) >= inputs.size()) continue;

@@ -201,7 +201,7 @@ std::optional<int64_t> Executor::dynamic_choice(const kir::Kernel& kernel,
   general.dynamic_bound = bound;
   if (!target_->serves_any_outer_extent(general, facts, kernels_.check_mode())) return std::nullopt;
   if (policy == ShapePolicy::dynamic || marked) {
-    if (track && takes_inner_sizes(kernel, general, build)) return std::nullopt;
+    if (track && takes_inner_sizes(kernel, general, build, reasons)) return std::nullopt;
     return bound;
   }
   if (!track) return std::nullopt;
@@ -227,8 +227,12 @@ std::optional<int64_t> Executor::dynamic_choice(const kir::Kernel& kernel,
 // compiled in. Where they change (a slice's end that grows a step), the kernel takes them at run
 // time instead (sized_choice, whose slots serve the outer extent too): true once a kernel of its
 // form met other inner sizes, the kernel met first noted for sized_choice to generalize with.
+namespace {
+std::string sizes_text(const kir::Kernel& k);
+}  // namespace
+
 bool Executor::takes_inner_sizes(const kir::Kernel& kernel, const kir::Kernel& dynamic,
-                                 uint64_t build) {
+                                 uint64_t build, std::vector<std::string>& reasons) {
   const std::string key = kir::sizes_key(kernel);
   kir::Kernel unbounded = dynamic;
   unbounded.dynamic_bound = 0;
@@ -246,6 +250,14 @@ bool Executor::takes_inner_sizes(const kir::Kernel& kernel, const kir::Kernel& d
   std::optional<kir::Kernel> general = kir::generalize(kernel, it->second.kernel);
   if (!general ||
       !target_->serves_any_sizes(*general, kir::analyze_kernel(*general), kernels_.check_mode())) {
+    // The same kernel but for its inner sizes, which the target compiles in (a matrix product's
+    // contraction on the cpu; every inner size on a GPU): --stats says why it compiles again.
+    if (general)
+      if (std::optional<kir::Kernel> first = kir::match_sizes(*general, it->second.kernel))
+        reasons.push_back(fmt::format(
+            "{}: {} (met at {}): dynamic along its outer axis, code of its own at each inner "
+            "size ({} runs this kernel at fixed inner sizes only)",
+            kernel.name, sizes_text(*general), sizes_text(*first), target_->name()));
     it->second = InnerSeen{std::move(text), kernel, build};
     return false;
   }
@@ -285,8 +297,12 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
     if (seen.kept) return std::optional<kir::Kernel>();
     if (!seen.general) return std::nullopt;
     std::optional<kir::Kernel> instance = kir::match_sizes(*seen.general, kernel);
-    if (instance && target_->serves_sizes_instance(*seen.general_facts, kernel, facts))
-      return instance;
+    // Not an instance: a number the general kernel keeps differs here (a size that held one
+    // value at the two sizes it was made from: the second of two symbols, or an outer extent
+    // that the first call and the second reading shared). Undecided: it generalizes again,
+    // with that number a slot too.
+    if (!instance) return std::nullopt;
+    if (target_->serves_sizes_instance(*seen.general_facts, kernel, facts)) return instance;
     return std::optional<kir::Kernel>();
   };
   // Kept at its sizes: every new size compiles its own, until kRetimeAfter of them have (then

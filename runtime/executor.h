@@ -302,7 +302,9 @@ class Executor final : public Device {
     uint64_t build = 0;
   };
   std::unordered_map<std::string, InnerSeen> inner_seen_;
-  bool takes_inner_sizes(const kir::Kernel& kernel, const kir::Kernel& dynamic, uint64_t build);
+  // Where the target runs no such kernel, `reasons` says so (for --stats), as sized_choice does.
+  bool takes_inner_sizes(const kir::Kernel& kernel, const kir::Kernel& dynamic, uint64_t build,
+                         std::vector<std::string>& reasons);
   // Per graph without its shapes: the input shapes of the last plan built for it and, for a
   // graph of at most kAttrsKept nodes, each node's attributes (in topological order), so that a
   // plan built again at the same input shapes says which attribute asked for it.

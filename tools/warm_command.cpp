@@ -121,23 +121,30 @@ struct Warmer {
       }
     }
     // A symbol on an inner axis makes kernels of run-time sizes, whose symbolic plan a third
-    // plan confirms (runtime/executor.h note_built): a third size where there are two.
-    if (!check && more.size() == 1 && ir::second_reading_sizes(file->graph)) {
-      ir::KgSizes third = more.front();
-      for (auto& [name, n] : third)
-        for (const auto& [declared, size] : file->graph.sizes)
-          if (declared == name && size != n) n = third_size(size, n);
-      more.push_back(std::move(third));
-    }
+    // plan confirms (runtime/executor.h note_built): a third size where there are two, and up
+    // to two more where no symbolic plan came of them (the fuser may group a graph otherwise
+    // at its first size, whose plan then fits no other: softmax(x) - mean(x) over [4, 10]).
+    const bool inner = !check && more.size() == 1 && ir::second_reading_sizes(file->graph);
+    ir::KgSizes declared;
+    for (const auto& [name, n] : file->graph.sizes) declared[name] = n;
+    // Each symbol that changed from the sizes before the last to the last, once more.
+    const auto next_sizes = [&] {
+      ir::KgSizes next = more.back();
+      const ir::KgSizes& before = more.size() > 1 ? more[more.size() - 2] : declared;
+      for (auto& [name, n] : next)
+        if (auto it = before.find(name); it != before.end() && it->second != n)
+          n = third_size(it->second, n);
+      return next;
+    };
+    if (inner) more.push_back(next_sizes());
     // As a run of the file does (kiln run, kiln::Graph): a size symbol on an inner axis makes the
     // first size's kernels take their sizes at run time, so the kernels stored here are the ones
     // a run at any other size looks up.
     note_inner_sizes(*device, path, file->graph);
     Expected<Done> total = run(g, file->graph.output_nodes(), check);
-    for (const ir::KgSizes& sizes : more) {
-      if (!total) break;
+    for (size_t i = 0, extra = 0; total && i < more.size(); ++i) {
       ir::Graph gi;
-      auto fi = read_graph_file(gi, path, nullptr, &sizes, other_sizes_ok);
+      auto fi = read_graph_file(gi, path, nullptr, &more[i], other_sizes_ok);
       if (!fi) return std::unexpected(fi.error());
       auto ri = run(gi, fi->graph.output_nodes(), check);
       if (!ri) return std::unexpected(ri.error());
@@ -145,6 +152,10 @@ struct Warmer {
       total->tuned += ri->tuned;
       total->symbolic = total->symbolic || ri->symbolic;
       total->missing.insert(total->missing.end(), ri->missing.begin(), ri->missing.end());
+      if (inner && i + 1 == more.size() && !total->symbolic && extra < 2) {
+        more.push_back(next_sizes());
+        ++extra;
+      }
     }
     return total;
   }
@@ -318,9 +329,10 @@ int warm_command(const WarmOptions& o) {
   // Only the graphs that warmed count; those that failed are counted apart (their errors above).
   const size_t warmed = graphs->size() - errors.size();
   fmt::print(
-      "{}: {} graph{} warmed for {}{}, {} kernels compiled{}{}\n", cache_path, warmed,
+      "{}: {} graph{} warmed for {}{}, {} kernel{} compiled{}{}\n", cache_path, warmed,
       warmed == 1 ? "" : "s", o.target == "cuda" ? "cuda " + o.arch : o.target,
       errors.empty() ? "" : fmt::format(" ({} failed)", errors.size()), progress.compiled(),
+      progress.compiled() == 1 ? "" : "s",
       tune ? fmt::format(", {} tuned", progress.tuned()) : "",
       symbolic > 0 ? fmt::format(", {} symbolic plan{}", symbolic, symbolic == 1 ? "" : "s") : "");
   return errors.empty() && dims_ok ? 0 : 1;

@@ -111,6 +111,48 @@ TEST_F(PersistentRun, AWarmedInnerSizeSymbolServesARunAtAnotherSizeFromItsSymbol
   }
 }
 
+// The fuser groups softmax(x) - mean(x) over [4, 10] otherwise than over [4, 11] and on: the
+// first size's plan fits no other, so warm goes on to sizes whose plans make the symbolic plan.
+TEST_F(PersistentRun, AWarmOfAGraphPlannedOtherwiseAtItsFirstSizeStillStoresItsSymbolicPlan) {
+  const std::string graph = (dir_ / "soft.kg").string();
+  std::ofstream(graph) << "kiln.graph v1\n"
+                          "input %x : f32[4,?n=10]\n"
+                          "%s = softmax(%x, axis=-1)\n"
+                          "%m = mean(%x, axes=[1], keepdim=true)\n"
+                          "%y = sub(%s, %m)\n"
+                          "output %y\n"
+                          "output %m\n";
+  const std::string cache = (dir_ / "shipped.sqlite").string();
+  Result warm = sh(std::string(KILN_BINARY) + " warm " + graph + " --no-autotune --cache file=" + cache);
+  ASSERT_EQ(warm.code, 0) << warm.out;
+  EXPECT_NE(warm.out.find(", 1 symbolic plan"), std::string::npos) << warm.out;
+  Result run = sh("KILN_COMPILATION_CACHE=file=" + cache + " KILN_AUTOTUNE_CACHE=file=" + cache + " " +
+                  KILN_BINARY + " run " + graph + " --random-inputs --no-autotune --stats --dim n=7");
+  ASSERT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("cache: plan instantiated from its symbolic plan"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("0 compiled"), std::string::npos) << run.out;
+}
+
+// A kernel the cpu runs at fixed inner sizes only (x * w summed over ?n and read back per point is
+// a matrix product to its recognizer) compiles at each inner size, and --stats says why.
+TEST_F(PersistentRun, AKernelOfFixedInnerSizesSaysWhyItCompilesAgain) {
+  const std::string graph = (dir_ / "xw.kg").string();
+  std::ofstream(graph) << "kiln.graph v1\n"
+                          "input %x : f32[4,?n=10]\n"
+                          "input %w : f32[?n]\n"
+                          "%a = mul(%x, %w)\n"
+                          "%s = sum(%a, axes=[1], keepdim=true)\n"
+                          "%y = sub(%a, %s)\n"
+                          "output %y\n";
+  Result run = sh(kiln("run " + graph + " --random-inputs --no-autotune --stats --dim n=9"));
+  ASSERT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("recompile: k0: size.0 = 9 (met at size.0 = 10): dynamic along its outer "
+                         "axis, code of its own at each inner size (cpu runs this kernel at fixed "
+                         "inner sizes only)"),
+            std::string::npos)
+      << run.out;
+}
+
 // Under the automatic policy with autotuning, whether a kernel takes its sizes at run time is timed
 // once: the ratio goes in the cache, and the next process (at another size) takes the same choice
 // from there rather than timing again (and perhaps choosing otherwise: kernels no process stored).
@@ -241,7 +283,7 @@ TEST_F(PersistentRun, AWarmedSymbolicPlanServesEveryBatchSize) {
   const std::string env = "KILN_CPU_RATES=reference KILN_AUTOTUNE_CACHE=" + cache + " ";
   Result warmed = sh(env + kiln("warm " + kg + " --no-autotune --cache " + cache));
   ASSERT_EQ(warmed.code, 0) << warmed.out;
-  EXPECT_NE(warmed.out.find("1 graph warmed for cpu, 1 kernels compiled, 1 symbolic plan"),
+  EXPECT_NE(warmed.out.find("1 graph warmed for cpu, 1 kernel compiled, 1 symbolic plan"),
             std::string::npos)
       << warmed.out;
   const auto run = [&](const std::string& cache_spec, int64_t b, const std::string& device,

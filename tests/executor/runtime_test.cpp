@@ -14,6 +14,7 @@
 #include "cache/store.h"
 #include "ir/builder.h"
 #include "ir/kernel_facts.h"
+#include "ir/kernel_sizes.h"
 #include "runtime/buffer.h"
 #include "runtime/cache_keys.h"
 #include "runtime/cpu_rates.h"
@@ -25,6 +26,7 @@
 #include "support/free_blocks.h"
 #include "support/recently_used.h"
 #include "support/thread_pool.h"
+#include "tests/autotune/tune_test_kernels.h"
 #include "tests/support/must.h"
 
 namespace kiln::runtime {
@@ -520,6 +522,30 @@ TEST(CpuTarget, ThePlansCompileTakesTheCodeItsBenchCompiled) {
   const int64_t timed = t.backend().compiles();
   ASSERT_TRUE(t.compile(k, facts, {}, codegen::CheckMode::none, true).has_value());
   EXPECT_EQ(t.backend().compiles(), timed);
+}
+
+// time_ratio of a kernel with run-time sizes at one instance, then at others of the same text:
+// the second timing takes the code the first compiled (CpuTarget keeps it by text), and runs it
+// over its own instance's rows. It ran the first instance's 6 rows: at 40 rows, rows 6 to 39 were
+// never written ("does not compute what 'rows' does: element 6: ..."), and at 2 rows it wrote
+// past the buffers of 2.
+TEST(CpuTarget, ATimingOfAnotherInstanceRunsItsOwnRows) {
+  auto target = CpuTarget::create({});
+  ASSERT_TRUE(target.has_value()) << target.error().message;
+  CpuTarget& t = **target;
+  using autotune::testing::row_reduce_kernel;
+  const std::optional<kir::Kernel> general =
+      kir::generalize(row_reduce_kernel(6, 20), row_reduce_kernel(4, 10));
+  ASSERT_TRUE(general.has_value());
+  ASSERT_EQ(general->domain_slot(0), 0) << kir::print_kernel(*general);
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6, 20}, {40, 50}, {2, 30}, {40, 50}}) {
+    const kir::Kernel special = row_reduce_kernel(rows, cols);
+    const std::optional<kir::Kernel> instance = kir::match_sizes(*general, special);
+    ASSERT_TRUE(instance.has_value()) << rows << "x" << cols;
+    auto ratio = t.time_ratio(*instance, special);
+    ASSERT_TRUE(ratio.has_value()) << rows << "x" << cols << ": " << ratio.error().message;
+    EXPECT_TRUE(ratio->has_value());
+  }
 }
 
 // A kernel whose buffers the last-level cache holds runs from it while its candidates are timed

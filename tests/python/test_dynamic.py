@@ -127,3 +127,24 @@ def test_a_graph_input_of_another_rank_names_its_symbols():
         graph(x=np.ones((3, 10), np.float32), y=kiln.tensor(np.ones((3, 10, 1), np.float32)))
     with pytest.raises(kiln.InvalidArgumentError, match=r"size symbol \?b is 3 in input %x but 4 in input %y"):
         graph(x=np.ones((3, 10), np.float32), y=np.ones((4, 10), np.float32))
+
+
+def test_a_size_that_held_one_value_while_generalizing_generalizes_later():
+    """?n first at 0 (a size that specializes), then (6, 7): the kernel generalized from the second
+    reading (6, 2) and (6, 7) kept b = 6 compiled in, and every later b compiled its own code. A
+    kernel that is no instance of the general one only because such a number differs generalizes
+    again, with that number a slot too: one more compile, then none."""
+    dev = open_test_device()
+    graph = kiln.Graph.parse("kiln.graph v1\ninput %x : f32[?b=5,?n=0]\n%m = mean(%x, axes=[1], keepdim=true)\n"
+                             "%s = softmax(%x, axis=-1)\n%d = sub(%s, %m)\n%y = mul(%d, 3.25)\noutput %y\n")
+    rng = np.random.default_rng(11)
+    compiled = []
+    for b, n in [(5, 0), (6, 7), (2, 9), (5, 3), (8, 8), (3, 17), (100, 2)]:
+        x = rng.standard_normal((b, n)).astype(np.float32)
+        y = np.asarray(graph(x=kiln.tensor(x, device=dev))["y"])
+        compiled.append(dev.last_stats().compiled)
+        if n:
+            e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+            want = (e / e.sum(1, keepdims=True) - x.astype(np.float64).mean(1, keepdims=True)) * 3.25
+            assert_close(y, want, np.float32, scale=4)
+    assert compiled == [1, 1, 1, 0, 0, 0, 0], compiled
