@@ -229,6 +229,8 @@ std::optional<int64_t> Executor::dynamic_choice(const kir::Kernel& kernel,
 // form met other inner sizes, the kernel met first noted for sized_choice to generalize with.
 namespace {
 std::string sizes_text(const kir::Kernel& k);
+// Where a kernel was first met, when that was note_sizes' lowering: no run had that size.
+constexpr const char* kNotedThere = ", where the graph was read larger to find its sizes";
 }  // namespace
 
 bool Executor::takes_inner_sizes(const kir::Kernel& kernel, const kir::Kernel& dynamic,
@@ -255,9 +257,10 @@ bool Executor::takes_inner_sizes(const kir::Kernel& kernel, const kir::Kernel& d
     if (general)
       if (std::optional<kir::Kernel> first = kir::match_sizes(*general, it->second.kernel))
         reasons.push_back(fmt::format(
-            "{}: {} (met at {}): dynamic along its outer axis, code of its own at each inner "
+            "{}: {} (met at {}{}): dynamic along its outer axis, code of its own at each inner "
             "size ({} runs this kernel at fixed inner sizes only)",
-            kernel.name, sizes_text(*general), sizes_text(*first), target_->name()));
+            kernel.name, sizes_text(*general), sizes_text(*first),
+            noted_builds_.contains(it->second.build) ? kNotedThere : "", target_->name()));
     it->second = InnerSeen{std::move(text), kernel, build};
     return false;
   }
@@ -326,9 +329,10 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
     // compiles again.
     if (general && first && !retiming)
       reasons.push_back(fmt::format(
-          "{}: {} (met at {}): code of its own at each size ({} runs this kernel at fixed "
+          "{}: {} (met at {}{}): code of its own at each size ({} runs this kernel at fixed "
           "sizes only)",
-          kernel.name, sizes_text(*general), sizes_text(*first), target_->name()));
+          kernel.name, sizes_text(*general), sizes_text(*first),
+          noted_builds_.contains(seen.build) ? kNotedThere : "", target_->name()));
     if (!retiming) {  // another pair of sizes may generalize
       seen.last = kernel;
       seen.build = build;
@@ -341,6 +345,7 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
   lock.unlock();
   std::optional<std::string> kept = keeps_sizes(*general, kernel, retiming, measured);
   lock.lock();
+  const bool noted = noted_builds_.contains(seen.build);
   // Another realize decided meanwhile (a timing again finds the kernel kept: its own).
   if (seen.general || (seen.kept && !retiming))
     if (auto d = decided()) return *d;
@@ -350,16 +355,18 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
   if (kept) {
     seen.retime_at = retiming ? 2 * seen.retime_at : kRetimeAfter;
     reasons.push_back(fmt::format(
-        "{}: {} (first met at {}){}: {}; every size compiles its own (timed again once {} "
+        "{}: {} (first met at {}{}){}: {}; every size compiles its own (timed again once {} "
         "sizes have)",
-        kernel.name, sizes_text(*general), sizes_text(*first), again, *kept, seen.retime_at));
+        kernel.name, sizes_text(*general), sizes_text(*first), noted ? kNotedThere : "", again,
+        *kept, seen.retime_at));
     seen.kept = true;
     return std::nullopt;
   }
   seen.kept = false;
   reasons.push_back(fmt::format(
-      "{}: {} (first met at {}){}: run-time sizes from now on, one kernel for every size{}",
-      kernel.name, sizes_text(*general), sizes_text(*first), again, measured));
+      "{}: {} (first met at {}{}){}: run-time sizes from now on, one kernel for every size{}",
+      kernel.name, sizes_text(*general), sizes_text(*first), noted ? kNotedThere : "", again,
+      measured));
   seen.general = std::make_shared<const kir::Kernel>(*general);
   // A Kernel copy shares its arena, so the facts name the copy's expressions as well.
   seen.general_facts = std::move(general_facts);
@@ -521,10 +528,14 @@ std::vector<std::string> Executor::shape_change(const std::vector<const ir::Node
 Expected<std::shared_ptr<Plan>> Executor::lower(ir::Graph& g,
                                                 const std::vector<const ir::Node*>& outputs,
                                                 const std::vector<const ir::Node*>& inputs,
-                                                bool track) {
+                                                bool track, bool note) {
   PlannerOptions po = planner_options(options_, &fuser(), nullptr);
   // Tracked: met at other sizes in a lowering of its own (note_sizes), so a size changed.
   const uint64_t build = track ? ++builds_ : 0;
+  if (note && track) {
+    std::lock_guard lock(shapes_mu_);
+    noted_builds_.insert(build);
+  }
   po.dynamic = dynamic_fn(inputs, track, build);
   po.sizes = sizes_fn(track, /*size_changed=*/track, build);
   return build_plan(g, outputs, inputs, po);

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "passes/cost_model.h"
@@ -183,9 +184,10 @@ class Executor final : public Device {
   // Lowering only (no kernels compiled).
   // `track`: its kernels are noted as met, and those met at other sizes take them at run time,
   // as a realize's would (note_sizes, inspect); otherwise nothing is noted.
+  // `note`: note_sizes' lowering (noted_builds_).
   Expected<std::shared_ptr<Plan>> lower(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
                                         const std::vector<const ir::Node*>& inputs,
-                                        bool track = false);
+                                        bool track = false, bool note = false);
   // Lowered, tuned and compiled (or loaded) through the kernel cache; `size_changed`: see
   // sized_choice.
   Expected<std::shared_ptr<Plan>> build(ir::Graph& g, const std::vector<const ir::Node*>& outputs,
@@ -274,6 +276,9 @@ class Executor final : public Device {
   };
   std::atomic<uint64_t> builds_{0};
   std::mutex shapes_mu_;
+  // The builds that were note_sizes' lowerings (a graph read at larger sizes, nothing compiled),
+  // so that --stats says where a kernel was first met.
+  std::unordered_set<uint64_t> noted_builds_;
   std::unordered_map<std::string, SeenKernel> seen_kernels_;
   // Kernels with run-time sizes: per kir::sizes_key, the kernel last compiled at fixed sizes,
   // and the general kernel made from two of its sizes (null until then, or where none serves).

@@ -88,7 +88,7 @@ Expected<Executor::Warmed> Executor::warm(ir::Graph& g, const std::vector<const 
 
 Expected<void> Executor::note_sizes(ir::Graph& g, const std::vector<const ir::Node*>& outputs) {
   if (options_.shape_policy == ShapePolicy::static_) return {};
-  auto plan = lower(g, outputs, structural_key(outputs).inputs, /*track=*/true);
+  auto plan = lower(g, outputs, structural_key(outputs).inputs, /*track=*/true, /*note=*/true);
   if (!plan) return std::unexpected(plan.error());
   return {};
 }
