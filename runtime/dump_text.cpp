@@ -328,7 +328,7 @@ std::vector<std::string> size_symbols(const Plan& plan, const PlanStep& step,
 
 namespace {
 // A dynamic kernel's outer axis (printed `?`): the size symbol of the leading axis of a plan input
-// an input parameter reads (every parameter's leading axis is the outer one), "" where none has.
+// that an input parameter of the kernel's rank and outer extent reads, "" where none has.
 std::string outer_symbol(const Plan& plan, const PlanStep& step,
                          const std::vector<const ir::Node*>& inputs) {
   const kir::Kernel& k = step.kernel;
@@ -352,7 +352,7 @@ std::string outer_symbol(const Plan& plan, const PlanStep& step,
   for (const ir::Node* input : inputs) {
     const std::vector<std::string> symbols = ir::input_symbols(*input);
     if (symbols.empty() || symbols[0].empty() || input->shape.empty() ||
-        input->shape[0] != step.kernel.outer_extent())
+        input->shape[0] != k.outer_extent())
       continue;
     if (!found.empty() && found != "?" + symbols[0]) return "";
     found = "?" + symbols[0];

@@ -39,12 +39,11 @@ int64_t second_size(int64_t n) {
 }
 
 // A size of `second`'s bucket other than `first` and `second` where there is one (a third plan
-// confirms a symbolic plan of run-time sizes), else the next size that differs from both.
+// confirms a symbolic plan of run-time sizes), else the size past both.
 int64_t third_size(int64_t first, int64_t second) {
   for (int64_t c : {second + 1, second - 1, first + 1, first - 1, first + 2})
     if (c >= 1 && c != first && c != second && bucket_of(c) == bucket_of(second)) return c;
-  for (int64_t c = std::max(first, second) + 1;; ++c)
-    if (c != first && c != second) return c;
+  return std::max(first, second) + 1;
 }
 
 // One device that compiles (and, for --check, looks up) every graph's kernels.
