@@ -18,6 +18,17 @@ namespace kiln::runtime {
 
 namespace {
 
+// Whether code of a kernel with run-time sizes has room for `instance`'s slot values: each at most
+// its limit, the longest row it keeps (cpu::size_limits). A slot may be any number (a diagonal's
+// offset, say, as well as an extent).
+bool has_room_for(const codegen::CpuArtifact& code, const kir::Kernel& instance) {
+  for (size_t s = 0; s < instance.sizes.size() && s < code.size_limits.size(); ++s)
+    if (code.size_limits[s] >= 0 &&
+        (instance.sizes[s] < 0 || instance.sizes[s] > code.size_limits[s]))
+      return false;
+  return true;
+}
+
 using json = nlohmann::json;
 
 // Points of the parallel domain per thread chunk below which waking a thread costs more than it saves.
@@ -201,17 +212,10 @@ autotune::CpuCompile CpuTarget::bench_compile() {
              -> Expected<std::shared_ptr<const codegen::CpuArtifact>> {
     const std::string text = kir::print_kernel(kernel, /*with_labels=*/false);
     const std::string schedule = params.str();
-    // Code of the same text compiled for another instance serves this one where the rows it
-    // keeps have room for its sizes (as with_sizes checks); the bench runs it over this
-    // instance's range.
-    if (auto code = recent_code(text, schedule, /*take=*/false)) {
-      bool fits = true;
-      for (size_t s = 0; s < kernel.sizes.size() && s < code->size_limits.size(); ++s)
-        if (code->size_limits[s] >= 0 &&
-            (kernel.sizes[s] < 0 || kernel.sizes[s] > code->size_limits[s]))
-          fits = false;
-      if (fits) return code;
-    }
+    // Code of the same text compiled for another instance serves this one where it has room for
+    // its sizes (as with_sizes checks); the bench runs it over this instance's range.
+    if (auto code = recent_code(text, schedule, /*take=*/false); code && has_room_for(*code, kernel))
+      return code;
     auto code = backend_->compile(kernel, params, codegen::CheckMode::none);
     if (!code) return std::unexpected(code.error());
     std::lock_guard lock(recent_mu_);
@@ -255,11 +259,7 @@ std::shared_ptr<const Artifact> CpuTarget::with_sizes(const Artifact& artifact,
   const auto& k = static_cast<const CpuKernel&>(artifact);
   if (k.code->size_slots == 0 || static_cast<size_t>(k.code->size_slots) != instance.sizes.size())
     return nullptr;
-  // A kept row's room. (A slot may be any number: a diagonal's offset, say, as well as an extent.)
-  for (size_t s = 0; s < instance.sizes.size() && s < k.code->size_limits.size(); ++s)
-    if (k.code->size_limits[s] >= 0 &&
-        (instance.sizes[s] < 0 || instance.sizes[s] > k.code->size_limits[s]))
-      return nullptr;
+  if (!has_room_for(*k.code, instance)) return nullptr;
   // The launch's range, which need not be the outer extent (attention runs (batch point, block
   // of query rows) units: for a [2, 3, 1, 16] attention over a cache of any length, 6 units, of
   // which the outer extent's 2 ran, and the other heads' outputs were never written).

@@ -285,19 +285,28 @@ std::vector<std::string> group_values(const passes::FusedGroup& group, const Val
   return values;
 }
 
+namespace {
+// The size symbols of the plan input that input parameter `p` of `step` reads (ir::input_symbols);
+// empty for an output or a parameter that reads what another kernel wrote.
+std::vector<std::string> param_symbols(const Plan& plan, const PlanStep& step, size_t p,
+                                       const std::vector<const ir::Node*>& inputs) {
+  if (p >= step.args.size() || step.kernel.params[p].output) return {};
+  const int slot = step.args[p];
+  if (slot < 0 || static_cast<size_t>(slot) >= plan.slots.size()) return {};
+  const int input = plan.slots[static_cast<size_t>(slot)].input_index;
+  if (input < 0 || static_cast<size_t>(input) >= inputs.size()) return {};
+  return ir::input_symbols(*inputs[static_cast<size_t>(input)]);
+}
+}  // namespace
+
 std::vector<std::string> size_symbols(const Plan& plan, const PlanStep& step,
                                       const std::vector<const ir::Node*>& inputs) {
   const kir::Kernel& k = step.kernel;
   std::vector<std::string> names(k.sizes.size());
-  for (size_t p = 0; p < k.params.size() && p < step.args.size(); ++p) {
+  for (size_t p = 0; p < k.params.size(); ++p) {
     const kir::Param& param = k.params[p];
-    const int slot = step.args[p];
-    if (param.output || param.shape_slots.empty() || slot < 0 ||
-        static_cast<size_t>(slot) >= plan.slots.size())
-      continue;
-    const int input = plan.slots[static_cast<size_t>(slot)].input_index;
-    if (input < 0 || static_cast<size_t>(input) >= inputs.size()) continue;
-    const std::vector<std::string> symbols = ir::input_symbols(*inputs[static_cast<size_t>(input)]);
+    if (param.shape_slots.empty()) continue;
+    const std::vector<std::string> symbols = param_symbols(plan, step, p, inputs);
     for (size_t a = 0; a < param.shape_slots.size() && a < symbols.size(); ++a) {
       const int32_t s = param.shape_slots[a];
       if (s >= 0 && static_cast<size_t>(s) < names.size() && names[s].empty() && !symbols[a].empty())
@@ -333,17 +342,13 @@ std::string outer_symbol(const Plan& plan, const PlanStep& step,
                          const std::vector<const ir::Node*>& inputs) {
   const kir::Kernel& k = step.kernel;
   if (!k.dynamic_outer) return "";
-  for (size_t p = 0; p < k.params.size() && p < step.args.size(); ++p) {
-    const int slot = step.args[p];
+  for (size_t p = 0; p < k.params.size(); ++p) {
     const kir::Param& param = k.params[p];
     // Of the kernel's rank and leading extent (a broadcast operand's leading axis is another).
-    if (param.output || slot < 0 || static_cast<size_t>(slot) >= plan.slots.size() ||
-        param.shape.size() != k.domain.size() || param.shape.empty() ||
+    if (param.shape.size() != k.domain.size() || param.shape.empty() ||
         param.shape[0] != k.outer_extent())
       continue;
-    const int input = plan.slots[static_cast<size_t>(slot)].input_index;
-    if (input < 0 || static_cast<size_t>(input) >= inputs.size()) continue;
-    const std::vector<std::string> symbols = ir::input_symbols(*inputs[static_cast<size_t>(input)]);
+    const std::vector<std::string> symbols = param_symbols(plan, step, p, inputs);
     if (!symbols.empty() && !symbols[0].empty()) return "?" + symbols[0];
   }
   // A kernel reading none (it reads what other kernels wrote): the one symbol of a leading axis of
