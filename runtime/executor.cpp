@@ -318,6 +318,12 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
   // Met at other sizes in this build: another kernel of the plan, no size that changed.
   if (!track || (!retiming && seen.build == build)) return std::nullopt;
   std::optional<kir::Kernel> general = kir::generalize(kernel, seen.last, size_changed);
+  // Generalizing again (no instance of the general kernel): only to a kernel of as many slots at
+  // least. Fewer means a slot's number is the same here and in the kernel met first (a size that
+  // came back), and the result would serve fewer sizes than the general kernel did: this size
+  // compiles its own, and the general kernel stays.
+  if (general && seen.general && general->sizes.size() < seen.general->sizes.size())
+    return std::nullopt;
   std::optional<kir::Kernel> first = general ? kir::match_sizes(*general, seen.last) : std::nullopt;
   auto general_facts =
       general ? std::make_shared<const kir::KernelFacts>(kir::analyze_kernel(*general)) : nullptr;
