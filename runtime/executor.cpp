@@ -322,9 +322,16 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
   // least. Fewer means a slot's number is the same here and in the kernel met first (a size that
   // came back), and the result would serve fewer sizes than the general kernel did: this size
   // compiles its own, and the general kernel stays.
-  if (general && seen.general && general->sizes.size() < seen.general->sizes.size())
-    return std::nullopt;
   std::optional<kir::Kernel> first = general ? kir::match_sizes(*general, seen.last) : std::nullopt;
+  if (general && seen.general && general->sizes.size() < seen.general->sizes.size()) {
+    if (first)
+      reasons.push_back(fmt::format(
+          "{}: {} (met at {}): code of its own at this size (its general kernel keeps a number "
+          "that differs here, and a kernel general in that number only would serve fewer sizes "
+          "than the general kernel of {} run-time sizes does)",
+          kernel.name, sizes_text(*general), sizes_text(*first), seen.general->sizes.size()));
+    return std::nullopt;
+  }
   auto general_facts =
       general ? std::make_shared<const kir::KernelFacts>(kir::analyze_kernel(*general)) : nullptr;
   if (!general || !first ||

@@ -148,3 +148,27 @@ def test_a_size_that_held_one_value_while_generalizing_generalizes_later():
             want = (e / e.sum(1, keepdims=True) - x.astype(np.float64).mean(1, keepdims=True)) * 3.25
             assert_close(y, want, np.float32, scale=4)
     assert compiled == [1, 1, 1, 0, 0, 0, 0], compiled
+
+
+def test_a_size_that_came_back_keeps_the_general_kernel():
+    """As above, the general kernel from (6, 7) keeps b = 6. At (2, 2) only b differs from the size
+    met before it, (6, 2): a kernel general in b alone would serve fewer sizes than the general
+    kernel, so (2, 2) compiles its own and says why, and (6, 5) still runs the general kernel."""
+    dev = open_test_device()
+    graph = kiln.Graph.parse("kiln.graph v1\ninput %x : f32[?b=5,?n=0]\n%m = mean(%x, axes=[1], keepdim=true)\n"
+                             "%s = softmax(%x, axis=-1)\n%d = sub(%s, %m)\n%y = mul(%d, 3.25)\noutput %y\n")
+    rng = np.random.default_rng(12)
+    compiled, why = [], {}
+    for b, n in [(5, 0), (6, 7), (2, 2), (6, 5), (3, 17), (4, 2)]:
+        x = rng.standard_normal((b, n)).astype(np.float32)
+        y = np.asarray(graph(x=kiln.tensor(x, device=dev))["y"])
+        stats = dev.last_stats()
+        compiled.append(stats.compiled)
+        why[(b, n)] = [r for r in stats.recompiles if not r.startswith("new plan")]
+        if n:
+            e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+            want = (e / e.sum(1, keepdims=True) - x.astype(np.float64).mean(1, keepdims=True)) * 3.25
+            assert_close(y, want, np.float32, scale=4)
+    assert compiled == [1, 1, 1, 0, 1, 0], compiled
+    assert any("size.0 = 2 (met at size.0 = 6): code of its own at this size (its general kernel keeps a "
+               "number that differs here" in r for r in why[(2, 2)]), why[(2, 2)]
