@@ -162,6 +162,33 @@ FusionGraph::FusionGraph(const Outputs& outputs) {
     nodes_[i].multi_view = true;
     nodes_[i].forced = true;
   }
+  // A scan is read from a buffer. Its kernel copies the elementwise producers it reads
+  // (fuse-on-read) but holds no reduction, matmul, scatter or other scan (kernel_ir.h), so those
+  // it reads through such producers are read from buffers too. Forced, each makes its group take
+  // its shape when it is placed. Left to the search, one could join a group whose outputs have
+  // another shape, where it can never be written, and the scan would find no placement.
+  const auto scan_reads_from_a_buffer = [](const ir::Node* n) {
+    return ir::op_kind(n->op) == ir::OpKind::Scan || ir::is_reduce(n->op) ||
+           n->op == ir::Op::Matmul || n->op == ir::Op::ScatterElements;
+  };
+  for (FusionNode& scan : nodes_) {
+    if (scan.role != Role::Placed || ir::op_kind(scan.node->op) != ir::OpKind::Scan) continue;
+    scan.forced = true;
+    std::vector<int32_t> stack;
+    std::set<int32_t> seen;
+    for (const FusionRead& r : scan.reads) stack.push_back(r.base);
+    while (!stack.empty()) {
+      const int32_t b = stack.back();
+      stack.pop_back();
+      FusionNode& base = nodes_[static_cast<size_t>(b)];
+      if (!seen.insert(b).second || base.role != Role::Placed) continue;
+      if (scan_reads_from_a_buffer(base.node)) {
+        base.forced = true;
+        continue;
+      }
+      for (const FusionRead& r : base.reads) stack.push_back(r.base);
+    }
+  }
 }
 
 }  // namespace kiln::passes

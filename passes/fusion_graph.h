@@ -29,8 +29,9 @@ struct FusionNode {
   const ir::Node* node = nullptr;
   Role role = Role::Input;
   // Written to a buffer in every partition: a graph output, a value read through several views
-  // (inlining it per view multiplies work along stencil chains), or the operand of a matmul
-  // (which reads each element many times).
+  // (inlining it per view multiplies work along stencil chains), the operand of a matmul
+  // (which reads each element many times), a scan, or a reduction, matmul, scatter or scan that
+  // a scan reads (through elementwise producers its kernel copies).
   bool forced = false;
   bool multi_view = false;
   double flops = 0;  // node_flops

@@ -175,5 +175,77 @@ TEST(FuseScan, NoReductionOrScanInsideAScanKernel) {
   EXPECT_TRUE(scan_reason);
 }
 
+// Three results of unrelated shapes: z * 3 [3], x * 2 [6] and cumsum(exp(y)) [4, 1] read through
+// a transpose. The scan is read from a buffer, so it may join only a group whose outputs have its
+// shape: before that rule the search put it with z * 3, and the transpose then had no placement
+// (the fuser aborted: "beam fuser: no placement for node"). Every fuser gives a plan that computes
+// the three results.
+TEST(FuseScan, AScanJoinsNoGroupOfAnotherOutputShape) {
+  testing::GraphFixture f;
+  const Node* x = f.g.input(DType::f32, {6}, "x");
+  const Node* y = f.g.input(DType::f32, {4, 1}, "y");
+  const Node* z = f.g.input(DType::f32, {3}, "z");
+  const Node* r1 = f.bin(Op::Mul, z, f.lit(3));
+  const Node* r2 = f.bin(Op::Mul, x, f.lit(2));
+  const Node* r3 = must(f.b.permute(must(f.b.cumsum(f.un(Op::Exp, y), 0, false, false)), {1, 0}));
+  const Buffer xv{1, 2, 3, 4, 5, 6}, yv{0.5, -1, 0.25, 2}, zv{1, -2, 3};
+  CostModel model{DeviceRates::reference_cpu()};
+  for (int blocks : {1, 3, 8, 20})
+    for (const FusionPlan& plan : {make_beam_fuser(model, {blocks, 4})->fuse({r1, r2, r3}),
+                                   make_first_fuser()->fuse({r1, r2, r3})}) {
+      std::vector<Buffer> out =
+          testing::run_fusion_plan(plan, {r1, r2, r3}, {{x, xv}, {y, yv}, {z, zv}});
+      ASSERT_EQ(out.size(), 3u);
+      EXPECT_EQ(out[0], (Buffer{3, -6, 9}));
+      EXPECT_EQ(out[1], (Buffer{2, 4, 6, 8, 10, 12}));
+      ASSERT_EQ(out[2].size(), 4u);
+      float acc = 0;
+      for (size_t i = 0; i < 4; ++i) {
+        acc += std::exp(static_cast<float>(yv[i]));
+        EXPECT_NEAR(out[2][i], acc, 1e-5) << "blocks " << blocks << ", element " << i;
+      }
+    }
+}
+
+// A column minimum of a [4, 4] result read by a scan through an elementwise op: the scan's kernel
+// holds no reduction, so the minimum is read from a buffer. Unforced, the search put the minimum
+// in the [4, 4] result's kernel (where no [4] value can be written) and the scan had no
+// placement (the fuser aborted). Four results: where(...) [4, 1], cumsum along a length-1 axis,
+// the [4, 4] concatenation and the scan of its column minimum plus one.
+TEST(FuseScan, AReductionAScanReadsIsWrittenToABuffer) {
+  testing::GraphFixture f;
+  const Node* p0 = f.g.input(DType::f32, {4, 1}, "p0");
+  const Node* t = f.un(Op::Tanh, p0);
+  const Node* c2 = must(f.b.concat({t, f.bin(Op::Mul, t, f.lit(2))}, 1));
+  const Node* c4 = must(f.b.concat({c2, f.bin(Op::Mul, c2, f.lit(2))}, 1));
+  const Node* w = must(f.b.where(f.bin(Op::Gt, p0, f.lit(0)), p0, f.bin(Op::Mul, t, f.lit(0.5))));
+  const Node* mins = must(f.b.reduce(Op::ReduceMin, c4, std::vector<int64_t>{0}, false));
+  const Node* scan = must(f.b.cumsum(f.bin(Op::Add, mins, f.lit(1)), 0, false, false));
+  const Node* row_scan = must(f.b.cumsum(p0, 1, false, false));
+  const Buffer pv{0.5, -1, 0.25, 2};
+  CostModel model{DeviceRates::reference_cpu()};
+  for (int blocks : {1, 3, 5, 20})
+    for (const FusionPlan& plan :
+         {make_beam_fuser(model, {blocks, 4})->fuse({w, row_scan, c4, scan}),
+          make_first_fuser()->fuse({w, row_scan, c4, scan})}) {
+      std::vector<Buffer> out = testing::run_fusion_plan(plan, {w, row_scan, c4, scan}, {{p0, pv}});
+      ASSERT_EQ(out.size(), 4u);
+      const float scale[4] = {1, 2, 2, 4};  // c4 is [t, 2t] next to [2t, 4t]
+      float t_min = 1e30f, acc = 0;
+      for (size_t r = 0; r < 4; ++r) {
+        const float tr = std::tanh(static_cast<float>(pv[r]));
+        EXPECT_NEAR(out[0][r], pv[r] > 0 ? pv[r] : tr * 0.5f, 1e-6) << r;
+        EXPECT_EQ(out[1][r], pv[r]) << r;
+        for (size_t c = 0; c < 4; ++c)
+          EXPECT_NEAR(out[2][r * 4 + c], tr * scale[c], 1e-5) << r << "," << c;
+        t_min = std::min(t_min, tr);
+      }
+      for (size_t c = 0; c < 4; ++c) {  // column c of c4 is tanh(p0) * scale[c]: its minimum too
+        acc += t_min * scale[c] + 1;
+        EXPECT_NEAR(out[3][c], acc, 1e-5) << "blocks " << blocks << ", element " << c;
+      }
+    }
+}
+
 }  // namespace
 }  // namespace kiln::passes
