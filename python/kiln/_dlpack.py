@@ -102,7 +102,11 @@ def import_object(device_handle, x):
             from ._capi import UnsupportedError
             raise UnsupportedError(f"kiln takes DLPack tensors in host memory (kDLCPU, 1), not device type "
                                    f"{device_type}; copy it to the CPU first")
-    capsule = x.__dlpack__()
+    try:
+        capsule = x.__dlpack__()
+    except BufferError as e:  # numpy's: a read-only array (kiln's own results too), a broadcast view
+        raise BufferError(f"{type(x).__name__}.__dlpack__() refused to export it ({e}); kiln.tensor() copies "
+                          "it instead") from e
     if not _capsule_is_valid(capsule, _DLTENSOR):
         raise TypeError(f"{type(x).__name__}.__dlpack__() did not return an unused capsule named 'dltensor'")
     managed = _capsule_get_pointer(capsule, _DLTENSOR)

@@ -6,6 +6,7 @@ what was recorded. The per-op path is kept short: one ctypes call through a prot
 once, one small object with __slots__ (docs/python.md, "Overhead")."""
 import builtins
 import ctypes
+import math
 import numbers
 import operator
 
@@ -72,6 +73,30 @@ def exact_integer(value, code):
     return v
 
 
+def check_scalar(v, code):
+    """A scalar meeting a tensor takes the tensor's dtype `code` (kiln does not promote). For an
+    integer dtype: OverflowError past its range, as numpy's, and InvalidOperationError for a
+    fraction, NaN or infinity, which the dtype cannot hold; for bool, InvalidOperationError for
+    anything but 0 and 1. Other dtypes take any number."""
+    advice = "kiln does not promote: cast the tensor first (t.astype(np.float32))"
+    if code == _dtypes.BOOL:
+        if isinstance(v, (bool, np.bool_)) or v == 0 or v == 1:
+            return
+        raise InvalidOperationError(f"scalar {v!r} is not a bool value (0 or 1); {advice}")
+    if not _dtypes.is_integer(code):
+        return
+    name = np.dtype(_NUMPY[code]).name
+    if isinstance(v, numbers.Integral):
+        exact_integer(v, code)
+        return
+    f = float(v)
+    if not math.isfinite(f) or f != math.trunc(f):
+        raise InvalidOperationError(f"scalar {v!r} is not representable in {name}; {advice}")
+    info = np.iinfo(_NUMPY[code])
+    if not info.min <= f <= info.max:
+        raise OverflowError(f"{v!r} does not fit in {name}")
+
+
 def from_host(device, code, a):
     """A tensor of kiln dtype `code` holding a copy of the C-contiguous numpy array `a`."""
     out = _c_void_p()
@@ -104,6 +129,7 @@ def operand(v, like):
         return v
     code = like._code
     if is_scalar(v):
+        check_scalar(v, code)
         return full_code(like._dev, (), v, code)
     if isinstance(v, (str, bytes)) or v is None:
         raise TypeError(f"{type(v).__name__} is not a tensor operand")
@@ -156,8 +182,8 @@ def _scalar_op(fn, scalar_fn, x, v, _lo=-_EXACT, _hi=_EXACT):
     API's scalar form of the op; anything else (a larger int too, exact as a 0-d tensor of x's
     dtype, full_code) to the op on two tensors. An int past an integer x's dtype is an
     OverflowError."""
-    if type(v) is int and _dtypes.is_integer(x._code):
-        exact_integer(v, x._code)
+    if is_scalar(v):
+        check_scalar(v, x._code)
     if type(v) is float or (type(v) is int and _lo <= v <= _hi):
         out = _c_void_p()
         status = scalar_fn(x._h, v, _byref(out))

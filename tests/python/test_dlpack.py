@@ -184,3 +184,15 @@ def test_producers_on_another_device_are_refused():
 def test_torch_tensors_that_need_gradients_say_so():
     with pytest.raises(RuntimeError, match="detach"):
         kiln.from_dlpack(torch.ones(3, requires_grad=True))
+
+
+def test_a_read_only_array_says_that_kiln_tensor_copies_it():
+    """numpy exports no read-only array through DLPack (kiln's own results are read-only, and so
+    is a broadcast view): the refusal names the producer and the way that works."""
+    ro = np.ones(3, np.float32)
+    ro.setflags(write=False)
+    for x in (ro, np.broadcast_to(np.float32(2), (3,)), (kiln.tensor(np.ones(3, np.float32)) * 2).numpy()):
+        with pytest.raises(BufferError, match=r"ndarray.__dlpack__\(\) refused to export it \(.*\); "
+                                              r"kiln.tensor\(\) copies it instead"):
+            kiln.from_dlpack(x)
+        np.testing.assert_array_equal(np.asarray(kiln.tensor(x)), np.asarray(x))

@@ -266,6 +266,26 @@ def test_int64_scalars_past_2_53_are_exact():
         with pytest.raises(error, match=message):
             fn()
     same(i8 + [2.0, -3], np.int8([3, -1]))  # whole floats in range are the integers
+    # A float scalar is held the same way, whichever op takes it: a fraction, NaN or infinity is
+    # no integer (the message named kiln_full or kiln_add_scalar, an op the user never called),
+    # a whole float past the dtype is numpy's OverflowError as the int is, and a bool tensor
+    # takes 0 and 1 only.
+    i32 = kiln.tensor(np.int32([0, 1, 2, -3]))
+    for fn, error, message in ((lambda: i32 < 0.5, kiln.InvalidOperationError,
+                                r"scalar 0.5 is not representable in int32; kiln does not promote"),
+                               (lambda: i32 + 2.5, kiln.InvalidOperationError, r"scalar 2.5 is not representable in int32"),
+                               (lambda: kiln.maximum(i32, np.float64(0.5)), kiln.InvalidOperationError,
+                                r"scalar 0.5 is not representable in int32"),
+                               (lambda: kiln.where(i32 > 0, i32, float("inf")), kiln.InvalidOperationError,
+                                r"scalar inf is not representable in int32"),
+                               (lambda: 1.5 - i32, kiln.InvalidOperationError, r"scalar 1.5 is not representable"),
+                               (lambda: i8 + 1000.0, OverflowError, r"1000.0 does not fit in int8"),
+                               (lambda: kiln.tensor(np.array([True])) == 2, kiln.InvalidOperationError,
+                                r"scalar 2 is not a bool value \(0 or 1\)")):
+        with pytest.raises(error, match=message):
+            fn()
+    same(i32 * 2.0, np.int32([0, 2, 4, -6]))  # a whole float is the integer
+    same(kiln.tensor(np.array([True, False])) == 1, np.array([True, False]))
 
 
 def test_pad_takes_non_negative_widths():
