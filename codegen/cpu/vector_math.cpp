@@ -330,10 +330,13 @@ Value* finish_trig(llvm::IRBuilderBase& b, Value* x, Value* res) {
 }  // namespace
 
 Value* emit_sin_f32(llvm::IRBuilderBase& b, Value* x) {
-  // Octants 0,2,4,6 of |x|: sin r, cos r, -sin r, -cos r; sin is odd, so x < 0 flips the sign.
+  // Octants 0,2,4,6 of |x|: sin r, cos r, -sin r, -cos r; sin is odd, so a negative x flips the sign.
   Reduced red = reduce_quarter_pi(b, fabs(b, x));
   Value* res = b.CreateSelect(bit_set(b, red.j, 2), red.cos_r, red.sin_r);
-  Value* negate = b.CreateXor(bit_set(b, red.j, 4), b.CreateFCmpOLT(x, f32(b, 0.0)));
+  // The sign bit, not x < 0: sin(-0) is -0.
+  Value* bits = b.CreateBitCast(x, x->getType()->getWithNewType(b.getInt32Ty()));
+  Value* negative = b.CreateICmpSLT(bits, llvm::Constant::getNullValue(bits->getType()));
+  Value* negate = b.CreateXor(bit_set(b, red.j, 4), negative);
   res = b.CreateSelect(negate, b.CreateFNeg(res), res);
   return finish_trig(b, x, res);
 }

@@ -58,6 +58,11 @@ std::string op_text(DialectText& d, Alu op, DType t, DType to, const std::vector
   const bool is_int = !flt && !is_bool, sgn = cls == DTypeClass::signed_int;
   const std::string zero = d.zero(t), one = flt ? d.float_lit(t, 1.0) : d.int_lit(t, 1);
   const auto float_math = [&](const char* f) { return flt ? d.math(f, t, x[0]) : ""; };
+  // An odd function keeps the sign of a zero, f(-0) = -0, as libm's does (lavapipe's tanh and
+  // kiln's f64 GLSL helpers gave +0).
+  const auto odd_math = [&](const char* f) {
+    return flt ? fmt::format("({0} == {1} ? {0} : {2})", x[0], zero, d.math(f, t, x[0])) : "";
+  };
   const auto arith = [&](const char* o) {  // + - * (no bool form)
     if (flt) return fmt::format("({} {} {})", x[0], o, x[1]);
     return is_int ? int_arith(d, t, o, x[0], x[1]) : "";
@@ -77,16 +82,16 @@ std::string op_text(DialectText& d, Alu op, DType t, DType to, const std::vector
     case Alu::Sqrt: return float_math("sqrt");
     case Alu::Rsqrt: return flt ? fmt::format("({} / {})", one, d.math("sqrt", t, x[0])) : "";
     case Alu::Recip: return flt ? fmt::format("({} / {})", one, x[0]) : "";
-    case Alu::Sin: return float_math("sin");
+    case Alu::Sin: return odd_math("sin");
     case Alu::Cos: return float_math("cos");
-    case Alu::Tanh: return float_math("tanh");
+    case Alu::Tanh: return odd_math("tanh");
     case Alu::Sigmoid: return flt ? fmt::format("{}({})", d.helper("sigmoid", t), x[0]) : "";
     case Alu::Relu:
       if (flt) return fmt::format("(({0} > {1} || {2}) ? {0} : {1})", x[0], zero, d.is_nan(x[0]));
       if (sgn) return fmt::format("({0} > {1} ? {0} : {1})", x[0], zero);
       return is_int ? x[0] : "";
     case Alu::Gelu: return flt ? fmt::format("{}({})", d.helper("gelu", t), x[0]) : "";
-    case Alu::Erf: return float_math("erf");
+    case Alu::Erf: return odd_math("erf");
     case Alu::Floor: return float_math("floor");
     case Alu::Ceil: return float_math("ceil");
     case Alu::Sign:

@@ -701,3 +701,18 @@ def test_clip_matches_numpy_with_its_nan_rule():
     np.testing.assert_array_equal(np.asarray(kiln.clip(kiln.tensor(i), -6, 6)), np.clip(i, -6, 6))
     with pytest.raises(kiln.InvalidOperationError, match=r"clip: needs a numeric dtype, got bool"):
         kiln.clip(kiln.tensor(np.array([True])), 0, 1)
+
+
+@pytest.mark.parametrize("device", ["cpu", "vulkan:0"])
+def test_odd_functions_keep_the_sign_of_zero(device):
+    """sin, tanh and erf of -0 are -0 as libm's (numpy's) are: the cpu's f32 sin flipped the sign on
+    x < 0, which -0 is not; vulkan's tanh and its f64 helpers gave +0."""
+    try:
+        dev = kiln.Device(device, {"compilation.cache": "none", "autotune.cache": "none", "autotune.enabled": False})
+    except kiln.DeviceError:
+        pytest.skip(f"{device} is not available")
+    for dtype in (np.float32, np.float64, np.float16):
+        x = kiln.tensor(np.array([-0.0, 0.0, -1.5], dtype), device=dev)
+        for name in ("sin", "tanh", "erf"):
+            got = np.asarray(getattr(kiln, name)(x))
+            assert list(np.signbit(got)) == [True, False, True], (device, np.dtype(dtype).name, name, got)
