@@ -52,4 +52,11 @@ std::string global_scope_path(std::string_view xdg_cache_home, std::string_view 
   return (fs::path(home_dir) / ".cache" / "kiln" / "cache.sqlite").string();
 }
 
+bool is_scope_path(const std::string& path) {
+  const fs::path p(path);
+  const std::string name = p.filename().string(), dir = p.parent_path().filename().string();
+  return name == "kiln-cache.sqlite" ||
+         (name == "cache.sqlite" && (dir == "kiln" || dir == ".kiln"));
+}
+
 }  // namespace kiln::cache

@@ -58,6 +58,9 @@ struct StoreOptions {
   int busy_timeout_ms = 5000;
   std::function<void(const std::string&)> warn = nullptr;  // null: warnings go to stderr
 };
+// An unusable file (damaged, another schema, not a database) is moved aside to PATH.corrupt-TIME
+// and a new cache started in its place when kiln named the path (is_scope_path) or the file is
+// recognizably a kiln cache; any other file is left as it is, and the store runs without one.
 
 struct Stats {
   std::string path;
@@ -147,5 +150,11 @@ std::string target_scope_path(std::string_view xdg_cache_home, std::string_view 
 std::string target_scope_path_in(const std::string& exe_dir, std::string_view xdg_cache_home,
                                  std::string_view home);
 std::string global_scope_path(std::string_view xdg_cache_home, std::string_view home);
+// Whether `path` is where a scope keeps its file (kiln-cache.sqlite, or cache.sqlite in a
+// directory named kiln or .kiln): kiln named it, so a file there that is no usable cache was one
+// (damaged), and opening it for writing moves it aside. Any other path (file=PATH) may hold a
+// user's file: only one that is recognizably a kiln cache (SQLite's header with kiln's
+// application_id) is moved aside; another is left as it is, and the store runs without it.
+bool is_scope_path(const std::string& path);
 
 }  // namespace kiln::cache

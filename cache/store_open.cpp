@@ -68,6 +68,16 @@ std::string truncation(const std::string& path, int64_t file_size) {
   return "";
 }
 
+// Whether the file at `path` begins as a kiln cache does: SQLite's header, kiln's application_id.
+bool recognizably_kiln(const std::string& path) {
+  std::array<unsigned char, 72> header{};
+  std::ifstream in(path, std::ios::binary);
+  if (!in.read(reinterpret_cast<char*>(header.data()), header.size())) return false;
+  return std::string_view(reinterpret_cast<const char*>(header.data()), 16) ==
+             std::string_view("SQLite format 3\0", 16) &&
+         big_endian(&header[68], 4) == static_cast<uint32_t>(kApplicationId);
+}
+
 // A failed query: only SQLite's verdict of corruption condemns the file.
 Inspection failed(int rc) {
   return {sql::is_corrupt(rc) ? Inspection::bad : Inspection::unavailable, sql::describe(rc)};
@@ -220,7 +230,13 @@ void open_writable(Store::Impl& s) {
     DirectoryLock exclusive(dir, LOCK_EX);
     const std::string reason = found.reason;
     problem = set_up(s, &found);
-    if (problem.empty() && found.kind == Inspection::bad) {
+    if (problem.empty() && found.kind == Inspection::bad && !is_scope_path(s.path) &&
+        !recognizably_kiln(s.path)) {
+      problem = fmt::format(
+          "cache {} is not a kiln cache ({}); it is left as it is and kiln runs without a cache "
+          "(remove it, or choose another path)",
+          s.path, reason);
+    } else if (problem.empty() && found.kind == Inspection::bad) {
       s.db.close();
       std::string aside = move_aside(s.path);
       s.warn(fmt::format("cache {} is unusable ({}); moved it aside to {} and started a new one",
@@ -258,8 +274,11 @@ void open_read_only(Store::Impl& s) {
   if (!s.problem.empty()) {
     s.warn(
         fmt::format("cache {} is unusable ({}); opened read-only here, it is left as it is and "
-                    "ignored (a command that writes the cache moves it aside and starts a new one)",
-                    s.path, s.problem));
+                    "ignored{}",
+                    s.path, s.problem,
+                    is_scope_path(s.path) || recognizably_kiln(s.path)
+                        ? " (a command that writes the cache moves it aside and starts a new one)"
+                        : ""));
     s.db.close();
     return;
   }

@@ -317,7 +317,13 @@ int cache_command(const CacheOptions& o) {
       created = at;
       if (at == at.parent_path()) break;
     }
-  auto store = cache::Store::open(*path, {.read_only = !writes});
+  // stats and verify say what makes a file unusable themselves: the store's warning would say it
+  // twice.
+  const bool reports_problem = o.action == "stats" || o.action == "verify";
+  auto store = cache::Store::open(
+      *path, {.read_only = !writes,
+              .warn = reports_problem ? [](const std::string&) {}
+                                      : std::function<void(const std::string&)>()});
   if (!store) return report_error(store.error().message);
   const int rc = run_action(**store, o);
   store->reset();  // closed before anything is removed

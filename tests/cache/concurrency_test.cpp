@@ -106,7 +106,7 @@ TEST_F(ConcurrencyTest, ThreadsShareOneStore) {
 }
 
 TEST_F(ConcurrencyTest, ACorruptFileOpenedByManyIsMovedAsideOnce) {
-  std::string file = path("cache.sqlite");
+  std::string file = path("kiln-cache.sqlite");  // a scope's path: garbage there was a cache
   std::ofstream(file, std::ios::binary) << std::string(20000, '\x7e');
   // Exit code: the number of warnings the child saw (0 or 1), 10 + n on a failed write.
   auto codes = run_at_once(8, [&](int id) {
@@ -125,7 +125,7 @@ TEST_F(ConcurrencyTest, ACorruptFileOpenedByManyIsMovedAsideOnce) {
   int aside = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir_))
     aside += std::regex_match(e.path().filename().string(),
-                              std::regex(R"(cache\.sqlite\.corrupt-\d+(-\d+)?)"));
+                              std::regex(R"(kiln-cache\.sqlite\.corrupt-\d+(-\d+)?)"));
   EXPECT_EQ(aside, 1);
   auto store = Store::open(file);
   EXPECT_EQ((*store)->stats().kernels, 8);

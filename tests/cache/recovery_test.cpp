@@ -137,12 +137,50 @@ TEST_F(RecoveryTest, ReadOnlyIgnoresACorruptFileWithoutTouchingIt) {
   EXPECT_TRUE(moved_aside(file).empty());
 }
 
+// Where a scope keeps its file (kiln named the path), garbage was a cache: it is moved aside.
 TEST_F(RecoveryTest, GarbageFileIsMovedAsideAndRebuilt) {
-  std::string file = path("cache.sqlite");
+  std::string file = path("kiln-cache.sqlite");
   std::string garbage;
   for (int i = 0; i < 10000; ++i) garbage += static_cast<char>((i * 7919) % 251);
   std::ofstream(file, std::ios::binary) << garbage;
   expect_rebuilt(file, garbage);
+}
+
+// A file= path may name a user's own file (a cache path set to /etc/passwd by mistake renamed it
+// and put a database in its place): a file that is not recognizably a kiln cache is left where
+// and as it is, the store runs without a file, and the warning says what to do.
+TEST_F(RecoveryTest, AFileThatIsNoKilnCacheAtAPathKilnDidNotNameIsLeftAlone) {
+  const std::string text = path("notes.txt"), foreign = path("photos.db");
+  std::ofstream(text, std::ios::binary) << "a user's notes, not a cache\n";
+  ASSERT_EQ(run_sql(foreign, "CREATE TABLE photos (id INTEGER, data BLOB);"), SQLITE_OK);
+  for (const std::string& file : {text, foreign}) {
+    SCOPED_TRACE(file);
+    warnings_.clear();
+    const std::string before = read_bytes(file);
+    auto store = open(file);
+    ASSERT_EQ(warnings_.size(), 1u);
+    EXPECT_NE(warnings_[0].find("is not a kiln cache"), std::string::npos) << warnings_[0];
+    EXPECT_NE(warnings_[0].find("it is left as it is and kiln runs without a cache (remove it, or "
+                                "choose another path)"),
+              std::string::npos)
+        << warnings_[0];
+    EXPECT_FALSE(store->put(Table::kernels, kernel_key("k"), entry("v")));
+    EXPECT_FALSE(store->get(Table::kernels, kernel_key("k")).has_value());
+    store.reset();
+    EXPECT_EQ(read_bytes(file), before);
+    EXPECT_TRUE(moved_aside(file).empty());
+  }
+  // A damaged kiln cache at such a path is still recognized by its header and moved aside.
+  const std::string cache = path("mine.sqlite");
+  {
+    auto store = open(cache);
+    for (int i = 0; i < 20; ++i)
+      ASSERT_TRUE(store->put(Table::kernels, kernel_key("k" + std::to_string(i)),
+                             entry(std::string(3000, 'o'))));
+  }
+  fs::resize_file(cache, fs::file_size(cache) - 100);
+  warnings_.clear();
+  expect_rebuilt(cache, read_bytes(cache));
 }
 
 TEST_F(RecoveryTest, TruncatedFileIsMovedAsideAndRebuilt) {
@@ -161,7 +199,7 @@ TEST_F(RecoveryTest, TruncatedFileIsMovedAsideAndRebuilt) {
 }
 
 TEST_F(RecoveryTest, ForeignDatabaseIsMovedAsideAndRebuilt) {
-  std::string file = path("cache.sqlite");
+  std::string file = path("kiln-cache.sqlite");
   ASSERT_EQ(run_sql(file,
                     "CREATE TABLE photos (id INTEGER, data BLOB);"
                     "INSERT INTO photos VALUES (1, x'00ff');"),
