@@ -254,7 +254,10 @@ Stats Store::stats() {
 
 Expected<void> Store::Impl::writable(const std::string& action) const {
   if (options.read_only)
-    return make_error(fmt::format("cannot {} cache {}: it is opened read-only", action, path));
+    return make_error(
+        fmt::format("cannot {} cache {}: it is opened read-only (asked so, or a file this process "
+                    "cannot write)",
+                    action, path));
   if (!db) {
     // SQLite reports a full disk met while opening (creating the WAL's index) as an I/O error.
     struct statvfs fs {};

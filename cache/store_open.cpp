@@ -399,6 +399,21 @@ Expected<std::unique_ptr<Store>> Store::open(const std::string& path, StoreOptio
   s.path = path;
   s.options = std::move(options);
   if (s.options.busy_timeout_ms < 0) s.options.busy_timeout_ms = 0;
+  // A file this process may not write (a cache shipped beside an installed program, a WAL-mode
+  // file whose -wal and -shm cannot be made in its directory) is read where it is: opened for
+  // writing, SQLite fell back to reading it and then failed ("attempt to write a readonly
+  // database"), and kiln ran without it. A scope's file is meant to be read so (the target
+  // scope's shipped cache); at a path of the user's, the warning says nothing new is stored.
+  std::error_code ec;
+  if (!s.options.read_only && fs::exists(path, ec) &&
+      (::access(path.c_str(), W_OK) != 0 || !directory_writable(parent_directory(path)))) {
+    s.options.read_only = true;
+    if (!is_scope_path(path))
+      s.warn(
+          fmt::format("cache {} cannot be written by this process; it is read, and nothing new "
+                      "is stored in it",
+                      path));
+  }
   if (s.options.read_only)
     open_read_only(s);
   else

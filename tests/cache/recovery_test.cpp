@@ -125,6 +125,42 @@ TEST_F(RecoveryTest, ReadOnlyInAnUnwritableDirectory) {
   EXPECT_TRUE(warnings_.empty());
 }
 
+// A WAL-mode cache shipped where this process may not write (the target scope's file beside an
+// installed program) is read when opened for writing too: SQLite fell back to reading it, then
+// failed ("attempt to write a readonly database") and kiln ran without it. At a path of the
+// user's the warning says nothing new is stored.
+TEST_F(RecoveryTest, AFileThisProcessMayNotWriteIsReadWhereItIs) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root can write anywhere";
+  for (const char* name : {"kiln-cache.sqlite", "mine.sqlite"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = path(std::string("shipped-") + name), file = dir + "/" + name;
+    fs::create_directories(dir);
+    {
+      auto store = open(file);
+      ASSERT_TRUE(store->put(Table::kernels, kernel_key("k"), entry("shipped object")));
+      ASSERT_EQ(store->stats().journal_mode, "wal");
+    }
+    fs::permissions(file, fs::perms::owner_read);
+    fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec);
+    warnings_.clear();
+    auto store = open(file);  // not asked read-only
+    EXPECT_TRUE(store->read_only());
+    auto got = store->get(Table::kernels, kernel_key("k"));
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(value_text(*got), "shipped object");
+    EXPECT_FALSE(store->put(Table::kernels, kernel_key("k2"), entry("new")));
+    if (std::string(name) == "kiln-cache.sqlite") {
+      EXPECT_TRUE(warnings_.empty());
+    } else {
+      ASSERT_EQ(warnings_.size(), 1u);
+      EXPECT_NE(warnings_[0].find("cannot be written by this process; it is read, and nothing new "
+                                  "is stored in it"),
+                std::string::npos)
+          << warnings_[0];
+    }
+  }
+}
+
 TEST_F(RecoveryTest, ReadOnlyIgnoresACorruptFileWithoutTouchingIt) {
   std::string file = path("cache.sqlite");
   std::string garbage(8192, '\x5a');
@@ -357,11 +393,13 @@ TEST_F(RecoveryTest, AFailedWriteSaysWhatFailed) {
   ASSERT_TRUE(store->put(Table::kernels, kernel_key("k"), entry("v")));
   store.reset();
   fs::permissions(file, fs::perms::owner_read);
-  store = open(file);
-  EXPECT_FALSE(store->put(Table::kernels, kernel_key("k2"), entry("v")));
+  store = open(file);  // a file this process cannot write is read (the store is read-only)
   ASSERT_FALSE(warnings_.empty());
-  EXPECT_NE(warnings_.back().find("storing an entry failed"), std::string::npos) << warnings_.back();
+  EXPECT_NE(warnings_.back().find("cannot be written by this process"), std::string::npos)
+      << warnings_.back();
   EXPECT_EQ(warnings_.back().find("not an error"), std::string::npos) << warnings_.back();
+  EXPECT_FALSE(store->put(Table::kernels, kernel_key("k2"), entry("v")));
+  EXPECT_TRUE(store->get(Table::kernels, kernel_key("k")).has_value());
   auto cleared = store->clear();
   ASSERT_FALSE(cleared.has_value());
   EXPECT_NE(cleared.error().message.find("cannot clear cache " + file), std::string::npos)
