@@ -188,6 +188,9 @@ Expected<const ir::Node*> conv_of(Context& c, const ir::Node* x, const ir::Node*
 // elements; check_table_size refuses larger ones (dims from the model, product overflow-safe)
 // before anything is allocated.
 inline constexpr int64_t kMaxImportTable = int64_t(1) << 26;
+// Steps a Loop, Scan or recurrence (RNN, GRU, LSTM) may unroll to at import (each is a copy of
+// its body, or of the cell, in the graph).
+inline constexpr int64_t kMaxUnrolled = 4096;
 Expected<bool> check_table_size(Context& c, std::initializer_list<int64_t> dims, std::string_view what);
 
 // The one output of an op built by `r` (checked).

@@ -19,9 +19,6 @@ namespace {
 
 using ir::Node;
 
-// Iterations a Loop or Scan may unroll to (each is a copy of its body in the graph).
-constexpr int64_t kMaxUnrolled = 4096;
-
 const GraphProto* graph_attr(Context& c, std::string_view name) {
   const AttributeProto* a = c.attr(name);
   return a && a->g ? a->g.get() : nullptr;

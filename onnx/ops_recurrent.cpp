@@ -133,6 +133,10 @@ OpImporter recurrent(Cell cell) {
     if (x->shape.size() != 3) return c.fail("X must have 3 axes");
     if (layout == 1) { KILN_ONNX_TRY(x, c.check(B.permute(x, {1, 0, 2}))); }  // [seq, batch, input]
     const int64_t seq = x->shape[0], batch = x->shape[1];
+    if (seq > kMaxUnrolled)
+      return c.unsupported(
+          fmt::format("{} runs {} steps, more than {} (kiln unrolls recurrences at import)",
+                      c.node().op_type, seq, kMaxUnrolled));
     const std::string direction = c.attr_s("direction").value_or("forward");
     if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
       return c.fail(fmt::format("direction '{}'", direction));

@@ -573,6 +573,32 @@ TEST(OnnxImporter, RecurrentLayersMatchTheirEquations) {
       << m.error().message;
 }
 
+// A recurrence is unrolled at import, one copy of the cell a step: a declared sequence of 10^12
+// steps allocated its step list first (std::bad_alloc, the process aborted) and 10^9 grew to 9.5
+// GB while unrolling. More than kMaxUnrolled steps is unsupported, as a Loop's or Scan's are.
+TEST(OnnxImporter, ARecurrenceTooLongToUnrollIsUnsupported) {
+  for (const std::string op : {"RNN", "GRU", "LSTM"}) {
+    for (int64_t steps : {int64_t{4097}, int64_t{1'000'000'000'000}}) {
+      SCOPED_TRACE(op + " " + std::to_string(steps));
+      const int64_t G = op == "RNN" ? 1 : op == "GRU" ? 3 : 4;
+      std::vector<Msg> infos{value_info("X", kFloat, {steps, 1, 2}),
+                             value_info("W", kFloat, {1, G * 3, 2}),
+                             value_info("R", kFloat, {1, G * 3, 3})};
+      ir::Graph g;
+      auto m = import_model(
+          g, model({node(op, {"X", "W", "R"}, {"Y"}, "cell", {int_attr("hidden_size", 3)})}, infos,
+                   {value_info("Y", kFloat, {})}, {}, 14));
+      ASSERT_FALSE(m);
+      EXPECT_NE(
+          m.error().message.find(fmt::format("unsupported: {} runs {} steps, more than 4096 (kiln "
+                                             "unrolls recurrences at import)",
+                                             op, steps)),
+          std::string::npos)
+          << m.error().message;
+    }
+  }
+}
+
 // `kiln run model.onnx --input name=x.npy` and `kiln dump model.onnx`, on a model from the suite.
 TEST(OnnxCli, RunsAndDumpsAnOnnxModel) {
   const std::string dir = "/usr/share/libonnx-testdata/data/node/test_add_bcast";
