@@ -26,6 +26,18 @@ Inspection inspect_file(const std::string& file, int deadline_ms) {
                          : Inspection{Inspection::bad, sql::describe(rc)};
 }
 
+// Whether the kiln cache `file` is a bundle that export wrote (its meta table says so): export
+// replaces only such a file, never a cache that kiln runs keep (another project's, the global one).
+bool written_by_export(const std::string& file) {
+  std::string uri = sqlite_uri(
+      file, directory_writable(parent_directory(file)) ? "mode=ro" : "mode=ro&immutable=1");
+  sql::Db db;
+  if (db.open(uri, true, false, true) != SQLITE_OK) return false;
+  int rc = SQLITE_OK;
+  auto rows = sql::column(db, "SELECT value FROM meta WHERE name = 'bundle'", &rc);
+  return rc == SQLITE_OK && rows == std::vector<std::string>{"export"};
+}
+
 // Why `file` cannot be read as a bundle: missing, a directory or device, or not a regular file.
 std::string unreadable_bundle(const std::string& file) {
   std::error_code ec;
@@ -195,6 +207,11 @@ Expected<int64_t> Store::export_bundle(const std::string& file,
           "export: {} exists and is not a kiln cache bundle ({}); nothing was written: remove it "
           "or choose another path",
           file, found.kind == Inspection::fresh ? "an empty database" : found.reason));
+    if (!written_by_export(file))
+      return make_error(fmt::format(
+          "export: {} is a kiln cache, not a bundle that export wrote; nothing was written: remove "
+          "it or choose another path",
+          file));
   }
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(file + suffix, ec);
   auto bundle = Store::open(file, StoreOptions{.warn = s.options.warn});
@@ -210,6 +227,8 @@ Expected<int64_t> Store::export_bundle(const std::string& file,
       return make_error(fmt::format("export to {}: {} ({})", file,
                                     sql::describe(static_cast<int>(-count)), b.db.message()));
   }
+  // Marked as export's, so that a later export may replace it (and no other cache).
+  b.db.exec("INSERT OR REPLACE INTO meta VALUES ('bundle', 'export')");
   // A bundle is one self-contained file: no WAL to ship beside it.
   b.db.exec("PRAGMA journal_mode=DELETE");
   return count;

@@ -456,6 +456,27 @@ TEST_F(RecoveryTest, BundlesReplaceOnlyBundlesAndADamagedOneIsNotImported) {
   ASSERT_EQ(store->export_bundle(bundle).value_or(-1), 2);
   std::ofstream(path("empty.sqlite")).flush();
   ASSERT_EQ(store->export_bundle(path("empty.sqlite")).value_or(-1), 2);
+  // Another cache that runs keep (another project's, the global one) is no bundle: export
+  // replaced it, 181 entries lost for 14 written.
+  {
+    auto kept_cache = open(path("kept.sqlite"));
+    ASSERT_TRUE(kept_cache->put(Table::kernels, kernel_key("mine"), entry("kept")));
+  }
+  auto over_cache = store->export_bundle(path("kept.sqlite"));
+  ASSERT_FALSE(over_cache.has_value());
+  EXPECT_NE(over_cache.error().message.find("export: " + path("kept.sqlite") +
+                                            " is a kiln cache, not a bundle that export wrote; "
+                                            "nothing was written"),
+            std::string::npos)
+      << over_cache.error().message;
+  EXPECT_EQ(value_text(*open(path("kept.sqlite"))->get(Table::kernels, kernel_key("mine"))),
+            "kept");
+  // A cache that imported a bundle is still no bundle.
+  {
+    auto importer = open(path("importer.sqlite"));
+    ASSERT_EQ(importer->import_bundle(bundle).value_or(-1), 2);
+  }
+  EXPECT_FALSE(store->export_bundle(path("importer.sqlite")).has_value());
 
   auto other = open(path("other.sqlite"));
   const std::pair<std::string, std::string> refused[] = {
