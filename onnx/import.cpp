@@ -21,6 +21,7 @@ void Context::begin(const NodeProto& n, int index, std::vector<Value*> inputs) {
   index_ = index;
   in_ = std::move(inputs);
   used_.clear();
+  attr_type_error_.clear();
 }
 
 std::string Context::where() const {
@@ -135,30 +136,54 @@ const AttributeProto* Context::attr(std::string_view name) {
   return nullptr;
 }
 
-int64_t Context::attr_i(std::string_view name, int64_t fallback) {
+namespace {
+// AttributeProto.AttributeType's names, by value.
+std::string_view attribute_type_name(int32_t type) {
+  static constexpr std::string_view kNames[] = {
+      "UNDEFINED",      "FLOAT",      "INT",        "STRING",  "TENSOR", "GRAPH",
+      "FLOATS",         "INTS",       "STRINGS",    "TENSORS", "GRAPHS", "SPARSE_TENSOR",
+      "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS"};
+  return type >= 0 && type < static_cast<int32_t>(std::size(kNames)) ? kNames[type]
+                                                                     : "an unknown type";
+}
+constexpr int32_t kAttrFloat = 1, kAttrInt = 2, kAttrString = 3, kAttrFloats = 6, kAttrInts = 7;
+}  // namespace
+
+// An attribute of another type than the reader's (a type of 0, left unset by old exporters, is
+// read as any): the first such is kept for the importer to fail the node with.
+const AttributeProto* Context::typed_attr(std::string_view name, int32_t type) {
   const AttributeProto* a = attr(name);
+  if (!a || a->type == 0 || a->type == type) return a;
+  if (attr_type_error_.empty())
+    attr_type_error_ = fmt::format("attribute '{}' is {}, expected {}", name,
+                                   attribute_type_name(a->type), attribute_type_name(type));
+  return nullptr;
+}
+
+int64_t Context::attr_i(std::string_view name, int64_t fallback) {
+  const AttributeProto* a = typed_attr(name, kAttrInt);
   return a ? a->i : fallback;
 }
 
 float Context::attr_f(std::string_view name, float fallback) {
-  const AttributeProto* a = attr(name);
+  const AttributeProto* a = typed_attr(name, kAttrFloat);
   return a ? a->f : fallback;
 }
 
 std::optional<std::vector<int64_t>> Context::attr_ints(std::string_view name) {
-  const AttributeProto* a = attr(name);
+  const AttributeProto* a = typed_attr(name, kAttrInts);
   if (!a) return std::nullopt;
   return a->ints;
 }
 
 std::optional<std::vector<float>> Context::attr_floats(std::string_view name) {
-  const AttributeProto* a = attr(name);
+  const AttributeProto* a = typed_attr(name, kAttrFloats);
   if (!a) return std::nullopt;
   return a->floats;
 }
 
 std::optional<std::string> Context::attr_s(std::string_view name) {
-  const AttributeProto* a = attr(name);
+  const AttributeProto* a = typed_attr(name, kAttrString);
   if (!a) return std::nullopt;
   return a->s;
 }
@@ -453,6 +478,8 @@ Expected<void> import_nodes(Context& ctx, const GraphProto& graph, Scope& scope)
     if (op == table.end())
       return ctx.unsupported(fmt::format("op {} (opset {})", n.op_type, ctx.opset()));
     auto outs = op->second(ctx);
+    // A mistyped attribute first: read as its fallback, it may be why the importer failed.
+    if (!ctx.attr_type_error().empty()) return ctx.fail(ctx.attr_type_error());
     if (!outs) return std::unexpected(outs.error());
     if (const AttributeProto* a = ctx.unused_attr())
       return ctx.unsupported(fmt::format("attribute '{}' of {}", a->name, n.op_type));
@@ -493,6 +520,7 @@ Outs Context::subgraph(const GraphProto& graph, std::vector<Value> inputs, std::
   const int index = index_;
   std::vector<Value*> in = in_;
   std::set<std::string, std::less<>> used = used_;
+  std::string attr_type_error = attr_type_error_;
   std::string prefix = prefix_;
   Scope* outer = scope_;
   const std::string inner_prefix = fmt::format("{}node {} '{}' ({}) {}: ", prefix_, index_, node_->name, node_->op_type, what);
@@ -510,6 +538,7 @@ Outs Context::subgraph(const GraphProto& graph, std::vector<Value> inputs, std::
   index_ = index;
   in_ = std::move(in);
   used_ = std::move(used);
+  attr_type_error_ = std::move(attr_type_error);
   prefix_ = std::move(prefix);
   scope_ = outer;
   if (!walked) return std::unexpected(walked.error());

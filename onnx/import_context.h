@@ -91,6 +91,10 @@ class Context {
   std::optional<std::string> attr_s(std::string_view name);
   // The first attribute of the node that no importer read, if any.
   const AttributeProto* unused_attr() const;
+  // The first attribute read as a type other than the one the model gives it ("attribute 'alpha'
+  // is INT, expected FLOAT"), or "": the typed readers return their fallback for it, and the
+  // importer fails the node with this (onnx.checker's rule; read as its other field, it was a 0).
+  const std::string& attr_type_error() const { return attr_type_error_; }
 
   // --- results and errors
   Value out(const ir::Node* n) const {
@@ -124,6 +128,8 @@ class Context {
   int index_ = 0;
   std::vector<Value*> in_;
   std::set<std::string, std::less<>> used_;
+  std::string attr_type_error_;
+  const AttributeProto* typed_attr(std::string_view name, int32_t type);
   std::map<const ir::Node*, std::pair<std::string, ir::HostTensor>> constants_;
   std::set<std::string> constant_names_;
   std::map<const ir::Node*, ir::HostTensor> known_;

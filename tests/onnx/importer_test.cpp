@@ -114,6 +114,43 @@ TEST(OnnxImporter, UnsupportedAttributeIsNamed) {
   EXPECT_EQ(m.error().message, "onnx: node 0 'r' (Relu): unsupported: attribute 'frobnication' of Relu");
 }
 
+// An attribute of another type than the op's (onnx.checker refuses it) is an error naming both:
+// read as the field the importer wants, it was a 0 (LeakyRelu's alpha given as INT 1 ran as a
+// Relu; Softmax's axis given as a STRING ran over axis 0).
+TEST(OnnxImporter, AnAttributeOfAnotherTypeIsAnError) {
+  const Msg alpha_int = int_attr("alpha", 1);
+  const Msg axis_string = Msg().bytes(1, "axis").bytes(4, "zz").varint(20, 3);
+  const Msg axes_int = int_attr("perm", 1);
+  const struct {
+    Msg node;
+    std::string message;
+  } cases[] = {
+      {node("LeakyRelu", {"x"}, {"y"}, "l", {alpha_int}),
+       "onnx: node 0 'l' (LeakyRelu): attribute 'alpha' is INT, expected FLOAT"},
+      {node("Softmax", {"x"}, {"y"}, "s", {axis_string}),
+       "onnx: node 0 's' (Softmax): attribute 'axis' is STRING, expected INT"},
+      {node("Transpose", {"x"}, {"y"}, "t", {axes_int}),
+       "onnx: node 0 't' (Transpose): attribute 'perm' is INT, expected INTS"},
+  };
+  for (const auto& c : cases) {
+    ir::Graph g;
+    auto m = import_model(
+        g, model({c.node}, {value_info("x", kFloat, {4})}, {value_info("y", kFloat, {4})}));
+    ASSERT_FALSE(m) << c.message;
+    EXPECT_EQ(m.error().message, c.message);
+  }
+  // An attribute whose type is left unset (0, as old exporters wrote it) is read as any.
+  Msg untyped = Msg().bytes(1, "alpha");
+  const float half = 0.5f;
+  untyped.b += char(0x15);  // field 2 (f), wire type 5; no field 20 (type)
+  untyped.b.append(reinterpret_cast<const char*>(&half), 4);
+  ir::Graph g;
+  auto unset =
+      import_model(g, model({node("LeakyRelu", {"x"}, {"y"}, "l", {untyped})},
+                            {value_info("x", kFloat, {4})}, {value_info("y", kFloat, {4})}));
+  EXPECT_TRUE(unset) << unset.error().message;
+}
+
 TEST(OnnxImporter, UnsupportedPadModeIsNamed) {
   Msg mode = Msg().bytes(1, "mode").bytes(4, "wrap").varint(20, 3);
   std::string bytes = model({node("Pad", {"x", "p"}, {"y"}, "pad", {mode})},
