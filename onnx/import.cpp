@@ -20,8 +20,15 @@ void Context::begin(const NodeProto& n, int index, std::vector<Value*> inputs) {
   node_ = &n;
   index_ = index;
   in_ = std::move(inputs);
+  read_.assign(in_.size(), false);
   used_.clear();
   attr_type_error_.clear();
+}
+
+std::optional<size_t> Context::unread_input() const {
+  for (size_t i = 0; i < in_.size(); ++i)
+    if (in_[i] && !read_[i]) return i;
+  return std::nullopt;
 }
 
 std::string Context::where() const {
@@ -483,6 +490,9 @@ Expected<void> import_nodes(Context& ctx, const GraphProto& graph, Scope& scope)
     if (!outs) return std::unexpected(outs.error());
     if (const AttributeProto* a = ctx.unused_attr())
       return ctx.unsupported(fmt::format("attribute '{}' of {}", a->name, n.op_type));
+    if (std::optional<size_t> extra = ctx.unread_input())
+      return ctx.fail(
+          fmt::format("input {} ('{}') is not one {} takes", *extra, n.inputs[*extra], n.op_type));
     // An op with a subgraph (If, Loop, Scan) may read any value of the scopes it is in: its
     // outputs say themselves whether they are folded.
     bool all_folded = !n.inputs.empty();
@@ -521,6 +531,7 @@ Outs Context::subgraph(const GraphProto& graph, std::vector<Value> inputs, std::
   std::vector<Value*> in = in_;
   std::set<std::string, std::less<>> used = used_;
   std::string attr_type_error = attr_type_error_;
+  std::vector<bool> read = read_;
   std::string prefix = prefix_;
   Scope* outer = scope_;
   const std::string inner_prefix = fmt::format("{}node {} '{}' ({}) {}: ", prefix_, index_, node_->name, node_->op_type, what);
@@ -539,6 +550,7 @@ Outs Context::subgraph(const GraphProto& graph, std::vector<Value> inputs, std::
   in_ = std::move(in);
   used_ = std::move(used);
   attr_type_error_ = std::move(attr_type_error);
+  read_ = std::move(read);
   prefix_ = std::move(prefix);
   scope_ = outer;
   if (!walked) return std::unexpected(walked.error());

@@ -58,8 +58,19 @@ class Context {
   // --- the node being imported
   void begin(const NodeProto& n, int index, std::vector<Value*> inputs);
   size_t num_inputs() const { return in_.size(); }
-  bool has(size_t i) const { return i < in_.size() && in_[i] != nullptr; }
-  Value& in(size_t i) { return *in_[i]; }
+  // has, in, x, ints and floats mark input i read: the importer fails a node with an input that
+  // its op's importer never looked at (ONNX ops have fixed arities: an extra input is a model
+  // error, and ignored it computed something the file does not say).
+  bool has(size_t i) const {
+    if (i < read_.size()) read_[i] = true;
+    return i < in_.size() && in_[i] != nullptr;
+  }
+  Value& in(size_t i) {
+    read_.at(i) = true;
+    return *in_[i];
+  }
+  // The first input present and never read, if any.
+  std::optional<size_t> unread_input() const;
   size_t num_outputs() const { return node_->outputs.size(); }
   bool wants_output(size_t i) const { return i < node_->outputs.size() && !node_->outputs[i].empty(); }
   // Input i as a graph node (an error when it is missing).
@@ -129,6 +140,7 @@ class Context {
   std::vector<Value*> in_;
   std::set<std::string, std::less<>> used_;
   std::string attr_type_error_;
+  mutable std::vector<bool> read_;  // per input of the node: read by its importer
   const AttributeProto* typed_attr(std::string_view name, int32_t type);
   std::map<const ir::Node*, std::pair<std::string, ir::HostTensor>> constants_;
   std::set<std::string> constant_names_;

@@ -151,6 +151,22 @@ TEST(OnnxImporter, AnAttributeOfAnotherTypeIsAnError) {
   EXPECT_TRUE(unset) << unset.error().message;
 }
 
+// An input that the op does not take (ONNX ops have fixed arities) is a model error: ignored,
+// Add(x, x, y) computed x + x and Where(c, c, c, a, b) gave a bool result.
+TEST(OnnxImporter, AnInputTheOpDoesNotTakeIsAnError) {
+  ir::Graph g;
+  auto m = import_model(g, model({node("Add", {"x", "x", "y"}, {"z"}, "add")},
+                                 {value_info("x", kFloat, {4}), value_info("y", kFloat, {4})},
+                                 {value_info("z", kFloat, {4})}));
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.error().message, "onnx: node 0 'add' (Add): input 2 ('y') is not one Add takes");
+  ir::Graph g2;
+  auto ok = import_model(g2, model({node("Add", {"x", "y"}, {"z"}, "add")},
+                                   {value_info("x", kFloat, {4}), value_info("y", kFloat, {4})},
+                                   {value_info("z", kFloat, {4})}));
+  EXPECT_TRUE(ok) << ok.error().message;
+}
+
 TEST(OnnxImporter, UnsupportedPadModeIsNamed) {
   Msg mode = Msg().bytes(1, "mode").bytes(4, "wrap").varint(20, 3);
   std::string bytes = model({node("Pad", {"x", "p"}, {"y"}, "pad", {mode})},
