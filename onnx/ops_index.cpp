@@ -419,6 +419,9 @@ Outs one_hot(Context& c) {
   KILN_ONNX_TRY(double depth_v, c.scalar_of(1, "depth"));
   KILN_ONNX_TRY(const ir::Node* values, c.x(2));
   if (values->numel() != 2) return c.fail("values must hold [off, on]");
+  // ONNX: depth > 0 (NaN, an infinity or a value past int64 converted to a garbage size).
+  if (!(depth_v >= 1 && depth_v < 9.2e18))
+    return c.fail(fmt::format("depth is {}; it must be a positive number", depth_v));
   const int64_t depth = static_cast<int64_t>(depth_v);
   const int64_t rank = idx->shape.size() + 1;
   KILN_ONNX_TRY(int64_t axis, axis_of(c, c.attr_i("axis", -1), rank));

@@ -207,6 +207,8 @@ Outs stft(Context& c) {
       return c.fail(fmt::format("frame_length {} differs from the window's length {}", given, length));
     length = given;
   }
+  if (length < 0 && (window || c.has(3)))
+    return c.fail(fmt::format("frame_length {} is negative", length));
   if (length < 0) return c.fail("neither a window nor a frame_length is given");
   if (step <= 0 || length <= 0 || length > x->shape[1])
     return c.fail(fmt::format("frame_step {} and frame_length {} do not fit a signal of {} samples", step,

@@ -287,6 +287,8 @@ Outs split(Context& c) {
     for (int64_t k = 0, left = n; k < parts; ++k, left -= chunk) sizes.push_back(std::min(chunk, left));
   }
   if (int64_t(sizes.size()) != outputs) return c.fail("'split' and the outputs differ in number");
+  for (int64_t s : sizes)
+    if (s < 0) return c.fail(fmt::format("'split' holds {}, a negative length", s));
   if (std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) != n)
     return c.fail(fmt::format("'split' does not add up to the axis' length {}", n));
   std::vector<Value> out;

@@ -167,6 +167,31 @@ TEST(OnnxImporter, AnInputTheOpDoesNotTakeIsAnError) {
   EXPECT_TRUE(ok) << ok.error().message;
 }
 
+// Operand values ONNX rules out are errors that say which: a negative Split length (8 and -2 add
+// up to 6, and the parts came out as [6] and [0]), OneHot's depth of -1 (an empty result) or NaN
+// (a size of -2^63 in a reshape's message).
+TEST(OnnxImporter, SplitLengthsAndOneHotDepthMustBePositive) {
+  ir::Graph g;
+  auto split = import_model(
+      g, model({node("Split", {"x", "s"}, {"a", "b"}, "split")}, {value_info("x", kFloat, {6})},
+               {value_info("a", kFloat, {}), value_info("b", kFloat, {})},
+               {i64_tensor("s", {2}, {8, -2})}, 13));
+  ASSERT_FALSE(split);
+  EXPECT_EQ(split.error().message,
+            "onnx: node 0 'split' (Split): 'split' holds -2, a negative length");
+  for (float depth : {-1.0f, 0.0f, std::nanf("")}) {
+    ir::Graph h;
+    auto one_hot =
+        import_model(h, model({node("OneHot", {"i", "d", "v"}, {"y"}, "oh")},
+                              {value_info("i", kInt64, {3})}, {value_info("y", kFloat, {})},
+                              {f32_tensor("d", {}, {depth}), f32_tensor("v", {2}, {0, 1})}, 11));
+    ASSERT_FALSE(one_hot) << depth;
+    EXPECT_EQ(one_hot.error().message,
+              fmt::format("onnx: node 0 'oh' (OneHot): depth is {}; it must be a positive number",
+                          depth));
+  }
+}
+
 TEST(OnnxImporter, UnsupportedPadModeIsNamed) {
   Msg mode = Msg().bytes(1, "mode").bytes(4, "wrap").varint(20, 3);
   std::string bytes = model({node("Pad", {"x", "p"}, {"y"}, "pad", {mode})},
