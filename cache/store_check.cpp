@@ -170,6 +170,25 @@ int64_t Store::Impl::copy_from(const std::string& src_uri, bool replace,
           }
         }
         for (Table t : kAllTables) {
+          // Kept entries that fail their seal give way to the copied ones (an import that kept
+          // them reported "imported 0 entries" and left every damaged one as it was).
+          if (!replace) {
+            std::vector<std::string> damaged;
+            sql::Stmt mine(db,
+                           fmt::format("SELECT key, parts, value, source, metadata, checksum "
+                                       "FROM main.{0} WHERE key IN (SELECT key FROM src.{0}{1})",
+                                       table_name(t), filter));
+            while (mine.step() == SQLITE_ROW)
+              if (entry_seal(mine.text(0), mine.text(1), mine.blob(2), mine.text(3),
+                             mine.text(4)) != mine.text(5))
+                damaged.push_back(mine.text(0));
+            sql::Stmt drop(db, fmt::format("DELETE FROM main.{} WHERE key = ?", table_name(t)));
+            for (const std::string& k : damaged) {
+              drop.bind(1, k);
+              if (int r = drop.step(); r != SQLITE_DONE) return r;
+              drop.reset();
+            }
+          }
           // Copied entries count as used before every local one (their ticks go first).
           std::string copy = fmt::format(
               "INSERT OR {0} INTO main.{1} ({2}) SELECT key, identity, parts, value, source, "

@@ -429,6 +429,35 @@ TEST(FileSystemTest, UrisEscapeReservedCharacters) {
 // An export replaces only an earlier bundle or an empty file: a user's file or directory at that
 // path is kept. An import refuses what is no bundle (saying what it is), the cache itself, and a
 // bundle with a damaged entry, importing nothing of it.
+// Importing a sound bundle repairs the entries it holds that the cache has damaged (import keeps
+// the cache's own entries otherwise): before, "imported 0 entries" and verify still failed.
+TEST_F(RecoveryTest, AnImportReplacesDamagedEntriesOfItsKeys) {
+  const std::string good = path("good.sqlite"), bundle = path("bundle.sqlite"),
+                    mine = path("mine.sqlite");
+  {
+    auto source = open(good);
+    ASSERT_TRUE(source->put(Table::kernels, kernel_key("k"), entry("object code")));
+    ASSERT_TRUE(source->put(Table::kernels, kernel_key("other"), entry("other code")));
+    ASSERT_EQ(source->export_bundle(bundle).value_or(-1), 2);
+  }
+  {
+    auto cache = open(mine);
+    ASSERT_TRUE(cache->put(Table::kernels, kernel_key("k"), entry("object code")));
+    ASSERT_TRUE(cache->put(Table::kernels, kernel_key("kept"), entry("kept code")));
+  }
+  ASSERT_EQ(run_sql(mine,
+                    "UPDATE kernels SET value = CAST('object codE' AS BLOB) WHERE value = "
+                    "CAST('object code' AS BLOB)"),
+            SQLITE_OK);
+  auto cache = open(mine);
+  ASSERT_FALSE(cache->verify().has_value());
+  EXPECT_EQ(cache->import_bundle(bundle).value_or(-1), 2);  // the damaged one and the new one
+  EXPECT_TRUE(cache->verify().has_value());
+  EXPECT_EQ(value_text(*cache->get(Table::kernels, kernel_key("k"))), "object code");
+  EXPECT_EQ(value_text(*cache->get(Table::kernels, kernel_key("kept"))), "kept code");
+  EXPECT_EQ(cache->import_bundle(bundle).value_or(-1), 0);  // sound entries are kept as they are
+}
+
 TEST_F(RecoveryTest, BundlesReplaceOnlyBundlesAndADamagedOneIsNotImported) {
   auto store = open(path("cache.sqlite"));
   ASSERT_TRUE(store->put(Table::kernels, kernel_key("k"), entry("object code", "source")));
