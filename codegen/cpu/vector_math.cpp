@@ -330,7 +330,7 @@ Value* finish_trig(llvm::IRBuilderBase& b, Value* x, Value* res) {
 }  // namespace
 
 Value* emit_sin_f32(llvm::IRBuilderBase& b, Value* x) {
-  // Octants 0,2,4,6 of |x|: sin r, cos r, -sin r, -cos r; sin is odd, so a negative x flips the sign.
+  // Octants 0,2,4,6 of |x|: sin r, cos r, -sin r, -cos r; sin is odd: a negative x flips it.
   Reduced red = reduce_quarter_pi(b, fabs(b, x));
   Value* res = b.CreateSelect(bit_set(b, red.j, 2), red.cos_r, red.sin_r);
   // The sign bit, not x < 0: sin(-0) is -0.
