@@ -53,6 +53,11 @@ std::string sqlite_uri(const std::string& path, const std::string& query) {
   return query.empty() ? uri : uri + "?" + query;
 }
 
+std::string read_only_uri(const std::string& path) {
+  return sqlite_uri(path,
+                    directory_writable(parent_directory(path)) ? "mode=ro" : "mode=ro&immutable=1");
+}
+
 std::string parent_directory(const std::string& path) {
   auto parent = std::filesystem::path(path).parent_path();
   return parent.empty() ? "." : parent.string();

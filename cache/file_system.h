@@ -13,6 +13,9 @@ bool is_network_fs(const std::string& directory);
 bool directory_writable(const std::string& directory);
 // "file:<percent-encoded absolute path>?<query>" for sqlite3_open_v2 with SQLITE_OPEN_URI.
 std::string sqlite_uri(const std::string& path, const std::string& query);
+// The URI that opens `path` read-only: with immutable=1 where its directory is not writable, so
+// that SQLite reads a WAL-mode file without creating -shm beside it.
+std::string read_only_uri(const std::string& path);
 // The directory holding `path` ("." when it has none).
 std::string parent_directory(const std::string& path);
 

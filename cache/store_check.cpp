@@ -18,8 +18,7 @@ namespace {
 // What the SQLite file `file` is: a kiln cache (ours), an empty database (fresh), or something
 // else (bad, with the reason), looked at read-only.
 Inspection inspect_file(const std::string& file, int deadline_ms) {
-  std::string uri = sqlite_uri(
-      file, directory_writable(parent_directory(file)) ? "mode=ro" : "mode=ro&immutable=1");
+  std::string uri = read_only_uri(file);
   sql::Db db;
   int rc = db.open(uri, true, false, true);
   return rc == SQLITE_OK ? inspect(db, 0, deadline_ms)
@@ -29,8 +28,7 @@ Inspection inspect_file(const std::string& file, int deadline_ms) {
 // Whether the kiln cache `file` is a bundle that export wrote (its meta table says so): export
 // replaces only such a file, never a cache that kiln runs keep (another project's, the global one).
 bool written_by_export(const std::string& file) {
-  std::string uri = sqlite_uri(
-      file, directory_writable(parent_directory(file)) ? "mode=ro" : "mode=ro&immutable=1");
+  std::string uri = read_only_uri(file);
   sql::Db db;
   if (db.open(uri, true, false, true) != SQLITE_OK) return false;
   int rc = SQLITE_OK;
@@ -239,9 +237,7 @@ Expected<int64_t> Store::export_bundle(const std::string& file,
   if (!b.db) return make_error(fmt::format("export: cannot create {}", file));
   int64_t count = 0;
   if (s.db) {
-    std::string query =
-        directory_writable(parent_directory(s.path)) ? "mode=ro" : "mode=ro&immutable=1";
-    count = b.copy_from(sqlite_uri(s.path, query), /*replace=*/true, digests);
+    count = b.copy_from(read_only_uri(s.path), /*replace=*/true, digests);
     if (count < 0)
       return make_error(fmt::format("export to {}: {} ({})", file,
                                     sql::describe(static_cast<int>(-count)), b.db.message()));
@@ -265,8 +261,7 @@ Expected<int64_t> Store::import_bundle(const std::string& file) {
   std::error_code ec;
   if (fs::equivalent(file, s.path, ec))
     return make_error(fmt::format("import: {} is the cache itself; expected a bundle", file));
-  std::string uri = sqlite_uri(
-      file, directory_writable(parent_directory(file)) ? "mode=ro" : "mode=ro&immutable=1");
+  std::string uri = read_only_uri(file);
   {
     Inspection found = inspect_file(file, s.deadline_ms());
     if (found.kind != Inspection::ours)

@@ -255,10 +255,7 @@ void open_writable(Store::Impl& s) {
 
 void open_read_only(Store::Impl& s) {
   if (!fs::exists(s.path)) return;  // nothing to serve, and nothing may be created
-  // immutable=1 lets SQLite read a WAL file without creating -shm where it cannot write.
-  std::string query =
-      directory_writable(parent_directory(s.path)) ? "mode=ro" : "mode=ro&immutable=1";
-  if (int rc = s.db.open(sqlite_uri(s.path, query), true, false, true); rc != SQLITE_OK) {
+  if (int rc = s.db.open(read_only_uri(s.path), true, false, true); rc != SQLITE_OK) {
     s.problem = sql::describe(rc);
   } else {
     s.db.set_busy_timeout(s.options.busy_timeout_ms);
