@@ -351,24 +351,17 @@ kiln_status kiln_tensor_mark_dynamic(kiln_tensor tensor, int64_t axis, const cha
 }
 
 kiln_status kiln_realize(const kiln_tensor* tensors, size_t count) {
-  if (count > 0 && !tensors) return null_argument(__func__, "tensors");
-  return guarded(__func__, [&] {
+  const char* fn = __func__;
+  if (count > 0 && !tensors) return null_argument(fn, "tensors");
+  return guarded(fn, [&] {
     std::vector<kiln::Tensor> ts;
     for (size_t i = 0; i < count; ++i) {
       if (!tensors[i])
         return fail(KILN_ERROR_INVALID_ARGUMENT, fmt::format("kiln_realize: tensors[{}] is NULL", i));
       ts.push_back(tensors[i]->tensor);
-      // Tensors of two devices are operands it does not take, as an op's are.
-      if (const std::optional<kiln::Device> d = ts.back().device(), first = ts.front().device();
-          d && first && !(*d == *first))
-        return fail(KILN_ERROR_INVALID_OPERATION,
-                    fmt::format("kiln_realize: tensors[0] and tensors[{}] live on two devices "
-                                "({}); realize each device's tensors apart",
-                                i,
-                                first->name() == d->name()
-                                    ? fmt::format("both named '{}', opened apart", d->name())
-                                    : fmt::format("'{}' and '{}'", first->name(), d->name())));
     }
+    // Tensors of two devices are operands it does not take, as an op's are.
+    if (kiln_status st = one_device(fn, "tensors", ts); st != KILN_OK) return st;
     if (auto r = kiln::realize(ts); !r) return fail(KILN_ERROR_DEVICE, r.error().message);
     return KILN_OK;
   });

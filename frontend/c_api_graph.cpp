@@ -201,6 +201,8 @@ kiln_status kiln_graph_call(kiln_device device, kiln_graph graph, const char* co
       if (names) bound_names.emplace_back(names[i]);
       tensors.push_back(inputs[i]->tensor);
     }
+    if (kiln_status st = one_device(fn, "inputs", tensors, device->device); st != KILN_OK)
+      return st;
     auto results = kiln::detail::call_kg(device->device, graph->file, bound_names, tensors);
     if (!results)
       return fail(KILN_ERROR_INVALID_ARGUMENT, fmt::format("{}: {}", fn, results.error().message));
@@ -239,6 +241,7 @@ kiln_status kiln_dump(const kiln_tensor* tensors, size_t count, const char* stag
         return fail(KILN_ERROR_INVALID_ARGUMENT, fmt::format("{}: tensors[{}] is NULL", fn, i));
       ts.push_back(tensors[i]->tensor);
     }
+    if (kiln_status st = one_device(fn, "tensors", ts); st != KILN_OK) return st;
     auto text = kiln::detail::dump_tensors(ts, stage, why != 0);
     if (!text) return fail(KILN_ERROR_DEVICE, fmt::format("{}: {}", fn, text.error().message));
     return give_text(fn, *text, out);

@@ -177,8 +177,10 @@ Expected<std::string> dump_tensors(const std::vector<Tensor>& tensors, std::stri
     if (const Error* e = t.error()) return std::unexpected(*e);
     const auto& impl = TensorImpl::impl_of(t);
     if (!roots.empty() && impl->dev != roots.front()->dev)
-      return make_error(fmt::format("tensor {} lives on device '{}', the ones before it on '{}'",
-                                    roots.size(), impl->dev->name, roots.front()->dev->name));
+      return make_error(fmt::format(
+          "tensor {} lives on another device than the ones before it ({}); dump each device's "
+          "tensors apart",
+          roots.size(), two_devices(roots.front()->dev->name, impl->dev->name)));
     roots.push_back(impl);
   }
   const std::shared_ptr<DeviceState>& state = roots.front()->dev;
@@ -213,8 +215,8 @@ Expected<std::shared_ptr<const KgFile>> trace_kg(const std::vector<Tensor>& outp
     if (!impl) return make_error(fmt::format("{} {} is an empty tensor", what, i));
     if (!state) state = impl->dev;
     if (impl->dev != state)
-      return make_error(fmt::format("{} {} is a tensor of the {} device, the others of {}", what, i,
-                                    impl->dev->name, state->name));
+      return make_error(fmt::format("{} {} lives on another device than the ones before it ({})",
+                                    what, i, two_devices(state->name, impl->dev->name)));
     return impl;
   };
   std::vector<std::shared_ptr<TensorImpl>> roots;

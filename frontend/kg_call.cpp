@@ -447,8 +447,9 @@ Expected<std::vector<Tensor>> call_kg(const Device& device,
   for (const Tensor& t : file->captured) {
     if (TensorImpl::impl_of(t)->dev != state)
       return make_error(fmt::format(
-          "the traced graph reads tensors of the {} device (its captured tensors), not of {}",
-          TensorImpl::impl_of(t)->dev->name, state->name));
+          "the traced graph reads tensors of another device than the call's (its captured "
+          "tensors; {})",
+          two_devices(state->name, TensorImpl::impl_of(t)->dev->name)));
     bound->push_back(&t);
   }
   std::shared_ptr<DeviceState> dev = state;

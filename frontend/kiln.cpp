@@ -64,8 +64,8 @@ std::optional<Tensor> TensorImpl::gather(std::span<const Tensor* const> operands
     if (!t->impl_) return make_error(dev, Error{"operation on an empty kiln::Tensor"});
     if (t->impl_->error) return make_error(t->impl_->dev, *t->impl_->error);
     if (dev && dev != t->impl_->dev)
-      return make_error(dev, Error{fmt::format("operands live on different devices ('{}' and '{}')",
-                                               dev->name, t->impl_->dev->name)});
+      return make_error(dev, Error{fmt::format("operands live on different devices ({})",
+                                               two_devices(dev->name, t->impl_->dev->name))});
     dev = t->impl_->dev;
     deps.push_back(t->impl_);
   }
@@ -231,10 +231,7 @@ Expected<void> TensorImpl::realize(const std::vector<Tensor>& tensors) {
       return kiln::make_error(fmt::format(
           "realize: tensor {} lives on another device than the ones before it ({}); realize "
           "each device's tensors apart",
-          i,
-          t.impl_->dev->name == dev->name
-              ? fmt::format("two devices, both named '{}', opened apart", dev->name)
-              : fmt::format("'{}' and '{}' are two devices", t.impl_->dev->name, dev->name)));
+          i, two_devices(dev->name, t.impl_->dev->name)));
     dev = t.impl_->dev;
     roots.push_back(t.impl_.get());
   }

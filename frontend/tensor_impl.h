@@ -141,5 +141,12 @@ struct TensorImpl {
   }
 };
 
+// Two devices that one call was given, for its error: "'cpu' and 'vulkan:0'", or "both named
+// 'cpu', opened apart" where they share a name (two Device::open calls give two devices).
+inline std::string two_devices(const std::string& first, const std::string& other) {
+  return first == other ? fmt::format("both named '{}', opened apart", first)
+                        : fmt::format("'{}' and '{}'", first, other);
+}
+
 }  // namespace detail
 }  // namespace kiln

@@ -404,7 +404,8 @@ KILN_EXPORT kiln_status kiln_graph_output(kiln_graph graph, int32_t index, const
 /* Records the graph's outputs over `count` input tensors of `device`: `inputs[i]` is bound to the
  * input named `names[i]` (a leading '%' is allowed), or, with `names` NULL, to the i-th input.
  * Every input is bound once, with the dtype and shape the graph declares; otherwise
- * KILN_ERROR_INVALID_ARGUMENT says which input and what it expects. Writes one new tensor handle
+ * KILN_ERROR_INVALID_ARGUMENT says which input and what it expects. An input of another device
+ * is KILN_ERROR_INVALID_OPERATION, as an op's operand is. Writes one new tensor handle
  * per output into `outputs` (`capacity` of them, at least the output count), in `output` order.
  * Like an op it runs nothing: realize the outputs together (kiln_realize) to compute their common
  * values once. */
@@ -426,7 +427,8 @@ KILN_EXPORT kiln_status kiln_graph_call(kiln_device device, kiln_graph graph,
 KILN_EXPORT kiln_status kiln_graph_dump(kiln_device device, kiln_graph graph, const char* stage,
                                         int why, char** out);
 /* The same for what realizing `count` tensors of one device would compute now (values already
- * realized are its inputs, named %t<id> like every value); nothing is realized. */
+ * realized are its inputs, named %t<id> like every value); nothing is realized. Tensors of two
+ * devices are KILN_ERROR_INVALID_OPERATION. */
 KILN_EXPORT kiln_status kiln_dump(const kiln_tensor* tensors, size_t count, const char* stage,
                                   int why, char** out);
 /* Frees text that kiln handed out (NULL is allowed). */

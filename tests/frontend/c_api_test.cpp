@@ -936,8 +936,9 @@ TEST(CApi, GraphFailuresSayWhatTheGraphExpects) {
   C_OK(kiln_full(other.dev, KILN_F32, xshape, 2, 1.0, &elsewhere));
   h.keep(elsewhere);
   std::tie(st, msg) = call({}, {elsewhere, s});
-  EXPECT_EQ(st, KILN_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(msg.find("different devices"), std::string::npos) << msg;
+  EXPECT_EQ(st, KILN_ERROR_INVALID_OPERATION);
+  EXPECT_NE(msg.find("inputs[0] lives on another device than the call's"), std::string::npos)
+      << msg;
   kiln_graph_release(g);
 }
 
@@ -1010,6 +1011,46 @@ TEST(CApi, RealizeOfTwoDevicesIsAnInvalidOperation) {
   C_OK(kiln_tensor_to_host(eb, got, sizeof got));
   for (const float g : got) EXPECT_FLOAT_EQ(g, std::exp(0.25f));
   kiln_device_release(other);
+}
+
+// Two devices opened apart under one name are two devices: an op, kiln_realize, kiln_dump and
+// kiln_graph_call each give KILN_ERROR_INVALID_OPERATION and say that both have that name.
+TEST(CApi, TwoDevicesOfOneNameAreOneErrorEverywhere) {
+  CDevice d, twin;
+  OPEN_OR_SKIP(d);
+  OPEN_OR_SKIP(twin);
+  Handles h;
+  const int64_t shape[1] = {4};
+  kiln_tensor a, b, sum;
+  C_OK(kiln_full(d.dev, KILN_F32, shape, 1, 0.5, &a));
+  C_OK(kiln_full(twin.dev, KILN_F32, shape, 1, 0.25, &b));
+  h.keep(a), h.keep(b);
+  const std::string both = "both named '" + device_name() + "', opened apart";
+  const auto expect = [&](kiln_status st, const std::string& start) {
+    EXPECT_EQ(st, KILN_ERROR_INVALID_OPERATION) << kiln_last_error();
+    const std::string msg = kiln_last_error();
+    EXPECT_EQ(msg.rfind(start, 0), 0u) << msg;
+    EXPECT_NE(msg.find(both), std::string::npos) << msg;
+  };
+  expect(kiln_add(a, b, &sum), "kiln_add: operands live on different devices");
+  const kiln_tensor pair[2] = {a, b};
+  expect(kiln_realize(pair, 2), "kiln_realize: tensors[0] and tensors[1] live on two devices");
+  char* text = nullptr;
+  expect(kiln_dump(pair, 2, "groups", 0, &text),
+         "kiln_dump: tensors[0] and tensors[1] live on two devices");
+  EXPECT_EQ(text, nullptr);
+  kiln_graph g = nullptr;
+  C_OK(kiln_graph_parse("kiln.graph v1\ninput %x : f32[4]\n%y = exp(%x)\noutput %y\n", "e.kg", &g));
+  kiln_tensor out = nullptr;
+  expect(kiln_graph_call(d.dev, g, nullptr, &b, 1, &out, 1),
+         "kiln_graph_call: inputs[0] lives on another device than the call's");
+  EXPECT_EQ(out, nullptr);
+  // On its own device the same call runs.
+  C_OK(kiln_graph_call(twin.dev, g, nullptr, &b, 1, &out, 1));
+  float got[4] = {};
+  C_OK(kiln_tensor_to_host(h.keep(out), got, sizeof got));
+  for (const float v : got) EXPECT_FLOAT_EQ(v, std::exp(0.25f));
+  kiln_graph_release(g);
 }
 
 TEST(CApi, TensorDumpsShowThePendingWorkAndRealizeNothing) {

@@ -240,8 +240,13 @@ TEST(LazyApi, ATensorNamesItsDevice) {
   auto both = kiln::realize({a * 2.0, b * 2.0});
   ASSERT_FALSE(both.has_value());
   EXPECT_EQ(both.error().message,
-            "realize: tensor 1 lives on another device than the ones before it (two devices, both "
-            "named 'cpu', opened apart); realize each device's tensors apart");
+            "realize: tensor 1 lives on another device than the ones before it (both named "
+            "'cpu', opened apart); realize each device's tensors apart");
+  // An op and a dump of them say the same.
+  auto sum = (a + b).to_vector<float>();
+  ASSERT_FALSE(sum.has_value());
+  EXPECT_EQ(sum.error().message,
+            "operands live on different devices (both named 'cpu', opened apart)");
   EXPECT_FALSE(kiln::Tensor().device().has_value());
 }
 
@@ -280,8 +285,8 @@ TEST(LazyApi, BadDtypesShapesAndScalarsAreErrorsNamingTheOp) {
   auto both = kiln::realize({x, elsewhere});
   ASSERT_FALSE(both.has_value());
   EXPECT_EQ(both.error().message,
-            "realize: tensor 1 lives on another device than the ones before it ('reference' and "
-            "'cpu' are two devices); realize each device's tensors apart");
+            "realize: tensor 1 lives on another device than the ones before it ('cpu' and "
+            "'reference'); realize each device's tensors apart");
 }
 
 // to_vector<T> of an i64 tensor is exact for every integer T (long long and uint64_t too, where
