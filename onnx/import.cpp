@@ -406,6 +406,57 @@ Expected<Structure> any_output(Context& ctx, Value& v, const std::string& flat,
   return st;
 }
 
+// Graph inputs and outputs of one name twice are a malformed model (onnx.checker's rule): which
+// of the two a node reads, or which value a caller gets, would be a guess.
+Expected<void> check_unique_names(const GraphProto& graph) {
+  for (const auto* list : {&graph.inputs, &graph.outputs}) {
+    std::unordered_set<std::string> seen;
+    for (const ValueInfo& info : *list)
+      if (!seen.insert(info.name).second)
+        return make_error(fmt::format("onnx: graph {} '{}' is listed twice",
+                                      list == &graph.inputs ? "input" : "output", info.name));
+  }
+  return {};
+}
+
+// Whether every graph input (but those an initializer gives) is a tensor of fixed, declared
+// dimensions: then every value's shape is the model's own, and a declared output shape must hold.
+bool fixed_inputs(const GraphProto& graph) {
+  std::unordered_set<std::string> initialized;
+  for (const auto& t : graph.initializers) initialized.insert(t.name);
+  return std::ranges::all_of(graph.inputs, [&](const ValueInfo& info) {
+    return initialized.contains(info.name) ||
+           (info.kind == TypeKind::tensor && info.shape &&
+            std::ranges::all_of(*info.shape,
+                                [](const Dimension& d) { return d.value.has_value(); }));
+  });
+}
+
+// A tensor output computed with another element type or rank than the model declares, or (with
+// fixed inputs) another fixed dimension: the model and kiln disagree about what it computes, so
+// it is an error naming both rather than a result of another type or shape than the caller reads.
+Expected<void> check_declared_output(const ValueInfo& info, const ir::Node& computed, bool fixed) {
+  const auto declared = [&] {
+    const auto dtype = onnx_dtype(info.elem_type);
+    return fmt::format("{}{}", dtype ? ir::dtype_name(*dtype) : onnx_dtype_name(info.elem_type),
+                       info.shape ? dims_str(*info.shape) : std::string("[...]"));
+  };
+  const auto differs = [&] {
+    return make_error(fmt::format(
+        "onnx: graph output '{}' is declared {}, but the graph computes {}{}", info.name,
+        declared(), ir::dtype_name(computed.dtype), ir::shape_str(computed.shape)));
+  };
+  if (info.elem_type != 0)
+    if (auto dtype = onnx_dtype(info.elem_type); dtype && *dtype != computed.dtype)
+      return differs();
+  if (!info.shape) return {};
+  if (info.shape->size() != computed.shape.size()) return differs();
+  for (size_t d = 0; fixed && d < info.shape->size(); ++d)
+    if (const auto& v = (*info.shape)[d].value; v && *v >= 0 && *v != computed.shape[d])
+      return differs();
+  return {};
+}
+
 // Whether every node reachable from `outputs` has been seen: marks them in `seen`.
 void mark_reachable(const std::vector<const ir::Node*>& outputs,
                     std::unordered_set<const ir::Node*>& seen) {
@@ -572,7 +623,14 @@ Expected<ImportedModel> import_model(ir::Graph& g, std::string_view bytes,
   for (const OpsetId& id : model->opsets)
     if (id.domain.empty() || id.domain == "ai.onnx") result.opset = id.version;
   if (result.opset == 0) result.opset = 1;
+  // A newer opset may give an op of an older name other semantics: refused rather than guessed.
+  if (result.opset > kNewestOpset)
+    return make_error(fmt::format(
+        "onnx: unsupported: the model imports opset {} of the default domain; kiln imports "
+        "opsets 1 to {}",
+        result.opset, kNewestOpset));
   const GraphProto& graph = model->graph;
+  if (auto listed = check_unique_names(graph); !listed) return std::unexpected(listed.error());
   if (graph.sparse_initializers)
     return make_error("onnx: unsupported: the graph has sparse initializers");
 
@@ -617,6 +675,10 @@ Expected<ImportedModel> import_model(ir::Graph& g, std::string_view bytes,
     auto st = any_output(ctx, *v, info.name, tensors);
     if (!st) return std::unexpected(st.error());
     if (v->kind != TypeKind::tensor) result.output_structures[info.name] = std::move(*st);
+    if (v->kind == TypeKind::tensor && !tensors.empty())
+      if (auto declared = check_declared_output(info, *tensors.front().second, fixed_inputs(graph));
+          !declared)
+        return std::unexpected(declared.error());
     for (auto& [name, node] : tensors) {
       result.graph.outputs.emplace_back(name, node);
       outputs.push_back(node);
@@ -663,6 +725,22 @@ Expected<Structure> flatten(const ValueData& d, const std::string& name, std::ma
     s.items.push_back(std::move(*item));
   }
   return s;
+}
+
+Expected<ir::KgSizes> bound_sizes(std::string_view bytes,
+                                  const std::map<std::string, ir::Shape>& shapes) {
+  auto model = parse_model(bytes);
+  if (!model) return std::unexpected(model.error());
+  ir::KgSizes sizes;
+  for (const ValueInfo& info : model->graph.inputs) {
+    auto bound = shapes.find(info.name);
+    if (bound == shapes.end() || !info.shape || info.shape->size() != bound->second.size())
+      continue;
+    for (size_t axis = 0; axis < info.shape->size(); ++axis)
+      if (!(*info.shape)[axis].value)
+        sizes.emplace(input_symbol(info.name, axis, (*info.shape)[axis]), bound->second[axis]);
+  }
+  return sizes;
 }
 
 Expected<ImportedModel> import_model_file(ir::Graph& g, const std::string& path,

@@ -209,6 +209,11 @@ inline constexpr int64_t kMaxImportTable = int64_t(1) << 26;
 // Steps a Loop, Scan or recurrence (RNN, GRU, LSTM) may unroll to at import (each is a copy of
 // its body, or of the cell, in the graph).
 inline constexpr int64_t kMaxUnrolled = 4096;
+// The newest opset of the default domain the importer knows. Opsets 21 to 23 changed no
+// semantics of an op kiln imports (they add element types, which are refused as ever, block
+// quantization's attribute, which is an unknown attribute, and new ops); a newer one may, so a
+// model that imports it is refused.
+inline constexpr int64_t kNewestOpset = 23;
 Expected<bool> check_table_size(Context& c, std::initializer_list<int64_t> dims, std::string_view what);
 
 // The one output of an op built by `r` (checked).

@@ -60,6 +60,13 @@ struct ImportedModel {
   std::map<std::string, Structure> output_structures;
 };
 
+// The sizes that bound inputs give the model's symbolic input dimensions: for each graph input
+// that `shapes` names, of its declared rank, each dimension without a value is its symbol
+// (input_symbol) at the bound extent. Where two inputs give one symbol two sizes the first is
+// kept: binding the second then says which disagrees.
+Expected<ir::KgSizes> bound_sizes(std::string_view bytes,
+                                  const std::map<std::string, ir::Shape>& shapes);
+
 // Errors name the node (its index, name and op type). An op, attribute or dtype kiln cannot
 // express reads "... unsupported ..." (never a wrong result); a model that cannot be read says
 // which field and byte.

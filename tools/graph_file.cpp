@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ir/kg.h"
 #include "onnx/importer.h"
 #include "runtime/executor.h"
 #include "tools/npy.h"
@@ -51,6 +52,35 @@ Expected<void> parse_dim_arg(const std::string& arg, ir::KgSizes& sizes) {
   return {};
 }
 
+namespace {
+
+// The model with its symbolic dimensions sized by the bound inputs (`options.input_values`) and
+// kept symbolic, the values bound at run time: its kernels are those `kiln warm --dim` and a
+// kiln::Graph make, and inputs left to --random-inputs take those sizes too. Where an op reads a
+// bound value as a constant (a Reshape's shape given as an input), that import fails, and the
+// model is read specialized to the values. Without symbolic dimensions bound, the values are
+// given at import as they are.
+Expected<onnx::ImportedModel> import_bound(ir::Graph& g, const std::string& path,
+                                           const onnx::ImportOptions& options) {
+  if (!options.input_values.empty()) {
+    std::map<std::string, ir::Shape> shapes;
+    for (const auto& [name, t] : options.input_values) shapes.emplace(name, t.shape);
+    auto bytes = ir::read_text_file(path);
+    if (!bytes) return std::unexpected(bytes.error());
+    auto given = onnx::bound_sizes(*bytes, shapes);
+    if (given && !given->empty()) {
+      onnx::ImportOptions symbolic;
+      symbolic.sizes = *given;
+      for (const auto& [symbol, n] : options.sizes) symbolic.sizes.insert_or_assign(symbol, n);
+      // A failed import leaves only nodes that nothing reaches in `g`.
+      if (auto model = onnx::import_model(g, *bytes, symbolic)) return model;
+    }
+  }
+  return onnx::import_model_file(g, path, options);
+}
+
+}  // namespace
+
 Expected<GraphFile> read_graph_file(ir::Graph& g, const std::string& path, const InputSpec* inputs,
                                     const ir::KgSizes* sizes, bool other_sizes_ok) {
   GraphFile out;
@@ -73,7 +103,7 @@ Expected<GraphFile> read_graph_file(ir::Graph& g, const std::string& path, const
       if (!t) return std::unexpected(t.error());
       options.input_values.emplace(name, std::move(*t));
     }
-  auto model = onnx::import_model_file(g, path, options);
+  auto model = import_bound(g, path, options);
   if (!model) return std::unexpected(model.error());
   if (sizes && !other_sizes_ok)
     for (const auto& [name, n] : *sizes)

@@ -76,7 +76,8 @@ std::string loop_model(int64_t trips, int64_t stop) {
                    {value_info("c_out", kBool, {}), value_info("y_out", kFloat, {2}), value_info("scan", kFloat, {2})},
                    {i64_tensor("stop", {}, {stop})}, "body");
   return model({node("Loop", {"m", "", "x"}, {"y", "ys"}, "loop", {graph_attr("body", body)})},
-               {value_info("x", kFloat, {2})}, {value_info("y", kFloat, {2}), value_info("ys", kFloat, {3, 2})},
+               {value_info("x", kFloat, {2})},
+               {value_info("y", kFloat, {2}), sym_value_info("ys", kFloat, {"trips", "2"})},
                {i64_tensor("m", {}, {trips})});
 }
 

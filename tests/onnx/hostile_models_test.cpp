@@ -86,7 +86,8 @@ TEST(OnnxHostileModels, MaxUnpoolChecksItsAttributes) {
   auto unpool = [](std::vector<int64_t> strides) {
     return model({node("MaxUnpool", {"x", "i"}, {"y"}, "unpool",
                        {ints_attr("kernel_shape", {2}), ints_attr("strides", strides)})},
-                 {value_info("x", kFloat, {1, 1, 3}), value_info("i", kInt64, {1, 1, 3})}, {value_info("y", kFloat, {1})});
+                 {value_info("x", kFloat, {1, 1, 3}), value_info("i", kInt64, {1, 1, 3})},
+                 {value_info("y", kFloat, {1, 1, 6})});
   };
   EXPECT_NE(import_error(unpool({0})).find("kernel 2, stride 0 and pads 0, 0 must be positive"), std::string::npos)
       << import_error(unpool({0}));

@@ -57,7 +57,7 @@ TEST(OnnxImporter, FoldsShapeComputationsAtImport) {
        node("Constant", {}, {"c"}, "const", {Msg().bytes(1, "value").msg(5, minus1).varint(20, 4)}),
        node("Concat", {"s", "c"}, {"t"}, "concat", {int_attr("axis", 0)}),
        node("Reshape", {"x", "t"}, {"y"}, "reshape")},
-      {value_info("x", kFloat, {2, 3, 4})}, {value_info("y", kFloat, {})});
+      {value_info("x", kFloat, {2, 3, 4})}, {unshaped_value_info("y", kFloat)});
   ir::Graph g;
   auto m = import_model(g, bytes);
   ASSERT_TRUE(m) << m.error().message;
@@ -183,7 +183,7 @@ TEST(OnnxImporter, SplitLengthsAndOneHotDepthMustBePositive) {
     ir::Graph h;
     auto one_hot =
         import_model(h, model({node("OneHot", {"i", "d", "v"}, {"y"}, "oh")},
-                              {value_info("i", kInt64, {3})}, {value_info("y", kFloat, {})},
+                              {value_info("i", kInt64, {3})}, {unshaped_value_info("y", kFloat)},
                               {f32_tensor("d", {}, {depth}), f32_tensor("v", {2}, {0, 1})}, 11));
     ASSERT_FALSE(one_hot) << depth;
     EXPECT_EQ(one_hot.error().message,
@@ -355,8 +355,8 @@ TEST(OnnxImporter, DftPadsTruncatesAndKeepsOneSide) {
           EXPECT_NEAR((*got)[0].get(y + 1), im, 1e-4) << "bin " << k;
         }
   }
-  std::string bad = model({node("DFT", {"x"}, {"y"}, "dft", {int_attr("axis", 2)})}, {value_info("x", kFloat, {1, 4, 2})},
-                          {value_info("y", kFloat, {})});
+  std::string bad = model({node("DFT", {"x"}, {"y"}, "dft", {int_attr("axis", 2)})},
+                          {value_info("x", kFloat, {1, 4, 2})}, {unshaped_value_info("y", kFloat)});
   ir::Graph g;
   auto m = import_model(g, bad);
   ASSERT_FALSE(m);
@@ -392,7 +392,8 @@ TEST(OnnxImporter, EinsumMatchesTheSumItWrites) {
     }
     Msg eq;
     eq.bytes(1, "equation").bytes(4, t.equation).varint(20, 3);
-    std::string bytes = model({node("Einsum", names, {"y"}, "einsum", {eq})}, inputs, {value_info("y", kFloat, {})}, {}, 12);
+    std::string bytes = model({node("Einsum", names, {"y"}, "einsum", {eq})}, inputs,
+                              {unshaped_value_info("y", kFloat)}, {}, 12);
     ir::Graph g;
     auto m = import_model(g, bytes);
     ASSERT_TRUE(m) << m.error().message;
@@ -463,7 +464,8 @@ TEST(OnnxImporter, EinsumMatchesTheSumItWrites) {
     Msg eq;
     eq.bytes(1, "equation").bytes(4, equation).varint(20, 3);
     ir::Graph g;
-    auto m = import_model(g, model({node("Einsum", names, {"y"}, "e", {eq})}, inputs, {value_info("y", kFloat, {})}, {}, 12));
+    auto m = import_model(g, model({node("Einsum", names, {"y"}, "e", {eq})}, inputs,
+                                   {unshaped_value_info("y", kFloat)}, {}, 12));
     ASSERT_FALSE(m) << equation;
     EXPECT_NE(m.error().message.find("onnx: node 0 'e' (Einsum): " + error), std::string::npos) << m.error().message;
   }
@@ -547,7 +549,7 @@ TEST(OnnxImporter, RecurrentLayersMatchTheirEquations) {
     std::vector<std::string> outs{"Y", "Y_h"};
     if (lstm) outs.push_back("Y_c");
     std::vector<Msg> out_infos;
-    for (const std::string& o : outs) out_infos.push_back(value_info(o, kFloat, {}));
+    for (const std::string& o : outs) out_infos.push_back(unshaped_value_info(o, kFloat));
     ir::Graph g;
     auto m = import_model(g, model({node(t.op, in, outs, "cell", attrs)}, infos, out_infos, {}, 14));
     ASSERT_TRUE(m) << m.error().message;
@@ -640,11 +642,13 @@ TEST(OnnxImporter, RecurrentLayersMatchTheirEquations) {
   }
   // A reverse direction with a sequence shorter than the input's is not imported.
   ir::Graph g;
-  auto m = import_model(g, model({node("LSTM", {"X", "W", "R", "", "L"}, {"Y"}, "cell",
-                                       {int_attr("hidden_size", H), Msg().bytes(1, "direction").bytes(4, "reverse").varint(20, 3)})},
-                                 {value_info("X", kFloat, {T, N, I}), value_info("W", kFloat, {1, 4 * H, I}),
-                                  value_info("R", kFloat, {1, 4 * H, H}), value_info("L", kInt32, {N})},
-                                 {value_info("Y", kFloat, {})}, {}, 14));
+  auto m = import_model(
+      g, model({node("LSTM", {"X", "W", "R", "", "L"}, {"Y"}, "cell",
+                     {int_attr("hidden_size", H),
+                      Msg().bytes(1, "direction").bytes(4, "reverse").varint(20, 3)})},
+               {value_info("X", kFloat, {T, N, I}), value_info("W", kFloat, {1, 4 * H, I}),
+                value_info("R", kFloat, {1, 4 * H, H}), value_info("L", kInt32, {N})},
+               {unshaped_value_info("Y", kFloat)}, {}, 14));
   ASSERT_FALSE(m);
   EXPECT_NE(m.error().message.find("unsupported: sequence_lens shorter than the sequence in a reverse direction"),
             std::string::npos)
@@ -665,7 +669,7 @@ TEST(OnnxImporter, ARecurrenceTooLongToUnrollIsUnsupported) {
       ir::Graph g;
       auto m = import_model(
           g, model({node(op, {"X", "W", "R"}, {"Y"}, "cell", {int_attr("hidden_size", 3)})}, infos,
-                   {value_info("Y", kFloat, {})}, {}, 14));
+                   {unshaped_value_info("Y", kFloat)}, {}, 14));
       ASSERT_FALSE(m);
       EXPECT_NE(
           m.error().message.find(fmt::format("unsupported: {} runs {} steps, more than 4096 (kiln "
@@ -675,6 +679,51 @@ TEST(OnnxImporter, ARecurrenceTooLongToUnrollIsUnsupported) {
           << m.error().message;
     }
   }
+}
+
+// A graph's signature that onnx.checker refuses is an error naming what: an input or output
+// listed twice, an opset newer than the importer knows, an output computed with another dtype,
+// rank or (with fixed inputs) extent than the model declares.
+TEST(OnnxImporter, AGraphSignatureThatDisagreesIsAnError) {
+  const auto error = [](const std::string& bytes, const ImportOptions& options = {}) {
+    ir::Graph g;
+    auto m = import_model(g, bytes, options);
+    return m ? std::string("imported") : m.error().message;
+  };
+  const std::vector<Msg> relu{node("Relu", {"x"}, {"y"}, "r")};
+  EXPECT_EQ(error(model(relu, {value_info("x", kFloat, {2})}, {value_info("y", kFloat, {2})})),
+            "imported");
+  EXPECT_EQ(error(model(relu, {value_info("x", kFloat, {2}), value_info("x", kFloat, {2})},
+                        {value_info("y", kFloat, {2})})),
+            "onnx: graph input 'x' is listed twice");
+  EXPECT_EQ(error(model(relu, {value_info("x", kFloat, {2})},
+                        {value_info("y", kFloat, {2}), value_info("y", kFloat, {2})})),
+            "onnx: graph output 'y' is listed twice");
+  EXPECT_EQ(
+      error(model(relu, {value_info("x", kFloat, {2})}, {value_info("y", kFloat, {2})}, {}, 23)),
+      "imported");
+  EXPECT_EQ(
+      error(model(relu, {value_info("x", kFloat, {2})}, {value_info("y", kFloat, {2})}, {}, 30)),
+      "onnx: unsupported: the model imports opset 30 of the default domain; kiln imports "
+      "opsets 1 to 23");
+  EXPECT_EQ(error(model(relu, {value_info("x", kFloat, {2})}, {value_info("y", kInt64, {2})})),
+            "onnx: graph output 'y' is declared i64[2], but the graph computes f32[2]");
+  EXPECT_EQ(error(model(relu, {value_info("x", kFloat, {2})}, {value_info("y", kFloat, {2, 1})})),
+            "onnx: graph output 'y' is declared f32[2,1], but the graph computes f32[2]");
+  EXPECT_EQ(error(model(relu, {value_info("x", kFloat, {2})}, {value_info("y", kFloat, {3})})),
+            "onnx: graph output 'y' is declared f32[3], but the graph computes f32[2]");
+  // A symbolic output dimension, or an output of unknown type, declares nothing to compare.
+  EXPECT_EQ(
+      error(model(relu, {value_info("x", kFloat, {2})}, {sym_value_info("y", kFloat, {"n"})})),
+      "imported");
+  EXPECT_EQ(error(model(relu, {value_info("x", kFloat, {2})}, {sym_value_info("y", 0, {""})})),
+            "imported");
+  // With a symbolic input an exporter's fixed output extent may be one trace's: not compared.
+  ImportOptions sized;
+  sized.sizes = {{"n", 2}};
+  EXPECT_EQ(error(model(relu, {sym_value_info("x", kFloat, {"n"})}, {value_info("y", kFloat, {5})}),
+                  sized),
+            "imported");
 }
 
 // `kiln run model.onnx --input name=x.npy` and `kiln dump model.onnx`, on a model from the suite.
@@ -762,7 +811,7 @@ std::vector<double> run_node(const std::string& op, int elem, std::vector<ir::Ho
     inputs.push_back(value_info(names.back(), elem, xs[i].shape));
   }
   std::string bytes = model({node(op, names, {"y"}, "n", std::move(attrs))}, inputs,
-                            {value_info("y", elem, xs[0].shape)}, {}, /*opset=*/17);
+                            {unshaped_value_info("y", elem)}, {}, /*opset=*/17);
   ir::Graph g;
   auto m = import_model(g, bytes);
   EXPECT_TRUE(m) << m.error().message;

@@ -46,6 +46,11 @@ inline Msg value_info(std::string_view name, int elem, std::vector<int64_t> dims
   return Msg().bytes(1, name).msg(2, Msg().msg(1, tensor));
 }
 
+// A value_info of a tensor of `elem` whose shape is not declared (of any rank).
+inline Msg unshaped_value_info(std::string_view name, int elem) {
+  return Msg().bytes(1, name).msg(2, Msg().msg(1, Msg().varint(1, elem)));
+}
+
 // A value_info whose dimensions are given as text: digits are a dim_value, other text a
 // dim_param, "" a dimension with neither.
 inline Msg sym_value_info(std::string_view name, int elem, const std::vector<std::string>& dims) {

@@ -371,5 +371,64 @@ TEST(OnnxSymbolicDims, KilnRunSizesAModelWithDim) {
   fs::remove_all(path.parent_path());
 }
 
+// A little-endian f32 .npy of `shape` holding 0, 1, 2, ... (scaled by 1/8).
+fs::path write_npy(const fs::path& path, const std::vector<int64_t>& shape) {
+  std::string dims;
+  int64_t n = 1;
+  for (int64_t d : shape) dims += std::to_string(d) + ",", n *= d;
+  if (shape.size() > 1) dims.pop_back();
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  while ((10 + header.size() + 1) % 64) header += ' ';
+  header += '\n';
+  std::ofstream out(path, std::ios::binary);
+  out << "\x93NUMPY" << '\x01' << '\x00';
+  const uint16_t len = static_cast<uint16_t>(header.size());
+  out.write(reinterpret_cast<const char*>(&len), 2);
+  out << header;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = static_cast<float>(i) / 8;
+    out.write(reinterpret_cast<const char*>(&v), 4);
+  }
+  return path;
+}
+
+// `kiln run model.onnx --input x=x.npy` keeps the model's symbols, sized by the bound file: the
+// kernels `kiln warm --dim` compiled serve it (before, the bound value specialized the graph and
+// every kernel missed), and an input left to --random-inputs takes the size the bound one gives.
+TEST(OnnxSymbolicDims, KilnRunTakesSizesFromBoundInputsAndHitsWarmedKernels) {
+  const fs::path path = write_model("warmed.onnx", mlp_model("batch"));
+  const fs::path dir = path.parent_path();
+  const std::string cache = "file=" + (dir / "warm.sqlite").string();
+  const std::string kiln = std::string(KILN_BINARY);
+  auto warm = testing::run_shell(kiln + " warm " + path.string() + " --cache " + cache +
+                                 " --no-autotune --dim batch=7 2>&1");
+  ASSERT_EQ(warm.code, 0) << warm.out;
+  const fs::path x = write_npy(dir / "x.npy", {7, 4});
+  auto run =
+      testing::run_shell("KILN_COMPILATION_CACHE=" + cache + " " + kiln + " run " + path.string() +
+                         " --input x=" + x.string() + " --no-autotune --stats 2>&1");
+  ASSERT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("f32[7,3]"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find(" 0 misses"), std::string::npos) << run.out;
+  // x's batch sizes z, which --random-inputs fills.
+  const std::string two = model(
+      {node("Add", {"x", "z"}, {"y"}, "add")},
+      {sym_value_info("x", kFloat, {"batch", "4"}), sym_value_info("z", kFloat, {"batch", "4"})},
+      {sym_value_info("y", kFloat, {"batch", "4"})});
+  const fs::path two_path = write_model("two.onnx", two);
+  auto partial =
+      testing::run_shell(kiln + " run " + two_path.string() + " --input x=" + x.string() +
+                         " --random-inputs --no-autotune 2>&1");
+  ASSERT_EQ(partial.code, 0) << partial.out;
+  EXPECT_NE(partial.out.find("%y : f32[7,4]"), std::string::npos) << partial.out;
+  // A bound file of another rank than declared is still an error naming both.
+  const fs::path flat = write_npy(dir / "flat.npy", {28});
+  auto bad =
+      testing::run_shell(kiln + " run " + path.string() + " --input x=" + flat.string() + " 2>&1");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("f32[28]"), std::string::npos) << bad.out;
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace kiln::onnx
