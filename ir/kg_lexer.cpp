@@ -9,21 +9,27 @@ namespace kiln::ir {
 
 namespace {
 
-// The character at `at` as an error shows it: an ASCII one quoted, a control byte as \xNN, a
-// UTF-8 sequence whole (a byte of it alone would print as half a character).
+// The character at `at` as an error shows it: an ASCII one quoted, a whole UTF-8 sequence quoted
+// (a byte of it alone would print as half a character), and a control byte or a byte that starts
+// no valid sequence (a binary file) as \xNN, so that the message stays valid text.
 std::string shown_character(std::string_view line, size_t at) {
   const auto c = static_cast<unsigned char>(line[at]);
+  const auto byte = [](unsigned char b) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    return std::string("\\x") + kHex[b >> 4] + kHex[b & 15];
+  };
   if (c >= 0x80) {
-    size_t n = 1;
-    while (n < 4 && at + n < line.size() &&
-           (static_cast<unsigned char>(line[at + n]) & 0xC0) == 0x80)
-      ++n;
+    const size_t n = c >= 0xC2 && c <= 0xDF   ? 2
+                     : c >= 0xE0 && c <= 0xEF ? 3
+                     : c >= 0xF0 && c <= 0xF4 ? 4
+                                              : 0;
+    bool whole = n != 0 && at + n <= line.size();
+    for (size_t k = 1; whole && k < n; ++k)
+      whole = (static_cast<unsigned char>(line[at + k]) & 0xC0) == 0x80;
+    if (!whole) return byte(c) + " (not text: is this a .kg file?)";
     return "'" + std::string(line.substr(at, n)) + "' (names, ops and numbers are ASCII)";
   }
-  if (c < 0x20 || c == 0x7f) {
-    static constexpr char kHex[] = "0123456789abcdef";
-    return std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
-  }
+  if (c < 0x20 || c == 0x7f) return byte(c);
   return "'" + std::string(1, static_cast<char>(c)) + "'";
 }
 

@@ -9,13 +9,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <utility>
 
 #include <unistd.h>
 
 #include "cache/store.h"
 #include "runtime/dump_text.h"
+#include "support/write_file.h"
 
 namespace kiln::runtime {
 
@@ -24,14 +24,6 @@ namespace {
 // Where this process looks for the next free number: several plans of one process, and several
 // processes sharing one directory, never overwrite each other's files.
 std::atomic<int> next_sequence{1};
-
-Expected<void> write_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.close();
-  if (!f) return make_error(fmt::format("cannot write '{}'", path.string()));
-  return {};
-}
 
 // Creates `dir` and claims graph-NNNN.kg in it by creating the file exclusively.
 Expected<std::string> claim_stem(const std::filesystem::path& dir) {
@@ -71,7 +63,7 @@ Expected<std::vector<std::string>> write_plan_files(const std::string& dir, cons
   std::vector<std::string> written;
   for (const auto& [suffix, text] : files) {
     std::filesystem::path path = std::filesystem::path(dir) / (stem + suffix);
-    if (auto w = write_file(path, text); !w) return std::unexpected(w.error());
+    if (auto w = write_file(path.string(), text); !w) return std::unexpected(w.error());
     written.push_back(path.string());
   }
   return written;
@@ -100,7 +92,7 @@ PlanDump::PlanDump(const std::string& dir, const std::vector<const ir::Node*>& o
 
 void PlanDump::write(const std::string& file, const std::string& text) {
   if (!active()) return;
-  if (auto w = write_file(std::filesystem::path(dir_) / file, text); !w) {
+  if (auto w = write_file((std::filesystem::path(dir_) / file).string(), text); !w) {
     fmt::print(stderr, "kiln: warning: KILN_DUMP: {}\n", w.error().message);
     stem_.clear();  // the rest would fail the same way
   }
@@ -164,7 +156,7 @@ void record_graph(const std::string& dir, const std::vector<const ir::Node*>& ou
   // Written under a temporary name and renamed: a reader (kiln warm) never sees half a file.
   std::filesystem::path tmp = path;
   tmp += fmt::format(".tmp-{}", ::getpid());
-  auto w = write_file(tmp, text);
+  auto w = write_file(tmp.string(), text);
   if (w) std::filesystem::rename(tmp, path, ec);
   if (!w || ec)
     fmt::print(stderr, "kiln: warning: KILN_RECORD: {}\n",

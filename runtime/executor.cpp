@@ -289,7 +289,12 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
   std::unique_lock lock(shapes_mu_);
   auto it = sized_kernels_.find(key);
   if (it == sized_kernels_.end()) {
-    if (track) sized_kernels_.emplace(key, SizedKernel{kernel, build, nullptr, nullptr});
+    if (track) {
+      SizedKernel first{kernel, build, nullptr, nullptr};
+      first.count_build = build;
+      first.in_build = 1;
+      sized_kernels_.emplace(key, std::move(first));
+    }
     return std::nullopt;
   }
   SizedKernel& seen = it->second;
@@ -315,8 +320,13 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
     if (!seen.kept || !track || ++seen.kept_sizes < seen.retime_at) return *d;
     retiming = true;
   }
-  // Met at other sizes in this build: another kernel of the plan, no size that changed.
-  if (!track || (!retiming && seen.build == build)) return std::nullopt;
+  if (!track) return std::nullopt;
+  // Met in this build: another kernel of the plan, no size that changed. A few keep their own
+  // code; from the kFormsInOneBuild-th on (each step of an unrolled recurrence, at its offset)
+  // they generalize, timed as sizes that changed are.
+  if (seen.count_build != build) seen.count_build = build, seen.in_build = 0;
+  ++seen.in_build;
+  if (!retiming && seen.build == build && seen.in_build < kFormsInOneBuild) return std::nullopt;
   std::optional<kir::Kernel> general = kir::generalize(kernel, seen.last, size_changed);
   // Generalizing again (no instance of the general kernel): only to a kernel of as many slots at
   // least. Fewer means a slot's number is the same here and in the kernel met first (a size that
@@ -612,8 +622,10 @@ Expected<std::shared_ptr<const Plan>> Executor::get_plan(ir::Graph& g,
     family = structural_family(outputs);
     if ((plan = symbolic_plan(*family, key, outputs))) *source = "symbolic";
   }
-  if (!plan && store_) {
-    disk_key = stored_plan_key(key);
+  if (!plan && store_) disk_key = stored_plan_key(key);
+  // With KILN_DUMP set every plan is built, so that its dumps are written: a stored plan would
+  // skip the steps they show (its kernels still come from the cache).
+  if (!plan && store_ && options_.dump_dir.empty()) {
     plan = stored_plan(*disk_key, key, outputs, /*load=*/true);
     // Not tuning, a plan a tuned warm-up stored (`kiln warm --autotune`, or a process with
     // autotune.enabled) is as good: its kernels are the tuned ones, and nothing is tuned here.

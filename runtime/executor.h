@@ -292,11 +292,19 @@ class Executor final : public Device {
     // kernel is timed again (kRetimeAfter, doubled at each timing that keeps it).
     int kept_sizes = 0;
     int retime_at = 0;
+    // The kernels of this form that one build met (`count_build`): a plan of many (an unrolled
+    // recurrence's steps) takes their numbers at run time rather than compile each.
+    uint64_t count_build = 0;
+    int in_build = 0;
   };
   // A kernel kept at its sizes is timed again after this many new sizes compiled their own: one
   // timing at the second size (3 keys of a growing cache) is noisy and unlike later sizes, and
   // keeping it wrongly compiles every size (0.33 ms a step became 160).
   static constexpr int kRetimeAfter = 4;
+  // The kernel of one form, apart from the others in its numbers only, at which one plan
+  // generalizes: from this one on they take their numbers at run time (an unrolled loop's steps,
+  // their offsets apart). The fewer before it keep their own code (a split's parts).
+  static constexpr int kFormsInOneBuild = 4;
   std::unordered_map<std::string, SizedKernel> sized_kernels_;
   // Under `dynamic` (or a marked input): per kir::sizes_key, the first kernel of that form made
   // dynamic along its outer axis, and its text as such (without its outer extent), so that a

@@ -5,18 +5,18 @@
 #include <filesystem>
 
 #include <algorithm>
-#include <fstream>
 
 #include "ir/kg.h"
-#include "tools/graph_file.h"
 #include "runtime/dump_text.h"
 #include "runtime/executor.h"
 #include "runtime/structural_key.h"
 #include "support/warm_up.h"
+#include "support/write_file.h"
 #include "tools/commands.h"
 #include "tools/dump_dot.h"
 #include "tools/dump_html.h"
 #include "tools/dump_target.h"
+#include "tools/graph_file.h"
 #include "tools/workload.h"
 
 namespace kiln::tools {
@@ -55,11 +55,7 @@ Expected<void> emit(const std::string& path, const std::string& text) {
     fmt::print("{}", text);
     return {};
   }
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.close();
-  if (!f) return make_error(fmt::format("cannot write '{}'", path));
-  return {};
+  return write_file(path, text);
 }
 
 // Everything one dump needs: the graph, the executor of its target, and the plan that executor

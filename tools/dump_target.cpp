@@ -5,9 +5,9 @@
 #include <fmt/ranges.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "runtime/dump_text.h"
+#include "support/write_file.h"
 
 namespace kiln::tools {
 
@@ -19,14 +19,6 @@ Expected<std::vector<runtime::ArtifactForm>> forms_of(const runtime::PlanStep& s
   auto forms = target.forms(*step.artifact, step.kernel.name);
   if (!forms) return make_error(fmt::format("{}: {}", step.kernel.name, forms.error().message));
   return forms;
-}
-
-Expected<void> write_file(const std::filesystem::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) return make_error(fmt::format("cannot write '{}'", path.string()));
-  return {};
 }
 
 }  // namespace
@@ -73,7 +65,7 @@ Expected<std::vector<std::string>> write_kernel_files(const runtime::Plan& plan,
     for (const runtime::ArtifactForm& f : *forms) {
       if (f.extension.empty()) continue;  // shown only (disassembly)
       const std::filesystem::path p = std::filesystem::path(dir) / (step.kernel.name + "." + f.extension);
-      if (auto ok = write_file(p, f.bytes); !ok) return std::unexpected(ok.error());
+      if (auto ok = write_file(p.string(), f.bytes); !ok) return std::unexpected(ok.error());
       written.push_back(p.string());
     }
   }

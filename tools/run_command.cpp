@@ -5,13 +5,13 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "ir/kg.h"
 #include "runtime/config.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
+#include "support/write_file.h"
 #include "tools/commands.h"
 #include "tools/graph_file.h"
 #include "tools/npy.h"
@@ -213,11 +213,7 @@ Expected<void> write_stats_json(const std::string& path, const RepeatedRun& ran)
                  {"gflop_per_s", s.compute_rate / 1e9},
                  {"matmul_gflop_per_s", s.matmul_rate / 1e9},
                  {"measured", s.rates_measured}};
-  std::ofstream f(path);
-  if (!f) return make_error(fmt::format("cannot write '{}'", path));
-  f << j.dump(2) << "\n";
-  if (!f) return make_error(fmt::format("cannot write '{}'", path));
-  return {};
+  return write_file(path, j.dump(2) + "\n");
 }
 }  // namespace
 

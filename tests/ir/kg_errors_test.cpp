@@ -89,6 +89,11 @@ const ErrorCase kCases[] = {
     {kHead + "%y = add(%x, \xc3\xa9)\n",
      "g.kg:3:14: error: unexpected character '\xc3\xa9' (names, ops and numbers are ASCII)"},
     {kHead + "%y = add(%x, \x01)\n", "g.kg:3:14: error: unexpected character \\x01"},
+    // A byte that starts no UTF-8 sequence (a binary file), or a sequence cut short.
+    {kHead + "%y = add(%x, \xff\xfe)\n",
+     "g.kg:3:14: error: unexpected character \\xff (not text: is this a .kg file?)"},
+    {kHead + "%y = add(%x, \xc3)\n",
+     "g.kg:3:14: error: unexpected character \\xc3 (not text: is this a .kg file?)"},
     {kHead + "% = exp(%x)\n", "g.kg:3:1: error: expected a value name after '%'"},
     {kHead + "y = exp(%x)\n",
      "g.kg:3:1: error: expected a statement ('input', 'output' or '%name = op(...)'), got 'y'"},
