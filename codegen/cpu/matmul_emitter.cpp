@@ -68,10 +68,10 @@ constexpr int64_t kPackedABlockBytes = 1024 * 1024;
 // from where they are (MR rows, each read in order, stay in L1 while the block's panels pass),
 // and nothing is packed per row block. Anything else (a cast, a prologue's arithmetic, a
 // transposed view) is packed once per row block and block.
-bool contiguous_in_k(const kir::Kernel& k, const MatmulPattern& p) {
-  const Expr* a = p.a;
-  if (a->kind != kir::ExprKind::Load || a->dtype != ir::DType::f32) return false;
-  const Expr* index = a->args[0];
+// Whether `operand` is one f32 load whose index steps by one with k: k plus terms without k.
+bool load_contiguous_in_k(const kir::Kernel& k, const MatmulPattern& p, const Expr* operand) {
+  if (operand->kind != kir::ExprKind::Load || operand->dtype != ir::DType::f32) return false;
+  const Expr* index = operand->args[0];
   auto is_k = [&](const Expr* e) { return e->kind == kir::ExprKind::Var && e->var == p.k_var; };
   if (is_k(index)) return true;
   if (index->kind != kir::ExprKind::Alu || index->alu != kir::Alu::Add || index->args.size() != 2)
@@ -80,6 +80,18 @@ bool contiguous_in_k(const kir::Kernel& k, const MatmulPattern& p) {
   for (size_t s = 0; s < 2; ++s)
     if (is_k(index->args[s]) && !fv.uses(index->args[1 - s], p.k_var)) return true;
   return false;
+}
+
+bool contiguous_in_k(const kir::Kernel& k, const MatmulPattern& p) {
+  return load_contiguous_in_k(k, p, p.a);
+}
+
+// Whether b's columns lie along k (b(k, j) and b(k + 1, j) adjacent): a transposed view of a
+// row-major matrix, as ONNX's Gemm with transB and torch's Linear (x Wᵀ) read their weight.
+// Packed a row of NR columns at a time, each k read NR strided elements: 7x the time of the
+// plain layout at M = 2, 4096 x 4096.
+bool columns_along_k(const kir::Kernel& k, const MatmulPattern& p) {
+  return k.domain.back() > 1 && load_contiguous_in_k(k, p, p.b);
 }
 
 int64_t round_up(int64_t x, int64_t m) {
@@ -141,6 +153,7 @@ class MatmulEmitter {
         kNR(t_.nr()),
         kK(std::max<int64_t>(p.k_extent, 1)),
         direct_a_(contiguous_in_k(k, p)),
+        columns_along_k_(columns_along_k(k, p)),
         m_(m),
         ctx_(m.getContext()),
         b_(ctx_) {}
@@ -149,6 +162,7 @@ class MatmulEmitter {
 
  private:
   Expected<void> gemv();
+  Expected<void> gemv_dot();
   using Body = std::function<Expected<void>(Value*)>;
   void create_function();
   void create_scratch();
@@ -177,6 +191,7 @@ class MatmulEmitter {
   const int64_t kMR, kLanes, kVecs, kNR;  // t_'s, named like the constants they are
   const int64_t kK;                       // the reduction extent, at least 1 (scratch sizes)
   const bool direct_a_;                   // a's rows read in place, not packed (contiguous_in_k)
+  const bool columns_along_k_;            // b packed column by column (columns_along_k)
   std::vector<Value*> a_rows_;            // the row block's rows, clamped to the last (clamped_rows)
   int64_t nc_ = 0;                        // columns per packed B block, a multiple of kNR
   llvm::Module& m_;
@@ -304,22 +319,28 @@ Expected<void> MatmulEmitter::pack_b(Value* jc, Value* j_end) {
   return loop(jc, j_end, kNR, "pb", [&](Value* j0) -> Expected<void> {
     Value* panel = float_at(b_pack_, b_.CreateMul(b_.CreateSub(j0, jc), i64(kK)));
     auto pack = [&](bool whole) {
+      const auto element = [&](Value* k, Value* jj) -> Expected<void> {
+        Value* j = b_.CreateAdd(j0, jj);
+        ex_->bind_var(p_.k_var, k);
+        ex_->bind_var(p_.j_var,
+                      whole ? j : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, j, i64(n - 1)));
+        Expected<Value*> v = ex_->emit(p_.b);
+        if (!v) return std::unexpected(v.error());
+        Value* x = whole ? *v
+                         : b_.CreateSelect(b_.CreateICmpSLT(j, i64(n)), *v,
+                                           llvm::ConstantFP::get(b_.getFloatTy(), 0.0));
+        b_.CreateStore(x, float_at(panel, b_.CreateAdd(b_.CreateMul(k, i64(kNR)), jj)));
+        return {};
+      };
+      // Columns along k: each column's run of k is read in order (one stream per column).
+      if (columns_along_k_)
+        return loop(i64(0), i64(kNR), 1, whole ? "pbj" : "pbjt", [&](Value* jj) {
+          return loop(i64(0), i64(p_.k_extent), 1, whole ? "pbk" : "pbkt",
+                      [&](Value* k) { return element(k, jj); });
+        });
       return loop(i64(0), i64(p_.k_extent), 1, whole ? "pbk" : "pbkt", [&](Value* k) {
         return loop(
-            i64(0), i64(kNR), 1, whole ? "pbj" : "pbjt",
-            [&](Value* jj) -> Expected<void> {
-              Value* j = b_.CreateAdd(j0, jj);
-              ex_->bind_var(p_.k_var, k);
-              ex_->bind_var(p_.j_var,
-                            whole ? j : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, j, i64(n - 1)));
-              Expected<Value*> v = ex_->emit(p_.b);
-              if (!v) return std::unexpected(v.error());
-              Value* x = whole ? *v
-                               : b_.CreateSelect(b_.CreateICmpSLT(j, i64(n)), *v,
-                                                 llvm::ConstantFP::get(b_.getFloatTy(), 0.0));
-              b_.CreateStore(x, float_at(panel, b_.CreateAdd(b_.CreateMul(k, i64(kNR)), jj)));
-              return {};
-            },
+            i64(0), i64(kNR), 1, whole ? "pbj" : "pbjt", [&](Value* jj) { return element(k, jj); },
             whole ? vectorize_hints(ctx_, static_cast<int>(kLanes), 0) : nullptr);
       });
     };
@@ -453,6 +474,7 @@ Expected<void> MatmulEmitter::store_all() {
 // span (one contiguous read, vectorized by LLVM, M fused multiply-adds per element), then run the
 // epilogue over the span's points. The accumulators (M x span floats) stay in L1.
 Expected<void> MatmulEmitter::gemv() {
+  if (columns_along_k_) return gemv_dot();
   const size_t rank = k_.domain.size();
   const int64_t m = k_.domain[rank - 2], n = k_.domain.back();
   const int64_t span = kGemvSpanFloats / m / kGemvBlockColumns * kGemvBlockColumns;
@@ -530,6 +552,101 @@ Expected<void> MatmulEmitter::gemv() {
   if (!done) return done;
   b_.CreateCall(free_fn, {scratch_});
   return {};
+}
+
+// The matrix-vector path where b's columns lie along k (columns_along_k: x Wᵀ). Per column j of
+// this call's blocks, b's column is read once, in place, into a dot product with each of the M
+// rows of a. Its order is the IR's, not the CPU's: 16 lanes, lane l summing the k = l (mod 16)
+// below the last multiple of 16 in order, the lanes folded 0 to 15 in order, then the rest of k in
+// order. LLVM splits the 16 lanes into the vectors a CPU has, with the same result on each.
+Expected<void> MatmulEmitter::gemv_dot() {
+  constexpr int64_t kDot = 16;
+  const size_t rank = k_.domain.size();
+  const int64_t m = k_.domain[rank - 2], n = k_.domain.back();
+  llvm::Type* f32 = b_.getFloatTy();
+  auto* dot = llvm::FixedVectorType::get(f32, kDot);
+  std::vector<llvm::AllocaInst*> acc, sum;
+  for (int64_t r = 0; r < m; ++r) {
+    acc.push_back(b_.CreateAlloca(dot));
+    sum.push_back(b_.CreateAlloca(f32));
+  }
+  for (size_t axis = 0; axis + 2 < rank; ++axis) ex_->bind_var(static_cast<int32_t>(axis), i64(0));
+  auto clamp_n = [&](Value* j) {
+    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, j, i64(n));
+  };
+  Value* j_lo = clamp_n(b_.CreateMul(fn_->getArg(1), i64(kGemvBlockColumns)));
+  Value* j_hi = clamp_n(b_.CreateMul(fn_->getArg(2), i64(kGemvBlockColumns)));
+  // kDot values of a load expression at k .. k + kDot - 1 (the other variables bound): one
+  // vector load where it is contiguous in k, else element by element.
+  auto run_of = [&](const Expr* operand, bool contiguous, Value* k) -> Expected<Value*> {
+    if (contiguous) {
+      ex_->forget();
+      ex_->bind_var(p_.k_var, k);
+      Expected<Value*> at = ex_->emit(operand->args[0]);
+      if (!at) return std::unexpected(at.error());
+      return b_.CreateAlignedLoad(dot, float_at(buffers_[static_cast<size_t>(operand->buf)], *at),
+                                  llvm::Align(4));
+    }
+    Value* v = llvm::PoisonValue::get(dot);
+    for (int64_t l = 0; l < kDot; ++l) {
+      ex_->forget();  // memoized values belong to one k
+      ex_->bind_var(p_.k_var, b_.CreateAdd(k, i64(l)));
+      Expected<Value*> x = ex_->emit(operand);
+      if (!x) return std::unexpected(x.error());
+      v = b_.CreateInsertElement(v, *x, l);
+    }
+    return v;
+  };
+  const int64_t k_runs = p_.k_extent / kDot * kDot;
+  return loop(j_lo, j_hi, 1, "dj", [&](Value* j) -> Expected<void> {
+    for (int64_t r = 0; r < m; ++r) b_.CreateStore(llvm::ConstantFP::get(dot, 0.0), acc[r]);
+    Expected<void> runs = loop(i64(0), i64(k_runs), kDot, "dk", [&](Value* k) -> Expected<void> {
+      ex_->forget();
+      ex_->bind_var(p_.j_var, j);
+      Expected<Value*> bv = run_of(p_.b, true, k);
+      if (!bv) return std::unexpected(bv.error());
+      for (int64_t r = 0; r < m; ++r) {
+        ex_->forget();  // a's values belong to one row
+        ex_->bind_var(p_.i_var, i64(r));
+        Expected<Value*> av = run_of(p_.a, direct_a_, k);
+        if (!av) return std::unexpected(av.error());
+        b_.CreateStore(b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {dot},
+                                          {*av, *bv, b_.CreateLoad(dot, acc[r])}),
+                       acc[r]);
+      }
+      return {};
+    });
+    if (!runs) return runs;
+    for (int64_t r = 0; r < m; ++r)
+      b_.CreateStore(
+          b_.CreateFAddReduce(llvm::ConstantFP::get(f32, 0.0), b_.CreateLoad(dot, acc[r])), sum[r]);
+    Expected<void> rest =
+        loop(i64(k_runs), i64(p_.k_extent), 1, "dkr", [&](Value* k) -> Expected<void> {
+          for (int64_t r = 0; r < m; ++r) {
+            ex_->forget();
+            ex_->bind_var(p_.k_var, k);
+            ex_->bind_var(p_.j_var, j);
+            ex_->bind_var(p_.i_var, i64(r));
+            Expected<Value*> a = ex_->emit(p_.a);
+            if (!a) return std::unexpected(a.error());
+            Expected<Value*> bk = ex_->emit(p_.b);
+            if (!bk) return std::unexpected(bk.error());
+            b_.CreateStore(b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {f32},
+                                              {*a, *bk, b_.CreateLoad(f32, sum[r])}),
+                           sum[r]);
+          }
+          return {};
+        });
+    if (!rest) return rest;
+    for (int64_t r = 0; r < m; ++r) {
+      ex_->forget();
+      ex_->bind_var(p_.i_var, i64(r));
+      ex_->bind_var(p_.j_var, j);
+      ex_->bind_expr(p_.reduce, b_.CreateLoad(f32, sum[r]));
+      if (Expected<void> stored = store_all(); !stored) return stored;
+    }
+    return {};
+  });
 }
 
 Expected<llvm::Function*> MatmulEmitter::run() {

@@ -24,7 +24,10 @@ namespace kiln::codegen::cpu {
 // A matmul with at most kGemvMaxRows rows and unit batch axes (a matrix-vector product) takes a
 // streaming path instead: no packing, the function's [begin, end) counts blocks of
 // kGemvBlockColumns columns (gemv_column_blocks), and each row of b is read once, contiguously,
-// into per-span accumulators that stay in L1.
+// into per-span accumulators that stay in L1. Where b's columns lie along k instead (x Wᵀ: ONNX's
+// Gemm with transB, torch's Linear), each column is read once, in place, into one dot product per
+// row, in an order fixed by the IR (16 lanes), so every CPU gives one result; the tiled path packs
+// such a b column by column.
 Expected<llvm::Function*> emit_matmul_kernel(const kir::Kernel& kernel, const MatmulPattern& p,
                                              const EmitOptions& options, llvm::Module& module);
 

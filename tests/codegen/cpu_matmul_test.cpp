@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include "codegen/cpu/matmul_emitter.h"
 #include "codegen/cpu/matmul_recognizer.h"
 #include "ir/builder.h"
 #include "passes/lower.h"
@@ -77,12 +78,15 @@ std::vector<double> ref_matmul(const std::vector<double>& a, const Shape& as,
 
 // Runs `k` (outputs pre-filled with NaN, so that a missed element fails) and returns the
 // buffers; also checks which emitter compiled it (the tiled path mallocs its B panel).
+// `scratch`: whether the emitter mallocs (default: a recognized matmul with K > 0; the
+// dot-per-column path of a transposed b needs none).
 std::vector<Buffer> run_matmul(const kir::Kernel& k, const std::vector<std::vector<double>>& in,
-                               bool expect_tiled = true, const TuneParams& params = {}) {
+                               bool expect_tiled = true, const TuneParams& params = {},
+                               std::optional<bool> scratch = std::nullopt) {
   const std::optional<cpu::MatmulPattern> pattern = cpu::matmul_of(kir::analyze_kernel(k));
   EXPECT_EQ(pattern.has_value(), expect_tiled) << kir::print_kernel(k);
   // With K = 0 the optimizer rightly drops the unused panel.
-  const bool panel = expect_tiled && pattern && pattern->k_extent > 0;
+  const bool panel = scratch.value_or(expect_tiled && pattern && pattern->k_extent > 0);
   std::vector<Buffer> bufs;
   for (size_t p = 0; p < k.params.size(); ++p) {
     const size_t n = static_cast<size_t>(ir::shape_numel(k.params[p].shape));
@@ -234,7 +238,8 @@ TEST(CpuMatmul, MatrixVectorPrologueEpilogueAndEmptyReduction) {
   std::vector<double> wv(wtv.size());
   for (int64_t k = 0; k < 45; ++k)
     for (int64_t j = 0; j < 150; ++j) wv[k * 150 + j] = wtv[j * 45 + k];
-  auto out = run_matmul(lower({y}, {x, wt, bias}), {xv, wtv, bv});
+  // A dot product per column, b read in place: no scratch.
+  auto out = run_matmul(lower({y}, {x, wt, bias}), {xv, wtv, bv}, true, {}, /*scratch=*/false);
   auto want = ref_matmul(xv, {1, 45}, wv, {45, 150}, y->shape);
   for (size_t e = 0; e < want.size(); ++e) want[e] = std::max(want[e] + bv[e], 0.0);
   if (out.size() == 4) expect_near(out[3], want);
@@ -302,6 +307,34 @@ TEST(CpuMatmul, TransposedB) {
     for (int64_t j = 0; j < 41; ++j) bv[k * 41 + j] = btv[j * 31 + k];
   auto out = run_matmul(lower({y}, {a, bt}), {av, btv});
   if (out.size() == 3) expect_near(out[2], ref_matmul(av, {23, 31}, bv, {31, 41}, y->shape));
+}
+
+// b read through a transposed view (x Wᵀ: ONNX's Gemm with transB, torch's Linear). At most
+// kGemvMaxRows rows: one dot product per column and row, b read in place (no scratch), 16 lanes
+// and then the k past the last multiple of 16; more rows: the tiled path, b packed column by
+// column. Odd K and N (a partial column block), and a relu prologue on a (read element by element
+// rather than as one vector).
+TEST(CpuMatmul, TransposedBOfFewRowsIsADotPerColumn) {
+  for (const int64_t m : {1, 2, 3, 4, 9})
+    for (const int64_t k : {5, 16, 83})
+      for (const bool relu : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "M " << m << ", K " << k << (relu ? ", relu" : ""));
+        constexpr int64_t n = 70;
+        Graph f;
+        const Node* a = f.in({m, k}, "a");
+        const Node* bt = f.in({n, k}, "bt");
+        const Node* lhs = relu ? must(f.b.unary(Op::Relu, a)) : a;
+        const Node* y = must(f.b.matmul(lhs, must(f.b.permute(bt, {1, 0}))));
+        auto av = values(m * k, 7);
+        const auto btv = values(n * k, 8);
+        std::vector<double> bv(btv.size());
+        for (int64_t kk = 0; kk < k; ++kk)
+          for (int64_t j = 0; j < n; ++j) bv[kk * n + j] = btv[j * k + kk];
+        auto out = run_matmul(lower({y}, {a, bt}), {av, btv}, true, {}, m > cpu::kGemvMaxRows);
+        if (relu)
+          for (double& v : av) v = std::max(v, 0.0);
+        if (out.size() == 3) expect_near(out[2], ref_matmul(av, {m, k}, bv, {k, n}, y->shape));
+      }
 }
 
 TEST(CpuMatmul, ReluPrologueOnA) {
