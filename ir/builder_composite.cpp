@@ -49,6 +49,16 @@ NodeResult Builder::log_softmax(const Node* x, int64_t axis) {
 NodeResult Builder::layernorm(const Node* x, const Node* gamma, const Node* beta, int64_t axis,
                               double eps) {
   KILN_IR_OK(need_float("layernorm", x->dtype));
+  // f16 and bf16 are normalized in f32 and rounded once (mean's rule): a variance past 65504
+  // stored as f16 between two of its kernels was inf, and the whole column came out as beta.
+  if ((x->dtype == DType::f16 || x->dtype == DType::bf16) && gamma->dtype == x->dtype &&
+      beta->dtype == x->dtype) {
+    KILN_IR_TRY(const Node* x32, cast(x, DType::f32));
+    KILN_IR_TRY(const Node* g32, cast(gamma, DType::f32));
+    KILN_IR_TRY(const Node* b32, cast(beta, DType::f32));
+    KILN_IR_TRY(const Node* y, layernorm(x32, g32, b32, axis, eps));
+    return cast(y, x->dtype);
+  }
   KILN_IR_TRY(int64_t a, detail::normalize_one_axis("layernorm", axis, x->shape));
   int64_t n = x->shape[a];
   // gamma and beta are per-element along the normalized axis ([n]) or scalars ([]); a [n] operand

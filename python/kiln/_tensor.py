@@ -220,14 +220,17 @@ def _shape_args(shape):
 
 def _reduce(fn, x, axis, keepdims):
     axes = axes_of(axis)
-    out = _c_void_p()
-    check(fn(x._h, int64s(axes, "axis"), len(axes), 1 if keepdims else 0, _byref(out)))
-    result = new(out, x._dev)
     if not axes and axis is not None:
         # axis=() or []: numpy reduces over no axis and gives the input back. The C API's empty
-        # list means every axis: that op was recorded only to check x's dtype, and is dropped.
+        # list means every axis: an op of a 0-d tensor of x's dtype is recorded only to check
+        # that dtype (x itself may have an empty axis, which max and min cannot reduce).
+        probe, out = full_code(x._dev, (), 0, x._code), _c_void_p()
+        check(fn(probe._h, int64s((), "axis"), 0, 1 if keepdims else 0, _byref(out)))
+        new(out, x._dev)
         return x
-    return result
+    out = _c_void_p()
+    check(fn(x._h, int64s(axes, "axis"), len(axes), 1 if keepdims else 0, _byref(out)))
+    return new(out, x._dev)
 
 
 def _with_list(fn, x, values, what):

@@ -132,6 +132,24 @@ def test_bfloat16_round_trips_through_float32():
         f"{c:.2f}"
 
 
+def test_half_means_and_layernorms_are_taken_in_float32():
+    """f16 and bf16 means scale in f32: 1/n as an f16 constant made a mean of 10^6 ones 1.0137,
+    of 5000 x 5000 ones 1.49 and of 2^25 ones 0. A layernorm whose variance passes f16's 65504
+    (stored between two of its kernels) gave beta for the whole column."""
+    assert float(kiln.tensor(np.ones(1_000_000, np.float16)).mean()) == 1.0
+    assert float(kiln.ones((5000, 5000), np.float16).mean()) == 1.0
+    assert float(kiln.ones((1 << 25,), np.float16).mean()) == 1.0
+    ones = kiln.tensor(np.ones(1000, np.float32), dtype=kiln.bfloat16)
+    assert float(ones.mean().astype(np.float32)) == 1.0
+    x = np.zeros((4, 257), np.float16)
+    x[0], x[1:3], x[3] = -0.5, 1, 1000
+    y = np.asarray(kiln.layernorm(kiln.tensor(x), kiln.ones((), np.float16), kiln.zeros((), np.float16),
+                                  axis=0)).astype(np.float64)
+    xd = x.astype(np.float64)
+    want = (xd - xd.mean(0)) / np.sqrt(xd.var(0) + 1e-5)
+    np.testing.assert_allclose(y, want, rtol=2e-3, atol=2e-3)
+
+
 def test_copies_are_the_object_itself():
     # A copy that owned the C handle too released it twice (wrong values, then an abort).
     import copy
@@ -186,6 +204,10 @@ def test_reductions_over_no_axis_give_the_input_back():
     np.testing.assert_array_equal(np.asarray(kiln.sum(i, axis=())), [1, 2])
     with pytest.raises(kiln.InvalidOperationError, match="mean: needs a floating dtype"):
         kiln.mean(i, axis=())  # the dtype is still checked
+    # A tensor with an empty axis too: max and min over no axis reduce nothing, so nothing empty.
+    empty = kiln.tensor(np.zeros((0, 3), np.float32))
+    for name in ("max", "min", "sum"):
+        assert getattr(kiln, name)(empty, axis=()).shape == (0, 3), name
 
 
 @pytest.mark.parametrize("name", ["argmax", "argmin"])
