@@ -597,6 +597,11 @@ Expected<void> MatmulEmitter::gemv_dot() {
     }
     return v;
   };
+  // *slot += a * b, in the slot's type (kDot lanes, or one float).
+  auto accumulate = [&](llvm::Type* t, llvm::AllocaInst* slot, Value* a, Value* b) {
+    b_.CreateStore(
+        b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {t}, {a, b, b_.CreateLoad(t, slot)}), slot);
+  };
   const int64_t k_runs = p_.k_extent / kDot * kDot;
   return loop(j_lo, j_hi, 1, "dj", [&](Value* j) -> Expected<void> {
     for (int64_t r = 0; r < m; ++r) b_.CreateStore(llvm::ConstantFP::get(dot, 0.0), acc[r]);
@@ -610,9 +615,7 @@ Expected<void> MatmulEmitter::gemv_dot() {
         ex_->bind_var(p_.i_var, i64(r));
         Expected<Value*> av = run_of(p_.a, direct_a_, k);
         if (!av) return std::unexpected(av.error());
-        b_.CreateStore(b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {dot},
-                                          {*av, *bv, b_.CreateLoad(dot, acc[r])}),
-                       acc[r]);
+        accumulate(dot, acc[r], *av, *bv);
       }
       return {};
     });
@@ -631,9 +634,7 @@ Expected<void> MatmulEmitter::gemv_dot() {
             if (!a) return std::unexpected(a.error());
             Expected<Value*> bk = ex_->emit(p_.b);
             if (!bk) return std::unexpected(bk.error());
-            b_.CreateStore(b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {f32},
-                                              {*a, *bk, b_.CreateLoad(f32, sum[r])}),
-                           sum[r]);
+            accumulate(f32, sum[r], *a, *bk);
           }
           return {};
         });
