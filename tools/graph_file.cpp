@@ -62,21 +62,22 @@ namespace {
 // given at import as they are.
 Expected<onnx::ImportedModel> import_bound(ir::Graph& g, const std::string& path,
                                            const onnx::ImportOptions& options) {
-  if (!options.input_values.empty()) {
-    std::map<std::string, ir::Shape> shapes;
-    for (const auto& [name, t] : options.input_values) shapes.emplace(name, t.shape);
-    auto bytes = ir::read_text_file(path);
-    if (!bytes) return std::unexpected(bytes.error());
-    auto given = onnx::bound_sizes(*bytes, shapes);
-    if (given && !given->empty()) {
-      onnx::ImportOptions symbolic;
-      symbolic.sizes = *given;
-      for (const auto& [symbol, n] : options.sizes) symbolic.sizes.insert_or_assign(symbol, n);
-      // A failed import leaves only nodes that nothing reaches in `g`.
-      if (auto model = onnx::import_model(g, *bytes, symbolic)) return model;
-    }
+  if (options.input_values.empty()) return onnx::import_model_file(g, path, options);
+  auto bytes = ir::read_text_file(path);
+  if (!bytes) return std::unexpected(bytes.error());
+  std::map<std::string, ir::Shape> shapes;
+  for (const auto& [name, t] : options.input_values) shapes.emplace(name, t.shape);
+  auto given = onnx::bound_sizes(*bytes, shapes);
+  if (given && !given->empty()) {
+    onnx::ImportOptions symbolic;
+    symbolic.sizes = *given;
+    for (const auto& [symbol, n] : options.sizes) symbolic.sizes.insert_or_assign(symbol, n);
+    // A failed import leaves only nodes that nothing reaches in `g`.
+    if (auto model = onnx::import_model(g, *bytes, symbolic)) return model;
   }
-  return onnx::import_model_file(g, path, options);
+  auto model = onnx::import_model(g, *bytes, options);
+  if (!model) return make_error(fmt::format("{}: {}", path, model.error().message));
+  return model;
 }
 
 }  // namespace
