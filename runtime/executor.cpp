@@ -327,7 +327,10 @@ std::optional<kir::Kernel> Executor::sized_choice(const kir::Kernel& kernel,
   if (seen.count_build != build) seen.count_build = build, seen.in_build = 0;
   ++seen.in_build;
   if (!retiming && seen.build == build && seen.in_build < kFormsInOneBuild) return std::nullopt;
-  std::optional<kir::Kernel> general = kir::generalize(kernel, seen.last, size_changed);
+  // Float constants alone are sizes only where a size changed since `seen.last` was met: kernels
+  // of one build that differ in their floats only are a user's constants.
+  std::optional<kir::Kernel> general =
+      kir::generalize(kernel, seen.last, size_changed && seen.build != build);
   // Generalizing again (no instance of the general kernel): only to a kernel of as many slots at
   // least. Fewer means a slot's number is the same here and in the kernel met first (a size that
   // came back), and the result would serve fewer sizes than the general kernel did: this size
