@@ -1123,6 +1123,11 @@ llvm::Function* create_kernel_function(llvm::Module& module, const EmitOptions& 
   fn->addFnAttr(llvm::Attribute::NoUnwind);
   if (!options.cpu.empty()) fn->addFnAttr("target-cpu", options.cpu);
   if (!options.features.empty()) fn->addFnAttr("target-features", options.features);
+  // No reciprocal or square-root estimates (rcp, rsqrt and a Newton step), which arcp
+  // (float_div) would otherwise let x86 use for x / sqrt(y): they are not correctly rounded, differ
+  // between AVX2's 12-bit and AVX-512's 14-bit estimates, and give NaN at y = 0 (0 * inf in the
+  // Newton step) where the quotient is infinite.
+  fn->addFnAttr("reciprocal-estimates", "none");
   if (options.features.find("+avx512f") != std::string::npos)
     fn->addFnAttr("prefer-vector-width", "512");
   fn->addParamAttr(0, llvm::Attribute::NoCapture);

@@ -518,6 +518,31 @@ TEST(CpuAlu, IntegerFloorDivisionAndDivisionByZero) {
   }
 }
 
+// x / sqrt(y) is the correctly rounded quotient of the correctly rounded root, whatever the
+// vector width: no rsqrt estimate and Newton step (12 bits on AVX2, 14 on AVX-512, so they
+// differed; and NaN at y = 0, where the quotient is infinite).
+TEST(CpuAlu, QuotientByASquareRootIsCorrectlyRounded) {
+  const int64_t n = 1003;  // vector body and tail
+  std::vector<double> a, y;
+  for (int64_t j = 0; j < n; ++j) {
+    a.push_back(j % 3 == 0 ? -1.0 - j * 0.37 : 0.5 + j * 1.7);
+    y.push_back(j % 10 == 0 ? 0.0 : std::ldexp(1.0 + j * 0.0123, static_cast<int>(j % 40) - 20));
+  }
+  auto arena = std::make_shared<kir::ExprArena>();
+  const kir::Expr* i = arena->var(0);
+  const kir::Expr* root = arena->alu(Alu::Sqrt, DType::f32, {arena->load(1, DType::f32, i)});
+  kir::Kernel k = make_kernel(
+      "div_sqrt",
+      {in_param(DType::f32, {n}), in_param(DType::f32, {n}), out_param(DType::f32, {n})}, {n},
+      arena, {{2, i, arena->alu(Alu::Div, DType::f32, {arena->load(0, DType::f32, i), root})}});
+  auto res = run_kernel(k, {Buffer(DType::f32, a), Buffer(DType::f32, y)});
+  ASSERT_EQ(res.size(), 3u);
+  for (int64_t j = 0; j < n; ++j) {
+    const float want = static_cast<float>(a[j]) / std::sqrt(static_cast<float>(y[j]));
+    EXPECT_EQ(res[2].get(j), want) << a[j] << " / sqrt(" << y[j] << ")";
+  }
+}
+
 TEST(CpuAlu, IndexDivAndModOnNonNegativeOperands) {
   const int64_t n = 300;
   std::vector<double> a, b;
