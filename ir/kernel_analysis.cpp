@@ -47,6 +47,26 @@ bool reads_only(const FreeVars& fv, const Expr* e, int32_t limit, int32_t exclud
 
 }  // namespace
 
+std::optional<int64_t> var_coefficient(const Expr* e, int32_t var, const FreeVars& fv) {
+  if (!fv.uses(e, var)) return 0;
+  if (e->kind == ExprKind::Var) return 1;
+  if (e->kind != ExprKind::Alu || !ir::is_int(e->dtype)) return std::nullopt;
+  if (e->alu == Alu::Add || e->alu == Alu::Sub) {
+    const auto a = var_coefficient(e->args[0], var, fv), b = var_coefficient(e->args[1], var, fv);
+    if (!a || !b) return std::nullopt;
+    return e->alu == Alu::Add ? *a + *b : *a - *b;
+  }
+  if (e->alu == Alu::Mul) {
+    for (int i = 0; i < 2; ++i) {
+      const Expr* c = e->args[i];
+      if (c->kind != ExprKind::Const) continue;
+      const auto other = var_coefficient(e->args[1 - i], var, fv);
+      if (other) return *other * c->ival;
+    }
+  }
+  return std::nullopt;
+}
+
 void collect_reduces(const Expr* root, std::unordered_set<const Expr*>& seen,
                      std::vector<const Expr*>& out) {
   ir::pre_order(root, seen, [&](const Expr* e) {

@@ -19,6 +19,10 @@ void collect_reduces(const Expr* e, std::unordered_set<const Expr*>& seen,
 // Whether a reduction sits anywhere in `e`.
 bool has_reduce(const Expr* e);
 
+// The coefficient c when the integer expression `e` is f(other variables) + c * var (sums,
+// differences and products by constants); nullopt when it is not of that form.
+std::optional<int64_t> var_coefficient(const Expr* e, int32_t var, const FreeVars& fv);
+
 // A matmul with fused prologues and epilogues: every store is store(out[index(parallel vars)],
 // epilogue(R)) where R is the kernel's one reduction, Reduce(Sum, f32, [k], Mul(a, b)) over a
 // single variable k; `a` does not read the column variable j (the last domain axis), `b` not the

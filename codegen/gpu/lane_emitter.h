@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "codegen/gpu/c_expr_emitter.h"
+#include "ir/kernel_analysis.h"
 #include "ir/kernel_ir.h"
 #include "kiln/error.h"
 
@@ -20,9 +21,7 @@ namespace kiln::codegen::gpu {
 
 inline constexpr int kLanes = 4;
 
-// The coefficient c when the integer expression `e` is f(other variables) + c * var (sums,
-// differences and products by constants); nullopt when it is not of that form.
-std::optional<int64_t> var_coefficient(const kir::Expr* e, int32_t var, const FreeVars& fv);
+using kir::var_coefficient;  // ir/kernel_analysis.h
 // A number that divides e's value whenever `var` is a multiple of `var_multiple` and the other
 // variables take any value (0 when e is always 0).
 int64_t known_divisor(const kir::Expr* e, int32_t var, int64_t var_multiple);
