@@ -18,13 +18,14 @@
 #include <llvm/IR/Module.h>
 
 #include "codegen/cpu/alu_lowering.h"
+#include "codegen/cpu/attention_emitter.h"
 #include "codegen/cpu/bounds_checks.h"
 #include "codegen/cpu/dtype_lowering.h"
-#include "codegen/cpu/attention_emitter.h"
 #include "codegen/cpu/matmul_emitter.h"
 #include "codegen/cpu/reduce_lowering.h"
 #include "codegen/cpu/streaming_stores.h"
 #include "codegen/sum_blocks.h"
+#include "ir/kernel_analysis.h"
 #include "ir/loop_split.h"
 #include "ir/post_order.h"
 #include "ir/row_reuse.h"
@@ -61,6 +62,9 @@ struct Loop {
   int64_t max_trips = -1;  // the most iterations it can run, when known
   bool scalar = false;      // kept off the vectorizer (a peeled head)
   bool reduction = false;   // a reduction's loop (its interleave changes its sum's order)
+  // A reduction's loop along which every load of its body moves by one element or not at all:
+  // one LLVM would vectorize across its iterations (reduces_in_lanes).
+  bool in_lanes = false;
 };
 
 // Innermost loops that run fewer iterations than this are not vectorized: no vector body could
@@ -109,14 +113,17 @@ bool has_deep_chain(const kir::Kernel& k) {
 constexpr int64_t kChunkLanes = 16;
 constexpr int64_t kChunkInterleave = 4;
 
-// A reduction loop of more iterations than this stays a loop after vectorizing. Unrolled whole,
-// the row a row kernel reads in two passes (layernorm's mean, then its variance) is one set of
-// loads to LLVM, which it keeps in registers from one pass to the next: a 1024-wide f32 row is 64
-// AVX-512 vectors, so half of them were spilled to the stack and reloaded. Layernorm's kernel on
-// 2 Xeon threads (8192 x 1024, its object code timed in one process): 1.37-1.41 ms unrolled,
-// 1.25-1.29 rolled, as a hand-written AVX-512 loop (1.27-1.29).
-constexpr int64_t kMaxUnrolledReductionTrips = 128;
-constexpr int kRolledReductionInterleave = 4;
+// Every reduction loop is vectorized to these lanes and accumulators and stays a loop
+// (add_loop_metadata), so that a float sum adds in one order on every x86-64 CPU and at every
+// tuning: left to LLVM, AVX2 (8 lanes) and AVX-512 (16) summed a row of 1000 f32 in different
+// orders (up to 2.3e-5 apart), and so did two tunings of one kernel (vector_width, unroll). The
+// lanes are AVX-512's; AVX2 runs each as two registers. A loop unrolled whole would be one set of
+// loads to LLVM, which keeps them in registers from one pass over a row to the next: a 1024-wide
+// f32 row is 64 AVX-512 vectors, so half of them were spilled and reloaded (layernorm on 2 Xeon
+// threads, 8192 x 1024: 1.37-1.41 ms unrolled, 1.25-1.29 rolled, as a hand-written AVX-512
+// loop).
+constexpr int kReductionLanes = 16;
+constexpr int kReductionInterleave = 4;
 
 // A cache line: where a streaming output's vector stores start (streaming_stores.h).
 constexpr int64_t kLineBytes = 64;
@@ -142,7 +149,7 @@ constexpr int kPrefetchLocality = 2;
 class KernelEmitter {
  public:
   KernelEmitter(const kir::Kernel& k, const EmitOptions& opt, llvm::Module& m)
-      : k_(k), opt_(opt), m_(m), ctx_(m.getContext()), b_(ctx_) {}
+      : k_(k), opt_(opt), m_(m), ctx_(m.getContext()), b_(ctx_), free_vars_(k) {}
 
   Expected<llvm::Function*> run();
 
@@ -189,6 +196,7 @@ class KernelEmitter {
   int64_t length(int32_t buf) const { return ir::shape_numel(k_.params[buf].shape); }
   void add_loop_metadata();
   bool deep_chain() const;
+  bool reduces_in_lanes(const Expr* reduce, int32_t var) const;
   llvm::AllocaInst* entry_alloca(llvm::Type* ty);
   // Run-time sizes (ir/kernel_sizes.h): slot `slot`'s value, read in the entry block; an extent
   // as a value (its slot's, or the constant) and the most iterations known of it (-1: none).
@@ -214,6 +222,7 @@ class KernelEmitter {
   llvm::Module& m_;
   llvm::LLVMContext& ctx_;
   llvm::IRBuilder<> b_;
+  const kir::FreeVars free_vars_;
   llvm::Function* fn_ = nullptr;
   std::vector<Value*> buffers_;
   Value* check_slot_ = nullptr;  // CheckMode::validate: the error slot after the parameters
@@ -576,6 +585,7 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
       }
       inner = open_loop(inner, start, end, fmt::format("r{}", e->rvars[r]));
       loops_[inner->loop].reduction = true;
+      loops_[inner->loop].in_lanes = reduces_in_lanes(e, e->rvars[r]);
       if (block_scope && inner->parent == block_scope) first_in_block = inner;
       var_scope_[e->rvars[r]] = inner;
       var_value_[e->rvars[r]] = inner->iv;
@@ -898,6 +908,24 @@ Expected<Value*> KernelEmitter::aligned_start(const kir::Store& st, Scope* s, Va
 // Whether some store's value is a chain of at least kDeepChain dependent operations.
 bool KernelEmitter::deep_chain() const { return has_deep_chain(k_); }
 
+// Whether every load in `reduce`'s body reads element `var`, `var` + 1, ... (or the same one at
+// each `var`): the reduction's loop along `var` is one LLVM vectorizes across its iterations.
+bool KernelEmitter::reduces_in_lanes(const Expr* reduce, int32_t var) const {
+  std::vector<const Expr*> todo{reduce->args[0]};
+  std::unordered_set<const Expr*> seen;
+  while (!todo.empty()) {
+    const Expr* e = todo.back();
+    todo.pop_back();
+    if (!seen.insert(e).second) continue;
+    if (e->kind == ExprKind::Load) {
+      const std::optional<int64_t> c = kir::var_coefficient(e->args[0], var, free_vars_);
+      if (!c || (*c != 0 && *c != 1 && *c != -1)) return false;
+    }
+    for (const Expr* a : e->args) todo.push_back(a);
+  }
+  return true;
+}
+
 // vectorize.width / interleave.count on loops with no loop inside (the only ones the vectorizer
 // considers; metadata on outer loops would only produce "not vectorized" remarks).
 void KernelEmitter::add_loop_metadata() {
@@ -908,13 +936,25 @@ void KernelEmitter::add_loop_metadata() {
     // A scan's loop carries its running sum from one step to the next: it stays scalar.
     const bool is_short = loop.scalar || !scans_.empty() ||
                           (loop.max_trips >= 0 && loop.max_trips < kMinVectorTrips);
-    const int unroll = deep && !loop.reduction ? kDeepChainInterleave : p.unroll;
-    const bool keep_rolled = loop.reduction && loop.max_trips > kMaxUnrolledReductionTrips;
-    // A loop LLVM may not unroll is not interleaved either unless asked: one accumulator, its
-    // adds' latency end to end. It keeps the kRolledReductionInterleave that LLVM picks unrolled.
-    const int interleave = keep_rolled && unroll <= 0 ? kRolledReductionInterleave : unroll;
-    llvm::MDNode* md = is_short ? no_vectorize_hint(ctx_)
-                                : vectorize_hints(ctx_, p.vector_width, interleave, keep_rolled);
+    llvm::MDNode* md = nullptr;
+    if (is_short) {
+      md = no_vectorize_hint(ctx_);
+    } else if (loop.reduction && loop.in_lanes) {
+      // A reduction's order is fixed here, whatever the CPU, the tuning and whether its extent is
+      // known: kReductionLanes lanes times kReductionInterleave accumulators, folded in the IR's
+      // order, the rest in order after them (a forced width leaves LLVM no narrower epilogue to
+      // pick). Not unrolled either: a loop unrolled whole before vectorizing becomes a tree LLVM
+      // shapes per CPU.
+      md = vectorize_hints(ctx_, kReductionLanes, kReductionInterleave, /*keep_rolled=*/true);
+    } else if (loop.reduction) {
+      // Strided or gathered loads (a column's sum): summed in order, lane by lane of the loop
+      // around it once LLVM unrolls this one, never in lanes of its own that a CPU's gathers
+      // would shape.
+      md = no_vectorize_hint(ctx_);
+    } else {
+      md = vectorize_hints(ctx_, p.vector_width, deep ? kDeepChainInterleave : p.unroll,
+                           /*keep_rolled=*/false);
+    }
     if (md) loop.latch->setMetadata(llvm::LLVMContext::MD_loop, md);
   }
 }
