@@ -40,8 +40,12 @@ using GroupCache = std::unordered_map<uint64_t, std::vector<PricedGroup>>;
 
 class PlanBuilder {
  public:
-  PlanBuilder(const FusionGraph& g, const SearchState& s, const CostModel& cost)
-      : g_(g), s_(s), cost_(cost), members_(static_cast<size_t>(s.group_count())) {
+  PlanBuilder(const FusionGraph& g, const SearchState& s, const CostModel& cost, size_t max_buffers)
+      : g_(g),
+        s_(s),
+        cost_(cost),
+        max_buffers_(max_buffers),
+        members_(static_cast<size_t>(s.group_count())) {
     for (size_t i = 0; i < s.group_of.size(); ++i)
       if (s.group_of[i] >= 0)
         members_[static_cast<size_t>(s.group_of[i])].push_back(static_cast<int32_t>(i));
@@ -222,11 +226,12 @@ class PlanBuilder {
     for (size_t q = 0; q < open.size(); ++q) {
       const Query& query = open[q];
       auto f = static_cast<size_t>(query.from);
-      out[query.index] =
-          cycle[q]                                                    ? "would create a cycle"
-          : s_.closed_at[f] <= query.e->owner                         ? "max_blocks reached"
-          : members_[f].size() >= static_cast<size_t>(kMaxGroupNodes) ? "kernel size limit"
-                                                                      : "cheaper to materialize";
+      out[query.index] = cycle[q]                            ? "would create a cycle"
+                         : s_.closed_at[f] <= query.e->owner ? "max_blocks reached"
+                         : members_[f].size() >= static_cast<size_t>(kMaxGroupNodes)
+                             ? "kernel size limit"
+                         : binds(groups_[f]) >= max_buffers_ ? "kernel buffer limit"
+                                                             : "cheaper to materialize";
     }
     return out;
   }
@@ -315,9 +320,14 @@ class PlanBuilder {
     return answer;
   }
 
+  static size_t binds(const FusedGroup& group) {
+    return group.inputs.size() + group.outputs.size();
+  }
+
   const FusionGraph& g_;
   const SearchState& s_;
   const CostModel& cost_;
+  size_t max_buffers_;
   std::vector<std::vector<int32_t>> members_;  // per group: sorted node indices computed there
   mutable std::vector<uint32_t> seen_stamp_;    // collect(): per node, the walk that last saw it
   mutable uint32_t walks_ = 0;
@@ -343,12 +353,12 @@ class BeamFuser final : public Fuser {
     // The running estimate of the search approximates what a value's readers will need; the
     // finished plans are priced exactly, and the cheapest wins: the first on a tie, compared at
     // float precision as the search compares (passes/beam_search.cpp, `expand`).
-    std::vector<SearchState> states =
-        beam_search(graph, cost_, {options_.max_blocks, options_.beam_width});
+    std::vector<SearchState> states = beam_search(
+        graph, cost_, {options_.max_blocks, options_.beam_width, options_.max_kernel_buffers});
     std::optional<PlanBuilder> best;
     GroupCache cache;
     for (const SearchState& s : states) {
-      PlanBuilder candidate(graph, s, cost_);
+      PlanBuilder candidate(graph, s, cost_, options_.max_kernel_buffers);
       const double total = candidate.price(cache);
       if (!best || static_cast<float>(total) < static_cast<float>(best->total()))
         best.emplace(std::move(candidate));
@@ -394,7 +404,7 @@ std::unique_ptr<Fuser> make_fuser(FuserKind kind, const CostModel& cost, BeamOpt
     case FuserKind::beam:
       return make_beam_fuser(cost, beam);
     case FuserKind::greedy:
-      return make_beam_fuser(cost, BeamOptions{1, 1});
+      return make_beam_fuser(cost, BeamOptions{1, 1, beam.max_kernel_buffers});
     case FuserKind::first:
       return make_first_fuser();
     case FuserKind::none:

@@ -64,16 +64,19 @@ struct Placement {
 
 class Planner {
  public:
-  Planner(const FusionGraph& g, const CostModel& cost, const SearchState& s, int slot)
+  Planner(const FusionGraph& g, const CostModel& cost, const SearchState& s, int slot,
+          size_t max_buffers)
       : g_(g),
         cost_(cost),
         s_(s),
         slot_(slot),
+        max_buffers_(max_buffers),
         target_(slot >= 0 ? s.open[static_cast<size_t>(slot)].id : s.group_count()) {}
 
   Placement place(int32_t n) const {
     Placement p;
     p.slot = slot_;
+    placing_ = n;
     const FusionNode& fn = g_[n];
     if (slot_ >= 0 && s_.open[static_cast<size_t>(slot_)].size >= kMaxGroupNodes) {
       fail(p);
@@ -109,6 +112,7 @@ class Planner {
     for (const FusionRead& r : fn.reads) {
       if (!read(p, fn.node, r, 1.0, kMaxRecompute)) return p;
     }
+    if (!within_buffer_limit(p)) fail(p);
     return p;
   }
 
@@ -116,6 +120,23 @@ class Planner {
   bool fail(Placement& p) const {
     p.ok = false;
     return false;
+  }
+
+  // The buffers `group` binds with this placement: those it reads and writes so far, and those
+  // the placement adds (`extra` more written).
+  size_t binds(const Placement& p, int32_t group, size_t extra = 0) const {
+    size_t n = extra + (group < s_.group_count()
+                            ? static_cast<size_t>(s_.buffers[static_cast<size_t>(group)])
+                            : 0);
+    if (group == target_) n += p.new_inputs.size() + (g_[placing_].forced ? 1 : 0);
+    for (int32_t b : p.materialize) n += s_.group_of[static_cast<size_t>(b)] == group;
+    return n;
+  }
+
+  // Whether the target, with this placement, binds at most max_buffers_ buffers. A new group
+  // always takes its node (whose operands are what it needs).
+  bool within_buffer_limit(const Placement& p) const {
+    return slot_ < 0 || binds(p, target_) <= max_buffers_;
   }
 
   // Node q's work, evaluated `factor` times per element.
@@ -228,13 +249,17 @@ class Planner {
     if (reader->op == ir::Op::Matmul) return materialize(p, b);
     // Price both ways on the same placement, rolling back in between (no copies).
     Mark start = mark(p);
+    // Writing b adds a buffer to its home group: past the limit, a copy is taken where one can be.
+    const int32_t home = s_.group_of[static_cast<size_t>(b)];
+    const bool home_fits = binds(p, home, 1) <= max_buffers_;
     bool buffered = materialize(p, b);
     double buffered_delta = p.delta;
     rollback(p, start);
     // Without a buffer, a new group must copy whatever it takes; an existing group only tries
     // (the copies run back through the producer's kernel, up to its size for every placement).
     bool copied = recompute(p, b, f * r.extra, buffered || slot_ >= 0 ? budget : SIZE_MAX);
-    if (copied && (!buffered || p.delta < buffered_delta)) return true;
+    if (copied && buffered && !within_buffer_limit(p)) copied = false;  // copies read buffers too
+    if (copied && (!buffered || !home_fits || p.delta < buffered_delta)) return true;
     rollback(p, start);
     if (!buffered) return fail(p);
     return materialize(p, b);
@@ -285,8 +310,10 @@ class Planner {
   const CostModel& cost_;
   const SearchState& s_;
   int slot_;
+  size_t max_buffers_;
   int32_t target_;
   mutable bool scan_group_ = false;  // the node being placed is a scan (set by place)
+  mutable int32_t placing_ = -1;     // the node being placed (set by place)
 };
 
 // Records a new edge producer group -> consumer group in the descendant sets of open groups.
@@ -308,6 +335,7 @@ void apply(SearchState& s, const FusionGraph& g, int32_t n, int32_t step, const 
     int32_t id = s.group_count();
     s.shape_of.push_back(-1);
     s.closed_at.push_back(INT_MAX);
+    s.buffers.push_back(0);
     if (static_cast<int>(s.open.size()) >= max_blocks) {
       s.closed_at[static_cast<size_t>(s.open.front().id)] = step;
       s.open.erase(s.open.begin());
@@ -337,12 +365,14 @@ void apply(SearchState& s, const FusionGraph& g, int32_t n, int32_t step, const 
   if (g[n].forced) {
     at(s.materialized, n) = 1;
     s.signature ^= mix(2, static_cast<uint64_t>(n), 0);
+    ++at(s.buffers, tid);
   }
   for (const auto& [group, node] : p.shapes)
     if (at(s.shape_of, group) < 0) at(s.shape_of, group) = node;
   for (int32_t b : p.materialize) {
     at(s.materialized, b) = 1;
     s.signature ^= mix(2, static_cast<uint64_t>(b), 0);
+    ++at(s.buffers, at(s.group_of, b));
   }
   for (int32_t c : p.recompute) {
     if (is_reduction(g[c].node)) target.has_reduce = true;
@@ -352,6 +382,7 @@ void apply(SearchState& s, const FusionGraph& g, int32_t n, int32_t step, const 
   }
   for (const auto& [q, f] : p.factors) at(s.factor, q) = f;
   for (int32_t b : p.new_inputs) sorted_insert(target.inputs, b);
+  at(s.buffers, tid) += static_cast<int32_t>(p.new_inputs.size());
   for (int32_t b : p.new_inputs)
     if (g[b].role == Role::Placed) add_edge(s, at(s.group_of, b), tid);
   s.cost += p.delta;
@@ -375,13 +406,13 @@ uint64_t candidate_signature(const SearchState& s, const FusionGraph& g, int32_t
 }
 
 std::vector<Candidate> expand(const std::vector<SearchState>& beam, const FusionGraph& g,
-                              const CostModel& cost, int32_t n) {
+                              const CostModel& cost, int32_t n, size_t max_buffers) {
   std::vector<Candidate> out;
   for (size_t i = 0; i < beam.size(); ++i) {
     const SearchState& s = beam[i];
     for (int slot = 0; slot <= static_cast<int>(s.open.size()); ++slot) {
       int target = slot == static_cast<int>(s.open.size()) ? -1 : slot;
-      Placement p = Planner(g, cost, s, target).place(n);
+      Placement p = Planner(g, cost, s, target, max_buffers).place(n);
       if (!p.ok) continue;
       double total = s.cost + p.delta;
       uint64_t sig = candidate_signature(s, g, n, p);
@@ -416,7 +447,7 @@ std::vector<SearchState> beam_search(const FusionGraph& g, const CostModel& cost
   for (size_t i = 0; i < count; ++i) {
     auto n = static_cast<int32_t>(i);
     if (g[n].role != Role::Placed) continue;
-    std::vector<Candidate> cands = expand(beam, g, cost, n);
+    std::vector<Candidate> cands = expand(beam, g, cost, n, options.max_buffers);
     KILN_CHECK(!cands.empty()) << "beam fuser: no placement for node %" << g[n].node->id;
     std::vector<const Candidate*> chosen;
     std::vector<uint64_t> seen;

@@ -38,6 +38,7 @@ struct SearchState {
   std::vector<double> factor;         // per node: evaluation factor in its home group
   std::vector<int32_t> shape_of;      // per group: a node with its output shape, or -1
   std::vector<int32_t> closed_at;     // per group: the step at which it was closed, or INT_MAX
+  std::vector<int32_t> buffers;       // per group: buffers it reads and writes so far
   std::vector<std::pair<int32_t, int32_t>> copies;  // (group, node): recomputed copies
   std::vector<OpenGroup> open;                      // oldest first
   double cost = 0;                                  // estimated seconds of everything placed so far
@@ -49,6 +50,7 @@ struct SearchState {
 struct SearchOptions {
   int max_blocks = 5;
   int beam_width = 4;
+  size_t max_buffers = kMaxKernelBuffers;  // BeamOptions::max_kernel_buffers
 };
 
 // The surviving complete assignments, cheapest (by the running estimate) first.

@@ -54,7 +54,7 @@ struct FusionPlan {
 // change to which kernels a graph becomes, so that plans cached by an older kiln are not reused.
 // fuser-2: interior nodes of an attention that are functions of sources are inlined into every
 // reader (a causal mask shared by several attentions).
-inline constexpr const char* kFuserVersion = "fuser-2";
+inline constexpr const char* kFuserVersion = "fuser-3";
 
 class Fuser {
  public:
@@ -79,9 +79,20 @@ class CostModel;
 
 // DESIGN.md §5: beam search over assignments of nodes to groups in topological order.
 // max_blocks = 1, beam_width = 1 is greedy fusion.
+// The most buffers (read and written) a kernel that the beam fuser grows past one node binds.
+// Kernels of thousands (125 inner concats of an unrolled LSTM's output, 2000 buffers, all of one
+// shape) took LLVM's instruction scheduler tens of seconds per autotuning candidate; a GPU binds a
+// limited number of buffers to one kernel (BeamOptions::max_kernel_buffers).
+inline constexpr size_t kMaxKernelBuffers = 256;
+
 struct BeamOptions {
   int max_blocks = 5;  // open groups tracked at once; the oldest is closed when one more opens
   int beam_width = 4;  // cheapest states kept per step
+  // A group takes another node only while it reads and writes at most this many buffers (a
+  // device's binding limit where lower: runtime/target.h, max_kernel_buffers). A group of one node
+  // binds what that node needs: a concat of at most kConcatFanIn operands after
+  // split_wide_concats, a handful for every other op.
+  size_t max_kernel_buffers = kMaxKernelBuffers;
 };
 // Places every computed node (movement ops and sources that are not graph outputs are inlined
 // into each reader instead) into a group. Never in the same group: a matmul and the computed

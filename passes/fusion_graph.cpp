@@ -11,11 +11,12 @@ namespace kiln::passes {
 
 namespace {
 
-Role role_of(const ir::Node* n, const std::unordered_set<const ir::Node*>& outputs) {
+// `written`: graph outputs and the inner concats of wide concats (is_written_concat_piece).
+Role role_of(const ir::Node* n, const std::unordered_set<const ir::Node*>& written) {
   if (n->op == ir::Op::Input) return Role::Input;
   ir::OpKind kind = ir::op_kind(n->op);
   bool view_or_source = ir::is_view(n->op) || kind == ir::OpKind::Source;
-  return view_or_source && !outputs.contains(n) ? Role::Inlined : Role::Placed;
+  return view_or_source && !written.contains(n) ? Role::Inlined : Role::Placed;
 }
 
 // Whether `n` is a function of sources only (aranges and constants through elementwise ops and
@@ -84,12 +85,16 @@ std::optional<AttentionMatch> attention_at(
 FusionGraph::FusionGraph(const Outputs& outputs) {
   std::unordered_set<const ir::Node*> outs(outputs.begin(), outputs.end());
   std::vector<const ir::Node*> live = ir::topo_order(outputs);
+  std::unordered_set<const ir::Node*> written = outs;
+  for (const ir::Node* n : live)
+    for (const ir::Node* in : n->inputs)
+      if (is_written_concat_piece(n, in)) written.insert(in);
   nodes_.reserve(live.size());
   for (const ir::Node* n : live) {
     index_.emplace(n, static_cast<int32_t>(nodes_.size()));
     FusionNode fn;
     fn.node = n;
-    fn.role = role_of(n, outs);
+    fn.role = role_of(n, written);
     nodes_.push_back(std::move(fn));
   }
   // Attention outputs (passes/attention_match.h): their interiors are computed in their group.
@@ -121,7 +126,7 @@ FusionGraph::FusionGraph(const Outputs& outputs) {
     fn.flops = node_flops(fn.node);
     fn.bytes = node_bytes(fn.node);
     if (fn.role != Role::Placed) continue;
-    fn.forced = outs.contains(fn.node);
+    fn.forced = written.contains(fn.node);
     // A placed movement op (a graph output) is itself the view its operands are read through.
     bool is_view = ir::is_view(fn.node->op);
     if (fn.attention) {

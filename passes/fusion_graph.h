@@ -13,9 +13,9 @@
 namespace kiln::passes {
 
 // Input: read from a buffer, never computed. Inlined: a movement op or source (not a graph
-// output), or a node of an attention's interior (a function of sources only when it has readers
-// outside the attention), recomputed inside every group that reads it. Placed: assigned to one
-// group.
+// output, nor an inner concat of a wide concat: is_written_concat_piece), or a node of an
+// attention's interior (a function of sources only when it has readers outside the attention),
+// recomputed inside every group that reads it. Placed: assigned to one group.
 enum class Role : uint8_t { Input, Inlined, Placed };
 
 struct FusionRead {
@@ -28,10 +28,11 @@ struct FusionRead {
 struct FusionNode {
   const ir::Node* node = nullptr;
   Role role = Role::Input;
-  // Written to a buffer in every partition: a graph output, a value read through several views
-  // (inlining it per view multiplies work along stencil chains), the operand of a matmul
-  // (which reads each element many times), a scan, or a reduction, matmul, scatter or scan that
-  // a scan reads (through elementwise producers its kernel copies).
+  // Written to a buffer in every partition: a graph output, an inner concat of a wide concat, a
+  // value read through several views (inlining it per view multiplies work along stencil
+  // chains), the operand of a matmul (which reads each element many times), a scan, or a
+  // reduction, matmul, scatter or scan that a scan reads (through elementwise producers its
+  // kernel copies).
   bool forced = false;
   bool multi_view = false;
   double flops = 0;  // node_flops

@@ -19,6 +19,8 @@ constexpr LoweringStep kSteps[] = {
      "literal folding and identities (x*1, x+0, where of a literal)"},
     {"fold_views", IrLevel::graph, "chains of views collapse, identity views go"},
     {"cse", IrLevel::graph, "structurally equal subgraphs merge"},
+    {"split_concats", IrLevel::graph,
+     "a concat of more than 16 operands becomes a tree of concats of at most 16"},
     {"fuse", IrLevel::groups, "the fuser partitions the graph into groups, one per kernel"},
     {"lower", IrLevel::kernels, "each group becomes a kernel: loads, ALU ops, reductions, stores"},
     {"analyze", IrLevel::facts,
@@ -145,6 +147,8 @@ Expected<Lowering> run_lowering(ir::Graph& g, const Outputs& outputs,
   auto simplified = optimize_steps(g, outputs, simplify);
   if (!simplified) return std::unexpected(simplified.error());
   ir.outputs = *simplified;
+  ir.outputs = split_wide_concats(g, ir.outputs);
+  if (auto ok = script.after("split_concats"); !ok) return std::unexpected(ok.error());
 
   // Fused groups.
   const Fuser& fuser = options.fuser ? *options.fuser : default_fuser();

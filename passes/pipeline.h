@@ -7,6 +7,7 @@
 //                 fold_views      chains of views collapse                (passes.h)
 //                 cse             common subexpressions merge             (passes.h)
 //                 ... the three repeat until a round changes nothing
+//                 split_concats   wide concats become trees of narrow ones (passes.h)
 //   fused groups  fuse            the device's fuser partitions the graph (fuser.h)
 //   kernel IR     lower           one kernel per group                    (lower.h)
 //   facts         analyze         what backends ask of each kernel: free   (ir/kernel_facts.h)

@@ -180,8 +180,9 @@ std::string describe_fuser(const DeviceOptions& options, const passes::Fuser& fu
       break;
   }
   const bool greedy = options.fuser == passes::FuserKind::greedy;
-  return fmt::format("{} {} max_blocks={} beam_width={} {}", fuser.name(), passes::kFuserVersion,
-                     greedy ? 1 : options.beam.max_blocks, greedy ? 1 : options.beam.beam_width,
+  return fmt::format("{} {} max_blocks={} beam_width={} max_kernel_buffers={} {}", fuser.name(),
+                     passes::kFuserVersion, greedy ? 1 : options.beam.max_blocks,
+                     greedy ? 1 : options.beam.beam_width, options.beam.max_kernel_buffers,
                      cost.rates().str());
 }
 

@@ -127,8 +127,13 @@ const passes::Fuser& Executor::fuser() {
   std::call_once(fuser_once_, [this] {
     cost_ = std::make_unique<passes::CostModel>(
         target_->plans_with_measured_rates() ? device_rates() : target_->reference_rates());
-    fuser_ = make_fuser(options_, *cost_);
-    fuser_description_ = describe_fuser(options_, *fuser_, *cost_);
+    // One binding less than the device allows: a validating kernel binds its error slot too.
+    DeviceOptions fusing = options_;
+    if (const std::optional<size_t> limit = target_->max_kernel_buffers())
+      fusing.beam.max_kernel_buffers =
+          std::min(fusing.beam.max_kernel_buffers, std::max<size_t>(*limit, 2) - 1);
+    fuser_ = make_fuser(fusing, *cost_);
+    fuser_description_ = describe_fuser(fusing, *fuser_, *cost_);
   });
   return *fuser_;
 }

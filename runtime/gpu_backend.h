@@ -99,6 +99,9 @@ class GpuBackend {
   // (codegen::gpu::GpuSource::loop_iterations counts them the same way), before it ends them
   // early without an error; compile() refuses sources over it. nullopt: no such budget.
   virtual std::optional<int64_t> loop_iteration_limit() const { return std::nullopt; }
+  // The most buffers one kernel binds (Vulkan's maxPerStageDescriptorStorageBuffers); the fuser
+  // keeps its groups within it. nullopt: no limit that kiln's kernels reach.
+  virtual std::optional<size_t> max_kernel_buffers() const { return std::nullopt; }
   // Whether compiled kernels may use warp-level tensor-core instructions (mma.sync on tf32
   // operands): CUDA devices and compilers of sm_80 and later.
   virtual bool warp_mma() const { return false; }

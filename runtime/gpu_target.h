@@ -73,6 +73,9 @@ class GpuTarget final : public Target {
 
   std::string name() const override { return backend_->name(); }
   bool can_run() const override { return !backend_->compile_only(); }
+  std::optional<size_t> max_kernel_buffers() const override {
+    return backend_->max_kernel_buffers();
+  }
   std::string source_extension() const override;
   std::vector<std::pair<std::string, std::string>> identity() const override;
   passes::DeviceRates reference_rates() const override { return gpu_rates(*backend_); }

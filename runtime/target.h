@@ -119,6 +119,10 @@ class Target {
   // Whether the fuser plans with the measured rates (the cpu) or the reference rates (GPUs, whose
   // measured rates serve the autotuner's roofline only).
   virtual bool plans_with_measured_rates() const = 0;
+  // The most buffers one kernel may bind, its outputs and a validating kernel's error slot
+  // included (a Vulkan device's maxPerStageDescriptorStorageBuffers); the fuser keeps within it.
+  // nullopt: no limit that kiln's kernels reach.
+  virtual std::optional<size_t> max_kernel_buffers() const { return std::nullopt; }
   // Compiles `kernel` (whose analyses are `facts`: ir/kernel_facts.h) with `params` (and bounds
   // checks by `check`); with `load`, ready to launch. Thread-safe.
   virtual Expected<std::shared_ptr<const Artifact>> compile(const kir::Kernel& kernel,

@@ -93,6 +93,10 @@ class VulkanBackend : public SpirvToolchain<GpuBackend> {
     return vulkan::loop_iteration_limit(ctx_->info.properties);
   }
 
+  std::optional<size_t> max_kernel_buffers() const override {
+    return ctx_->info.properties.limits.maxPerStageDescriptorStorageBuffers;
+  }
+
   // Sources that would outrun the driver's loop budget are refused before shaderc runs.
   Expected<std::vector<uint8_t>> compile(const codegen::gpu::GpuSource& source,
                                          const std::string& name) override {

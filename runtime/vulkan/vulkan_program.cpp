@@ -110,6 +110,14 @@ Expected<std::shared_ptr<const VulkanProgram>> load_program(
   std::memcpy(words.data(), binary.data(), binary.size());
   auto bindings = reflect_bindings(words);
   if (!bindings) return std::unexpected(bindings.error());
+  // Past the limit, drivers fail in their own ways (lavapipe, 32, crashed running the kernel).
+  const uint32_t limit = ctx->info.properties.limits.maxPerStageDescriptorStorageBuffers;
+  if (bindings->size() > limit)
+    return make_error(
+        fmt::format("vulkan: kernel '{}' binds {} buffers; {} binds at most {} to one kernel "
+                    "(maxPerStageDescriptorStorageBuffers)",
+                    source.entry.empty() ? "main" : source.entry, bindings->size(),
+                    ctx->info.properties.deviceName, limit));
   auto program = std::make_shared<VulkanProgram>(ctx);
   program->bindings = std::move(*bindings);
   program->launch = source.launch;

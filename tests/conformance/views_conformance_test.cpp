@@ -67,6 +67,59 @@ TEST(ViewsConformance, PadConcatFlipRollUnfold) {
   });
 }
 
+// Concats of more than 16 operands run as trees of concats (passes.h: split_wide_concats): 300
+// computed rows of one input, 40 inputs of uneven widths along an inner axis, 17 (one more than a
+// chain), and a wide concat read by an elementwise op.
+TEST(ViewsConformance, WideConcats) {
+  for (DType t : {DType::f32, DType::i32}) {
+    Case c;
+    const ir::Node* x = c.input(t, {300, 5});
+    std::vector<const ir::Node*> rows;
+    for (int64_t i = 0; i < 300; ++i) {
+      auto row = c.b.slice(x, 0, 299 - i, 300 - i, 1);
+      ASSERT_TRUE(row.has_value()) << row.error().message;
+      auto k = c.b.scalar(static_cast<double>(i % 7), t);
+      ASSERT_TRUE(k.has_value());
+      auto scaled = c.b.binary(Op::Add, *row, *k);
+      ASSERT_TRUE(scaled.has_value()) << scaled.error().message;
+      rows.push_back(*scaled);
+    }
+    auto stacked = c.b.concat(rows, 0);
+    ASSERT_TRUE(stacked.has_value()) << stacked.error().message;
+    std::vector<const ir::Node*> columns;
+    for (int64_t i = 0; i < 40; ++i) columns.push_back(c.input(t, {3, i % 3 + 1}));
+    auto wide = c.b.concat(columns, 1);
+    ASSERT_TRUE(wide.has_value()) << wide.error().message;
+    auto seventeen =
+        c.b.concat(std::vector<const ir::Node*>(columns.begin(), columns.begin() + 17), 1);
+    ASSERT_TRUE(seventeen.has_value()) << seventeen.error().message;
+    expect_matches_reference(c, {*stacked, *wide, *seventeen},
+                             fmt::format("wide concats {}", ir::dtype_name(t)));
+  }
+  Case c;
+  std::vector<const ir::Node*> pieces;
+  for (int i = 0; i < 50; ++i) pieces.push_back(c.input(DType::f32, {2, 1, 8}));
+  auto cat = c.b.concat(pieces, 1);
+  ASSERT_TRUE(cat.has_value()) << cat.error().message;
+  auto y = c.b.unary(Op::Tanh, *cat);
+  ASSERT_TRUE(y.has_value()) << y.error().message;
+  expect_matches_reference(c, {*y}, "tanh of a concat of 50");
+}
+
+// A sum of 40 inputs, one chain the fuser would make one kernel of 41 buffers: on lavapipe, which
+// binds at most 32 buffers to a kernel, that kernel crashed the driver. The fuser keeps kernels
+// within the device's limit (BeamOptions::max_kernel_buffers).
+TEST(FusionConformance, AChainOfFortyInputs) {
+  Case c;
+  const ir::Node* sum = c.input(DType::f32, {4, 8});
+  for (int i = 1; i < 40; ++i) {
+    auto next = c.b.binary(Op::Add, sum, c.input(DType::f32, {4, 8}));
+    ASSERT_TRUE(next.has_value()) << next.error().message;
+    sum = *next;
+  }
+  expect_matches_reference(c, {sum}, "a chain of 40 inputs");
+}
+
 TEST(MatmulConformance, Shapes) {
   struct S { ir::Shape a, b; };
   const S cases[] = {{{3, 4}, {4, 5}}, {{2, 3, 4}, {4, 5}}, {{2, 1, 3, 4}, {3, 4, 2}},

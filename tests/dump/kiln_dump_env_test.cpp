@@ -70,13 +70,14 @@ TEST_F(KilnDumpEnv, RunWritesTheIrAfterEveryStep) {
     EXPECT_EQ(files[i].substr(0, 3), fmt::format("{:02}-", i + 1)) << files[i];
     steps.push_back(files[i].substr(3));
   }
-  std::vector<std::string> graph_steps(steps.begin(), steps.end() - 5);
+  std::vector<std::string> graph_steps(steps.begin(), steps.end() - 6);
   ASSERT_EQ(graph_steps.size() % 3, 0u) << fmt::format("{}", fmt::join(steps, " "));
   for (size_t i = 0; i < graph_steps.size(); ++i)
     EXPECT_EQ(graph_steps[i],
               (std::vector<std::string>{"fold_literals.kg", "fold_views.kg", "cse.kg"}[i % 3]));
-  EXPECT_EQ(std::vector<std::string>(steps.end() - 5, steps.end()),
-            (std::vector<std::string>{"fuse.txt", "lower.txt", "analyze.txt", "compile.ll", "slots.txt"}));
+  EXPECT_EQ(std::vector<std::string>(steps.end() - 6, steps.end()),
+            (std::vector<std::string>{"split_concats.kg", "fuse.txt", "lower.txt", "analyze.txt",
+                                      "compile.ll", "slots.txt"}));
   fs::path dir = out / "graph-0001.steps";
   EXPECT_EQ(read_text(dir / files[files.size() - 6]), read_text(out / "graph-0001.optimized.kg"));
   EXPECT_EQ(read_text(dir / files[files.size() - 5]), read_text(out / "graph-0001.groups.txt"));

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "ir/kg.h"
+#include "passes/beam_search.h"
 #include "passes/cost_model.h"
 #include "passes/pipeline.h"
 #include "tests/passes/test_support.h"
@@ -51,8 +52,8 @@ std::vector<Seen> run_observed(ir::Graph& g, const Outputs& outputs, LoweringOpt
 TEST(LoweringScript, StepsRunInOrderAndAreNumbered) {
   std::vector<std::string> names;
   for (const LoweringStep& s : lowering_steps()) names.emplace_back(s.name);
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"fold_literals", "fold_views", "cse", "fuse", "lower", "analyze"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"fold_literals", "fold_views", "cse", "split_concats",
+                                             "fuse", "lower", "analyze"}));
 
   GraphFixture f;
   const ir::Node* x = f.g.input(DType::f32, {4, 8}, "x");
@@ -65,20 +66,22 @@ TEST(LoweringScript, StepsRunInOrderAndAreNumbered) {
     order.push_back(seen[i].step);
   }
   EXPECT_EQ(order, (std::vector<std::string>{"fold_literals", "fold_views", "cse", "fold_literals",
-                                             "fold_views", "cse", "fuse", "lower", "analyze"}));
+                                             "fold_views", "cse", "split_concats", "fuse", "lower",
+                                             "analyze"}));
   EXPECT_EQ(seen.back().kernels, 3u);  // the first fuser: max, sum and the normalized values
   EXPECT_EQ(seen[seen.size() - 3].kernels, 0u) << "fuse runs before lower";
 }
 
-TEST(LoweringScript, WithoutFoldingOnlyCseRuns) {
+TEST(LoweringScript, WithoutFoldingOnlyCseAndTheConcatSplitRun) {
   GraphFixture f;
   const ir::Node* x = f.g.input(DType::f32, {4}, "x");
   std::vector<Seen> seen =
       run_observed(f.g, {f.bin(Op::Mul, x, f.lit(1))}, with(nullptr, /*fold=*/false));
-  ASSERT_EQ(seen.size(), 4u);
+  ASSERT_EQ(seen.size(), 5u);
   EXPECT_EQ(seen[0].step, "cse");
-  EXPECT_EQ(seen[1].step, "fuse");
-  EXPECT_EQ(seen[3].step, "analyze");
+  EXPECT_EQ(seen[1].step, "split_concats");
+  EXPECT_EQ(seen[2].step, "fuse");
+  EXPECT_EQ(seen[4].step, "analyze");
 }
 
 // A fuser that forgets the first output: the verifier after `fuse` names it.
@@ -101,7 +104,7 @@ TEST(LoweringScript, TheVerifierNamesTheStepThatBrokeTheIr) {
   ASSERT_FALSE(broken.has_value());
   EXPECT_EQ(
       broken.error().message,
-      fmt::format("after step 4, fuse: the IR is malformed: no group writes the output %t{} (Exp)",
+      fmt::format("after step 5, fuse: the IR is malformed: no group writes the output %t{} (Exp)",
                   y->id));
   // Unverified, the same script goes on and lowers nothing.
   auto unchecked = run_lowering(f.g, {y}, with(&forgetful, true, /*verify=*/false));
@@ -154,6 +157,59 @@ TEST(LoweringScript, EveryExampleVerifiesAfterEveryStep) {
     ++graphs;
   }
   EXPECT_GE(graphs, 10);
+}
+
+size_t selects_in(const kir::Kernel& k) {
+  size_t n = 0;
+  for (const kir::Expr* e : kir::kernel_exprs(k))
+    n += e->kind == kir::ExprKind::Alu && e->alu == kir::Alu::Where;
+  return n;
+}
+
+// A concat of 2000 pieces (an unrolled recurrence's steps, stacked): lowered as one kernel, every
+// element was a chain of 1999 selects over 2000 loads (O(n^2) work) in a kernel of 2001 buffers.
+// After split_concats, with every fuser, no kernel selects more than kConcatFanIn - 1 times per
+// element, and none reads more than kMaxGroupBuffers buffers; the graph keeps its output.
+TEST(LoweringScript, AWideConcatIsATreeOfNarrowOnes) {
+  CostModel model(DeviceRates::reference_cpu());
+  auto beam = make_beam_fuser(model);
+  auto first = make_first_fuser();
+  auto unfused = make_unfused();
+  for (const Fuser* fuser : {beam.get(), first.get(), unfused.get()}) {
+    SCOPED_TRACE(fuser->name());
+    GraphFixture f;
+    std::vector<const ir::Node*> pieces;
+    for (int i = 0; i < 2000; ++i)
+      pieces.push_back(f.un(Op::Exp, f.g.input(DType::f32, {1, 2, 16}, fmt::format("x{}", i))));
+    const ir::Node* y = must(f.b.concat(pieces, 0));
+    auto lowered = run_lowering(f.g, {y}, with(fuser));
+    ASSERT_TRUE(lowered.has_value()) << lowered.error().message;
+    ASSERT_EQ(lowered->outputs.size(), 1u);
+    EXPECT_EQ(lowered->outputs[0]->shape, (ir::Shape{2000, 2, 16}));
+    size_t selects = 0;
+    for (const LoweredKernel& k : lowered->kernels) {
+      const size_t inputs =
+          static_cast<size_t>(std::count_if(k.kernel.params.begin(), k.kernel.params.end(),
+                                            [](const kir::Param& p) { return !p.output; }));
+      EXPECT_LE(k.kernel.params.size(), kMaxKernelBuffers) << k.kernel.name << " reads " << inputs;
+      const size_t outputs = k.kernel.params.size() - inputs;
+      EXPECT_LE(selects_in(k.kernel), outputs * (kConcatFanIn - 1)) << k.kernel.name;
+      selects += selects_in(k.kernel);
+    }
+    // 125 concats of 16, 8 of those (the last of 13), and the root of 8: 125 * 15 + 7 * 15 + 12
+    // + 7.
+    EXPECT_EQ(selects, 125u * 15 + 7 * 15 + 12 + 7);
+  }
+  // A narrow concat of a narrow concat along one axis stays one kernel: concat(concat(a, b), c).
+  GraphFixture f;
+  const ir::Node* a = f.g.input(DType::f32, {2, 3}, "a");
+  const ir::Node* inner = must(f.b.concat({a, f.un(Op::Exp, a)}, 0));
+  const ir::Node* outer = must(f.b.concat({inner, f.un(Op::Neg, a)}, 0));
+  auto first_fuser = make_first_fuser();
+  auto lowered = run_lowering(f.g, {outer}, with(first_fuser.get()));
+  ASSERT_TRUE(lowered.has_value()) << lowered.error().message;
+  ASSERT_EQ(lowered->kernels.size(), 1u);
+  EXPECT_EQ(selects_in(lowered->kernels[0].kernel), 2u);
 }
 
 // A matrix product whose right operand is all one constant (a slice of padding, 0.5 throughout):

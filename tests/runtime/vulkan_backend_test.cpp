@@ -1,5 +1,7 @@
 // The Vulkan backend outside streams: device listing and selection, properties, fingerprint,
 // compilation, pipeline loading and binding reflection, pooled memory and its errors.
+#include <fmt/format.h>
+
 #include <cstring>
 #include <optional>
 
@@ -140,6 +142,33 @@ TEST_F(VulkanTest, CompileRefusesSourcesOverTheLoopBudget) {
         "iterations per invocation",
         "over the 65535 that vulkan:0 (llvmpipe", "which would give wrong results"})
     EXPECT_NE(m.find(part), std::string::npos) << "no '" << part << "' in: " << m;
+}
+
+// A program binding more buffers than the device allows one kernel (lavapipe: 32) crashed the
+// driver when it ran. It is refused at load, with the count and the limit; one at the limit loads.
+TEST_F(VulkanTest, AProgramOverTheBindingLimitIsRefusedAtLoad) {
+  const std::optional<size_t> limit = backend_->max_kernel_buffers();
+  ASSERT_TRUE(limit.has_value());
+  if (*limit > 256) GTEST_SKIP() << "vulkan:0 binds up to " << *limit << " buffers to a kernel";
+  auto program = [&](size_t buffers) {
+    std::string glsl = "#version 450\nlayout(local_size_x = 1) in;\n";
+    std::string sum = "0.0";
+    for (size_t b = 0; b < buffers; ++b) {
+      glsl += fmt::format("layout(std430, binding = {0}) buffer B{0} {{ float d[]; }} b{0};\n", b);
+      if (b > 0) sum += fmt::format(" + b{}.d[0]", b);
+    }
+    glsl += fmt::format("void main() {{ b0.d[0] = {}; }}\n", sum);
+    auto source = glsl_source(glsl, 1, 1);
+    auto binary = backend_->compile(source, "many_buffers");
+    EXPECT_TRUE(binary.has_value()) << binary.error().message;
+    return backend_->load(source, *binary);
+  };
+  EXPECT_TRUE(program(*limit).has_value());
+  auto over = program(*limit + 1);
+  ASSERT_FALSE(over.has_value());
+  const std::string& m = over.error().message;
+  EXPECT_NE(m.find(fmt::format("binds {} buffers", *limit + 1)), std::string::npos) << m;
+  EXPECT_NE(m.find(fmt::format("at most {} to one kernel", *limit)), std::string::npos) << m;
 }
 
 TEST_F(VulkanTest, BadBinariesFailToLoadAndBadLaunchShapesFailToLaunch) {
