@@ -209,10 +209,13 @@ class Planner {
     }
   }
 
-  // A reduction reading `b` evaluates it in the reduction's own loop: matmuls among b's inlined
-  // producers run their contraction again there (the cost model counts one run per loop nest),
-  // and neither run is a matmul loop nest any more: both are priced as loose contractions.
-  void rerun_matmuls(Placement& p, int32_t b) const {
+  // Whether `b`, a member of the target, is a matmul or computed from one in the target: a
+  // reduction reading it would evaluate the matmul again in the reduction's own loop, as a loose
+  // reduction of separately rounded products in another order than the matmul's loop nest, so
+  // the kernel would see other bits of the value than the matmul's own kernel writes (a softmax
+  // of x @ w came out 1 ulp apart in a traced replay and in the function run again). Such a
+  // reduction goes to another kernel, which reads the matmul's result.
+  bool reads_a_matmul(int32_t b) const {
     constexpr size_t kMaxWalk = 64;  // a bound on the walk; longer prologues are rare
     std::vector<int32_t> seen, stack{b};
     while (!stack.empty() && seen.size() < kMaxWalk) {
@@ -221,13 +224,11 @@ class Planner {
       if (s_.group_of[static_cast<size_t>(q)] != target_ || list_contains(seen, q)) continue;
       seen.push_back(q);
       const ir::Node* n = g_[q].node;
-      if (n->op == ir::Op::Matmul) {
-        const double flops = g_[q].flops * factor_of(p, q);
-        p.delta += 2 * cost_.loose_contraction_seconds(flops) - cost_.work_seconds(n, flops);
-      }
-      if (n->op == ir::Op::Matmul || ir::is_reduce(n->op)) continue;
+      if (n->op == ir::Op::Matmul) return true;
+      if (ir::is_reduce(n->op)) continue;
       for (const FusionRead& r : g_[q].reads) stack.push_back(r.base);
     }
+    return false;
   }
 
   // One read of `reader` (a graph node evaluated `f` times per element) in the target group.
@@ -241,8 +242,8 @@ class Planner {
       if (g_[b].multi_view && !r.direct) return fail(p);
       raise(p, b, f * r.extra);
       if ((ir::is_reduce(reader->op) || reader->op == ir::Op::ScatterElements) && slot_ >= 0 &&
-          s_.open[static_cast<size_t>(slot_)].has_matmul)
-        rerun_matmuls(p, b);
+          s_.open[static_cast<size_t>(slot_)].has_matmul && reads_a_matmul(b))
+        return fail(p);
       return true;
     }
     if (is_materialized(p, b)) return add_buffer(p, b);
@@ -298,6 +299,11 @@ class Planner {
   bool recompute(Placement& p, int32_t b, double f, size_t budget) const {
     if (p.recompute.size() >= budget) return fail(p);
     const ir::Node* n = g_[b].node;
+    // A matmul is computed once, by its own loop nest: a copy would be a loose reduction of
+    // separately rounded products, in another order, so a value would have other bits in the
+    // kernel that copies it than in its own (a softmax of x @ w came out 1 ulp apart in a traced
+    // replay and in the function run again, depending on which was realized first).
+    if (n->op == ir::Op::Matmul && !g_[b].attention) return fail(p);
     if (scan_group_ && (is_reduction(n) || is_scan(n))) return fail(p);
     p.recompute.push_back(b);
     p.delta += work(b, std::max(f, 1.0));
