@@ -252,7 +252,7 @@ class Planner {
     Mark start = mark(p);
     // Writing b adds a buffer to its home group: past the limit, a copy is taken where one can be.
     const int32_t home = s_.group_of[static_cast<size_t>(b)];
-    const bool home_fits = binds(p, home, 1) <= max_buffers_;
+    const bool home_fits = home < 0 || binds(p, home, 1) <= max_buffers_;
     bool buffered = materialize(p, b);
     double buffered_delta = p.delta;
     rollback(p, start);

@@ -47,13 +47,6 @@ void add_multi_view_values(const std::vector<const Node*>& live, NodeSet& m) {
   }
 }
 
-// The inner concats of wide concats (passes.h: is_written_concat_piece).
-void add_concat_pieces(const std::vector<const Node*>& live, NodeSet& m) {
-  for (const Node* n : live)
-    for (const Node* in : n->inputs)
-      if (is_written_concat_piece(n, in)) m.insert(in);
-}
-
 // Materialized nodes: graph outputs, reductions, matmuls, scans, scatters, values read through
 // several views (add_multi_view_values), inner concats of wide concats, and matmul operands that
 // are not pure views of a buffer (a matmul reads each operand element many times, so recomputing an
@@ -61,7 +54,7 @@ void add_concat_pieces(const std::vector<const Node*>& live, NodeSet& m) {
 NodeSet choose_materialized(const Outputs& outputs, const std::vector<const Node*>& live) {
   NodeSet m;
   add_multi_view_values(live, m);
-  add_concat_pieces(live, m);
+  add_written_concat_pieces(live, m);
   for (const Node* o : outputs)
     if (o->op != Op::Input) m.insert(o);
   for (const Node* n : live)
@@ -110,7 +103,7 @@ FusedGroup collect_group(const Node* root, const NodeSet& materialized) {
 // concats of wide concats.
 NodeSet materialize_all(const Outputs& outputs, const std::vector<const Node*>& live) {
   NodeSet m;
-  add_concat_pieces(live, m);
+  add_written_concat_pieces(live, m);
   for (const Node* o : outputs)
     if (o->op != Op::Input) m.insert(o);
   for (const Node* n : live) {

@@ -86,9 +86,7 @@ FusionGraph::FusionGraph(const Outputs& outputs) {
   std::unordered_set<const ir::Node*> outs(outputs.begin(), outputs.end());
   std::vector<const ir::Node*> live = ir::topo_order(outputs);
   std::unordered_set<const ir::Node*> written = outs;
-  for (const ir::Node* n : live)
-    for (const ir::Node* in : n->inputs)
-      if (is_written_concat_piece(n, in)) written.insert(in);
+  add_written_concat_pieces(live, written);
   nodes_.reserve(live.size());
   for (const ir::Node* n : live) {
     index_.emplace(n, static_cast<int32_t>(nodes_.size()));

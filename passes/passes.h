@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "ir/graph.h"
@@ -41,6 +42,9 @@ Outputs split_wide_concats(ir::Graph& g, const Outputs& outputs);
 // one axis, and inlining the piece would give the reader's chain more than kConcatFanIn operands
 // (the inner nodes of split_wide_concats's trees; concat(concat(a, b), c) stays one kernel).
 bool is_written_concat_piece(const ir::Node* reader, const ir::Node* piece);
+// Adds to `written` every operand of a node of `live` that is_written_concat_piece names.
+void add_written_concat_pieces(const std::vector<const ir::Node*>& live,
+                               std::unordered_set<const ir::Node*>& written);
 // Dead-code elimination over the output list: returns the live nodes in topological order.
 std::vector<const ir::Node*> live_nodes(const Outputs& outputs);
 

@@ -31,6 +31,13 @@ bool is_written_concat_piece(const Node* reader, const Node* piece) {
          reader->inputs.size() - 1 + piece->inputs.size() > kConcatFanIn;
 }
 
+void add_written_concat_pieces(const std::vector<const Node*>& live,
+                               std::unordered_set<const Node*>& written) {
+  for (const Node* n : live)
+    for (const Node* in : n->inputs)
+      if (is_written_concat_piece(n, in)) written.insert(in);
+}
+
 Outputs split_wide_concats(ir::Graph& g, const Outputs& outputs) {
   return rewrite_bottom_up(g, outputs, [](ir::Graph& gr, const Node* n) {
     if (n->op != Op::Concat || n->inputs.size() <= kConcatFanIn) return n;
