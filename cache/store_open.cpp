@@ -39,6 +39,18 @@ uint32_t big_endian(const unsigned char* p, int bytes) {
   return v;
 }
 
+// Each table's entries by age with their sizes: what eviction reads after every store (the
+// total size, then the oldest first) from the index alone. Read from the table itself, the size
+// sits after the entry's blob, so SQLite walked every blob's overflow pages: a 215 MB cache
+// (9318 kernels) took 93 ms per store to sum, 0.4 ms from this index.
+std::string lru_index_sql() {
+  std::string sql;
+  for (Table t : kAllTables)
+    sql +=
+        fmt::format("CREATE INDEX IF NOT EXISTS {0}_lru ON {0} (tick, size, key);", table_name(t));
+  return sql;
+}
+
 // Why a database file is cut short, read from its header ("" when it is whole). SQLite writes
 // whole pages, so a size that is not a whole number of pages is a truncated file; and with no WAL
 // beside it (nothing newer than the file), the page count in a current header must fit in it.
@@ -209,6 +221,11 @@ std::string set_up(Store::Impl& s, Inspection* found) {
     if (int rc = create_schema(s.db, s.deadline_ms()); rc != SQLITE_OK)
       return fmt::format("cannot create cache {}: {}; running without it", s.path,
                          sql::describe(rc));
+  } else if (int rc = s.db.transaction([&] { return s.db.exec(lru_index_sql()); }, s.deadline_ms());
+             rc != SQLITE_OK) {
+    // A cache written before the index existed gets it here, once; without it eviction is slow,
+    // not wrong, so a failure (a busy writer, a full disk) is a warning.
+    s.warn(fmt::format("cache {}: cannot add its eviction index: {}", s.path, sql::describe(rc)));
   }
   return "";
 }
@@ -307,10 +324,10 @@ int create_schema(sql::Db& db, int deadline_ms) {
         " parts TEXT NOT NULL, value BLOB NOT NULL, source TEXT NOT NULL, metadata TEXT NOT NULL,"
         " size INTEGER NOT NULL, created INTEGER NOT NULL, last_used INTEGER NOT NULL,"
         " tick INTEGER NOT NULL, hits INTEGER NOT NULL, checksum TEXT NOT NULL);"
-        "CREATE INDEX IF NOT EXISTS {0}_identity ON {0} (identity);"
-        "CREATE INDEX IF NOT EXISTS {0}_tick ON {0} (tick);",
+        "CREATE INDEX IF NOT EXISTS {0}_identity ON {0} (identity);",
         n);
   }
+  sql += lru_index_sql();
   return db.transaction([&] { return db.exec(sql); }, deadline_ms);
 }
 

@@ -75,20 +75,15 @@ Value* sign_int(llvm::IRBuilderBase& b, Value* x, bool is_signed) {
   return b.CreateSub(pos, b.CreateZExt(b.CreateICmpSLT(x, iconst(x, 0)), x->getType()));
 }
 
-// arcp: a loop-invariant divisor (softmax's sum, layernorm's deviation) becomes one reciprocal
-// hoisted out of the loop and a multiply per element (within 1 ulp). Not for f64: an f64 quotient
-// is exact, so that one cast to a narrower float rounds it once, correctly (LLVM narrows
-// fptrunc(fdiv(fpext a, fpext b)) to the narrow fdiv with the f64 one's flags; the ONNX importer's
-// quantization relies on it where a quotient tying at .5 is rounded to an integer).
+// IEEE division, correctly rounded, in every kernel. Not arcp: it let LLVM turn x / y into
+// x * (1 / y) where y was loop-invariant in the kernel at hand (softmax's sum along a row) and
+// keep the division elsewhere (the same sum along a strided axis, or read from a buffer), so one
+// quotient had two values, 1 ulp apart, depending on the plan (RandomGraphFuzz.
+// AValueIsTheSameWhicheverPlanComputesIt). The division per element costs softmax on 4096 x 4096
+// f32 (memory-bound, 2 Zen 5 threads) no measurable time: medians of 5 runs 3.21 ms against 3.13
+// with arcp, within the runs' spread (2.95-4.11 and 2.99-3.79).
 Value* float_div(llvm::IRBuilderBase& b, Value* x, Value* y) {
-  Value* q = b.CreateFDiv(x, y);
-  if (x->getType()->getScalarType()->isDoubleTy()) return q;
-  if (auto* inst = llvm::dyn_cast<llvm::Instruction>(q)) {
-    llvm::FastMathFlags fmf;
-    fmf.setAllowReciprocal();
-    inst->setFastMathFlags(fmf);
-  }
-  return q;
+  return b.CreateFDiv(x, y);
 }
 
 // numpy floor_divide on integers, with x / 0 = 0 and INT_MIN / -1 wrapping (no UB, no SIGFPE).

@@ -197,6 +197,8 @@ class KernelEmitter {
   void add_loop_metadata();
   bool deep_chain() const;
   bool reduces_in_lanes(const Expr* reduce, int32_t var) const;
+  bool is_short(const Loop& loop) const;
+  bool reduces_in_fixed_lanes(const Loop& loop) const;
   llvm::AllocaInst* entry_alloca(llvm::Type* ty);
   // Run-time sizes (ir/kernel_sizes.h): slot `slot`'s value, read in the entry block; an extent
   // as a value (its slot's, or the constant) and the most iterations known of it (-1: none).
@@ -612,7 +614,8 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
     ReduceState state{b_.CreateLoad(acc->getAllocatedType(), acc),
                       idx ? b_.CreateLoad(b_.getInt32Ty(), idx) : nullptr};
     Value* i = is_arg ? var_value_.at(e->rvars[0]) : nullptr;
-    Expected<ReduceState> next = reduce_step(b_, e->reduce_op, bt, state, *v, i);
+    Expected<ReduceState> next = reduce_step(b_, e->reduce_op, bt, state, *v, i,
+                                             reduces_in_fixed_lanes(loops_[inner->loop]));
     if (!next) return std::unexpected(error(next.error().message));
     b_.CreateStore(next->acc, acc);
     if (idx) b_.CreateStore(next->index, idx);
@@ -926,6 +929,19 @@ bool KernelEmitter::reduces_in_lanes(const Expr* reduce, int32_t var) const {
   return true;
 }
 
+// Whether `loop` stays scalar: a peeled head, a scan's loop (it carries its running sum from one
+// step to the next), or one too short to fill a vector.
+bool KernelEmitter::is_short(const Loop& loop) const {
+  return loop.scalar || !scans_.empty() ||
+         (loop.max_trips >= 0 && loop.max_trips < kMinVectorTrips);
+}
+
+// Whether a reduction's innermost loop is vectorized to kReductionLanes x kReductionInterleave
+// (add_loop_metadata): its sums may then be regrouped into those lanes, and only then.
+bool KernelEmitter::reduces_in_fixed_lanes(const Loop& loop) const {
+  return loop.reduction && loop.in_lanes && !loop.has_inner_loop && !is_short(loop);
+}
+
 // vectorize.width / interleave.count on loops with no loop inside (the only ones the vectorizer
 // considers; metadata on outer loops would only produce "not vectorized" remarks).
 void KernelEmitter::add_loop_metadata() {
@@ -933,11 +949,8 @@ void KernelEmitter::add_loop_metadata() {
   const bool deep = p.unroll == 0 && deep_chain();
   for (const Loop& loop : loops_) {
     if (loop.has_inner_loop) continue;
-    // A scan's loop carries its running sum from one step to the next: it stays scalar.
-    const bool is_short = loop.scalar || !scans_.empty() ||
-                          (loop.max_trips >= 0 && loop.max_trips < kMinVectorTrips);
     llvm::MDNode* md = nullptr;
-    if (is_short) {
+    if (is_short(loop)) {
       md = no_vectorize_hint(ctx_);
     } else if (loop.reduction && loop.in_lanes) {
       // A reduction's order is fixed here, whatever the CPU, the tuning and whether its extent is
@@ -1163,10 +1176,10 @@ llvm::Function* create_kernel_function(llvm::Module& module, const EmitOptions& 
   fn->addFnAttr(llvm::Attribute::NoUnwind);
   if (!options.cpu.empty()) fn->addFnAttr("target-cpu", options.cpu);
   if (!options.features.empty()) fn->addFnAttr("target-features", options.features);
-  // No reciprocal or square-root estimates (rcp, rsqrt and a Newton step), which arcp
-  // (float_div) would otherwise let x86 use for x / sqrt(y): they are not correctly rounded, differ
-  // between AVX2's 12-bit and AVX-512's 14-bit estimates, and give NaN at y = 0 (0 * inf in the
-  // Newton step) where the quotient is infinite.
+  // No reciprocal or square-root estimates (rcp, rsqrt and a Newton step), which fast-math flags
+  // on a division would otherwise let x86 use for x / sqrt(y): they are not correctly rounded,
+  // differ between AVX2's 12-bit and AVX-512's 14-bit estimates, and give NaN at y = 0 (0 * inf
+  // in the Newton step) where the quotient is infinite. (kiln sets no such flag; this keeps it so.)
   fn->addFnAttr("reciprocal-estimates", "none");
   if (options.features.find("+avx512f") != std::string::npos)
     fn->addFnAttr("prefer-vector-width", "512");

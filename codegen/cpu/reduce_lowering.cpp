@@ -84,9 +84,10 @@ Expected<llvm::Constant*> reduce_init(llvm::LLVMContext& ctx, ReduceOp op, DType
 }
 
 Expected<ReduceState> reduce_step(llvm::IRBuilderBase& b, ReduceOp op, DType body, ReduceState s,
-                                  Value* v, Value* i) {
+                                  Value* v, Value* i, bool in_lanes) {
   const bool is_float = ir::is_float(body);
-  auto fast = [](Value* v) {
+  auto fast = [in_lanes](Value* v) {
+    if (!in_lanes) return v;
     llvm::FastMathFlags fmf;
     fmf.setAllowReassoc();
     fmf.setAllowContract();

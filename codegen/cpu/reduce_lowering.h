@@ -22,11 +22,15 @@ struct ReduceState {
 // Sum 0, Prod 1, Max -inf / lowest, Min +inf / highest (Arg* start like Max/Min at index 0).
 Expected<llvm::Constant*> reduce_init(llvm::LLVMContext& ctx, kir::ReduceOp op, ir::DType body);
 
-// Folds `v` (the body at loop index `i`, an i64) into `state`. Float sums and products carry
-// reassoc+contract so that they vectorize; NaN and inf still propagate. ArgMax/ArgMin keep the
-// first extreme and count NaN as the largest (the first NaN wins, for both).
+// Folds `v` (the body at loop index `i`, an i64) into `state`. `in_lanes`: the loop is
+// vectorized to the fixed lanes and accumulators of a reduction (llvm_emitter.cpp), and its float
+// sums and products carry reassoc+contract so that LLVM may; elsewhere they add in order, with
+// no flag that lets LLVM regroup them (a product of 7 equal factors, unrolled, became powers of
+// it: another value than the same product of a buffer's 7 elements). NaN and inf still
+// propagate. ArgMax/ArgMin keep the first extreme and count NaN as the largest (the first NaN
+// wins, for both).
 Expected<ReduceState> reduce_step(llvm::IRBuilderBase& b, kir::ReduceOp op, ir::DType body,
-                                  ReduceState state, llvm::Value* v, llvm::Value* i);
+                                  ReduceState state, llvm::Value* v, llvm::Value* i, bool in_lanes);
 
 // The top-k order (a selection scan, kir::ExprKind::Scan with ArgMax/ArgMin): whether `a` ranks
 // strictly before `c`: larger first when `largest` (smaller first otherwise), NaN above every

@@ -543,6 +543,33 @@ TEST(CpuAlu, QuotientByASquareRootIsCorrectlyRounded) {
   }
 }
 
+// A quotient by a divisor that is the same at every point (softmax's sum along a row) is the
+// correctly rounded quotient, as one by a divisor that changes: with arcp LLVM made it a multiply
+// by the divisor's reciprocal hoisted out of the loop, 1 ulp off for some elements, while a
+// kernel that read the divisor per point divided (RandomGraphFuzz.
+// AValueIsTheSameWhicheverPlanComputesIt, seed 461).
+TEST(CpuAlu, QuotientByAnInvariantDivisorIsCorrectlyRounded) {
+  const int64_t n = 1003;  // vector body and tail
+  std::vector<double> a;
+  for (int64_t j = 0; j < n; ++j) a.push_back(static_cast<float>(std::sin(j * 0.731) * 7.0));
+  for (double divisor : {3.0, 0.3, 7.77, -1.1}) {
+    auto arena = std::make_shared<kir::ExprArena>();
+    const kir::Expr* i = arena->var(0);
+    const kir::Expr* y = arena->load(1, DType::f32, arena->index(0));
+    kir::Kernel k = make_kernel(
+        "div_invariant",
+        {in_param(DType::f32, {n}), in_param(DType::f32, {1}), out_param(DType::f32, {n})}, {n},
+        arena, {{2, i, arena->alu(Alu::Div, DType::f32, {arena->load(0, DType::f32, i), y})}});
+    auto res =
+        run_kernel(k, {Buffer(DType::f32, a), Buffer(DType::f32, std::vector<double>{divisor})});
+    ASSERT_EQ(res.size(), 3u);
+    int wrong = 0;
+    for (int64_t j = 0; j < n; ++j)
+      wrong += res[2].get(j) != static_cast<float>(a[j]) / static_cast<float>(divisor) ? 1 : 0;
+    EXPECT_EQ(wrong, 0) << "of " << n << " quotients by " << divisor;
+  }
+}
+
 TEST(CpuAlu, IndexDivAndModOnNonNegativeOperands) {
   const int64_t n = 300;
   std::vector<double> a, b;

@@ -172,6 +172,30 @@ TEST(CpuReduce, LongContiguousSumAndMaxMatchTheFold) {
   }
 }
 
+// A float product or sum too short to vectorize multiplies or adds in order, whatever its body:
+// one of a loop-invariant value (a broadcast scalar), unrolled, carried reassoc and LLVM regrouped
+// 7 equal factors into powers of them, another value than the same product of a buffer's 7
+// elements (RandomGraphFuzz.AValueIsTheSameWhicheverPlanComputesIt, seed 168).
+TEST(CpuReduce, AShortProductOrSumOfOneValueFoldsInOrder) {
+  for (ReduceOp op : {ReduceOp::Prod, ReduceOp::Sum})
+    for (int64_t n : {3, 5, 7})
+      for (double value : {1.0999999046325684, 1.2345678806304932, -0.7071067690849304,
+                           3.1415927410125732, 1.0000001192092896}) {
+        auto a = std::make_shared<kir::ExprArena>();
+        // out[] = op over j < n of x[0]: the body does not depend on j.
+        const Expr* r = a->reduce(op, DType::f32, a->load(0, DType::f32, a->index(0)), {0}, {n});
+        kir::Kernel k =
+            make_kernel("fold_one_value", {in_param(DType::f32, {1}), out_param(DType::f32, {})},
+                        {}, a, {{1, a->index(0), r}});
+        auto res = run_kernel(k, {Buffer(DType::f32, std::vector<double>{value})});
+        ASSERT_EQ(res.size(), 2u);
+        const auto x = static_cast<float>(value);
+        float want = op == ReduceOp::Prod ? 1.0f : 0.0f;
+        for (int64_t j = 0; j < n; ++j) want = op == ReduceOp::Prod ? want * x : want + x;
+        EXPECT_EQ(res[1].get(0), want) << kir::reduce_op_name(op) << " of " << n << " x " << x;
+      }
+}
+
 // A row read by two reductions (a variance: the mean, then the squares about it) over more than
 // 128 columns stays two loops: unrolled whole, LLVM kept the first pass's loads for the second,
 // 64 AVX-512 vectors for a 1024-wide f32 row, half of them spilled to the stack (layernorm over
