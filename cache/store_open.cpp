@@ -51,6 +51,27 @@ std::string lru_index_sql() {
   return sql;
 }
 
+// What a cache written by an older kiln lacks of the current indexes: the eviction index to add
+// and the index on tick alone that it replaces (the eviction index leads with tick, so the old one
+// only cost every store an update). "" when the file is current, so opening it writes nothing.
+// The statements hold if another process upgrades the file first.
+std::string index_upgrade_sql(sql::Db& db, int* rc) {
+  std::vector<std::string> names =
+      sql::column(db, "SELECT name FROM sqlite_master WHERE type = 'index'", rc);
+  if (*rc != SQLITE_OK) return "";
+  auto has = [&](const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  std::string sql;
+  for (Table t : kAllTables) {
+    std::string n = table_name(t);
+    if (!has(n + "_lru"))
+      sql += fmt::format("CREATE INDEX IF NOT EXISTS {0}_lru ON {0} (tick, size, key);", n);
+    if (has(n + "_tick")) sql += fmt::format("DROP INDEX IF EXISTS {}_tick;", n);
+  }
+  return sql;
+}
+
 // Why a database file is cut short, read from its header ("" when it is whole). SQLite writes
 // whole pages, so a size that is not a whole number of pages is a truncated file; and with no WAL
 // beside it (nothing newer than the file), the page count in a current header must fit in it.
@@ -221,11 +242,15 @@ std::string set_up(Store::Impl& s, Inspection* found) {
     if (int rc = create_schema(s.db, s.deadline_ms()); rc != SQLITE_OK)
       return fmt::format("cannot create cache {}: {}; running without it", s.path,
                          sql::describe(rc));
-  } else if (int rc = s.db.transaction([&] { return s.db.exec(lru_index_sql()); }, s.deadline_ms());
-             rc != SQLITE_OK) {
-    // A cache written before the index existed gets it here, once; without it eviction is slow,
-    // not wrong, so a failure (a busy writer, a full disk) is a warning.
-    s.warn(fmt::format("cache {}: cannot add its eviction index: {}", s.path, sql::describe(rc)));
+  } else {
+    // A cache written before the eviction index existed gets it here, once; without it eviction
+    // is slow, not wrong, so a failure (a busy writer, a full disk) is a warning.
+    int rc = SQLITE_OK;
+    std::string upgrade = index_upgrade_sql(s.db, &rc);
+    if (rc == SQLITE_OK && !upgrade.empty())
+      rc = s.db.transaction([&] { return s.db.exec(upgrade); }, s.deadline_ms());
+    if (rc != SQLITE_OK)
+      s.warn(fmt::format("cache {}: cannot add its eviction index: {}", s.path, sql::describe(rc)));
   }
   return "";
 }

@@ -81,7 +81,10 @@ Value* sign_int(llvm::IRBuilderBase& b, Value* x, bool is_signed) {
 // quotient had two values, 1 ulp apart, depending on the plan (RandomGraphFuzz.
 // AValueIsTheSameWhicheverPlanComputesIt). The division per element costs softmax on 4096 x 4096
 // f32 (memory-bound, 2 Zen 5 threads) no measurable time: medians of 5 runs 3.21 ms against 3.13
-// with arcp, within the runs' spread (2.95-4.11 and 2.99-3.79).
+// with arcp, within the runs' spread (2.95-4.11 and 2.99-3.79). No flag on f64 division either:
+// LLVM narrows fptrunc(fdiv(fpext a, fpext b)) to the narrow fdiv with the f64 one's flags, which
+// without flags is exact (an f64 quotient of narrower floats rounds once when cast); the ONNX
+// importer's quantization relies on it where a quotient tying at .5 is rounded to an integer.
 Value* float_div(llvm::IRBuilderBase& b, Value* x, Value* y) {
   return b.CreateFDiv(x, y);
 }

@@ -7,6 +7,8 @@
 #include <iterator>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "cache/file_system.h"
 #include "tests/cache/temp_dir.h"
 
@@ -98,6 +100,54 @@ TEST_F(RecoveryTest, ReadOnlyServesHitsAndWritesNothing) {
         << name;
   }
   EXPECT_TRUE(warnings_.empty());
+}
+
+// The index names of `file`'s tables.
+std::set<std::string> index_names(const std::string& file) {
+  sqlite3* db = nullptr;
+  sqlite3_open(file.c_str(), &db);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL",
+                     -1, &st, nullptr);
+  std::set<std::string> names;
+  while (sqlite3_step(st) == SQLITE_ROW)
+    names.insert(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return names;
+}
+
+TEST_F(RecoveryTest, AnOlderCacheGetsTheEvictionIndexOnceAndKeepsItsEntries) {
+  std::string file = path("cache.sqlite");
+  open(file)->put(Table::kernels, kernel_key("k"), entry("object"));
+  const std::set<std::string> current = index_names(file);
+  EXPECT_TRUE(current.count("kernels_lru") && !current.count("kernels_tick"));
+  // The indexes a cache written before the eviction index had.
+  std::string older;
+  for (Table t : kAllTables)
+    older += fmt::format("DROP INDEX {0}_lru; CREATE INDEX {0}_tick ON {0} (tick);", table_name(t));
+  ASSERT_EQ(run_sql(file, older), SQLITE_OK);
+  {
+    auto store = open(file);
+    EXPECT_EQ(value_text(*store->get(Table::kernels, kernel_key("k"))), "object");
+  }
+  EXPECT_EQ(index_names(file), current);
+  EXPECT_TRUE(warnings_.empty());
+
+  // A current cache opens without a write: another process's write transaction does not hold
+  // the open up (before, each open took the write lock to add the index if it was missing).
+  sqlite3* writer = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &writer), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(writer, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  StoreOptions options;
+  options.busy_timeout_ms = 50;
+  options.warn = [this](const std::string& w) { warnings_.push_back(w); };
+  auto store = Store::open(file, options);
+  ASSERT_TRUE(store.has_value());
+  EXPECT_EQ(value_text(*(*store)->get(Table::kernels, kernel_key("k"))), "object");
+  EXPECT_TRUE(warnings_.empty()) << warnings_.front();
+  sqlite3_exec(writer, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(writer);
 }
 
 TEST_F(RecoveryTest, ReadOnlyNeverCreatesAMissingFile) {
