@@ -100,6 +100,15 @@ class Planner {
         fail(p);
         return p;
       }
+      // A matmul's kernel holds no other reduction: with one, codegen no longer takes the kernel
+      // for a matmul (kir::recognize_matmul) and computes the matmul as a loose reduction, in
+      // another arithmetic than its loop nest has where it is alone, so the value would depend
+      // on what else the plan puts in its kernel (RandomGraphFuzz seed 1971: a sum beside it).
+      if ((fn.node->op == ir::Op::Matmul && !fn.attention && open.has_reduce) ||
+          (is_reduction(fn.node) && open.has_matmul_nest)) {
+        fail(p);
+        return p;
+      }
     }
     if (slot_ < 0) p.delta += cost_.launch_seconds(1);
     if (fn.forced && !fix_shape(p, target_, n)) return p;
@@ -295,6 +304,13 @@ class Planner {
     return add_buffer(p, b);
   }
 
+  // Whether the target group computes a matmul in its loop nest, or will with this placement.
+  bool into_matmul_nest() const {
+    const FusionNode& fn = g_[placing_];
+    return (fn.node->op == ir::Op::Matmul && !fn.attention) ||
+           (slot_ >= 0 && s_.open[static_cast<size_t>(slot_)].has_matmul_nest);
+  }
+
   // Copies `b` and the unmaterialized values it needs into the target group.
   bool recompute(Placement& p, int32_t b, double f, size_t budget) const {
     if (p.recompute.size() >= budget) return fail(p);
@@ -304,6 +320,8 @@ class Planner {
     // kernel that copies it than in its own (a softmax of x @ w came out 1 ulp apart in a traced
     // replay and in the function run again, depending on which was realized first).
     if (n->op == ir::Op::Matmul && !g_[b].attention) return fail(p);
+    // Nor is a reduction copied into a matmul's kernel (place: a matmul's kernel holds no other).
+    if (is_reduction(n) && into_matmul_nest()) return fail(p);
     if (scan_group_ && (is_reduction(n) || is_scan(n))) return fail(p);
     p.recompute.push_back(b);
     p.delta += work(b, std::max(f, 1.0));
@@ -351,6 +369,7 @@ void apply(SearchState& s, const FusionGraph& g, int32_t n, int32_t step, const 
                                .inputs = {},
                                .desc = {},
                                .has_matmul = false,
+                               .has_matmul_nest = false,
                                .has_reduce = false,
                                .has_scan = false,
                                .size = 0});
@@ -364,6 +383,7 @@ void apply(SearchState& s, const FusionGraph& g, int32_t n, int32_t step, const 
   at(s.group_of, n) = tid;
   target.size += 1 + static_cast<int32_t>(p.recompute.size());
   if (g[n].node->op == ir::Op::Matmul) target.has_matmul = true;
+  if (g[n].node->op == ir::Op::Matmul && !g[n].attention) target.has_matmul_nest = true;
   if (is_scan(g[n].node)) target.has_scan = true;
   if (is_reduction(g[n].node)) target.has_reduce = true;
   at(s.factor, n) = 1;

@@ -19,6 +19,7 @@ struct OpenGroup {
   std::vector<int32_t> inputs;  // sorted: nodes it reads from buffers
   std::vector<int32_t> desc;    // sorted: groups that read it, directly or transitively
   bool has_matmul = false;      // computes a matmul (home node)
+  bool has_matmul_nest = false;  // computes a matmul in its loop nest (home node, no attention)
   bool has_reduce = false;      // computes a reduction or matmul (home node or copy)
   bool has_scan = false;        // computes a scan (home node): the group takes nothing more
   int32_t size = 0;             // nodes it computes: homes and copies

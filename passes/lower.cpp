@@ -140,15 +140,22 @@ NodeLowering LowerContext::plan_elementwise(const Node* n, const Index& idx) {
 
 // The operand index of a reduction over `axes`: kept axes come from `idx`, reduced axes get
 // fresh loop variables (appended to rvars/rextents, outer to inner).
+// With `drop_ones`, a reduced axis of one element gets no variable: it is read at 0.
 static Index reduce_operand_index(IndexBuilder& ib, const Index& idx, const ir::Shape& in_shape,
                                   const std::vector<int64_t>& axes, bool keepdim,
-                                  std::vector<int32_t>& rvars, std::vector<int64_t>& rextents) {
+                                  std::vector<int32_t>& rvars, std::vector<int64_t>& rextents,
+                                  bool drop_ones = false) {
   Index in(in_shape.size());
   size_t o = 0;
   for (size_t a = 0; a < in_shape.size(); ++a) {
     bool reduced = std::find(axes.begin(), axes.end(), static_cast<int64_t>(a)) != axes.end();
     if (!reduced) {
       in[a] = idx[o++];
+      continue;
+    }
+    if (drop_ones && in_shape[a] == 1) {
+      in[a] = ib.constant(0);
+      if (keepdim) ++o;
       continue;
     }
     int32_t v = ib.new_var(in_shape[a]);
@@ -164,11 +171,25 @@ NodeLowering LowerContext::plan_reduce(const Node* n, const Index& idx) {
   const Node* x = n->inputs[0];
   std::vector<int32_t> rvars;
   std::vector<int64_t> rextents;
-  Index in = reduce_operand_index(ib_, idx, x->shape, n->attrs.ints(AttrKey::axes),
-                                  n->attrs.b(AttrKey::keepdim), rvars, rextents);
+  // Axes of one element are no loops: a sum, product, max or min over them is one step from
+  // the reduction's start, which the kernel computes where it is (a sum of one value is that
+  // value, but a lone -0.0 sums to +0.0 from the start at +0.0). Left as a reduction, a matmul
+  // sharing its kernel was no longer recognized as one, and a reduction around it read as a loop
+  // with another inside, summed in order where lanes sum the same value read from a buffer: two
+  // values for one sum by plan (RandomGraphFuzz.AValueIsTheSameWhicheverPlanComputesIt).
+  const std::vector<int64_t>& axes = n->attrs.ints(AttrKey::axes);
+  Index in = reduce_operand_index(ib_, idx, x->shape, axes, n->attrs.b(AttrKey::keepdim), rvars,
+                                  rextents, /*drop_ones=*/true);
   NodeLowering l = forward(x, std::move(in));
   // A reduction over no axes (of a scalar) leaves every element as it is.
-  if (rvars.empty()) return l;
+  if (axes.empty()) return l;
+  if (rvars.empty()) {
+    if (n->op == Op::Sum)
+      l.build = [this, n](const std::vector<const Expr*>& v) {
+        return arena().alu(kir::Alu::Add, n->dtype, {arena().constant(n->dtype, 0), v[0]});
+      };
+    return l;  // a product, max or min of one value is that value
+  }
   l.build = [this, n, rvars = std::move(rvars),
              rextents = std::move(rextents)](const std::vector<const Expr*>& v) {
     return arena().reduce(reduce_op_of(n->op), n->dtype, v[0], rvars, rextents);

@@ -196,6 +196,39 @@ TEST(CpuReduce, AShortProductOrSumOfOneValueFoldsInOrder) {
       }
 }
 
+// A reduction over one element opens no loop, so a sum around it is the innermost loop and sums
+// in lanes, as the same sum over a buffer holding those values does. As a loop, it made the outer
+// sum a loop with another inside, summed in order: another value by plan (RandomGraphFuzz seed
+// 1077, a softmax over the sums of one element each).
+TEST(CpuReduce, ASumAroundAReductionOfOneElementSumsAsOverABuffer) {
+  const int64_t n = 300;
+  std::vector<double> x, y;
+  for (int64_t j = 0; j < n; ++j) {
+    x.push_back(std::sin(j * 0.37) * 10 + 1e3 * std::cos(j * 1.3));
+    y.push_back(x.back() * 1.5);
+  }
+  auto a = std::make_shared<kir::ExprArena>();
+  // out[] = sum over j < n of (sum over k < 1 of x[j + k]) * 1.5
+  const Expr* inner = a->reduce(
+      ReduceOp::Sum, DType::f64,
+      a->load(0, DType::f64, a->alu(Alu::Add, DType::i64, {a->var(0), a->var(1)})), {1}, {1});
+  const Expr* outer =
+      a->reduce(ReduceOp::Sum, DType::f64,
+                a->alu(Alu::Mul, DType::f64, {inner, a->constant(DType::f64, 1.5)}), {0}, {n});
+  kir::Kernel nested = make_kernel("nested", {in_param(DType::f64, {n}), out_param(DType::f64, {})},
+                                   {}, a, {{1, a->index(0), outer}});
+  auto b = std::make_shared<kir::ExprArena>();
+  kir::Kernel flat = make_kernel(
+      "flat", {in_param(DType::f64, {n}), out_param(DType::f64, {})}, {}, b,
+      {{1, b->index(0),
+        b->reduce(ReduceOp::Sum, DType::f64, b->load(0, DType::f64, b->var(0)), {0}, {n})}});
+  auto got = run_kernel(nested, {Buffer(DType::f64, x)});
+  auto want = run_kernel(flat, {Buffer(DType::f64, y)});
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_EQ(want.size(), 2u);
+  EXPECT_EQ(got[1].get(0), want[1].get(0));
+}
+
 // A row read by two reductions (a variance: the mean, then the squares about it) over more than
 // 128 columns stays two loops: unrolled whole, LLVM kept the first pass's loads for the second,
 // 64 AVX-512 vectors for a 1024-wide f32 row, half of them spilled to the stack (layernorm over

@@ -166,6 +166,34 @@ TEST(Lower, ReduceOverMiddleAxesOfRank3) {
   EXPECT_NE(kernel_text(scalar).find("domain []"), std::string::npos);
 }
 
+// An axis of one element is no loop of a reduction: a sum over it is its start plus the value (a
+// lone -0.0 sums to +0.0, as the loop summed it), a max, min or product the value itself. A
+// reduction left over such an axis kept a matmul sharing its kernel from being recognized, and
+// made a sum around it a loop with another inside (RandomGraphFuzz seeds 647 and 1077).
+TEST(Lower, AReductionOverAxesOfOneElementIsNoLoop) {
+  Fixture f;
+  const Node* x = f.in({2, 1, 3});
+  const Buffer data{1, -0.0, 3, -2, 4.5, 0};
+  auto run = [&](const Node* y) { return run_one_group(y, {{x, data}}); };
+  const Node* sum = must(f.b.reduce(Op::Sum, x, std::vector<int64_t>{1}, false));
+  EXPECT_EQ(count(kernel_text(sum), "reduce"), 0) << kernel_text(sum);
+  const Buffer summed = run(sum);
+  EXPECT_EQ(summed, data);
+  EXPECT_FALSE(std::signbit(summed[1]));  // 0 + -0.0
+  for (Op op : {Op::ReduceMax, Op::ReduceMin, Op::Prod}) {
+    const Node* y = must(f.b.reduce(op, x, std::vector<int64_t>{1}, true));
+    EXPECT_EQ(count(kernel_text(y), "reduce"), 0) << kernel_text(y);
+    const Buffer got = run(y);
+    EXPECT_EQ(got, data) << ir::op_enum_name(op);
+    EXPECT_TRUE(std::signbit(got[1])) << ir::op_enum_name(op);
+  }
+  // Over that axis and another: one loop, over the other.
+  const Node* both = must(f.b.reduce(Op::Sum, x, std::vector<int64_t>{0, 1}, false));
+  EXPECT_NE(kernel_text(both).find("reduce.sum f32 (v1<2>)"), std::string::npos)
+      << kernel_text(both);
+  EXPECT_EQ(run(both), (Buffer{-1, 4.5, 3}));
+}
+
 TEST(Lower, ArgmaxFirstIndexOnTies) {
   Fixture f;
   const Node* x = f.in({2, 3});
