@@ -172,6 +172,26 @@ TEST(BeamFuser, AMatmulSharesItsKernelWithNoOtherReduction) {
   }
 }
 
+// A matmul the plan writes is not read through a view in its own kernel: the view would
+// evaluate it again at other indices there, as a loose sum (RandomGraphFuzz seed 2205). Alone,
+// the view of it is the matmul's kernel.
+TEST(BeamFuser, AWrittenMatmulIsReadThroughAViewFromItsBuffer) {
+  for (bool mm_is_output : {false, true}) {
+    SCOPED_TRACE(mm_is_output ? "x @ w an output" : "its flip alone");
+    Fixture f;
+    const Node* x = f.g.input(DType::f32, {4, 4}, "x");
+    const Node* w = f.g.input(DType::f32, {4, 4}, "w");
+    const Node* mm = must(f.b.matmul(x, w));
+    const Node* y = must(f.b.flip(mm, {0, 1}));
+    FusionPlan plan = f.fuse(mm_is_output ? Outputs{mm, y} : Outputs{y});
+    for (const FusedGroup& grp : plan.groups) {
+      if (!contains(grp.nodes, mm)) continue;
+      EXPECT_EQ(contains(grp.nodes, y), !mm_is_output);
+    }
+    expect_reasons_complete(plan);
+  }
+}
+
 TEST(BeamFuser, TwoLayerMlpIsTwoGroupsSplitAtTheMatmulOperand) {
   Fixture f;
   const Node* x = f.g.input(DType::f32, {64, 128}, "x");
