@@ -20,6 +20,9 @@ using KernelBuffers = std::vector<ir::HostTensor>;
 // [-2, 2] rounded to the dtype, integers in [-8, 8] ([0, 16] for u8, small enough that no
 // arithmetic on a few of them overflows), bools 0/1. The same seed gives the same bytes.
 KernelBuffers random_buffers(const kir::Kernel& kernel, uint64_t seed);
+// A copy of the outputs among `buffers` (the parameters of `kernel`) in fresh memory, on huge
+// pages where one is large; the other parameters' tensors have no bytes.
+KernelBuffers copy_outputs(const kir::Kernel& kernel, const KernelBuffers& buffers);
 // The host bytes benchmarking `kernel` takes (every parameter, and two more copies of each output:
 // the default candidate's and the one under test), and whether the host can hold them. A kernel
 // that does not fit is not tuned: it runs with the default schedule.

@@ -10,6 +10,7 @@
 
 #include "ir/scalar_semantics.h"
 #include "kiln/error.h"
+#include "support/host_memory.h"
 
 namespace kiln::ir {
 
@@ -86,7 +87,10 @@ HostTensor HostTensor::zeros(DType dtype, Shape shape) {
   HostTensor t;
   t.dtype = dtype;
   t.shape = std::move(shape);
-  t.bytes.assign(static_cast<size_t>(t.numel() * dtype_size(dtype)), std::byte{0});
+  const auto n = static_cast<size_t>(t.numel() * dtype_size(dtype));
+  t.bytes.reserve(n);
+  support::advise_huge_pages(t.bytes.data(), n);  // before the zeros touch the pages
+  t.bytes.resize(n);
   return t;
 }
 

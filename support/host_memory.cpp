@@ -66,6 +66,14 @@ void free_host_block(std::byte* data, size_t capacity) {
   else std::free(data);
 }
 
+void advise_huge_pages(void* data, size_t bytes) {
+  if (bytes < kHugeThreshold) return;
+  const auto start = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (start + kHugePage - 1) & ~(kHugePage - 1);
+  const uintptr_t last = (start + bytes) & ~(kHugePage - 1);
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+}
+
 HostBlock::HostBlock(size_t bytes) : capacity_(host_block_capacity(bytes)) {
   data_ = allocate_host_block(capacity_);
   if (data_) size_ = bytes;

@@ -22,6 +22,12 @@ bool host_block_is_mapped(size_t capacity);
 std::byte* allocate_host_block(size_t capacity);
 void free_host_block(std::byte* data, size_t capacity);
 
+// Advises huge pages for the whole 2 MiB pages of [data, data + bytes), memory from elsewhere (a
+// std::vector's) not yet touched, where it is as large as a block that gets them: on 4 KiB pages a
+// fresh 256 MiB took a second of page faults to fill on a virtual machine (the autotuner's copies
+// of ew_chain's buffers). Advice only, and nothing for smaller ranges.
+void advise_huge_pages(void* data, size_t bytes);
+
 // One block, freed when it goes.
 class HostBlock {
  public:

@@ -110,6 +110,43 @@ TEST(KernelBuffers, FloatsCompareWithinTheOutputsScale) {
   EXPECT_TRUE(compare_outputs(k, want, filled(k, {{1, 2, 3, 4}, {100, 0.5, 1, -1}, {1, 2, 3, 4}})));
 }
 
+// Every float dtype is read as its own (f32 and f64 directly, f16 and bf16 through HostTensor):
+// the same values compare equal, NaN with NaN, and an exponent apart is named with its value.
+TEST(KernelBuffers, EveryFloatDtypeComparesItsOwnValues) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    kir::Kernel k;
+    k.params = {param(t, {4}, false, "in"), param(t, {4}, true, "y")};
+    const KernelBuffers want = filled(k, {{1, 2, 3, 4}, {1, -2, nan, 8}});
+    EXPECT_EQ(compare_outputs(k, want, filled(k, {{5, 5, 5, 5}, {1, -2, nan, 8}})), std::nullopt)
+        << ir::dtype_name(t);
+    const std::optional<std::string> off =
+        compare_outputs(k, want, filled(k, {{1, 2, 3, 4}, {1, -2, nan, 16}}));
+    ASSERT_TRUE(off.has_value()) << ir::dtype_name(t);
+    EXPECT_EQ(off->rfind("output %1 (y) element 3: got 16, the default candidate gave 8", 0), 0u)
+        << *off;
+  }
+}
+
+// The outputs' bytes, in buffers of their own; the inputs' tensors keep their dtype and shape and
+// hold no bytes.
+TEST(KernelBuffers, CopyOutputsCopiesOutputsOnly) {
+  const kir::Kernel k = two_outputs();
+  KernelBuffers from = filled(k, {{1, 2, 3, 4}, {5, 6, 7, 8}, {9, 10, 11, 12}});
+  const KernelBuffers copy = copy_outputs(k, from);
+  ASSERT_EQ(copy.size(), 3u);
+  EXPECT_TRUE(copy[0].bytes.empty());
+  EXPECT_EQ(copy[0].dtype, DType::f32);
+  EXPECT_EQ(copy[0].shape, (ir::Shape{4}));
+  EXPECT_EQ(copy[1].bytes, from[1].bytes);
+  EXPECT_EQ(copy[2].bytes, from[2].bytes);
+  EXPECT_NE(copy[1].data(), from[1].data());
+  from[1].set(0, 99);
+  EXPECT_EQ(copy[1].get(0), 5);
+  EXPECT_EQ(compare_outputs(k, copy, filled(k, {{0, 0, 0, 0}, {5, 6, 7, 8}, {9, 10, 11, 12}})),
+            std::nullopt);
+}
+
 TEST(KernelBuffers, IntegersCompareExactly) {
   const kir::Kernel k = two_outputs();
   const KernelBuffers want = filled(k, {{0, 0, 0, 0}, {1, 1, 1, 1}, {1, 2, 3, 4}});

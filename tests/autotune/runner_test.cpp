@@ -133,6 +133,29 @@ TEST(Runner, AnIntegerOutputOffByOneIsDisqualified) {
   EXPECT_TRUE(d->candidates[2].output_checked);
 }
 
+// out[i] = out[i] * 0.5 + x[i]: a kernel that reads its output. Every checked run starts from
+// the same outputs (the candidates share one set of buffers): run twice from what the first run
+// left, the default would differ from itself and tuning would fail.
+TEST(Runner, EachCheckedRunStartsFromTheInitialOutputs) {
+  using testing::make_kernel;
+  using testing::param;
+  auto a = std::make_shared<kir::ExprArena>();
+  const kir::Expr* i = a->var(0);
+  const kir::Expr* out = a->load(1, ir::DType::f32, i);
+  const kir::Expr* v =
+      a->alu(kir::Alu::Add, ir::DType::f32,
+             {a->alu(kir::Alu::Mul, ir::DType::f32, {out, a->constant(ir::DType::f32, 0.5)}),
+              a->load(0, ir::DType::f32, i)});
+  const kir::Kernel k = make_kernel(
+      "acc",
+      {param(ir::DType::f32, {4096}, false, "x"), param(ir::DType::f32, {4096}, true, "out")},
+      {4096}, a, {{1, i, v}});
+  Expected<TuneDecision> d = tune_cpu_kernel(backend(), nullptr, k, Level::minimal, 0, {});
+  ASSERT_TRUE(d.has_value()) << d.error().message;
+  ASSERT_GE(d->candidates.size(), 2u);
+  for (const CandidateResult& c : d->candidates) EXPECT_TRUE(c.output_checked) << c.reason;
+}
+
 TEST(Runner, ACompileFailureIsDisqualifiedNotFatal) {
   const kir::Kernel k = testing::elementwise_kernel(16, 64);
   TuneOptions opt;
