@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "tests/codegen/cpu_test_support.h"
@@ -227,6 +228,89 @@ TEST(CpuReduce, ASumAroundAReductionOfOneElementSumsAsOverABuffer) {
   ASSERT_EQ(got.size(), 2u);
   ASSERT_EQ(want.size(), 2u);
   EXPECT_EQ(got[1].get(0), want[1].get(0));
+}
+
+// A sum over a view of a buffer (a pad, a concat, a roll: indices through min, max, where and
+// mod) adds in the order the same sum over that view written to a buffer does: in lanes. Read
+// through the view, the index was not affine in the summed variable, the loop summed in order,
+// and a dot with a padded vector was 1 ulp from the dot with the pad written (RandomGraphFuzz
+// seed 1970).
+TEST(CpuReduce, ASumOverAPadConcatOrRollAddsAsOverItsBuffer) {
+  const int64_t n = 512, x_len = 300, before = 100;
+  const float pad_value = 0.5f;
+  std::vector<double> x, y, z;
+  for (int64_t j = 0; j < n; ++j) {
+    // Magnitudes from 1e-3 to 1e3: an order of addition shows in the last bits.
+    y.push_back(static_cast<float>(std::sin(j * 0.37) * std::pow(10.0, (j % 7) - 3)));
+    z.push_back(static_cast<float>(std::cos(j * 0.11) * std::pow(10.0, (j % 5) - 2)));
+    if (j < x_len) x.push_back(static_cast<float>(1e3 * std::cos(j * 1.3) + j * 1e-3));
+  }
+  // The views written out: the pad, the concat of x and z's tail, x rolled by 37.
+  const int64_t tail = n - x_len, shift = 37;
+  std::vector<double> padded(n, pad_value), joined(x), rolled;
+  for (int64_t j = 0; j < x_len; ++j) padded[before + j] = x[j];
+  joined.insert(joined.end(), z.begin(), z.begin() + tail);
+  for (int64_t j = 0; j < n; ++j) rolled.push_back(joined[(j + shift) % n]);
+
+  // out[] = sum over j < n of view(j) * y[j], the view built from its index j.
+  const auto dot = [&](const char* name, std::vector<kir::Param> params,
+                       const std::function<const Expr*(kir::ExprArena&)>& view) {
+    auto a = std::make_shared<kir::ExprArena>();
+    const int32_t y_param = static_cast<int32_t>(params.size());
+    params.push_back(in_param(DType::f32, {n}));
+    params.push_back(out_param(DType::f32, {}));
+    const Expr* r =
+        a->reduce(ReduceOp::Sum, DType::f32,
+                  a->alu(Alu::Mul, DType::f32, {view(*a), a->load(y_param, DType::f32, a->var(0))}),
+                  {0}, {n});
+    return make_kernel(name, std::move(params), {}, a, {{y_param + 1, a->index(0), r}});
+  };
+  const auto clamp = [](kir::ExprArena& a, const Expr* i, int64_t hi) {
+    return a.alu(Alu::Min, DType::i64, {a.alu(Alu::Max, DType::i64, {i, a.index(0)}), a.index(hi)});
+  };
+  const kir::Kernel over_buffer = dot("over_buffer", {in_param(DType::f32, {n})},
+                                      [](auto& a) { return a.load(0, DType::f32, a.var(0)); });
+  const kir::Kernel over_pad = dot("over_pad", {in_param(DType::f32, {x_len})}, [&](auto& a) {
+    const Expr* i = a.alu(Alu::Sub, DType::i64, {a.var(0), a.index(before)});
+    const Expr* inside = a.alu(Alu::And, DType::boolean,
+                               {a.alu(Alu::Ge, DType::boolean, {i, a.index(0)}),
+                                a.alu(Alu::Lt, DType::boolean, {i, a.index(x_len)})});
+    return a.alu(
+        Alu::Where, DType::f32,
+        {inside, a.load(0, DType::f32, clamp(a, i, x_len - 1)), a.constant(DType::f32, pad_value)});
+  });
+  // concat(x, z[:tail]) at index i.
+  const auto concat_at = [&](kir::ExprArena& a, const Expr* i) {
+    const Expr* in_x = a.alu(Alu::Lt, DType::boolean, {i, a.index(x_len)});
+    return a.alu(Alu::Where, DType::f32,
+                 {in_x, a.load(0, DType::f32, clamp(a, i, x_len - 1)),
+                  a.load(1, DType::f32,
+                         clamp(a, a.alu(Alu::Sub, DType::i64, {i, a.index(x_len)}), tail - 1))});
+  };
+  const std::vector<kir::Param> two = {in_param(DType::f32, {x_len}), in_param(DType::f32, {n})};
+  const kir::Kernel over_concat =
+      dot("over_concat", two, [&](auto& a) { return concat_at(a, a.var(0)); });
+  const kir::Kernel over_roll = dot("over_roll", two, [&](auto& a) {
+    return concat_at(a,
+                     a.alu(Alu::Mod, DType::i64,
+                           {a.alu(Alu::Add, DType::i64, {a.var(0), a.index(shift)}), a.index(n)}));
+  });
+
+  const auto sum = [&](const kir::Kernel& k, std::vector<Buffer> in) {
+    in.push_back(Buffer(DType::f32, y));
+    std::vector<Buffer> out = run_kernel(k, std::move(in));
+    return out.empty() ? std::numeric_limits<double>::quiet_NaN() : out.back().get(0);
+  };
+  const double want_pad = sum(over_buffer, {Buffer(DType::f32, padded)});
+  EXPECT_EQ(sum(over_pad, {Buffer(DType::f32, x)}), want_pad);
+  EXPECT_EQ(sum(over_concat, {Buffer(DType::f32, x), Buffer(DType::f32, z)}),
+            sum(over_buffer, {Buffer(DType::f32, joined)}));
+  EXPECT_EQ(sum(over_roll, {Buffer(DType::f32, x), Buffer(DType::f32, z)}),
+            sum(over_buffer, {Buffer(DType::f32, rolled)}));
+  // And each is the sum, within a float sum's rounding.
+  double exact = 0;
+  for (int64_t j = 0; j < n; ++j) exact += padded[j] * y[j];
+  EXPECT_LE(rel_error(want_pad, exact, 1.0), 1e-5);
 }
 
 // A row read by two reductions (a variance: the mean, then the squares about it) over more than
