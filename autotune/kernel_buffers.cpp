@@ -2,6 +2,7 @@
 #include "autotune/kernel_buffers.h"
 
 #include "autotune/roofline.h"
+#include "support/host_memory.h"
 
 #include <fmt/format.h>
 
@@ -141,9 +142,14 @@ KernelBuffers copy_outputs(const kir::Kernel& kernel, const KernelBuffers& from)
       out.push_back(std::move(none));
       continue;
     }
-    ir::HostTensor t = ir::HostTensor::zeros(f.dtype, f.shape);
-    t.bytes.resize(f.bytes.size());  // an empty parameter's tensor holds one element
-    std::copy(f.bytes.begin(), f.bytes.end(), t.bytes.begin());
+    // Copied into fresh memory as it is first touched (not zeroed first, then copied over); an
+    // empty parameter's tensor holds one element, as `from`'s does.
+    ir::HostTensor t;
+    t.dtype = f.dtype;
+    t.shape = f.shape;
+    t.bytes.reserve(f.bytes.size());
+    support::advise_huge_pages(t.bytes.data(), f.bytes.size());
+    t.bytes.assign(f.bytes.begin(), f.bytes.end());
     out.push_back(std::move(t));
   }
   return out;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <set>
 #include <unordered_map>
 
@@ -47,12 +48,17 @@ bool reads_only(const FreeVars& fv, const Expr* e, int32_t limit, int32_t exclud
 
 }  // namespace
 
-std::optional<int64_t> var_coefficient(const Expr* e, int32_t var, const FreeVars& fv) {
+namespace {
+
+// var_coefficient's recursion; with `views`, also through min, max, clip and where (as their arm
+// of largest step) and a roll's remainder (view_step).
+std::optional<int64_t> step_along(const Expr* e, int32_t var, const FreeVars& fv, bool views) {
   if (!fv.uses(e, var)) return 0;
   if (e->kind == ExprKind::Var) return 1;
   if (e->kind != ExprKind::Alu || !ir::is_int(e->dtype)) return std::nullopt;
   if (e->alu == Alu::Add || e->alu == Alu::Sub) {
-    const auto a = var_coefficient(e->args[0], var, fv), b = var_coefficient(e->args[1], var, fv);
+    const auto a = step_along(e->args[0], var, fv, views);
+    const auto b = step_along(e->args[1], var, fv, views);
     if (!a || !b) return std::nullopt;
     return e->alu == Alu::Add ? *a + *b : *a - *b;
   }
@@ -60,11 +66,37 @@ std::optional<int64_t> var_coefficient(const Expr* e, int32_t var, const FreeVar
     for (int i = 0; i < 2; ++i) {
       const Expr* c = e->args[i];
       if (c->kind != ExprKind::Const) continue;
-      const auto other = var_coefficient(e->args[1 - i], var, fv);
+      const auto other = step_along(e->args[1 - i], var, fv, views);
       if (other) return *other * c->ival;
     }
+    return std::nullopt;
   }
+  if (!views) return std::nullopt;
+  const auto largest_arm = [&](size_t first) -> std::optional<int64_t> {
+    int64_t step = 0;
+    for (size_t i = first; i < e->args.size(); ++i) {
+      const std::optional<int64_t> c = step_along(e->args[i], var, fv, views);
+      if (!c) return std::nullopt;
+      if (std::abs(*c) > std::abs(step)) step = *c;
+    }
+    return step;
+  };
+  if (e->alu == Alu::Min || e->alu == Alu::Max || e->alu == Alu::Clip) return largest_arm(0);
+  if (e->alu == Alu::Where) return largest_arm(1);  // args[0] is the condition
+  // A roll's wrap-around, (k + s) mod n: steps as k does (but where it wraps).
+  if (e->alu == Alu::Mod && !fv.uses(e->args[1], var))
+    return step_along(e->args[0], var, fv, views);
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int64_t> var_coefficient(const Expr* e, int32_t var, const FreeVars& fv) {
+  return step_along(e, var, fv, /*views=*/false);
+}
+
+std::optional<int64_t> view_step(const Expr* e, int32_t var, const FreeVars& fv) {
+  return step_along(e, var, fv, /*views=*/true);
 }
 
 void collect_reduces(const Expr* root, std::unordered_set<const Expr*>& seen,

@@ -23,6 +23,13 @@ bool has_reduce(const Expr* e);
 // differences and products by constants); nullopt when it is not of that form.
 std::optional<int64_t> var_coefficient(const Expr* e, int32_t var, const FreeVars& fv);
 
+// How index `e` steps along `var` where it reads the buffer a view stands for: var_coefficient,
+// read through min, max, clip and where too (a pad's, a concat's, a clamped index), which step as
+// their arm of largest step (a constant steps 0), and through a roll's remainder. A pad along a
+// summed row steps 1, as the padded buffer's row would; a pad of a column, clamp(k - b) * C + j,
+// steps C. nullopt for anything else (a division, a loaded index).
+std::optional<int64_t> view_step(const Expr* e, int32_t var, const FreeVars& fv);
+
 // A matmul with fused prologues and epilogues: every store is store(out[index(parallel vars)],
 // epilogue(R)) where R is the kernel's one reduction, Reduce(Sum, f32, [k], Mul(a, b)) over a
 // single variable k; `a` does not read the column variable j (the last domain axis), `b` not the

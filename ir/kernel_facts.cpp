@@ -65,7 +65,7 @@ bool same_reuse(const std::vector<RowReuse>& a, const std::vector<RowReuse>& b) 
 }
 
 bool same_split(const LoopSplit& a, const LoopSplit& b) {
-  if (a.bounds != b.bounds || a.wraps.size() != b.wraps.size()) return false;
+  if (a.bounds != b.bounds || a.wraps.size() != b.wraps.size() || a.steps != b.steps) return false;
   for (const auto& [e, w] : a.wraps) {
     auto it = b.wraps.find(e);
     if (it == b.wraps.end() || it->second.c != w.c || it->second.n != w.n) return false;
@@ -104,6 +104,8 @@ Expected<void> verify_facts(const Kernel& kernel, const KernelFacts& facts) {
       if (auto ok = foreign(e, "row reuse"); !ok) return ok;
   for (const auto& [e, w] : facts.loop_split.wraps)
     if (auto ok = foreign(e, "loop cuts"); !ok) return ok;
+  for (const Expr* e : facts.loop_split.steps)
+    if (auto ok = foreign(e, "loop cuts"); !ok) return ok;
   const KernelFacts now = analyze_kernel(kernel);
   if (!same_matmul(facts.matmul, now.matmul))
     return make_error(fmt::format("kernel {}: its matmul pattern is not the kernel's", kernel.name));
@@ -141,14 +143,18 @@ std::string facts_text(const Kernel& kernel, const KernelFacts& facts) {
     out += fmt::format("row reuse: {} kept per row of {}, read back as {}\n", name(r.body_value),
                        name(r.reduce), name(r.point_value));
   const std::vector<int64_t>& b = facts.loop_split.bounds;
+  const size_t steps = facts.loop_split.steps.size();
+  const std::string steps_text =
+      steps == 0 ? std::string() : fmt::format(", {} step{}", steps, steps == 1 ? "" : "s");
   if (b.size() <= 2) {
-    out += "loop cuts: no\n";
+    // Steps that never change arm over the axis (a clamp that never clamps) are taken as their arm.
+    out += fmt::format("loop cuts: no{}\n", steps_text);
   } else {
     std::vector<std::string> pieces;
     for (size_t i = 0; i + 1 < b.size(); ++i) pieces.push_back(fmt::format("[{},{})", b[i], b[i + 1]));
-    out += fmt::format("loop cuts: innermost axis in {} pieces {}, {} wrapping index{}\n",
+    out += fmt::format("loop cuts: innermost axis in {} pieces {}, {} wrapping index{}{}\n",
                        pieces.size(), fmt::join(pieces, " "), facts.loop_split.wraps.size(),
-                       facts.loop_split.wraps.size() == 1 ? "" : "es");
+                       facts.loop_split.wraps.size() == 1 ? "" : "es", steps_text);
   }
   return out;
 }

@@ -245,8 +245,8 @@ class KernelEmitter {
   // Selection scan -> the previous pick's value (scan_accs_ holds its index, -1 before the first).
   std::unordered_map<const Expr*, llvm::AllocaInst*> scan_prev_values_;
   std::vector<const Expr*> scans_;  // in kernel_exprs order
-  // Wrap-around indices (the facts' loop cuts): the innermost loop runs as pieces; piece_lo_ is
-  // where the piece being emitted starts.
+  // Wrap-around indices and steps (the facts' loop cuts): the innermost loop runs as pieces;
+  // piece_lo_ is where the piece being emitted starts.
   int64_t piece_lo_ = 0;
 };
 
@@ -370,6 +370,10 @@ void KernelEmitter::operands(const Expr* e, std::vector<const Expr*>& out) const
         if (e->alu != kir::Alu::IDiv) out.push_back(e->args[0]);
         return;
       }
+      if (opt_.facts->loop_split.steps.count(e)) {  // the arm this piece takes; a truth is constant
+        if (!kir::step_is_truth(e)) out.push_back(e->args[kir::step_at(e, piece_lo_)]);
+        return;
+      }
       out.assign(e->args.begin(), e->args.end());
       return;
   }
@@ -430,6 +434,11 @@ Expected<Value*> KernelEmitter::emit_uncached(const Expr* e, Scope* s) {
         insert_at(s);
         return b_.CreateSub(*a, b_.getInt64(q * w->second.n), "", /*HasNUW=*/false,
                             /*HasNSW=*/true);
+      }
+      if (opt_.facts->loop_split.steps.count(e)) {
+        const int arm = kir::step_at(e, piece_lo_);
+        if (kir::step_is_truth(e)) return register_constant(ctx_, e->dtype, arm, arm);
+        return emit(e->args[arm]);
       }
       std::vector<Value*> args;
       for (const Expr* a : e->args) {
@@ -934,42 +943,6 @@ Expected<Value*> KernelEmitter::aligned_start(const kir::Store& st, Scope* s, Va
 // Whether some store's value is a chain of at least kDeepChain dependent operations.
 bool KernelEmitter::deep_chain() const { return has_deep_chain(k_); }
 
-// How index `e` steps along `var` where it reads the buffer a view stands for: an affine index's
-// coefficient (kir::var_coefficient), read through min, max, clip and where too (a pad's, a
-// concat's, a clamped index), which step as their arm of largest step (a constant steps 0), and
-// through a roll's remainder. A pad along a summed row steps 1, as the padded buffer's row would;
-// a pad of a column, clamp(k - b) * C + j, steps C. nullopt for anything else (a division, a
-// loaded index).
-std::optional<int64_t> view_step(const Expr* e, int32_t var, const kir::FreeVars& fv) {
-  if (!fv.uses(e, var)) return 0;
-  if (e->kind == ExprKind::Var) return 1;
-  if (e->kind != ExprKind::Alu || !ir::is_int(e->dtype)) return std::nullopt;
-  const auto largest_arm = [&](size_t first) -> std::optional<int64_t> {
-    int64_t step = 0;
-    for (size_t i = first; i < e->args.size(); ++i) {
-      const std::optional<int64_t> c = view_step(e->args[i], var, fv);
-      if (!c) return std::nullopt;
-      if (std::abs(*c) > std::abs(step)) step = *c;
-    }
-    return step;
-  };
-  if (e->alu == kir::Alu::Min || e->alu == kir::Alu::Max || e->alu == kir::Alu::Clip)
-    return largest_arm(0);
-  if (e->alu == kir::Alu::Where) return largest_arm(1);  // args[0] is the condition
-  // A roll's wrap-around, (k + s) mod n: steps as k does (but where it wraps).
-  if (e->alu == kir::Alu::Mod && !fv.uses(e->args[1], var)) return view_step(e->args[0], var, fv);
-  if (e->alu == kir::Alu::Add || e->alu == kir::Alu::Sub) {
-    const auto a = view_step(e->args[0], var, fv), b = view_step(e->args[1], var, fv);
-    if (!a || !b) return std::nullopt;
-    return e->alu == kir::Alu::Add ? *a + *b : *a - *b;
-  }
-  if (e->alu == kir::Alu::Mul)
-    for (int i = 0; i < 2; ++i)
-      if (e->args[i]->kind == ExprKind::Const)
-        if (const auto other = view_step(e->args[1 - i], var, fv)) return *other * e->args[i]->ival;
-  return std::nullopt;
-}
-
 // Whether every load in `reduce`'s body reads element `var`, `var` + 1, ... (or the same one at
 // each `var`) of the buffer it stands for (view_step): the reduction's loop along `var` is
 // vectorized across its iterations, so that a sum adds in the order it would over that buffer
@@ -982,7 +955,7 @@ bool KernelEmitter::reduces_in_lanes(const Expr* reduce, int32_t var) const {
     todo.pop_back();
     if (!seen.insert(e).second) continue;
     if (e->kind == ExprKind::Load) {
-      const std::optional<int64_t> c = view_step(e->args[0], var, free_vars_);
+      const std::optional<int64_t> c = kir::view_step(e->args[0], var, free_vars_);
       if (!c || (*c != 0 && *c != 1 && *c != -1)) return false;
     }
     for (const Expr* a : e->args) todo.push_back(a);
@@ -1083,7 +1056,7 @@ Expected<llvm::Function*> KernelEmitter::run() {
     var_scope_[static_cast<int32_t>(d)] = s;
     var_value_[static_cast<int32_t>(d)] = s->iv;
   }
-  // The innermost axis, piece by piece (one piece unless it has wrap-around indices); the
+  // The innermost axis, piece by piece (one piece unless it has wrap-around indices or steps); the
   // outermost axis is the caller's [begin, end).
   const int32_t last = static_cast<int32_t>(rank) - 1;
   init_scans(s);
@@ -1325,9 +1298,10 @@ bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& 
       (kernel.domain.size() != 2 || kernel.domain[0] < 2))
     return false;
   // A one-axis kernel runs its only axis as the innermost loop: in one piece (no wrap-around
-  // indices cut it), and with no row of a reduction reused along it.
-  if (kernel.domain.size() == 1 &&
-      (facts.loop_split.bounds.size() != 2 || !facts.row_reuse.empty()))
+  // indices or steps cut it, no step's arm chosen for its whole extent), and with no row of a
+  // reduction reused along it.
+  if (kernel.domain.size() == 1 && (facts.loop_split.bounds.size() != 2 ||
+                                    !facts.loop_split.steps.empty() || !facts.row_reuse.empty()))
     return false;
   // Streaming stores are chosen by an output's size (and the kernel's footprint next to this
   // CPU's cache): such a kernel keeps its size.

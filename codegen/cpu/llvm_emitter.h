@@ -100,8 +100,8 @@ int64_t chunk_alignment(const kir::Kernel& kernel, const EmitOptions& options);
 // Whether emit_kernel's code for `kernel` made dynamic (kir::Kernel::dynamic_outer) serves every
 // extent of its outer axis, with parallel_extent the outer extent of each instance: the emitters
 // read domain[0] only as the [begin, end) they are called with. Not so for checked code, attention,
-// a one-row matrix-vector product, a one-axis kernel cut in pieces or reusing reduction rows,
-// or a kernel with streaming outputs.
+// a one-row matrix-vector product, a one-axis kernel cut in pieces, with steps (their arms are
+// this extent's) or reusing reduction rows, or a kernel with streaming outputs.
 bool serves_any_outer_extent(const kir::Kernel& kernel, const kir::KernelFacts& facts,
                              CheckMode check, int64_t llc_bytes = 0);
 

@@ -1,11 +1,13 @@
-// Wrap-around indices in the innermost loop (ir/loop_split.h): where the loop is cut,
-// when it is left whole, and rolled / wrapped kernels against a plain loop (run_kernel also calls
-// them in uneven chunks, which for rank-1 kernels cut across the pieces).
+// Wrap-around indices and steps in the innermost loop (ir/loop_split.h): where the loop is cut,
+// when it is left whole, and rolled / wrapped / padded / concatenated kernels against a plain loop
+// (run_kernel also calls them in uneven chunks, which for rank-1 kernels cut across the pieces).
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 #include <array>
 
+#include "codegen/cpu/llvm_emitter.h"
+#include "ir/kernel_facts.h"
 #include "ir/loop_split.h"
 #include "tests/codegen/cpu_test_support.h"
 
@@ -116,6 +118,176 @@ TEST(CpuLoopSplit, WrapAroundStencilMatchesTheLoop) {
           want += x[((r + dr) % rows) * cols + (c + dc) % cols];
       EXPECT_EQ(res[1].get(r * cols + c), want) << r << "," << c;
     }
+}
+
+// Index helpers for the views below: p + c, min, max, comparisons with constants.
+struct Views : Wrapped {
+  const Expr* op(Alu f, DType t, std::vector<const Expr*> args) const {
+    return a->alu(f, t, std::move(args));
+  }
+  const Expr* min(const Expr* x, int64_t c) const {
+    return op(Alu::Min, DType::i64, {x, a->index(c)});
+  }
+  const Expr* max(const Expr* x, int64_t c) const {
+    return op(Alu::Max, DType::i64, {x, a->index(c)});
+  }
+  const Expr* cmp(Alu f, const Expr* x, int64_t c) const {
+    return op(f, DType::boolean, {x, a->index(c)});
+  }
+  // row * width + col
+  const Expr* at(const Expr* row, int64_t width, const Expr* col) const {
+    return op(Alu::Add, DType::i64, {op(Alu::Mul, DType::i64, {row, a->index(width)}), col});
+  }
+};
+
+// out[r, c] = 3 * concat(x[rows, w1], z[rows, w2], axis 1)[r, c], as lowering writes it: both
+// operands read through clamped indices, the choice a where on c < w1.
+kir::Kernel concat_rows(const Views& v, int64_t rows, int64_t w1, int64_t w2) {
+  kir::ExprArena& a = *v.a;
+  const Expr* c = a.var(1);
+  const Expr* left = a.load(0, DType::f32, v.at(a.var(0), w1, v.min(c, w1 - 1)));
+  const Expr* right = a.load(1, DType::f32, v.at(a.var(0), w2, v.max(v.p_plus(1, -w1), 0)));
+  const Expr* value = v.op(Alu::Mul, DType::f32,
+                           {v.op(Alu::Where, DType::f32, {v.cmp(Alu::Lt, c, w1), left, right}),
+                            a.constant(DType::f32, 3)});
+  return make_kernel("concat",
+                     {in_param(DType::f32, {rows, w1}), in_param(DType::f32, {rows, w2}),
+                      out_param(DType::f32, {rows, w1 + w2})},
+                     {rows, w1 + w2}, v.a, {{2, v.at(a.var(0), w1 + w2, c), value}});
+}
+
+// out[r, c] = pad(x[rows, w], before, after, value 0.5)[r, c] * 2: x read at clamp(c - before),
+// kept where 0 <= c - before < w.
+kir::Kernel pad_rows(const Views& v, int64_t rows, int64_t w, int64_t before, int64_t after) {
+  kir::ExprArena& a = *v.a;
+  const Expr* j = v.p_plus(1, -before);
+  const Expr* in = v.op(Alu::And, DType::boolean, {v.cmp(Alu::Ge, j, 0), v.cmp(Alu::Lt, j, w)});
+  const Expr* x = a.load(0, DType::f32, v.at(a.var(0), w, v.min(v.max(j, 0), w - 1)));
+  const Expr* padded = v.op(Alu::Where, DType::f32, {in, x, a.constant(DType::f32, 0.5)});
+  const int64_t width = before + w + after;
+  return make_kernel("pad", {in_param(DType::f32, {rows, w}), out_param(DType::f32, {rows, width})},
+                     {rows, width}, v.a,
+                     {{1, v.at(a.var(0), width, a.var(1)),
+                       v.op(Alu::Mul, DType::f32, {padded, a.constant(DType::f32, 2)})}});
+}
+
+TEST(CpuLoopSplit, CutsWhereAPadOrAConcatSteps) {
+  Views c;
+  kir::LoopSplit s = kir::split_innermost(concat_rows(c, 4, 6, 4));
+  EXPECT_EQ(s.bounds, (std::vector<int64_t>{0, 6, 10}));
+  EXPECT_EQ(s.steps.size(), 4u);  // min, max, lt, where
+  EXPECT_TRUE(s.wraps.empty());
+  Views p;
+  s = kir::split_innermost(pad_rows(p, 4, 7, 2, 1));
+  EXPECT_EQ(s.bounds, (std::vector<int64_t>{0, 2, 9, 10}));
+  EXPECT_EQ(s.steps.size(), 6u);  // ge, lt, and, where, max, min
+  // The arms each piece takes: the pad value before and after, x inside.
+  for (const Expr* e : s.steps) {
+    if (e->alu != Alu::Where) continue;
+    EXPECT_EQ(kir::step_at(e, 0), 2);
+    EXPECT_EQ(kir::step_at(e, 2), 1);
+    EXPECT_EQ(kir::step_at(e, 8), 1);
+    EXPECT_EQ(kir::step_at(e, 9), 2);
+  }
+  // A clamp that never clamps over the extent is a step taken whole; a flip's index falls as p
+  // rises, and a step over an outer variable is no step of the innermost loop.
+  Views w;
+  kir::ExprArena& a = *w.a;
+  const Expr* never = w.min(a.var(1), 20);
+  const Expr* flip = w.min(w.op(Alu::Sub, DType::i64, {a.index(9), a.var(1)}), 5);
+  const Expr* outer = w.min(a.var(0), 2);
+  const Expr* sum = w.op(Alu::Add, DType::i64, {w.op(Alu::Add, DType::i64, {never, flip}), outer});
+  kir::Kernel k =
+      make_kernel("clamps", {in_param(DType::f32, {40}), out_param(DType::f32, {4, 10})}, {4, 10},
+                  w.a, {{1, w.at(a.var(0), 10, a.var(1)), a.load(0, DType::f32, sum)}});
+  s = kir::split_innermost(k);
+  EXPECT_EQ(s.bounds, (std::vector<int64_t>{0, 10}));
+  EXPECT_EQ(s.steps, (std::unordered_set<const Expr*>{never}));
+  EXPECT_EQ(kir::step_at(never, 9), 0);
+  // The facts name them.
+  Views named;
+  const kir::Kernel concat = concat_rows(named, 4, 6, 4);
+  const std::string text = kir::facts_text(concat, kir::analyze_kernel(concat));
+  EXPECT_NE(
+      text.find("loop cuts: innermost axis in 2 pieces [0,6) [6,10), 0 wrapping indexes, 4 steps"),
+      std::string::npos)
+      << text;
+}
+
+// Values exact against the views computed here, and no gather left: each piece reads its own
+// operand contiguously.
+TEST(CpuLoopSplit, PaddedAndConcatenatedRowsMatchTheLoopWithoutGathers) {
+  const int64_t rows = 6;
+  for (auto [w1, w2] : std::vector<std::array<int64_t, 2>>{{60, 40}, {37, 91}, {1, 64}}) {
+    SCOPED_TRACE(fmt::format("concat {} | {}", w1, w2));
+    Views v;
+    std::vector<double> x, z;
+    for (int64_t i = 0; i < rows * w1; ++i) x.push_back(static_cast<double>(i % 13) / 8);
+    for (int64_t i = 0; i < rows * w2; ++i) z.push_back(-static_cast<double>(i % 7) / 4);
+    std::shared_ptr<const CpuArtifact> art;
+    auto res = run_kernel(concat_rows(v, rows, w1, w2),
+                          {Buffer(DType::f32, x), Buffer(DType::f32, z)}, {}, &art);
+    ASSERT_EQ(res.size(), 3u);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < w1 + w2; ++c) {
+        const double in = c < w1 ? x[r * w1 + c] : z[r * w2 + c - w1];
+        EXPECT_EQ(res[2].get(r * (w1 + w2) + c), 3 * in) << r << "," << c;
+      }
+    ASSERT_TRUE(art);
+    EXPECT_EQ(art->llvm_ir.find("gather"), std::string::npos) << art->llvm_ir;
+  }
+  for (auto [w, before, after] :
+       std::vector<std::array<int64_t, 3>>{{90, 3, 7}, {64, 0, 5}, {33, 16, 0}, {5, 40, 40}}) {
+    SCOPED_TRACE(fmt::format("pad {} by {}, {}", w, before, after));
+    Views v;
+    std::vector<double> x;
+    for (int64_t i = 0; i < rows * w; ++i) x.push_back(static_cast<double>(i % 11) - 5);
+    std::shared_ptr<const CpuArtifact> art;
+    auto res = run_kernel(pad_rows(v, rows, w, before, after), {Buffer(DType::f32, x)}, {}, &art);
+    ASSERT_EQ(res.size(), 2u);
+    const int64_t width = before + w + after;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < width; ++c) {
+        const double want = c < before || c >= before + w ? 0.5 : x[r * w + c - before];
+        EXPECT_EQ(res[1].get(r * width + c), 2 * want) << r << "," << c;
+      }
+    ASSERT_TRUE(art);
+    EXPECT_EQ(art->llvm_ir.find("gather"), std::string::npos) << art->llvm_ir;
+  }
+}
+
+// A concat along the only axis: chunks of every size cut across the pieces (run_kernel), and the
+// code is not served at another extent (its pieces are this one's).
+TEST(CpuLoopSplit, AConcatOverOneAxisMatchesTheLoopInChunks) {
+  const int64_t n1 = 30, n2 = 21;
+  Views v;
+  kir::ExprArena& a = *v.a;
+  const Expr* p = a.var(0);
+  const Expr* value = v.op(Alu::Where, DType::f32,
+                           {v.cmp(Alu::Lt, p, n1), a.load(0, DType::f32, v.min(p, n1 - 1)),
+                            a.load(1, DType::f32, v.max(v.p_plus(0, -n1), 0))});
+  kir::Kernel k = make_kernel(
+      "concat1d",
+      {in_param(DType::f32, {n1}), in_param(DType::f32, {n2}), out_param(DType::f32, {n1 + n2})},
+      {n1 + n2}, v.a, {{2, p, value}});
+  std::vector<double> x, z;
+  for (int64_t i = 0; i < n1; ++i) x.push_back(static_cast<double>(i));
+  for (int64_t i = 0; i < n2; ++i) z.push_back(static_cast<double>(100 + i));
+  auto res = run_kernel(k, {Buffer(DType::f32, x), Buffer(DType::f32, z)});
+  ASSERT_EQ(res.size(), 3u);
+  for (int64_t i = 0; i < n1 + n2; ++i) EXPECT_EQ(res[2].get(i), i < n1 ? x[i] : z[i - n1]) << i;
+  const kir::KernelFacts facts = kir::analyze_kernel(k);
+  EXPECT_EQ(facts.loop_split.bounds, (std::vector<int64_t>{0, n1, n1 + n2}));
+  EXPECT_FALSE(cpu::serves_any_outer_extent(k, facts, CheckMode::none, 0));
+  // One piece, but its clamp is taken as its arm over this extent: not served at another either.
+  Views w;
+  kir::Kernel clamp =
+      make_kernel("clamp1d", {in_param(DType::f32, {n1}), out_param(DType::f32, {n1})}, {n1}, w.a,
+                  {{1, w.a->var(0), w.a->load(0, DType::f32, w.min(w.a->var(0), n1 + 5))}});
+  const kir::KernelFacts clamp_facts = kir::analyze_kernel(clamp);
+  EXPECT_EQ(clamp_facts.loop_split.bounds, (std::vector<int64_t>{0, n1}));
+  EXPECT_EQ(clamp_facts.loop_split.steps.size(), 1u);
+  EXPECT_FALSE(cpu::serves_any_outer_extent(clamp, clamp_facts, CheckMode::none, 0));
 }
 
 }  // namespace
