@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -82,6 +83,10 @@ KernelFacts analyze_kernel(const Kernel& kernel) {
   f.attention = recognize_attention(kernel, f.free_vars);
   f.row_reuse = find_row_reuse(kernel);
   f.loop_split = split_innermost(kernel);
+  for (const Expr* e : kernel_exprs(kernel))
+    if (e->kind == ExprKind::Reduce)
+      if (LoopSplit s = split_reduction(e); !s.steps.empty())
+        f.reduce_splits.push_back({e, std::move(s)});
   return f;
 }
 
@@ -106,6 +111,11 @@ Expected<void> verify_facts(const Kernel& kernel, const KernelFacts& facts) {
     if (auto ok = foreign(e, "loop cuts"); !ok) return ok;
   for (const Expr* e : facts.loop_split.steps)
     if (auto ok = foreign(e, "loop cuts"); !ok) return ok;
+  for (const ReduceSplit& r : facts.reduce_splits) {
+    if (auto ok = foreign(r.reduce, "reduction cuts"); !ok) return ok;
+    for (const Expr* e : r.split.steps)
+      if (auto ok = foreign(e, "reduction cuts"); !ok) return ok;
+  }
   const KernelFacts now = analyze_kernel(kernel);
   if (!same_matmul(facts.matmul, now.matmul))
     return make_error(fmt::format("kernel {}: its matmul pattern is not the kernel's", kernel.name));
@@ -116,6 +126,13 @@ Expected<void> verify_facts(const Kernel& kernel, const KernelFacts& facts) {
     return make_error(fmt::format("kernel {}: its row reuse is not the kernel's", kernel.name));
   if (!same_split(facts.loop_split, now.loop_split))
     return make_error(fmt::format("kernel {}: its loop cuts are not the kernel's", kernel.name));
+  const bool same_reduce_splits = std::ranges::equal(
+      facts.reduce_splits, now.reduce_splits, [](const ReduceSplit& a, const ReduceSplit& b) {
+        return a.reduce == b.reduce && same_split(a.split, b.split);
+      });
+  if (!same_reduce_splits)
+    return make_error(
+        fmt::format("kernel {}: its reduction cuts are not the kernel's", kernel.name));
   return {};
 }
 
@@ -155,6 +172,16 @@ std::string facts_text(const Kernel& kernel, const KernelFacts& facts) {
     out += fmt::format("loop cuts: innermost axis in {} pieces {}, {} wrapping index{}{}\n",
                        pieces.size(), fmt::join(pieces, " "), facts.loop_split.wraps.size(),
                        facts.loop_split.wraps.size() == 1 ? "" : "es", steps_text);
+  }
+  for (const ReduceSplit& r : facts.reduce_splits) {
+    const std::vector<int64_t>& rb = r.split.bounds;
+    std::vector<std::string> pieces;
+    for (size_t i = 0; i + 1 < rb.size(); ++i)
+      pieces.push_back(fmt::format("[{},{})", rb[i], rb[i + 1]));
+    out += fmt::format("reduction cuts: {} over v{}<{}> in {} piece{} {}, {} step{}\n",
+                       name(r.reduce), r.reduce->rvars[0], r.reduce->rextents[0], pieces.size(),
+                       pieces.size() == 1 ? "" : "s", fmt::join(pieces, " "), r.split.steps.size(),
+                       r.split.steps.size() == 1 ? "" : "s");
   }
   return out;
 }

@@ -24,6 +24,7 @@ struct KernelFacts {
   std::optional<AttentionPattern> attention;  // recognize_attention
   std::vector<RowReuse> row_reuse;      // find_row_reuse
   LoopSplit loop_split;                 // split_innermost
+  std::vector<ReduceSplit> reduce_splits;  // split_reduction of each reduction with steps
 };
 
 KernelFacts analyze_kernel(const Kernel& kernel);
@@ -35,7 +36,8 @@ Expected<void> verify_facts(const Kernel& kernel, const KernelFacts& facts);
 // The record as text, expressions named as print_kernel names them ($N, vN):
 //   matmul: $12 = reduce over v2<1024>, rows v0, columns v1   (or "matmul: no")
 //   row reuse: $7 kept per row of $12, read back as $13       (one line each, or "row reuse: no")
-//   loop cuts: innermost axis in 3 pieces [0,1) [1,511) [511,512), 4 wrapping indices
+//   loop cuts: innermost axis in 3 pieces [0,1) [1,511) [511,512), 4 wrapping indexes
+//   reduction cuts: $12 over v1<1024> in 2 pieces [0,1000) [1000,1024), 6 steps (one line each)
 std::string facts_text(const Kernel& kernel, const KernelFacts& facts);
 
 }  // namespace kiln::kir

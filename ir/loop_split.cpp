@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "ir/post_order.h"
+
 namespace kiln::kir {
 
 namespace {
@@ -123,6 +125,23 @@ bool within_limit(std::vector<int64_t>& cuts) {
   return cuts.size() - 1 <= kMaxLoopPieces;
 }
 
+enum class Taken { no, step, too_many };
+
+// Adds `e` to split.steps when it is a step of `var` over [0, extent), its cuts to `cuts`;
+// too_many when the cuts then make more than kMaxLoopPieces pieces.
+Taken take_step(const Expr* e, int32_t var, int64_t extent, LoopSplit& split,
+                std::vector<int64_t>& cuts) {
+  if (is_derived_step(e, split.steps)) {
+    split.steps.insert(e);
+    return Taken::step;
+  }
+  if (!is_step(e, var)) return Taken::no;
+  if (step_at(e, 0) != step_at(e, extent - 1)) changes(e, 0, extent - 1, cuts);
+  if (!within_limit(cuts)) return Taken::too_many;
+  split.steps.insert(e);
+  return Taken::step;
+}
+
 }  // namespace
 
 int step_at(const Expr* e, int64_t p) {
@@ -158,16 +177,9 @@ LoopSplit split_innermost(const kir::Kernel& k) {
   LoopSplit split;
   std::vector<int64_t> cuts = {0, extent};
   for (const Expr* e : kir::kernel_exprs(k)) {  // operands first: a where after its comparison
-    if (is_derived_step(e, split.steps)) {
-      split.steps.insert(e);
-      continue;
-    }
-    if (is_step(e, p)) {
-      if (step_at(e, 0) != step_at(e, extent - 1)) changes(e, 0, extent - 1, cuts);
-      if (!within_limit(cuts)) return whole;
-      split.steps.insert(e);
-      continue;
-    }
+    const Taken t = take_step(e, p, extent, split, cuts);
+    if (t == Taken::too_many) return whole;
+    if (t == Taken::step) continue;
     if (e->kind != ExprKind::Alu || (e->alu != kir::Alu::Mod && e->alu != kir::Alu::IDiv)) continue;
     const std::optional<int64_t> c = offset_of_p(e->args[0], p);
     if (!c || !is_index_const(e->args[1]) || e->args[1]->ival <= 0) continue;
@@ -180,6 +192,34 @@ LoopSplit split_innermost(const kir::Kernel& k) {
     if (!within_limit(cuts)) return whole;
     split.wraps.emplace(e, Wrap{*c, n});
   }
+  split.bounds = std::move(cuts);
+  return split;
+}
+
+LoopSplit split_reduction(const Expr* r) {
+  LoopSplit whole;
+  if (r->kind != ExprKind::Reduce || r->rvars.size() != 1 || r->rextents.size() != 1 ||
+      std::ranges::any_of(r->rslots, [](int32_t slot) { return slot >= 0; }))
+    return whole;
+  const int64_t extent = r->rextents[0];
+  whole.bounds = {0, extent};
+  if (extent <= 1) return whole;
+  std::vector<const Expr*> body;  // operands first
+  std::unordered_set<const Expr*> seen;
+  ir::post_order(
+      r->args[0],
+      [](const Expr* x, std::vector<const Expr*>& out) {
+        out.assign(x->args.begin(), x->args.end());
+      },
+      [&](const Expr* x) { return seen.count(x) > 0; },
+      [&](const Expr* x) {
+        if (seen.insert(x).second) body.push_back(x);
+        return true;
+      });
+  LoopSplit split;
+  std::vector<int64_t> cuts = {0, extent};
+  for (const Expr* e : body)
+    if (take_step(e, r->rvars[0], extent, split, cuts) == Taken::too_many) return whole;
   split.bounds = std::move(cuts);
   return split;
 }

@@ -41,6 +41,17 @@ constexpr size_t kMaxLoopPieces = 8;
 // extent is a run-time size.
 LoopSplit split_innermost(const kir::Kernel& kernel);
 
+// The steps of reduction `r`'s variable in its body (a Reduce over one variable of a fixed
+// extent: a sum over a padded or concatenated row), and the cuts they make along it; no wraps. A
+// single piece and no steps where it has none or they would make more than kMaxLoopPieces pieces.
+LoopSplit split_reduction(const kir::Expr* r);
+
+// A reduction whose variable has steps, and them (KernelFacts::reduce_splits).
+struct ReduceSplit {
+  const kir::Expr* reduce = nullptr;
+  LoopSplit split;
+};
+
 // The quotient (p + c) div n, constant over the piece that starts at `lo`.
 inline int64_t wrap_quotient(const Wrap& w, int64_t lo) {
   return (lo + w.c) / w.n;

@@ -248,7 +248,20 @@ class KernelEmitter {
   // Wrap-around indices and steps (the facts' loop cuts): the innermost loop runs as pieces;
   // piece_lo_ is where the piece being emitted starts.
   int64_t piece_lo_ = 0;
+  // The reductions being emitted a run of blocks at a time inside one piece of their variable
+  // (the facts' reduction cuts), each with where its piece starts.
+  std::vector<std::pair<const kir::LoopSplit*, int64_t>> reduce_pieces_;
+  // The argument a step takes here (its truth, for a comparison), or nullopt where `e` is no step
+  // of a loop emitted in pieces.
+  std::optional<int> step_arm(const Expr* e) const;
 };
+
+std::optional<int> KernelEmitter::step_arm(const Expr* e) const {
+  if (opt_.facts->loop_split.steps.count(e)) return kir::step_at(e, piece_lo_);
+  for (const auto& [split, lo] : reduce_pieces_)
+    if (split->steps.count(e)) return kir::step_at(e, lo);
+  return std::nullopt;
+}
 
 Expected<void> KernelEmitter::check_kernel() const {
   auto bad_buf = [&](int32_t buf) {
@@ -370,8 +383,8 @@ void KernelEmitter::operands(const Expr* e, std::vector<const Expr*>& out) const
         if (e->alu != kir::Alu::IDiv) out.push_back(e->args[0]);
         return;
       }
-      if (opt_.facts->loop_split.steps.count(e)) {  // the arm this piece takes; a truth is constant
-        if (!kir::step_is_truth(e)) out.push_back(e->args[kir::step_at(e, piece_lo_)]);
+      if (const std::optional<int> arm = step_arm(e)) {  // the arm taken; a truth is constant
+        if (!kir::step_is_truth(e)) out.push_back(e->args[*arm]);
         return;
       }
       out.assign(e->args.begin(), e->args.end());
@@ -435,10 +448,9 @@ Expected<Value*> KernelEmitter::emit_uncached(const Expr* e, Scope* s) {
         return b_.CreateSub(*a, b_.getInt64(q * w->second.n), "", /*HasNUW=*/false,
                             /*HasNSW=*/true);
       }
-      if (opt_.facts->loop_split.steps.count(e)) {
-        const int arm = kir::step_at(e, piece_lo_);
-        if (kir::step_is_truth(e)) return register_constant(ctx_, e->dtype, arm, arm);
-        return emit(e->args[arm]);
+      if (const std::optional<int> arm = step_arm(e)) {
+        if (kir::step_is_truth(e)) return register_constant(ctx_, e->dtype, *arm, *arm);
+        return emit(e->args[*arm]);
       }
       std::vector<Value*> args;
       for (const Expr* a : e->args) {
@@ -530,6 +542,31 @@ void KernelEmitter::emit_checked_store(const kir::Store& st, Value* index, Value
 llvm::AllocaInst* KernelEmitter::entry_alloca(llvm::Type* ty) {
   llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
   return eb.CreateAlloca(ty);
+}
+
+// Blocks [first, last) of a reduction's loop in blocks of `block` iterations: inside one piece
+// of `cuts` (piece_lo its start) or across a cut (piece_lo -1); `whole` when each block runs all
+// `block` iterations (not the partial last one).
+struct BlockRun {
+  int64_t first = 0, last = 0;
+  int64_t piece_lo = -1;
+  bool whole = true;
+};
+
+std::vector<BlockRun> block_runs(const kir::LoopSplit& cuts, int64_t extent, int64_t block) {
+  std::vector<BlockRun> runs;
+  for (int64_t b = 0; b * block < extent; ++b) {
+    const int64_t lo = b * block, hi = std::min(lo + block, extent);
+    int64_t piece_lo = -1;
+    for (size_t i = 0; i + 1 < cuts.bounds.size(); ++i)
+      if (cuts.bounds[i] <= lo && hi <= cuts.bounds[i + 1]) piece_lo = cuts.bounds[i];
+    const bool whole = hi - lo == block;
+    if (!runs.empty() && runs.back().piece_lo == piece_lo && runs.back().whole == whole)
+      runs.back().last = b + 1;
+    else
+      runs.push_back({b, b + 1, piece_lo, whole});
+  }
+  return runs;
 }
 
 // The accumulator lives in allocas (promoted to phis by mem2reg); the loop nest is built at the
@@ -676,10 +713,29 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
     s->cursor = loops_[(*nest)->loop].exit;
     insert_at(s);
   }
-  Expected<Scope*> nest = emit_nest(whole_blocks, nullptr, /*whole=*/false);
-  if (!nest) return std::unexpected(nest.error());
-  if (*nest) s->cursor = loops_[(*nest)->loop].exit;
-  insert_at(s);
+  // A sum in lanes over a row with steps (a pad's, a concat's: the facts' reduction cuts): each
+  // run of blocks inside one piece is emitted with that piece's arms, so its loads are
+  // contiguous; a block across a cut reads as before. Every block still sums its own terms in
+  // its own lanes, so the sum is the same.
+  const kir::LoopSplit* cuts = nullptr;
+  if (lane_blocks && !run_time && blocks.level == 0)
+    for (const kir::ReduceSplit& r : opt_.facts->reduce_splits)
+      if (r.reduce == e) cuts = &r.split;
+  if (cuts) {
+    for (const BlockRun& run : block_runs(*cuts, e->rextents[0], blocks.block)) {
+      if (run.piece_lo >= 0) reduce_pieces_.emplace_back(cuts, run.piece_lo);
+      Expected<Scope*> nest = emit_nest(b_.getInt64(run.first), b_.getInt64(run.last), run.whole);
+      if (run.piece_lo >= 0) reduce_pieces_.pop_back();
+      if (!nest) return std::unexpected(nest.error());
+      if (*nest) s->cursor = loops_[(*nest)->loop].exit;
+      insert_at(s);
+    }
+  } else {
+    Expected<Scope*> nest = emit_nest(whole_blocks, nullptr, /*whole=*/false);
+    if (!nest) return std::unexpected(nest.error());
+    if (*nest) s->cursor = loops_[(*nest)->loop].exit;
+    insert_at(s);
+  }
   if (is_arg) return b_.CreateLoad(b_.getInt32Ty(), idx);
   Value* result =
       total ? b_.CreateFPTrunc(b_.CreateLoad(b_.getDoubleTy(), total), body_ty)
