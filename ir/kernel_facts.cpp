@@ -65,6 +65,14 @@ bool same_reuse(const std::vector<RowReuse>& a, const std::vector<RowReuse>& b) 
   return true;
 }
 
+// "[0,600) [600,1024)": the pieces between consecutive cuts.
+std::string pieces_text(const std::vector<int64_t>& bounds) {
+  std::vector<std::string> pieces;
+  for (size_t i = 0; i + 1 < bounds.size(); ++i)
+    pieces.push_back(fmt::format("[{},{})", bounds[i], bounds[i + 1]));
+  return fmt::format("{}", fmt::join(pieces, " "));
+}
+
 bool same_split(const LoopSplit& a, const LoopSplit& b) {
   if (a.bounds != b.bounds || a.wraps.size() != b.wraps.size() || a.steps != b.steps) return false;
   for (const auto& [e, w] : a.wraps) {
@@ -167,20 +175,15 @@ std::string facts_text(const Kernel& kernel, const KernelFacts& facts) {
     // Steps that never change arm over the axis (a clamp that never clamps) are taken as their arm.
     out += fmt::format("loop cuts: no{}\n", steps_text);
   } else {
-    std::vector<std::string> pieces;
-    for (size_t i = 0; i + 1 < b.size(); ++i) pieces.push_back(fmt::format("[{},{})", b[i], b[i + 1]));
     out += fmt::format("loop cuts: innermost axis in {} pieces {}, {} wrapping index{}{}\n",
-                       pieces.size(), fmt::join(pieces, " "), facts.loop_split.wraps.size(),
+                       b.size() - 1, pieces_text(b), facts.loop_split.wraps.size(),
                        facts.loop_split.wraps.size() == 1 ? "" : "es", steps_text);
   }
   for (const ReduceSplit& r : facts.reduce_splits) {
-    const std::vector<int64_t>& rb = r.split.bounds;
-    std::vector<std::string> pieces;
-    for (size_t i = 0; i + 1 < rb.size(); ++i)
-      pieces.push_back(fmt::format("[{},{})", rb[i], rb[i + 1]));
+    const size_t pieces = r.split.bounds.size() < 2 ? 0 : r.split.bounds.size() - 1;
     out += fmt::format("reduction cuts: {} over v{}<{}> in {} piece{} {}, {} step{}\n",
-                       name(r.reduce), r.reduce->rvars[0], r.reduce->rextents[0], pieces.size(),
-                       pieces.size() == 1 ? "" : "s", fmt::join(pieces, " "), r.split.steps.size(),
+                       name(r.reduce), r.reduce->rvars[0], r.reduce->rextents[0], pieces,
+                       pieces == 1 ? "" : "s", pieces_text(r.split.bounds), r.split.steps.size(),
                        r.split.steps.size() == 1 ? "" : "s");
   }
   return out;
