@@ -98,7 +98,7 @@ bool ExprArena::Eq::operator()(const Expr* a, const Expr* b) const {
          a->reduce_op == b->reduce_op && a->var == b->var && a->buf == b->buf &&
          std::bit_cast<uint64_t>(a->fval) == std::bit_cast<uint64_t>(b->fval) &&
          a->ival == b->ival && a->args == b->args && a->rvars == b->rvars &&
-         a->rextents == b->rextents && a->rslots == b->rslots;
+         a->rextents == b->rextents && a->rslots == b->rslots && a->order == b->order;
 }
 
 const Expr* ExprArena::intern(Expr e) {
@@ -113,6 +113,7 @@ const Expr* ExprArena::intern(Expr e) {
   for (int32_t v : e.rvars) h = mix(h, static_cast<uint64_t>(v));
   for (int64_t x : e.rextents) h = mix(h, static_cast<uint64_t>(x));
   for (int32_t x : e.rslots) h = mix(h, static_cast<uint64_t>(static_cast<int64_t>(x)) + 7);
+  h = mix(h, static_cast<uint64_t>(e.order));
   e.hash = h;
   std::lock_guard lock(mu_);
   if (auto it = interned_.find(&e); it != interned_.end()) return *it;
@@ -154,7 +155,7 @@ const Expr* ExprArena::alu(Alu op, DType dtype, std::vector<const Expr*> args) {
 
 const Expr* ExprArena::reduce(ReduceOp op, DType dtype, const Expr* body,
                               std::vector<int32_t> rvars, std::vector<int64_t> rextents,
-                              std::vector<int32_t> rslots) {
+                              std::vector<int32_t> rslots, ReduceOrder order) {
   KILN_CHECK(rvars.size() == rextents.size() && !rvars.empty()) << "reduce loop variables";
   KILN_CHECK(rslots.empty() || rslots.size() == rextents.size()) << "reduce extent slots";
   if (std::ranges::all_of(rslots, [](int32_t s) { return s < 0; })) rslots.clear();
@@ -166,7 +167,8 @@ const Expr* ExprArena::reduce(ReduceOp op, DType dtype, const Expr* body,
                      .args = {body},
                      .rvars = std::move(rvars),
                      .rextents = std::move(rextents),
-                     .rslots = std::move(rslots)});
+                     .rslots = std::move(rslots),
+                     .order = order});
 }
 
 const Expr* ExprArena::size(int32_t slot, DType dtype) {
@@ -379,8 +381,11 @@ std::string print_kernel(const Kernel& k, bool with_labels) {
         for (size_t i = 0; i < e->rvars.size(); ++i)
           loops.push_back(
               fmt::format("v{}<{}>", e->rvars[i], extent_text(e->rextents[i], e->rslots, i)));
-        rhs = fmt::format("reduce.{} {} ({}) {}", reduce_op_name(e->reduce_op),
-                          ir::dtype_name(e->dtype), fmt::join(loops, ", "), ref(e->args[0]));
+        rhs = fmt::format("reduce.{} {} ({}) {}{}", reduce_op_name(e->reduce_op),
+                          ir::dtype_name(e->dtype), fmt::join(loops, ", "), ref(e->args[0]),
+                          e->order == ReduceOrder::lanes      ? " lanes"
+                          : e->order == ReduceOrder::in_order ? " in order"
+                                                              : "");
         break;
       }
       case ExprKind::Scan:

@@ -85,6 +85,16 @@ bool is_comparison(Alu a);
 enum class ExprKind : uint8_t { Const, Var, Load, Alu, Reduce, Scan, Size };
 enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin };
 std::string_view reduce_op_name(ReduceOp r);
+// The order in which the cpu folds a reduction's innermost loop (docs/graph-format.md), fixed
+// where the graph's reduction is lowered so that it does not depend on how a plan reads the terms:
+// - loads: as the body's loads step along the loop (in lanes where each moves by one element or
+//   not at all, else in order): a matmul's dot product, a reduction kiln builds itself;
+// - lanes: the reduced value's innermost axis is the operand's innermost (a row): in lanes,
+//   however the body reads its terms (through a permute's strides, or with a loop of its own for
+//   an inlined reduction), as the same sum over the operand written to a buffer adds them;
+// - in_order: across rows (a column): in order, as over the operand's buffer.
+// Printed after the body when not `loads`: `reduce.sum f32 (v1<64>) $3 lanes`.
+enum class ReduceOrder : uint8_t { loads, lanes, in_order };
 // A graph op's kernel counterpart: the Alu of an elementwise op (nullopt for other kinds), the
 // ReduceOp of a reduction.
 std::optional<Alu> alu_of(ir::Op op);
@@ -105,6 +115,7 @@ struct Expr {
   std::vector<int64_t> rextents = {};  // Reduce: their extents
   // Reduce: per extent, the run-time size slot it is (-1: fixed); empty: every extent fixed.
   std::vector<int32_t> rslots = {};
+  ReduceOrder order = ReduceOrder::loads;  // Reduce
   uint64_t hash = 0;
   uint32_t id = 0;                 // creation order: operands always have smaller ids
 };
@@ -120,7 +131,8 @@ class ExprArena {
   const Expr* load(int32_t buf, DType dtype, const Expr* index);
   const Expr* alu(Alu op, DType dtype, std::vector<const Expr*> args);
   const Expr* reduce(ReduceOp op, DType dtype, const Expr* body, std::vector<int32_t> rvars,
-                     std::vector<int64_t> rextents, std::vector<int32_t> rslots = {});
+                     std::vector<int64_t> rextents, std::vector<int32_t> rslots = {},
+                     ReduceOrder order = ReduceOrder::loads);
   // Run-time size slot `slot`: i64, or a float slot (f32, f64) whose value is a double's bits.
   const Expr* size(int32_t slot, DType dtype = DType::i64);
   // op: Sum (the only scan so far); `var` a parallel loop variable (the innermost).

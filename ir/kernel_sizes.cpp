@@ -162,9 +162,9 @@ class Pairing {
         return arena_->alu(a->alu, a->dtype, std::move(args));
       case ExprKind::Reduce: {
         std::optional<std::vector<int32_t>> slots = extents(a->rextents, b->rextents, b->rslots);
-        if (!slots) return nullptr;
+        if (!slots || a->order != b->order) return nullptr;
         return arena_->reduce(a->reduce_op, a->dtype, args[0], a->rvars, a->rextents,
-                              std::move(*slots));
+                              std::move(*slots), a->order);
       }
       case ExprKind::Scan:
         if (a->rextents != b->rextents) return nullptr;

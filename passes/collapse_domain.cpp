@@ -165,7 +165,8 @@ kir::Kernel rebuild(const kir::Kernel& k, size_t a, const std::vector<const Expr
       case ExprKind::Reduce: {
         std::vector<int32_t> rvars;
         for (int32_t v : e->rvars) rvars.push_back(moved(v));
-        r = arena.reduce(e->reduce_op, e->dtype, args[0], std::move(rvars), e->rextents);
+        r = arena.reduce(e->reduce_op, e->dtype, args[0], std::move(rvars), e->rextents, {},
+                         e->order);
         break;
       }
       case ExprKind::Alu:

@@ -54,7 +54,7 @@ struct FusionPlan {
 // change to which kernels a graph becomes, so that plans cached by an older kiln are not reused.
 // fuser-2: interior nodes of an attention that are functions of sources are inlined into every
 // reader (a causal mask shared by several attentions).
-inline constexpr const char* kFuserVersion = "fuser-4";
+inline constexpr const char* kFuserVersion = "fuser-5";
 
 class Fuser {
  public:

@@ -167,6 +167,22 @@ static Index reduce_operand_index(IndexBuilder& ib, const Index& idx, const ir::
   return in;
 }
 
+// How the cpu folds a reduction over `axes` of `in_shape` (kir::ReduceOrder): in lanes where its
+// innermost reduced axis (the last one with a loop) is the operand's innermost but for axes of one
+// element (a row, read contiguously from the operand's buffer), else in order. The same sum then
+// adds in the same order whether its kernel reads the operand from a buffer or computes it (through
+// a permute's strides, or with a loop of its own for an inlined reduction).
+static kir::ReduceOrder reduce_order(const ir::Shape& in_shape, const std::vector<int64_t>& axes,
+                                     bool drop_ones) {
+  int64_t last = -1;
+  for (int64_t a : axes)
+    if (!drop_ones || in_shape[static_cast<size_t>(a)] != 1) last = std::max(last, a);
+  if (last < 0) return kir::ReduceOrder::loads;
+  for (size_t a = static_cast<size_t>(last) + 1; a < in_shape.size(); ++a)
+    if (in_shape[a] != 1) return kir::ReduceOrder::in_order;
+  return kir::ReduceOrder::lanes;
+}
+
 NodeLowering LowerContext::plan_reduce(const Node* n, const Index& idx) {
   const Node* x = n->inputs[0];
   std::vector<int32_t> rvars;
@@ -190,9 +206,10 @@ NodeLowering LowerContext::plan_reduce(const Node* n, const Index& idx) {
       };
     return l;  // a product, max or min of one value is that value
   }
-  l.build = [this, n, rvars = std::move(rvars),
-             rextents = std::move(rextents)](const std::vector<const Expr*>& v) {
-    return arena().reduce(reduce_op_of(n->op), n->dtype, v[0], rvars, rextents);
+  l.build = [this, n, rvars = std::move(rvars), rextents = std::move(rextents),
+             order = reduce_order(x->shape, axes, /*drop_ones=*/true)](
+                const std::vector<const Expr*>& v) {
+    return arena().reduce(reduce_op_of(n->op), n->dtype, v[0], rvars, rextents, {}, order);
   };
   return l;
 }
@@ -204,9 +221,10 @@ NodeLowering LowerContext::plan_arg_reduce(const Node* n, const Index& idx) {
   Index in = reduce_operand_index(ib_, idx, x->shape, {n->attrs.i(AttrKey::axis)},
                                   n->attrs.b(AttrKey::keepdim), rvars, rextents);
   NodeLowering l = forward(x, std::move(in));
-  l.build = [this, n, rvars = std::move(rvars),
-             rextents = std::move(rextents)](const std::vector<const Expr*>& v) {
-    return arena().reduce(reduce_op_of(n->op), n->dtype, v[0], rvars, rextents);
+  l.build = [this, n, rvars = std::move(rvars), rextents = std::move(rextents),
+             order = reduce_order(x->shape, {n->attrs.i(AttrKey::axis)}, /*drop_ones=*/false)](
+                const std::vector<const Expr*>& v) {
+    return arena().reduce(reduce_op_of(n->op), n->dtype, v[0], rvars, rextents, {}, order);
   };
   return l;
 }

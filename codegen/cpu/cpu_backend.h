@@ -142,7 +142,7 @@ class CpuBackend {
   static int chunks_per_thread(const kir::Kernel& kernel, const kir::KernelFacts& facts, CheckMode check);
   // Everything besides the kernel that changes the object code, for cache keys.
   std::string llvm_version() const;      // e.g. "19.1.7"
-  static constexpr const char* kCodegenVersion = "kiln-cpu-42";  // bump when emission changes
+  static constexpr const char* kCodegenVersion = "kiln-cpu-43";  // bump when emission changes
   // The CPU compiled for and its feature string (e.g. "znver3", "+avx2,+fma,..."; for a named
   // target, that CPU and its features), part of cache keys.
   std::string cpu_name() const;

@@ -198,6 +198,7 @@ class KernelEmitter {
   void add_loop_metadata();
   bool deep_chain() const;
   bool reduces_in_lanes(const Expr* reduce, int32_t var) const;
+  bool body_loops_along(const Expr* reduce, int32_t var) const;
   bool is_short(const Loop& loop) const;
   bool reduces_in_fixed_lanes(const Loop& loop) const;
   llvm::AllocaInst* entry_alloca(llvm::Type* ty);
@@ -596,9 +597,22 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
   // 790 of 2048 rows). The loop over blocks stays rolled (add_loop_metadata); the folds cost no
   // measurable time where the data is in L2 (sums of 256 rows of 1024 f32, medians of 3000 runs
   // on one AVX-512 EPYC core: 13-14 us before, 12-13 after; rows of 300: 22-27 us, 27).
+  // The innermost loop's order (kir::ReduceOrder): in lanes where the graph's reduction folds a
+  // row, whether or not the body reads its terms in lanes. Where it does not (its loads step
+  // otherwise, through a permute's strides; or it runs a loop of its own along the loop, an
+  // inlined reduction's), the body's values are computed into a row first (`staged`, a block's
+  // worth) and the loop folds the row: a sliding max summed over 64 terms was summed in order, 1
+  // ulp from the same sum over the maxima written to a buffer (RandomGraphFuzz seed 20261792).
+  const size_t last = e->rvars.size() - 1;
+  const int32_t last_var = e->rvars[last];
+  const bool body_lanes = reduces_in_lanes(e, last_var) && !body_loops_along(e, last_var);
+  const bool stage = e->order == kir::ReduceOrder::lanes && !body_lanes && !row_fills_.count(e);
+  const bool last_in_lanes = e->order == kir::ReduceOrder::lanes ? body_lanes || stage
+                             : e->order == kir::ReduceOrder::in_order
+                                 ? false
+                                 : reduces_in_lanes(e, last_var);
   const bool lane_blocks = float_sum && e->rvars.size() == 1 &&
-                           (run_time || e->rextents[0] > kPrefetchBlock) &&
-                           reduces_in_lanes(e, e->rvars[0]);
+                           (run_time || e->rextents[0] > kPrefetchBlock) && last_in_lanes;
   if (lane_blocks) blocks = SumBlocks{0, kPrefetchBlock};
   // A reduction that fills a reused row (row_reuse.h) runs in blocks that prefetch the next
   // row's inputs: the row's later passes compute from the kept row and read no memory, so
@@ -608,6 +622,14 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
                                               : std::vector<int32_t>{};
   if (!prefetched.empty()) blocks = SumBlocks{0, kPrefetchBlock};
   const std::vector<int32_t> written = prefetched.empty() ? std::vector<int32_t>{} : row_outputs();
+  int64_t staged = 0;  // the staged row's length (0: none)
+  if (stage) {
+    const int64_t length = blocks.level == static_cast<int>(last)
+                               ? blocks.block
+                               : known_trips(e->rextents[last], e->rslots, last);
+    if (length >= kMinVectorTrips && length * 8 <= kir::kMaxRowReuseBytes) staged = length;
+  }
+  llvm::AllocaInst* staged_row = nullptr;
   llvm::AllocaInst* total =
       blocks.level >= 0 && float_sum ? entry_alloca(b_.getDoubleTy()) : nullptr;
   insert_at(s);
@@ -622,6 +644,7 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
   // loop.
   auto emit_nest = [&](Value* first_block, Value* last_block, bool whole) -> Expected<Scope*> {
     std::vector<Scope*> opened;
+    Value* staged_value = nullptr;  // the row's value at the reduction's variable
     Scope* inner = s;
     Scope* block_scope = nullptr;  // the loop over blocks
     Scope* first_in_block = nullptr;
@@ -653,15 +676,41 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
         end = whole ? block_end : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, block_end, end);
         inner = block_scope;
       }
+      const bool stages = staged > 0 && r == last;
+      if (stages) {  // the body's values of [start, end) into the row, in a loop of their own
+        Scope* fill = open_loop(inner, start, end, fmt::format("r{}.fill", e->rvars[r]));
+        var_scope_[e->rvars[r]] = fill;
+        var_value_[e->rvars[r]] = fill->iv;
+        Expected<Value*> fv = emit(e->args[0]);
+        if (!fv) return std::unexpected(fv.error());
+        if (!staged_row)
+          staged_row =
+              entry_alloca(llvm::ArrayType::get((*fv)->getType(), static_cast<uint64_t>(staged)));
+        insert_at(fill);
+        b_.CreateStore(*fv, b_.CreateInBoundsGEP(staged_row->getAllocatedType(), staged_row,
+                                                 {b_.getInt64(0), b_.CreateSub(fill->iv, start)}));
+        fill->memo.clear();
+        inner->cursor = loops_[fill->loop].exit;  // the reduction's loop runs after it
+      }
       inner = open_loop(inner, start, end, fmt::format("r{}", e->rvars[r]));
       loops_[inner->loop].reduction = true;
-      loops_[inner->loop].in_lanes = reduces_in_lanes(e, e->rvars[r]);
+      loops_[inner->loop].in_lanes = stages ? true
+                                     : r == last
+                                         ? (stage ? reduces_in_lanes(e, last_var) : last_in_lanes)
+                                         : reduces_in_lanes(e, e->rvars[r]);
       if (block_scope && inner->parent == block_scope) first_in_block = inner;
       var_scope_[e->rvars[r]] = inner;
       var_value_[e->rvars[r]] = inner->iv;
       opened.push_back(inner);
+      if (stages) {
+        insert_at(inner);
+        staged_value =
+            b_.CreateLoad(staged_row->getAllocatedType()->getArrayElementType(),
+                          b_.CreateInBoundsGEP(staged_row->getAllocatedType(), staged_row,
+                                               {b_.getInt64(0), b_.CreateSub(inner->iv, start)}));
+      }
     }
-    Expected<Value*> v = emit(e->args[0]);
+    Expected<Value*> v = staged_value ? Expected<Value*>(staged_value) : emit(e->args[0]);
     if (!v) return std::unexpected(v.error());
     if (auto fills = row_fills_.find(e); fills != row_fills_.end())
       for (const Expr* f : fills->second) {
@@ -1017,6 +1066,22 @@ bool KernelEmitter::reduces_in_lanes(const Expr* reduce, int32_t var) const {
     for (const Expr* a : e->args) todo.push_back(a);
   }
   return true;
+}
+
+// Whether the reduction's body runs a loop of its own along `var`: a reduction or scan inside it
+// that reads `var` (one that does not is computed outside the reduction's loop).
+bool KernelEmitter::body_loops_along(const Expr* reduce, int32_t var) const {
+  std::vector<const Expr*> todo{reduce->args[0]};
+  std::unordered_set<const Expr*> seen;
+  while (!todo.empty()) {
+    const Expr* e = todo.back();
+    todo.pop_back();
+    if (!seen.insert(e).second) continue;
+    if ((e->kind == ExprKind::Reduce || e->kind == ExprKind::Scan) && free_vars_.uses(e, var))
+      return true;
+    for (const Expr* a : e->args) todo.push_back(a);
+  }
+  return false;
 }
 
 // Whether `loop` stays scalar: a peeled head, a scan's loop (it carries its running sum from one

@@ -313,6 +313,63 @@ TEST(CpuReduce, ASumOverAPadConcatOrRollAddsAsOverItsBuffer) {
   EXPECT_LE(rel_error(want_pad, exact, 1.0), 1e-5);
 }
 
+// A reduction's order is the graph's (kir::ReduceOrder), not its body's: a sum over a row adds in
+// lanes whether the kernel reads its terms from a buffer, through a permute's strides, or with a
+// loop of its own (a sliding max inlined into the sum), and a sum across rows adds in order even
+// where its kernel reads the terms contiguously. Read through strides or with a loop inside, the
+// row was summed in order, 1 ulp from the same sum over the terms written to a buffer
+// (RandomGraphFuzz seed 20261792: a log-softmax over a padded sliding max of 64).
+TEST(CpuReduce, ASumAddsInTheGraphsOrderHoweverItsKernelReadsTheTerms) {
+  using kir::ReduceOrder;
+  for (const int64_t n : {64, 100, 300}) {
+    SCOPED_TRACE(fmt::format("{} terms", n));
+    std::vector<double> x, maxima, column;  // x: n + 1 values; column: x's, 3 apart
+    for (int64_t j = 0; j <= n; ++j)
+      x.push_back(std::sin(j * 0.37) * std::pow(10.0, static_cast<double>(j % 9) - 4));
+    for (int64_t j = 0; j < n; ++j) maxima.push_back(std::max(x[j], x[j + 1]));
+    std::vector<double> strided(3 * n, 0.0);
+    for (int64_t j = 0; j < n; ++j) strided[3 * j + 1] = x[j];
+    column.assign(x.begin(), x.begin() + n);
+    double in_order = 0, maxima_in_order = 0;
+    for (int64_t j = 0; j < n; ++j) in_order += x[j], maxima_in_order += maxima[j];
+
+    // out[] = sum over j < n of term(j), in `order`.
+    const auto sum = [&](const char* name, int64_t in_len, ReduceOrder order,
+                         const std::function<const Expr*(kir::ExprArena&)>& term,
+                         const std::vector<double>& in) {
+      auto a = std::make_shared<kir::ExprArena>();
+      const Expr* r = a->reduce(ReduceOp::Sum, DType::f64, term(*a), {0}, {n}, {}, order);
+      const kir::Kernel k =
+          make_kernel(name, {in_param(DType::f64, {in_len}), out_param(DType::f64, {})}, {}, a,
+                      {{1, a->index(0), r}});
+      std::vector<Buffer> out = run_kernel(k, {Buffer(DType::f64, in)});
+      return out.empty() ? std::numeric_limits<double>::quiet_NaN() : out.back().get(0);
+    };
+    const auto contiguous = [](kir::ExprArena& a) { return a.load(0, DType::f64, a.var(0)); };
+    const auto every_third = [](kir::ExprArena& a) {
+      return a.load(0, DType::f64,
+                    a.alu(Alu::Add, DType::i64,
+                          {a.alu(Alu::Mul, DType::i64, {a.var(0), a.index(3)}), a.index(1)}));
+    };
+    const auto sliding_max = [](kir::ExprArena& a) {
+      return a.reduce(ReduceOp::Max, DType::f64,
+                      a.load(0, DType::f64, a.alu(Alu::Add, DType::i64, {a.var(0), a.var(1)})), {1},
+                      {2});
+    };
+    const double lanes = sum("buffer", n, ReduceOrder::lanes, contiguous, column);
+    const double maxima_lanes = sum("maxima", n, ReduceOrder::lanes, contiguous, maxima);
+    // The data tells the orders apart (else this test could not fail).
+    ASSERT_NE(lanes, in_order);
+    ASSERT_NE(maxima_lanes, maxima_in_order);
+    EXPECT_EQ(sum("buffer_loads", n, ReduceOrder::loads, contiguous, column), lanes);
+    EXPECT_EQ(sum("strided", 3 * n, ReduceOrder::lanes, every_third, strided), lanes);
+    EXPECT_EQ(sum("nested", n + 1, ReduceOrder::lanes, sliding_max, x), maxima_lanes);
+    EXPECT_EQ(sum("buffer_in_order", n, ReduceOrder::in_order, contiguous, column), in_order);
+    EXPECT_EQ(sum("strided_in_order", 3 * n, ReduceOrder::in_order, every_third, strided),
+              in_order);
+  }
+}
+
 // A row read by two reductions (a variance: the mean, then the squares about it) over more than
 // 128 columns stays two loops: unrolled whole, LLVM kept the first pass's loads for the second,
 // 64 AVX-512 vectors for a 1024-wide f32 row, half of them spilled to the stack (layernorm over
