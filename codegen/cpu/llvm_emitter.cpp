@@ -137,6 +137,10 @@ constexpr int64_t kLineBytes = 64;
 // 128, 7.76-7.86 in blocks of 64 (whose sums cost more: 0.70 ns an element on one core held in L2,
 // against 0.63 and 0.66).
 constexpr int64_t kPrefetchBlock = 128;
+// The longest row of a reduction's terms computed ahead of the loop that folds them in lanes
+// (emit_reduce's `staged`), on the stack: a float sum's block of kPrefetchBlock terms always fits;
+// a max, min or product over a longer row (more than 1024 f64 terms) folds as its loads step.
+constexpr int64_t kMaxStagedBytes = 8 * 1024;
 // Rows shorter than this are not prefetched (a row of 2 KiB or less is read ahead by the hardware
 // well enough).
 constexpr int64_t kMinPrefetchRow = 512;
@@ -606,7 +610,7 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
   const size_t last = e->rvars.size() - 1;
   const int32_t last_var = e->rvars[last];
   const bool body_lanes = reduces_in_lanes(e, last_var) && !body_loops_along(e, last_var);
-  const bool stage = e->order == kir::ReduceOrder::lanes && !body_lanes && !row_fills_.count(e);
+  const bool stage = e->order == kir::ReduceOrder::lanes && !body_lanes;
   const bool last_in_lanes = e->order == kir::ReduceOrder::lanes ? body_lanes || stage
                              : e->order == kir::ReduceOrder::in_order
                                  ? false
@@ -627,7 +631,7 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
     const int64_t length = blocks.level == static_cast<int>(last)
                                ? blocks.block
                                : known_trips(e->rextents[last], e->rslots, last);
-    if (length >= kMinVectorTrips && length * 8 <= kir::kMaxRowReuseBytes) staged = length;
+    if (length >= kMinVectorTrips && length * 8 <= kMaxStagedBytes) staged = length;
   }
   llvm::AllocaInst* staged_row = nullptr;
   llvm::AllocaInst* total =
@@ -638,13 +642,34 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
   else
     b_.CreateStore(*init, acc);
   if (idx) b_.CreateStore(b_.getInt32(0), idx);
+  // The values of a reused row (row_reuse.h) at `loop`'s variable (the reduction's, its loop's or
+  // the staged row's fill loop's), stored into their rows.
+  auto fill_rows = [&](Scope* loop) -> Expected<void> {
+    auto fills = row_fills_.find(e);
+    if (fills == row_fills_.end()) return {};
+    for (const Expr* f : fills->second) {
+      Expected<Value*> fv = emit(f);
+      if (!fv) return std::unexpected(fv.error());
+      llvm::AllocaInst*& row = rows_[f];
+      // A run-time row length: room for the longest row kept (serves_sizes_instance: an
+      // instance whose row is longer keeps its own code, which keeps no row). Both nests of
+      // a split reduction fill the same row.
+      const auto length =
+          static_cast<uint64_t>(e->rslots.empty() ? e->rextents[0] : max_row_values(f));
+      if (!row) row = entry_alloca(llvm::ArrayType::get((*fv)->getType(), length));
+      insert_at(loop);
+      b_.CreateStore(
+          *fv, b_.CreateInBoundsGEP(row->getAllocatedType(), row, {b_.getInt64(0), loop->iv}));
+    }
+    return {};
+  };
   // The loop nest under `s` over blocks [first_block, last_block) when blocks.level >= 0; a
   // block of `whole` runs blocks.block iterations (the constant trip count lets LLVM vectorize
   // it with no run-time checks or epilogue), else it ends at the extent. Returns its outermost
   // loop.
   auto emit_nest = [&](Value* first_block, Value* last_block, bool whole) -> Expected<Scope*> {
     std::vector<Scope*> opened;
-    Value* staged_value = nullptr;  // the row's value at the reduction's variable
+    Value* staged_value = nullptr;  // the staged row's value at the reduction's variable
     Scope* inner = s;
     Scope* block_scope = nullptr;  // the loop over blocks
     Scope* first_in_block = nullptr;
@@ -689,6 +714,7 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
         insert_at(fill);
         b_.CreateStore(*fv, b_.CreateInBoundsGEP(staged_row->getAllocatedType(), staged_row,
                                                  {b_.getInt64(0), b_.CreateSub(fill->iv, start)}));
+        if (Expected<void> ok = fill_rows(fill); !ok) return std::unexpected(ok.error());
         fill->memo.clear();
         inner->cursor = loops_[fill->loop].exit;  // the reduction's loop runs after it
       }
@@ -712,21 +738,8 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
     }
     Expected<Value*> v = staged_value ? Expected<Value*>(staged_value) : emit(e->args[0]);
     if (!v) return std::unexpected(v.error());
-    if (auto fills = row_fills_.find(e); fills != row_fills_.end())
-      for (const Expr* f : fills->second) {
-        Expected<Value*> fv = emit(f);
-        if (!fv) return std::unexpected(fv.error());
-        llvm::AllocaInst*& row = rows_[f];
-        // A run-time row length: room for the longest row kept (serves_sizes_instance: an
-        // instance whose row is longer keeps its own code, which keeps no row). Both nests of
-        // a split reduction fill the same row.
-        const auto length =
-            static_cast<uint64_t>(e->rslots.empty() ? e->rextents[0] : max_row_values(f));
-        if (!row) row = entry_alloca(llvm::ArrayType::get((*fv)->getType(), length));
-        insert_at(inner);
-        b_.CreateStore(
-            *fv, b_.CreateInBoundsGEP(row->getAllocatedType(), row, {b_.getInt64(0), inner->iv}));
-      }
+    if (!staged_value)
+      if (Expected<void> ok = fill_rows(inner); !ok) return std::unexpected(ok.error());
     insert_at(inner);
     ReduceState state{b_.CreateLoad(acc->getAllocatedType(), acc),
                       idx ? b_.CreateLoad(b_.getInt32Ty(), idx) : nullptr};

@@ -370,6 +370,60 @@ TEST(CpuReduce, ASumAddsInTheGraphsOrderHoweverItsKernelReadsTheTerms) {
   }
 }
 
+// A softmax over the rows of a transposed buffer (its terms read 3 apart) keeps its row of
+// exponentials (row_reuse.h) while its sum is staged, and equals the softmax over the buffer
+// transposed, bit for bit: the staged row's fill loop also fills the kept row.
+TEST(CpuReduce, ASoftmaxOverStridedRowsKeepsItsRowAndAddsInLanes) {
+  using kir::ReduceOrder;
+  const int64_t rows = 3;
+  for (const int64_t n : {100, 300}) {
+    SCOPED_TRACE(fmt::format("rows of {}", n));
+    std::vector<double> x_rows, x_columns(rows * n);  // [rows, n] and its transpose [n, rows]
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        const double v = std::sin(j * 0.37 + r) * static_cast<double>(j % 11) + 1e-3 * j;
+        x_rows.push_back(v);
+        x_columns[j * rows + r] = v;
+      }
+    const auto softmax = [&](bool strided) {
+      auto a = std::make_shared<kir::ExprArena>();
+      const auto x = [&](int32_t v) {
+        const Expr* at =
+            strided ? a->alu(Alu::Add, DType::i64,
+                             {a->alu(Alu::Mul, DType::i64, {a->var(v), a->index(rows)}), a->var(0)})
+                    : a->alu(Alu::Add, DType::i64,
+                             {a->alu(Alu::Mul, DType::i64, {a->var(0), a->index(n)}), a->var(v)});
+        return a->load(0, DType::f64, at);
+      };
+      const Expr* mx = a->reduce(ReduceOp::Max, DType::f64, x(2), {2}, {n}, {}, ReduceOrder::lanes);
+      const auto shifted_exp = [&](int32_t v) {
+        return a->alu(Alu::Exp, DType::f64, {a->alu(Alu::Sub, DType::f64, {x(v), mx})});
+      };
+      const Expr* sum =
+          a->reduce(ReduceOp::Sum, DType::f64, shifted_exp(3), {3}, {n}, {}, ReduceOrder::lanes);
+      const Expr* at = a->alu(Alu::Add, DType::i64,
+                              {a->alu(Alu::Mul, DType::i64, {a->var(0), a->index(n)}), a->var(1)});
+      return make_kernel(strided ? "strided" : "rows",
+                         {in_param(DType::f64, {rows * n}), out_param(DType::f64, {rows * n})},
+                         {rows, n}, a,
+                         {{1, at, a->alu(Alu::Div, DType::f64, {shifted_exp(1), sum})}});
+    };
+    const kir::Kernel strided = softmax(true);
+    auto art = backend().compile(strided, {});
+    ASSERT_TRUE(art.has_value()) << art.error().message;
+    EXPECT_NE((*art)->llvm_ir.find(fmt::format("alloca [{} x double]", n)), std::string::npos)
+        << "no kept row";
+    EXPECT_NE((*art)->llvm_ir.find("r3.fill"), std::string::npos) << "no staged sum";
+    std::vector<Buffer> want = run_kernel(softmax(false), {Buffer(DType::f64, x_rows)});
+    std::vector<Buffer> got = run_kernel(strided, {Buffer(DType::f64, x_columns)});
+    ASSERT_FALSE(want.empty());
+    ASSERT_FALSE(got.empty());
+    int differ = 0;
+    for (int64_t i = 0; i < rows * n; ++i) differ += got.back().get(i) != want.back().get(i);
+    EXPECT_EQ(differ, 0);
+  }
+}
+
 // A row read by two reductions (a variance: the mean, then the squares about it) over more than
 // 128 columns stays two loops: unrolled whole, LLVM kept the first pass's loads for the second,
 // 64 AVX-512 vectors for a 1024-wide f32 row, half of them spilled to the stack (layernorm over
