@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <bit>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -40,6 +41,20 @@ using kir::LoopSplit;
 using kir::RowReuse;
 using llvm::BasicBlock;
 using llvm::Value;
+
+// Whether `pred` holds for the body of `reduce` or any expression under it.
+bool any_in_body(const Expr* reduce, const std::function<bool(const Expr*)>& pred) {
+  std::vector<const Expr*> todo{reduce->args[0]};
+  std::unordered_set<const Expr*> seen;
+  while (!todo.empty()) {
+    const Expr* e = todo.back();
+    todo.pop_back();
+    if (!seen.insert(e).second) continue;
+    if (pred(e)) return true;
+    for (const Expr* a : e->args) todo.push_back(a);
+  }
+  return false;
+}
 
 // A loop body (or the function entry, depth 0). Code of this scope is inserted before the
 // terminator of `cursor`, which leads on to whatever runs next (an inner loop, the latch). An
@@ -1066,35 +1081,19 @@ bool KernelEmitter::deep_chain() const { return has_deep_chain(k_); }
 // vectorized across its iterations, so that a sum adds in the order it would over that buffer
 // (fuzz seed 1970: a dot with a padded vector, 1 ulp apart from the dot with the pad written).
 bool KernelEmitter::reduces_in_lanes(const Expr* reduce, int32_t var) const {
-  std::vector<const Expr*> todo{reduce->args[0]};
-  std::unordered_set<const Expr*> seen;
-  while (!todo.empty()) {
-    const Expr* e = todo.back();
-    todo.pop_back();
-    if (!seen.insert(e).second) continue;
-    if (e->kind == ExprKind::Load) {
-      const std::optional<int64_t> c = kir::view_step(e->args[0], var, free_vars_);
-      if (!c || (*c != 0 && *c != 1 && *c != -1)) return false;
-    }
-    for (const Expr* a : e->args) todo.push_back(a);
-  }
-  return true;
+  return !any_in_body(reduce, [&](const Expr* e) {
+    if (e->kind != ExprKind::Load) return false;
+    const std::optional<int64_t> c = kir::view_step(e->args[0], var, free_vars_);
+    return !c || (*c != 0 && *c != 1 && *c != -1);
+  });
 }
 
 // Whether the reduction's body runs a loop of its own along `var`: a reduction or scan inside it
 // that reads `var` (one that does not is computed outside the reduction's loop).
 bool KernelEmitter::body_loops_along(const Expr* reduce, int32_t var) const {
-  std::vector<const Expr*> todo{reduce->args[0]};
-  std::unordered_set<const Expr*> seen;
-  while (!todo.empty()) {
-    const Expr* e = todo.back();
-    todo.pop_back();
-    if (!seen.insert(e).second) continue;
-    if ((e->kind == ExprKind::Reduce || e->kind == ExprKind::Scan) && free_vars_.uses(e, var))
-      return true;
-    for (const Expr* a : e->args) todo.push_back(a);
-  }
-  return false;
+  return any_in_body(reduce, [&](const Expr* e) {
+    return (e->kind == ExprKind::Reduce || e->kind == ExprKind::Scan) && free_vars_.uses(e, var);
+  });
 }
 
 // Whether `loop` stays scalar: a peeled head, a scan's loop (it carries its running sum from one
