@@ -609,13 +609,6 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
   // gives the one accumulator's sum exactly (widened to f64 and back).
   const bool run_time = !e->rslots.empty();
   if (float_sum && run_time) blocks = SumBlocks{0, sum_blocks_along_first(e->rextents)};
-  // A sum along one axis in lanes of more than kPrefetchBlock terms (or of a run-time number)
-  // folds in blocks of kPrefetchBlock, whether or not it fills a reused row: a row kernel sums in
-  // those blocks to prefetch between them, and the sum's value must not depend on it (a softmax
-  // over rows of 2048 fused into one kernel and the same ops one kernel each were 1 ulp apart in
-  // 790 of 2048 rows). The loop over blocks stays rolled (add_loop_metadata); the folds cost no
-  // measurable time where the data is in L2 (sums of 256 rows of 1024 f32, medians of 3000 runs
-  // on one AVX-512 EPYC core: 13-14 us before, 12-13 after; rows of 300: 22-27 us, 27).
   // The innermost loop's order (kir::ReduceOrder): in lanes where the graph's reduction folds a
   // row, whether or not the body reads its terms in lanes. Where it does not (its loads step
   // otherwise, through a permute's strides; or it runs a loop of its own along the loop, an
@@ -624,12 +617,19 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
   // ulp from the same sum over the maxima written to a buffer (RandomGraphFuzz seed 20261792).
   const size_t last = e->rvars.size() - 1;
   const int32_t last_var = e->rvars[last];
-  const bool body_lanes = reduces_in_lanes(e, last_var) && !body_loops_along(e, last_var);
+  const bool loads_in_lanes = reduces_in_lanes(e, last_var);
+  const bool body_lanes = loads_in_lanes && !body_loops_along(e, last_var);
   const bool stage = e->order == kir::ReduceOrder::lanes && !body_lanes;
-  const bool last_in_lanes = e->order == kir::ReduceOrder::lanes ? body_lanes || stage
-                             : e->order == kir::ReduceOrder::in_order
-                                 ? false
-                                 : reduces_in_lanes(e, last_var);
+  const bool last_in_lanes = e->order == kir::ReduceOrder::lanes      ? body_lanes || stage
+                             : e->order == kir::ReduceOrder::in_order ? false
+                                                                      : loads_in_lanes;
+  // A sum along one axis in lanes of more than kPrefetchBlock terms (or of a run-time number)
+  // folds in blocks of kPrefetchBlock, whether or not it fills a reused row: a row kernel sums in
+  // those blocks to prefetch between them, and the sum's value must not depend on it (a softmax
+  // over rows of 2048 fused into one kernel and the same ops one kernel each were 1 ulp apart in
+  // 790 of 2048 rows). The loop over blocks stays rolled (add_loop_metadata); the folds cost no
+  // measurable time where the data is in L2 (sums of 256 rows of 1024 f32, medians of 3000 runs
+  // on one AVX-512 EPYC core: 13-14 us before, 12-13 after; rows of 300: 22-27 us, 27).
   const bool lane_blocks = float_sum && e->rvars.size() == 1 &&
                            (run_time || e->rextents[0] > kPrefetchBlock) && last_in_lanes;
   if (lane_blocks) blocks = SumBlocks{0, kPrefetchBlock};
@@ -735,10 +735,9 @@ Expected<Value*> KernelEmitter::emit_reduce(const Expr* e, Scope* s) {
       }
       inner = open_loop(inner, start, end, fmt::format("r{}", e->rvars[r]));
       loops_[inner->loop].reduction = true;
-      loops_[inner->loop].in_lanes = stages ? true
-                                     : r == last
-                                         ? (stage ? reduces_in_lanes(e, last_var) : last_in_lanes)
-                                         : reduces_in_lanes(e, e->rvars[r]);
+      loops_[inner->loop].in_lanes = stages      ? true
+                                     : r == last ? (stage ? loads_in_lanes : last_in_lanes)
+                                                 : reduces_in_lanes(e, e->rvars[r]);
       if (block_scope && inner->parent == block_scope) first_in_block = inner;
       var_scope_[e->rvars[r]] = inner;
       var_value_[e->rvars[r]] = inner->iv;
