@@ -47,8 +47,6 @@ TEST(OnnxHostileModels, HugeComputedTablesAreRefusedBeforeAllocating) {
       << import_error(fill);
 }
 
-Msg str_attr(std::string_view name, std::string_view v) { return Msg().bytes(1, name).bytes(4, v).varint(20, 3); }
-
 // Resize's and Upsample's output lengths and antialiasing reach come from the model: refused
 // before the taps are computed, and a scale that is not finite is an error (it was converted to
 // an integer with no value).

@@ -85,6 +85,9 @@ inline Msg node(std::string_view op, std::vector<std::string> in, std::vector<st
 }
 
 inline Msg int_attr(std::string_view name, int64_t v) { return Msg().bytes(1, name).varint(3, v).varint(20, 2); }
+inline Msg str_attr(std::string_view name, std::string_view v) {
+  return Msg().bytes(1, name).bytes(4, v).varint(20, 3);
+}
 inline Msg ints_attr(std::string_view name, const std::vector<int64_t>& v) {
   Msg a;
   a.bytes(1, name);

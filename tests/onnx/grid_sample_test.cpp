@@ -1,0 +1,279 @@
+// ONNX GridSample (onnx/ops_resize.cpp) against a sampler written here from the operator's
+// definition (ONNX's reference, onnx/reference/ops/op_grid_sample.py): every mode, padding mode
+// and align_corners, on grids that reach far past the borders (reflected several times), with
+// exact ties for nearest; 1, 2 and 3 spatial axes (opset 20), f64; the reference interpreter and
+// the cpu device both. And its errors.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "interp/reference.h"
+#include "onnx/importer.h"
+#include "runtime/device.h"
+#include "tests/onnx/proto_writer.h"
+
+namespace kiln::onnx {
+namespace {
+
+using namespace proto_writer;
+constexpr int kDouble = 11;
+
+struct Sampler {
+  std::string mode;     // nearest, linear, cubic
+  std::string padding;  // zeros, border, reflection
+  bool align = false;
+};
+
+// The reference's _gs_reflect, in double.
+double reflect(double x, double lo, double hi) {
+  const double span = hi - lo;
+  if (x >= lo && x <= hi) return x;
+  if (!(span > 0)) return lo;
+  const double dx = x < lo ? lo - x : x - hi;
+  const double n = std::floor(dx / span), r = dx - n * span;
+  const bool even = std::fmod(n, 2.0) == 0;
+  return x < lo ? (even ? lo + r : hi - r) : (even ? hi - r : lo + r);
+}
+
+// Y of GridSample over x (dims [N, C, spatial...]) at grid ([N, out..., k]), as the definition
+// reads it: coordinates unnormalized in the grid's float type (f32 here, as the reference's
+// float32 array), then everything in double.
+std::vector<double> sample(const Sampler& s, const std::vector<int64_t>& xd,
+                           const std::vector<double>& x, const std::vector<int64_t>& gd,
+                           const std::vector<float>& grid) {
+  const int64_t k = static_cast<int64_t>(xd.size()) - 2, n = xd[0], ch = xd[1];
+  int64_t pixels = 1, points = 1;
+  for (int64_t a = 0; a < k; ++a) pixels *= xd[2 + a], points *= gd[1 + a];
+  std::vector<double> y(n * ch * points);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t p = 0; p < points; ++p) {
+      std::vector<double> coord(k);
+      for (int64_t a = 0; a < k; ++a) {
+        const float g = grid[(b * points + p) * k + (k - 1 - a)];
+        const float len = float(xd[2 + a]);
+        float v = g + 1.0f;
+        v = s.align ? v / 2.0f * (len - 1.0f) : (v * len - 1.0f) / 2.0f;
+        double c = v;
+        if (s.mode == "nearest") c = k == 3 ? std::round(c) : std::nearbyint(c);
+        const double lo = s.align ? 0 : -0.5, hi = s.align ? len - 1 : len - 0.5;
+        if (c < lo || c > hi) {
+          if (s.padding == "border") c = std::clamp(c, 0.0, double(len - 1));
+          if (s.padding == "reflection") c = reflect(c, lo, hi);
+        }
+        coord[a] = c;
+      }
+      // The pixel at integer indices (one per axis), padded.
+      auto pixel = [&](int64_t c, const std::vector<int64_t>& idx) {
+        int64_t flat = 0;
+        for (int64_t a = 0; a < k; ++a) {
+          const int64_t len = xd[2 + a];
+          int64_t i = idx[a];
+          if (s.padding == "zeros" && (i < 0 || i >= len)) return 0.0;
+          if (s.padding == "border") i = std::clamp<int64_t>(i, 0, len - 1);
+          if (s.padding == "reflection")
+            i = static_cast<int64_t>(
+                reflect(double(i), s.align ? 0 : -0.5, s.align ? len - 1 : len - 0.5));
+          flat = flat * len + i;
+        }
+        return x[(b * ch + c) * pixels + flat];
+      };
+      for (int64_t c = 0; c < ch; ++c) {
+        double out = 0;
+        if (s.mode == "nearest") {
+          std::vector<int64_t> idx(k);
+          for (int64_t a = 0; a < k; ++a) idx[a] = static_cast<int64_t>(coord[a]);  // truncated
+          out = pixel(c, idx);
+        } else {
+          // Interpolated axis by axis, the last innermost.
+          std::vector<int64_t> idx(k);
+          auto interp = [&](auto&& self, int64_t a) -> double {
+            if (a == k) return pixel(c, idx);
+            const double x0 = std::floor(coord[a]), t = coord[a] - x0;
+            std::vector<double> w;
+            int64_t first = 0;
+            if (s.mode == "linear") {
+              w = {1 - t, t};
+            } else {
+              constexpr double A = -0.75;
+              auto far = [](double d) { return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A; };
+              auto near = [](double d) { return ((A + 2) * d - (A + 3)) * d * d + 1; };
+              w = {far(t + 1), near(t), near(1 - t), far(2 - t)};
+              first = -1;
+            }
+            double sum = 0;
+            for (size_t i = 0; i < w.size(); ++i) {
+              idx[a] = static_cast<int64_t>(x0) + first + static_cast<int64_t>(i);
+              sum += w[i] * self(self, a + 1);
+            }
+            return sum;
+          };
+          out = interp(interp, 0);
+        }
+        y[(b * ch + c) * points + p] = out;
+      }
+    }
+  return y;
+}
+
+// Grid values: most in [-1.2, 1.2], some far out (up to 3 reflections), some exact (ties).
+std::vector<float> grid_values(int64_t count, uint32_t seed) {
+  std::vector<float> g(count);
+  const float exact[] = {-1, -0.5f, 0, 0.5f, 1, 0.25f, -0.25f};
+  for (int64_t i = 0; i < count; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    const double u = double(seed >> 8) / double(1u << 24);
+    const uint32_t kind = (seed >> 4) % 8;
+    g[i] = kind < 5   ? float(-1.2 + 2.4 * u)
+           : kind < 7 ? float(-7 + 14 * u)
+                      : exact[(seed >> 12) % 7];
+  }
+  return g;
+}
+
+struct Case {
+  std::vector<int64_t> x_dims, grid_dims;
+  Sampler s;
+  int opset;
+  bool f64 = false;
+};
+
+std::string mode_name(const Case& c) {
+  if (c.opset >= 20 || c.s.mode == "nearest") return c.s.mode;
+  return c.s.mode == "linear" ? "bilinear" : "bicubic";
+}
+
+void check_case(runtime::Device& device, const Case& t, uint32_t seed) {
+  SCOPED_TRACE(fmt::format("x {} grid {} mode {} padding {} align {} opset {}{}",
+                           fmt::join(t.x_dims, "x"), fmt::join(t.grid_dims, "x"), mode_name(t),
+                           t.s.padding, t.s.align, t.opset, t.f64 ? " f64" : ""));
+  int64_t nx = 1, ng = 1;
+  for (int64_t d : t.x_dims) nx *= d;
+  for (int64_t d : t.grid_dims) ng *= d;
+  std::vector<int64_t> y_dims{t.x_dims[0], t.x_dims[1]};
+  y_dims.insert(y_dims.end(), t.grid_dims.begin() + 1, t.grid_dims.end() - 1);
+  const int elem = t.f64 ? kDouble : kFloat;
+  std::string bytes =
+      model({node("GridSample", {"x", "grid"}, {"y"}, "gs",
+                  {str_attr("mode", mode_name(t)), str_attr("padding_mode", t.s.padding),
+                   int_attr("align_corners", t.s.align)})},
+            {value_info("x", elem, t.x_dims), value_info("grid", elem, t.grid_dims)},
+            {value_info("y", elem, y_dims)}, {}, t.opset);
+  ir::Graph g;
+  auto m = import_model(g, bytes);
+  ASSERT_TRUE(m) << m.error().message;
+  const ir::DType dt = t.f64 ? ir::DType::f64 : ir::DType::f32;
+  ir::HostTensor xt = ir::HostTensor::zeros(dt, ir::Shape(t.x_dims.begin(), t.x_dims.end()));
+  ir::HostTensor gt = ir::HostTensor::zeros(dt, ir::Shape(t.grid_dims.begin(), t.grid_dims.end()));
+  std::vector<double> xs(nx);
+  for (int64_t i = 0; i < nx; ++i) {
+    xs[i] = double((i * 37 + seed) % 101) / 50.0 - 1.0;
+    xt.set(i, xs[i]);
+  }
+  const std::vector<float> grid = grid_values(ng, seed);
+  for (int64_t i = 0; i < ng; ++i) gt.set(i, grid[i]);
+  const std::vector<double> want = sample(t.s, t.x_dims, xs, t.grid_dims, grid);
+
+  std::unordered_map<const ir::Node*, ir::HostTensor> bind;
+  runtime::Bindings bindings;
+  for (const auto& [name, input] : m->graph.inputs) {
+    const ir::HostTensor& value = name == "x" ? xt : gt;
+    bind.emplace(input, value);
+    auto b = device.pool()->from_host(value, name);
+    ASSERT_TRUE(b) << b.error().message;
+    bindings[input] = std::move(*b);
+  }
+  const ir::Node* out = m->graph.outputs[0].second;
+  auto ref = interp::evaluate_reference({out}, bind);
+  ASSERT_TRUE(ref) << ref.error().message;
+  auto run = device.execute(g, {out}, bindings);
+  ASSERT_TRUE(run) << run.error().message;
+  const ir::HostTensor got = (*run)[0]->to_host();
+  ASSERT_EQ(got.shape, ir::Shape(y_dims.begin(), y_dims.end()));
+  ASSERT_EQ((*ref)[0].shape, got.shape);
+  int wrong = 0;
+  for (size_t i = 0; i < want.size() && wrong < 5; ++i) {
+    const double tol = 1e-4 * (1 + std::abs(want[i]));
+    if (std::abs(got.get(i) - want[i]) > tol || std::abs((*ref)[0].get(i) - want[i]) > tol) {
+      ++wrong;
+      ADD_FAILURE() << "y[" << i << "]: cpu " << got.get(i) << ", reference interpreter "
+                    << (*ref)[0].get(i) << ", expected " << want[i];
+    }
+  }
+}
+
+std::unique_ptr<runtime::Device> cpu_device() {
+  runtime::DeviceOptions options;
+  options.cpu_rates = runtime::RatesSource::reference;
+  options.autotune = false;
+  auto opened = runtime::open_device("cpu", std::move(options));
+  EXPECT_TRUE(opened) << opened.error().message;
+  return opened ? std::move(*opened) : nullptr;
+}
+
+TEST(OnnxGridSample, EveryModeAndPaddingMatchesTheDefinition) {
+  auto device = cpu_device();
+  ASSERT_TRUE(device);
+  uint32_t seed = 7;
+  for (const char* mode : {"nearest", "linear", "cubic"})
+    for (const char* padding : {"zeros", "border", "reflection"})
+      for (bool align : {false, true}) {
+        const Sampler s{mode, padding, align};
+        check_case(*device, Case{{2, 3, 4, 5}, {2, 6, 7, 2}, s, 16}, seed++);
+        // An axis of one: align_corners maps every coordinate to it.
+        check_case(*device, Case{{1, 2, 1, 6}, {1, 3, 4, 2}, s, 16}, seed++);
+      }
+}
+
+TEST(OnnxGridSample, OneAndThreeSpatialAxesAndF64) {
+  auto device = cpu_device();
+  ASSERT_TRUE(device);
+  uint32_t seed = 101;
+  for (const char* mode : {"nearest", "linear", "cubic"})
+    for (const char* padding : {"zeros", "border", "reflection"}) {
+      const bool align = seed % 2 == 0;
+      const Sampler s{mode, padding, align};
+      check_case(*device, Case{{2, 3, 7}, {2, 9, 1}, s, 20}, seed++);
+      check_case(*device, Case{{1, 2, 3, 4, 5}, {1, 2, 3, 4, 3}, s, 20}, seed++);
+      check_case(*device, Case{{1, 2, 5, 4}, {1, 3, 3, 2}, s, 20, true}, seed++);
+    }
+}
+
+TEST(OnnxGridSample, ErrorsNameWhatIsWrong) {
+  auto error_of = [](const std::string& mode, std::vector<int64_t> x_dims,
+                     std::vector<int64_t> grid_dims, int opset, int x_elem = kFloat) {
+    std::string bytes =
+        model({node("GridSample", {"x", "grid"}, {"y"}, "gs", {str_attr("mode", mode)})},
+              {value_info("x", x_elem, x_dims), value_info("grid", kFloat, grid_dims)},
+              {unshaped_value_info("y", x_elem)}, {}, opset);
+    ir::Graph g;
+    auto m = import_model(g, bytes);
+    return m ? std::string("imported") : m.error().message;
+  };
+  EXPECT_NE(error_of("linear", {1, 1, 4, 4}, {1, 2, 2, 2}, 16)
+                .find("GridSample-16: unknown mode 'linear'"),
+            std::string::npos)
+      << error_of("linear", {1, 1, 4, 4}, {1, 2, 2, 2}, 16);
+  EXPECT_NE(error_of("bilinear", {1, 1, 4, 4}, {1, 2, 2, 2}, 20)
+                .find("GridSample-20: unknown mode 'bilinear'"),
+            std::string::npos);
+  EXPECT_NE(error_of("bilinear", {1, 1, 4, 4}, {1, 2, 2, 3}, 16)
+                .find("grid must be [N, out spatial..., 2]"),
+            std::string::npos);
+  EXPECT_NE(error_of("bilinear", {1, 1, 4, 4, 4}, {1, 2, 2, 2, 3}, 16).find("X must be 4-D"),
+            std::string::npos);
+  EXPECT_NE(error_of("nearest", {2, 1, 4, 4}, {1, 2, 2, 2}, 16).find("X has N = 2, grid 1"),
+            std::string::npos);
+  EXPECT_NE(error_of("bilinear", {1, 1, 4, 4}, {1, 2, 2, 2}, 16, kInt64)
+                .find("unsupported: GridSample mode bilinear of i64 data"),
+            std::string::npos)
+      << error_of("bilinear", {1, 1, 4, 4}, {1, 2, 2, 2}, 16, kInt64);
+  EXPECT_EQ(error_of("nearest", {1, 1, 4, 4}, {1, 2, 2, 2}, 16, kInt64), "imported");
+}
+
+}  // namespace
+}  // namespace kiln::onnx
