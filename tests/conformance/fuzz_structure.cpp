@@ -41,10 +41,18 @@ ir::Shape reduced_frame(const Generator& g, ir::Shape frame, const std::optional
 }
 
 // Factors in [0.75, 1.25], so that a product of up to 32 of them stays well inside every dtype.
+// The factors of an f16 or bf16 value are f32 (step_reduce casts their product back): in its own
+// dtype, each plan rounds a factor where it stores it (docs/graph-format.md) and the product
+// amplifies that rounding by its count: 32 bf16 factors of 1.1155 fused and 1.1171875 stored gave
+// 33 and 34.75 (fuzz seed 20263372), past bf16's tolerance of 3% though both plans keep kiln's
+// rule.
 FuzzValue prod_guard(Generator& g, const FuzzValue& v) {
-  FuzzValue s = derive(g.ok(g.b().unary(Op::Sigmoid, v.node), "sigmoid"), v);
-  const ir::Node* half = g.ok(g.b().binary(Op::Mul, s.node, literal(g, v.dtype(), 0.5).node), "mul");
-  FuzzValue r = derive(g.ok(g.b().binary(Op::Add, half, literal(g, v.dtype(), 0.75).node), "add"), v);
+  const bool half_float = v.dtype() == DType::f16 || v.dtype() == DType::bf16;
+  const DType ct = half_float ? DType::f32 : v.dtype();
+  const ir::Node* x = half_float ? g.ok(g.b().cast(v.node, ct), "cast") : v.node;
+  const ir::Node* s = g.ok(g.b().unary(Op::Sigmoid, x), "sigmoid");
+  const ir::Node* half = g.ok(g.b().binary(Op::Mul, s, literal(g, ct, 0.5).node), "mul");
+  FuzzValue r = derive(g.ok(g.b().binary(Op::Add, half, literal(g, ct, 0.75).node), "add"), v);
   r.exact = false, r.grid = -1, r.zero_sign = false, r.lo = 0.75, r.hi = 1.25;
   return r;
 }
@@ -97,6 +105,8 @@ StepResult step_reduce(Generator& g) {
   FuzzValue r = derive(g.ok(n, "reduction"), x);
   r.frame = reduced_frame(g, x.frame, axes);
   if (!settle_reduction(r, x, which, count)) return std::nullopt;
+  if (r.dtype() != v->dtype())
+    r.node = g.ok(g.b().cast(r.node, v->dtype()), "cast");  // prod_guard's f32
   return r;
 }
 
