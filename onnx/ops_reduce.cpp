@@ -383,6 +383,92 @@ OpImporter global_pool(bool max) {
   };
 }
 
+// Det: LU factorization with partial pivoting (LAPACK's getrf, which numpy's det calls), unrolled
+// at import over the M columns. Step k picks the row of largest |a[r, k]| among r >= k (the first
+// on ties), swaps it with row k (a gather_elements by a row permutation computed on the device)
+// and subtracts multiples of row k from the rows below it; the determinant is the product of the
+// pivots, negated per swap. A zero pivot (a singular matrix) gives 0. f16 and bf16 are factored in
+// f32. Each step is a pass over the [batch, M, M] matrices, so M is bounded (kMaxDetSize).
+constexpr int64_t kMaxDetSize = 64;
+
+Outs det(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  ir::Builder& B = c.b();
+  Expr e{c};
+  const int64_t rank = static_cast<int64_t>(x->shape.size());
+  if (rank < 2 || x->shape[rank - 1] != x->shape[rank - 2])
+    return c.fail(fmt::format("Det: X must be [..., M, M], not {}", ir::shape_str(x->shape)));
+  if (!ir::is_float(x->dtype))
+    return c.fail(fmt::format("Det: X must be a float tensor, not {}", ir::dtype_name(x->dtype)));
+  const int64_t m = x->shape.back();
+  const ir::Shape batch(x->shape.begin(), x->shape.end() - 2);
+  const int64_t n = ir::shape_numel(batch);
+  if (m > kMaxDetSize)
+    return c.unsupported(
+        fmt::format("Det of {} x {} matrices (kiln unrolls the factorization's {} steps at "
+                    "import; at most {})",
+                    m, m, m, kMaxDetSize));
+  if (n == 0 || m == 0) return one(c, B.full(batch, 1, x->dtype));  // an empty product: 1
+  const ir::DType ct = x->dtype == ir::DType::f64 ? ir::DType::f64 : ir::DType::f32;
+  const ir::Node* a = x;
+  if (a->dtype != ct) {
+    KILN_ONNX_TRY(a, c.check(B.cast(a, ct)));
+  }
+  KILN_ONNX_TRY(a, c.check(B.reshape(a, {n, m, m})));
+  KILN_ONNX_TRY(const ir::Node* rows, c.check(B.arange(0, m, 1, ir::DType::i64)));
+  KILN_ONNX_TRY(rows, c.check(B.reshape(rows, {1, m, 1})));
+  KILN_ONNX_TRY(const ir::Node* zero, e.k(0, ct));
+  const ir::Node* d = nullptr;  // [n, 1, 1]: the determinant so far
+  for (int64_t k = 0; k < m; ++k) {
+    KILN_ONNX_TRY(const ir::Node* col, c.check(B.slice(a, 2, k, k + 1, 1)));  // [n, m, 1]
+    const ir::Node* swapped = nullptr;
+    if (k + 1 < m) {
+      KILN_ONNX_TRY(const ir::Node* mag, e.un(Op::Abs, col));
+      KILN_ONNX_TRY(const ir::Node* below, e.bin(Op::Ge, rows, double(k)));
+      KILN_ONNX_TRY(const ir::Node* none, e.k(-1, ct));
+      KILN_ONNX_TRY(const ir::Node* cand, c.check(B.where(below, mag, none)));
+      KILN_ONNX_TRY(const ir::Node* p,
+                    c.check(B.arg_reduce(Op::ArgMax, cand, 1, true)));  // [n, 1, 1]
+      KILN_ONNX_TRY(p, c.check(B.cast(p, ir::DType::i64)));
+      // Row r of the swapped matrix reads row p where r = k, row k where r = p, else row r.
+      KILN_ONNX_TRY(const ir::Node* is_k, e.bin(Op::Eq, rows, double(k)));
+      KILN_ONNX_TRY(const ir::Node* is_p, e.bin(Op::Eq, rows, p));
+      KILN_ONNX_TRY(const ir::Node* k_index, e.k(double(k), ir::DType::i64));
+      KILN_ONNX_TRY(const ir::Node* from, c.check(B.where(is_p, k_index, rows)));
+      KILN_ONNX_TRY(from, c.check(B.where(is_k, p, from)));
+      KILN_ONNX_TRY(from, c.check(B.expand(from, {n, m, m})));
+      KILN_ONNX_TRY(a, c.check(B.gather_elements(a, from, 1)));
+      KILN_ONNX_TRY(swapped, e.bin(Op::Ne, p, double(k)));
+      KILN_ONNX_TRY(col, c.check(B.slice(a, 2, k, k + 1, 1)));
+    }
+    KILN_ONNX_TRY(const ir::Node* pivot, c.check(B.slice(col, 1, k, k + 1, 1)));  // [n, 1, 1]
+    if (d) {
+      KILN_ONNX_TRY(d, e.bin(Op::Mul, d, pivot));
+    } else {
+      d = pivot;
+    }
+    if (swapped) {
+      KILN_ONNX_TRY(const ir::Node* negated, e.un(Op::Neg, d));
+      KILN_ONNX_TRY(d, c.check(B.where(swapped, negated, d)));
+    }
+    if (k + 1 == m) break;
+    // Rows below k less (a[r, k] / pivot) times row k; nothing where the pivot is 0 (the column
+    // is 0 from row k down, and the determinant is already 0).
+    KILN_ONNX_TRY(const ir::Node* q, e.bin(Op::Div, col, pivot));
+    KILN_ONNX_TRY(const ir::Node* after, e.bin(Op::Gt, rows, double(k)));
+    KILN_ONNX_TRY(const ir::Node* singular, e.bin(Op::Eq, pivot, 0.0));
+    KILN_ONNX_TRY(const ir::Node* keep, c.check(B.unary(Op::Not, singular)));
+    KILN_ONNX_TRY(const ir::Node* live, e.bin(Op::And, after, keep));
+    KILN_ONNX_TRY(q, c.check(B.where(live, q, zero)));
+    KILN_ONNX_TRY(const ir::Node* row_k, c.check(B.slice(a, 1, k, k + 1, 1)));  // [n, 1, m]
+    KILN_ONNX_TRY(const ir::Node* step, e.bin(Op::Mul, q, row_k));
+    KILN_ONNX_TRY(a, e.bin(Op::Sub, a, step));
+  }
+  KILN_ONNX_TRY(d, c.check(B.reshape(d, std::vector<int64_t>(batch.begin(), batch.end()))));
+  if (d->dtype != x->dtype) return one(c, B.cast(d, x->dtype));
+  return std::vector<Value>{c.out(d)};
+}
+
 }  // namespace
 
 void add_reduce_ops(OpTable& t) {
@@ -402,6 +488,7 @@ void add_reduce_ops(OpTable& t) {
   t["LogSoftmax"] = softmax(true);
   t["MatMul"] = matmul;
   t["Gemm"] = gemm;
+  t["Det"] = det;
   t["LayerNormalization"] = layer_norm;
   t["BatchNormalization"] = batch_norm;
   t["InstanceNormalization"] = instance_norm;

@@ -1,14 +1,20 @@
-// ONNX GridSample (onnx/ops_resize.cpp) against a sampler written here from the operator's
-// definition (ONNX's reference, onnx/reference/ops/op_grid_sample.py): every mode, padding mode
-// and align_corners, on grids that reach far past the borders (reflected several times), with
-// exact ties for nearest; 1, 2 and 3 spatial axes (opset 20), f64; the reference interpreter and
-// the cpu device both. And its errors.
+// ONNX ops whose importers compose several kiln primitives, against computations written here from
+// the operators' definitions, on the reference interpreter and the cpu device both:
+// - GridSample (onnx/ops_resize.cpp) against a sampler following ONNX's reference
+//   (onnx/reference/ops/op_grid_sample.py): every mode, padding mode and align_corners, on grids
+//   that reach far past the borders (reflected several times), with exact ties for nearest; 1, 2
+//   and 3 spatial axes (opset 20), f64. And its errors.
+// - Det (onnx/ops_reduce.cpp) against the Leibniz sum over permutations in long double: random,
+//   pivoting and singular matrices, batches, f64 and f16.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -22,6 +28,43 @@ namespace {
 
 using namespace proto_writer;
 constexpr int kDouble = 11;
+
+// Imports the one-output model `bytes`, runs it on the reference interpreter and on `device` with
+// `inputs` (by name) and expects y's shape and every value within tol * (1 + |want|) on both.
+void expect_outputs(runtime::Device& device, const std::string& bytes,
+                    const std::map<std::string, ir::HostTensor>& inputs,
+                    const std::vector<int64_t>& y_dims, const std::vector<double>& want,
+                    double tol) {
+  ir::Graph g;
+  auto m = import_model(g, bytes);
+  ASSERT_TRUE(m) << m.error().message;
+  std::unordered_map<const ir::Node*, ir::HostTensor> bind;
+  runtime::Bindings bindings;
+  for (const auto& [name, input] : m->graph.inputs) {
+    const ir::HostTensor& value = inputs.at(name);
+    bind.emplace(input, value);
+    auto b = device.pool()->from_host(value, name);
+    ASSERT_TRUE(b) << b.error().message;
+    bindings[input] = std::move(*b);
+  }
+  const ir::Node* out = m->graph.outputs[0].second;
+  auto ref = interp::evaluate_reference({out}, bind);
+  ASSERT_TRUE(ref) << ref.error().message;
+  auto run = device.execute(g, {out}, bindings);
+  ASSERT_TRUE(run) << run.error().message;
+  const ir::HostTensor got = (*run)[0]->to_host();
+  ASSERT_EQ(got.shape, ir::Shape(y_dims.begin(), y_dims.end()));
+  ASSERT_EQ((*ref)[0].shape, got.shape);
+  int wrong = 0;
+  for (size_t i = 0; i < want.size() && wrong < 5; ++i) {
+    const double bound = tol * (1 + std::abs(want[i]));
+    if (std::abs(got.get(i) - want[i]) > bound || std::abs((*ref)[0].get(i) - want[i]) > bound) {
+      ++wrong;
+      ADD_FAILURE() << "y[" << i << "]: cpu " << got.get(i) << ", reference interpreter "
+                    << (*ref)[0].get(i) << ", expected " << want[i];
+    }
+  }
+}
 
 struct Sampler {
   std::string mode;     // nearest, linear, cubic
@@ -163,9 +206,6 @@ void check_case(runtime::Device& device, const Case& t, uint32_t seed) {
                    int_attr("align_corners", t.s.align)})},
             {value_info("x", elem, t.x_dims), value_info("grid", elem, t.grid_dims)},
             {value_info("y", elem, y_dims)}, {}, t.opset);
-  ir::Graph g;
-  auto m = import_model(g, bytes);
-  ASSERT_TRUE(m) << m.error().message;
   const ir::DType dt = t.f64 ? ir::DType::f64 : ir::DType::f32;
   ir::HostTensor xt = ir::HostTensor::zeros(dt, ir::Shape(t.x_dims.begin(), t.x_dims.end()));
   ir::HostTensor gt = ir::HostTensor::zeros(dt, ir::Shape(t.grid_dims.begin(), t.grid_dims.end()));
@@ -178,32 +218,7 @@ void check_case(runtime::Device& device, const Case& t, uint32_t seed) {
   for (int64_t i = 0; i < ng; ++i) gt.set(i, grid[i]);
   const std::vector<double> want = sample(t.s, t.x_dims, xs, t.grid_dims, grid);
 
-  std::unordered_map<const ir::Node*, ir::HostTensor> bind;
-  runtime::Bindings bindings;
-  for (const auto& [name, input] : m->graph.inputs) {
-    const ir::HostTensor& value = name == "x" ? xt : gt;
-    bind.emplace(input, value);
-    auto b = device.pool()->from_host(value, name);
-    ASSERT_TRUE(b) << b.error().message;
-    bindings[input] = std::move(*b);
-  }
-  const ir::Node* out = m->graph.outputs[0].second;
-  auto ref = interp::evaluate_reference({out}, bind);
-  ASSERT_TRUE(ref) << ref.error().message;
-  auto run = device.execute(g, {out}, bindings);
-  ASSERT_TRUE(run) << run.error().message;
-  const ir::HostTensor got = (*run)[0]->to_host();
-  ASSERT_EQ(got.shape, ir::Shape(y_dims.begin(), y_dims.end()));
-  ASSERT_EQ((*ref)[0].shape, got.shape);
-  int wrong = 0;
-  for (size_t i = 0; i < want.size() && wrong < 5; ++i) {
-    const double tol = 1e-4 * (1 + std::abs(want[i]));
-    if (std::abs(got.get(i) - want[i]) > tol || std::abs((*ref)[0].get(i) - want[i]) > tol) {
-      ++wrong;
-      ADD_FAILURE() << "y[" << i << "]: cpu " << got.get(i) << ", reference interpreter "
-                    << (*ref)[0].get(i) << ", expected " << want[i];
-    }
-  }
+  expect_outputs(device, bytes, {{"x", xt}, {"grid", gt}}, y_dims, want, 1e-4);
 }
 
 std::unique_ptr<runtime::Device> cpu_device() {
@@ -273,6 +288,93 @@ TEST(OnnxGridSample, ErrorsNameWhatIsWrong) {
             std::string::npos)
       << error_of("bilinear", {1, 1, 4, 4}, {1, 2, 2, 2}, 16, kInt64);
   EXPECT_EQ(error_of("nearest", {1, 1, 4, 4}, {1, 2, 2, 2}, 16, kInt64), "imported");
+}
+
+// The determinant by the Leibniz formula: the sum over permutations of the signed products.
+long double leibniz(const std::vector<double>& a, int64_t m) {
+  std::vector<int64_t> perm(m);
+  std::iota(perm.begin(), perm.end(), 0);
+  long double total = 0;
+  do {
+    int64_t inversions = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = i + 1; j < m; ++j) inversions += perm[i] > perm[j];
+    long double prod = inversions % 2 ? -1 : 1;
+    for (int64_t i = 0; i < m; ++i) prod *= a[i * m + perm[i]];
+    total += prod;
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  return total;
+}
+
+constexpr int kFloat16 = 10;
+
+// Det of the m x m matrices `values` (batch dims `batch`) against the Leibniz sum of each.
+void check_det(runtime::Device& device, const std::vector<int64_t>& batch, int64_t m, int elem,
+               const std::vector<double>& values, double tol) {
+  SCOPED_TRACE(fmt::format("batch [{}] m {} elem {}", fmt::join(batch, ","), m, elem));
+  std::vector<int64_t> dims = batch;
+  dims.push_back(m);
+  dims.push_back(m);
+  const ir::DType dt = elem == kDouble    ? ir::DType::f64
+                       : elem == kFloat16 ? ir::DType::f16
+                                          : ir::DType::f32;
+  ir::HostTensor xt = ir::HostTensor::zeros(dt, ir::Shape(dims.begin(), dims.end()));
+  for (size_t i = 0; i < values.size(); ++i) xt.set(static_cast<int64_t>(i), values[i]);
+  const int64_t count = ir::shape_numel(ir::Shape(batch.begin(), batch.end()));
+  std::vector<double> want(count);
+  for (int64_t b = 0; b < count; ++b) {
+    std::vector<double> a(m * m);
+    for (int64_t i = 0; i < m * m; ++i) a[i] = xt.get(b * m * m + i);  // as stored (f16 rounds)
+    want[b] = static_cast<double>(leibniz(a, m));
+  }
+  std::string bytes = model({node("Det", {"x"}, {"y"}, "det")}, {value_info("x", elem, dims)},
+                            {value_info("y", elem, batch)}, {}, 11);
+  expect_outputs(device, bytes, {{"x", xt}}, batch, want, tol);
+}
+
+TEST(OnnxDet, MatchesTheLeibnizSum) {
+  auto device = cpu_device();
+  ASSERT_TRUE(device);
+  uint32_t seed = 3;
+  auto random = [&](int64_t count) {
+    std::vector<double> v(count);
+    for (double& x : v) {
+      seed = seed * 1664525u + 1013904223u;
+      x = double(seed >> 8) / double(1u << 24) * 4 - 2;
+    }
+    return v;
+  };
+  for (int64_t m = 1; m <= 6; ++m) check_det(*device, {}, m, kFloat, random(m * m), 1e-4);
+  check_det(*device, {3}, 4, kFloat, random(3 * 16), 1e-4);
+  check_det(*device, {2, 2}, 5, kDouble, random(4 * 25), 1e-12);
+  // Pivoting: a zero where the first pivot would be; a 4-cycle's permutation matrix (det -1); an
+  // anti-diagonal.
+  check_det(*device, {}, 2, kFloat, {0, 1, 1, 0}, 1e-6);
+  check_det(*device, {}, 4, kFloat, {0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0}, 1e-6);
+  check_det(*device, {}, 3, kFloat, {0, 0, 2, 0, 3, 0, 5, 0, 0}, 1e-6);
+  // Singular: a repeated row, and a zero column (every pivot candidate 0).
+  check_det(*device, {2}, 3, kFloat, {1, 2, 3, 4, 5, 6, 1, 2, 3, 1, 0, 3, 2, 0, 5, 7, 0, 1}, 1e-5);
+  check_det(*device, {}, 3, kFloat16, random(9), 4e-3);
+}
+
+TEST(OnnxDet, ErrorsNameWhatIsWrong) {
+  auto error_of = [](std::vector<int64_t> dims, int elem) {
+    std::string bytes = model({node("Det", {"x"}, {"y"}, "det")}, {value_info("x", elem, dims)},
+                              {unshaped_value_info("y", elem)}, {}, 11);
+    ir::Graph g;
+    auto m = import_model(g, bytes);
+    return m ? std::string("imported") : m.error().message;
+  };
+  EXPECT_NE(error_of({2, 3}, kFloat).find("Det: X must be [..., M, M], not [2,3]"),
+            std::string::npos)
+      << error_of({2, 3}, kFloat);
+  EXPECT_NE(error_of({3}, kFloat).find("Det: X must be [..., M, M]"), std::string::npos);
+  EXPECT_NE(error_of({2, 2}, kInt64).find("Det: X must be a float tensor, not i64"),
+            std::string::npos);
+  EXPECT_NE(error_of({65, 65}, kFloat).find("unsupported: Det of 65 x 65 matrices"),
+            std::string::npos)
+      << error_of({65, 65}, kFloat);
+  EXPECT_EQ(error_of({64, 64}, kFloat), "imported");
 }
 
 }  // namespace
