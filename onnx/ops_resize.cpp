@@ -1,13 +1,14 @@
 // ONNX Resize (opsets 10-19) and Upsample (7, 9): each resized axis is one resize row of kiln's op
 // table (ir/resize_taps.h); axes are separable, so an n-d resize is these per-axis steps in
 // sequence, which the fuser inlines into one kernel like any chain of views and elementwise ops.
-// GridSample (opsets 16, 20) reads X at coordinates a tensor gives: per tap, an index computed on
-// the device and a gather_elements, weighted as ONNX's reference interpolates.
+// GridSample (opsets 16, 20) and RoiAlign (10, 16) read X at coordinates tensors give: per tap,
+// an index computed on the device and a gather_elements, weighted as ONNX's reference does.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <tuple>
 
 #include "ir/resize_taps.h"
 #include "onnx/import_context.h"
@@ -525,12 +526,184 @@ Outs grid_sample(Context& c) {
   return one(c, B.reshape(y, std::vector<int64_t>(out_shape.begin(), out_shape.end())));
 }
 
+// RoiAlign (opsets 10, 16): Y[r, c, ph, pw] pools X[batch_indices[r], c] over bin (ph, pw) of roi
+// r, sampled at sampling_ratio^2 points a bin, each bilinearly interpolated with the reference's
+// edge rules (a point past -1 or the far edge reads 0; one inside the last pixel reads it) and
+// averaged (avg) or the largest of the weighted corners taken (max), as ONNX's reference does.
+// The points' coordinates come from the rois on the device, as [R, out_h, out_w, sr, sr] tensors;
+// the corners are gather_elements of X viewed as [C, N * H * W]. sampling_ratio 0 (as many points
+// as the roi is pixels a bin) makes the point count depend on the rois' values: unsupported.
+Outs roi_align(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* rois, c.x(1));
+  KILN_ONNX_TRY(const ir::Node* batch_indices, c.x(2));
+  ir::Builder& B = c.b();
+  Expr e{c};
+  if (x->shape.size() != 4)
+    return c.fail(fmt::format("RoiAlign: X must be [N, C, H, W], not {}", ir::shape_str(x->shape)));
+  if (!ir::is_float(x->dtype))
+    return c.fail(
+        fmt::format("RoiAlign: X must be a float tensor, not {}", ir::dtype_name(x->dtype)));
+  if (rois->shape.size() != 2 || rois->shape[1] != 4)
+    return c.fail(
+        fmt::format("RoiAlign: rois must be [num_rois, 4], not {}", ir::shape_str(rois->shape)));
+  if (batch_indices->shape.size() != 1 || batch_indices->shape[0] != rois->shape[0] ||
+      !ir::is_int(batch_indices->dtype))
+    return c.fail(fmt::format("RoiAlign: batch_indices must be {} integers ([num_rois]), not {} {}",
+                              rois->shape[0], ir::dtype_name(batch_indices->dtype),
+                              ir::shape_str(batch_indices->shape)));
+  const std::string mode = c.attr_s("mode").value_or("avg");
+  if (mode != "avg" && mode != "max")
+    return c.fail(fmt::format("RoiAlign: unknown mode '{}' (avg, max)", mode));
+  const std::string coord = c.opset() >= 16
+                                ? c.attr_s("coordinate_transformation_mode").value_or("half_pixel")
+                                : "output_half_pixel";
+  if (coord != "half_pixel" && coord != "output_half_pixel")
+    return c.fail(fmt::format("RoiAlign: unknown coordinate_transformation_mode '{}'", coord));
+  const bool half_pixel = coord == "half_pixel";
+  const int64_t out_h = c.attr_i("output_height", 1), out_w = c.attr_i("output_width", 1);
+  const int64_t sr = c.attr_i("sampling_ratio", 0);
+  const double scale = c.attr_f("spatial_scale", 1.0f);
+  if (out_h < 1 || out_w < 1)
+    return c.fail(fmt::format("RoiAlign: output_height {} and output_width {} must be positive",
+                              out_h, out_w));
+  if (sr < 0) return c.fail(fmt::format("RoiAlign: sampling_ratio {} is negative", sr));
+  if (sr == 0)
+    return c.unsupported(
+        "RoiAlign with sampling_ratio 0 (its points a bin depend on the rois' values)");
+  const int64_t n = x->shape[0], channels = x->shape[1], h = x->shape[2], w = x->shape[3];
+  const int64_t r = rois->shape[0];
+  KILN_ONNX_TRY(std::ignore,
+                check_table_size(c, {r, out_h, out_w, sr, sr}, "RoiAlign's sample points"));
+  const ir::Shape y_shape{r, channels, out_h, out_w};
+  if (r * channels == 0) return one(c, B.full(y_shape, 0, x->dtype));
+  if (n * h * w == 0)
+    return c.fail(fmt::format("RoiAlign: X {} is empty", ir::shape_str(x->shape)));
+
+  const ir::DType ct = x->dtype == ir::DType::f64 ? ir::DType::f64 : ir::DType::f32;
+  const ir::Node* boxes = rois;
+  if (boxes->dtype != ct) {
+    KILN_ONNX_TRY(boxes, c.check(B.cast(boxes, ct)));
+  }
+  // One axis' sample coordinates, shaped [R, bins, 1, sr, 1] (y) or [R, 1, bins, 1, sr] (x):
+  // start + bin * size + (i + 0.5) * size / sr, with size = extent / bins.
+  auto coords = [&](int64_t first, int64_t bins, bool is_y) -> Expected<const ir::Node*> {
+    KILN_ONNX_TRY(const ir::Node* start, c.check(B.slice(boxes, 1, first, first + 1, 1)));
+    KILN_ONNX_TRY(const ir::Node* end, c.check(B.slice(boxes, 1, first + 2, first + 3, 1)));
+    KILN_ONNX_TRY(start, e.bin(Op::Mul, start, scale));
+    KILN_ONNX_TRY(end, e.bin(Op::Mul, end, scale));
+    if (half_pixel) {
+      KILN_ONNX_TRY(start, e.bin(Op::Sub, start, 0.5));
+      KILN_ONNX_TRY(end, e.bin(Op::Sub, end, 0.5));
+    }
+    KILN_ONNX_TRY(const ir::Node* extent, e.bin(Op::Sub, end, start));
+    if (!half_pixel) {  // malformed rois are forced to 1 x 1
+      KILN_ONNX_TRY(extent, e.bin(Op::Max, extent, 1.0));
+    }
+    KILN_ONNX_TRY(const ir::Node* size, e.bin(Op::Div, extent, double(bins)));
+    KILN_ONNX_TRY(start, c.check(B.reshape(start, {r, 1, 1, 1, 1})));
+    KILN_ONNX_TRY(size, c.check(B.reshape(size, {r, 1, 1, 1, 1})));
+    KILN_ONNX_TRY(const ir::Node* bin, c.check(B.arange(0, bins, 1, ct)));
+    KILN_ONNX_TRY(bin, c.check(B.reshape(bin, is_y ? std::vector<int64_t>{1, bins, 1, 1, 1}
+                                                   : std::vector<int64_t>{1, 1, bins, 1, 1})));
+    KILN_ONNX_TRY(const ir::Node* i, c.check(B.arange(0, sr, 1, ct)));
+    KILN_ONNX_TRY(i, c.check(B.reshape(i, is_y ? std::vector<int64_t>{1, 1, 1, sr, 1}
+                                               : std::vector<int64_t>{1, 1, 1, 1, sr})));
+    KILN_ONNX_TRY(const ir::Node* offset, e.bin(Op::Mul, bin, size));
+    KILN_ONNX_TRY(const ir::Node* v, e.bin(Op::Add, start, offset));
+    KILN_ONNX_TRY(const ir::Node* frac, e.bin(Op::Add, i, 0.5));
+    KILN_ONNX_TRY(frac, e.bin(Op::Mul, frac, size));
+    KILN_ONNX_TRY(frac, e.bin(Op::Div, frac, double(sr)));
+    return e.bin(Op::Add, v, frac);
+  };
+  // One axis' corners and weights at coordinates v along an axis of `length`: (low, high) indices
+  // and (1 - l, l) weights, with the reference's rules; `outside`: v < -1 or v > length.
+  struct Corners {
+    const ir::Node *low, *high, *w_low, *w_high, *outside;
+  };
+  auto corners = [&](const ir::Node* v, int64_t length) -> Expected<Corners> {
+    Corners k;
+    KILN_ONNX_TRY(const ir::Node* under, e.bin(Op::Lt, v, -1.0));
+    KILN_ONNX_TRY(const ir::Node* over, e.bin(Op::Gt, v, double(length)));
+    KILN_ONNX_TRY(k.outside, e.bin(Op::Or, under, over));
+    KILN_ONNX_TRY(v, e.bin(Op::Max, v, 0.0));
+    KILN_ONNX_TRY(const ir::Node* low, e.un(Op::Floor, v));
+    KILN_ONNX_TRY(const ir::Node* last_k, e.k(double(length - 1), ct));
+    KILN_ONNX_TRY(const ir::Node* at_end, e.bin(Op::Ge, low, double(length - 1)));
+    KILN_ONNX_TRY(low, c.check(B.where(at_end, last_k, low)));
+    KILN_ONNX_TRY(v, c.check(B.where(at_end, last_k, v)));
+    KILN_ONNX_TRY(const ir::Node* high, e.bin(Op::Add, low, 1.0));
+    KILN_ONNX_TRY(high, c.check(B.where(at_end, last_k, high)));
+    KILN_ONNX_TRY(k.w_high, e.bin(Op::Sub, v, low));
+    KILN_ONNX_TRY(const ir::Node* one_k, e.k(1.0, ct));
+    KILN_ONNX_TRY(k.w_low, e.bin(Op::Sub, one_k, k.w_high));
+    KILN_ONNX_TRY(k.low, c.check(B.cast(low, ir::DType::i64)));
+    KILN_ONNX_TRY(k.high, c.check(B.cast(high, ir::DType::i64)));
+    return k;
+  };
+  KILN_ONNX_TRY(const ir::Node* ys, coords(1, out_h, true));
+  KILN_ONNX_TRY(const ir::Node* xs, coords(0, out_w, false));
+  KILN_ONNX_TRY(Corners cy, corners(ys, h));
+  KILN_ONNX_TRY(Corners cx, corners(xs, w));
+  KILN_ONNX_TRY(const ir::Node* outside,
+                e.bin(Op::Or, cy.outside, cx.outside));  // [R, oh, ow, sr, sr]
+  // Each roi's image: its batch index clamped into [0, N) (an index out of range, which ONNX leaves
+  // undefined, reads the nearest image), as the first pixel's flat offset.
+  KILN_ONNX_TRY(const ir::Node* image, c.check(B.cast(batch_indices, ir::DType::i64)));
+  KILN_ONNX_TRY(const ir::Node* zero_i, e.k(0, ir::DType::i64));
+  KILN_ONNX_TRY(const ir::Node* last_i, e.k(double(n - 1), ir::DType::i64));
+  KILN_ONNX_TRY(image, c.check(B.clip(image, zero_i, last_i)));
+  KILN_ONNX_TRY(image, e.bin(Op::Mul, image, double(h * w)));
+  KILN_ONNX_TRY(image, c.check(B.reshape(image, {r, 1, 1, 1, 1})));
+  KILN_ONNX_TRY(const ir::Node* flat_x, c.check(B.permute(x, {1, 0, 2, 3})));
+  KILN_ONNX_TRY(flat_x, c.check(B.reshape(flat_x, {channels, n * h * w})));
+  KILN_ONNX_TRY(const ir::Node* zero_v, e.k(0, ct));
+  const int64_t points = r * out_h * out_w * sr * sr;
+  // The four weighted corners, each [C, R, oh, ow, sr * sr].
+  std::vector<const ir::Node*> terms;
+  for (const auto& [yi, wy] : {std::pair{cy.low, cy.w_low}, std::pair{cy.high, cy.w_high}})
+    for (const auto& [xi, wx] : {std::pair{cx.low, cx.w_low}, std::pair{cx.high, cx.w_high}}) {
+      KILN_ONNX_TRY(const ir::Node* index, e.bin(Op::Mul, yi, double(w)));
+      KILN_ONNX_TRY(index, e.bin(Op::Add, index, xi));
+      KILN_ONNX_TRY(index, e.bin(Op::Add, index, image));
+      KILN_ONNX_TRY(index, c.check(B.reshape(index, {1, points})));
+      KILN_ONNX_TRY(index, c.check(B.expand(index, {channels, points})));
+      KILN_ONNX_TRY(const ir::Node* v, c.check(B.gather_elements(flat_x, index, 1)));
+      if (v->dtype != ct) {
+        KILN_ONNX_TRY(v, c.check(B.cast(v, ct)));
+      }
+      KILN_ONNX_TRY(v, c.check(B.reshape(v, {channels, r, out_h, out_w, sr * sr})));
+      KILN_ONNX_TRY(const ir::Node* weight, e.bin(Op::Mul, wy, wx));
+      KILN_ONNX_TRY(weight, c.check(B.where(outside, zero_v, weight)));
+      KILN_ONNX_TRY(weight, c.check(B.reshape(weight, {1, r, out_h, out_w, sr * sr})));
+      KILN_ONNX_TRY(const ir::Node* term, e.bin(Op::Mul, weight, v));
+      terms.push_back(term);
+    }
+  const ir::Node* pooled = nullptr;
+  if (mode == "avg") {
+    KILN_ONNX_TRY(const ir::Node* sum, e.bin(Op::Add, terms[0], terms[1]));
+    KILN_ONNX_TRY(sum, e.bin(Op::Add, sum, terms[2]));
+    KILN_ONNX_TRY(sum, e.bin(Op::Add, sum, terms[3]));
+    KILN_ONNX_TRY(pooled, c.check(B.reduce(Op::Sum, sum, std::vector<int64_t>{4}, false)));
+    KILN_ONNX_TRY(pooled, e.bin(Op::Div, pooled, double(sr * sr)));
+  } else {
+    KILN_ONNX_TRY(const ir::Node* top, e.bin(Op::Max, terms[0], terms[1]));
+    KILN_ONNX_TRY(top, e.bin(Op::Max, top, terms[2]));
+    KILN_ONNX_TRY(top, e.bin(Op::Max, top, terms[3]));
+    KILN_ONNX_TRY(pooled, c.check(B.reduce(Op::ReduceMax, top, std::vector<int64_t>{4}, false)));
+  }
+  KILN_ONNX_TRY(pooled, c.check(B.permute(pooled, {1, 0, 2, 3})));
+  if (pooled->dtype != x->dtype) return one(c, B.cast(pooled, x->dtype));
+  return std::vector<Value>{c.out(pooled)};
+}
+
 }  // namespace
 
 void add_resize_ops(OpTable& t) {
   t["Resize"] = resize;
   t["Upsample"] = upsample;
   t["GridSample"] = grid_sample;
+  t["RoiAlign"] = roi_align;
 }
 
 }  // namespace kiln::onnx

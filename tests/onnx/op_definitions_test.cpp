@@ -6,6 +6,8 @@
 //   and 3 spatial axes (opset 20), f64. And its errors.
 // - Det (onnx/ops_reduce.cpp) against the Leibniz sum over permutations in long double: random,
 //   pivoting and singular matrices, batches, f64 and f16.
+// - RoiAlign (onnx/ops_resize.cpp) against ONNX's reference pooling: avg and max, both coordinate
+//   modes, opset 10, rois past every edge and degenerate ones, two images. And its errors.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -375,6 +377,136 @@ TEST(OnnxDet, ErrorsNameWhatIsWrong) {
             std::string::npos)
       << error_of({65, 65}, kFloat);
   EXPECT_EQ(error_of({64, 64}, kFloat), "imported");
+}
+
+// RoiAlign as ONNX's reference computes it (op_roi_align.py), in double.
+std::vector<double> roi_align_ref(const std::vector<double>& x, int64_t n, int64_t ch, int64_t h,
+                                  int64_t w, const std::vector<float>& rois,
+                                  const std::vector<int64_t>& batch, bool avg, bool half_pixel,
+                                  int64_t oh, int64_t ow, int64_t sr, double scale) {
+  const int64_t r_count = static_cast<int64_t>(batch.size());
+  std::vector<double> y(r_count * ch * oh * ow);
+  (void)n;
+  for (int64_t r = 0; r < r_count; ++r) {
+    const double off = half_pixel ? 0.5 : 0;
+    const double sw = rois[r * 4] * scale - off, sh = rois[r * 4 + 1] * scale - off;
+    const double ew = rois[r * 4 + 2] * scale - off, eh = rois[r * 4 + 3] * scale - off;
+    double rw = ew - sw, rh = eh - sh;
+    if (!half_pixel) rw = std::max(rw, 1.0), rh = std::max(rh, 1.0);
+    const double bh = rh / double(oh), bw = rw / double(ow);
+    for (int64_t c = 0; c < ch; ++c)
+      for (int64_t ph = 0; ph < oh; ++ph)
+        for (int64_t pw = 0; pw < ow; ++pw) {
+          double out = 0;
+          bool first = true;
+          for (int64_t iy = 0; iy < sr; ++iy)
+            for (int64_t ix = 0; ix < sr; ++ix) {
+              double yy = sh + double(ph) * bh + (double(iy) + 0.5) * bh / double(sr);
+              double xx = sw + double(pw) * bw + (double(ix) + 0.5) * bw / double(sr);
+              double v[4] = {0, 0, 0, 0}, wt[4] = {0, 0, 0, 0};
+              if (!(yy < -1.0 || yy > double(h) || xx < -1.0 || xx > double(w))) {
+                yy = std::max(yy, 0.0), xx = std::max(xx, 0.0);
+                int64_t yl = static_cast<int64_t>(yy), xl = static_cast<int64_t>(xx), yh, xh;
+                if (yl >= h - 1)
+                  yh = yl = h - 1, yy = double(yl);
+                else
+                  yh = yl + 1;
+                if (xl >= w - 1)
+                  xh = xl = w - 1, xx = double(xl);
+                else
+                  xh = xl + 1;
+                const double ly = yy - double(yl), lx = xx - double(xl), hy = 1 - ly, hx = 1 - lx;
+                const double* img = &x[(batch[r] * ch + c) * h * w];
+                v[0] = img[yl * w + xl], v[1] = img[yl * w + xh], v[2] = img[yh * w + xl],
+                v[3] = img[yh * w + xh];
+                wt[0] = hy * hx, wt[1] = hy * lx, wt[2] = ly * hx, wt[3] = ly * lx;
+              }
+              if (avg) {
+                out += wt[0] * v[0] + wt[1] * v[1] + wt[2] * v[2] + wt[3] * v[3];
+              } else {
+                const double m = std::max({wt[0] * v[0], wt[1] * v[1], wt[2] * v[2], wt[3] * v[3]});
+                out = first ? m : std::max(out, m);
+                first = false;
+              }
+            }
+          if (avg) out /= double(sr * sr);
+          y[((r * ch + c) * oh + ph) * ow + pw] = out;
+        }
+  }
+  return y;
+}
+
+TEST(OnnxRoiAlign, MatchesTheReferencesPooling) {
+  auto device = cpu_device();
+  ASSERT_TRUE(device);
+  const int64_t n = 2, ch = 3, h = 6, w = 7;
+  std::vector<double> xs(n * ch * h * w);
+  for (size_t i = 0; i < xs.size(); ++i)
+    xs[i] = double((i * 29) % 53) / 13.0 - 2.0;  // negatives too
+  ir::HostTensor xt = ir::HostTensor::zeros(ir::DType::f32, {n, ch, h, w});
+  for (size_t i = 0; i < xs.size(); ++i) xt.set(static_cast<int64_t>(i), xs[i]);
+  // Inside, past every edge, past -1 and the far edge entirely, degenerate (end before start),
+  // and one of the second image.
+  const std::vector<float> rois = {0, 0, 6,  5, 1.5f, 2.25f, 9, 7.5f, -3,   -2, 2,    1,
+                                   8, 7, 12, 9, 4,    4,     2, 3,    0.5f, 1,  5.5f, 5};
+  const std::vector<int64_t> batch = {0, 1, 0, 1, 0, 1};
+  const int64_t r = 6;
+  ir::HostTensor rt = ir::HostTensor::zeros(ir::DType::f32, {r, 4});
+  for (size_t i = 0; i < rois.size(); ++i) rt.set(static_cast<int64_t>(i), rois[i]);
+  ir::HostTensor bt = ir::HostTensor::zeros(ir::DType::i64, {r});
+  for (int64_t i = 0; i < r; ++i) bt.set(i, double(batch[i]));
+  struct Case {
+    bool avg, half_pixel;
+    int64_t oh, ow, sr;
+    float scale;
+    int opset;
+  };
+  for (const Case& t :
+       {Case{true, true, 3, 2, 2, 1.0f, 16}, Case{false, true, 2, 3, 3, 0.5f, 16},
+        Case{true, false, 2, 2, 1, 1.0f, 16}, Case{false, false, 4, 3, 2, 0.75f, 16},
+        Case{true, false, 3, 3, 2, 1.0f, 10}}) {
+    SCOPED_TRACE(fmt::format("{} {} {}x{} sampling {} scale {} opset {}", t.avg ? "avg" : "max",
+                             t.half_pixel ? "half_pixel" : "output_half_pixel", t.oh, t.ow, t.sr,
+                             t.scale, t.opset));
+    std::vector<Msg> attrs = {str_attr("mode", t.avg ? "avg" : "max"),
+                              int_attr("output_height", t.oh), int_attr("output_width", t.ow),
+                              int_attr("sampling_ratio", t.sr),
+                              float_attr("spatial_scale", t.scale)};
+    if (t.opset >= 16)
+      attrs.push_back(str_attr("coordinate_transformation_mode",
+                               t.half_pixel ? "half_pixel" : "output_half_pixel"));
+    std::string bytes = model({node("RoiAlign", {"x", "rois", "b"}, {"y"}, "roi", attrs)},
+                              {value_info("x", kFloat, {n, ch, h, w}),
+                               value_info("rois", kFloat, {r, 4}), value_info("b", kInt64, {r})},
+                              {value_info("y", kFloat, {r, ch, t.oh, t.ow})}, {}, t.opset);
+    const auto want =
+        roi_align_ref(xs, n, ch, h, w, rois, batch, t.avg, t.half_pixel, t.oh, t.ow, t.sr, t.scale);
+    expect_outputs(*device, bytes, {{"x", xt}, {"rois", rt}, {"b", bt}}, {r, ch, t.oh, t.ow}, want,
+                   1e-5);
+  }
+}
+
+TEST(OnnxRoiAlign, ErrorsNameWhatIsWrong) {
+  auto error_of = [](std::vector<Msg> attrs, std::vector<int64_t> rois_dims) {
+    std::string bytes =
+        model({node("RoiAlign", {"x", "rois", "b"}, {"y"}, "roi", std::move(attrs))},
+              {value_info("x", kFloat, {1, 1, 4, 4}), value_info("rois", kFloat, rois_dims),
+               value_info("b", kInt64, {rois_dims[0]})},
+              {unshaped_value_info("y", kFloat)}, {}, 16);
+    ir::Graph g;
+    auto m = import_model(g, bytes);
+    return m ? std::string("imported") : m.error().message;
+  };
+  EXPECT_NE(error_of({}, {2, 4}).find("unsupported: RoiAlign with sampling_ratio 0"),
+            std::string::npos)
+      << error_of({}, {2, 4});
+  EXPECT_NE(error_of({int_attr("sampling_ratio", 2)}, {2, 5})
+                .find("rois must be [num_rois, 4], not [2,5]"),
+            std::string::npos);
+  EXPECT_NE(error_of({int_attr("sampling_ratio", 2), str_attr("mode", "sum")}, {2, 4})
+                .find("unknown mode 'sum' (avg, max)"),
+            std::string::npos);
+  EXPECT_EQ(error_of({int_attr("sampling_ratio", 2)}, {2, 4}), "imported");
 }
 
 }  // namespace

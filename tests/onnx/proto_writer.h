@@ -27,6 +27,13 @@ struct Msg {
     return *this;
   }
   Msg& msg(uint32_t field, const Msg& m) { return bytes(field, m.b); }
+  Msg& f32(uint32_t field, float v) {
+    put(uint64_t(field) << 3 | 5);
+    char raw[4];
+    std::memcpy(raw, &v, 4);
+    b.append(raw, 4);
+    return *this;
+  }
   void put(uint64_t v) {
     do {
       uint8_t byte = v & 0x7f;
@@ -85,6 +92,9 @@ inline Msg node(std::string_view op, std::vector<std::string> in, std::vector<st
 }
 
 inline Msg int_attr(std::string_view name, int64_t v) { return Msg().bytes(1, name).varint(3, v).varint(20, 2); }
+inline Msg float_attr(std::string_view name, float v) {
+  return Msg().bytes(1, name).f32(2, v).varint(20, 1);
+}
 inline Msg str_attr(std::string_view name, std::string_view v) {
   return Msg().bytes(1, name).bytes(4, v).varint(20, 3);
 }
