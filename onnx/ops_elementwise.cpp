@@ -549,6 +549,33 @@ Outs round(Context& c) {
   return std::vector<Value>{c.out(y)};
 }
 
+// BitShift (opset 11) of u8, kiln's one unsigned integer dtype: x << y as x * 2^y (u8 products
+// wrap, so the bits shifted out are dropped) and x >> y as x / 2^y (integer division floors), 2^y
+// picked per element by y; a shift by 8 or more gives 0, as numpy's shifts of uint8 do.
+Outs bit_shift(Context& c) {
+  KILN_ONNX_TRY(const ir::Node* x, c.x(0));
+  KILN_ONNX_TRY(const ir::Node* y, c.x(1));
+  const std::string direction = c.attr_s("direction").value_or("");
+  if (direction != "LEFT" && direction != "RIGHT")
+    return c.fail(fmt::format("BitShift: direction must be LEFT or RIGHT, not '{}'", direction));
+  if (x->dtype != y->dtype) return c.fail("BitShift: X and Y differ in dtype");
+  if (x->dtype != ir::DType::u8)
+    return c.fail(fmt::format("BitShift takes unsigned integers (kiln has u8), not {}",
+                              ir::dtype_name(x->dtype)));
+  Expr e{c};
+  ir::Builder& B = c.b();
+  KILN_ONNX_TRY(const ir::Node* power, e.k(1, ir::DType::u8));
+  for (int k = 1; k < 8; ++k) {
+    KILN_ONNX_TRY(const ir::Node* is_k, e.bin(Op::Eq, y, double(k)));
+    KILN_ONNX_TRY(const ir::Node* p, e.k(double(1 << k), ir::DType::u8));
+    KILN_ONNX_TRY(power, c.check(B.where(is_k, p, power)));
+  }
+  KILN_ONNX_TRY(const ir::Node* shifted, e.bin(direction == "LEFT" ? Op::Mul : Op::Div, x, power));
+  KILN_ONNX_TRY(const ir::Node* far, e.bin(Op::Ge, y, 8.0));
+  KILN_ONNX_TRY(const ir::Node* zero, e.k(0, ir::DType::u8));
+  return one(c, B.where(far, zero, shifted));
+}
+
 // Mod: fmod=0 takes the divisor's sign (integers: a - floor(a / b) * b, kiln's integer division
 // floors); fmod=1 the dividend's (a - trunc(a / b) * b; a itself where |a| < |b|, an infinite b
 // too, as C's fmod). Floats are exact while |a / b| < 2^24 (f32) or 2^53 (f64).
@@ -642,6 +669,7 @@ Expected<const ir::Node*> stable_softplus(Context& c, const ir::Node* x) {
 
 void add_elementwise_ops(OpTable& t) {
   t["Abs"] = unary(Op::Abs);
+  t["BitShift"] = bit_shift;
   t["Neg"] = unary(Op::Neg);
   t["Exp"] = unary(Op::Exp);
   t["Log"] = unary(Op::Log);

@@ -165,46 +165,60 @@ Outs slice(Context& c) {
   return std::vector<Value>{c.out(x)};
 }
 
-// Pad edge (repeat the border) and reflect (mirror without the border) along one axis, from
-// slices: edge expands the first/last element, reflect flips the elements next to the border.
+// Pad edge (repeat the border), reflect (mirror without the border) and wrap (periodic) along
+// one axis. Edge expands the first and last element; reflect and wrap read x through a `gather`
+// by an index computed from an arange: output j reads (j - before) mod n for wrap, and for
+// reflect t = (j - before) mod 2(n - 1), then t or 2(n - 1) - t (mirrored as often as the pads
+// need, as numpy's pad does; an axis of one repeats its element).
 Expected<const ir::Node*> pad_axis(Context& c, const ir::Node* x, int64_t d, int64_t before,
-                                   int64_t after, bool reflect) {
+                                   int64_t after, const std::string& mode) {
   ir::Builder& B = c.b();
   const int64_t n = x->shape[d];
-  if (n == 0 || (reflect && (before >= n || after >= n)))
-    return c.unsupported(fmt::format("{} pads of {} and {} on an axis of length {}",
-                                     reflect ? "reflect" : "edge", before, after, n));
-  std::vector<const ir::Node*> parts;
-  auto side = [&](int64_t count, bool front) -> Expected<const ir::Node*> {
-    const ir::Node* s;
-    if (reflect) {
-      int64_t start = front ? 1 : n - 1 - count;
-      KILN_ONNX_TRY(s, c.check(B.slice(x, d, start, start + count, 1)));
-      return c.check(B.flip(s, {d}));
+  if (before == 0 && after == 0) return x;
+  if (n == 0)
+    return c.fail(fmt::format("{} pads of {} and {} on an empty axis", mode, before, after));
+  if (mode == "edge") {
+    std::vector<const ir::Node*> parts;
+    auto side = [&](int64_t count, bool front) -> Expected<const ir::Node*> {
+      const int64_t at = front ? 0 : n - 1;
+      KILN_ONNX_TRY(const ir::Node* s, c.check(B.slice(x, d, at, at + 1, 1)));
+      ir::Shape shape = x->shape;
+      shape[d] = count;
+      return c.check(B.expand(s, shape));
+    };
+    if (before > 0) {
+      KILN_ONNX_TRY(const ir::Node* p, side(before, true));
+      parts.push_back(p);
     }
-    int64_t at = front ? 0 : n - 1;
-    KILN_ONNX_TRY(s, c.check(B.slice(x, d, at, at + 1, 1)));
-    ir::Shape shape = x->shape;
-    shape[d] = count;
-    return c.check(B.expand(s, shape));
-  };
-  if (before > 0) {
-    KILN_ONNX_TRY(const ir::Node* p, side(before, true));
-    parts.push_back(p);
+    parts.push_back(x);
+    if (after > 0) {
+      KILN_ONNX_TRY(const ir::Node* p, side(after, false));
+      parts.push_back(p);
+    }
+    return c.check(B.concat(parts, d));
   }
-  parts.push_back(x);
-  if (after > 0) {
-    KILN_ONNX_TRY(const ir::Node* p, side(after, false));
-    parts.push_back(p);
+  Expr e{c};
+  const int64_t period = mode == "wrap" ? n : std::max<int64_t>(2 * (n - 1), 1);
+  KILN_ONNX_TRY(const ir::Node* j, c.check(B.arange(-before, n + after, 1, ir::DType::i64)));
+  // t = j mod period, in [0, period): kiln's integer division floors.
+  KILN_ONNX_TRY(const ir::Node* q, e.bin(Op::Div, j, double(period)));
+  KILN_ONNX_TRY(q, e.bin(Op::Mul, q, double(period)));
+  KILN_ONNX_TRY(const ir::Node* t, e.bin(Op::Sub, j, q));
+  if (mode == "reflect") {
+    KILN_ONNX_TRY(const ir::Node* back, e.k(double(period), ir::DType::i64));
+    KILN_ONNX_TRY(back, e.bin(Op::Sub, back, t));
+    KILN_ONNX_TRY(const ir::Node* past, e.bin(Op::Ge, t, double(n)));
+    KILN_ONNX_TRY(t, c.check(B.where(past, back, t)));
   }
-  if (parts.size() == 1) return x;
-  return c.check(B.concat(parts, d));
+  return c.check(B.gather(x, t, d));
 }
 
 Outs pad(Context& c) {
   std::string mode = c.attr_s("mode").value_or("constant");
-  if (mode != "constant" && mode != "edge" && mode != "reflect")
-    return c.unsupported(fmt::format("Pad mode '{}'", mode));
+  if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap")
+    return c.fail(fmt::format("Pad: unknown mode '{}' (constant, edge, reflect, wrap)", mode));
+  if (mode == "wrap" && c.opset() < 19)
+    return c.fail(fmt::format("Pad mode 'wrap' is opset 19's, not {}'s", c.opset()));
   KILN_ONNX_TRY(const ir::Node* x, c.x(0));
   const int64_t rank = x->shape.size();
   std::vector<int64_t> pads, axes;
@@ -242,7 +256,7 @@ Outs pad(Context& c) {
   }
   if (mode != "constant") {
     for (int64_t d = 0; d < rank; ++d) {
-      KILN_ONNX_TRY(x, pad_axis(c, x, d, before[d], after[d], mode == "reflect"));
+      KILN_ONNX_TRY(x, pad_axis(c, x, d, before[d], after[d], mode));
     }
     return std::vector<Value>{c.out(x)};
   }

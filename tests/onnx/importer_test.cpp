@@ -192,15 +192,21 @@ TEST(OnnxImporter, SplitLengthsAndOneHotDepthMustBePositive) {
   }
 }
 
-TEST(OnnxImporter, UnsupportedPadModeIsNamed) {
-  Msg mode = Msg().bytes(1, "mode").bytes(4, "wrap").varint(20, 3);
-  std::string bytes = model({node("Pad", {"x", "p"}, {"y"}, "pad", {mode})},
-                            {value_info("x", kFloat, {4}), value_info("p", kInt64, {2})},
-                            {value_info("y", kFloat, {6})});
-  ir::Graph g;
-  auto m = import_model(g, bytes);
-  ASSERT_FALSE(m);
-  EXPECT_EQ(m.error().message, "onnx: node 0 'pad' (Pad): unsupported: Pad mode 'wrap'");
+TEST(OnnxImporter, PadModesAreCheckedAgainstTheOpset) {
+  auto error_of = [](std::string_view mode_name, int opset) {
+    Msg mode = Msg().bytes(1, "mode").bytes(4, mode_name).varint(20, 3);
+    std::string bytes = model({node("Pad", {"x", "p"}, {"y"}, "pad", {mode})},
+                              {value_info("x", kFloat, {4}), value_info("p", kInt64, {2})},
+                              {value_info("y", kFloat, {6})}, {}, opset);
+    ir::Graph g;
+    auto m = import_model(g, bytes);
+    return m ? std::string("imported") : m.error().message;
+  };
+  EXPECT_EQ(error_of("wrap", 17),
+            "onnx: node 0 'pad' (Pad): Pad mode 'wrap' is opset 19's, not 17's");
+  EXPECT_EQ(
+      error_of("circular", 19),
+      "onnx: node 0 'pad' (Pad): Pad: unknown mode 'circular' (constant, edge, reflect, wrap)");
 }
 
 TEST(OnnxImporter, MalformedBytesAreAClearError) {

@@ -8,6 +8,8 @@
 //   pivoting and singular matrices, batches, f64 and f16.
 // - RoiAlign (onnx/ops_resize.cpp) against ONNX's reference pooling: avg and max, both coordinate
 //   modes, opset 10, rois past every edge and degenerate ones, two images. And its errors.
+// - BitShift of u8 (onnx/ops_elementwise.cpp) against C's shifts, every value and shift.
+// - Pad reflect and wrap (onnx/ops_tensor.cpp) against numpy's rules, pads past the axis.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -507,6 +509,99 @@ TEST(OnnxRoiAlign, ErrorsNameWhatIsWrong) {
                 .find("unknown mode 'sum' (avg, max)"),
             std::string::npos);
   EXPECT_EQ(error_of({int_attr("sampling_ratio", 2)}, {2, 4}), "imported");
+}
+
+// BitShift of u8 over every value and every shift from 0 to 10, against C's shifts (the bits
+// shifted out dropped; 8 and more give 0).
+TEST(OnnxBitShift, EveryU8ValueAndShift) {
+  auto device = cpu_device();
+  ASSERT_TRUE(device);
+  constexpr int kUint8 = 2;
+  const int64_t count = 256 * 11;
+  ir::HostTensor xt = ir::HostTensor::zeros(ir::DType::u8, {count});
+  ir::HostTensor yt = ir::HostTensor::zeros(ir::DType::u8, {count});
+  std::vector<double> left(count), right(count);
+  for (int64_t i = 0; i < count; ++i) {
+    const unsigned v = static_cast<unsigned>(i % 256), s = static_cast<unsigned>(i / 256);
+    xt.set(i, v);
+    yt.set(i, s);
+    left[i] = s >= 8 ? 0 : (v << s) & 0xffu;
+    right[i] = s >= 8 ? 0 : v >> s;
+  }
+  for (const char* direction : {"LEFT", "RIGHT"}) {
+    SCOPED_TRACE(direction);
+    std::string bytes =
+        model({node("BitShift", {"x", "y"}, {"z"}, "shift", {str_attr("direction", direction)})},
+              {value_info("x", kUint8, {count}), value_info("y", kUint8, {count})},
+              {value_info("z", kUint8, {count})}, {}, 11);
+    expect_outputs(*device, bytes, {{"x", xt}, {"y", yt}}, {count},
+                   std::string(direction) == "LEFT" ? left : right, 0);
+  }
+  auto error_of = [](int elem, const char* direction) {
+    std::string bytes =
+        model({node("BitShift", {"x", "y"}, {"z"}, "shift", {str_attr("direction", direction)})},
+              {value_info("x", elem, {4}), value_info("y", elem, {4})},
+              {unshaped_value_info("z", elem)}, {}, 11);
+    ir::Graph g;
+    auto m = import_model(g, bytes);
+    return m ? std::string("imported") : m.error().message;
+  };
+  EXPECT_NE(
+      error_of(kInt64, "LEFT").find("BitShift takes unsigned integers (kiln has u8), not i64"),
+      std::string::npos)
+      << error_of(kInt64, "LEFT");
+  EXPECT_NE(error_of(kUint8, "UP").find("BitShift: direction must be LEFT or RIGHT, not 'UP'"),
+            std::string::npos);
+}
+
+// Pad's reflect and wrap along two axes, with pads past the axis' length (mirrored and wrapped
+// several times), against numpy's pad rules written here; edge beside them.
+TEST(OnnxPad, ReflectAndWrapReachPastTheAxis) {
+  auto device = cpu_device();
+  ASSERT_TRUE(device);
+  const int64_t rows = 3, cols = 4;
+  ir::HostTensor xt = ir::HostTensor::zeros(ir::DType::f32, {rows, cols});
+  for (int64_t i = 0; i < rows * cols; ++i) xt.set(i, double(i * 3 % 7) - 2.5);
+  // numpy's source index for output j of an axis of n padded by `before`.
+  auto source = [](const std::string& mode, int64_t j, int64_t before, int64_t n) -> int64_t {
+    const int64_t i = j - before;
+    if (mode == "edge") return std::clamp<int64_t>(i, 0, n - 1);
+    if (mode == "wrap") return ((i % n) + n) % n;
+    if (n == 1) return 0;
+    const int64_t p = 2 * (n - 1), t = ((i % p) + p) % p;
+    return t < n ? t : p - t;
+  };
+  struct Case {
+    const char* mode;
+    std::vector<int64_t> pads;  // rows before, cols before, rows after, cols after
+  };
+  for (const Case& t :
+       {Case{"wrap", {2, 9, 5, 1}}, Case{"reflect", {4, 7, 2, 10}}, Case{"wrap", {0, 4, 0, 4}},
+        Case{"reflect", {1, 3, 1, 3}}, Case{"edge", {3, 2, 0, 5}}}) {
+    SCOPED_TRACE(fmt::format("{} pads {}", t.mode, fmt::join(t.pads, ",")));
+    const int64_t out_r = rows + t.pads[0] + t.pads[2], out_c = cols + t.pads[1] + t.pads[3];
+    std::vector<double> want(out_r * out_c);
+    for (int64_t r = 0; r < out_r; ++r)
+      for (int64_t q = 0; q < out_c; ++q)
+        want[r * out_c + q] =
+            xt.get(source(t.mode, r, t.pads[0], rows) * cols + source(t.mode, q, t.pads[1], cols));
+    std::string bytes =
+        model({node("Pad", {"x", "p"}, {"y"}, "pad", {str_attr("mode", t.mode)})},
+              {value_info("x", kFloat, {rows, cols})}, {value_info("y", kFloat, {out_r, out_c})},
+              {i64_tensor("p", {4}, t.pads)}, 19);
+    ir::HostTensor pt = ir::HostTensor::zeros(ir::DType::i64, {4});
+    for (int64_t i = 0; i < 4; ++i) pt.set(i, double(t.pads[i]));
+    expect_outputs(*device, bytes, {{"x", xt}, {"p", pt}}, {out_r, out_c}, want, 0);
+  }
+  // An axis of one: reflect repeats its element.
+  ir::HostTensor one = ir::HostTensor::zeros(ir::DType::f32, {1});
+  one.set(0, 7);
+  std::string bytes = model({node("Pad", {"x", "p"}, {"y"}, "pad", {str_attr("mode", "reflect")})},
+                            {value_info("x", kFloat, {1})}, {value_info("y", kFloat, {4})},
+                            {i64_tensor("p", {2}, {2, 1})}, 19);
+  ir::HostTensor pt = ir::HostTensor::zeros(ir::DType::i64, {2});
+  pt.set(0, 2), pt.set(1, 1);
+  expect_outputs(*device, bytes, {{"x", one}, {"p", pt}}, {4}, {7, 7, 7, 7}, 0);
 }
 
 }  // namespace
